@@ -1,0 +1,35 @@
+#pragma once
+// One error model: library code throws kiln::Error (kind + message); the CLI maps kinds to
+// exit codes (see docs/exit-codes.md).
+#include <stdexcept>
+#include <string>
+
+namespace kiln {
+
+enum class ErrorKind {
+  Internal,     // a bug or an unexpected system failure
+  Usage,        // bad arguments or configuration
+  Integrity,    // a digest or size does not match what is pinned
+  Stale,        // version, format version or source hash differs from this libkiln
+  Unsupported,  // target or capability missing (arch, nvcc, NVRTC, driver, device)
+  NotFound,     // nothing usable where it was looked for
+  Compile,      // nvcc / NVRTC failed on a kernel
+  Network,      // a mirror could not serve what was asked
+  Io,           // reading or writing a file failed
+  Format,       // a file is malformed (JSON, archive, fatbin, registry)
+  Driver,       // the CUDA driver reported an error
+};
+
+const char* to_string(ErrorKind kind);
+int exit_code(ErrorKind kind);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,89 @@
+#include "kiln/sha256.hpp"
+
+#include <openssl/evp.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "kiln/error.hpp"
+
+namespace kiln {
+
+struct Sha256::Impl {
+  EVP_MD_CTX* ctx = nullptr;
+  bool done = false;
+};
+
+Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
+  impl_->ctx = EVP_MD_CTX_new();
+  if (!impl_->ctx || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1)
+    throw Error(ErrorKind::Internal, "OpenSSL: cannot initialise SHA-256");
+}
+
+Sha256::~Sha256() { EVP_MD_CTX_free(impl_->ctx); }
+
+void Sha256::update(const void* data, std::size_t size) {
+  if (impl_->done) throw Error(ErrorKind::Internal, "SHA-256 updated after it was finished");
+  if (size && EVP_DigestUpdate(impl_->ctx, data, size) != 1)
+    throw Error(ErrorKind::Internal, "OpenSSL: SHA-256 update failed");
+}
+
+void Sha256::field(std::string_view tag, std::string_view value) {
+  update(tag);
+  update("\0", 1);
+  std::string len = std::to_string(value.size());
+  update(len);
+  update("\0", 1);
+  update(value);
+}
+
+std::string Sha256::hex() {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (impl_->done || EVP_DigestFinal_ex(impl_->ctx, md, &n) != 1 || n != 32)
+    throw Error(ErrorKind::Internal, "OpenSSL: SHA-256 finish failed");
+  impl_->done = true;
+  static const char* digits = "0123456789abcdef";
+  std::string out(64, '0');
+  for (unsigned i = 0; i < 32; ++i) {
+    out[2 * i] = digits[md[i] >> 4];
+    out[2 * i + 1] = digits[md[i] & 15];
+  }
+  return out;
+}
+
+std::string sha256_hex(std::string_view data) {
+  Sha256 h;
+  h.update(data);
+  return h.hex();
+}
+
+std::string sha256_file(const std::filesystem::path& path, std::size_t* size_out) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
+  Sha256 h;
+  std::vector<char> buf(1 << 20);
+  std::size_t total = 0;
+  for (;;) {
+    std::size_t n = std::fread(buf.data(), 1, buf.size(), f);
+    if (n) h.update(buf.data(), n);
+    total += n;
+    if (n < buf.size()) break;
+  }
+  bool err = std::ferror(f);
+  std::fclose(f);
+  if (err) throw Error(ErrorKind::Io, "cannot read " + path.string());
+  if (size_out) *size_out = total;
+  return h.hex();
+}
+
+bool is_sha256_hex(std::string_view s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace kiln

@@ -1,0 +1,46 @@
+#include <cstdio>
+#include <iostream>
+
+#include "commands.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: build CUDA kernels ahead of time into versioned, verified packages, and\n"
+               "inspect, verify and resolve them. Exit codes: docs/exit-codes.md."};
+  app.name("kiln");
+  app.require_subcommand(0, 1);
+  bool show_version = false;
+  app.add_flag("--version", show_version, "print the version, git commit and CUDA toolkit");
+  int rc = 0;
+  kiln::cli::add_registry_command(app, rc);
+  try {
+    app.parse(argc, argv);
+    if (show_version) {
+      std::string commit = kiln::git_commit();
+      std::cout << "kiln " << kiln::version() << "\n"
+                << "commit " << (commit.empty() ? "unknown" : commit) << ", built with CUDA "
+                << kiln::cuda_full_version() << "\n";
+      return 0;
+    }
+    if (app.get_subcommands().empty()) {
+      std::cout << app.help();
+      return 2;
+    }
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kiln::exit_code(kiln::ErrorKind::Usage);
+  } catch (const kiln::Error& e) {
+    std::fflush(stdout);
+    std::cerr << "kiln: error (" << kiln::to_string(e.kind()) << "): " << e.what() << "\n";
+    return kiln::exit_code(e.kind());
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return rc;
+}

@@ -1,0 +1,84 @@
+#pragma once
+// The on-disk formats shared by the packager and the loader: archive manifest, release
+// index, and the names of archives. Written down in manifests/README.md (grammar, fields,
+// version history); keep the two in step.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln {
+
+// Version history: 1 = first release (kiln 0.1.0).
+constexpr int kManifestFormat = 1;
+constexpr int kIndexFormat = 1;
+
+struct ArtifactEntry {
+  struct Entry {
+    std::string name;    // C++ name expression, e.g. "kiln::axpy_kernel<float>"
+    std::string symbol;  // mangled symbol in the image, what cuLibraryGetKernel takes
+  };
+  std::string uri;
+  std::string family;
+  std::vector<std::pair<std::string, std::string>> params;  // registry order
+  std::vector<Entry> entries;
+  std::string source_hash;
+  std::vector<std::string> flags;  // exact compile flags (nvcc argv after the compiler path)
+  std::string file;                // path inside the archive / store directory: "<uri>.fatbin"
+  std::uint64_t size = 0;
+  std::string sha256;
+};
+
+struct SkippedFamily {
+  std::string family;
+  std::string reason;  // e.g. "supports only sm_90a"
+};
+
+struct Manifest {
+  int format_version = kManifestFormat;
+  std::string package_version;
+  std::string git_commit;
+  std::string cuda_version;  // toolkit major.minor, e.g. "13.0"
+  std::string target;        // "sm_90a", "compute_80"
+  std::int64_t build_time = 0;  // seconds since the epoch (SOURCE_DATE_EPOCH when set)
+  std::vector<ArtifactEntry> artifacts;  // sorted by uri
+  std::vector<SkippedFamily> skipped;    // sorted by family
+
+  const ArtifactEntry* find(std::string_view uri) const;
+};
+
+struct IndexEntry {
+  std::string file;  // archive file name, beside the index
+  std::string target;
+  std::uint64_t size = 0;
+  std::string sha256;
+};
+
+struct Index {
+  int format_version = kIndexFormat;
+  std::string package_version;
+  std::string git_commit;
+  std::string cuda_version;
+  std::vector<IndexEntry> archives;  // sorted by target
+};
+
+// Serialisation is canonical (fixed key order, 2-space indent, trailing newline) so that the
+// same values always give the same bytes.
+std::string manifest_to_json(const Manifest& m);
+std::string index_to_json(const Index& idx);
+// Parsers validate every field; throw Error{Format} naming origin and field. A format version
+// other than this kiln's throws Error{Stale} saying "too old" or "too new".
+Manifest parse_manifest(std::string_view json_text, const std::string& origin);
+Index parse_index(std::string_view json_text, const std::string& origin);
+
+// kiln-kernels-<version>-cuda<major>.<minor>-<target>.tar.zst
+std::string archive_file_name(std::string_view version, std::string_view cuda,
+                              std::string_view target);
+// the archive name without ".tar.zst": the directory an archive unpacks to inside a store
+std::string archive_stem(std::string_view version, std::string_view cuda, std::string_view target);
+// kiln-kernels-<version>-index.json
+std::string index_file_name(std::string_view version);
+
+}  // namespace kiln

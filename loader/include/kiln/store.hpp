@@ -1,0 +1,110 @@
+#pragma once
+// The store: a directory of unpacked, verified archives the loader reads from.
+//
+//   <store>/
+//     kiln-kernels-<version>-cuda<M.m>-<target>/   one per archive, named archive_stem(...)
+//       manifest.json                               the archive's manifest, byte for byte
+//       <uri>.fatbin ...                            every artifact the manifest lists
+//     .tmp-XXXXXX/                                  an install in progress (ignored by readers)
+//
+// Installs unpack into a hidden temp directory inside the store and rename it into place, so a
+// reader sees either the old directory, the new one, or none: never a partial one.
+// Written down in manifests/README.md ("Store layout").
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+
+namespace kiln {
+
+// One problem found while verifying; checks go on after one so every problem is reported.
+struct VerifyProblem {
+  ErrorKind kind = ErrorKind::Integrity;
+  std::string file;     // the file at fault (archive, member, store path)
+  std::string field;    // the field that differed ("sha256", "size", "package_version", ...)
+  std::string message;  // full sentence, names both values where there are two
+};
+
+// The most severe kind among problems, for the exit code: Integrity > Stale > Format >
+// NotFound > Io > anything else. nullopt when there are none.
+std::optional<ErrorKind> most_severe(const std::vector<VerifyProblem>& problems);
+
+struct StoreArchive {
+  std::filesystem::path directory;
+  std::optional<Manifest> manifest;  // set when manifest.json parsed and matches the name
+  ErrorKind error_kind = ErrorKind::Format;
+  std::string error;  // why the entry is unusable; empty when manifest is set
+};
+
+// Lists the archive directories of a store, sorted by name; a broken entry (no manifest,
+// unparsable, stale format, name that does not match its manifest) is returned with `error`
+// set so callers can report it and go on. Hidden entries (".tmp-*") and plain files are
+// skipped. A store directory that does not exist gives an empty list; one that cannot be read
+// throws Error{Io}. Artifact digests are not checked here (see verify_store_archive).
+std::vector<StoreArchive> scan_store(const std::filesystem::path& store);
+
+// Every artifact listed by the manifest: present, size and sha256 as recorded. Returns the
+// problems (empty: all good). A StoreArchive with `error` set gives that error as a problem.
+std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry);
+
+// Archive members against their manifest: manifest.json first, every artifact present with the
+// recorded size and sha256, no member the manifest does not list. `origin` names the archive.
+// The manifest is parsed from the first member; on success `manifest_out` receives it.
+std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMember>& members,
+                                                  const std::string& origin,
+                                                  Manifest* manifest_out = nullptr);
+
+// Reads one artifact of an unpacked archive and checks its size and sha256 against the
+// manifest entry: Error{NotFound} when missing, Error{Integrity} naming the file and both
+// digests when it differs. What the loader hands to the driver comes through here.
+std::string read_verified_artifact(const std::filesystem::path& archive_dir,
+                                   const ArtifactEntry& artifact);
+
+// True when <store>/<stem>/ holds a manifest that parses, matches the name, and every artifact
+// it lists with the recorded size and sha256 (verify_store_archive finds nothing).
+bool store_has_verified(const std::filesystem::path& store, const std::string& stem);
+
+struct InstallResult {
+  std::filesystem::path directory;  // <dest>/<stem>
+  Manifest manifest;
+  enum class Action { Installed, Replaced, Unchanged } action = Action::Installed;
+};
+
+// Verifies an archive (its sha256 when `expected_sha256` is given, then every member against
+// the manifest) and unpacks it into <dest_store>/<stem>/. An existing identical copy is left as
+// it is; a differing one is replaced atomically. Any refusal (digest mismatch, bad entry, missing
+// or misplaced manifest) throws before the store is touched, so it stays exactly as it was.
+// Error kinds: Integrity (digests), Format (archive/manifest), Stale (format version),
+// NotFound (archive), Io (store not writable).
+// When `required_package_version` is not empty, an archive of another package version is
+// refused with Error{Stale} naming both versions, before the store is touched.
+InstallResult install_archive(const std::filesystem::path& archive,
+                              const std::filesystem::path& dest_store,
+                              const std::optional<std::string>& expected_sha256 = std::nullopt,
+                              const std::string& required_package_version = "");
+
+// Whole-file checks used by `kiln verify` (and anyone re-checking a download). Every problem is
+// collected; nothing stops at the first. `expected_package_version` empty: any version passes;
+// otherwise a differing package_version is a Stale problem naming both values.
+std::vector<VerifyProblem> verify_archive_file(const std::filesystem::path& archive,
+                                               const std::string& expected_package_version,
+                                               Manifest* manifest_out = nullptr);
+// The index, then each archive it lists, looked up beside it: present (NotFound), size and sha256
+// as pinned (Integrity), its manifest agreeing with the index entry (target, package and CUDA
+// version), then verify_archive_file.
+std::vector<VerifyProblem> verify_index_file(const std::filesystem::path& index,
+                                             const std::string& expected_package_version,
+                                             Index* index_out = nullptr);
+
+// What a path given to the CLI holds, decided from its content (not its name) where possible.
+enum class PathKind { Fatbin, Cubin, Archive, Index, Manifest, Store, StoreArchive, Unknown };
+const char* to_string(PathKind kind);
+// Throws Error{NotFound} when the path does not exist.
+PathKind classify_path(const std::filesystem::path& path);
+
+}  // namespace kiln

@@ -1,0 +1,388 @@
+#include "kiln/manifest.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "kiln/error.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/target.hpp"
+
+namespace kiln {
+namespace {
+
+// ordered_json keeps keys in insertion order: that order is the canonical one, and parsing
+// with it keeps "params" in registry order.
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kManifestMarker = "kiln-manifest";
+constexpr const char* kIndexMarker = "kiln-index";
+
+[[noreturn]] void fail(const std::string& origin, const std::string& field,
+                       const std::string& what) {
+  throw Error(ErrorKind::Format,
+              origin + ": " + (field.empty() ? "" : "field '" + field + "': ") + what);
+}
+
+const Json& member(const Json& obj, const std::string& key, const std::string& origin,
+                   const std::string& where) {
+  auto it = obj.find(key);
+  if (it == obj.end()) fail(origin, where + key, "missing");
+  return *it;
+}
+
+// Unknown keys are refused: a typo ("sha265") must not silently drop a checked field. New
+// fields come with a format version bump.
+void check_keys(const Json& obj, const std::vector<std::string>& allowed, const std::string& origin,
+                const std::string& where) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (std::find(allowed.begin(), allowed.end(), it.key()) != allowed.end()) continue;
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    fail(origin, where + it.key(), "unknown field (allowed: " + list + ")");
+  }
+}
+
+std::string get_string(const Json& obj, const std::string& key, const std::string& origin,
+                       const std::string& where, bool allow_empty = false) {
+  const Json& v = member(obj, key, origin, where);
+  if (!v.is_string()) fail(origin, where + key, "expected a string, found " + v.dump());
+  std::string s = v.get<std::string>();
+  if (s.empty() && !allow_empty) fail(origin, where + key, "must not be empty");
+  return s;
+}
+
+std::uint64_t get_u64(const Json& obj, const std::string& key, const std::string& origin,
+                      const std::string& where) {
+  const Json& v = member(obj, key, origin, where);
+  if (!v.is_number_unsigned())
+    fail(origin, where + key, "expected a non-negative integer, found " + v.dump());
+  return v.get<std::uint64_t>();
+}
+
+std::string get_sha256(const Json& obj, const std::string& key, const std::string& origin,
+                       const std::string& where) {
+  std::string s = get_string(obj, key, origin, where);
+  if (!is_sha256_hex(s))
+    fail(origin, where + key, "expected 64 lowercase hex digits (SHA-256), found '" + s + "'");
+  return s;
+}
+
+bool is_dotted_number(const std::string& s, int parts) {
+  int seen = 0;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+    if (j == i) return false;
+    ++seen;
+    if (j == s.size()) break;
+    if (s[j] != '.') return false;
+    i = j + 1;
+    if (i == s.size()) return false;
+  }
+  return seen == parts;
+}
+
+// Package versions are MAJOR.MINOR.PATCH with an optional -prerelease (no build metadata: a
+// '+' would not survive in wheel and URL names).
+bool is_package_version(const std::string& s) {
+  size_t dash = s.find('-');
+  std::string core = s.substr(0, dash);
+  if (!is_dotted_number(core, 3)) return false;
+  if (dash == std::string::npos) return true;
+  std::string pre = s.substr(dash + 1);
+  return !pre.empty() && std::all_of(pre.begin(), pre.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.';
+  });
+}
+
+// A file name that stays inside the directory it is unpacked to.
+bool is_plain_file_name(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+         s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
+}
+
+Json parse_root(std::string_view text, const std::string& origin) {
+  Json root;
+  try {
+    root = Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    fail(origin, "", std::string("not valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
+  return root;
+}
+
+// The marker and version are checked before anything else, so a file from a newer kiln is
+// reported as "too new" rather than as a list of unknown fields.
+void check_header(const Json& root, const char* marker, int supported, const std::string& what,
+                  const std::string& origin) {
+  std::string found = get_string(root, "format", origin, "");
+  if (found != marker)
+    fail(origin, "format", "expected \"" + std::string(marker) + "\", found \"" + found + "\"");
+  const Json& v = member(root, "format_version", origin, "");
+  if (!v.is_number_integer())
+    fail(origin, "format_version", "expected an integer, found " + v.dump());
+  long long ver = v.get<long long>();
+  if (ver > supported)
+    throw Error(ErrorKind::Stale, origin + ": " + what + " format version " + std::to_string(ver) +
+                                      " is too new; this kiln reads " + std::to_string(supported) +
+                                      ". Upgrade kiln, or fetch the package built for this kiln.");
+  if (ver < supported)
+    throw Error(ErrorKind::Stale, origin + ": " + what + " format version " + std::to_string(ver) +
+                                      " is too old; this kiln reads " + std::to_string(supported) +
+                                      ". Rebuild the package with this kiln.");
+}
+
+void check_common(const std::string& package_version, const std::string& cuda,
+                  const std::string& origin) {
+  if (!is_package_version(package_version))
+    fail(origin, "package_version",
+         "expected MAJOR.MINOR.PATCH[-prerelease], found '" + package_version + "'");
+  if (!is_dotted_number(cuda, 2))
+    fail(origin, "cuda_version", "expected MAJOR.MINOR (e.g. 13.0), found '" + cuda + "'");
+}
+
+Target get_target(const Json& obj, const std::string& origin, const std::string& where) {
+  std::string t = get_string(obj, "target", origin, where);
+  auto parsed = parse_target(t);
+  if (!parsed || parsed->str() != t)
+    fail(origin, where + "target",
+         "expected an SM target like sm_90a or compute_80, found '" + t + "'");
+  return *parsed;
+}
+
+Json artifact_to_json(const ArtifactEntry& a) {
+  Json params = Json::object();
+  for (const auto& [k, v] : a.params) params[k] = v;
+  Json entries = Json::array();
+  for (const auto& e : a.entries) {
+    Json je = Json::object();
+    je["name"] = e.name;
+    je["symbol"] = e.symbol;
+    entries.push_back(std::move(je));
+  }
+  Json j = Json::object();
+  j["uri"] = a.uri;
+  j["family"] = a.family;
+  j["params"] = std::move(params);
+  j["entries"] = std::move(entries);
+  j["source_hash"] = a.source_hash;
+  j["flags"] = a.flags;
+  j["file"] = a.file;
+  j["size"] = a.size;
+  j["sha256"] = a.sha256;
+  return j;
+}
+
+ArtifactEntry artifact_from_json(const Json& j, const std::string& origin,
+                                 const std::string& where) {
+  if (!j.is_object()) fail(origin, where.substr(0, where.size() - 1), "expected an object");
+  check_keys(
+      j, {"uri", "family", "params", "entries", "source_hash", "flags", "file", "size", "sha256"},
+      origin, where);
+  ArtifactEntry a;
+  a.uri = get_string(j, "uri", origin, where);
+  a.family = get_string(j, "family", origin, where);
+  const Json& params = member(j, "params", origin, where);
+  if (!params.is_object()) fail(origin, where + "params", "expected an object of strings");
+  for (auto it = params.begin(); it != params.end(); ++it) {
+    if (!it.value().is_string())
+      fail(origin, where + "params." + it.key(), "expected a string, found " + it.value().dump());
+    a.params.emplace_back(it.key(), it.value().get<std::string>());
+  }
+  const Json& entries = member(j, "entries", origin, where);
+  if (!entries.is_array() || entries.empty())
+    fail(origin, where + "entries", "expected a non-empty array of {name, symbol}");
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::string w = where + "entries[" + std::to_string(i) + "].";
+    if (!entries[i].is_object()) fail(origin, w.substr(0, w.size() - 1), "expected an object");
+    check_keys(entries[i], {"name", "symbol"}, origin, w);
+    a.entries.push_back(
+        {get_string(entries[i], "name", origin, w), get_string(entries[i], "symbol", origin, w)});
+  }
+  a.source_hash = get_sha256(j, "source_hash", origin, where);
+  const Json& flags = member(j, "flags", origin, where);
+  if (!flags.is_array()) fail(origin, where + "flags", "expected an array of strings");
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (!flags[i].is_string())
+      fail(origin, where + "flags[" + std::to_string(i) + "]", "expected a string");
+    a.flags.push_back(flags[i].get<std::string>());
+  }
+  a.file = get_string(j, "file", origin, where);
+  if (!is_plain_file_name(a.file) || a.file == "manifest.json")
+    fail(
+        origin, where + "file",
+        "expected a plain file name (no '/', not '..', not manifest.json), found '" + a.file + "'");
+  a.size = get_u64(j, "size", origin, where);
+  a.sha256 = get_sha256(j, "sha256", origin, where);
+  return a;
+}
+
+}  // namespace
+
+const ArtifactEntry* Manifest::find(std::string_view uri) const {
+  for (const auto& a : artifacts)
+    if (a.uri == uri) return &a;
+  return nullptr;
+}
+
+std::string manifest_to_json(const Manifest& m) {
+  std::vector<const ArtifactEntry*> arts;
+  for (const auto& a : m.artifacts) arts.push_back(&a);
+  std::stable_sort(arts.begin(), arts.end(),
+                   [](const ArtifactEntry* x, const ArtifactEntry* y) { return x->uri < y->uri; });
+  std::vector<const SkippedFamily*> skipped;
+  for (const auto& s : m.skipped) skipped.push_back(&s);
+  std::stable_sort(
+      skipped.begin(), skipped.end(),
+      [](const SkippedFamily* x, const SkippedFamily* y) { return x->family < y->family; });
+
+  Json root = Json::object();
+  root["format"] = kManifestMarker;
+  root["format_version"] = m.format_version;
+  root["package_version"] = m.package_version;
+  root["git_commit"] = m.git_commit;
+  root["cuda_version"] = m.cuda_version;
+  root["target"] = m.target;
+  root["build_time"] = m.build_time;
+  Json ja = Json::array();
+  for (const auto* a : arts) ja.push_back(artifact_to_json(*a));
+  root["artifacts"] = std::move(ja);
+  Json js = Json::array();
+  for (const auto* s : skipped) {
+    Json o = Json::object();
+    o["family"] = s->family;
+    o["reason"] = s->reason;
+    js.push_back(std::move(o));
+  }
+  root["skipped"] = std::move(js);
+  return root.dump(2) + "\n";
+}
+
+Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
+  Json root = parse_root(json_text, origin);
+  check_header(root, kManifestMarker, kManifestFormat, "manifest", origin);
+  check_keys(root,
+             {"format", "format_version", "package_version", "git_commit", "cuda_version", "target",
+              "build_time", "artifacts", "skipped"},
+             origin, "");
+  Manifest m;
+  m.format_version = root["format_version"].get<int>();
+  m.package_version = get_string(root, "package_version", origin, "");
+  m.git_commit = get_string(root, "git_commit", origin, "", /*allow_empty=*/true);
+  m.cuda_version = get_string(root, "cuda_version", origin, "");
+  check_common(m.package_version, m.cuda_version, origin);
+  m.target = get_target(root, origin, "").str();
+  const Json& bt = member(root, "build_time", origin, "");
+  if (!bt.is_number_integer() || bt.get<std::int64_t>() < 0)
+    fail(origin, "build_time", "expected seconds since the epoch, found " + bt.dump());
+  m.build_time = bt.get<std::int64_t>();
+
+  const Json& arts = member(root, "artifacts", origin, "");
+  if (!arts.is_array()) fail(origin, "artifacts", "expected an array");
+  std::set<std::string> uris, files;
+  for (size_t i = 0; i < arts.size(); ++i) {
+    std::string where = "artifacts[" + std::to_string(i) + "].";
+    ArtifactEntry a = artifact_from_json(arts[i], origin, where);
+    if (!uris.insert(a.uri).second) fail(origin, where + "uri", "duplicate uri '" + a.uri + "'");
+    if (!files.insert(a.file).second)
+      fail(origin, where + "file", "duplicate file '" + a.file + "'");
+    m.artifacts.push_back(std::move(a));
+  }
+  const Json& skipped = member(root, "skipped", origin, "");
+  if (!skipped.is_array()) fail(origin, "skipped", "expected an array");
+  for (size_t i = 0; i < skipped.size(); ++i) {
+    std::string where = "skipped[" + std::to_string(i) + "].";
+    if (!skipped[i].is_object())
+      fail(origin, "skipped[" + std::to_string(i) + "]", "expected an object");
+    check_keys(skipped[i], {"family", "reason"}, origin, where);
+    m.skipped.push_back({get_string(skipped[i], "family", origin, where),
+                         get_string(skipped[i], "reason", origin, where)});
+  }
+  return m;
+}
+
+std::string index_to_json(const Index& idx) {
+  std::vector<const IndexEntry*> arcs;
+  for (const auto& a : idx.archives) arcs.push_back(&a);
+  // Sorted by target as Target orders them (SASS first, then arch), file name as tie-break.
+  std::stable_sort(arcs.begin(), arcs.end(), [](const IndexEntry* x, const IndexEntry* y) {
+    auto tx = parse_target(x->target), ty = parse_target(y->target);
+    if (tx && ty && !(*tx == *ty)) return *tx < *ty;
+    if (x->target != y->target) return x->target < y->target;
+    return x->file < y->file;
+  });
+  Json root = Json::object();
+  root["format"] = kIndexMarker;
+  root["format_version"] = idx.format_version;
+  root["package_version"] = idx.package_version;
+  root["git_commit"] = idx.git_commit;
+  root["cuda_version"] = idx.cuda_version;
+  Json ja = Json::array();
+  for (const auto* a : arcs) {
+    Json o = Json::object();
+    o["file"] = a->file;
+    o["target"] = a->target;
+    o["size"] = a->size;
+    o["sha256"] = a->sha256;
+    ja.push_back(std::move(o));
+  }
+  root["archives"] = std::move(ja);
+  return root.dump(2) + "\n";
+}
+
+Index parse_index(std::string_view json_text, const std::string& origin) {
+  Json root = parse_root(json_text, origin);
+  check_header(root, kIndexMarker, kIndexFormat, "index", origin);
+  check_keys(
+      root,
+      {"format", "format_version", "package_version", "git_commit", "cuda_version", "archives"},
+      origin, "");
+  Index idx;
+  idx.format_version = root["format_version"].get<int>();
+  idx.package_version = get_string(root, "package_version", origin, "");
+  idx.git_commit = get_string(root, "git_commit", origin, "", /*allow_empty=*/true);
+  idx.cuda_version = get_string(root, "cuda_version", origin, "");
+  check_common(idx.package_version, idx.cuda_version, origin);
+  const Json& arcs = member(root, "archives", origin, "");
+  if (!arcs.is_array()) fail(origin, "archives", "expected an array");
+  std::set<std::string> targets;
+  for (size_t i = 0; i < arcs.size(); ++i) {
+    std::string where = "archives[" + std::to_string(i) + "].";
+    if (!arcs[i].is_object())
+      fail(origin, "archives[" + std::to_string(i) + "]", "expected an object");
+    check_keys(arcs[i], {"file", "target", "size", "sha256"}, origin, where);
+    IndexEntry e;
+    e.file = get_string(arcs[i], "file", origin, where);
+    e.target = get_target(arcs[i], origin, where).str();
+    e.size = get_u64(arcs[i], "size", origin, where);
+    e.sha256 = get_sha256(arcs[i], "sha256", origin, where);
+    // The name is derived from the fields, so an entry cannot point at another target's
+    // archive or at a path outside the index's directory.
+    std::string expected = archive_file_name(idx.package_version, idx.cuda_version, e.target);
+    if (e.file != expected)
+      fail(origin, where + "file", "expected '" + expected + "', found '" + e.file + "'");
+    if (!targets.insert(e.target).second)
+      fail(origin, where + "target", "duplicate target '" + e.target + "'");
+    idx.archives.push_back(std::move(e));
+  }
+  return idx;
+}
+
+std::string archive_stem(std::string_view version, std::string_view cuda, std::string_view target) {
+  return "kiln-kernels-" + std::string(version) + "-cuda" + std::string(cuda) + "-" +
+         std::string(target);
+}
+
+std::string archive_file_name(std::string_view version, std::string_view cuda,
+                              std::string_view target) {
+  return archive_stem(version, cuda, target) + ".tar.zst";
+}
+
+std::string index_file_name(std::string_view version) {
+  return "kiln-kernels-" + std::string(version) + "-index.json";
+}
+
+}  // namespace kiln

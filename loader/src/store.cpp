@@ -1,0 +1,534 @@
+#include "kiln/store.hpp"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "kiln/fatbin.hpp"
+#include "kiln/sha256.hpp"
+
+#include <nlohmann/json.hpp>
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kManifestName = "manifest.json";
+
+std::string read_whole_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!fs::exists(p, ec)) throw Error(ErrorKind::NotFound, "file not found: " + p.string());
+    throw Error(ErrorKind::Io, "cannot open " + p.string() + ": " + std::strerror(errno));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(ErrorKind::Io, "cannot read " + p.string());
+  return ss.str();
+}
+
+int severity(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::Integrity:
+      return 6;
+    case ErrorKind::Stale:
+      return 5;
+    case ErrorKind::Format:
+      return 4;
+    case ErrorKind::NotFound:
+      return 3;
+    case ErrorKind::Io:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+void write_file_exclusive(const fs::path& p, const std::string& data) {
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(err));
+    }
+    off += static_cast<size_t>(n);
+  }
+  // Data reaches the disk before the directory is renamed into place.
+  if (::fsync(fd) != 0 || ::close(fd) != 0)
+    throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(errno));
+}
+
+void fsync_dir(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // best effort: the rename itself already happened
+  ::fsync(fd);
+  ::close(fd);
+}
+
+// Removes the install's temp directory unless it was renamed into place.
+class TempDirGuard {
+ public:
+  explicit TempDirGuard(const fs::path& store) {
+    std::string tmpl = (store / ".tmp-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data()))
+      throw Error(ErrorKind::Io, "cannot create a temporary directory in store " + store.string() +
+                                     ": " + std::strerror(errno));
+    path_ = tmpl;
+  }
+  ~TempDirGuard() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempDirGuard(const TempDirGuard&) = delete;
+  TempDirGuard& operator=(const TempDirGuard&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Same manifest bytes, same artifact bytes, nothing else: reinstalling would change nothing.
+bool directory_holds(const fs::path& dir, const std::vector<ArchiveMember>& members) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir, ec)) names.insert(e.path().filename().string());
+  if (ec || names.size() != members.size()) return false;
+  for (const auto& m : members) {
+    if (!names.count(m.name)) return false;
+    try {
+      if (read_whole_file(dir / m.name) != m.data) return false;
+    } catch (const Error&) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string join_problems(const std::vector<VerifyProblem>& problems) {
+  std::string out;
+  for (const auto& p : problems) out += (out.empty() ? "" : "\n  ") + p.message;
+  return out;
+}
+
+StoreArchive scan_store_entry(const fs::path& dir) {
+  StoreArchive sa;
+  sa.directory = dir;
+  std::string name = dir.filename().string();
+  fs::path mpath = dir / kManifestName;
+  try {
+    Manifest m = parse_manifest(read_whole_file(mpath), mpath.string());
+    std::string stem = archive_stem(m.package_version, m.cuda_version, m.target);
+    if (stem != name) {
+      sa.error_kind = ErrorKind::Format;
+      sa.error = dir.string() + ": directory name does not match its manifest (expected '" + stem +
+                 "' from package_version, cuda_version and target)";
+    } else {
+      sa.manifest = std::move(m);
+    }
+  } catch (const Error& e) {
+    sa.error_kind = e.kind();
+    sa.error = e.kind() == ErrorKind::NotFound
+                   ? "no manifest.json in store directory " + dir.string()
+                   : e.what();
+  }
+  return sa;
+}
+
+}  // namespace
+
+std::optional<ErrorKind> most_severe(const std::vector<VerifyProblem>& problems) {
+  std::optional<ErrorKind> worst;
+  for (const auto& p : problems)
+    if (!worst || severity(p.kind) > severity(*worst)) worst = p.kind;
+  return worst;
+}
+
+std::vector<StoreArchive> scan_store(const fs::path& store) {
+  std::error_code ec;
+  if (!fs::exists(store, ec)) return {};
+  if (!fs::is_directory(store, ec))
+    throw Error(ErrorKind::Io, "store " + store.string() + " is not a directory");
+  std::vector<StoreArchive> out;
+  fs::directory_iterator it(store, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot list store " + store.string() + ": " + ec.message());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) throw Error(ErrorKind::Io, "cannot list store " + store.string() + ": " + ec.message());
+    std::string name = it->path().filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    std::error_code dec;
+    if (!it->is_directory(dec)) continue;
+    StoreArchive sa = scan_store_entry(it->path());
+    out.push_back(std::move(sa));
+  }
+  std::sort(out.begin(), out.end(), [](const StoreArchive& a, const StoreArchive& b) {
+    return a.directory.filename() < b.directory.filename();
+  });
+  return out;
+}
+
+std::string read_verified_artifact(const fs::path& archive_dir, const ArtifactEntry& artifact) {
+  fs::path p = archive_dir / artifact.file;
+  std::string data;
+  try {
+    data = read_whole_file(p);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::NotFound)
+      throw Error(ErrorKind::NotFound, "artifact " + artifact.uri + " listed in " +
+                                           (archive_dir / kManifestName).string() +
+                                           " is missing: " + p.string());
+    throw;
+  }
+  if (data.size() != artifact.size)
+    throw Error(ErrorKind::Integrity, p.string() + ": size is " + std::to_string(data.size()) +
+                                          " bytes, manifest says " + std::to_string(artifact.size));
+  std::string digest = sha256_hex(data);
+  if (digest != artifact.sha256)
+    throw Error(ErrorKind::Integrity,
+                p.string() + ": sha256 is " + digest + ", manifest says " + artifact.sha256);
+  return data;
+}
+
+std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry) {
+  std::vector<VerifyProblem> problems;
+  if (!entry.manifest) {
+    problems.push_back(
+        {entry.error_kind, (entry.directory / kManifestName).string(), "manifest", entry.error});
+    return problems;
+  }
+  std::set<std::string> listed = {kManifestName};
+  for (const auto& a : entry.manifest->artifacts) {
+    listed.insert(a.file);
+    try {
+      read_verified_artifact(entry.directory, a);
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      std::string field = msg.find(": size is") != std::string::npos     ? "size"
+                          : msg.find(": sha256 is") != std::string::npos ? "sha256"
+                                                                         : "file";
+      problems.push_back({e.kind(), (entry.directory / a.file).string(), field, msg});
+    }
+  }
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(entry.directory, ec)) {
+    std::string name = e.path().filename().string();
+    if (!listed.count(name))
+      problems.push_back({ErrorKind::Integrity, e.path().string(), "file",
+                          e.path().string() + ": file not listed in the manifest"});
+  }
+  if (ec)
+    problems.push_back({ErrorKind::Io, entry.directory.string(), "",
+                        "cannot list " + entry.directory.string() + ": " + ec.message()});
+  return problems;
+}
+
+bool store_has_verified(const fs::path& store, const std::string& stem) {
+  std::error_code ec;
+  if (stem.empty() || stem[0] == '.' || stem.find('/') != std::string::npos) return false;
+  if (!fs::is_directory(store / stem, ec)) return false;
+  StoreArchive sa = scan_store_entry(store / stem);
+  return sa.manifest && verify_store_archive(sa).empty();
+}
+
+std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMember>& members,
+                                                  const std::string& origin,
+                                                  Manifest* manifest_out) {
+  std::vector<VerifyProblem> problems;
+  auto add = [&](ErrorKind k, const std::string& file, const std::string& field,
+                 const std::string& msg) {
+    problems.push_back({k, file, field, msg});
+  };
+  auto it = std::find_if(members.begin(), members.end(),
+                         [](const ArchiveMember& m) { return m.name == kManifestName; });
+  if (it == members.end()) {
+    add(ErrorKind::Format, origin, kManifestName, origin + ": holds no manifest.json");
+    return problems;
+  }
+  // Readers stream the manifest first to decide before unpacking anything else.
+  if (it != members.begin())
+    add(ErrorKind::Format, origin, kManifestName,
+        origin + ": manifest.json must be the first member, found '" + members.front().name +
+            "' first");
+  Manifest m;
+  std::string morigin = origin + ":" + kManifestName;
+  try {
+    m = parse_manifest(it->data, morigin);
+  } catch (const Error& e) {
+    add(e.kind(), morigin, "manifest", e.what());
+    return problems;
+  }
+  std::map<std::string, const ArchiveMember*> by_name;
+  for (const auto& mem : members) by_name[mem.name] = &mem;
+  std::set<std::string> listed = {kManifestName};
+  for (const auto& a : m.artifacts) {
+    listed.insert(a.file);
+    std::string where = origin + ":" + a.file;
+    auto found = by_name.find(a.file);
+    if (found == by_name.end()) {
+      add(ErrorKind::Integrity, where, "file",
+          where + ": artifact " + a.uri + " is listed in the manifest but missing");
+      continue;
+    }
+    const std::string& data = found->second->data;
+    if (data.size() != a.size) {
+      add(ErrorKind::Integrity, where, "size",
+          where + ": size is " + std::to_string(data.size()) + " bytes, manifest says " +
+              std::to_string(a.size));
+      continue;
+    }
+    std::string digest = sha256_hex(data);
+    if (digest != a.sha256)
+      add(ErrorKind::Integrity, where, "sha256",
+          where + ": sha256 is " + digest + ", manifest says " + a.sha256);
+  }
+  for (const auto& mem : members)
+    if (!listed.count(mem.name))
+      add(ErrorKind::Integrity, origin + ":" + mem.name, "file",
+          origin + ":" + mem.name + ": member not listed in the manifest");
+  if (manifest_out) *manifest_out = std::move(m);
+  return problems;
+}
+
+InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
+                              const std::optional<std::string>& expected_sha256,
+                              const std::string& required_package_version) {
+  // Everything is checked in memory first: a refused archive never touches the store.
+  std::string bytes = read_whole_file(archive);
+  if (expected_sha256) {
+    std::string digest = sha256_hex(bytes);
+    if (digest != *expected_sha256)
+      throw Error(ErrorKind::Integrity,
+                  archive.string() + ": sha256 is " + digest + ", expected " + *expected_sha256);
+  }
+  auto members = read_archive_bytes(bytes, archive.string());
+  bytes.clear();
+  bytes.shrink_to_fit();
+  InstallResult result;
+  auto problems = verify_archive_members(members, archive.string(), &result.manifest);
+  if (!problems.empty())
+    throw Error(*most_severe(problems),
+                "refusing to install " + archive.string() + ":\n  " + join_problems(problems));
+  const Manifest& m = result.manifest;
+  if (!required_package_version.empty() && m.package_version != required_package_version)
+    throw Error(ErrorKind::Stale,
+                "refusing to install " + archive.string() + ": package_version is " +
+                    m.package_version + ", this kiln is " + required_package_version +
+                    "; fetch the archives of release " + required_package_version);
+  std::string stem = archive_stem(m.package_version, m.cuda_version, m.target);
+  result.directory = dest_store / stem;
+
+  // The manifest goes first, then artifacts in manifest order, then nothing else.
+  std::stable_partition(members.begin(), members.end(),
+                        [](const ArchiveMember& mem) { return mem.name == kManifestName; });
+  const std::vector<ArchiveMember>& ordered = members;
+
+  std::error_code ec;
+  fs::create_directories(dest_store, ec);
+  if (ec)
+    throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
+  if (directory_holds(result.directory, ordered)) {
+    result.action = InstallResult::Action::Unchanged;
+    return result;
+  }
+
+  TempDirGuard tmp(dest_store);
+  for (const auto& mem : ordered) write_file_exclusive(tmp.path() / mem.name, mem.data);
+  if (::chmod(tmp.path().c_str(), 0755) != 0)
+    throw Error(ErrorKind::Io, "cannot chmod " + tmp.path().string() + ": " + std::strerror(errno));
+  fsync_dir(tmp.path());
+
+  if (::rename(tmp.path().c_str(), result.directory.c_str()) == 0) {
+    fsync_dir(dest_store);
+    result.action = InstallResult::Action::Installed;
+    return result;
+  }
+  if (errno != EEXIST && errno != ENOTEMPTY)
+    throw Error(ErrorKind::Io, "cannot rename " + tmp.path().string() + " to " +
+                                   result.directory.string() + ": " + std::strerror(errno));
+  // Another installer may have put an identical copy there meanwhile.
+  if (directory_holds(result.directory, ordered)) {
+    result.action = InstallResult::Action::Unchanged;
+    return result;
+  }
+  // Swap old and new in one step, so readers never find the directory missing; the old copy
+  // ends up under the temp name and is removed with it.
+  if (::renameat2(AT_FDCWD, tmp.path().c_str(), AT_FDCWD, result.directory.c_str(),
+                  RENAME_EXCHANGE) != 0) {
+    if (errno != EINVAL && errno != ENOSYS)
+      throw Error(ErrorKind::Io,
+                  "cannot replace " + result.directory.string() + ": " + std::strerror(errno));
+    // Filesystems without RENAME_EXCHANGE: move the old copy aside, then rename.
+    TempDirGuard aside(dest_store);
+    fs::path old = aside.path() / "old";
+    if (::rename(result.directory.c_str(), old.c_str()) != 0)
+      throw Error(ErrorKind::Io,
+                  "cannot move " + result.directory.string() + " aside: " + std::strerror(errno));
+    if (::rename(tmp.path().c_str(), result.directory.c_str()) != 0) {
+      int err = errno;
+      ::rename(old.c_str(), result.directory.c_str());  // put the old copy back
+      throw Error(ErrorKind::Io,
+                  "cannot replace " + result.directory.string() + ": " + std::strerror(err));
+    }
+  }
+  fsync_dir(dest_store);
+  result.action = InstallResult::Action::Replaced;
+  return result;
+}
+
+std::vector<VerifyProblem> verify_archive_file(const fs::path& archive,
+                                               const std::string& expected_package_version,
+                                               Manifest* manifest_out) {
+  std::vector<VerifyProblem> problems;
+  std::vector<ArchiveMember> members;
+  try {
+    members = read_archive(archive);
+  } catch (const Error& e) {
+    problems.push_back({e.kind(), archive.string(), "archive", e.what()});
+    return problems;
+  }
+  Manifest m;
+  problems = verify_archive_members(members, archive.string(), &m);
+  bool parsed = !m.package_version.empty();
+  if (parsed && !expected_package_version.empty() && m.package_version != expected_package_version)
+    problems.push_back({ErrorKind::Stale, archive.string(), "package_version",
+                        archive.string() + ": package_version is " + m.package_version +
+                            ", this kiln is " + expected_package_version +
+                            "; fetch the archives of release " + expected_package_version});
+  if (manifest_out && parsed) *manifest_out = std::move(m);
+  return problems;
+}
+
+std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
+                                             const std::string& expected_package_version,
+                                             Index* index_out) {
+  std::vector<VerifyProblem> problems;
+  Index idx;
+  try {
+    idx = parse_index(read_whole_file(index_path), index_path.string());
+  } catch (const Error& e) {
+    problems.push_back({e.kind(), index_path.string(), "index", e.what()});
+    return problems;
+  }
+  const std::string ip = index_path.string();
+  if (!expected_package_version.empty() && idx.package_version != expected_package_version)
+    problems.push_back({ErrorKind::Stale, ip, "package_version",
+                        ip + ": package_version is " + idx.package_version + ", this kiln is " +
+                            expected_package_version});
+  fs::path dir = index_path.parent_path();
+  for (const auto& e : idx.archives) {
+    fs::path ap = dir / e.file;
+    std::string as = ap.string();
+    std::error_code ec;
+    if (!fs::exists(ap, ec)) {
+      problems.push_back(
+          {ErrorKind::NotFound, as, "file", as + ": listed in " + ip + " but not found beside it"});
+      continue;
+    }
+    std::size_t size = 0;
+    std::string digest;
+    try {
+      digest = sha256_file(ap, &size);
+    } catch (const Error& err) {
+      problems.push_back({err.kind(), as, "file", err.what()});
+      continue;
+    }
+    if (size != e.size)
+      problems.push_back({ErrorKind::Integrity, as, "size",
+                          as + ": size is " + std::to_string(size) + " bytes, " + ip + " says " +
+                              std::to_string(e.size)});
+    else if (digest != e.sha256)
+      problems.push_back({ErrorKind::Integrity, as, "sha256",
+                          as + ": sha256 is " + digest + ", " + ip + " says " + e.sha256});
+    Manifest m;
+    auto inner = verify_archive_file(ap, "", &m);
+    problems.insert(problems.end(), inner.begin(), inner.end());
+    if (m.package_version.empty()) continue;  // manifest unreadable: already reported
+    auto mismatch = [&](const char* field, const std::string& in_manifest,
+                        const std::string& in_index) {
+      if (in_manifest != in_index)
+        problems.push_back(
+            {ErrorKind::Integrity, as, field,
+             as + ": manifest " + field + " is " + in_manifest + ", " + ip + " says " + in_index});
+    };
+    mismatch("target", m.target, e.target);
+    mismatch("package_version", m.package_version, idx.package_version);
+    mismatch("cuda_version", m.cuda_version, idx.cuda_version);
+  }
+  if (index_out) *index_out = std::move(idx);
+  return problems;
+}
+
+const char* to_string(PathKind kind) {
+  switch (kind) {
+    case PathKind::Fatbin:
+      return "fatbin";
+    case PathKind::Cubin:
+      return "cubin";
+    case PathKind::Archive:
+      return "archive";
+    case PathKind::Index:
+      return "index";
+    case PathKind::Manifest:
+      return "manifest";
+    case PathKind::Store:
+      return "store";
+    case PathKind::StoreArchive:
+      return "store-archive";
+    case PathKind::Unknown:
+      return "unknown";
+  }
+  return "unknown";
+}
+
+PathKind classify_path(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw Error(ErrorKind::NotFound, "no such file or directory: " + path.string());
+  if (fs::is_directory(path, ec))
+    return fs::exists(path / kManifestName, ec) ? PathKind::StoreArchive : PathKind::Store;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
+  std::string head(512, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  if (looks_like_fatbin(head)) return PathKind::Fatbin;
+  if (head.compare(0, 4,
+                   "\x7f"
+                   "ELF") == 0)
+    return PathKind::Cubin;
+  if (head.compare(0, 4, "\x28\xb5\x2f\xfd") == 0) return PathKind::Archive;
+  if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return PathKind::Archive;
+  std::size_t first = head.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && head[first] == '{') {
+    try {
+      auto j = nlohmann::json::parse(read_whole_file(path));
+      auto it = j.find("format");
+      if (it != j.end() && it->is_string()) {
+        if (*it == "kiln-index") return PathKind::Index;
+        if (*it == "kiln-manifest") return PathKind::Manifest;
+      }
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  return PathKind::Unknown;
+}
+
+}  // namespace kiln

@@ -1,0 +1,278 @@
+// `kiln inspect PATH`: what a fatbin, cubin, archive, index, manifest or store holds, read with
+// kiln's own parsers (no cuobjdump). Also registers `kiln verify` and `kiln install`, whose code
+// lives in cmd_verify.cpp and cmd_install.cpp, so main.cpp needs one line for all three.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/fatbin.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/store.hpp"
+
+namespace kiln::cli {
+
+void add_verify_command(CLI::App& app, int& rc);   // cmd_verify.cpp
+void add_install_command(CLI::App& app, int& rc);  // cmd_install.cpp
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+std::string read_all(const fs::path& p) {
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (!f) throw Error(ErrorKind::Io, "cannot open " + p.string());
+  std::string data;
+  char buf[1 << 16];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
+  bool err = std::ferror(f);
+  std::fclose(f);
+  if (err) throw Error(ErrorKind::Io, "cannot read " + p.string());
+  return data;
+}
+
+Json symbols_json(const std::vector<std::string>& mangled) {
+  Json arr = Json::array();
+  for (const auto& m : mangled) {
+    Json s = Json::object();
+    s["symbol"] = m;
+    s["name"] = demangle(m);
+    arr.push_back(std::move(s));
+  }
+  return arr;
+}
+
+Json inspect_fatbin(const fs::path& p) {
+  std::string bytes = read_all(p);
+  auto images = parse_fatbin(bytes, p.string());
+  Json arr = Json::array();
+  for (const auto& img : images) {
+    Json j = Json::object();
+    j["kind"] = img.kind == FatbinImage::Ptx   ? "ptx"
+                : img.kind == FatbinImage::Elf ? "elf"
+                                               : "other";
+    j["target"] = img.target();
+    j["size"] = img.size;
+    j["compressed"] = img.compressed;
+    j["decompressed_size"] = img.decompressed_size;
+    // Symbols are a convenience: an image kiln cannot decode is still listed, with the reason.
+    try {
+      std::string payload = fatbin_image_payload(bytes, img);
+      if (img.kind == FatbinImage::Elf) {
+        j["elf_sm"] = elf_sm_arch(payload);
+        j["kernels"] = symbols_json(elf_function_symbols(payload));
+      } else if (img.kind == FatbinImage::Ptx) {
+        j["kernels"] = symbols_json(ptx_entry_names(payload));
+      }
+    } catch (const Error& e) {
+      j["note"] = e.what();
+    }
+    arr.push_back(std::move(j));
+  }
+  Json out = Json::object();
+  out["images"] = std::move(arr);
+  return out;
+}
+
+Json inspect_cubin(const fs::path& p) {
+  std::string bytes = read_all(p);
+  Json out = Json::object();
+  out["elf_sm"] = elf_sm_arch(bytes);
+  out["kernels"] = symbols_json(elf_function_symbols(bytes));
+  return out;
+}
+
+Json manifest_json(const Manifest& m) { return Json::parse(manifest_to_json(m)); }
+
+Json inspect_archive(const fs::path& p) {
+  auto members = read_archive(p);
+  Json out = Json::object();
+  Json mem = Json::array();
+  for (const auto& m : members) {
+    Json j = Json::object();
+    j["name"] = m.name;
+    j["size"] = m.data.size();
+    mem.push_back(std::move(j));
+  }
+  out["members"] = std::move(mem);
+  for (const auto& m : members)
+    if (m.name == "manifest.json")
+      out["manifest"] = manifest_json(parse_manifest(m.data, p.string() + ":manifest.json"));
+  if (!out.contains("manifest"))
+    throw Error(ErrorKind::Format, p.string() + ": holds no manifest.json");
+  return out;
+}
+
+Json inspect_store(const fs::path& p) {
+  Json arr = Json::array();
+  for (const auto& sa : scan_store(p)) {
+    Json j = Json::object();
+    j["directory"] = sa.directory.string();
+    if (sa.manifest) {
+      j["package_version"] = sa.manifest->package_version;
+      j["cuda_version"] = sa.manifest->cuda_version;
+      j["target"] = sa.manifest->target;
+      j["artifacts"] = sa.manifest->artifacts.size();
+    } else {
+      j["error_kind"] = to_string(sa.error_kind);
+      j["error"] = sa.error;
+    }
+    arr.push_back(std::move(j));
+  }
+  Json out = Json::object();
+  out["archives"] = std::move(arr);
+  return out;
+}
+
+void print_manifest_text(const Json& m) {
+  std::printf("package %s (commit %s), CUDA %s, target %s, built %lld\n",
+              m["package_version"].get<std::string>().c_str(),
+              m["git_commit"].get<std::string>().c_str(),
+              m["cuda_version"].get<std::string>().c_str(), m["target"].get<std::string>().c_str(),
+              m["build_time"].get<long long>());
+  std::printf("%zu artifacts:\n", m["artifacts"].size());
+  for (const auto& a : m["artifacts"])
+    std::printf("  %-40s %-32s %10llu  sha256 %.16s\n", a["uri"].get<std::string>().c_str(),
+                a["file"].get<std::string>().c_str(), a["size"].get<unsigned long long>(),
+                a["sha256"].get<std::string>().c_str());
+  for (const auto& s : m["skipped"])
+    std::printf("  skipped family %s: %s\n", s["family"].get<std::string>().c_str(),
+                s["reason"].get<std::string>().c_str());
+}
+
+void print_text(PathKind kind, const Json& j) {
+  switch (kind) {
+    case PathKind::Fatbin:
+      std::printf("%zu images:\n", j["images"].size());
+      for (const auto& img : j["images"]) {
+        std::printf(
+            "  %-4s %-12s %10llu bytes%s\n", img["kind"].get<std::string>().c_str(),
+            img["target"].get<std::string>().c_str(), img["size"].get<unsigned long long>(),
+            img["compressed"].get<bool>()
+                ? (" (zstd, " + std::to_string(img["decompressed_size"].get<unsigned long long>()) +
+                   " unpacked)")
+                      .c_str()
+                : "");
+        if (img.contains("kernels"))
+          for (const auto& k : img["kernels"])
+            std::printf("       %s\n", k["name"].get<std::string>().c_str());
+        if (img.contains("note"))
+          std::printf("       note: %s\n", img["note"].get<std::string>().c_str());
+      }
+      break;
+    case PathKind::Cubin:
+      std::printf("cubin for sm_%d, %zu kernels:\n", j["elf_sm"].get<int>(), j["kernels"].size());
+      for (const auto& k : j["kernels"])
+        std::printf("  %s\n", k["name"].get<std::string>().c_str());
+      break;
+    case PathKind::Archive:
+      print_manifest_text(j["manifest"]);
+      std::printf("%zu members (in archive order):", j["members"].size());
+      for (const auto& m : j["members"]) std::printf(" %s", m["name"].get<std::string>().c_str());
+      std::printf("\n");
+      break;
+    case PathKind::Manifest:
+    case PathKind::StoreArchive:
+      print_manifest_text(j["manifest"]);
+      break;
+    case PathKind::Index:
+      std::printf("release %s (commit %s), CUDA %s, %zu archives:\n",
+                  j["index"]["package_version"].get<std::string>().c_str(),
+                  j["index"]["git_commit"].get<std::string>().c_str(),
+                  j["index"]["cuda_version"].get<std::string>().c_str(),
+                  j["index"]["archives"].size());
+      for (const auto& a : j["index"]["archives"])
+        std::printf("  %-8s %-52s %10llu  sha256 %.16s\n", a["target"].get<std::string>().c_str(),
+                    a["file"].get<std::string>().c_str(), a["size"].get<unsigned long long>(),
+                    a["sha256"].get<std::string>().c_str());
+      break;
+    case PathKind::Store:
+      std::printf("%zu archives:\n", j["archives"].size());
+      for (const auto& a : j["archives"]) {
+        if (a.contains("error"))
+          std::printf("  BROKEN %s: %s\n", a["directory"].get<std::string>().c_str(),
+                      a["error"].get<std::string>().c_str());
+        else
+          std::printf("  %-8s %s (%zu artifacts)\n", a["target"].get<std::string>().c_str(),
+                      a["directory"].get<std::string>().c_str(), a["artifacts"].get<std::size_t>());
+      }
+      break;
+    case PathKind::Unknown:
+      break;
+  }
+}
+
+}  // namespace
+
+void add_format_commands(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand(
+      "inspect",
+      "show what PATH holds: a fatbin or cubin (images, targets, sizes, kernels), an archive "
+      "(.tar.zst: manifest fields, artifacts, members), an index (archives with sizes and "
+      "digests), a manifest.json, or a store directory (its archives). Reads the bytes itself; "
+      "needs no cuobjdump. Checks nothing: use `kiln verify` for that.");
+  struct Opts {
+    std::string path;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  cmd->add_option("PATH", opts->path, "fatbin, cubin, archive, index, manifest or store directory")
+      ->required();
+  cmd->add_flag("--json", opts->json, "machine-readable output");
+  cmd->callback([opts, &rc] {
+    fs::path p = opts->path;
+    PathKind kind = classify_path(p);
+    Json j;
+    switch (kind) {
+      case PathKind::Fatbin:
+        j = inspect_fatbin(p);
+        break;
+      case PathKind::Cubin:
+        j = inspect_cubin(p);
+        break;
+      case PathKind::Archive:
+        j = inspect_archive(p);
+        break;
+      case PathKind::Manifest:
+        j = Json::object();
+        j["manifest"] = manifest_json(parse_manifest(read_all(p), p.string()));
+        break;
+      case PathKind::StoreArchive:
+        j = Json::object();
+        j["manifest"] = manifest_json(
+            parse_manifest(read_all(p / "manifest.json"), (p / "manifest.json").string()));
+        break;
+      case PathKind::Index:
+        j = Json::object();
+        j["index"] = Json::parse(index_to_json(parse_index(read_all(p), p.string())));
+        break;
+      case PathKind::Store:
+        j = inspect_store(p);
+        break;
+      case PathKind::Unknown:
+        throw Error(ErrorKind::Format, p.string() +
+                                           " is none of: fatbin (magic 0xBA55ED50), cubin (ELF), "
+                                           "archive (.tar.zst), kiln index or manifest (JSON with "
+                                           "\"format\"), store directory");
+    }
+    if (opts->json) {
+      Json out = Json::object();
+      out["path"] = p.string();
+      out["kind"] = to_string(kind);
+      for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = it.value();
+      std::cout << out.dump(2) << "\n";
+    } else {
+      std::printf("%s: %s\n", p.c_str(), to_string(kind));
+      print_text(kind, j);
+    }
+    rc = 0;
+  });
+  add_verify_command(app, rc);
+  add_install_command(app, rc);
+}
+
+}  // namespace kiln::cli

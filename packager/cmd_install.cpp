@@ -1,0 +1,144 @@
+// `kiln install ARCHIVE|INDEX... --dest DIR`: verify archives and unpack them into a store.
+// An index pins each archive beside it by sha256; a bare archive is checked against its own
+// manifest. One refused archive does not stop the others; the exit code is the worst failure.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "kiln/error.hpp"
+#include "kiln/store.hpp"
+#include "kiln/version.hpp"
+
+namespace kiln::cli {
+
+void add_install_command(CLI::App& app, int& rc);
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+const char* action_name(InstallResult::Action a) {
+  switch (a) {
+    case InstallResult::Action::Installed:
+      return "installed";
+    case InstallResult::Action::Replaced:
+      return "replaced";
+    case InstallResult::Action::Unchanged:
+      return "unchanged";
+  }
+  return "installed";
+}
+
+std::string read_text(const fs::path& p) {
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (!f) throw Error(ErrorKind::Io, "cannot open " + p.string());
+  std::string data;
+  char buf[1 << 14];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
+  std::fclose(f);
+  return data;
+}
+
+}  // namespace
+
+void add_install_command(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand(
+      "install",
+      "verify archives and unpack them into a store directory (--dest). Given an index, installs "
+      "every archive listed in it from the index's directory, each checked against the index's "
+      "sha256; given archives, checks each against its manifest. A refused archive leaves the "
+      "store as it was. Archives of another kiln version are refused (exit 4) unless "
+      "--any-version.");
+  struct Opts {
+    std::vector<std::string> inputs;
+    std::string dest;
+    bool json = false;
+    bool any_version = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  cmd->add_option("INPUT", opts->inputs, "archives (.tar.zst) and/or indexes (index.json)")
+      ->required();
+  cmd->add_option("--dest", opts->dest, "store directory to install into (created if missing)")
+      ->required();
+  cmd->add_flag("--json", opts->json, "machine-readable report");
+  cmd->add_flag("--any-version", opts->any_version,
+                "install archives whatever their package version (for mirrors and stores that "
+                "serve several releases)");
+  cmd->callback([opts, &rc] {
+    const std::string required = opts->any_version ? "" : kiln::version();
+    Json installed = Json::array();
+    Json failures = Json::array();
+    std::optional<ErrorKind> worst;
+    auto fail = [&](const std::string& input, const Error& e) {
+      Json j = Json::object();
+      j["input"] = input;
+      j["kind"] = to_string(e.kind());
+      j["message"] = e.what();
+      failures.push_back(std::move(j));
+      worst = most_severe({{e.kind(), "", "", ""}, {worst.value_or(e.kind()), "", "", ""}});
+      if (!opts->json)
+        std::fprintf(stderr, "kiln: install failed (%s): %s\n", to_string(e.kind()), e.what());
+    };
+    auto one = [&](const fs::path& archive, const std::optional<std::string>& sha,
+                   const std::string& expect_target) {
+      InstallResult r = install_archive(archive, opts->dest, sha, required);
+      if (!expect_target.empty() && r.manifest.target != expect_target)
+        throw Error(ErrorKind::Integrity, archive.string() + ": manifest target is " +
+                                              r.manifest.target + ", the index says " +
+                                              expect_target);
+      Json j = Json::object();
+      j["archive"] = archive.string();
+      j["target"] = r.manifest.target;
+      j["directory"] = r.directory.string();
+      j["action"] = action_name(r.action);
+      installed.push_back(std::move(j));
+      if (!opts->json)
+        std::printf("%-9s %s -> %s\n", action_name(r.action), archive.c_str(), r.directory.c_str());
+    };
+    for (const auto& input : opts->inputs) {
+      fs::path p = input;
+      try {
+        PathKind kind = classify_path(p);
+        if (kind == PathKind::Archive) {
+          one(p, std::nullopt, "");
+        } else if (kind == PathKind::Index) {
+          Index idx = parse_index(read_text(p), p.string());
+          if (!required.empty() && idx.package_version != required)
+            throw Error(ErrorKind::Stale, p.string() + ": package_version is " +
+                                              idx.package_version + ", this kiln is " + required +
+                                              " (pass --any-version to install it anyway)");
+          if (idx.archives.empty())
+            throw Error(ErrorKind::NotFound, p.string() + " lists no archives");
+          for (const auto& a : idx.archives) {
+            fs::path ap = p.parent_path() / a.file;
+            try {
+              one(ap, a.sha256, a.target);
+            } catch (const Error& e) {
+              fail(ap.string(), e);
+            }
+          }
+        } else {
+          throw Error(ErrorKind::Usage, input + " is a " + to_string(kind) +
+                                            ", not an archive (.tar.zst) or an index");
+        }
+      } catch (const Error& e) {
+        fail(input, e);
+      }
+    }
+    if (opts->json) {
+      Json out = Json::object();
+      out["dest"] = opts->dest;
+      out["ok"] = !worst.has_value();
+      out["exit_code"] = worst ? exit_code(*worst) : 0;
+      out["installed"] = std::move(installed);
+      out["failed"] = std::move(failures);
+      std::cout << out.dump(2) << "\n";
+    }
+    rc = worst ? exit_code(*worst) : 0;
+  });
+}
+
+}  // namespace kiln::cli

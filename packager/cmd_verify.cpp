@@ -1,0 +1,128 @@
+// `kiln verify PATH`: checks an archive, an index with the archives beside it, or an unpacked
+// store, reports every problem (not only the first) and exits with the code of the worst.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "kiln/error.hpp"
+#include "kiln/store.hpp"
+#include "kiln/version.hpp"
+
+namespace kiln::cli {
+
+void add_verify_command(CLI::App& app, int& rc);
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+struct Checked {
+  std::vector<std::string> items;  // what was looked at, for the report
+  std::vector<VerifyProblem> problems;
+};
+
+void verify_store_dir(const fs::path& p, bool single, const std::string& version, Checked& out) {
+  std::vector<StoreArchive> entries;
+  if (single) {
+    // One unpacked archive directory: scan its parent and keep this one entry.
+    for (auto& e : scan_store(p.parent_path().empty() ? fs::path(".") : p.parent_path()))
+      if (e.directory.filename() == p.filename()) entries.push_back(std::move(e));
+  } else {
+    entries = scan_store(p);
+  }
+  for (const auto& e : entries) {
+    out.items.push_back(e.directory.string());
+    auto probs = verify_store_archive(e);
+    out.problems.insert(out.problems.end(), probs.begin(), probs.end());
+    if (e.manifest && e.manifest->package_version != version)
+      out.problems.push_back({ErrorKind::Stale, (e.directory / "manifest.json").string(),
+                              "package_version",
+                              e.directory.string() + ": package_version is " +
+                                  e.manifest->package_version + ", this kiln is " + version});
+  }
+}
+
+}  // namespace
+
+void add_verify_command(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand(
+      "verify",
+      "check PATH and report every problem: an archive (.tar.zst: manifest first, format "
+      "version, every artifact's size and sha256, package version equal to this kiln's), an "
+      "index (each archive beside it: present, size and sha256 as pinned, manifest agreeing "
+      "with the index, then as an archive), or a store directory (each manifest and artifact "
+      "digest). Exit 0 when all is well, else the code of the most severe problem: 3 integrity, "
+      "4 stale, 10 format, 6 not found, 9 io.");
+  struct Opts {
+    std::string path;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  cmd->add_option("PATH", opts->path, "archive, index, store directory or one unpacked archive")
+      ->required();
+  cmd->add_flag("--json", opts->json, "machine-readable report");
+  cmd->callback([opts, &rc] {
+    fs::path p = opts->path;
+    const std::string version = kiln::version();
+    PathKind kind = classify_path(p);
+    Checked c;
+    switch (kind) {
+      case PathKind::Archive:
+        c.items.push_back(p.string());
+        c.problems = verify_archive_file(p, version);
+        break;
+      case PathKind::Index: {
+        Index idx;
+        c.problems = verify_index_file(p, version, &idx);
+        c.items.push_back(p.string());
+        for (const auto& a : idx.archives) c.items.push_back((p.parent_path() / a.file).string());
+        break;
+      }
+      case PathKind::Store:
+        verify_store_dir(p, false, version, c);
+        // An empty store verifies nothing; saying "OK" would hide a failed install.
+        if (c.items.empty())
+          c.problems.push_back({ErrorKind::NotFound, p.string(), "archives",
+                                p.string() + ": no archive directories in this store"});
+        break;
+      case PathKind::StoreArchive:
+        verify_store_dir(p, true, version, c);
+        break;
+      default:
+        throw Error(ErrorKind::Usage, "kiln verify checks archives, indexes and stores; " +
+                                          p.string() + " is a " + to_string(kind) +
+                                          " (try `kiln inspect`)");
+    }
+    auto worst = most_severe(c.problems);
+    if (opts->json) {
+      Json out = Json::object();
+      out["path"] = p.string();
+      out["kind"] = to_string(kind);
+      out["ok"] = !worst.has_value();
+      out["exit_code"] = worst ? exit_code(*worst) : 0;
+      out["checked"] = c.items;
+      Json probs = Json::array();
+      for (const auto& pr : c.problems) {
+        Json j = Json::object();
+        j["kind"] = to_string(pr.kind);
+        j["file"] = pr.file;
+        j["field"] = pr.field;
+        j["message"] = pr.message;
+        probs.push_back(std::move(j));
+      }
+      out["problems"] = std::move(probs);
+      std::cout << out.dump(2) << "\n";
+    } else {
+      for (const auto& pr : c.problems)
+        std::printf("FAIL (%s) %s [%s]: %s\n", to_string(pr.kind), pr.file.c_str(),
+                    pr.field.c_str(), pr.message.c_str());
+      std::printf("%s %s: %zu checked, %zu problem%s\n", worst ? "FAILED" : "OK", p.c_str(),
+                  c.items.size(), c.problems.size(), c.problems.size() == 1 ? "" : "s");
+    }
+    rc = worst ? exit_code(*worst) : 0;
+  });
+}
+
+}  // namespace kiln::cli

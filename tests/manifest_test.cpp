@@ -1,0 +1,216 @@
+#include "kiln/manifest.hpp"
+
+#include <gtest/gtest.h>
+
+#include "kiln/error.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+const std::string kHashA(64, 'a');
+const std::string kHashB(64, 'b');
+
+Manifest sample_manifest() {
+  Manifest m;
+  m.package_version = "0.1.0";
+  m.git_commit = "3f9c2a1";
+  m.cuda_version = "13.0";
+  m.target = "sm_90a";
+  m.build_time = 1764403200;
+  ArtifactEntry norm;
+  norm.uri = "rmsnorm_dtype_f16_block_256";
+  norm.family = "rmsnorm";
+  // "dtype" sorts after "block": registry order must survive, not alphabetical order.
+  norm.params = {{"dtype", "f16"}, {"block", "256"}};
+  norm.entries = {
+      {"kiln::rmsnorm_kernel<__half, 256>", "_ZN4kiln14rmsnorm_kernelI6__halfLi256EEvv"}};
+  norm.source_hash = kHashA;
+  norm.flags = {"-O3", "-gencode=arch=compute_90a,code=sm_90a"};
+  norm.file = "rmsnorm_dtype_f16_block_256.fatbin";
+  norm.size = 4096;
+  norm.sha256 = kHashB;
+  ArtifactEntry axpy = norm;
+  axpy.uri = "axpy_dtype_f32";
+  axpy.family = "axpy";
+  axpy.params = {{"dtype", "f32"}};
+  axpy.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
+  axpy.file = "axpy_dtype_f32.fatbin";
+  m.artifacts = {norm, axpy};  // deliberately unsorted
+  m.skipped = {{"gemm_f16_tc", "needs sm_80+"}, {"chopper", "supports only sm_100f"}};
+  return m;
+}
+
+Index sample_index() {
+  Index idx;
+  idx.package_version = "0.1.0";
+  idx.git_commit = "3f9c2a1";
+  idx.cuda_version = "13.0";
+  idx.archives = {{"kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "sm_90a", 52760, kHashA},
+                  {"kiln-kernels-0.1.0-cuda13.0-sm_80.tar.zst", "sm_80", 48213, kHashB}};
+  return idx;
+}
+
+// Runs `fn`, expects Error of `kind`, returns its message.
+template <typename Fn>
+std::string error_of(ErrorKind kind, Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error thrown";
+  return "";
+}
+
+void replace_once(std::string& s, const std::string& from, const std::string& to) {
+  auto pos = s.find(from);
+  ASSERT_NE(pos, std::string::npos) << from;
+  s.replace(pos, from.size(), to);
+}
+
+TEST(Manifest, SerialisesCanonicallyWithMarkerFirstAndTrailingNewline) {
+  std::string text = manifest_to_json(sample_manifest());
+  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-manifest\",\n  \"format_version\": 1,\n"
+                       "  \"package_version\": \"0.1.0\",\n",
+                       0),
+            0u)
+      << text;
+  EXPECT_EQ(text.back(), '\n');
+  EXPECT_LT(text.find("axpy_dtype_f32"), text.find("rmsnorm_dtype_f16_block_256"));
+  EXPECT_LT(text.find("chopper"), text.find("gemm_f16_tc"));
+}
+
+TEST(Manifest, RoundTripGivesSameBytesAndValues) {
+  std::string text = manifest_to_json(sample_manifest());
+  Manifest back = parse_manifest(text, "m.json");
+  EXPECT_EQ(manifest_to_json(back), text);
+  ASSERT_EQ(back.artifacts.size(), 2u);
+  const ArtifactEntry* a = back.find("rmsnorm_dtype_f16_block_256");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->params,
+            (std::vector<std::pair<std::string, std::string>>{{"dtype", "f16"}, {"block", "256"}}));
+  EXPECT_EQ(a->entries[0].symbol, "_ZN4kiln14rmsnorm_kernelI6__halfLi256EEvv");
+  EXPECT_EQ(a->size, 4096u);
+  EXPECT_EQ(back.build_time, 1764403200);
+  EXPECT_EQ(back.find("nope"), nullptr);
+}
+
+TEST(Manifest, NewerFormatVersionIsStaleSayingTooNewAndWhatThisKilnReads) {
+  std::string text = manifest_to_json(sample_manifest());
+  replace_once(text, "\"format_version\": 1", "\"format_version\": 2");
+  // Unknown fields of the newer format must not hide the version message.
+  replace_once(text, "\"git_commit\"", "\"signature\": \"x\",\n  \"git_commit\"");
+  std::string msg = error_of(ErrorKind::Stale, [&] { parse_manifest(text, "dir/manifest.json"); });
+  EXPECT_NE(msg.find("dir/manifest.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("format version 2 is too new; this kiln reads 1"), std::string::npos) << msg;
+}
+
+TEST(Manifest, OlderFormatVersionIsStaleSayingTooOld) {
+  std::string text = manifest_to_json(sample_manifest());
+  replace_once(text, "\"format_version\": 1", "\"format_version\": 0");
+  std::string msg = error_of(ErrorKind::Stale, [&] { parse_manifest(text, "m.json"); });
+  EXPECT_NE(msg.find("format version 0 is too old"), std::string::npos) << msg;
+}
+
+TEST(Manifest, IndexGivenAsManifestIsRefusedNamingTheMarker) {
+  std::string msg =
+      error_of(ErrorKind::Format, [&] { parse_manifest(index_to_json(sample_index()), "x.json"); });
+  EXPECT_NE(msg.find("'format'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kiln-index"), std::string::npos) << msg;
+}
+
+TEST(Manifest, MissingFieldIsNamedWithItsPath) {
+  std::string text = manifest_to_json(sample_manifest());
+  replace_once(text, "\"sha256\"", "\"sha\"");
+  std::string msg = error_of(ErrorKind::Format, [&] { parse_manifest(text, "m.json"); });
+  EXPECT_NE(msg.find("m.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("artifacts[0].sha"), std::string::npos) << msg;
+}
+
+TEST(Manifest, BadFieldValuesAreRefusedNamingField) {
+  struct Case {
+    std::string from, to, field;
+  };
+  std::vector<Case> cases = {
+      {"\"target\": \"sm_90a\"", "\"target\": \"sm90\"", "'target'"},
+      {"\"cuda_version\": \"13.0\"", "\"cuda_version\": \"13\"", "'cuda_version'"},
+      {"\"package_version\": \"0.1.0\"", "\"package_version\": \"0.1\"", "'package_version'"},
+      {"\"size\": 4096", "\"size\": -1", "artifacts[0].size"},
+      {"\"size\": 4096", "\"size\": \"4096\"", "artifacts[0].size"},
+      {"\"sha256\": \"bbbb", "\"sha256\": \"BBBB", "artifacts[0].sha256"},
+      {"\"file\": \"axpy_dtype_f32.fatbin\"", "\"file\": \"../axpy.fatbin\"", "artifacts[0].file"},
+      {"\"file\": \"axpy_dtype_f32.fatbin\"", "\"file\": \"manifest.json\"", "artifacts[0].file"},
+      {"\"build_time\": 1764403200", "\"build_time\": 1.5", "'build_time'"},
+      {"\"uri\": \"axpy_dtype_f32\"", "\"uri\": \"axpy_dtype_f32\", \"extra\": 1",
+       "artifacts[0].extra"},
+      {"\"uri\": \"rmsnorm_dtype_f16_block_256\"", "\"uri\": \"axpy_dtype_f32\"",
+       "artifacts[1].uri"},
+  };
+  for (const auto& c : cases) {
+    std::string text = manifest_to_json(sample_manifest());
+    replace_once(text, c.from, c.to);
+    std::string msg = error_of(ErrorKind::Format, [&] { parse_manifest(text, "m.json"); });
+    EXPECT_NE(msg.find(c.field), std::string::npos) << c.to << " -> " << msg;
+  }
+}
+
+TEST(Manifest, NotJsonIsFormatErrorNamingOrigin) {
+  std::string msg =
+      error_of(ErrorKind::Format, [] { parse_manifest("{\"format\":", "broken.json"); });
+  EXPECT_NE(msg.find("broken.json"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
+}
+
+TEST(Index, RoundTripSortsArchivesByTargetAndKeepsBytes) {
+  std::string text = index_to_json(sample_index());
+  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 1,\n", 0), 0u);
+  EXPECT_LT(text.find("sm_80.tar.zst"), text.find("sm_90a.tar.zst"));
+  Index back = parse_index(text, "i.json");
+  EXPECT_EQ(index_to_json(back), text);
+  ASSERT_EQ(back.archives.size(), 2u);
+  EXPECT_EQ(back.archives[0].target, "sm_80");
+  EXPECT_EQ(back.archives[0].size, 48213u);
+}
+
+TEST(Index, ArchiveFileMustBeTheNameDerivedFromVersionCudaAndTarget) {
+  std::string text = index_to_json(sample_index());
+  replace_once(text, "\"kiln-kernels-0.1.0-cuda13.0-sm_80.tar.zst\"",
+               "\"kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst\"");
+  std::string msg = error_of(ErrorKind::Format, [&] { parse_index(text, "i.json"); });
+  EXPECT_NE(msg.find("archives[0].file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kiln-kernels-0.1.0-cuda13.0-sm_80.tar.zst"), std::string::npos) << msg;
+}
+
+TEST(Index, NewerIndexFormatIsStale) {
+  std::string text = index_to_json(sample_index());
+  replace_once(text, "\"format_version\": 1", "\"format_version\": 7");
+  std::string msg = error_of(ErrorKind::Stale, [&] { parse_index(text, "i.json"); });
+  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 1"), std::string::npos)
+      << msg;
+}
+
+TEST(Names, ArchiveIndexAndStemFollowTheGrammar) {
+  EXPECT_EQ(archive_file_name("0.1.0", "13.0", "sm_90a"),
+            "kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst");
+  EXPECT_EQ(archive_stem("0.1.0", "13.0", "compute_80"), "kiln-kernels-0.1.0-cuda13.0-compute_80");
+  EXPECT_EQ(index_file_name("0.1.0"), "kiln-kernels-0.1.0-index.json");
+}
+
+TEST(Examples, CheckedInExamplesParseAndAreCanonical) {
+  auto dir = std::filesystem::path(test::source_dir()) / "manifests" / "examples";
+  std::string mtext = test::read_file(dir / "manifest.json");
+  ASSERT_FALSE(mtext.empty());
+  Manifest m = parse_manifest(mtext, "manifests/examples/manifest.json");
+  EXPECT_EQ(manifest_to_json(m), mtext);
+  EXPECT_FALSE(m.artifacts.empty());
+  std::string itext = test::read_file(dir / "index.json");
+  ASSERT_FALSE(itext.empty());
+  Index idx = parse_index(itext, "manifests/examples/index.json");
+  EXPECT_EQ(index_to_json(idx), itext);
+  EXPECT_EQ(idx.package_version, m.package_version);
+}
+
+}  // namespace
+}  // namespace kiln

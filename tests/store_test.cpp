@@ -1,0 +1,294 @@
+#include "kiln/store.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+const char* kStem = "kiln-kernels-0.1.0-cuda13.0-sm_90a";
+
+Manifest manifest_for(const std::map<std::string, std::string>& artifacts,
+                      const std::string& target = "sm_90a") {
+  Manifest m;
+  m.package_version = "0.1.0";
+  m.git_commit = "3f9c2a1";
+  m.cuda_version = "13.0";
+  m.target = target;
+  m.build_time = 1764403200;
+  for (const auto& [uri, data] : artifacts) {
+    ArtifactEntry a;
+    a.uri = uri;
+    a.family = "axpy";
+    a.params = {{"dtype", "f32"}};
+    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
+    a.source_hash = std::string(64, 'c');
+    a.file = uri + ".fatbin";
+    a.size = data.size();
+    a.sha256 = sha256_hex(data);
+    m.artifacts.push_back(a);
+  }
+  return m;
+}
+
+std::vector<ArchiveMember> members_for(const std::map<std::string, std::string>& artifacts,
+                                       const std::string& target = "sm_90a") {
+  std::vector<ArchiveMember> members = {
+      {"manifest.json", manifest_to_json(manifest_for(artifacts, target))}};
+  for (const auto& [uri, data] : artifacts) members.push_back({uri + ".fatbin", data});
+  return members;
+}
+
+const std::map<std::string, std::string> kArtifacts = {{"axpy_dtype_f32", "fatbin-f32-bytes"},
+                                                       {"axpy_dtype_f16", "fatbin-f16"}};
+
+// Every path under dir with its bytes: "exactly as it was" is compared on this.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    std::string rel = fs::relative(e.path(), dir).string();
+    out[rel] = e.is_regular_file() ? test::read_file(e.path()) : std::string("<dir>");
+  }
+  return out;
+}
+
+std::string error_of(ErrorKind kind, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+TEST(Store, InstallUnpacksManifestAndArtifactsUnderTheArchiveStem) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  InstallResult r = install_archive(dir / "a.tar.zst", dir / "store");
+  EXPECT_EQ(r.action, InstallResult::Action::Installed);
+  EXPECT_EQ(r.directory, dir / "store" / kStem);
+  auto snap = snapshot(dir / "store");
+  EXPECT_EQ(snap.size(), 4u);  // the directory, manifest, two artifacts: no temp left
+  EXPECT_EQ(snap[std::string(kStem) + "/axpy_dtype_f32.fatbin"], "fatbin-f32-bytes");
+  EXPECT_EQ(snap[std::string(kStem) + "/manifest.json"],
+            manifest_to_json(manifest_for(kArtifacts)));
+}
+
+TEST(Store, ScanListsInstalledArchiveWithItsManifest) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  install_archive(dir / "a.tar.zst", dir / "store");
+  auto entries = scan_store(dir / "store");
+  ASSERT_EQ(entries.size(), 1u);
+  ASSERT_TRUE(entries[0].manifest) << entries[0].error;
+  EXPECT_EQ(entries[0].manifest->target, "sm_90a");
+  EXPECT_TRUE(verify_store_archive(entries[0]).empty());
+  EXPECT_TRUE(store_has_verified(dir / "store", kStem));
+  EXPECT_FALSE(store_has_verified(dir / "store", "kiln-kernels-0.1.0-cuda13.0-sm_80"));
+  const ArtifactEntry* a = entries[0].manifest->find("axpy_dtype_f16");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(read_verified_artifact(entries[0].directory, *a), "fatbin-f16");
+}
+
+TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  install_archive(dir / "a.tar.zst", dir / "store");
+  fs::create_directories(dir / "store" / "aaa-no-manifest");
+  test::write_file(dir / "store" / "bbb-bad-json" / "manifest.json", "{not json");
+  test::write_file(dir / "store" / "kiln-kernels-9.9.9-cuda13.0-sm_80" / "manifest.json",
+                   manifest_to_json(manifest_for(kArtifacts)));  // name does not match
+  fs::create_directories(dir / "store" / ".tmp-abcdef");
+  test::write_file(dir / "store" / "stray-file", "x");
+  auto entries = scan_store(dir / "store");
+  ASSERT_EQ(entries.size(), 4u);
+  EXPECT_EQ(entries[0].directory.filename(), "aaa-no-manifest");
+  EXPECT_EQ(entries[0].error_kind, ErrorKind::NotFound);
+  EXPECT_NE(entries[0].error.find("no manifest.json"), std::string::npos) << entries[0].error;
+  EXPECT_EQ(entries[1].error_kind, ErrorKind::Format);
+  EXPECT_NE(entries[1].error.find("bbb-bad-json"), std::string::npos) << entries[1].error;
+  EXPECT_TRUE(entries[2].manifest);
+  EXPECT_FALSE(entries[3].manifest);
+  EXPECT_NE(entries[3].error.find("expected '" + std::string(kStem) + "'"), std::string::npos)
+      << entries[3].error;
+}
+
+TEST(Store, MissingStoreScansEmpty) {
+  TempDir dir;
+  EXPECT_TRUE(scan_store(dir / "nothing-here").empty());
+}
+
+TEST(Store, VerifyFindsCorruptedMissingAndUnlistedFiles) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  auto r = install_archive(dir / "a.tar.zst", dir / "store");
+  test::write_file(r.directory / "axpy_dtype_f32.fatbin", "fatbin-f32-BYTES");  // same size
+  fs::remove(r.directory / "axpy_dtype_f16.fatbin");
+  test::write_file(r.directory / "extra.bin", "x");
+  auto problems = verify_store_archive(scan_store(dir / "store").at(0));
+  ASSERT_EQ(problems.size(), 3u);
+  std::map<std::string, VerifyProblem> by_field;
+  for (const auto& p : problems) by_field[p.field] = p;
+  EXPECT_EQ(by_field["sha256"].kind, ErrorKind::Integrity);
+  EXPECT_NE(by_field["sha256"].message.find("axpy_dtype_f32.fatbin"), std::string::npos);
+  EXPECT_EQ(most_severe(problems), ErrorKind::Integrity);
+  EXPECT_FALSE(store_has_verified(dir / "store", kStem));
+  std::string msg = error_of(ErrorKind::Integrity, [&] {
+    read_verified_artifact(r.directory, *r.manifest.find("axpy_dtype_f32"));
+  });
+  EXPECT_NE(msg.find(sha256_hex("fatbin-f32-bytes")), std::string::npos) << msg;
+  EXPECT_NE(msg.find(sha256_hex("fatbin-f32-BYTES")), std::string::npos) << msg;
+}
+
+TEST(Store, ReinstallingTheSameArchiveLeavesTheCopyUntouched) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  install_archive(dir / "a.tar.zst", dir / "store");
+  auto before = snapshot(dir / "store");
+  auto r = install_archive(dir / "a.tar.zst", dir / "store");
+  EXPECT_EQ(r.action, InstallResult::Action::Unchanged);
+  EXPECT_EQ(snapshot(dir / "store"), before);
+}
+
+TEST(Store, DifferingCopyIsReplacedWholeWithNoTempLeft) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  auto r = install_archive(dir / "a.tar.zst", dir / "store");
+  test::write_file(r.directory / "axpy_dtype_f32.fatbin", "tampered");
+  test::write_file(r.directory / "leftover", "x");
+  r = install_archive(dir / "a.tar.zst", dir / "store");
+  EXPECT_EQ(r.action, InstallResult::Action::Replaced);
+  auto snap = snapshot(dir / "store");
+  EXPECT_EQ(snap.size(), 4u);
+  EXPECT_EQ(snap[std::string(kStem) + "/axpy_dtype_f32.fatbin"], "fatbin-f32-bytes");
+  EXPECT_TRUE(store_has_verified(dir / "store", kStem));
+}
+
+// Each refused archive must leave the destination exactly as it was.
+class StoreRefusal : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_archive(dir / "good.tar.zst", members_for(kArtifacts, "sm_80"), 0);
+    install_archive(dir / "good.tar.zst", dir / "store");
+    before = snapshot(dir / "store");
+    ASSERT_EQ(before.size(), 4u);
+  }
+  std::string refuse(const fs::path& archive, ErrorKind kind,
+                     const std::optional<std::string>& sha = std::nullopt) {
+    std::string msg = error_of(kind, [&] { install_archive(archive, dir / "store", sha); });
+    EXPECT_EQ(snapshot(dir / "store"), before) << msg;
+    return msg;
+  }
+  TempDir dir;
+  std::map<std::string, std::string> before;
+};
+
+TEST_F(StoreRefusal, ArchiveDigestMismatch) {
+  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Integrity, std::string(64, '0'));
+  EXPECT_NE(msg.find(std::string(64, '0')), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a.tar.zst"), std::string::npos) << msg;
+}
+
+TEST_F(StoreRefusal, ArtifactDigestMismatchNamesTheMember) {
+  auto members = members_for(kArtifacts);
+  members[1].data[0] ^= 1;  // same size, different bytes
+  write_archive(dir / "a.tar.zst", members, 0);
+  std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Integrity);
+  EXPECT_NE(msg.find(members[1].name), std::string::npos) << msg;
+  EXPECT_NE(msg.find("sha256"), std::string::npos) << msg;
+}
+
+TEST_F(StoreRefusal, MissingManifest) {
+  write_archive(dir / "a.tar.zst", {{"axpy_dtype_f32.fatbin", "x"}}, 0);
+  std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Format);
+  EXPECT_NE(msg.find("no manifest.json"), std::string::npos) << msg;
+}
+
+TEST_F(StoreRefusal, ManifestNotFirst) {
+  auto members = members_for(kArtifacts);
+  std::swap(members[0], members[1]);
+  write_archive(dir / "a.tar.zst", members, 0);
+  std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Format);
+  EXPECT_NE(msg.find("must be the first member"), std::string::npos) << msg;
+}
+
+TEST_F(StoreRefusal, UnlistedMember) {
+  auto members = members_for(kArtifacts);
+  members.push_back({"evil.so", "x"});
+  write_archive(dir / "a.tar.zst", members, 0);
+  std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Integrity);
+  EXPECT_NE(msg.find("evil.so"), std::string::npos) << msg;
+}
+
+TEST_F(StoreRefusal, LinksDevicesAndEscapingNames) {
+  struct Evil {
+    std::string name;
+    unsigned type;
+    std::string link;
+  };
+  for (const auto& ev : std::vector<Evil>{{"x.fatbin", AE_IFLNK, "/etc/passwd"},
+                                          {"../x.fatbin", AE_IFREG, ""},
+                                          {"/tmp/x.fatbin", AE_IFREG, ""},
+                                          {"null", AE_IFCHR, ""},
+                                          {"hard", AE_IFREG, "manifest.json"}}) {
+    fs::path p = dir / "evil.tar.zst";
+    struct archive* a = archive_write_new();
+    archive_write_set_format_pax_restricted(a);
+    archive_write_add_filter_zstd(a);
+    ASSERT_EQ(archive_write_open_filename(a, p.c_str()), ARCHIVE_OK);
+    std::string manifest = manifest_to_json(manifest_for(kArtifacts));
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, "manifest.json");
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_size(e, manifest.size());
+    ASSERT_EQ(archive_write_header(a, e), ARCHIVE_OK);
+    archive_write_data(a, manifest.data(), manifest.size());
+    archive_entry_clear(e);
+    archive_entry_set_pathname(e, ev.name.c_str());
+    archive_entry_set_filetype(e, ev.type);
+    archive_entry_set_perm(e, 0644);
+    if (ev.type == AE_IFLNK) archive_entry_set_symlink(e, ev.link.c_str());
+    if (ev.type == AE_IFREG && !ev.link.empty()) archive_entry_set_hardlink(e, ev.link.c_str());
+    if (ev.type == AE_IFREG && ev.link.empty()) archive_entry_set_size(e, 1);
+    ASSERT_EQ(archive_write_header(a, e), ARCHIVE_OK) << ev.name;
+    if (ev.type == AE_IFREG && ev.link.empty()) archive_write_data(a, "x", 1);
+    archive_entry_free(e);
+    ASSERT_EQ(archive_write_close(a), ARCHIVE_OK);
+    archive_write_free(a);
+    std::string msg = refuse(p, ErrorKind::Format);
+    EXPECT_NE(msg.find("'" + ev.name + "'"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(StoreRefusal, NewerManifestFormatIsStale) {
+  auto members = members_for(kArtifacts);
+  auto pos = members[0].data.find("\"format_version\": 1");
+  members[0].data.replace(pos, 19, "\"format_version\": 2");
+  write_archive(dir / "a.tar.zst", members, 0);
+  std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Stale);
+  EXPECT_NE(msg.find("too new"), std::string::npos) << msg;
+}
+
+TEST_F(StoreRefusal, MissingArchiveIsNotFound) {
+  refuse(dir / "none.tar.zst", ErrorKind::NotFound);
+}
+
+}  // namespace
+}  // namespace kiln

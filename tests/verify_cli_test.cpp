@@ -1,0 +1,204 @@
+// `kiln verify`, `kiln install` and `kiln inspect` as a user runs them: exit codes, what the
+// output names, what is left on disk.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "kiln/archive.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+std::vector<ArchiveMember> release_members(const std::string& target, const std::string& version,
+                                           std::map<std::string, std::string> artifacts = {
+                                               {"axpy_dtype_f32", "f32-image"},
+                                               {"axpy_dtype_f16", "f16-image"}}) {
+  Manifest m;
+  m.package_version = version;
+  m.git_commit = "3f9c2a1";
+  m.cuda_version = "13.0";
+  m.target = target;
+  m.build_time = 1764403200;
+  std::vector<ArchiveMember> files;
+  for (const auto& [uri, data] : artifacts) {
+    ArtifactEntry a;
+    a.uri = uri;
+    a.family = "axpy";
+    a.params = {{"dtype", uri.substr(uri.size() - 3)}};
+    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
+    a.source_hash = std::string(64, 'c');
+    a.file = uri + ".fatbin";
+    a.size = data.size();
+    a.sha256 = sha256_hex(data);
+    m.artifacts.push_back(a);
+    files.push_back({a.file, data});
+  }
+  files.insert(files.begin(), {"manifest.json", manifest_to_json(m)});
+  return files;
+}
+
+// Writes archives for the targets and an index pinning them; returns the index path.
+fs::path write_release(const fs::path& dir, const std::vector<std::string>& targets) {
+  Index idx;
+  idx.package_version = kiln::version();
+  idx.git_commit = "3f9c2a1";
+  idx.cuda_version = "13.0";
+  for (const auto& t : targets) {
+    std::string name = archive_file_name(kiln::version(), "13.0", t);
+    write_archive(dir / name, release_members(t, kiln::version()), 0);
+    std::size_t size = 0;
+    std::string sha = sha256_file(dir / name, &size);
+    idx.archives.push_back({name, t, size, sha});
+  }
+  fs::path p = dir / index_file_name(kiln::version());
+  test::write_file(p, index_to_json(idx));
+  return p;
+}
+
+std::string cli(const std::string& args) { return test::kiln_cli() + " " + args; }
+
+TEST(VerifyCli, GoodArchiveExitsZero) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", release_members("sm_80", kiln::version()), 0);
+  auto r = test::run(cli("verify " + (dir / "a.tar.zst").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("OK"), std::string::npos) << r.out;
+}
+
+TEST(VerifyCli, ReportsEveryCorruptArtifactAndExitsIntegrity) {
+  TempDir dir;
+  auto members = release_members("sm_80", kiln::version());
+  members[1].data[0] ^= 1;
+  members[2].data[0] ^= 1;
+  write_archive(dir / "a.tar.zst", members, 0);
+  auto r = test::run(cli("verify " + (dir / "a.tar.zst").string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("a.tar.zst:" + members[1].name), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a.tar.zst:" + members[2].name), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[sha256]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 problems"), std::string::npos) << r.out;
+}
+
+TEST(VerifyCli, OtherPackageVersionIsStaleNamingBothVersions) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", release_members("sm_80", "0.0.1"), 0);
+  auto r = test::run(cli("verify --json " + (dir / "a.tar.zst").string()));
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_NE(r.out.find("package_version is 0.0.1, this kiln is " + std::string(kiln::version())),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"kind\": \"stale\""), std::string::npos) << r.out;
+}
+
+TEST(VerifyCli, IndexReportsMissingAndTamperedArchivesTogether) {
+  TempDir dir;
+  fs::path index = write_release(dir.path(), {"sm_80", "sm_90a", "compute_80"});
+  fs::remove(dir / archive_file_name(kiln::version(), "13.0", "sm_90a"));
+  fs::path tampered = dir / archive_file_name(kiln::version(), "13.0", "compute_80");
+  write_archive(tampered,
+                release_members("compute_80", kiln::version(), {{"axpy_dtype_f64", "other"}}), 0);
+  auto r = test::run(cli("verify --json " + index.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;  // integrity outranks not-found
+  EXPECT_NE(r.out.find("\"kind\": \"not-found\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sm_90a.tar.zst: listed in"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"file\": \"" + tampered.string() + "\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"ok\": false"), std::string::npos) << r.out;
+}
+
+TEST(VerifyCli, GoodIndexAndItsArchivesExitZero) {
+  TempDir dir;
+  fs::path index = write_release(dir.path(), {"sm_80", "sm_90a"});
+  auto r = test::run(cli("verify " + index.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("3 checked"), std::string::npos) << r.out;
+}
+
+TEST(InstallCli, IndexInstallsEveryArchiveThenStoreVerifies) {
+  TempDir dir;
+  fs::path index = write_release(dir.path(), {"sm_80", "sm_90a"});
+  auto r =
+      test::run(cli("install --json " + index.string() + " --dest " + (dir / "store").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"action\": \"installed\""), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem(kiln::version(), "13.0", "sm_90a") /
+                         "axpy_dtype_f16.fatbin"));
+  r = test::run(cli("verify " + (dir / "store").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  r = test::run(cli("install " + index.string() + " --dest " + (dir / "store").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("unchanged"), std::string::npos) << r.out;
+  // A corrupted store is caught by verify.
+  test::write_file(
+      dir / "store" / archive_stem(kiln::version(), "13.0", "sm_80") / "axpy_dtype_f32.fatbin",
+      "f32-IMAGE");
+  r = test::run(cli("verify " + (dir / "store").string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("axpy_dtype_f32.fatbin"), std::string::npos) << r.out;
+}
+
+TEST(InstallCli, ArchiveNotMatchingTheIndexDigestIsRefusedAndStoreStaysEmpty) {
+  TempDir dir;
+  fs::path index = write_release(dir.path(), {"sm_80"});
+  write_archive(dir / archive_file_name(kiln::version(), "13.0", "sm_80"),
+                release_members("sm_80", kiln::version(), {{"axpy_dtype_f32", "evil"}}), 0);
+  fs::create_directories(dir / "store");
+  auto r = test::run(cli("install " + index.string() + " --dest " + (dir / "store").string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("sha256"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(dir / "store"));
+}
+
+TEST(InstallCli, OtherVersionIsRefusedUnlessAnyVersion) {
+  TempDir dir;
+  write_archive(dir / "old.tar.zst", release_members("sm_80", "0.0.1"), 0);
+  auto r = test::run(
+      cli("install " + (dir / "old.tar.zst").string() + " --dest " + (dir / "store").string()));
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "store" / archive_stem("0.0.1", "13.0", "sm_80")));
+  r = test::run(cli("install --any-version " + (dir / "old.tar.zst").string() + " --dest " +
+                    (dir / "store").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("0.0.1", "13.0", "sm_80") / "manifest.json"));
+}
+
+TEST(InspectCli, ArchiveShowsManifestFieldsAndMembersInOrder) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", release_members("sm_90a", kiln::version()), 0);
+  auto r = test::run(cli("inspect --json " + (dir / "a.tar.zst").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"kind\": \"archive\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"target\": \"sm_90a\""), std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("\"name\": \"manifest.json\""),
+            r.out.find("\"name\": \"axpy_dtype_f16.fatbin\""));
+  r = test::run(cli("inspect " + (dir / "a.tar.zst").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("axpy_dtype_f32"), std::string::npos) << r.out;
+}
+
+TEST(InspectCli, MissingPathExitsNotFoundAndUnknownFileExitsFormat) {
+  TempDir dir;
+  auto r = test::run(cli("inspect " + (dir / "nope").string()));
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  test::write_file(dir / "x.txt", "hello");
+  r = test::run(cli("inspect " + (dir / "x.txt").string()));
+  EXPECT_EQ(r.exit_code, 10) << r.out;
+  r = test::run(cli("verify " + (dir / "x.txt").string()));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+}
+
+TEST(VerifyCli, EmptyStoreIsNotReportedAsOk) {
+  TempDir dir;
+  fs::create_directories(dir / "store");
+  auto r = test::run(cli("verify " + (dir / "store").string()));
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+}
+
+}  // namespace
+}  // namespace kiln

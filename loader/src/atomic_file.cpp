@@ -1,0 +1,103 @@
+#include "atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "kiln/error.hpp"
+
+namespace kiln {
+namespace {
+
+[[noreturn]] void io_error(const std::string& what, const std::filesystem::path& path, int err) {
+  throw Error(ErrorKind::Io, what + " " + path.string() + ": " + std::strerror(err));
+}
+
+std::string random_suffix() {
+  // random_device reads the kernel's generator: two processes never pick the same suffix by
+  // sharing a seed (O_EXCL below catches the rest).
+  static thread_local std::mt19937_64 gen{
+      (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()};
+  static const char* digits = "0123456789abcdef";
+  std::uint64_t v = gen();
+  std::string s(16, '0');
+  for (int i = 0; i < 16; ++i) s[i] = digits[(v >> (4 * i)) & 15];
+  return s;
+}
+
+}  // namespace
+
+AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    tmp_path_ = path_;
+    tmp_path_ += ".tmp." + random_suffix();
+    fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ >= 0) return;
+    if (errno != EEXIST) io_error("cannot create temporary file", tmp_path_, errno);
+  }
+  throw Error(ErrorKind::Io, "cannot create a unique temporary file beside " + path_.string());
+}
+
+AtomicFile::~AtomicFile() {
+  if (!committed_) discard();
+}
+
+void AtomicFile::discard() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
+}
+
+void AtomicFile::write(std::string_view data) {
+  if (fd_ < 0)
+    throw Error(ErrorKind::Internal, "AtomicFile::write after commit: " + path_.string());
+  while (!data.empty()) {
+    ssize_t n = ::write(fd_, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) io_error("cannot write", tmp_path_, errno);
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+void AtomicFile::commit() {
+  if (fd_ < 0) throw Error(ErrorKind::Internal, "AtomicFile committed twice: " + path_.string());
+  // fsync before rename: otherwise a crash can leave the new name pointing at empty data.
+  if (::fsync(fd_) != 0) {
+    int err = errno;
+    discard();
+    io_error("cannot fsync", tmp_path_, err);
+  }
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) {
+    int err = errno;
+    discard();
+    io_error("cannot close", tmp_path_, err);
+  }
+  if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    int err = errno;
+    discard();
+    throw Error(ErrorKind::Io, "cannot rename " + tmp_path_.string() + " to " + path_.string() +
+                                   ": " + std::strerror(err));
+  }
+  committed_ = true;
+  // The rename itself is durable only once the directory is synced; best effort.
+  std::filesystem::path dir = path_.has_parent_path() ? path_.parent_path() : ".";
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view data) {
+  AtomicFile f(path);
+  f.write(data);
+  f.commit();
+}
+
+}  // namespace kiln

@@ -1,0 +1,40 @@
+#pragma once
+// Writes a file so that readers see either the old contents or the complete new contents,
+// never a partial file: data goes to "<path>.tmp.<random>" in the same directory (same
+// filesystem, so rename is atomic), is fsync'ed, and is renamed over <path> on commit().
+// Without commit() the temporary file is removed by the destructor: a failure leaves no trace.
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+class AtomicFile {
+ public:
+  // Creates the temporary file (not the directory). Throws Error{Io} naming the path.
+  explicit AtomicFile(std::filesystem::path path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(std::string_view data);  // throws Error{Io}
+  // fsync, close, rename over path(), fsync the directory. Throws Error{Io}; on failure the
+  // temporary file is removed and path() is untouched.
+  void commit();
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::filesystem::path& tmp_path() const { return tmp_path_; }
+
+ private:
+  void discard() noexcept;
+
+  std::filesystem::path path_;
+  std::filesystem::path tmp_path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// Convenience: the whole of `data` written atomically to `path`.
+void write_file_atomically(const std::filesystem::path& path, std::string_view data);
+
+}  // namespace kiln

@@ -1,0 +1,126 @@
+#include "file_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "kiln/error.hpp"
+
+namespace kiln {
+namespace {
+
+[[noreturn]] void io_error(const std::string& what, const std::filesystem::path& path, int err) {
+  throw Error(ErrorKind::Io, what + " " + path.string() + ": " + std::strerror(err));
+}
+
+std::string holder_text() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "unknown");
+  return "pid " + std::to_string(getpid()) + " host " + host + "\n";
+}
+
+// One attempt. Returns the locked fd, or -1 when someone else holds the lock.
+int lock_once(const std::filesystem::path& path) {
+  for (;;) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) io_error("cannot open lock file", path, errno);
+    int rc;
+    do rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    while (rc != 0 && errno == EINTR);
+    if (rc != 0) {
+      int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK) return -1;
+      io_error("cannot flock lock file", path, err);
+    }
+    // Someone may have removed or replaced the file between our open and flock (a cache
+    // cleaner): our lock would then guard an orphan inode. Start over on the new file.
+    struct stat by_fd {
+    }, by_path{};
+    if (::fstat(fd, &by_fd) == 0 && ::stat(path.c_str(), &by_path) == 0 &&
+        by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino) {
+      std::string who = holder_text();
+      // Best effort: the holder note is only for error messages.
+      if (::ftruncate(fd, 0) == 0) {
+        ssize_t written = ::pwrite(fd, who.data(), who.size(), 0);
+        (void)written;
+      }
+      return fd;
+    }
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+std::optional<FileLock> FileLock::try_acquire(const std::filesystem::path& path) {
+  int fd = lock_once(path);
+  if (fd < 0) return std::nullopt;
+  FileLock lock;
+  lock.fd_ = fd;
+  lock.path_ = path;
+  return lock;
+}
+
+FileLock FileLock::acquire(const std::filesystem::path& path, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    if (auto lock = try_acquire(path)) return std::move(*lock);
+    auto now = Clock::now();
+    if (now >= deadline) {
+      std::string holder = describe_lock_holder(path);
+      std::ostringstream msg;
+      msg << "timed out after " << timeout.count() << " ms waiting for lock " << path.string()
+          << " (held by " << (holder.empty() ? "an unknown process" : holder)
+          << "). A live holder is still working; if that process is gone, the filesystem does "
+             "not release its locks (network filesystem?): put the cache or lock directory on "
+             "a local disk";
+      throw Error(ErrorKind::Io, msg.str());
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+    std::this_thread::sleep_for(std::min(pause, left));
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
+}
+
+FileLock::~FileLock() { release(); }
+
+FileLock::FileLock(FileLock&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
+  other.fd_ = -1;
+}
+
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+  if (this != &other) {
+    release();
+    fd_ = other.fd_;
+    path_ = std::move(other.path_);
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+void FileLock::release() {
+  if (fd_ < 0) return;
+  ::flock(fd_, LOCK_UN);
+  ::close(fd_);
+  fd_ = -1;
+}
+
+std::string describe_lock_holder(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) return "";
+  return line;
+}
+
+}  // namespace kiln

@@ -1,0 +1,117 @@
+#pragma once
+// The loader's last resort: compile a specialisation from its kernel sources with NVRTC for the
+// exact device arch, and keep the cubin in an on-disk cache shared by processes.
+//
+// NVRTC is dlopen'ed (libnvrtc.so.13, then libnvrtc.so), never linked: libkiln must load on
+// machines without it. probe() is a real capability check (see design.md rule 1): the library
+// loads, every symbol resolves, nvrtcVersion answers, the arch list is read, and a tiny program
+// using cuda_fp16.h/cuda_bf16.h compiles to a cubin (the only step that needs
+// libnvrtc-builtins and the toolkit headers).
+//
+// Disk cache, under <cache_dir>/jit/ (format version kJitCacheFormat):
+//   <key>.cubin  the image NVRTC produced
+//   <key>.json   {"format":1, "uri", "arch":"sm_90", "nvrtc":"13.0", "entries":[...],
+//                 "symbols":[...lowered names, in entry order], "cubin_sha256", "cubin_size"}
+//   <key>.lock   FileLock: one process compiles a key, the others wait and then read it
+// key = SHA-256 over tagged fields: key format, URI, source hash, digest of the source bytes fed
+// to NVRTC, NVRTC version, every option, arch. Both files are written with AtomicFile, the json
+// last: a reader that finds the json finds a complete cubin, and checks its digest anyway.
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/registry.hpp"
+
+namespace kiln {
+
+struct JitCapability {
+  bool available = false;
+  // The missing piece named, e.g. "libnvrtc.so.13 not found (dlopen: ...)" or
+  // "libnvrtc-builtins.so.13.0 missing: test compile failed: ...". Empty when available.
+  std::string missing;
+  int nvrtc_major = 0, nvrtc_minor = 0;
+  std::string library_path;
+  std::vector<int> supported_archs;  // nvrtcGetSupportedArchs, e.g. {75, 80, ..., 121}
+  std::string include_dir;           // where cuda_fp16.h was found
+  bool supports(int cc) const;
+};
+
+struct JitResult {
+  std::string image;                 // cubin bytes
+  std::vector<std::string> symbols;  // lowered names of the spec's entries, in order
+  std::string cache_path;            // the .cubin file
+  bool from_cache = false;
+};
+
+class JitCompiler {
+ public:
+  virtual ~JitCompiler() = default;
+  virtual JitCapability probe() = 0;
+  // cc = 90 for compute capability 9.0. Throws Error: Unsupported (NVRTC unusable, or arch not
+  // in its list), Compile (with NVRTC's log, URI and arch), NotFound (a source missing), Io.
+  virtual JitResult compile(const Specialisation& spec, const Family& family, int cc,
+                            const std::string& cache_dir) = 0;
+};
+
+constexpr int kJitCacheFormat = 1;
+
+enum class JitLogLevel { Warn, Info };
+
+struct NvrtcConfig {
+  // "" = $KILN_NVRTC_LIBRARY, else "libnvrtc.so.13" then "libnvrtc.so". When set (here or
+  // by the variable) only that one is tried.
+  std::string library;
+  // Where compile() reads kernels/ files; null = the sources embedded in libkiln.
+  std::shared_ptr<const SourceTree> sources;
+  // Directory holding cuda_fp16.h (NVRTC 13 has no built-in copy); "" = found next to NVRTC,
+  // then $KILN_CUDA_HOME/include, $CUDA_HOME/include, the toolkit libkiln was built with.
+  std::string include_dir;
+  // Lock files go here instead of <cache_dir>/jit (e.g. off a network filesystem).
+  std::string lock_dir;
+  std::chrono::milliseconds lock_timeout{std::chrono::minutes(10)};
+  // Receives warnings (corrupt cache entries) and info lines (compiles); null = stderr,
+  // warnings unless KILN_LOG=error, info only with KILN_LOG=info|debug.
+  std::function<void(JitLogLevel, const std::string&)> log;
+};
+
+class NvrtcCompiler : public JitCompiler {
+ public:
+  explicit NvrtcCompiler(NvrtcConfig config = {});
+  JitCapability probe() override;  // cached per process and library
+  JitResult compile(const Specialisation& spec, const Family& family, int cc,
+                    const std::string& cache_dir) override;
+  // nvrtcCompileProgram calls made by compile() on this object (the probe's not counted).
+  int compiles() const { return compiles_.load(); }
+
+ private:
+  NvrtcConfig config_;
+  std::atomic<int> compiles_{0};
+};
+
+std::unique_ptr<JitCompiler> make_nvrtc_compiler();  // NvrtcConfig defaults: embedded sources
+std::unique_ptr<JitCompiler> make_nvrtc_compiler(NvrtcConfig config);
+
+// Pure: the cache key for one compile (hex SHA-256).
+struct JitKeyInputs {
+  std::string uri;
+  std::string source_hash;
+  std::string source_bytes_sha256;  // over the (name, content) pairs handed to NVRTC
+  int nvrtc_major = 0, nvrtc_minor = 0;
+  std::vector<std::string> options;
+  int arch = 0;
+};
+std::string jit_cache_key(const JitKeyInputs& in);
+
+// Pure: the exact-device target JIT builds for a family on compute capability cc: sm_<cc> if
+// the family's rules admit it, else sm_<cc>a (a family declared only for sm_90a still JITs on a
+// 9.0 device, which is exactly what the 'a' target runs on); nullopt when neither is admitted.
+std::optional<Target> jit_target(const Family& family, int cc);
+// Pure: the NVRTC options for one family and target (include_dir may be empty).
+std::vector<std::string> nvrtc_options(const Family& family, const Target& target,
+                                       const std::string& include_dir);
+
+}  // namespace kiln

@@ -1,0 +1,84 @@
+/* kiln C ABI: the same loader as kiln/loader.hpp, for C and for language bindings.
+ * Every function returns a kiln_status; on failure kiln_last_error() holds the message for the
+ * calling thread until its next failing call. Status values equal the CLI exit codes
+ * (docs/exit-codes.md), one per kiln::ErrorKind. */
+#ifndef KILN_KILN_H
+#define KILN_KILN_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kiln_status {
+  KILN_OK = 0,
+  KILN_ERROR_INTERNAL = 1,
+  KILN_ERROR_USAGE = 2,
+  KILN_ERROR_INTEGRITY = 3,
+  KILN_ERROR_STALE = 4,
+  KILN_ERROR_UNSUPPORTED = 5,
+  KILN_ERROR_NOT_FOUND = 6,
+  KILN_ERROR_COMPILE = 7,
+  KILN_ERROR_NETWORK = 8,
+  KILN_ERROR_IO = 9,
+  KILN_ERROR_FORMAT = 10,
+  KILN_ERROR_DRIVER = 11
+} kiln_status;
+
+typedef struct kiln_loader kiln_loader;
+/* A loaded kernel for one context; valid until its loader is destroyed. */
+typedef struct kiln_kernel kiln_kernel;
+
+/* Booleans: KILN_FROM_ENV (-1) = take the environment variable, 0 = no, 1 = yes.
+ * Strings: NULL = take the environment variable. */
+#define KILN_FROM_ENV (-1)
+typedef struct kiln_config {
+  size_t struct_size;        /* sizeof(kiln_config): lets later fields be added compatibly */
+  const char* artifact_path; /* ':'-separated store directories (KILN_ARTIFACT_PATH) */
+  const char* cache_dir;     /* KILN_CACHE_DIR */
+  const char* mirrors;       /* whitespace- or ','-separated URLs (KILN_MIRRORS) */
+  int offline;               /* KILN_OFFLINE */
+  int disable_jit;           /* KILN_DISABLE_JIT */
+  int allow_stale;           /* KILN_ALLOW_STALE: diagnostic bypass, warned on every use */
+  const char* log_level;     /* KILN_LOG: error|warn|info|debug */
+  int api_log;               /* KILN_API_LOG 0..3, or KILN_FROM_ENV */
+  const char* log_file;      /* KILN_LOG_FILE, %p = pid */
+} kiln_config;
+
+/* Fills *config with "everything from the environment". */
+void kiln_config_init(kiln_config* config);
+
+/* config NULL: everything from the environment. A bad environment value is KILN_ERROR_USAGE
+ * with the variable named. */
+kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out);
+void kiln_loader_destroy(kiln_loader* loader);
+
+/* Loads (once per CUDA context) the kernel `uri` for the current context's device. */
+kiln_status kiln_get(kiln_loader* loader, const char* uri, kiln_kernel** out);
+/* Same, for launching on `stream` (a CUstream): a miss while the stream is being captured
+ * fails with KILN_ERROR_USAGE ("prefetch before capture") without reading or compiling. */
+kiln_status kiln_get_for_stream(kiln_loader* loader, const char* uri, void* stream,
+                                kiln_kernel** out);
+/* Loads every URI; attempts all of them and reports every failure in one message. */
+kiln_status kiln_prefetch(kiln_loader* loader, const char* const* uris, size_t count);
+
+size_t kiln_kernel_entry_count(const kiln_kernel* kernel);
+/* The CUfunction of entry `entry` (registry order). */
+kiln_status kiln_kernel_function(const kiln_kernel* kernel, size_t entry, void** function);
+
+/* cuLaunchKernel on entry `entry`; grid and block are 3 values each. */
+kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
+                        const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
+                        void* stream, void** args);
+
+/* The message of the calling thread's last failure ("" if none). Valid until its next call. */
+const char* kiln_last_error(void);
+/* "not-found", "usage", ... */
+const char* kiln_status_name(kiln_status status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KILN_KILN_H */

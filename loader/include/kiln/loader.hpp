@@ -1,0 +1,103 @@
+#pragma once
+// libkiln's loader: finds a kernel for the device in hand (in-process cache, local stores,
+// mirrors, JIT last), verifies every byte before the driver sees it, refuses stale packages.
+// Resolution order and rules: docs/loader.md and design.md.
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct LoaderConfig {
+  // Each field defaults from its environment variable (from_env); explicit values win.
+  std::vector<std::string> artifact_path;  // KILN_ARTIFACT_PATH (':'-separated), searched first
+  std::string cache_dir;                   // KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln or ~/.cache/kiln
+  std::vector<std::string> mirrors;        // KILN_MIRRORS (whitespace/','-separated URLs)
+  std::string index_sha256;                // KILN_INDEX_SHA256: digest that pins a mirror's index
+  bool offline = false;                    // KILN_OFFLINE=1: no network access, ever
+  bool disable_jit = false;                // KILN_DISABLE_JIT=1
+  bool allow_stale = false;                // KILN_ALLOW_STALE=1: diagnostic bypass, warned on every use
+  bool use_installed_store = true;         // the store installed beside the library
+  std::string log_level = "warn";          // KILN_LOG=error|warn|info|debug
+  int api_log = 0;                         // KILN_API_LOG=0..3
+  std::string log_file;                    // KILN_LOG_FILE (%p = pid); default stderr
+
+  static LoaderConfig from_env();  // throws Error{Usage} naming the variable on a bad value
+  // Same, reading variables through `getenv` (returns null when unset), so tests need not
+  // touch the process environment.
+  static LoaderConfig from_env(const std::function<const char*(const char*)>& getenv);
+};
+
+// A boolean setting: exactly 0/1/true/false/yes/no/on/off. Anything else throws Error{Usage}
+// naming `name` (the variable or field) and the value.
+bool parse_bool_setting(const std::string& name, const std::string& value);
+
+// One place a kernel could come from, and why it was or was not taken.
+struct Candidate {
+  // Tiers, in resolution order.
+  std::string tier;    // "memory", "store", "mirror", "jit"
+  std::string target;  // "sm_90a", "compute_80", "" when not applicable
+  std::string path;    // file or directory or URL looked at
+  std::string reason;  // empty for the chosen one
+};
+
+struct Resolution {
+  std::string uri;
+  std::string device;  // target name for the device, e.g. "sm_90"
+  std::optional<Candidate> chosen;
+  std::vector<Candidate> rejected;
+  std::vector<std::string> searched;  // every directory/mirror searched, in order
+  std::string to_json() const;        // {uri, device, chosen, rejected: [...]}
+};
+
+// A loaded kernel for one context: the driver handles of every entry of the specialisation,
+// in registry order (reduce_sum has two). Valid for the Loader's lifetime.
+struct KernelHandle {
+  std::string uri;
+  std::vector<void*> functions;  // CUfunction per entry, for the context current at get()
+  void* library = nullptr;       // CUlibrary
+  std::string origin;            // where the image came from (path or "jit:<key>")
+};
+
+struct LoaderDeps;  // the driver, disk, compiler and fetcher (loader/src/resolver.hpp)
+
+class Loader {
+ public:
+  explicit Loader(LoaderConfig config = LoaderConfig::from_env());
+  // With explicit dependencies: tests pass fakes for the driver, disk and compiler.
+  Loader(LoaderConfig config, LoaderDeps deps);
+  ~Loader();
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  // Loads (once per context) and returns the kernel for the current CUDA context's device.
+  // Throws Error (NotFound with the full explanation, Driver, Unsupported, Stale...).
+  const KernelHandle& get(const std::string& uri);
+  // Same, for launching on `stream` (a CUstream): on a cache miss while that stream is being
+  // captured into a CUDA Graph, fails with Error{Usage} ("prefetch before capture") and neither
+  // reads, downloads nor compiles anything.
+  const KernelHandle& get(const std::string& uri, void* stream);
+  void prefetch(const std::vector<std::string>& uris);
+  // The decision without loading. cc = compute capability as 90 for 9.0; nullopt = current device.
+  Resolution resolve(const std::string& uri, std::optional<int> cc = std::nullopt) const;
+
+  const LoaderConfig& config() const;
+
+  struct Dim3 {
+    unsigned x = 1, y = 1, z = 1;
+  };
+  // cuLaunchKernel on entry `entry` of a handle from get(); throws Error{Driver} with the
+  // driver's error name and the URI.
+  void launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
+              std::size_t shared_bytes, void* stream, void** args) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,176 @@
+// The C ABI over kiln::Loader: exceptions never cross it; each becomes a status and a
+// thread-local message.
+#include "kiln/kiln.h"
+
+#include <cstdlib>
+#include <new>
+#include <string>
+
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
+
+struct kiln_loader {
+  std::unique_ptr<kiln::Loader> loader;
+};
+// kiln_kernel stays incomplete: a kiln_kernel* is the address of the loader's KernelHandle.
+
+namespace {
+
+thread_local std::string t_last_error;
+
+kiln_status fail(kiln_status st, const std::string& msg) {
+  t_last_error = msg;
+  return st;
+}
+
+kiln_status from_kind(kiln::ErrorKind k) { return static_cast<kiln_status>(kiln::exit_code(k)); }
+
+template <typename F>
+kiln_status guarded(F&& f) {
+  try {
+    f();
+    return KILN_OK;
+  } catch (const kiln::Error& e) {
+    return fail(from_kind(e.kind()), e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(KILN_ERROR_INTERNAL, "out of memory");
+  } catch (const std::exception& e) {
+    return fail(KILN_ERROR_INTERNAL, std::string("internal error: ") + e.what());
+  }
+}
+
+const kiln::KernelHandle& handle_of(const kiln_kernel* k) {
+  return *reinterpret_cast<const kiln::KernelHandle*>(k);
+}
+kiln_kernel* to_c(const kiln::KernelHandle& h) {
+  return reinterpret_cast<kiln_kernel*>(const_cast<kiln::KernelHandle*>(&h));
+}
+
+}  // namespace
+
+extern "C" {
+
+void kiln_config_init(kiln_config* c) {
+  if (!c) return;
+  *c = kiln_config{};
+  c->struct_size = sizeof(kiln_config);
+  c->offline = c->disable_jit = c->allow_stale = c->api_log = KILN_FROM_ENV;
+}
+
+kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out) {
+  if (!out) return fail(KILN_ERROR_USAGE, "kiln_loader_create: out is NULL");
+  *out = nullptr;
+  if (config && config->struct_size != sizeof(kiln_config))
+    return fail(KILN_ERROR_USAGE,
+                "kiln_loader_create: config->struct_size is " +
+                    std::to_string(config->struct_size) + ", this libkiln expects " +
+                    std::to_string(sizeof(kiln_config)) + " (call kiln_config_init first)");
+  return guarded([&] {
+    kiln::LoaderConfig lc = kiln::LoaderConfig::from_env();
+    if (config) {
+      auto boolean = [](const char* name, int v, bool& field) {
+        if (v == KILN_FROM_ENV) return;
+        if (v != 0 && v != 1)
+          throw kiln::Error(kiln::ErrorKind::Usage, std::string("kiln_config.") + name + "=" +
+                                                        std::to_string(v) +
+                                                        ": expected 0, 1 or KILN_FROM_ENV");
+        field = v == 1;
+      };
+      if (config->artifact_path) {
+        kiln::LoaderConfig tmp = kiln::LoaderConfig::from_env(
+            [&](const char* n) -> const char* {
+              return std::string(n) == "KILN_ARTIFACT_PATH" ? config->artifact_path : nullptr;
+            });
+        lc.artifact_path = tmp.artifact_path;
+      }
+      if (config->mirrors) {
+        kiln::LoaderConfig tmp = kiln::LoaderConfig::from_env(
+            [&](const char* n) -> const char* {
+              return std::string(n) == "KILN_MIRRORS" ? config->mirrors : nullptr;
+            });
+        lc.mirrors = tmp.mirrors;
+      }
+      if (config->cache_dir) lc.cache_dir = config->cache_dir;
+      boolean("offline", config->offline, lc.offline);
+      boolean("disable_jit", config->disable_jit, lc.disable_jit);
+      boolean("allow_stale", config->allow_stale, lc.allow_stale);
+      if (config->log_level) lc.log_level = config->log_level;
+      if (config->api_log != KILN_FROM_ENV) lc.api_log = config->api_log;
+      if (config->log_file) lc.log_file = config->log_file;
+    }
+    auto l = std::make_unique<kiln_loader>();
+    l->loader = std::make_unique<kiln::Loader>(std::move(lc));
+    *out = l.release();
+  });
+}
+
+void kiln_loader_destroy(kiln_loader* loader) { delete loader; }
+
+kiln_status kiln_get(kiln_loader* loader, const char* uri, kiln_kernel** out) {
+  if (!loader || !uri || !out)
+    return fail(KILN_ERROR_USAGE, std::string("kiln_get: ") +
+                                      (!loader ? "loader" : !uri ? "uri" : "out") + " is NULL");
+  *out = nullptr;
+  return guarded([&] { *out = to_c(loader->loader->get(uri)); });
+}
+
+kiln_status kiln_get_for_stream(kiln_loader* loader, const char* uri, void* stream,
+                                kiln_kernel** out) {
+  if (!loader || !uri || !out)
+    return fail(KILN_ERROR_USAGE, std::string("kiln_get_for_stream: ") +
+                                      (!loader ? "loader" : !uri ? "uri" : "out") + " is NULL");
+  *out = nullptr;
+  return guarded([&] { *out = to_c(loader->loader->get(uri, stream)); });
+}
+
+kiln_status kiln_prefetch(kiln_loader* loader, const char* const* uris, size_t count) {
+  if (!loader) return fail(KILN_ERROR_USAGE, "kiln_prefetch: loader is NULL");
+  if (count && !uris) return fail(KILN_ERROR_USAGE, "kiln_prefetch: uris is NULL");
+  std::vector<std::string> list;
+  for (size_t i = 0; i < count; ++i) {
+    if (!uris[i])
+      return fail(KILN_ERROR_USAGE, "kiln_prefetch: uris[" + std::to_string(i) + "] is NULL");
+    list.emplace_back(uris[i]);
+  }
+  return guarded([&] { loader->loader->prefetch(list); });
+}
+
+size_t kiln_kernel_entry_count(const kiln_kernel* kernel) {
+  return kernel ? handle_of(kernel).functions.size() : 0;
+}
+
+kiln_status kiln_kernel_function(const kiln_kernel* kernel, size_t entry, void** function) {
+  if (!kernel || !function)
+    return fail(KILN_ERROR_USAGE, std::string("kiln_kernel_function: ") +
+                                      (!kernel ? "kernel" : "function") + " is NULL");
+  const auto& h = handle_of(kernel);
+  if (entry >= h.functions.size())
+    return fail(KILN_ERROR_USAGE, h.uri + " has " + std::to_string(h.functions.size()) +
+                                      " entries; entry " + std::to_string(entry) + " asked for");
+  *function = h.functions[entry];
+  return KILN_OK;
+}
+
+kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
+                        const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
+                        void* stream, void** args) {
+  if (!loader || !kernel || !grid || !block)
+    return fail(KILN_ERROR_USAGE,
+                std::string("kiln_launch: ") +
+                    (!loader ? "loader" : !kernel ? "kernel" : !grid ? "grid" : "block") +
+                    " is NULL");
+  return guarded([&] {
+    loader->loader->launch(handle_of(kernel), entry, {grid[0], grid[1], grid[2]},
+                           {block[0], block[1], block[2]}, shared_bytes, stream, args);
+  });
+}
+
+const char* kiln_last_error(void) { return t_last_error.c_str(); }
+
+const char* kiln_status_name(kiln_status status) {
+  if (status == KILN_OK) return "ok";
+  if (status < KILN_ERROR_INTERNAL || status > KILN_ERROR_DRIVER) return "unknown";
+  return kiln::to_string(static_cast<kiln::ErrorKind>(static_cast<int>(status) - 1));
+}
+
+}  // extern "C"

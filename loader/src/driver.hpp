@@ -1,0 +1,49 @@
+#pragma once
+// The CUDA driver behind a small interface, so resolution, verification and the "load counts
+// only when the kernel is there" rule are unit-tested with a fake. The real one dlopens
+// libcuda.so.1 (never linked): libkiln and the kiln CLI run on machines without a driver, and
+// "no driver" / "no device" become reported capabilities, not crashes.
+// Handles are the driver's opaque pointers (CUcontext, CUlibrary, CUkernel, CUfunction,
+// CUstream) as void*, so this header does not need cuda.h.
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct DeviceInfo {
+  int ordinal = 0;
+  std::string name;
+  int cc = 0;  // compute capability as 90 for 9.0
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+  // Opens and initialises the driver (once). Throws Error{Unsupported} naming libcuda.so.1
+  // and the dlerror, or the cuInit error (e.g. CUDA_ERROR_NO_DEVICE).
+  virtual void init() = 0;
+  virtual int driver_version() = 0;  // cuDriverGetVersion, e.g. 13000
+  virtual std::vector<DeviceInfo> devices() = 0;
+  // The calling thread's current context; when there is none, device 0's primary context is
+  // retained and made current (what the CUDA runtime does on first use).
+  virtual void* current_context() = 0;
+  virtual int current_device_cc() = 0;  // of the current context's device
+  virtual bool stream_is_capturing(void* stream) = 0;
+  // Errors below throw Error{Driver} naming the call and the driver's error name.
+  virtual void* load_library(const std::string& image) = 0;  // cuLibraryLoadData
+  virtual unsigned kernel_count(void* library) = 0;           // cuLibraryGetKernelCount
+  virtual void* get_kernel(void* library, const std::string& symbol) = 0;
+  virtual void* kernel_function(void* kernel) = 0;  // cuKernelGetFunction, current context
+  virtual void unload_library(void* library) noexcept = 0;
+  virtual void launch(void* function, const unsigned grid[3], const unsigned block[3],
+                      unsigned shared_bytes, void* stream, void** args) = 0;
+};
+
+// dlopen("libcuda.so.1"); nothing is opened until init() or another call.
+std::shared_ptr<Driver> make_cuda_driver();
+
+// Name of the driver library libkiln opens.
+constexpr const char* kCudaDriverLibrary = "libcuda.so.1";
+
+}  // namespace kiln

@@ -1,0 +1,575 @@
+// Loader: the resolution order of design.md, over the driver, disk, compiler and fetcher
+// interfaces. Pure ranking and staleness live in resolver.cpp; this file does the I/O, the
+// in-process cache and the locking.
+#include "kiln/loader.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <shared_mutex>
+#include <string_view>
+#include <unordered_map>
+
+#include "driver.hpp"
+#include "jit.hpp"
+#include "kiln/error.hpp"
+#include "kiln/registry.hpp"
+#include "kiln/version.hpp"
+#include "log.hpp"
+#include "resolver.hpp"
+
+namespace kiln {
+
+std::string Resolution::to_json() const {
+  using Json = nlohmann::ordered_json;
+  auto cand = [](const Candidate& c, bool with_reason) {
+    Json j;
+    j["tier"] = c.tier;
+    j["target"] = c.target;
+    j["path"] = c.path;
+    if (with_reason) j["reason"] = c.reason;
+    return j;
+  };
+  Json root;
+  root["uri"] = uri;
+  root["device"] = device;
+  root["chosen"] = chosen ? cand(*chosen, false) : Json(nullptr);
+  root["rejected"] = Json::array();
+  for (const auto& r : rejected) root["rejected"].push_back(cand(r, true));
+  return root.dump(2) + "\n";
+}
+
+namespace {
+
+const Specialisation& find_spec(const std::string& uri) {
+  const Registry& reg = embedded_registry();
+  if (const Specialisation* s = reg.find(uri)) return *s;
+  std::vector<std::string> all;
+  for (const auto& s : reg.specialisations) all.push_back(s.uri);
+  auto near = near_matches(uri, all);
+  std::string msg = "no kernel " + uri + " in the registry embedded in this libkiln (" +
+                    std::to_string(all.size()) + " specialisations; `kiln registry list`)";
+  if (!near.empty()) {
+    msg += "; did you mean:";
+    for (const auto& n : near) msg += " " + n;
+  }
+  throw Error(ErrorKind::NotFound, msg);
+}
+
+std::string summary(const std::vector<Rejection>& rejected) {
+  std::string s;
+  for (const auto& r : rejected) {
+    if (!s.empty()) s += "; ";
+    s += r.candidate.tier;
+    if (!r.candidate.target.empty()) s += " " + r.candidate.target;
+    if (!r.candidate.path.empty()) s += " " + r.candidate.path;
+    s += ": " + r.candidate.reason;
+  }
+  return s;
+}
+
+// Every Loader gets an id never reused in this process, so a per-thread cache entry of a
+// destroyed Loader can never match a later one built at the same address.
+std::atomic<std::uint64_t> g_next_loader_id{1};
+
+// The warm path: a small direct-mapped per-thread cache of (Loader id, context, URI) -> handle
+// in front of the locked map, so a hit reads and writes only this thread's memory. Entries are
+// filled only with handles that are ready; a handle lives as long as its Loader (map entries
+// are never erased), and a dead Loader's id never matches again.
+struct HitCache {
+  struct Slot {
+    std::uint64_t loader = 0;  // 0 = empty
+    void* ctx = nullptr;
+    std::string uri;
+    const KernelHandle* handle = nullptr;
+  };
+  static constexpr std::size_t kSlots = 64;
+  Slot slots[kSlots];
+
+  static std::size_t index(std::uint64_t loader, void* ctx, const std::string& uri) {
+    std::size_t h = std::hash<std::string_view>{}(uri);
+    h ^= reinterpret_cast<std::size_t>(ctx) * 0x9E3779B97F4A7C15ull;
+    h ^= static_cast<std::size_t>(loader) * 0xC2B2AE3D27D4EB4Full;
+    return (h ^ (h >> 29)) & (kSlots - 1);
+  }
+};
+
+HitCache& hit_cache() {
+  thread_local HitCache cache;
+  return cache;
+}
+
+}  // namespace
+
+struct Loader::Impl {
+  const std::uint64_t loader_id = g_next_loader_id.fetch_add(1, std::memory_order_relaxed);
+  LoaderConfig cfg;
+  std::shared_ptr<Driver> driver;
+  std::shared_ptr<StoreFs> fs;
+  std::shared_ptr<JitCompiler> jit;
+  std::function<FetchResult(const FetchOptions&, const std::vector<std::string>&,
+                            const std::string&)>
+      fetch;
+  std::string installed;
+
+  struct Entry {
+    std::mutex load_mu;  // one loader per (context, URI); others wait for its result
+    std::atomic<bool> ready{false};
+    KernelHandle handle;
+  };
+  using UriMap = std::unordered_map<std::string, std::unique_ptr<Entry>>;
+  mutable std::shared_mutex mu;
+  std::unordered_map<void*, UriMap> by_ctx;
+
+  // What one search turns up: everything tried, and why each was refused.
+  struct Search {
+    std::string uri;
+    int cc = 0;
+    std::vector<std::string> searched;
+    std::vector<Rejection> rejected;
+    void reject(Candidate c, ErrorKind kind) {
+      log(LogLevel::Debug, "rejected " + c.tier + " " + c.target + " " + c.path + ": " + c.reason);
+      rejected.push_back({std::move(c), kind});
+    }
+  };
+
+  std::vector<std::pair<std::string, std::string>> store_dirs() const {
+    std::vector<std::pair<std::string, std::string>> dirs;
+    auto add = [&](const std::string& d, const char* source) {
+      if (d.empty()) return;
+      for (const auto& e : dirs)
+        if (e.first == d) return;
+      dirs.emplace_back(d, source);
+    };
+    for (const auto& d : cfg.artifact_path) add(d, "artifact path");
+    if (cfg.use_installed_store) add(installed, "installed beside libkiln");
+    add(cfg.cache_dir, "cache directory");
+    return dirs;
+  }
+
+  std::vector<StoreScan> scan_stores(Search& s) const {
+    std::vector<StoreScan> scans;
+    for (const auto& [dir, source] : store_dirs()) {
+      s.searched.push_back(dir + " (" + source + ")");
+      scans.push_back(fs->scan(dir, source));
+    }
+    return scans;
+  }
+
+  Entry* lookup(void* ctx, const std::string& uri) const {
+    std::shared_lock<std::shared_mutex> lock(mu);
+    auto c = by_ctx.find(ctx);
+    if (c == by_ctx.end()) return nullptr;
+    auto e = c->second.find(uri);
+    return e == c->second.end() ? nullptr : e->second.get();
+  }
+
+  Entry& slot(void* ctx, const std::string& uri) {
+    std::unique_lock<std::shared_mutex> lock(mu);
+    auto& e = by_ctx[ctx][uri];
+    if (!e) e = std::make_unique<Entry>();
+    return *e;
+  }
+
+  // Hands verified bytes to the driver; a load counts only if every entry is really there.
+  bool load_image(Search& s, const Candidate& c, const std::string& image,
+                  const std::vector<std::string>& symbols, KernelHandle& out) {
+    void* lib = nullptr;
+    try {
+      lib = driver->load_library(image);
+      unsigned n = driver->kernel_count(lib);
+      if (n == 0) {
+        driver->unload_library(lib);
+        s.reject({c.tier, c.target, c.path,
+                  "the driver accepted the image but it holds no kernel for CC " +
+                      cc_string(s.cc) + " (an image built for another GPU loads empty)"},
+                 ErrorKind::Unsupported);
+        return false;
+      }
+      std::vector<void*> fns;
+      for (const auto& sym : symbols) fns.push_back(driver->kernel_function(driver->get_kernel(lib, sym)));
+      out.functions = std::move(fns);
+      out.library = lib;
+      return true;
+    } catch (const Error& e) {
+      if (lib) driver->unload_library(lib);
+      s.reject({c.tier, c.target, c.path, std::string("the driver refused it: ") + e.what()},
+               ErrorKind::Driver);
+      return false;
+    }
+  }
+
+  bool try_store_candidate(Search& s, const StoreCandidate& sc, const std::string& tier,
+                           std::size_t entries, KernelHandle& out) {
+    Candidate c = sc.candidate;
+    c.tier = tier;
+    if (sc.symbols.size() != entries) {
+      s.reject({c.tier, c.target, c.path,
+                "the manifest lists " + std::to_string(sc.symbols.size()) +
+                    " entry symbols, the registry has " + std::to_string(entries)},
+               ErrorKind::Format);
+      return false;
+    }
+    std::string bytes;
+    try {
+      bytes = fs->read_file(c.path);
+    } catch (const Error& e) {
+      s.reject({c.tier, c.target, c.path, e.what()}, e.kind());
+      return false;
+    }
+    // The same buffer that was hashed goes to the driver: no re-read between check and use.
+    if (auto bad = verify_artifact(bytes, sc.size, sc.sha256); !bad.empty()) {
+      log(LogLevel::Warn, c.path + ": " + bad + "; trying the next candidate");
+      s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
+      return false;
+    }
+    if (!sc.stale.empty())
+      log(LogLevel::Warn, "KILN_ALLOW_STALE: loading a stale artifact " + c.path + " (" +
+                              sc.stale + "); results may be wrong");
+    if (!load_image(s, c, bytes, sc.symbols, out)) return false;
+    out.origin = c.path;
+    log(LogLevel::Info, "loaded " + s.uri + " for " + device_target(s.cc) + " from " + c.path +
+                            " (" + c.target + ")");
+    return true;
+  }
+
+  bool try_stores(Search& s, const std::vector<StoreScan>& scans, const std::string& tier,
+                  const Specialisation& spec, KernelHandle& out) {
+    BuildIdentity id{version(), kManifestFormat, spec.source_hash};
+    StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
+    for (auto& r : plan.rejected) {
+      r.candidate.tier = tier;
+      s.rejected.push_back(r);
+    }
+    for (const auto& c : plan.usable)
+      if (try_store_candidate(s, c, tier, spec.entries.size(), out)) return true;
+    return false;
+  }
+
+  // get()'s store tier. Stores are scanned one at a time with StoreFs::scan_for (archives
+  // named for a target that cannot run on s.cc are not read; manifests are trimmed to the URI)
+  // and the first candidate that verifies and loads ends the search: later stores are not
+  // scanned. Only when no store serves the URI are all stores scanned in full, so the failure
+  // lists the same rejections, in the same order, as a full scan (plan rejections, then the
+  // candidates tried), and any usable candidate the fast scan left out is still tried.
+  bool try_stores_fast(Search& s, const Specialisation& spec, KernelHandle& out) {
+    BuildIdentity id{version(), kManifestFormat, spec.source_hash};
+    Search tried;  // rejections of candidates tried, in order
+    tried.uri = s.uri;
+    tried.cc = s.cc;
+    std::vector<std::string> tried_paths;
+    for (const auto& [dir, source] : store_dirs()) {
+      std::vector<StoreScan> one{fs->scan_for(dir, source, s.uri, s.cc)};
+      StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale);
+      for (const auto& c : plan.usable) {
+        tried_paths.push_back(c.candidate.path);
+        if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) return true;
+      }
+    }
+    // Nothing served: the full scan, for the explanation.
+    auto scans = scan_stores(s);
+    StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
+    for (auto& r : plan.rejected) {
+      r.candidate.tier = "store";
+      s.rejected.push_back(std::move(r));
+    }
+    for (auto& r : tried.rejected) s.rejected.push_back(std::move(r));
+    for (const auto& c : plan.usable) {
+      if (std::find(tried_paths.begin(), tried_paths.end(), c.candidate.path) != tried_paths.end())
+        continue;
+      if (try_store_candidate(s, c, "store", spec.entries.size(), out)) return true;
+    }
+    return false;
+  }
+
+  bool try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out) {
+    std::string target = device_target(s.cc);
+    if (cfg.offline) {
+      s.reject({"mirror", target, "", "skipped: offline mode (KILN_OFFLINE=1) makes no network "
+                                      "access"},
+               ErrorKind::NotFound);
+      return false;
+    }
+    if (cfg.mirrors.empty()) {
+      s.reject({"mirror", target, "", "no mirror configured (KILN_MIRRORS is empty)"},
+               ErrorKind::NotFound);
+      return false;
+    }
+    std::string list;
+    for (const auto& m : cfg.mirrors) {
+      s.searched.push_back(m + " (mirror)");
+      list += (list.empty() ? "" : " ") + m;
+    }
+    FetchOptions opts;
+    opts.mirrors = cfg.mirrors;
+    opts.index_sha256 = cfg.index_sha256;
+    opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
+    try {
+      fetch(opts, {target}, cfg.cache_dir);
+    } catch (const Error& e) {
+      s.reject({"mirror", target, list, e.what()}, e.kind());
+      return false;
+    }
+    std::vector<StoreScan> scans{fs->scan(cfg.cache_dir, "cache directory")};
+    return try_stores(s, scans, "mirror", spec, out);
+  }
+
+  bool try_jit(Search& s, const Specialisation& spec, KernelHandle& out) {
+    std::string target = device_target(s.cc);
+    if (cfg.disable_jit) {
+      s.reject({"jit", target, "", "disabled (KILN_DISABLE_JIT=1)"}, ErrorKind::NotFound);
+      return false;
+    }
+    JitCapability cap = jit->probe();
+    if (!cap.available) {
+      s.reject({"jit", target, "", "NVRTC unavailable: " + cap.missing}, ErrorKind::Unsupported);
+      return false;
+    }
+    if (!cap.supports(s.cc)) {
+      s.reject({"jit", target, "",
+                "NVRTC " + std::to_string(cap.nvrtc_major) + "." +
+                    std::to_string(cap.nvrtc_minor) + " cannot compile for " + target},
+               ErrorKind::Unsupported);
+      return false;
+    }
+    log(LogLevel::Warn, "fast path missed for " + s.uri + " on " + target +
+                            ", compiling with NVRTC: " + summary(s.rejected));
+    const Family* fam = embedded_registry().family(spec.family);
+    JitResult res;
+    try {
+      res = jit->compile(spec, *fam, s.cc, cfg.cache_dir);
+    } catch (const Error& e) {
+      s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
+      return false;
+    }
+    Candidate c{"jit", target, res.cache_path, ""};
+    // The cache entry's digest sidecar (<key>.json beside <key>.cubin, see jit.hpp) pins the
+    // bytes; check them like any artifact from disk.
+    std::string sidecar = res.cache_path;
+    if (auto dot = sidecar.rfind(".cubin"); dot != std::string::npos) sidecar.replace(dot, 6, ".json");
+    std::string bad;
+    try {
+      auto meta = nlohmann::json::parse(fs->read_file(sidecar));
+      bad = verify_artifact(res.image, meta.at("cubin_size").get<std::uint64_t>(),
+                            meta.at("cubin_sha256").get<std::string>());
+    } catch (const std::exception& e) {
+      bad = "integrity: cannot read the digest sidecar " + sidecar + ": " + e.what();
+    }
+    if (!bad.empty()) {
+      s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
+      return false;
+    }
+    if (res.symbols.size() != spec.entries.size()) {
+      s.reject({c.tier, c.target, c.path, "NVRTC returned " + std::to_string(res.symbols.size()) +
+                                              " symbols for " + std::to_string(spec.entries.size()) +
+                                              " entries"},
+               ErrorKind::Internal);
+      return false;
+    }
+    if (!load_image(s, c, res.image, res.symbols, out)) return false;
+    out.origin = "jit:" + res.cache_path;
+    return true;
+  }
+
+  void load(Entry& e, const std::string& uri, const Specialisation& spec, int cc) {
+    Search s;
+    s.uri = uri;
+    s.cc = cc;
+    KernelHandle h;
+    h.uri = uri;
+    bool ok = try_stores_fast(s, spec, h) || try_mirrors(s, spec, h) || try_jit(s, spec, h);
+    if (!ok) throw resolution_failure(uri, cc, s.searched, s.rejected, cfg.cache_dir);
+    e.handle = std::move(h);
+    e.ready.store(true, std::memory_order_release);
+  }
+
+  const KernelHandle& get(const std::string& uri, void* stream, bool check_capture) {
+    void* ctx = nullptr;
+    try {
+      ctx = driver->current_context();
+    } catch (const Error&) {
+      find_spec(uri);  // an unknown URI is the more useful answer than "no driver"
+      throw;
+    }
+    HitCache::Slot& slot_tls = hit_cache().slots[HitCache::index(loader_id, ctx, uri)];
+    if (slot_tls.loader == loader_id && slot_tls.ctx == ctx && slot_tls.uri == uri)
+      return *slot_tls.handle;
+    if (Entry* e = lookup(ctx, uri); e && e->ready.load(std::memory_order_acquire)) {
+      remember(slot_tls, ctx, uri, e->handle);
+      return e->handle;
+    }
+    const Specialisation& spec = find_spec(uri);
+    if (check_capture && driver->stream_is_capturing(stream))
+      throw Error(ErrorKind::Usage,
+                  uri + " is not loaded yet and the stream is being captured into a CUDA "
+                        "graph: prefetch before capture (Loader::prefetch / kiln_prefetch); "
+                        "kiln does not read, download or compile during capture");
+    Entry& e = slot(ctx, uri);
+    std::lock_guard<std::mutex> lock(e.load_mu);
+    if (!e.ready.load(std::memory_order_acquire)) load(e, uri, spec, driver->current_device_cc());
+    remember(slot_tls, ctx, uri, e.handle);
+    return e.handle;
+  }
+
+  void remember(HitCache::Slot& slot_tls, void* ctx, const std::string& uri,
+                const KernelHandle& h) const {
+    slot_tls.loader = 0;  // the URI assignment may throw (bad_alloc): never half-filled
+    slot_tls.ctx = ctx;
+    slot_tls.uri = uri;
+    slot_tls.handle = &h;
+    slot_tls.loader = loader_id;
+  }
+};
+
+Loader::Loader(LoaderConfig config) : Loader(std::move(config), LoaderDeps{}) {}
+
+Loader::Loader(LoaderConfig config, LoaderDeps deps) : impl_(std::make_unique<Impl>()) {
+  if (config.api_log < 0 || config.api_log > 3)
+    throw Error(ErrorKind::Usage, "api_log=" + std::to_string(config.api_log) +
+                                      " is not an API log level: expected 0, 1, 2 or 3");
+  configure_logging(parse_log_level(config.log_level, "log_level"), config.api_log,
+                    config.log_file);
+  impl_->cfg = std::move(config);
+  impl_->driver = deps.driver ? deps.driver : make_cuda_driver();
+  impl_->fs = deps.fs ? deps.fs : std::make_shared<DiskStoreFs>();
+  if (deps.jit) {
+    impl_->jit = deps.jit;
+  } else {
+    NvrtcConfig nc;
+    nc.log = [](JitLogLevel l, const std::string& m) {
+      log(l == JitLogLevel::Warn ? LogLevel::Warn : LogLevel::Info, m);
+    };
+    impl_->jit = make_nvrtc_compiler(std::move(nc));
+  }
+  impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
+  impl_->installed = deps.installed_store ? *deps.installed_store : installed_store_dir();
+}
+
+Loader::~Loader() {
+  for (auto& [ctx, uris] : impl_->by_ctx)
+    for (auto& [uri, e] : uris)
+      if (e->ready.load()) impl_->driver->unload_library(e->handle.library);
+}
+
+const KernelHandle& Loader::get(const std::string& uri) { return impl_->get(uri, nullptr, false); }
+
+const KernelHandle& Loader::get(const std::string& uri, void* stream) {
+  return impl_->get(uri, stream, true);
+}
+
+void Loader::prefetch(const std::vector<std::string>& uris) {
+  // Every URI is attempted, so one call reports everything missing before a capture.
+  std::optional<ErrorKind> kind;
+  std::string msg;
+  for (const auto& u : uris) {
+    try {
+      get(u);
+    } catch (const Error& e) {
+      if (!kind) kind = e.kind();
+      msg += (msg.empty() ? "" : "\n") + std::string(e.what());
+    }
+  }
+  if (kind) throw Error(*kind, msg);
+}
+
+Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const {
+  Impl& im = *impl_;
+  const Specialisation& spec = find_spec(uri);
+  Resolution r;
+  r.uri = uri;
+  if (!cc) {
+    void* ctx = im.driver->current_context();
+    cc = im.driver->current_device_cc();
+    if (Impl::Entry* e = im.lookup(ctx, uri); e && e->ready.load(std::memory_order_acquire)) {
+      r.device = device_target(*cc);
+      r.chosen = Candidate{"memory", "", e->handle.origin, ""};
+      return r;
+    }
+  }
+  r.device = device_target(*cc);
+  Impl::Search s;
+  s.uri = uri;
+  s.cc = *cc;
+  auto scans = im.scan_stores(s);
+  BuildIdentity id{version(), kManifestFormat, spec.source_hash};
+  StorePlan plan = plan_stores(uri, *cc, id, scans, im.cfg.allow_stale);
+  s.rejected = plan.rejected;
+  // Digests are checked here too, so the answer says what get() would really load.
+  for (const auto& c : plan.usable) {
+    if (r.chosen) {
+      s.reject({c.candidate.tier, c.candidate.target, c.candidate.path,
+                "not needed: " + r.chosen->target + " from " + r.chosen->path + " comes first"},
+               ErrorKind::NotFound);
+      continue;
+    }
+    try {
+      std::string bytes = im.fs->read_file(c.candidate.path);
+      if (auto bad = verify_artifact(bytes, c.size, c.sha256); !bad.empty()) {
+        s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, bad},
+                 ErrorKind::Integrity);
+        continue;
+      }
+    } catch (const Error& e) {
+      s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, e.what()}, e.kind());
+      continue;
+    }
+    r.chosen = c.candidate;
+  }
+  std::string target = device_target(*cc);
+  if (!r.chosen) {
+    if (im.cfg.offline)
+      s.reject({"mirror", target, "", "skipped: offline mode (KILN_OFFLINE=1)"},
+               ErrorKind::NotFound);
+    else if (im.cfg.mirrors.empty())
+      s.reject({"mirror", target, "", "no mirror configured (KILN_MIRRORS is empty)"},
+               ErrorKind::NotFound);
+    else {
+      std::string list;
+      for (const auto& m : im.cfg.mirrors) {
+        s.searched.push_back(m + " (mirror)");
+        list += (list.empty() ? "" : " ") + m;
+      }
+      // Not contacted: resolve() never downloads. get() would fetch the archive for `target`.
+      r.chosen = Candidate{"mirror", target, list, ""};
+    }
+  }
+  if (!r.chosen) {
+    if (im.cfg.disable_jit) {
+      s.reject({"jit", target, "", "disabled (KILN_DISABLE_JIT=1)"}, ErrorKind::NotFound);
+    } else {
+      JitCapability cap = im.jit->probe();
+      if (!cap.available)
+        s.reject({"jit", target, "", "NVRTC unavailable: " + cap.missing}, ErrorKind::Unsupported);
+      else if (!cap.supports(*cc))
+        s.reject({"jit", target, "", "NVRTC cannot compile for " + target},
+                 ErrorKind::Unsupported);
+      else
+        r.chosen = Candidate{"jit", target, im.cfg.cache_dir + "/jit", ""};
+    }
+  }
+  for (auto& x : s.rejected) r.rejected.push_back(std::move(x.candidate));
+  r.searched = std::move(s.searched);
+  return r;
+}
+
+const LoaderConfig& Loader::config() const { return impl_->cfg; }
+
+void Loader::launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
+                    std::size_t shared_bytes, void* stream, void** args) const {
+  if (entry >= kernel.functions.size())
+    throw Error(ErrorKind::Usage, kernel.uri + " has " + std::to_string(kernel.functions.size()) +
+                                      " entries; entry " + std::to_string(entry) + " asked for");
+  const unsigned g[3] = {grid.x, grid.y, grid.z};
+  const unsigned b[3] = {block.x, block.y, block.z};
+  try {
+    impl_->driver->launch(kernel.functions[entry], g, b, static_cast<unsigned>(shared_bytes),
+                          stream, args);
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string(e.what()) + " (launching " + kernel.uri + " entry " +
+                              std::to_string(entry) + ")");
+  }
+}
+
+}  // namespace kiln

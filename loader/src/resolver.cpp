@@ -1,0 +1,373 @@
+#include "resolver.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <tuple>
+#include <unordered_map>
+
+#include "kiln/sha256.hpp"
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+int suffix_rank(char s) { return s == 'a' ? 0 : s == 'f' ? 1 : 2; }
+
+std::string quoted(const std::string& s) { return "'" + s + "'"; }
+
+// The format_version a stale manifest declares, for a message with both values.
+std::string declared_format(const std::string& text) {
+  try {
+    auto j = nlohmann::json::parse(text);
+    if (j.is_object() && j.contains("format_version")) return j["format_version"].dump();
+  } catch (const std::exception&) {
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string cc_string(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
+std::string device_target(int cc) { return "sm_" + std::to_string(cc); }
+
+std::optional<int> target_preference(const Target& t, int cc) {
+  if (!runs_on(t, cc)) return std::nullopt;
+  if (t.kind == Target::Kind::Ptx) return 2;
+  return t.arch == cc ? 0 : 1;
+}
+
+std::string why_not_runnable(const Target& t, int cc) {
+  std::string dev = "; the device is CC " + cc_string(cc);
+  std::string arch = cc_string(t.arch);
+  if (t.suffix == 'a') return t.str() + " runs only on CC " + arch + " (arch-specific)" + dev;
+  if (t.suffix == 'f')
+    return t.str() + " runs only on CC " + std::to_string(t.major()) + ".x with x >= " +
+           std::to_string(t.minor()) + " (family)" + dev;
+  if (t.kind == Target::Kind::Ptx) return "PTX " + t.str() + " needs CC >= " + arch + dev;
+  if (t.major() != cc / 10)
+    return "SASS " + t.str() + " runs only on CC " + std::to_string(t.major()) + ".x" + dev;
+  return "SASS " + t.str() + " needs CC >= " + arch + dev;
+}
+
+StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
+                      const std::vector<StoreScan>& stores, bool allow_stale) {
+  StorePlan plan;
+  for (const auto& store : stores) {
+    if (!store.readable) {
+      plan.rejected.push_back({{"store", "", store.dir, store.problem}, ErrorKind::NotFound});
+      continue;
+    }
+    if (store.archives.empty()) {
+      plan.rejected.push_back(
+          {{"store", "", store.dir, "holds no archive (no kiln-kernels-* directory)"},
+           ErrorKind::NotFound});
+      continue;
+    }
+    struct Ranked {
+      int pref;
+      Target target;
+      StoreCandidate c;
+    };
+    std::vector<Ranked> ranked;
+    for (const auto& ar : store.archives) {
+      std::string manifest_path = ar.dir + "/manifest.json";
+      if (!ar.manifest) {
+        plan.rejected.push_back({{"store", "", manifest_path, ar.error}, ar.error_kind});
+        continue;
+      }
+      const Manifest& m = *ar.manifest;
+      auto target = parse_target(m.target);
+      if (!target) {
+        plan.rejected.push_back(
+            {{"store", m.target, manifest_path, "unknown target " + quoted(m.target)},
+             ErrorKind::Format});
+        continue;
+      }
+      const ArtifactEntry* art = m.find(uri);
+      if (!art) {
+        std::string reason = "archive does not contain " + uri;
+        for (const auto& sk : m.skipped)
+          if (uri.rfind(sk.family + "_", 0) == 0 || uri == sk.family)
+            reason += " (family " + sk.family + " skipped: " + sk.reason + ")";
+        plan.rejected.push_back({{"store", m.target, ar.dir, reason}, ErrorKind::NotFound});
+        continue;
+      }
+      std::string path = ar.dir + "/" + art->file;
+      auto pref = target_preference(*target, cc);
+      if (!pref) {
+        plan.rejected.push_back(
+            {{"store", m.target, path, why_not_runnable(*target, cc)}, ErrorKind::Unsupported});
+        continue;
+      }
+      std::string stale;
+      if (m.package_version != id.package_version)
+        stale = "package_version differs: archive has " + m.package_version +
+                ", this libkiln is " + id.package_version;
+      else if (m.format_version != id.manifest_format)
+        stale = "format_version differs: manifest has " + std::to_string(m.format_version) +
+                ", this libkiln reads " + std::to_string(id.manifest_format);
+      else if (art->source_hash != id.source_hash)
+        stale = "source_hash differs: artifact has " + art->source_hash +
+                ", this libkiln was built with " + id.source_hash;
+      if (!stale.empty() && !allow_stale) {
+        plan.rejected.push_back({{"store", m.target, path,
+                                  "stale: " + stale +
+                                      ". Install the package of kiln " + id.package_version +
+                                      " (kiln fetch), or set KILN_ALLOW_STALE=1 to diagnose"},
+                                 ErrorKind::Stale});
+        continue;
+      }
+      StoreCandidate c;
+      c.candidate = {"store", m.target, path, ""};
+      c.store_dir = store.dir;
+      c.size = art->size;
+      c.sha256 = art->sha256;
+      for (const auto& e : art->entries) c.symbols.push_back(e.symbol);
+      c.stale = stale;
+      ranked.push_back({*pref, *target, std::move(c)});
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
+      return std::make_tuple(a.pref, -a.target.arch, suffix_rank(a.target.suffix)) <
+             std::make_tuple(b.pref, -b.target.arch, suffix_rank(b.target.suffix));
+    });
+    for (auto& r : ranked) plan.usable.push_back(std::move(r.c));
+  }
+  return plan;
+}
+
+std::string verify_artifact(const std::string& bytes, std::uint64_t size,
+                            const std::string& sha256) {
+  std::string got = sha256_hex(bytes);
+  if (bytes.size() != size || got != sha256)
+    return "integrity: the manifest pins " + std::to_string(size) + " bytes with SHA-256 " +
+           sha256 + ", the file has " + std::to_string(bytes.size()) + " bytes with SHA-256 " +
+           got;
+  return "";
+}
+
+namespace {
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+}  // namespace
+
+std::vector<std::string> near_matches(const std::string& uri, const std::vector<std::string>& all,
+                                      std::size_t max) {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  std::string family = uri.substr(0, uri.find('_'));
+  for (const auto& u : all) {
+    std::size_t d = edit_distance(uri, u);
+    bool same_family = !family.empty() && u.rfind(family + "_", 0) == 0;
+    if (d <= std::max<std::size_t>(3, uri.size() / 3) || same_family)
+      scored.emplace_back(same_family ? d / 2 : d, u);
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && i < max; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+Error resolution_failure(const std::string& uri, int cc, const std::vector<std::string>& searched,
+                         const std::vector<Rejection>& rejected, const std::string& cache_dir) {
+  std::optional<ErrorKind> decisive;
+  bool mixed = false;
+  for (const auto& r : rejected) {
+    if (r.kind != ErrorKind::Stale && r.kind != ErrorKind::Integrity) continue;
+    if (decisive && *decisive != r.kind) mixed = true;
+    decisive = r.kind;
+  }
+  ErrorKind kind = (decisive && !mixed) ? *decisive : ErrorKind::NotFound;
+  std::string target = device_target(cc);
+  std::string msg = "no usable kernel for " + uri + " on " + target + " (compute capability " +
+                    cc_string(cc) + ").\nsearched, in order:";
+  if (searched.empty()) msg += " (nothing)";
+  for (const auto& s : searched) msg += "\n  " + s;
+  msg += "\nrejected:";
+  for (const auto& r : rejected) {
+    const Candidate& c = r.candidate;
+    msg += "\n  [" + c.tier + (c.target.empty() ? "" : " " + c.target) + "] ";
+    if (!c.path.empty()) msg += c.path + ": ";
+    msg += c.reason;
+  }
+  msg += "\nto get it on a machine with network access: kiln fetch --targets " + target +
+         " --dest " + cache_dir + " (then copy that directory here, or add it to "
+         "KILN_ARTIFACT_PATH)";
+  return Error(kind, msg);
+}
+
+namespace {
+
+// Parsed manifests, process-wide, keyed by path and checked against the exact text read now:
+// a new Loader (or a rescan) re-reads manifest.json but parses it only when its bytes changed.
+// Parsing is deterministic in (text, path), so a hit gives what parsing would.
+struct ParsedManifest {
+  std::string text;
+  Manifest manifest;
+};
+
+std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& text,
+                                                            const std::string& path) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const ParsedManifest>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(path);
+    if (it != cache.end() && it->second->text == text) return it->second;
+  }
+  auto p = std::make_shared<const ParsedManifest>(ParsedManifest{text, parse_manifest(text, path)});
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 256) cache.clear();  // bounded: stores hold few archives
+  cache[path] = p;
+  return p;
+}
+
+// The target an archive directory is named for: kiln-kernels-<version>-cuda<X.Y>-<target>.
+std::optional<Target> dir_target(const std::string& name) {
+  auto dash = name.rfind('-');
+  if (dash == std::string::npos) return std::nullopt;
+  return parse_target(std::string_view(name).substr(dash + 1));
+}
+
+}  // namespace
+
+StoreScan DiskStoreFs::scan(const std::string& dir, const std::string& source) const {
+  return scan_impl(dir, source, nullptr, 0);
+}
+
+StoreScan DiskStoreFs::scan_for(const std::string& dir, const std::string& source,
+                                const std::string& uri, int cc) const {
+  return scan_impl(dir, source, &uri, cc);
+}
+
+StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& source,
+                                 const std::string* uri, int cc) const {
+  StoreScan s;
+  s.dir = dir;
+  s.source = source;
+  std::error_code ec;
+  auto st = fs::status(dir, ec);
+  if (ec || !fs::exists(st)) {
+    s.problem = "does not exist";
+    return s;
+  }
+  if (!fs::is_directory(st)) {
+    s.problem = "not a directory";
+    return s;
+  }
+  fs::directory_iterator it(dir, ec);
+  if (ec) {
+    s.problem = "cannot be listed: " + ec.message();
+    return s;
+  }
+  s.readable = true;
+  std::vector<fs::path> dirs;
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    std::string name = it->path().filename().string();
+    if (name.rfind("kiln-kernels-", 0) != 0) continue;
+    if (uri) {
+      // Named for a target that cannot run here: its manifest is not even read. A name
+      // without a parseable target is read as usual.
+      auto t = dir_target(name);
+      if (t && !runs_on(*t, cc)) continue;
+    }
+    if (it->is_directory(ec)) dirs.push_back(it->path());
+  }
+  std::sort(dirs.begin(), dirs.end());
+  for (const auto& d : dirs) {
+    ArchiveScan a;
+    a.dir = d.string();
+    std::string mpath = a.dir + "/manifest.json";
+    try {
+      std::string text = read_file(mpath);
+      try {
+        auto parsed = parse_manifest_cached(text, mpath);
+        if (uri) {
+          // Only what plan_stores reads for this URI: the header, skipped, its artifact.
+          const Manifest& full = parsed->manifest;
+          Manifest m;
+          m.format_version = full.format_version;
+          m.package_version = full.package_version;
+          m.git_commit = full.git_commit;
+          m.cuda_version = full.cuda_version;
+          m.target = full.target;
+          m.build_time = full.build_time;
+          m.skipped = full.skipped;
+          if (const ArtifactEntry* art = full.find(*uri)) m.artifacts.push_back(*art);
+          a.manifest = std::move(m);
+        } else {
+          a.manifest = parsed->manifest;
+        }
+      } catch (const Error& e) {
+        a.error_kind = e.kind();
+        a.error = e.kind() == ErrorKind::Stale
+                      ? "stale: format_version differs: manifest has " + declared_format(text) +
+                            ", this libkiln reads " + std::to_string(kManifestFormat) + " (" +
+                            e.what() + ")"
+                      : e.what();
+      }
+    } catch (const Error& e) {
+      a.error_kind = e.kind();
+      a.error = e.what();
+    }
+    s.archives.push_back(std::move(a));
+  }
+  return s;
+}
+
+std::string DiskStoreFs::read_file(const std::string& path) const {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(ErrorKind::Io, "cannot open " + path + ": " + std::strerror(errno));
+  std::string out;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      throw Error(ErrorKind::Io, "cannot read " + path + ": " + std::strerror(err));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string installed_store_dir() {
+  Dl_info info{};
+  if (!::dladdr(reinterpret_cast<void*>(&installed_store_dir), &info) || !info.dli_fname)
+    return "";
+  std::error_code ec;
+  fs::path lib = fs::weakly_canonical(info.dli_fname, ec);
+  if (ec) lib = info.dli_fname;
+  return (lib.parent_path().parent_path() / "share" / "kiln" / "artifacts")
+      .lexically_normal()
+      .string();
+}
+
+}  // namespace kiln

@@ -1,0 +1,146 @@
+#pragma once
+// Resolution as pure functions over values (design.md rule 8): which artifacts of which stores
+// could serve a URI on a device of compute capability cc, in what order, and why every other
+// one was rejected. Reading stores and files sits behind StoreFs; the driver, the compiler and
+// the fetcher are injected through LoaderDeps, so the whole order is unit-tested with fakes.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/error.hpp"
+#include "kiln/fetch.hpp"
+#include "kiln/loader.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/target.hpp"
+
+namespace kiln {
+
+class Driver;
+class JitCompiler;
+
+// What this libkiln was built with; a candidate differing in any of these is stale.
+struct BuildIdentity {
+  std::string package_version;  // kiln::version()
+  int manifest_format = kManifestFormat;
+  std::string source_hash;  // of the URI being resolved, from the embedded registry
+};
+
+// One archive directory inside a store, as read from disk.
+struct ArchiveScan {
+  std::string dir;
+  std::optional<Manifest> manifest;
+  ErrorKind error_kind = ErrorKind::Format;  // when !manifest
+  std::string error;                         // why the manifest cannot be used
+};
+
+struct StoreScan {
+  std::string dir;
+  std::string source;  // where the directory came from: "KILN_ARTIFACT_PATH", "installed", "cache"
+  bool readable = false;
+  std::string problem;  // "does not exist", "not a directory", ... when !readable
+  std::vector<ArchiveScan> archives;  // sorted by directory name
+};
+
+// Disk access for stores: listing archives and reading whole files (read once, hashed, then the
+// same buffer goes to the driver: no time-of-check/time-of-use gap).
+class StoreFs {
+ public:
+  virtual ~StoreFs() = default;
+  // Never throws: problems are reported in the result.
+  virtual StoreScan scan(const std::string& dir, const std::string& source) const = 0;
+  // Throws Error{Io} naming the path.
+  virtual std::string read_file(const std::string& path) const = 0;
+  // The fast path of get(): may leave out archives that cannot serve `uri` on a device of
+  // compute capability cc (their directory name ends in a target that does not run there)
+  // and may trim each manifest to `uri`'s artifact. Only usable candidates must be the same as
+  // scan()'s; rejections are not (get() rescans with scan() to explain a failure). Default:
+  // scan().
+  virtual StoreScan scan_for(const std::string& dir, const std::string& source,
+                             const std::string& uri, int cc) const {
+    (void)uri;
+    (void)cc;
+    return scan(dir, source);
+  }
+};
+
+// Real disk. Archive directories are the subdirectories named kiln-kernels-*; others (the
+// cache's jit/ directory) are not archives.
+class DiskStoreFs : public StoreFs {
+ public:
+  StoreScan scan(const std::string& dir, const std::string& source) const override;
+  std::string read_file(const std::string& path) const override;
+  StoreScan scan_for(const std::string& dir, const std::string& source, const std::string& uri,
+                     int cc) const override;
+
+ private:
+  // uri == nullptr: every archive, whole manifests (scan()).
+  StoreScan scan_impl(const std::string& dir, const std::string& source, const std::string* uri,
+                      int cc) const;
+};
+
+// Preference of a target on a device: 0 exact SASS (also its 'a'/'f' forms), 1 SASS of the same
+// major and a lower minor, 2 PTX of a lower or equal arch; nullopt when it cannot run there.
+std::optional<int> target_preference(const Target& t, int cc);
+// Why `t` does not run on cc, in words ("sm_90a runs only on CC 9.0").
+std::string why_not_runnable(const Target& t, int cc);
+std::string device_target(int cc);  // "sm_90"
+std::string cc_string(int cc);      // "9.0"
+
+// A store artifact that may serve the URI, in order of preference.
+struct StoreCandidate {
+  Candidate candidate;  // tier "store", target, path of the artifact file
+  std::string store_dir;
+  std::uint64_t size = 0;
+  std::string sha256;
+  std::vector<std::string> symbols;  // entry symbols, registry order
+  std::string stale;                 // non-empty: stale, used only because allow_stale
+};
+
+struct Rejection {
+  Candidate candidate;
+  ErrorKind kind = ErrorKind::NotFound;  // Stale, Integrity, Unsupported, Driver, ...
+};
+
+struct StorePlan {
+  std::vector<StoreCandidate> usable;  // stores in order; within a store, best target first
+  std::vector<Rejection> rejected;
+};
+
+// Pure: every artifact of `uri` in `stores` ranked for device cc, with the stale ones and
+// the ones that do not run on cc rejected (the field that differed and both values named).
+StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
+                      const std::vector<StoreScan>& stores, bool allow_stale);
+
+// Pure: "" when `bytes` matches the manifest's size and digest; else the mismatch in words.
+std::string verify_artifact(const std::string& bytes, std::uint64_t size,
+                            const std::string& sha256);
+
+// Pure: up to `max` registry URIs close to `uri` (edit distance, shared family prefix).
+std::vector<std::string> near_matches(const std::string& uri, const std::vector<std::string>& all,
+                                      std::size_t max = 5);
+
+// Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
+// every candidate that would have run failed for that reason, else NotFound), message naming
+// the URI, device target, every directory searched, every rejection and the fetch command.
+Error resolution_failure(const std::string& uri, int cc, const std::vector<std::string>& searched,
+                         const std::vector<Rejection>& rejected, const std::string& cache_dir);
+
+// What Loader runs over. Any member left empty gets the real one.
+struct LoaderDeps {
+  std::shared_ptr<Driver> driver;
+  std::shared_ptr<StoreFs> fs;
+  std::shared_ptr<JitCompiler> jit;
+  std::function<FetchResult(const FetchOptions&, const std::vector<std::string>&,
+                            const std::string&)>
+      fetch;
+  // The store installed beside the library; nullopt = found with dladdr.
+  std::optional<std::string> installed_store;
+};
+
+// <dir of the file holding libkiln>/../share/kiln/artifacts ("" when it cannot be found).
+std::string installed_store_dir();
+
+}  // namespace kiln

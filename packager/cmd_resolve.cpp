@@ -1,0 +1,92 @@
+// `kiln resolve URI [--device sm_90|auto] [--explain] [--json]`: the loader's decision for one
+// URI, without loading anything. --device answers for a GPU that is not present.
+#include <iostream>
+
+#include "commands.hpp"
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
+#include "kiln/target.hpp"
+#include "resolver.hpp"
+
+namespace kiln::cli {
+
+namespace {
+
+// "sm_90", "sm_90a" (the device is CC 9.0 either way), "9.0", "90".
+int parse_device(const std::string& text) {
+  if (auto t = parse_target(text); t && t->kind == Target::Kind::Sass) return t->arch;
+  std::string digits;
+  for (char c : text)
+    if (c != '.') digits += c;
+  if (!digits.empty() && digits.size() <= 3 && digits.find_first_not_of("0123456789") ==
+                                                   std::string::npos &&
+      digits[0] != '0' && (text.find('.') == std::string::npos || text.size() - text.find('.') == 2))
+    return std::stoi(digits);
+  throw Error(ErrorKind::Usage, "--device '" + text +
+                                    "' is not a device: expected sm_<arch> (e.g. sm_90), a "
+                                    "compute capability (9.0) or auto");
+}
+
+}  // namespace
+
+void add_resolve_command(CLI::App& app, int& rc);
+void add_resolve_command(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand(
+      "resolve",
+      "show where the loader would take a kernel from for a device, and why every other "
+      "candidate was rejected (local stores, then mirrors, then JIT; nothing is loaded, "
+      "downloaded or compiled). Reads the same settings as libkiln: KILN_ARTIFACT_PATH, "
+      "KILN_CACHE_DIR, KILN_MIRRORS, KILN_OFFLINE, KILN_DISABLE_JIT, KILN_ALLOW_STALE. "
+      "Exit 0 when a source was found, 6 when none.");
+  struct Opts {
+    std::string uri;
+    std::string device = "auto";
+    bool explain = false;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("uri", o->uri, "kernel URI, e.g. rmsnorm_dtype_bf16_block_256")->required();
+  cmd->add_option("--device", o->device,
+                  "sm_<arch> or a compute capability (9.0) to answer for a GPU that is not "
+                  "here; auto = the current CUDA device (needs the driver)")
+      ->capture_default_str();
+  cmd->add_flag("--explain", o->explain, "also list every directory searched and each rejection");
+  cmd->add_flag("--json", o->json,
+                "print {uri, device, chosen: {tier, target, path} | null, rejected: [{tier, "
+                "target, path, reason}]}");
+  cmd->callback([o, &rc] {
+    std::optional<int> cc;
+    if (o->device != "auto") cc = parse_device(o->device);
+    Loader loader(LoaderConfig::from_env());
+    Resolution r = loader.resolve(o->uri, cc);
+    rc = r.chosen ? 0 : exit_code(ErrorKind::NotFound);
+    if (o->json) {
+      std::cout << r.to_json();
+      return;
+    }
+    if (r.chosen)
+      std::cout << r.uri << " on " << r.device << ": " << r.chosen->tier
+                << (r.chosen->target.empty() ? "" : " " + r.chosen->target) << " "
+                << r.chosen->path << "\n";
+    else
+      std::cout << r.uri << " on " << r.device << ": no source (run with --explain for why)\n";
+    if (!o->explain) return;
+    std::cout << "searched, in order:\n";
+    for (const auto& s : r.searched) std::cout << "  " << s << "\n";
+    std::cout << "rejected:\n";
+    if (r.rejected.empty()) std::cout << "  (none)\n";
+    for (const auto& c : r.rejected)
+      std::cout << "  [" << c.tier << (c.target.empty() ? "" : " " + c.target) << "] "
+                << (c.path.empty() ? "" : c.path + ": ") << c.reason << "\n";
+  });
+}
+
+// cmd_doctor.cpp
+void add_doctor_command(CLI::App& app, int& rc);
+
+void add_loader_commands(CLI::App& app, int& rc) {
+  add_resolve_command(app, rc);
+  add_doctor_command(app, rc);
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,138 @@
+#include "kiln/kiln.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "test_util.hpp"
+
+namespace {
+
+// Sets an environment variable for one test and restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::string last() { return kiln_last_error(); }
+
+kiln_config offline_config(const std::string& cache) {
+  kiln_config c;
+  kiln_config_init(&c);
+  c.cache_dir = cache.c_str();
+  c.artifact_path = "";
+  c.mirrors = "";
+  c.offline = 1;
+  c.disable_jit = 1;
+  return c;
+}
+
+TEST(CApi, NullArgumentsAreUsageErrorsNamingTheArgument) {
+  EXPECT_EQ(kiln_loader_create(nullptr, nullptr), KILN_ERROR_USAGE);
+  EXPECT_NE(last().find("out is NULL"), std::string::npos) << last();
+  kiln_kernel* k = nullptr;
+  EXPECT_EQ(kiln_get(nullptr, "axpy_dtype_f32", &k), KILN_ERROR_USAGE);
+  EXPECT_NE(last().find("loader is NULL"), std::string::npos) << last();
+  EXPECT_EQ(kiln_prefetch(nullptr, nullptr, 0), KILN_ERROR_USAGE);
+  void* fn = nullptr;
+  EXPECT_EQ(kiln_kernel_function(nullptr, 0, &fn), KILN_ERROR_USAGE);
+  unsigned g[3] = {1, 1, 1};
+  EXPECT_EQ(kiln_launch(nullptr, nullptr, 0, g, g, 0, nullptr, nullptr), KILN_ERROR_USAGE);
+  EXPECT_EQ(kiln_kernel_entry_count(nullptr), 0u);
+}
+
+TEST(CApi, ConfigWithoutStructSizeIsRejected) {
+  kiln_config c{};
+  kiln_loader* l = nullptr;
+  EXPECT_EQ(kiln_loader_create(&c, &l), KILN_ERROR_USAGE);
+  EXPECT_EQ(l, nullptr);
+  EXPECT_NE(last().find("kiln_config_init"), std::string::npos) << last();
+}
+
+TEST(CApi, BadEnvironmentBooleanIsUsageNamingTheVariable) {
+  ScopedEnv e("KILN_OFFLINE", "maybe");
+  kiln_loader* l = nullptr;
+  EXPECT_EQ(kiln_loader_create(nullptr, &l), KILN_ERROR_USAGE);
+  EXPECT_EQ(l, nullptr);
+  EXPECT_NE(last().find("KILN_OFFLINE='maybe'"), std::string::npos) << last();
+}
+
+TEST(CApi, BadConfigBooleanIsUsageNamingTheField) {
+  kiln::test::TempDir tmp;
+  const std::string cache = (tmp / "cache").string();  // outlives the config
+  kiln_config c = offline_config(cache);
+  c.allow_stale = 7;
+  kiln_loader* l = nullptr;
+  EXPECT_EQ(kiln_loader_create(&c, &l), KILN_ERROR_USAGE);
+  EXPECT_NE(last().find("allow_stale"), std::string::npos) << last();
+}
+
+TEST(CApi, UnknownUriIsNotFoundWithNearMatches) {
+  kiln::test::TempDir tmp;
+  std::string cache = (tmp / "cache").string();
+  kiln_config c = offline_config(cache);
+  kiln_loader* l = nullptr;
+  ASSERT_EQ(kiln_loader_create(&c, &l), KILN_OK) << last();
+  kiln_kernel* k = nullptr;
+  EXPECT_EQ(kiln_get(l, "axpy_dtype_f33", &k), KILN_ERROR_NOT_FOUND);
+  EXPECT_EQ(k, nullptr);
+  EXPECT_NE(last().find("axpy_dtype_f32"), std::string::npos) << last();
+  const char* uris[] = {"axpy_dtype_f33", "nope"};
+  EXPECT_EQ(kiln_prefetch(l, uris, 2), KILN_ERROR_NOT_FOUND);
+  EXPECT_NE(last().find("nope"), std::string::npos) << last();
+  kiln_loader_destroy(l);
+}
+
+TEST(CApi, WithoutADriverGetIsUnsupportedNamingLibcuda) {
+  kiln::test::TempDir tmp;
+  const std::string cache = (tmp / "cache").string();  // outlives the config
+  kiln_config c = offline_config(cache);
+  kiln_loader* l = nullptr;
+  ASSERT_EQ(kiln_loader_create(&c, &l), KILN_OK) << last();
+  kiln_kernel* k = nullptr;
+  kiln_status st = kiln_get(l, "axpy_dtype_f32", &k);
+  std::string msg = last();
+  kiln_loader_destroy(l);
+  if (st != KILN_ERROR_UNSUPPORTED) GTEST_SKIP() << "a CUDA driver is present: " << msg;
+  EXPECT_NE(msg.find("libcuda.so.1"), std::string::npos) << msg;
+}
+
+TEST(CApi, LastErrorIsPerThread) {
+  kiln_loader_create(nullptr, nullptr);
+  std::string mine = last();
+  std::string other;
+  std::thread t([&] {
+    kiln_kernel* k = nullptr;
+    kiln_get(nullptr, nullptr, &k);
+    other = kiln_last_error();
+  });
+  t.join();
+  EXPECT_EQ(last(), mine);
+  EXPECT_NE(other, mine);
+}
+
+TEST(CApi, StatusCodesMirrorErrorKindsAndExitCodes) {
+  EXPECT_STREQ(kiln_status_name(KILN_OK), "ok");
+  EXPECT_STREQ(kiln_status_name(KILN_ERROR_NOT_FOUND), "not-found");
+  EXPECT_STREQ(kiln_status_name(KILN_ERROR_STALE), "stale");
+  EXPECT_STREQ(kiln_status_name(KILN_ERROR_DRIVER), "driver");
+  EXPECT_STREQ(kiln_status_name(static_cast<kiln_status>(99)), "unknown");
+}
+
+}  // namespace

@@ -1,0 +1,615 @@
+// Loader over a fake driver and compiler, with stores as real directories on disk.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "driver.hpp"
+#include "jit.hpp"
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/registry.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "resolver.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::ErrorKind;
+using kiln::test::TempDir;
+
+const std::string kUri = "axpy_dtype_f32";
+
+class FakeDriver : public kiln::Driver {
+ public:
+  std::atomic<int> loads{0};
+  std::atomic<void*> ctx{reinterpret_cast<void*>(0x100)};
+  int cc = 90;
+  bool capturing = false;
+  std::set<std::string> empty_images;  // load "successfully" with zero kernels
+  std::mutex mu;
+  std::vector<std::string> images;  // every image handed to load_library
+
+  void init() override {}
+  int driver_version() override { return 13000; }
+  std::vector<kiln::DeviceInfo> devices() override { return {{0, "Fake GPU", cc}}; }
+  void* current_context() override { return ctx.load(); }
+  int current_device_cc() override { return cc; }
+  bool stream_is_capturing(void*) override { return capturing; }
+  void* load_library(const std::string& image) override {
+    ++loads;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // widen any race
+    std::lock_guard<std::mutex> lock(mu);
+    images.push_back(image);
+    return reinterpret_cast<void*>(images.size());
+  }
+  unsigned kernel_count(void* lib) override {
+    std::lock_guard<std::mutex> lock(mu);
+    return empty_images.count(images[reinterpret_cast<size_t>(lib) - 1]) ? 0 : 1;
+  }
+  void* get_kernel(void* lib, const std::string&) override { return lib; }
+  void* kernel_function(void* k) override {
+    return reinterpret_cast<void*>(reinterpret_cast<size_t>(k) * 1000 +
+                                   reinterpret_cast<size_t>(ctx.load()));
+  }
+  void unload_library(void*) noexcept override {}
+  void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
+};
+
+// Counts file reads so tests can prove nothing was read.
+class CountingFs : public kiln::DiskStoreFs {
+ public:
+  mutable std::atomic<int> reads{0};
+  std::string read_file(const std::string& path) const override {
+    ++reads;
+    return DiskStoreFs::read_file(path);
+  }
+};
+
+class FakeJit : public kiln::JitCompiler {
+ public:
+  bool available = true;
+  bool corrupt_sidecar = false;
+  std::atomic<int> compiles{0};
+  kiln::JitCapability probe() override {
+    kiln::JitCapability c;
+    c.available = available;
+    c.missing = available ? "" : "libnvrtc.so.13 not found";
+    c.nvrtc_major = 13;
+    c.supported_archs = {75, 80, 86, 89, 90, 100, 120};
+    return c;
+  }
+  kiln::JitResult compile(const kiln::Specialisation& spec, const kiln::Family&, int cc,
+                          const std::string& cache_dir) override {
+    ++compiles;
+    kiln::JitResult r;
+    r.image = "cubin:" + spec.uri + ":" + std::to_string(cc);
+    for (size_t i = 0; i < spec.entries.size(); ++i) r.symbols.push_back("sym" + std::to_string(i));
+    r.cache_path = cache_dir + "/jit/key.cubin";
+    kiln::test::write_file(r.cache_path, r.image);
+    nlohmann::json meta = {{"cubin_sha256", kiln::sha256_hex(corrupt_sidecar ? "x" : r.image)},
+                           {"cubin_size", r.image.size()}};
+    kiln::test::write_file(cache_dir + "/jit/key.json", meta.dump());
+    return r;
+  }
+};
+
+// Writes one archive directory of a store: manifest.json + <uri>.fatbin.
+struct ArchiveSpec {
+  ArchiveSpec(std::string t, std::string v = kiln::version(), std::string h = "")
+      : target(std::move(t)), version(std::move(v)), source_hash(std::move(h)) {}
+  std::string target;
+  std::string version;
+  std::string source_hash;  // "" = the embedded registry's
+  std::string bytes;        // "" = "image:<target>"
+};
+
+std::string write_archive(const fs::path& store, const ArchiveSpec& a,
+                          const std::string& uri = kUri) {
+  const kiln::Specialisation* spec = kiln::embedded_registry().find(uri);
+  kiln::Manifest m;
+  m.package_version = a.version;
+  m.cuda_version = kiln::cuda_version();
+  m.target = a.target;
+  kiln::ArtifactEntry e;
+  e.uri = uri;
+  e.family = spec->family;
+  e.params = spec->params;
+  for (const auto& name : spec->entries) e.entries.push_back({name, "_Z" + name});
+  e.source_hash = a.source_hash.empty() ? spec->source_hash : a.source_hash;
+  e.file = uri + ".fatbin";
+  std::string bytes = a.bytes.empty() ? "image:" + a.target : a.bytes;
+  e.size = bytes.size();
+  e.sha256 = kiln::sha256_hex(bytes);
+  m.artifacts.push_back(e);
+  fs::path dir = store / kiln::archive_stem(a.version, kiln::cuda_version(), a.target);
+  kiln::test::write_file(dir / "manifest.json", kiln::manifest_to_json(m));
+  kiln::test::write_file(dir / e.file, bytes);
+  return (dir / e.file).string();
+}
+
+struct Rig {
+  TempDir tmp;
+  std::shared_ptr<FakeDriver> driver = std::make_shared<FakeDriver>();
+  std::shared_ptr<CountingFs> fs = std::make_shared<CountingFs>();
+  std::shared_ptr<FakeJit> jit = std::make_shared<FakeJit>();
+  std::atomic<int> fetches{0};
+  std::function<void(const std::string&)> on_fetch;  // writes into the cache store
+  kiln::LoaderConfig cfg;
+
+  Rig() {
+    cfg.cache_dir = (tmp / "cache").string();
+    cfg.offline = true;
+    cfg.disable_jit = true;
+  }
+  std::unique_ptr<kiln::Loader> loader() {
+    kiln::LoaderDeps d;
+    d.driver = driver;
+    d.fs = fs;
+    d.jit = jit;
+    d.installed_store = (tmp / "installed").string();
+    d.fetch = [this](const kiln::FetchOptions&, const std::vector<std::string>& targets,
+                     const std::string& dest) {
+      ++fetches;
+      if (!on_fetch) throw kiln::Error(ErrorKind::Network, "mirror down: HTTP 503");
+      on_fetch(dest);
+      kiln::FetchResult r;
+      r.installed.push_back(dest + "/" + targets[0]);
+      return r;
+    };
+    return std::make_unique<kiln::Loader>(cfg, std::move(d));
+  }
+};
+
+ErrorKind get_error(kiln::Loader& l, const std::string& uri, std::string* msg) {
+  try {
+    l.get(uri);
+  } catch (const kiln::Error& e) {
+    *msg = e.what();
+    return e.kind();
+  }
+  *msg = "<no error>";
+  return ErrorKind::Internal;
+}
+
+// Every file and directory with its contents: equal before and after means nothing written.
+std::string tree_digest(const fs::path& root) {
+  kiln::Sha256 h;
+  std::vector<fs::path> all;
+  for (auto& e : fs::recursive_directory_iterator(root)) all.push_back(e.path());
+  std::sort(all.begin(), all.end());
+  for (const auto& p : all) {
+    h.field("path", p.string());
+    if (fs::is_regular_file(p)) h.field("data", kiln::test::read_file(p));
+  }
+  return h.hex();
+}
+
+TEST(Loader, OfflineMissFailsAtOnceListingEverySearchedDirectoryAndTheFetchCommand) {
+  Rig rig;
+  fs::create_directories(rig.tmp / "empty");
+  rig.cfg.artifact_path = {(rig.tmp / "missing").string(), (rig.tmp / "empty").string()};
+  rig.cfg.mirrors = {"https://mirror.example/kiln"};
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::NotFound);
+  EXPECT_EQ(rig.fetches.load(), 0);  // offline: the mirror is never contacted
+  for (const std::string& d : {(rig.tmp / "missing").string(), (rig.tmp / "empty").string(),
+                               (rig.tmp / "installed").string(), rig.cfg.cache_dir})
+    EXPECT_NE(msg.find(d), std::string::npos) << d << "\n" << msg;
+  EXPECT_NE(msg.find(kUri + " on sm_90"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("offline"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("KILN_DISABLE_JIT"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("kiln fetch --targets sm_90 --dest " + rig.cfg.cache_dir), std::string::npos)
+      << msg;
+  EXPECT_EQ(rig.driver->loads.load(), 0);
+}
+
+TEST(Loader, LoadsTheExactSassFromTheFirstStoreAndHandsTheVerifiedBytesToTheDriver) {
+  Rig rig;
+  write_archive(rig.tmp / "s1", {"sm_80"});
+  std::string want = write_archive(rig.tmp / "s1", {"sm_90"});
+  write_archive(rig.tmp / "s1", {"compute_80"});
+  write_archive(rig.tmp / "s2", {"sm_90a"});
+  rig.cfg.artifact_path = {(rig.tmp / "s1").string(), (rig.tmp / "s2").string()};
+  auto l = rig.loader();
+  const kiln::KernelHandle& h = l->get(kUri);
+  EXPECT_EQ(h.origin, want);
+  EXPECT_EQ(h.functions.size(), 1u);
+  ASSERT_EQ(rig.driver->images.size(), 1u);
+  EXPECT_EQ(rig.driver->images[0], "image:sm_90");
+  auto r = l->resolve(kUri, 90);
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->tier, "store");
+  EXPECT_EQ(r.chosen->path, want);
+}
+
+TEST(Loader, CorruptedArtifactIsRejectedAndTheNextCandidateIsUsed) {
+  Rig rig;
+  std::string bad = write_archive(rig.tmp / "s1", {"sm_90"});
+  std::string good = write_archive(rig.tmp / "s2", {"sm_90"});
+  kiln::test::write_file(bad, "image:sm_99");  // same size, different bytes
+  rig.cfg.artifact_path = {(rig.tmp / "s1").string(), (rig.tmp / "s2").string()};
+  auto l = rig.loader();
+  EXPECT_EQ(l->get(kUri).origin, good);
+  EXPECT_EQ(rig.driver->images, std::vector<std::string>{"image:sm_90"});
+  auto r = l->resolve(kUri, 90);
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->path, good);
+  bool seen = false;
+  for (const auto& c : r.rejected)
+    if (c.path == bad) seen = c.reason.find("integrity") != std::string::npos;
+  EXPECT_TRUE(seen);
+}
+
+TEST(Loader, CorruptedOnlyArtifactFailsWithIntegrityAndNothingReachesTheDriver) {
+  Rig rig;
+  std::string bad = write_archive(rig.tmp / "s1", {"sm_90"});
+  kiln::test::write_file(bad, "image:sm_91");
+  rig.cfg.artifact_path = {(rig.tmp / "s1").string()};
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Integrity);
+  EXPECT_NE(msg.find(bad), std::string::npos) << msg;
+  EXPECT_EQ(rig.driver->loads.load(), 0);
+}
+
+TEST(Loader, ImageThatLoadsWithZeroKernelsIsRejectedAndTheNextTargetTried) {
+  Rig rig;
+  std::string misfit = write_archive(rig.tmp / "s", {"sm_90"});
+  std::string ptx = write_archive(rig.tmp / "s", {"compute_90"});
+  rig.driver->empty_images = {"image:sm_90"};
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  auto l = rig.loader();
+  EXPECT_EQ(l->get(kUri).origin, ptx);
+  EXPECT_EQ(rig.driver->loads.load(), 2);
+
+  Rig only;
+  write_archive(only.tmp / "s", {"sm_90"});
+  only.driver->empty_images = {"image:sm_90"};
+  only.cfg.artifact_path = {(only.tmp / "s").string()};
+  auto l2 = only.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l2, kUri, &msg), ErrorKind::NotFound);
+  EXPECT_NE(msg.find("holds no kernel for CC 9.0"), std::string::npos) << msg;
+}
+
+TEST(Loader, StaleSourceHashIsRejectedNamingTheFieldAndJitIsUsedNext) {
+  Rig rig;
+  std::string stale = write_archive(rig.tmp / "s", {"sm_90", kiln::version(), std::string(64, 'b')});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  rig.cfg.disable_jit = false;
+  auto l = rig.loader();
+  const auto& h = l->get(kUri);
+  EXPECT_EQ(h.origin, "jit:" + rig.cfg.cache_dir + "/jit/key.cubin");
+  EXPECT_EQ(rig.jit->compiles.load(), 1);
+  auto r = l->resolve(kUri, 90);
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->tier, "jit");
+  ASSERT_FALSE(r.rejected.empty());
+  EXPECT_EQ(r.rejected[0].path, stale);
+  EXPECT_NE(r.rejected[0].reason.find("source_hash differs: artifact has " + std::string(64, 'b')),
+            std::string::npos)
+      << r.rejected[0].reason;
+}
+
+TEST(Loader, StaleOnlyFailsWithStaleKindAndAllowStaleLoadsIt) {
+  Rig rig;
+  std::string stale = write_archive(rig.tmp / "s", {"sm_90", "0.0.1"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  {
+    auto l = rig.loader();
+    std::string msg;
+    EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Stale);
+    EXPECT_NE(msg.find("package_version differs: archive has 0.0.1, this libkiln is " +
+                       std::string(kiln::version())),
+              std::string::npos)
+        << msg;
+  }
+  rig.cfg.allow_stale = true;
+  auto l = rig.loader();
+  EXPECT_EQ(l->get(kUri).origin, stale);
+}
+
+TEST(Loader, ManifestWithNewerFormatVersionIsRejectedNamingBothValues) {
+  Rig rig;
+  std::string art = write_archive(rig.tmp / "s", {"sm_90"});
+  fs::path manifest = fs::path(art).parent_path() / "manifest.json";
+  auto j = nlohmann::json::parse(kiln::test::read_file(manifest));
+  j["format_version"] = kiln::kManifestFormat + 1;
+  kiln::test::write_file(manifest, j.dump(2));
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Stale);
+  EXPECT_NE(msg.find("format_version differs: manifest has " +
+                     std::to_string(kiln::kManifestFormat + 1) + ", this libkiln reads " +
+                     std::to_string(kiln::kManifestFormat)),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Loader, ReadOnlyStoreIsUsedAndLeftByteForByteUntouched) {
+  Rig rig;
+  std::string art = write_archive(rig.tmp / "ro", {"sm_90"});
+  write_archive(rig.tmp / "ro", {"sm_80"});
+  std::string before = tree_digest(rig.tmp / "ro");
+  ASSERT_EQ(kiln::test::run("chmod -R a-w '" + (rig.tmp / "ro").string() + "'").exit_code, 0);
+  rig.cfg.artifact_path = {(rig.tmp / "ro").string()};
+  auto l = rig.loader();
+  EXPECT_EQ(l->get(kUri).origin, art);
+  l->resolve(kUri, 90);
+  l->resolve(kUri, 86);
+  // Root ignores the mode bits, so the proof is the tree being unchanged.
+  EXPECT_EQ(tree_digest(rig.tmp / "ro"), before);
+}
+
+TEST(Loader, ConcurrentGetsOfOneUriIn16ThreadsLoadOnce) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  auto l = rig.loader();
+  std::vector<const kiln::KernelHandle*> got(16);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) threads.emplace_back([&, i] { got[i] = &l->get(kUri); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(rig.driver->loads.load(), 1);
+  for (auto* h : got) EXPECT_EQ(h, got[0]);
+}
+
+TEST(Loader, EachContextGetsItsOwnEntry) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  auto l = rig.loader();
+  const auto& a = l->get(kUri);
+  rig.driver->ctx = reinterpret_cast<void*>(0x200);
+  const auto& b = l->get(kUri);
+  EXPECT_NE(&a, &b);
+  EXPECT_NE(a.functions[0], b.functions[0]);
+  EXPECT_EQ(rig.driver->loads.load(), 2);
+  rig.driver->ctx = reinterpret_cast<void*>(0x100);
+  EXPECT_EQ(&l->get(kUri), &a);
+  EXPECT_EQ(rig.driver->loads.load(), 2);
+}
+
+TEST(Loader, MissDuringStreamCaptureFailsWithoutReadingAnythingAndPrefetchFixesIt) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  auto l = rig.loader();
+  rig.driver->capturing = true;
+  void* stream = reinterpret_cast<void*>(0x5);
+  try {
+    l->get(kUri, stream);
+    FAIL() << "expected an error";
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_NE(std::string(e.what()).find("prefetch before capture"), std::string::npos);
+  }
+  EXPECT_EQ(rig.fs->reads.load(), 0);
+  EXPECT_EQ(rig.driver->loads.load(), 0);
+  rig.driver->capturing = false;
+  l->prefetch({kUri});
+  rig.driver->capturing = true;
+  EXPECT_EQ(l->get(kUri, stream).uri, kUri);
+}
+
+TEST(Loader, UnknownUriIsNotFoundListingNearMatches) {
+  Rig rig;
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, "rmsnorm_dtype_bf16_block_255", &msg), ErrorKind::NotFound);
+  EXPECT_NE(msg.find("rmsnorm_dtype_bf16_block_256"), std::string::npos) << msg;
+  EXPECT_EQ(rig.fs->reads.load(), 0);
+}
+
+TEST(Loader, MirrorDownloadIntoTheCacheIsVerifiedAndLoaded) {
+  Rig rig;
+  rig.cfg.offline = false;
+  rig.cfg.mirrors = {"file:///srv/mirror"};
+  rig.on_fetch = [](const std::string& dest) { write_archive(dest, {"sm_90"}); };
+  auto l = rig.loader();
+  const auto& h = l->get(kUri);
+  EXPECT_EQ(rig.fetches.load(), 1);
+  EXPECT_EQ(h.origin.rfind(rig.cfg.cache_dir, 0), 0u) << h.origin;
+}
+
+TEST(Loader, FailedMirrorIsRecordedAndJitUsedWithAWarning) {
+  Rig rig;
+  rig.cfg.offline = false;
+  rig.cfg.disable_jit = false;
+  rig.cfg.mirrors = {"https://mirror.example/kiln"};
+  auto l = rig.loader();
+  EXPECT_EQ(l->get(kUri).origin.rfind("jit:", 0), 0u);
+  EXPECT_EQ(rig.fetches.load(), 1);
+}
+
+TEST(Loader, JitResultWhoseDigestSidecarDisagreesIsRejected) {
+  Rig rig;
+  rig.cfg.disable_jit = false;
+  rig.jit->corrupt_sidecar = true;
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Integrity);
+  EXPECT_NE(msg.find("[jit sm_90]"), std::string::npos) << msg;
+  EXPECT_EQ(rig.driver->loads.load(), 0);
+}
+
+TEST(Loader, JitUnavailableIsNamedInTheFailure) {
+  Rig rig;
+  rig.cfg.disable_jit = false;
+  rig.jit->available = false;
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::NotFound);
+  EXPECT_NE(msg.find("NVRTC unavailable: libnvrtc.so.13 not found"), std::string::npos) << msg;
+}
+
+TEST(Loader, WarmGetIsFast) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  auto l = rig.loader();
+  l->get(kUri);
+  const int n = 200000;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) l->get(kUri);
+  double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
+                  .count() / n;
+  std::printf("warm get: %.1f ns\n", ns);
+  EXPECT_LT(ns, 2000.0);  // loose bound for sanitizer/debug builds; target is <= 200 ns
+}
+
+TEST(Loader, WarmHitsFromManyThreadsReturnTheOneHandleWithoutLoadingAgain) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  auto l = rig.loader();
+  const kiln::KernelHandle* first = &l->get(kUri);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&] {
+      for (int k = 0; k < 2000; ++k)
+        if (&l->get(kUri) != first) ++wrong;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(rig.driver->loads.load(), 1);
+}
+
+TEST(Loader, ANewLoaderNeverSeesTheHandlesOfADestroyedOne) {
+  // Loaders built one after another usually land at the same address; each must load its own.
+  Rig rig;
+  for (int i = 0; i < 4; ++i) {
+    fs::path store = rig.tmp / ("s" + std::to_string(i));
+    std::string want = write_archive(store, {"sm_90"});
+    rig.cfg.artifact_path = {store.string()};
+    auto l = rig.loader();
+    EXPECT_EQ(l->get(kUri).origin, want);
+    EXPECT_EQ(l->get(kUri).origin, want);
+    EXPECT_EQ(rig.driver->loads.load(), i + 1);
+  }
+}
+
+TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) {
+  Rig rig;
+  write_archive(rig.tmp / "s1", {"sm_80"});
+  fs::path bad_dir = rig.tmp / "s1" / kiln::archive_stem(kiln::version(), kiln::cuda_version(), "sm_80");
+  kiln::test::write_file(bad_dir / "manifest.json", "not json");
+  std::string want = write_archive(rig.tmp / "s1", {"sm_90"});
+  std::string later = write_archive(rig.tmp / "s2", {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "s1").string(), (rig.tmp / "s2").string()};
+  auto l = rig.loader();
+  EXPECT_EQ(l->get(kUri).origin, want);
+  EXPECT_EQ(rig.fs->reads.load(), 2);  // the sm_90 manifest and its artifact, nothing else
+  // resolve() still explains everything, the unreadable sm_80 manifest included.
+  auto r = l->resolve(kUri, 90);
+  ASSERT_TRUE(r.chosen);
+  EXPECT_EQ(r.chosen->path, want);
+  bool bad_seen = false, later_seen = false;
+  for (const auto& c : r.rejected) {
+    if (c.path == (bad_dir / "manifest.json").string()) bad_seen = true;
+    if (c.path == later) later_seen = true;
+  }
+  EXPECT_TRUE(bad_seen);
+  EXPECT_TRUE(later_seen);
+}
+
+TEST(Loader, FailedColdGetStillListsTheRejectionsOfAFullScan) {
+  Rig rig;
+  std::string sm80 = write_archive(rig.tmp / "s", {"sm_80"});
+  std::string bad = write_archive(rig.tmp / "s", {"sm_90"});
+  kiln::test::write_file(bad, "image:sm_99");
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Integrity);
+  EXPECT_NE(msg.find(sm80), std::string::npos) << msg;
+  EXPECT_NE(msg.find("runs only on CC 8.x"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(bad + ": integrity"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find(bad + ": integrity"), msg.rfind(bad + ": integrity")) << msg;  // tried once
+  EXPECT_EQ(rig.driver->loads.load(), 0);
+}
+
+TEST(Loader, WithoutADriverGetIsUnsupportedNamingLibcuda) {
+  kiln::LoaderConfig cfg;
+  TempDir tmp;
+  cfg.cache_dir = (tmp / "cache").string();
+  cfg.offline = true;
+  cfg.disable_jit = true;
+  kiln::Loader l(cfg);
+  try {
+    l.get(kUri);
+  } catch (const kiln::Error& e) {
+    if (e.kind() != ErrorKind::Unsupported) GTEST_SKIP() << "a CUDA driver is present: " << e.what();
+    EXPECT_NE(std::string(e.what()).find("libcuda.so.1"), std::string::npos) << e.what();
+    return;
+  }
+  GTEST_SKIP() << "a CUDA driver and device are present";
+}
+
+TEST(ResolveCli, JsonForAnAbsentDeviceNamesChoiceAndEveryRejection) {
+  TempDir tmp;
+  std::string want = write_archive(tmp / "store", {"sm_90"});
+  write_archive(tmp / "store", {"sm_100"});
+  write_archive(tmp / "store", {"sm_80"});
+  std::string env = "KILN_ARTIFACT_PATH='" + (tmp / "store").string() + "' KILN_CACHE_DIR='" +
+                    (tmp / "cache").string() + "' KILN_OFFLINE=1 KILN_DISABLE_JIT=1 KILN_MIRRORS= ";
+  auto r = kiln::test::run(env + kiln::test::kiln_cli() + " resolve " + kUri +
+                           " --device sm_90 --explain --json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["uri"], kUri);
+  EXPECT_EQ(j["device"], "sm_90");
+  EXPECT_EQ(j["chosen"]["tier"], "store");
+  EXPECT_EQ(j["chosen"]["target"], "sm_90");
+  EXPECT_EQ(j["chosen"]["path"], want);
+  std::map<std::string, std::string> reasons;
+  for (const auto& c : j["rejected"]) reasons[c["target"].get<std::string>()] = c["reason"];
+  EXPECT_NE(reasons["sm_100"].find("runs only on CC 10.x"), std::string::npos);
+  EXPECT_NE(reasons["sm_80"].find("runs only on CC 8.x"), std::string::npos);
+
+  auto miss = kiln::test::run(env + kiln::test::kiln_cli() + " resolve " + kUri +
+                              " --device sm_120 --json 2>/dev/null");
+  EXPECT_EQ(miss.exit_code, 6) << miss.out;
+  auto jm = nlohmann::json::parse(miss.out);
+  EXPECT_TRUE(jm["chosen"].is_null());
+
+  auto bad = kiln::test::run(kiln::test::kiln_cli() + " resolve " + kUri + " --device sm_9x");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+}
+
+TEST(DoctorCli, ReportsFactsAndExitsZeroWithoutAGpu) {
+  TempDir tmp;
+  std::string env = "KILN_CACHE_DIR='" + (tmp / "cache").string() + "' KILN_ARTIFACT_PATH= ";
+  auto r = kiln::test::run(env + kiln::test::kiln_cli() + " doctor --json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["cache_dir"]["writable"].get<bool>());
+  EXPECT_TRUE(fs::is_directory(tmp / "cache"));
+  EXPECT_TRUE(fs::is_empty(tmp / "cache"));  // the probe file was deleted
+  EXPECT_EQ(j["tools"].size(), 4u);
+  bool gpu = !j["devices"].empty();
+  auto req = kiln::test::run(env + kiln::test::kiln_cli() + " doctor --require-gpu");
+  EXPECT_EQ(req.exit_code, gpu ? 0 : 5) << req.out;
+
+  auto missing_store = kiln::test::run("KILN_ARTIFACT_PATH='" + (tmp / "nope").string() + "' " +
+                                       kiln::test::kiln_cli() + " doctor");
+  EXPECT_EQ(missing_store.exit_code, 5) << missing_store.out;
+  EXPECT_NE(missing_store.out.find("does not exist"), std::string::npos) << missing_store.out;
+}
+
+}  // namespace

@@ -1,0 +1,206 @@
+#include "resolver.hpp"
+
+#include <gtest/gtest.h>
+
+#include "kiln/sha256.hpp"
+
+namespace {
+
+using kiln::ArchiveScan;
+using kiln::ErrorKind;
+using kiln::StoreScan;
+
+const std::string kUri = "axpy_dtype_f32";
+const std::string kHash(64, 'a');
+
+kiln::BuildIdentity identity() { return {"0.1.0", kiln::kManifestFormat, kHash}; }
+
+ArchiveScan archive(const std::string& store, const std::string& target,
+                    const std::string& version = "0.1.0", const std::string& hash = kHash) {
+  kiln::Manifest m;
+  m.package_version = version;
+  m.cuda_version = "13.0";
+  m.target = target;
+  kiln::ArtifactEntry a;
+  a.uri = kUri;
+  a.family = "axpy";
+  a.entries = {{"kiln::axpy_kernel<float>", "_Z11axpy_kernelIfEvv"}};
+  a.source_hash = hash;
+  a.file = kUri + ".fatbin";
+  a.size = 3;
+  a.sha256 = kiln::sha256_hex("abc");
+  m.artifacts.push_back(a);
+  ArchiveScan s;
+  s.dir = store + "/kiln-kernels-" + version + "-cuda13.0-" + target;
+  s.manifest = m;
+  return s;
+}
+
+StoreScan store(const std::string& dir, const std::vector<std::string>& targets) {
+  StoreScan s;
+  s.dir = dir;
+  s.readable = true;
+  for (const auto& t : targets) s.archives.push_back(archive(dir, t));
+  return s;
+}
+
+std::vector<std::string> usable_targets(const kiln::StorePlan& p) {
+  std::vector<std::string> out;
+  for (const auto& c : p.usable) out.push_back(c.candidate.target);
+  return out;
+}
+
+std::string reason_for(const kiln::StorePlan& p, const std::string& target) {
+  for (const auto& r : p.rejected)
+    if (r.candidate.target == target) return r.candidate.reason;
+  return "<not rejected>";
+}
+
+struct TargetCase {
+  int cc;
+  std::vector<std::string> available;
+  std::vector<std::string> expected_order;
+  std::vector<std::string> expected_rejected;
+};
+
+TEST(Resolver, TargetChoiceExactSassThenLowerMinorThenPtx) {
+  const std::vector<TargetCase> cases = {
+      {90, {"sm_80", "sm_86", "sm_90", "sm_90a", "compute_80", "sm_100f"},
+       {"sm_90a", "sm_90", "compute_80"}, {"sm_80", "sm_86", "sm_100f"}},
+      {89, {"sm_80", "sm_86", "sm_90", "compute_80", "compute_90"},
+       {"sm_86", "sm_80", "compute_80"}, {"sm_90", "compute_90"}},
+      {103, {"sm_100f", "sm_100a", "sm_103", "compute_90", "sm_100"},
+       {"sm_103", "sm_100f", "sm_100", "compute_90"}, {"sm_100a"}},
+      {120, {"sm_100f", "sm_90a", "compute_120"}, {"compute_120"}, {"sm_100f", "sm_90a"}},
+      {86, {"sm_86", "sm_80", "compute_86", "compute_80"},
+       {"sm_86", "sm_80", "compute_86", "compute_80"}, {}},
+  };
+  for (const auto& c : cases) {
+    auto plan = kiln::plan_stores(kUri, c.cc, identity(), {store("/s", c.available)}, false);
+    EXPECT_EQ(usable_targets(plan), c.expected_order) << "cc " << c.cc;
+    for (const auto& r : c.expected_rejected)
+      EXPECT_NE(reason_for(plan, r).find("the device is CC"), std::string::npos)
+          << "cc " << c.cc << " " << r << ": " << reason_for(plan, r);
+  }
+}
+
+TEST(Resolver, RejectionsSayWhyATargetDoesNotRun) {
+  auto plan = kiln::plan_stores(kUri, 90, identity(),
+                                {store("/s", {"sm_80a", "sm_100f", "compute_100", "sm_89"})}, false);
+  EXPECT_EQ(reason_for(plan, "sm_80a"), "sm_80a runs only on CC 8.0 (arch-specific); the device is CC 9.0");
+  EXPECT_EQ(reason_for(plan, "sm_100f"),
+            "sm_100f runs only on CC 10.x with x >= 0 (family); the device is CC 9.0");
+  EXPECT_EQ(reason_for(plan, "compute_100"), "PTX compute_100 needs CC >= 10.0; the device is CC 9.0");
+  EXPECT_EQ(reason_for(plan, "sm_89"), "SASS sm_89 runs only on CC 8.x; the device is CC 9.0");
+}
+
+TEST(Resolver, StoreOrderComesBeforeTargetPreference) {
+  auto plan = kiln::plan_stores(kUri, 90, identity(),
+                                {store("/first", {"compute_80"}), store("/second", {"sm_90"})},
+                                false);
+  ASSERT_EQ(plan.usable.size(), 2u);
+  EXPECT_EQ(plan.usable[0].store_dir, "/first");
+  EXPECT_EQ(plan.usable[0].candidate.target, "compute_80");
+  EXPECT_EQ(plan.usable[0].candidate.path,
+            "/first/kiln-kernels-0.1.0-cuda13.0-compute_80/axpy_dtype_f32.fatbin");
+  EXPECT_EQ(plan.usable[1].store_dir, "/second");
+}
+
+TEST(Resolver, StalePackageVersionIsRejectedNamingFieldAndBothValues) {
+  StoreScan s = store("/s", {});
+  s.archives.push_back(archive("/s", "sm_90", "0.0.9"));
+  auto plan = kiln::plan_stores(kUri, 90, identity(), {s}, false);
+  EXPECT_TRUE(plan.usable.empty());
+  ASSERT_EQ(plan.rejected.size(), 1u);
+  EXPECT_EQ(plan.rejected[0].kind, ErrorKind::Stale);
+  EXPECT_NE(plan.rejected[0].candidate.reason.find(
+                "package_version differs: archive has 0.0.9, this libkiln is 0.1.0"),
+            std::string::npos)
+      << plan.rejected[0].candidate.reason;
+}
+
+TEST(Resolver, StaleSourceHashIsRejectedNamingFieldAndBothValues) {
+  StoreScan s = store("/s", {});
+  s.archives.push_back(archive("/s", "sm_90", "0.1.0", std::string(64, 'b')));
+  auto plan = kiln::plan_stores(kUri, 90, identity(), {s}, false);
+  ASSERT_EQ(plan.rejected.size(), 1u);
+  EXPECT_EQ(plan.rejected[0].kind, ErrorKind::Stale);
+  const std::string& r = plan.rejected[0].candidate.reason;
+  EXPECT_NE(r.find("source_hash differs"), std::string::npos) << r;
+  EXPECT_NE(r.find(std::string(64, 'b')), std::string::npos) << r;
+  EXPECT_NE(r.find(kHash), std::string::npos) << r;
+  EXPECT_NE(r.find("KILN_ALLOW_STALE"), std::string::npos) << r;
+}
+
+TEST(Resolver, AllowStaleKeepsTheCandidateButMarksIt) {
+  StoreScan s = store("/s", {});
+  s.archives.push_back(archive("/s", "sm_90", "0.0.9"));
+  auto plan = kiln::plan_stores(kUri, 90, identity(), {s}, true);
+  ASSERT_EQ(plan.usable.size(), 1u);
+  EXPECT_NE(plan.usable[0].stale.find("package_version"), std::string::npos);
+}
+
+TEST(Resolver, MissingStoresEmptyStoresAndArchivesWithoutTheUriAreRejectedWithReasons) {
+  StoreScan missing;
+  missing.dir = "/nope";
+  missing.problem = "does not exist";
+  StoreScan empty;
+  empty.dir = "/empty";
+  empty.readable = true;
+  StoreScan other = store("/other", {"sm_90"});
+  other.archives[0].manifest->artifacts.clear();
+  other.archives[0].manifest->skipped = {{"axpy", "supports only sm_100a"}};
+  StoreScan broken;
+  broken.dir = "/broken";
+  broken.readable = true;
+  broken.archives.push_back({"/broken/kiln-kernels-x", std::nullopt, ErrorKind::Format, "bad json"});
+  auto plan = kiln::plan_stores(kUri, 90, identity(), {missing, empty, other, broken}, false);
+  ASSERT_EQ(plan.rejected.size(), 4u);
+  EXPECT_EQ(plan.rejected[0].candidate.path, "/nope");
+  EXPECT_EQ(plan.rejected[0].candidate.reason, "does not exist");
+  EXPECT_NE(plan.rejected[1].candidate.reason.find("holds no archive"), std::string::npos);
+  EXPECT_EQ(plan.rejected[2].candidate.reason,
+            "archive does not contain axpy_dtype_f32 (family axpy skipped: supports only sm_100a)");
+  EXPECT_EQ(plan.rejected[3].candidate.path, "/broken/kiln-kernels-x/manifest.json");
+  EXPECT_EQ(plan.rejected[3].candidate.reason, "bad json");
+}
+
+TEST(Resolver, VerifyArtifactNamesBothDigestsOnMismatch) {
+  EXPECT_EQ(kiln::verify_artifact("abc", 3, kiln::sha256_hex("abc")), "");
+  std::string bad = kiln::verify_artifact("abd", 3, kiln::sha256_hex("abc"));
+  EXPECT_NE(bad.find(kiln::sha256_hex("abc")), std::string::npos);
+  EXPECT_NE(bad.find(kiln::sha256_hex("abd")), std::string::npos);
+  EXPECT_NE(kiln::verify_artifact("abcd", 3, kiln::sha256_hex("abc")), "");
+}
+
+TEST(Resolver, NearMatchesSuggestTheClosestUris) {
+  std::vector<std::string> all = {"rmsnorm_dtype_bf16_block_256", "rmsnorm_dtype_f16_block_256",
+                                  "axpy_dtype_f32", "softmax_dtype_f32_block_128"};
+  auto near = kiln::near_matches("rmsnorm_dtype_bf16_block_255", all, 2);
+  ASSERT_FALSE(near.empty());
+  EXPECT_EQ(near[0], "rmsnorm_dtype_bf16_block_256");
+  EXPECT_TRUE(kiln::near_matches("zzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", all).empty());
+}
+
+TEST(Resolver, FailureIsStaleWhenOnlyStaleCandidatesExistedElseNotFound) {
+  kiln::Rejection stale{{"store", "sm_90", "/s/x.fatbin", "stale: package_version differs"},
+                        ErrorKind::Stale};
+  kiln::Rejection none{{"mirror", "sm_90", "", "no mirror configured"}, ErrorKind::NotFound};
+  kiln::Rejection corrupt{{"store", "sm_90", "/t/x.fatbin", "integrity: ..."},
+                          ErrorKind::Integrity};
+  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {stale, none}, "/c").kind(), ErrorKind::Stale);
+  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {corrupt, none}, "/c").kind(),
+            ErrorKind::Integrity);
+  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {stale, corrupt}, "/c").kind(),
+            ErrorKind::NotFound);
+  kiln::Error e = kiln::resolution_failure(kUri, 90, {"/a (artifact path)", "/c (cache directory)"},
+                                           {stale, none}, "/c");
+  std::string m = e.what();
+  EXPECT_NE(m.find("axpy_dtype_f32 on sm_90"), std::string::npos) << m;
+  EXPECT_NE(m.find("/a (artifact path)"), std::string::npos) << m;
+  EXPECT_NE(m.find("[store sm_90] /s/x.fatbin: stale: package_version differs"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("kiln fetch --targets sm_90 --dest /c"), std::string::npos) << m;
+}
+
+}  // namespace

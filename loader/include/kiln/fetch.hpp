@@ -1,0 +1,75 @@
+#pragma once
+// Verified downloads from trusted mirrors (docs/mirrors.md). A mirror is a plain static file
+// server (http, https or file://) holding a release directory as `kiln build --dist` wrote
+// it. The mirror is trusted for availability only: the index is accepted only if its SHA-256
+// matches a pinned digest, and every archive only if its size and SHA-256 match that index.
+// Downloads stream into a temp file in the destination directory while being hashed and are
+// renamed into place only after the digest matches.
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+struct FetchOptions {
+  // Tried in order. Empty: the list compiled in with -DKILN_DEFAULT_MIRRORS (may be empty).
+  std::vector<std::string> mirrors;
+  std::string version;  // release to fetch; empty: kiln::version()
+  // Hex SHA-256 that pins the release index. Empty: the digest compiled in with
+  // -DKILN_TRUSTED_INDEX_SHA256; when none is compiled in either, fetching is refused
+  // (Error{Usage}) rather than trusting whatever a mirror serves.
+  std::string index_sha256;
+  std::string ca_bundle;  // PEM file for HTTPS; empty: $KILN_CA_BUNDLE, else the system store
+  int max_parallel = 4;   // archives downloading at once
+  long connect_timeout_ms = 5000;
+  long low_speed_bytes = 1024;    // a transfer slower than this (bytes/s) ...
+  long low_speed_seconds = 10;    // ... for this long is aborted as stalled
+  int max_retries = 3;            // per mirror, for 5xx, 429 and connection errors
+  long retry_base_ms = 500;       // backoff: base * 2^attempt, capped at retry_cap_ms
+  long retry_cap_ms = 30000;      // also caps a server's Retry-After
+  long lock_timeout_ms = 600000;  // waiting for another process downloading the same archive
+  // true: no name lookup, no socket. Targets already installed in the store are reported as
+  // already_present; anything missing throws Error{NotFound} at once, naming what to run.
+  bool offline = false;
+  // Progress and every fallback with its reason ("retrying in 1000 ms: HTTP 500"). Empty: quiet.
+  std::function<void(const std::string&)> log;
+};
+
+struct MirrorFailure {
+  std::string mirror;
+  std::string url;   // what was asked for
+  std::string what;  // what went wrong, e.g. "HTTP 404", "SHA-256 mismatch: expected .. got .."
+};
+
+struct FetchResult {
+  std::vector<std::string> installed;        // store directories unpacked by this call
+  std::vector<std::string> already_present;  // store directories found verified, left as they were
+  std::vector<MirrorFailure> failures;  // every failed attempt, also when another mirror served
+};
+
+// Downloads, verifies and unpacks the archive of each target into dest_store (a store: one
+// directory per archive). Targets already installed and verified are not downloaded again.
+// Throws Error: Usage (no mirror, no trusted digest, bad target), Integrity (the index digest
+// differs from the pinned one on every mirror, both digests named), NotFound (offline, or the
+// index lists no archive for a target), Network (every mirror failed; each failure named),
+// Io (destination not writable).
+FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
+                          const std::string& dest_store);
+
+// Reachability of each mirror for `kiln doctor`: one real request for the release index with
+// a short timeout (no retries); reachable means the index was served and matched the pin
+// (when a pin is known).
+struct MirrorProbe {
+  std::string mirror;
+  std::string url;
+  bool reachable = false;
+  long http_status = 0;  // 0 for file:// or when no response came
+  std::string detail;    // "ok, index digest matches", or what went wrong
+};
+std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts);
+
+// The mirror list and index digest this libkiln was built with (may be empty).
+std::vector<std::string> default_mirrors();
+std::string default_index_sha256();
+
+}  // namespace kiln

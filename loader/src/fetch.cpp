@@ -1,0 +1,534 @@
+// Verified downloads from trusted mirrors. The state machine of one download, per archive:
+//
+//   present? --yes--> already_present
+//      | no
+//   lock <dest>/.kiln-locks/<archive>.lock --> present? (another process may have finished)
+//      | no                                      --yes--> already_present
+//   remove orphaned <archive>.tmp.* (their writers are dead: we hold the lock)
+//   for each mirror not marked bad:
+//     attempt: stream into <dest>/<archive>.tmp.<rand>, hashing; > size => abort
+//       ok + size + digest match  --> rename to <dest>/<archive> --> install --> remove archive
+//       bad bytes (size/digest)    --> mark mirror bad, next mirror
+//       failure                    --> decide_retry(): sleep and retry, or next mirror
+//   no mirror left --> Error naming every mirror and what went wrong
+#include "kiln/fetch.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "atomic_file.hpp"
+#include "fetch_internal.hpp"
+#include "file_lock.hpp"
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "kiln/target.hpp"
+#include "kiln/version.hpp"
+
+#ifndef KILN_DEFAULT_MIRRORS
+#define KILN_DEFAULT_MIRRORS ""
+#endif
+#ifndef KILN_TRUSTED_INDEX_SHA256
+#define KILN_TRUSTED_INDEX_SHA256 ""
+#endif
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+using namespace fetch_detail;
+
+std::vector<std::string> default_mirrors() {
+  std::vector<std::string> out;
+  std::string all = KILN_DEFAULT_MIRRORS;
+  std::string cur;
+  for (char c : all + " ") {
+    if (c == ' ' || c == ',' || c == ';' || c == '\t' || c == '\n') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+std::string default_index_sha256() { return KILN_TRUSTED_INDEX_SHA256; }
+
+namespace fetch_detail {
+
+std::string normalise_mirror(const std::string& mirror) {
+  std::string m = mirror;
+  if (!m.empty() && m[0] == '/') m = "file://" + m;
+  while (m.size() > 1 && m.back() == '/' && m.compare(m.size() - 3, 3, "://") != 0) m.pop_back();
+  std::string scheme = m.substr(0, m.find("://"));
+  if (m.find("://") == std::string::npos ||
+      (scheme != "http" && scheme != "https" && scheme != "file"))
+    throw Error(ErrorKind::Usage, "mirror '" + mirror +
+                                      "' is not an http://, https:// or file:// URL (or an "
+                                      "absolute directory)");
+  return m;
+}
+
+namespace {
+
+enum class Fault { None, Mirror, BadBytes };  // BadBytes: integrity failure, mirror distrusted
+
+struct Context {
+  const FetchOptions& opts;
+  const FetchDeps& deps;
+  fs::path dest;
+  std::vector<std::string> mirrors;
+  RetryPolicy policy;
+  std::mutex mu;
+  std::vector<MirrorFailure> failures;
+
+  Context(const FetchOptions& o, const FetchDeps& d) : opts(o), deps(d) {}
+
+  void log(const std::string& line) {
+    if (!opts.log) return;
+    std::lock_guard<std::mutex> g(mu);
+    opts.log(line);
+  }
+  void fail(const std::string& mirror, const std::string& url, const std::string& what) {
+    {
+      std::lock_guard<std::mutex> g(mu);
+      failures.push_back({mirror, url, what});
+    }
+    log("mirror " + mirror + ": " + url + ": " + what);
+  }
+  TransferRequest request(const std::string& url) const {
+    TransferRequest r;
+    r.url = url;
+    r.connect_timeout_ms = opts.connect_timeout_ms;
+    r.low_speed_bytes = opts.low_speed_bytes;
+    r.low_speed_seconds = opts.low_speed_seconds;
+    r.ca_bundle = opts.ca_bundle;
+    if (r.ca_bundle.empty())
+      if (const char* env = std::getenv("KILN_CA_BUNDLE")) r.ca_bundle = env;
+    return r;
+  }
+};
+
+std::string describe(const TransferResult& r) {
+  if (r.status == TransferStatus::Http) return "HTTP " + std::to_string(r.http_status);
+  return std::string(to_string(r.status)) + (r.message.empty() ? "" : ": " + r.message);
+}
+
+// Runs one attempt function with retries per decide_retry. `attempt` returns the transfer
+// result; a non-transfer failure (bad bytes) is reported through `fault`.
+template <typename Attempt>
+bool with_retries(Context& cx, const std::string& mirror, const std::string& url,
+                  Attempt&& attempt) {
+  for (int n = 1;; ++n) {
+    TransferResult r = attempt();
+    if (r.status == TransferStatus::Ok) return true;
+    RetryDecision d = decide_retry(r, n, cx.policy);
+    cx.fail(mirror, url,
+            describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""));
+    if (!d.retry) return false;
+    cx.deps.sleep_ms(d.delay_ms);
+  }
+}
+
+struct TrustedIndex {
+  Index index;
+  std::string mirror;
+};
+
+TrustedIndex fetch_index(Context& cx, const std::string& version, const std::string& pin) {
+  std::string name = index_file_name(version);
+  bool only_bad_bytes = true;
+  std::string mismatch;
+  for (const auto& mirror : cx.mirrors) {
+    if (is_mirror_bad(mirror)) {
+      cx.fail(mirror, mirror + "/" + name,
+              "skipped: served bytes that failed verification earlier");
+      continue;
+    }
+    std::string url = mirror + "/" + name;
+    std::string body;
+    bool too_big = false;
+    bool ok = with_retries(cx, mirror, url, [&] {
+      body.clear();
+      too_big = false;
+      return cx.deps.transport->get(cx.request(url), [&](const char* d, std::size_t n) {
+        if (body.size() + n > kMaxIndexBytes) return !(too_big = true);
+        body.append(d, n);
+        return true;
+      });
+    });
+    if (too_big) {
+      cx.fail(mirror, url,
+              "index larger than " + std::to_string(kMaxIndexBytes) + " bytes: refused");
+      mark_mirror_bad(mirror);
+      continue;
+    }
+    if (!ok) {
+      only_bad_bytes = false;
+      continue;
+    }
+    std::string got = sha256_hex(body);
+    if (got != pin) {
+      mismatch = "index SHA-256 mismatch: pinned " + pin + ", served " + got;
+      cx.fail(mirror, url, mismatch);
+      mark_mirror_bad(mirror);
+      continue;
+    }
+    TrustedIndex t{parse_index(body, url), mirror};
+    if (t.index.package_version != version)
+      throw Error(ErrorKind::Stale, url +
+                                        " matches the pinned digest but is the index of release " +
+                                        t.index.package_version + ", not " + version);
+    cx.log("index " + url + ": SHA-256 matches the pin");
+    return t;
+  }
+  std::ostringstream msg;
+  msg << "no mirror served a trusted index " << name << ":";
+  for (const auto& f : cx.failures) msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
+  if (only_bad_bytes && !mismatch.empty()) {
+    msg << "\nThe pinned digest comes from --index-sha256, KILN_INDEX_SHA256 or the build; check "
+           "it belongs to release "
+        << version;
+    throw Error(ErrorKind::Integrity, msg.str());
+  }
+  throw Error(ErrorKind::Network, msg.str());
+}
+
+// Removes <archive>.tmp.* left by a writer that died. Safe only while holding the lock.
+void remove_orphans(Context& cx, const std::string& file) {
+  std::error_code ec;
+  std::string prefix = file + ".tmp.";
+  for (auto it = fs::directory_iterator(cx.dest, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::string n = it->path().filename().string();
+    if (n.rfind(prefix, 0) == 0) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+      cx.log("removed " + it->path().string() + " left by an interrupted download");
+    }
+  }
+}
+
+// Downloads one archive from one mirror into <dest>/<file>; true once renamed into place.
+bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) {
+  std::string url = mirror + "/" + e.file;
+  fs::path final_path = cx.dest / e.file;
+  for (int n = 1;; ++n) {
+    AtomicFile tmp(final_path);
+    Sha256 hash;
+    std::uint64_t got = 0;
+    bool too_big = false;
+    std::string write_error;
+    TransferResult r = cx.deps.transport->get(cx.request(url), [&](const char* d, std::size_t len) {
+      if (got + len > e.size) return !(too_big = true);
+      try {
+        tmp.write(std::string_view(d, len));
+      } catch (const std::exception& ex) {
+        write_error = ex.what();
+        return false;
+      }
+      hash.update(d, len);
+      got += len;
+      return true;
+    });
+    if (!write_error.empty()) throw Error(ErrorKind::Io, write_error);
+    if (too_big) {
+      cx.fail(mirror, url,
+              "served more than the " + std::to_string(e.size) +
+                  " bytes the index lists: aborted, mirror distrusted");
+      mark_mirror_bad(mirror);
+      return false;
+    }
+    if (r.status == TransferStatus::Ok) {
+      if (got != e.size) {
+        cx.fail(mirror, url,
+                "size mismatch: index lists " + std::to_string(e.size) + " bytes, served " +
+                    std::to_string(got) + "; mirror distrusted");
+        mark_mirror_bad(mirror);
+        return false;
+      }
+      std::string digest = hash.hex();
+      if (digest != e.sha256) {
+        cx.fail(mirror, url,
+                "SHA-256 mismatch: index pins " + e.sha256 + ", served " + digest +
+                    "; mirror distrusted");
+        mark_mirror_bad(mirror);
+        return false;
+      }
+      tmp.commit();
+      return true;
+    }
+    RetryDecision d = decide_retry(r, n, cx.policy);
+    cx.fail(mirror, url,
+            describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""));
+    if (!d.retry) return false;
+    cx.deps.sleep_ms(d.delay_ms);
+  }
+}
+
+struct ArchiveOutcome {
+  std::string store_dir;
+  bool installed = false;
+  bool present = false;
+  std::exception_ptr error;
+};
+
+ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
+  ArchiveOutcome out;
+  const std::string suffix = ".tar.zst";
+  std::string stem = e.file.size() > suffix.size() && e.file.compare(e.file.size() - suffix.size(),
+                                                                     suffix.size(), suffix) == 0
+                         ? e.file.substr(0, e.file.size() - suffix.size())
+                         : e.file;
+  out.store_dir = (cx.dest / stem).string();
+  if (cx.deps.verified_present(cx.dest, stem)) {
+    out.present = true;
+    return out;
+  }
+  fs::path lock_dir = cx.dest / ".kiln-locks";
+  std::error_code ec;
+  fs::create_directories(lock_dir, ec);
+  if (ec)
+    throw Error(ErrorKind::Io,
+                "cannot create the lock directory " + lock_dir.string() + ": " + ec.message());
+  cx.log("waiting for the lock on " + e.file);
+  FileLock lock = FileLock::acquire(lock_dir / (e.file + ".lock"),
+                                    std::chrono::milliseconds(cx.opts.lock_timeout_ms));
+  // Another process may have installed it while we waited.
+  if (cx.deps.verified_present(cx.dest, stem)) {
+    out.present = true;
+    return out;
+  }
+  remove_orphans(cx, e.file);
+  for (const auto& mirror : cx.mirrors) {
+    if (is_mirror_bad(mirror)) {
+      cx.fail(mirror, mirror + "/" + e.file,
+              "skipped: served bytes that failed verification earlier");
+      continue;
+    }
+    cx.log("downloading " + mirror + "/" + e.file + " (" + std::to_string(e.size) + " bytes)");
+    if (!download_from(cx, mirror, e)) continue;
+    fs::path archive = cx.dest / e.file;
+    cx.log("verified " + e.file + " (SHA-256 " + e.sha256.substr(0, 12) + "...), unpacking");
+    try {
+      out.store_dir = cx.deps.install(archive, cx.dest, e.sha256);
+    } catch (...) {
+      fs::remove(archive, ec);
+      throw;
+    }
+    // The unpacked store directory is the verified copy; keeping the archive would double the
+    // disk a cache needs.
+    fs::remove(archive, ec);
+    out.installed = true;
+    cx.log("installed " + out.store_dir);
+    return out;
+  }
+  std::ostringstream msg;
+  msg << "could not fetch " << e.file << " (" << e.target << ") from any mirror:";
+  bool bad_bytes_only = true;
+  {
+    std::lock_guard<std::mutex> g(cx.mu);
+    for (const auto& f : cx.failures) {
+      if (f.url.size() < e.file.size() ||
+          f.url.compare(f.url.size() - e.file.size(), e.file.size(), e.file) != 0)
+        continue;
+      msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
+      if (f.what.find("distrusted") == std::string::npos &&
+          f.what.find("failed verification") == std::string::npos)
+        bad_bytes_only = false;
+    }
+  }
+  msg << "\nNothing unverified was kept in " << cx.dest.string()
+      << "; add a working mirror with --mirror / KILN_MIRRORS, or copy the archive there with "
+         "`kiln fetch --mirror file:///path/to/release`.";
+  throw Error(bad_bytes_only ? ErrorKind::Integrity : ErrorKind::Network, msg.str());
+}
+
+}  // namespace
+
+FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,
+                               const std::string& dest_store, const FetchDeps& deps) {
+  Context cx(opts, deps);
+  cx.dest = dest_store;
+  cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
+  if (targets.empty()) throw Error(ErrorKind::Usage, "no target to fetch");
+  std::vector<std::string> canon;
+  for (const auto& t : targets) {
+    auto parsed = parse_target(t);
+    if (!parsed)
+      throw Error(ErrorKind::Usage, "'" + t + "' is not a target (e.g. sm_90a, compute_80)");
+    canon.push_back(parsed->str());
+  }
+  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  if (dest_store.empty()) throw Error(ErrorKind::Usage, "no destination store given");
+
+  FetchResult result;
+  // What is already installed needs no index and no network: offline and re-runs end here.
+  std::vector<std::string> missing;
+  for (const auto& t : canon) {
+    std::string stem = archive_stem(version, kiln::cuda_version(), t);
+    if (deps.verified_present(cx.dest, stem))
+      result.already_present.push_back((cx.dest / stem).string());
+    else
+      missing.push_back(t);
+  }
+  if (missing.empty()) return result;
+
+  std::string joined;
+  for (const auto& t : missing) joined += (joined.empty() ? "" : ",") + t;
+  if (opts.offline)
+    throw Error(ErrorKind::NotFound,
+                "offline: the archives of release " + version + " for " + joined + " are not in " +
+                    dest_store +
+                    " and no mirror was contacted. On a connected machine run `kiln fetch "
+                    "--targets " +
+                    joined + " --dest " + dest_store + "`, or unset KILN_OFFLINE.");
+
+  for (const auto& m : opts.mirrors.empty() ? default_mirrors() : opts.mirrors)
+    cx.mirrors.push_back(normalise_mirror(m));
+  if (cx.mirrors.empty())
+    throw Error(ErrorKind::Usage, "no mirror configured to fetch " + joined +
+                                      " from: pass --mirror URL or set KILN_MIRRORS");
+  std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
+  std::transform(pin.begin(), pin.end(), pin.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (pin.empty())
+    throw Error(ErrorKind::Usage,
+                "no trusted digest for the index of release " + version +
+                    ": pass --index-sha256 HEX or set KILN_INDEX_SHA256 (this kiln was built "
+                    "without -DKILN_TRUSTED_INDEX_SHA256); kiln never trusts an unpinned index");
+  if (!is_sha256_hex(pin))
+    throw Error(ErrorKind::Usage, "index digest '" + pin + "' is not 64 hex digits");
+
+  std::error_code ec;
+  fs::create_directories(cx.dest, ec);
+  if (ec || access(cx.dest.c_str(), W_OK) != 0)
+    throw Error(ErrorKind::Io, "destination store " + dest_store + " is not a writable directory" +
+                                   (ec ? ": " + ec.message() : ""));
+
+  TrustedIndex ti = fetch_index(cx, version, pin);
+  std::vector<IndexEntry> todo;
+  for (const auto& t : missing) {
+    auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
+                           [&](const IndexEntry& e) { return e.target == t; });
+    if (it == ti.index.archives.end()) {
+      std::string have;
+      for (const auto& e : ti.index.archives) have += (have.empty() ? "" : ", ") + e.target;
+      throw Error(ErrorKind::NotFound, "release " + version + " has no archive for " + t +
+                                           " (index from " + ti.mirror +
+                                           " lists: " + (have.empty() ? "none" : have) + ")");
+    }
+    todo.push_back(*it);
+  }
+
+  std::vector<ArchiveOutcome> outcomes(todo.size());
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < todo.size();) {
+      try {
+        outcomes[i] = fetch_archive(cx, todo[i]);
+      } catch (...) {
+        outcomes[i].error = std::current_exception();
+      }
+    }
+  };
+  std::size_t n_threads =
+      std::min<std::size_t>(todo.size(), static_cast<std::size_t>(std::max(1, opts.max_parallel)));
+  std::vector<std::thread> pool;
+  for (std::size_t i = 1; i < n_threads; ++i) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+
+  result.failures = cx.failures;
+  for (auto& o : outcomes) {
+    if (o.error) std::rethrow_exception(o.error);
+    (o.installed ? result.installed : result.already_present).push_back(o.store_dir);
+  }
+  return result;
+}
+
+}  // namespace fetch_detail
+
+FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
+                          const std::string& dest_store) {
+  // Offline must not even initialise libcurl: decide before creating the transport.
+  std::unique_ptr<Transport> transport;
+  if (!opts.offline) transport = make_curl_transport();
+  FetchDeps deps;
+  deps.transport = transport.get();
+  deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  deps.verified_present = [](const fs::path& store, const std::string& stem) {
+    return store_has_verified(store, stem);
+  };
+  deps.install = [](const fs::path& archive, const fs::path& store, const std::string& sha) {
+    return install_archive(archive, store, sha).directory.string();
+  };
+  return fetch_detail::fetch_targets_with(opts, targets, dest_store, deps);
+}
+
+std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
+  std::vector<MirrorProbe> out;
+  std::vector<std::string> mirrors = opts.mirrors.empty() ? default_mirrors() : opts.mirrors;
+  if (opts.offline) {
+    for (const auto& m : mirrors) out.push_back({m, "", false, 0, "not probed: offline mode"});
+    return out;
+  }
+  std::unique_ptr<Transport> transport = make_curl_transport();
+  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
+  std::transform(pin.begin(), pin.end(), pin.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const auto& raw : mirrors) {
+    MirrorProbe p;
+    p.mirror = raw;
+    try {
+      std::string m = normalise_mirror(raw);
+      p.url = m + "/" + index_file_name(version);
+      TransferRequest req;
+      req.url = p.url;
+      // doctor must answer quickly: a short connect and total timeout, no retries.
+      req.connect_timeout_ms = std::min(opts.connect_timeout_ms, 3000L);
+      req.total_timeout_ms = 10000;
+      req.low_speed_bytes = 1;
+      req.low_speed_seconds = 5;
+      req.ca_bundle = opts.ca_bundle;
+      if (req.ca_bundle.empty())
+        if (const char* env = std::getenv("KILN_CA_BUNDLE")) req.ca_bundle = env;
+      std::string body;
+      TransferResult r = transport->get(req, [&](const char* d, std::size_t n) {
+        if (body.size() + n > kMaxIndexBytes) return false;
+        body.append(d, n);
+        return true;
+      });
+      p.http_status = r.http_status;
+      if (r.status != TransferStatus::Ok) {
+        p.detail =
+            r.status == TransferStatus::Aborted ? "index larger than the limit" : describe(r);
+      } else if (pin.empty()) {
+        p.reachable = true;
+        p.detail = "index served (" + std::to_string(body.size()) +
+                   " bytes); no pinned digest to check it against";
+      } else if (std::string got = sha256_hex(body); got != pin) {
+        p.detail = "index served but its SHA-256 " + got + " differs from the pinned " + pin;
+      } else {
+        p.reachable = true;
+        p.detail = "index served, SHA-256 matches the pin";
+      }
+    } catch (const Error& e) {
+      p.detail = e.what();
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,35 @@
+#pragma once
+// fetch_targets with its collaborators passed in, so tests can swap the network, the clock
+// and the store for fakes. fetch.cpp wires in libcurl, real sleeps and kiln/store.hpp.
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "http_transport.hpp"
+#include "kiln/fetch.hpp"
+
+namespace kiln::fetch_detail {
+
+struct FetchDeps {
+  Transport* transport = nullptr;
+  std::function<void(long ms)> sleep_ms;
+  // Is <store>/<stem> installed, and does every artifact still match its manifest?
+  std::function<bool(const std::filesystem::path& store, const std::string& stem)> verified_present;
+  // Unpacks a verified archive into the store (re-checking its digest); returns the directory.
+  std::function<std::string(const std::filesystem::path& archive,
+                            const std::filesystem::path& store, const std::string& sha256)>
+      install;
+};
+
+FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,
+                               const std::string& dest_store, const FetchDeps& deps);
+
+// Mirror URL as used in messages and the bad-mirror set: trailing '/' removed, a bare
+// absolute path turned into file://. Throws Error{Usage} for any other scheme.
+std::string normalise_mirror(const std::string& mirror);
+
+// The largest index accepted: a mirror streaming garbage is cut off here.
+constexpr std::size_t kMaxIndexBytes = 16u << 20;
+
+}  // namespace kiln::fetch_detail

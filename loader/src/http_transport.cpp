@@ -1,0 +1,305 @@
+// libcurl behind the Transport interface, and the pure retry decision.
+#include "http_transport.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <ctime>
+#include <mutex>
+#include <set>
+
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+
+namespace kiln::fetch_detail {
+
+const char* to_string(TransferStatus s) {
+  switch (s) {
+    case TransferStatus::Ok:
+      return "ok";
+    case TransferStatus::Http:
+      return "HTTP error";
+    case TransferStatus::Connection:
+      return "connection failed";
+    case TransferStatus::Timeout:
+      return "timed out";
+    case TransferStatus::Tls:
+      return "TLS verification failed";
+    case TransferStatus::Refused:
+      return "redirect refused";
+    case TransferStatus::Missing:
+      return "file missing";
+    case TransferStatus::Aborted:
+      return "aborted";
+  }
+  return "?";
+}
+
+std::optional<long> parse_retry_after_seconds(const std::string& value) {
+  std::size_t b = value.find_first_not_of(" \t");
+  std::size_t e = value.find_last_not_of(" \t\r\n");
+  if (b == std::string::npos) return std::nullopt;
+  std::string v = value.substr(b, e - b + 1);
+  if (v.empty() || v.size() > 9) return std::nullopt;
+  for (char c : v)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  return std::stol(v);
+}
+
+RetryDecision decide_retry(const TransferResult& r, int attempts_made, const RetryPolicy& p) {
+  RetryDecision d;
+  bool transient = false;
+  switch (r.status) {
+    case TransferStatus::Http:
+      transient = r.http_status >= 500 || r.http_status == 429 || r.http_status == 408;
+      d.reason =
+          "HTTP " + std::to_string(r.http_status) + (transient ? " is transient" : " is permanent");
+      break;
+    case TransferStatus::Connection:
+    case TransferStatus::Timeout:
+      transient = true;
+      d.reason = std::string(to_string(r.status)) + " may be transient";
+      break;
+    case TransferStatus::Ok:
+      d.reason = "succeeded";
+      break;
+    default:
+      d.reason = std::string(to_string(r.status)) + " will not change on retry";
+      break;
+  }
+  if (!transient) return d;
+  if (attempts_made > p.max_retries) {
+    d.reason += ", but " + std::to_string(attempts_made) + " attempts made";
+    return d;
+  }
+  d.retry = true;
+  long backoff = p.base_ms;
+  for (int i = 1; i < attempts_made && backoff < p.cap_ms; ++i) backoff *= 2;
+  if (r.retry_after_s && (r.http_status == 429 || r.http_status == 503)) {
+    // The server said when; a hostile or confused one must not park us for hours.
+    backoff = *r.retry_after_s * 1000;
+    d.reason += " (Retry-After " + std::to_string(*r.retry_after_s) + " s)";
+  }
+  d.delay_ms = std::clamp(backoff, 0L, p.cap_ms);
+  return d;
+}
+
+namespace {
+std::mutex g_bad_mutex;
+std::set<std::string>& bad_set() {
+  static std::set<std::string> s;
+  return s;
+}
+}  // namespace
+
+void mark_mirror_bad(const std::string& mirror) {
+  std::lock_guard<std::mutex> g(g_bad_mutex);
+  bad_set().insert(mirror);
+}
+bool is_mirror_bad(const std::string& mirror) {
+  std::lock_guard<std::mutex> g(g_bad_mutex);
+  return bad_set().count(mirror) > 0;
+}
+void forget_bad_mirrors() {
+  std::lock_guard<std::mutex> g(g_bad_mutex);
+  bad_set().clear();
+}
+
+namespace {
+
+struct EasyFree {
+  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+};
+
+struct CallState {
+  CURL* curl = nullptr;
+  const Sink* sink = nullptr;
+  long status = 0;
+  std::optional<long> retry_after;
+  bool error_status = false;  // body of an error response: not the caller's bytes
+  // Stall detection: curl's low-speed check averages over several seconds, so after a burst a
+  // dead connection survives ~6 s longer than asked. No new byte for stall_ms aborts at once.
+  long stall_ms = 0;
+  curl_off_t last_bytes = -1;
+  std::chrono::steady_clock::time_point last_progress = std::chrono::steady_clock::now();
+  bool stalled = false;
+};
+
+int on_progress(void* userdata, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t) {
+  auto* st = static_cast<CallState*>(userdata);
+  auto now = std::chrono::steady_clock::now();
+  if (dlnow != st->last_bytes) {
+    st->last_bytes = dlnow;
+    st->last_progress = now;
+    return 0;
+  }
+  if (st->stall_ms > 0 &&
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - st->last_progress).count() >
+          st->stall_ms) {
+    st->stalled = true;
+    return 1;
+  }
+  return 0;
+}
+
+size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
+  auto* st = static_cast<CallState*>(userdata);
+  std::string line(buf, size * n);
+  if (line.rfind("HTTP/", 0) == 0) {
+    // A new response (after a redirect or 100-continue): forget the previous one's headers.
+    st->retry_after.reset();
+    return size * n;
+  }
+  std::size_t colon = line.find(':');
+  if (colon == std::string::npos) return size * n;
+  std::string name = line.substr(0, colon);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name == "retry-after") {
+    std::string value = line.substr(colon + 1);
+    st->retry_after = parse_retry_after_seconds(value);
+    if (!st->retry_after) {
+      std::string trimmed = value.substr(0, value.find_last_not_of(" \t\r\n") + 1);
+      time_t when = curl_getdate(trimmed.c_str(), nullptr);
+      if (when > 0)
+        st->retry_after = std::max<long>(0, static_cast<long>(when - std::time(nullptr)));
+    }
+  }
+  return size * n;
+}
+
+size_t on_body(char* buf, size_t size, size_t n, void* userdata) {
+  auto* st = static_cast<CallState*>(userdata);
+  long code = 0;
+  curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &code);
+  if (code >= 300) {
+    // An error page is not the file; stop reading it (it may be endless too).
+    st->error_status = true;
+    return 0;
+  }
+  if (!(*st->sink)(buf, size * n)) return 0;
+  return size * n;
+}
+
+std::string scheme_of(const std::string& url) {
+  std::size_t p = url.find("://");
+  if (p == std::string::npos) return "";
+  std::string s = url.substr(0, p);
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+TransferStatus classify(CURLcode rc) {
+  switch (rc) {
+    case CURLE_OK:
+      return TransferStatus::Ok;
+    case CURLE_OPERATION_TIMEDOUT:
+      return TransferStatus::Timeout;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_CRL_BADFILE:
+      return TransferStatus::Tls;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_TOO_MANY_REDIRECTS:
+      return TransferStatus::Refused;
+    case CURLE_FILE_COULDNT_READ_FILE:
+      return TransferStatus::Missing;
+    case CURLE_WRITE_ERROR:
+    case CURLE_ABORTED_BY_CALLBACK:
+      return TransferStatus::Aborted;
+    default:
+      return TransferStatus::Connection;
+  }
+}
+
+class CurlTransport final : public Transport {
+ public:
+  CurlTransport() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        throw Error(ErrorKind::Internal, "curl_global_init failed");
+    });
+  }
+
+  TransferResult get(const TransferRequest& req, const Sink& sink) override {
+    std::unique_ptr<CURL, EasyFree> easy(curl_easy_init());
+    if (!easy) throw Error(ErrorKind::Internal, "curl_easy_init failed");
+    CURL* c = easy.get();
+    CallState st;
+    st.curl = c;
+    st.sink = &sink;
+    char errbuf[CURL_ERROR_SIZE] = {0};
+
+    std::string scheme = scheme_of(req.url);
+    // https may only ever lead to https; plain http may upgrade; file:// never redirects.
+    const char* protocols = scheme == "https" ? "https" : scheme == "http" ? "http,https" : "file";
+    std::string ua = std::string("kiln/") + kiln::version();
+    bool ok = true;
+    auto set = [&ok](CURLcode rc) { ok = ok && rc == CURLE_OK; };
+    set(curl_easy_setopt(c, CURLOPT_URL, req.url.c_str()));
+    set(curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf));
+    set(curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L));
+    set(curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, protocols));
+    set(curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, protocols));
+    set(curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, scheme == "file" ? 0L : 1L));
+    set(curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L));
+    set(curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L));
+    set(curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L));
+    if (!req.ca_bundle.empty()) set(curl_easy_setopt(c, CURLOPT_CAINFO, req.ca_bundle.c_str()));
+    set(curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, req.connect_timeout_ms));
+    set(curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, req.low_speed_bytes));
+    set(curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, req.low_speed_seconds));
+    if (req.total_timeout_ms > 0)
+      set(curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, req.total_timeout_ms));
+    set(curl_easy_setopt(c, CURLOPT_USERAGENT, ua.c_str()));
+    // Larger reads mean fewer write(2) calls into the temp file for 100 MB archives.
+    set(curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024));
+    if (req.head) set(curl_easy_setopt(c, CURLOPT_NOBODY, 1L));
+    st.stall_ms = req.low_speed_bytes > 0 ? req.low_speed_seconds * 1000 : 0;
+    set(curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L));
+    set(curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress));
+    set(curl_easy_setopt(c, CURLOPT_XFERINFODATA, &st));
+    set(curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header));
+    set(curl_easy_setopt(c, CURLOPT_HEADERDATA, &st));
+    set(curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body));
+    set(curl_easy_setopt(c, CURLOPT_WRITEDATA, &st));
+    if (!ok) throw Error(ErrorKind::Internal, "libcurl refused an option for " + req.url);
+
+    CURLcode rc = curl_easy_perform(c);
+    TransferResult r;
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
+    r.retry_after_s = st.retry_after;
+    if (st.error_status || (rc == CURLE_OK && r.http_status >= 300)) {
+      r.status = TransferStatus::Http;
+      r.message = "HTTP " + std::to_string(r.http_status);
+      return r;
+    }
+    r.status = classify(rc);
+    if (st.stalled) {
+      r.status = TransferStatus::Timeout;
+      r.message = "stalled: no data for " + std::to_string(req.low_speed_seconds) + " s";
+      return r;
+    }
+    if (r.status != TransferStatus::Ok) {
+      r.message = curl_easy_strerror(rc);
+      if (errbuf[0]) r.message += std::string(": ") + errbuf;
+    }
+    return r;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_curl_transport() { return std::make_unique<CurlTransport>(); }
+
+}  // namespace kiln::fetch_detail

@@ -1,0 +1,77 @@
+#pragma once
+// The network side of fetching, behind a small interface so the retry and trust logic in
+// fetch.cpp is testable with fakes. libcurl stays inside http_transport.cpp.
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace kiln::fetch_detail {
+
+enum class TransferStatus {
+  Ok,          // 2xx, or a file:// read that completed
+  Http,        // the server answered with a status >= 300 (see http_status)
+  Connection,  // name lookup, connect, reset, empty or cut-short reply
+  Timeout,     // connect timeout, or the low-speed limit tripped (a stalled body)
+  Tls,         // certificate not trusted, handshake failed
+  Refused,     // a redirect to a protocol we do not allow (https -> http), too many redirects
+  Missing,     // file:// path does not exist
+  Aborted,     // the sink said stop (too many bytes, or writing failed): the caller knows why
+};
+const char* to_string(TransferStatus s);
+
+struct TransferRequest {
+  std::string url;
+  bool head = false;  // probe only: no body
+  long connect_timeout_ms = 5000;
+  long low_speed_bytes = 1024;
+  long low_speed_seconds = 10;
+  long total_timeout_ms = 0;  // 0: none (large downloads are bounded by the low-speed limit)
+  std::string ca_bundle;      // empty: the system store
+};
+
+struct TransferResult {
+  TransferStatus status = TransferStatus::Ok;
+  long http_status = 0;
+  std::optional<long> retry_after_s;  // from a Retry-After header, in seconds from now
+  std::string message;                // human-readable detail (curl's error text)
+};
+
+// Receives the body in pieces; returning false aborts the transfer (status Aborted).
+using Sink = std::function<bool(const char* data, std::size_t size)>;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  // Thread-safe: called from several download threads at once.
+  virtual TransferResult get(const TransferRequest& req, const Sink& sink) = 0;
+};
+
+std::unique_ptr<Transport> make_curl_transport();
+
+// What to do after a failed attempt: the one place that decides retries.
+struct RetryPolicy {
+  int max_retries = 3;  // further attempts after the first
+  long base_ms = 500;
+  long cap_ms = 30000;
+};
+struct RetryDecision {
+  bool retry = false;
+  long delay_ms = 0;
+  std::string reason;  // why (not) retried, for the log
+};
+// attempts_made counts the attempt that just failed (1 after the first). Retries 5xx, 408,
+// 429 and connection errors/timeouts with exponential backoff (Retry-After honoured, capped);
+// never retries 4xx, TLS failures, refused redirects, missing files or aborted transfers.
+RetryDecision decide_retry(const TransferResult& r, int attempts_made, const RetryPolicy& p);
+
+// Parses a Retry-After value given as delta-seconds; nullopt for anything else.
+std::optional<long> parse_retry_after_seconds(const std::string& value);
+
+// Mirrors that served bytes failing verification are not asked again in this process.
+void mark_mirror_bad(const std::string& mirror);
+bool is_mirror_bad(const std::string& mirror);
+void forget_bad_mirrors();  // tests
+
+}  // namespace kiln::fetch_detail

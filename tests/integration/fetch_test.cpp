@@ -1,0 +1,794 @@
+// kiln fetch against real servers on loopback: nginx over HTTPS with a CA made here, file://
+// mirrors, and tests/misbehaving_server/server.py for every way a mirror can go wrong.
+// Needs nginx, openssl, curl and python3 (scripts/bootstrap.sh installs them); the nginx tests
+// skip with a message when nginx or openssl is missing.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "fetch_internal.hpp"
+#include "http_transport.hpp"
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/fetch.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "kiln/version.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using test::read_file;
+using test::TempDir;
+using test::write_file;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+bool have_tool(const std::string& tool) {
+  return test::run("command -v " + tool + " >/dev/null").exit_code == 0;
+}
+
+// --- a release directory as `kiln build --dist` writes it, with fake fatbin bytes -------------
+
+struct Release {
+  fs::path dir;
+  std::string version = kiln::version();
+  std::string index_sha256;
+  std::map<std::string, std::string> archive;                           // target -> file
+  std::map<std::string, std::map<std::string, std::string>> artifacts;  // target -> file -> bytes
+  std::string stem(const std::string& target) const {
+    return archive_stem(version, cuda_version(), target);
+  }
+  std::string url_path(const std::string& target) const { return "/" + archive.at(target); }
+};
+
+std::string random_bytes(std::size_t n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i + 8 <= n; i += 8) {
+    std::uint64_t v = rng();
+    std::memcpy(&s[i], &v, 8);
+  }
+  return s;
+}
+
+Release make_release(const fs::path& dir, const std::vector<std::string>& targets,
+                     std::size_t fatbin_bytes = 20000, int zstd_level = 3) {
+  Release rel;
+  rel.dir = dir;
+  fs::create_directories(dir);
+  Index idx;
+  idx.package_version = rel.version;
+  idx.cuda_version = cuda_version();
+  unsigned seed = 1;
+  for (const auto& t : targets) {
+    Manifest m;
+    m.package_version = rel.version;
+    m.cuda_version = cuda_version();
+    m.target = t;
+    m.build_time = 1700000000;
+    std::vector<ArchiveMember> members;
+    for (std::string uri : {"axpy_dtype_f32", "rmsnorm_dtype_f16"}) {
+      std::string bytes = random_bytes(fatbin_bytes, seed++);
+      ArtifactEntry a;
+      a.uri = uri;
+      a.family = uri.substr(0, uri.find('_'));
+      a.params = {{"dtype", uri.substr(uri.rfind('_') + 1)}};
+      a.entries = {{"kiln::" + a.family + "<float>", "_Z4kiln" + a.family}};
+      a.source_hash = std::string(64, 'a');
+      a.flags = {"-O3"};
+      a.file = uri + ".fatbin";
+      a.size = bytes.size();
+      a.sha256 = sha256_hex(bytes);
+      m.artifacts.push_back(a);
+      members.push_back({a.file, bytes});
+      rel.artifacts[t][a.file] = bytes;
+    }
+    members.insert(members.begin(), ArchiveMember{"manifest.json", manifest_to_json(m)});
+    std::string file = archive_file_name(rel.version, cuda_version(), t);
+    write_archive(dir / file, members, 1700000000, zstd_level);
+    std::size_t size = 0;
+    std::string sha = sha256_file(dir / file, &size);
+    idx.archives.push_back({file, t, size, sha});
+    rel.archive[t] = file;
+  }
+  std::string json = index_to_json(idx);
+  write_file(dir / index_file_name(rel.version), json);
+  rel.index_sha256 = sha256_hex(json);
+  return rel;
+}
+
+// --- child processes and ports ----------------------------------------------------------------
+
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const fs::path& log) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Child() { stop(); }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  pid_t pid() const { return pid_; }
+  bool running() {
+    if (pid_ <= 0) return false;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == 0) return true;
+    status_ = st;
+    pid_ = -1;
+    return false;
+  }
+  // Exit code, or -signal.
+  int wait() {
+    if (pid_ > 0) {
+      waitpid(pid_, &status_, 0);
+      pid_ = -1;
+    }
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : -WTERMSIG(status_);
+  }
+  void signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 100 && running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = 0;
+};
+
+int free_port() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof(a);
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    std::abort();
+  int port = ntohs(a.sin_port);
+  close(s);
+  return port;
+}
+
+bool port_open(int port) {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+  close(s);
+  return ok;
+}
+
+// A CA and a server certificate for 127.0.0.1, made with the openssl CLI.
+struct TestCa {
+  fs::path ca_pem, server_pem, server_key;
+  explicit TestCa(const fs::path& dir) {
+    fs::create_directories(dir);
+    ca_pem = dir / "ca.pem";
+    server_pem = dir / "server.pem";
+    server_key = dir / "server.key";
+    std::string d = dir.string();
+    write_file(dir / "ext.cnf", "subjectAltName=IP:127.0.0.1\n");
+    std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    auto r = test::run("(cd " + d + " && openssl req -x509 " + ec +
+                       " -keyout ca.key -out ca.pem -days 2 -subj '/CN=kiln test CA' && "
+                       "openssl req " +
+                       ec +
+                       " -keyout server.key -out server.csr "
+                       "-subj '/CN=127.0.0.1' && "
+                       "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+                       "-CAcreateserial -out server.pem -days 2 -extfile ext.cnf) 2>&1");
+    if (r.exit_code != 0) throw std::runtime_error("openssl failed: " + r.out);
+  }
+};
+
+// tests/misbehaving_server/server.py as a child process on a port the OS picked.
+class MisbehavingServer {
+ public:
+  MisbehavingServer(const fs::path& root, const std::string& mode,
+                    std::vector<std::string> extra = {}, const TestCa* tls = nullptr) {
+    std::vector<std::string> argv = {
+        "python3",      test::source_dir() + "/tests/misbehaving_server/server.py",
+        "--root",       root.string(),
+        "--port",       "0",
+        "--port-file",  (dir_ / "port").string(),
+        "--count-file", (dir_ / "count").string(),
+        "--mode",       mode};
+    if (tls) {
+      argv.insert(argv.end(),
+                  {"--tls-cert", tls->server_pem.string(), "--tls-key", tls->server_key.string()});
+      scheme_ = "https";
+    }
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child_ = std::make_unique<Child>(argv, dir_ / "log");
+    for (int i = 0; i < 500 && !fs::exists(dir_ / "port"); ++i) {
+      if (!child_->running())
+        throw std::runtime_error("misbehaving server exited: " + read_file(dir_ / "log"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!fs::exists(dir_ / "port"))
+      throw std::runtime_error("misbehaving server did not start: " + read_file(dir_ / "log"));
+    port_ = std::stoi(read_file(dir_ / "port"));
+  }
+  std::string url() const { return scheme_ + "://127.0.0.1:" + std::to_string(port_); }
+  int count(const std::string& path) const {
+    auto j = nlohmann::json::parse(read_file(dir_ / "count"));
+    return j["paths"].contains(path) ? j["paths"][path].get<int>() : 0;
+  }
+  int total() const { return nlohmann::json::parse(read_file(dir_ / "count"))["total"].get<int>(); }
+
+ private:
+  TempDir dir_;
+  std::string scheme_ = "http";
+  int port_ = 0;
+  std::unique_ptr<Child> child_;
+};
+
+// nginx serving `root` over HTTPS (certificate from `ca`) and plain HTTP, as a child process
+// with its config, pid file and logs in a temp prefix.
+class Nginx {
+ public:
+  Nginx(const fs::path& root, const TestCa& ca) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      https_port_ = free_port();
+      http_port_ = free_port();
+      fs::path p = prefix_.path();
+      fs::create_directories(p / "logs");
+      fs::create_directories(p / "tmp");
+      std::string P = p.string();
+      // master_process off: one process that never switches user, so a root test run can read
+      // the 0700 temp dirs as well as a normal one.
+      write_file(p / "nginx.conf",
+                 "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+                 "error_log " +
+                     P + "/logs/error.log;\npid " + P +
+                     "/logs/nginx.pid;\n"
+                     "events { worker_connections 128; }\n"
+                     "http {\n  access_log " +
+                     P +
+                     "/logs/access.log;\n"
+                     "  client_body_temp_path " +
+                     P + "/tmp/body;\n  proxy_temp_path " + P +
+                     "/tmp/proxy;\n"
+                     "  fastcgi_temp_path " +
+                     P + "/tmp/fcgi;\n  uwsgi_temp_path " + P +
+                     "/tmp/uwsgi;\n"
+                     "  scgi_temp_path " +
+                     P +
+                     "/tmp/scgi;\n"
+                     "  default_type application/octet-stream;\n  sendfile on;\n"
+                     "  server {\n    listen 127.0.0.1:" +
+                     std::to_string(https_port_) +
+                     " ssl;\n"
+                     "    ssl_certificate " +
+                     ca.server_pem.string() +
+                     ";\n"
+                     "    ssl_certificate_key " +
+                     ca.server_key.string() +
+                     ";\n"
+                     "    root " +
+                     root.string() +
+                     ";\n  }\n"
+                     "  server {\n    listen 127.0.0.1:" +
+                     std::to_string(http_port_) +
+                     ";\n"
+                     "    root " +
+                     root.string() + ";\n  }\n}\n");
+      child_ = std::make_unique<Child>(
+          std::vector<std::string>{"nginx", "-p", P, "-c", P + "/nginx.conf"}, p / "logs/stderr");
+      for (int i = 0; i < 300; ++i) {
+        if (!child_->running()) break;
+        if (port_open(https_port_) && port_open(http_port_)) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      child_.reset();  // a port was taken meanwhile: try others
+    }
+    throw std::runtime_error("nginx did not start: " + read_file(prefix_ / "logs/stderr") +
+                             read_file(prefix_ / "logs/error.log"));
+  }
+  std::string https_url() const { return "https://127.0.0.1:" + std::to_string(https_port_); }
+  std::string http_url() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
+  int requests_for(const std::string& path) const {
+    std::string log = read_file(prefix_ / "logs/access.log");
+    int n = 0;
+    for (std::size_t p = log.find("GET " + path + " "); p != std::string::npos;
+         p = log.find("GET " + path + " ", p + 1))
+      ++n;
+    return n;
+  }
+
+ private:
+  TempDir prefix_;
+  int https_port_ = 0, http_port_ = 0;
+  std::unique_ptr<Child> child_;
+};
+
+// --- assertions ----------------------------------------------------------------------------
+
+// Everything in the destination is either a verified store directory or the lock directory;
+// no temp file, no archive, no partial store.
+void expect_only_verified(const fs::path& dest, std::set<std::string> stems) {
+  std::set<std::string> seen;
+  if (fs::exists(dest))
+    for (const auto& e : fs::directory_iterator(dest)) seen.insert(e.path().filename().string());
+  if (seen.count(".kiln-locks")) {
+    seen.erase(".kiln-locks");
+    for (const auto& e : fs::directory_iterator(dest / ".kiln-locks"))
+      EXPECT_EQ(e.path().extension(), ".lock") << e.path();
+  }
+  EXPECT_EQ(seen, stems) << "destination " << dest;
+  for (const auto& s : stems) EXPECT_TRUE(store_has_verified(dest, s)) << s;
+}
+
+template <typename Fn>
+std::pair<ErrorKind, std::string> error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return {e.kind(), e.what()};
+  }
+  ADD_FAILURE() << "no error thrown";
+  return {ErrorKind::Internal, ""};
+}
+
+#define EXPECT_CONTAINS(hay, needle)                          \
+  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
+      << "missing '" << (needle) << "' in:\n"                 \
+      << (hay)
+
+class Fetch : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fetch_detail::forget_bad_mirrors();
+    rel = make_release(tmp / "release", {"sm_90a", "sm_80"});
+    dest = tmp / "store";
+  }
+  FetchOptions options(std::vector<std::string> mirrors) {
+    FetchOptions o;
+    o.mirrors = std::move(mirrors);
+    o.index_sha256 = rel.index_sha256;
+    o.connect_timeout_ms = 2000;
+    o.low_speed_bytes = 1024;
+    o.low_speed_seconds = 2;
+    o.max_retries = 2;
+    o.retry_base_ms = 50;
+    return o;
+  }
+  TempDir tmp;
+  Release rel;
+  fs::path dest;
+};
+
+// --- nginx over HTTPS, and file:// --------------------------------------------------------------
+
+class FetchNginx : public Fetch {
+ protected:
+  void SetUp() override {
+    if (!have_tool("nginx") || !have_tool("openssl"))
+      GTEST_SKIP() << "nginx or openssl is not installed (Debian: nginx-light openssl; "
+                      "scripts/bootstrap.sh installs them)";
+    Fetch::SetUp();
+    ca.emplace(tmp / "ca");
+    nginx.emplace(rel.dir, *ca);
+  }
+  std::optional<TestCa> ca;
+  std::optional<Nginx> nginx;
+};
+
+TEST_F(FetchNginx, HttpsWithTestCaInstallsManifestAndArtifactBytes) {
+  FetchOptions o = options({nginx->https_url()});
+  o.ca_bundle = ca->ca_pem.string();
+  FetchResult r = fetch_targets(o, {"sm_90a", "sm_80"}, dest.string());
+  ASSERT_EQ(r.installed.size(), 2u);
+  EXPECT_TRUE(r.failures.empty());
+  for (const std::string t : {"sm_90a", "sm_80"}) {
+    fs::path dir = dest / rel.stem(t);
+    EXPECT_EQ(r.installed[t == "sm_90a" ? 0 : 1], dir.string());
+    Manifest m = parse_manifest(read_file(dir / "manifest.json"), "installed");
+    EXPECT_EQ(m.target, t);
+    for (const auto& [file, bytes] : rel.artifacts[t])
+      EXPECT_EQ(read_file(dir / file), bytes) << file;
+  }
+  expect_only_verified(dest, {rel.stem("sm_90a"), rel.stem("sm_80")});
+  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a")), 1);
+}
+
+TEST_F(FetchNginx, HttpsWithoutTrustingTheCaIsRefusedAsTls) {
+  FetchOptions o = options({nginx->https_url()});
+  TestCa other(tmp / "other-ca");  // a CA that did not sign nginx's certificate
+  o.ca_bundle = other.ca_pem.string();
+  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, nginx->https_url());
+  EXPECT_CONTAINS(msg, "TLS verification failed");
+  expect_only_verified(dest, {});
+}
+
+TEST_F(FetchNginx, CaBundleFromEnvironmentIsUsed) {
+  setenv("KILN_CA_BUNDLE", ca->ca_pem.c_str(), 1);
+  FetchResult r = fetch_targets(options({nginx->https_url()}), {"sm_80"}, dest.string());
+  unsetenv("KILN_CA_BUNDLE");
+  EXPECT_EQ(r.installed.size(), 1u);
+}
+
+TEST_F(FetchNginx, FileMirrorInstallsTheSameStore) {
+  FetchResult r = fetch_targets(options({"file://" + rel.dir.string()}), {"sm_90a"}, dest.string());
+  ASSERT_EQ(r.installed.size(), 1u);
+  for (const auto& [file, bytes] : rel.artifacts["sm_90a"])
+    EXPECT_EQ(read_file(dest / rel.stem("sm_90a") / file), bytes);
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+TEST_F(FetchNginx, RerunIsANoOpThatReverifiesAndRepairsATamperedStore) {
+  FetchOptions o = options({nginx->https_url()});
+  o.ca_bundle = ca->ca_pem.string();
+  fetch_targets(o, {"sm_90a"}, dest.string());
+  FetchResult again = fetch_targets(o, {"sm_90a"}, dest.string());
+  EXPECT_TRUE(again.installed.empty());
+  ASSERT_EQ(again.already_present.size(), 1u);
+  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a")), 1);
+  // A flipped byte in an installed artifact is noticed and the archive fetched again.
+  fs::path art = dest / rel.stem("sm_90a") / "axpy_dtype_f32.fatbin";
+  std::string bytes = read_file(art);
+  bytes[10] ^= 1;
+  write_file(art, bytes);
+  FetchResult repaired = fetch_targets(o, {"sm_90a"}, dest.string());
+  EXPECT_EQ(repaired.installed.size(), 1u);
+  EXPECT_EQ(read_file(art), rel.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]);
+  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a")), 2);
+}
+
+TEST_F(FetchNginx, CliFetchPrintsJsonAndExitsZero) {
+  std::string cmd = test::kiln_cli() + " fetch --json --targets sm_80 --dest " + dest.string() +
+                    " --mirror " + nginx->https_url() + " --index-sha256 " + rel.index_sha256 +
+                    " --ca-bundle " + ca->ca_pem.string();
+  // Progress lines go to stderr; stdout holds only the JSON.
+  std::string redirect = " >" + (tmp / "out.json").string() + " 2>" + (tmp / "err.txt").string();
+  auto r = test::run("(" + cmd + redirect + ")");
+  ASSERT_EQ(r.exit_code, 0) << read_file(tmp / "err.txt");
+  auto j = nlohmann::json::parse(read_file(tmp / "out.json"));
+  EXPECT_EQ(j["installed"][0].get<std::string>(), (dest / rel.stem("sm_80")).string());
+  EXPECT_CONTAINS(read_file(tmp / "err.txt"), "kiln fetch: installed ");
+  auto again = test::run("(" + cmd + redirect + ")");
+  EXPECT_EQ(again.exit_code, 0);
+  j = nlohmann::json::parse(read_file(tmp / "out.json"));
+  EXPECT_EQ(j["already_present"].size(), 1u);
+  EXPECT_EQ(j["installed"].size(), 0u);
+}
+
+TEST_F(FetchNginx, ProbeReportsReachableMirrorAndDeadOne) {
+  FetchOptions o = options({nginx->https_url(), "http://127.0.0.1:" + std::to_string(free_port())});
+  o.ca_bundle = ca->ca_pem.string();
+  auto probes = probe_mirrors(o);
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_TRUE(probes[0].reachable) << probes[0].detail;
+  EXPECT_EQ(probes[0].http_status, 200);
+  EXPECT_FALSE(probes[1].reachable);
+  EXPECT_CONTAINS(probes[1].detail, "connection failed");
+}
+
+// --- misbehaving mirrors -------------------------------------------------------------------
+
+TEST_F(Fetch, FlippedByteIsRejectedNamingMirrorAndDigestsAndLeavesNothing) {
+  MisbehavingServer s(rel.dir, "flip");
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Integrity);
+  EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a"));
+  EXPECT_CONTAINS(msg, "SHA-256 mismatch");
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);  // bad bytes are not retried
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, TruncatedBodyIsRejectedAsSizeMismatch) {
+  MisbehavingServer s(rel.dir, "truncate");
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Integrity);
+  EXPECT_CONTAINS(msg, "size mismatch");
+  EXPECT_CONTAINS(msg, s.url());
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, EndlessBodyIsCutAtTheIndexedSize) {
+  MisbehavingServer s(rel.dir, "endless");
+  auto t0 = Clock::now();
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_EQ(kind, ErrorKind::Integrity);
+  EXPECT_CONTAINS(msg, "served more than the " +
+                           std::to_string(fs::file_size(rel.dir / rel.archive["sm_90a"])) +
+                           " bytes");
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, EndlessIndexIsCutAtTheIndexLimit) {
+  MisbehavingServer s(rel.dir, "endless", {"--match", "index.json"});
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, "index larger than");
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, ForgedIndexIsRefusedShowingPinnedAndServedDigests) {
+  MisbehavingServer s(rel.dir, "flip", {"--match", "index.json"});
+  std::string index = read_file(rel.dir / index_file_name(rel.version));
+  index[index.size() / 2] ^= 1;
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Integrity);
+  EXPECT_CONTAINS(msg, rel.index_sha256);
+  EXPECT_CONTAINS(msg, sha256_hex(index));
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 0);
+}
+
+TEST_F(Fetch, NotFoundIsNotRetried) {
+  MisbehavingServer s(rel.dir, "404");
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a") + ": HTTP 404");
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, ForbiddenIsNotRetriedAndCliExitsWithNetworkCode) {
+  MisbehavingServer s(rel.dir, "403");
+  auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
+                     " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Network)) << r.out;
+  EXPECT_CONTAINS(r.out, "HTTP 403");
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
+}
+
+TEST_F(Fetch, ServerErrorThenSuccessIsRetried) {
+  MisbehavingServer s(rel.dir, "500-then-200");
+  FetchResult r = fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
+  EXPECT_EQ(r.installed.size(), 1u);
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 2);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_CONTAINS(r.failures[0].what, "HTTP 500 (retrying");
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+TEST_F(Fetch, TooManyRequestsWaitsForRetryAfter) {
+  MisbehavingServer s(rel.dir, "429", {"--retry-after", "1"});
+  auto t0 = Clock::now();
+  FetchResult r = fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
+  EXPECT_GE(seconds_since(t0), 1.0);
+  EXPECT_EQ(r.installed.size(), 1u);
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 2);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_CONTAINS(r.failures[0].what, "HTTP 429 (retrying in 1000 ms)");
+}
+
+TEST_F(Fetch, StalledBodyIsAbortedByTheLowSpeedLimit) {
+  MisbehavingServer s(rel.dir, "stall");
+  FetchOptions o = options({s.url()});
+  o.low_speed_seconds = 1;
+  o.max_retries = 1;
+  auto t0 = Clock::now();
+  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  EXPECT_LT(seconds_since(t0), 8.0);
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, "timed out");
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 2);  // one retry
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, RedirectFromHttpsToHttpIsRefused) {
+  TestCa ca(tmp / "ca");
+  MisbehavingServer plain(rel.dir, "ok");
+  MisbehavingServer tls(rel.dir, "redirect",
+                        {"--match", "kiln-kernels", "--redirect-to", plain.url()}, &ca);
+  FetchOptions o = options({tls.url()});
+  o.ca_bundle = ca.ca_pem.string();
+  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, tls.url());
+  EXPECT_CONTAINS(msg, "redirect refused");
+  EXPECT_EQ(plain.total(), 0);
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, CorruptFirstMirrorFallsBackToSecondAndReportsTheFirst) {
+  MisbehavingServer bad(rel.dir, "flip");
+  MisbehavingServer good(rel.dir, "ok");
+  FetchResult r =
+      fetch_targets(options({bad.url(), good.url()}), {"sm_90a", "sm_80"}, dest.string());
+  EXPECT_EQ(r.installed.size(), 2u);
+  ASSERT_FALSE(r.failures.empty());
+  EXPECT_EQ(r.failures[0].mirror, bad.url());
+  EXPECT_CONTAINS(r.failures[0].what, "SHA-256 mismatch");
+  // Distrusted after its first bad archive; the two archives download in parallel, so each
+  // may have been asked once before the first verdict, never twice.
+  EXPECT_LE(bad.count(rel.url_path("sm_90a")) + bad.count(rel.url_path("sm_80")), 2);
+  expect_only_verified(dest, {rel.stem("sm_90a"), rel.stem("sm_80")});
+}
+
+TEST_F(Fetch, BothMirrorsFailingNamesBothInTheError) {
+  MisbehavingServer bad(rel.dir, "flip");
+  MisbehavingServer gone(rel.dir, "404");
+  auto [kind, msg] = error_of([&] {
+    fetch_targets(options({bad.url(), gone.url()}), {"sm_90a"}, dest.string());
+  });
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, bad.url() + rel.url_path("sm_90a") + ": SHA-256 mismatch");
+  EXPECT_CONTAINS(msg, gone.url() + rel.url_path("sm_90a") + ": HTTP 404");
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, OfflineWithNothingLocalFailsAtOnceAndAsksNoServer) {
+  MisbehavingServer s(rel.dir, "ok");
+  FetchOptions o = options({s.url()});
+  o.offline = true;
+  auto t0 = Clock::now();
+  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  EXPECT_LT(seconds_since(t0), 0.5);
+  EXPECT_EQ(kind, ErrorKind::NotFound);
+  EXPECT_CONTAINS(msg, "kiln fetch --targets sm_90a --dest " + dest.string());
+  EXPECT_EQ(s.total(), 0);
+  // The CLI honours KILN_OFFLINE too.
+  auto r =
+      test::run("KILN_OFFLINE=1 " + test::kiln_cli() + " fetch --targets sm_90a --dest " +
+                dest.string() + " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::NotFound)) << r.out;
+  EXPECT_EQ(s.total(), 0);
+}
+
+TEST_F(Fetch, EightProcessesFetchingTheSameArchiveDownloadItOnce) {
+  MisbehavingServer s(rel.dir, "slow");  // about a second per archive, so the eight overlap
+  std::vector<std::unique_ptr<Child>> kids;
+  for (int i = 0; i < 8; ++i)
+    kids.push_back(std::make_unique<Child>(
+        std::vector<std::string>{test::kiln_cli(), "fetch", "--targets", "sm_90a", "--dest",
+                                 dest.string(), "--mirror", s.url(), "--index-sha256",
+                                 rel.index_sha256},
+        tmp / ("kid" + std::to_string(i) + ".log")));
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(kids[i]->wait(), 0) << read_file(tmp / ("kid" + std::to_string(i) + ".log"));
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+TEST_F(Fetch, ProcessKilledMidDownloadLeavesNothingALaterFetchAccepts) {
+  MisbehavingServer stall(rel.dir, "stall", {"--stall-seconds", "60"});
+  Child kid({test::kiln_cli(), "fetch", "--targets", "sm_90a", "--dest", dest.string(), "--mirror",
+             stall.url(), "--index-sha256", rel.index_sha256, "--low-speed-seconds", "60",
+             "--retries", "0"},
+            tmp / "kid.log");
+  std::string prefix = rel.archive["sm_90a"] + ".tmp.";
+  fs::path partial;
+  for (int i = 0; i < 500 && partial.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(dest, ec); !ec && it != fs::directory_iterator(); ++it)
+      if (it->path().filename().string().rfind(prefix, 0) == 0 && fs::file_size(it->path()) > 0)
+        partial = it->path();
+  }
+  ASSERT_FALSE(partial.empty()) << read_file(tmp / "kid.log");
+  kid.signal(SIGKILL);
+  EXPECT_EQ(kid.wait(), -SIGKILL);
+  // The partial download stays behind, under a name no reader accepts.
+  EXPECT_TRUE(fs::exists(partial));
+  EXPECT_FALSE(fs::exists(dest / rel.archive["sm_90a"]));
+  EXPECT_FALSE(store_has_verified(dest, rel.stem("sm_90a")));
+  // The next fetch (holding the lock, so the writer is known dead) removes it and installs.
+  MisbehavingServer good(rel.dir, "ok");
+  FetchResult r = fetch_targets(options({good.url()}), {"sm_90a"}, dest.string());
+  EXPECT_EQ(r.installed.size(), 1u);
+  EXPECT_FALSE(fs::exists(partial));
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+TEST_F(Fetch, IndexWithoutTheTargetIsNotFoundListingWhatItHas) {
+  MisbehavingServer s(rel.dir, "ok");
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_100f"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::NotFound);
+  EXPECT_CONTAINS(msg, "no archive for sm_100f");
+  EXPECT_CONTAINS(msg, "sm_80, sm_90a");
+}
+
+// --- throughput (scripts/bench_fetch.sh runs this) ---------------------------------------------
+
+TEST(FetchBench, DISABLED_LargeArchiveFromNginxVersusCurl) {
+  if (!have_tool("nginx") || !have_tool("openssl") || !have_tool("curl"))
+    GTEST_SKIP() << "needs nginx, openssl and curl";
+  std::size_t mb = 100;
+  if (const char* env = std::getenv("KILN_BENCH_MB")) mb = std::stoul(env);
+  TempDir tmp;
+  // Two incompressible artifacts of mb/2 each: the archive is about mb MB.
+  Release rel = make_release(tmp / "release", {"sm_90a"}, mb * 1024 * 1024 / 2, 1);
+  TestCa ca(tmp / "ca");
+  Nginx nginx(rel.dir, ca);
+  std::uint64_t size = fs::file_size(rel.dir / rel.archive["sm_90a"]);
+  double mib = static_cast<double>(size) / (1024.0 * 1024.0);
+  auto report = [&](const std::string& what, double s) {
+    std::printf("%-52s %7.3f s %8.1f MiB/s\n", what.c_str(), s, mib / s);
+  };
+  std::printf("archive: %.1f MiB\n", mib);
+  for (const std::string& base : {nginx.http_url(), nginx.https_url()}) {
+    std::string url = base + rel.url_path("sm_90a");
+    auto t0 = Clock::now();
+    auto c = test::run("curl -sS --fail --cacert " + ca.ca_pem.string() + " -o " +
+                       (tmp / "curl.out").string() + " " + url);
+    double curl_s = seconds_since(t0);
+    ASSERT_EQ(c.exit_code, 0) << c.out;
+    report("curl -o file " + base.substr(0, base.find(':')), curl_s);
+
+    auto transport = fetch_detail::make_curl_transport();
+    fetch_detail::TransferRequest req;
+    req.url = url;
+    req.ca_bundle = ca.ca_pem.string();
+    Sha256 h;
+    t0 = Clock::now();
+    auto r = transport->get(req, [&](const char* d, std::size_t n) {
+      h.update(d, n);
+      return true;
+    });
+    double dl_s = seconds_since(t0);
+    ASSERT_EQ(r.status, fetch_detail::TransferStatus::Ok);
+    EXPECT_EQ(h.hex(), sha256_file(rel.dir / rel.archive["sm_90a"]));
+    report("libkiln transport + SHA-256, no disk " + base.substr(0, base.find(':')), dl_s);
+
+    FetchOptions o;
+    o.mirrors = {base};
+    o.index_sha256 = rel.index_sha256;
+    o.ca_bundle = ca.ca_pem.string();
+    fs::path dest = tmp / ("store-" + base.substr(0, base.find(':')));
+    t0 = Clock::now();
+    o.log = [t0](const std::string& line) {
+      std::printf("  %6.3f s  %s\n", seconds_since(t0), line.c_str());
+    };
+    fetch_targets(o, {"sm_90a"}, dest.string());
+    report("fetch_targets (download, verify, unpack) " + base.substr(0, base.find(':')),
+           seconds_since(t0));
+  }
+}
+
+}  // namespace
+}  // namespace kiln

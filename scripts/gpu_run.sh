@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The GPU proof run (docs/gpu-runs.md, docs/performance.md), in two steps:
+#
+#   scripts/gpu_run.sh prepare BUILD_DIR   here (build machine): builds the sm_90+sm_90a store,
+#       the sm_90 archive alone, a PTX-only compute_80 store and the dist directory with BUILD_DIR/kiln, and copies the
+#       binaries and the shared libraries they need (not glibc/libstdc++/libgcc, not libcuda)
+#       into .carry/ (git-ignored; carried to the device machine).
+#   scripts/gpu_run.sh run                 on the GPU machine, from the repository root: runs
+#       every GPU test and the load-path benchmark; logs go to $OUT (or /tmp/kiln-gpu-out).
+#
+# Exit status of `run`: the GPU tests' status, or the benchmark's when the tests passed.
+set -uo pipefail
+CARRY=.carry/ops  # inside the git-ignored .carry/, which others may use too
+
+prepare() {
+  local build=${1:?usage: gpu_run.sh prepare BUILD_DIR}
+  set -e
+  rm -rf "$CARRY"
+  mkdir -p "$CARRY/bin" "$CARRY/lib"
+  git check-ignore -q "$CARRY" || { echo "$CARRY is not git-ignored" >&2; exit 1; }
+  local kiln="$build/kiln"
+  "$kiln" build --targets sm_90,sm_90a --out "$build/gpu-store-build" --dist "$CARRY/dist"
+  "$kiln" install "$CARRY"/dist/*-index.json --dest "$CARRY/store-sm90"
+  "$kiln" install "$CARRY"/dist/*-sm_90.tar.zst --dest "$CARRY/store-sm90-only"
+  "$kiln" build --targets compute_80 --out "$build/gpu-ptx-build" --dist "$build/gpu-ptx-dist"
+  "$kiln" install "$build"/gpu-ptx-dist/*-index.json --dest "$CARRY/store-ptx"
+  cp "$kiln" "$build/tests/kiln_gpu_tests" "$build/bench/kiln_load_bench" "$CARRY/bin/"
+  strip --strip-debug "$CARRY"/bin/*
+  cp -L "$build"/libkiln.so.*.*.* "$CARRY/lib/"
+  (cd "$CARRY/lib" && for f in libkiln.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln.so; done)
+  # Every non-system library the binaries need, resolved here.
+  ldd "$CARRY"/bin/* "$build"/libkiln.so | awk '/=> \// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda)\.so' |
+    while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
+  strip --strip-debug "$CARRY"/lib/libkiln.so*
+  du -sh "$CARRY" "$CARRY"/*  # the whole carried tree must stay under 64 MiB
+}
+
+run() {
+  local out=${OUT:-/tmp/kiln-gpu-out}
+  mkdir -p "$out"
+  local root=$PWD
+  export LD_LIBRARY_PATH="$root/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # NVRTC for the JIT tier (libkiln dlopens libnvrtc.so.13 by name)
+  [ -d /usr/local/cuda/lib64 ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64"
+  export KILN_TEST_GPU_STORE="$root/$CARRY/store-sm90"
+  export KILN_TEST_GPU_PTX_STORE="$root/$CARRY/store-ptx"
+  export KILN_TEST_GPU_SM90_ONLY_STORE="$root/$CARRY/store-sm90-only"
+  {
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+    nvidia-smi -L
+  } 2>&1 | tee "$out/device.txt"
+  if ldd "$CARRY"/bin/kiln_gpu_tests "$CARRY"/bin/kiln_load_bench | grep 'not found'; then
+    echo "missing shared libraries (above): add them in 'prepare'" | tee -a "$out/device.txt"
+  fi
+  "$CARRY/bin/kiln_gpu_tests" --gtest_output="xml:$out/gpu-tests.xml" 2>&1 | tee "$out/gpu-tests.log"
+  local tests_rc=${PIPESTATUS[0]}
+
+  # Mirror row: the dist directory served by Python's static server on loopback (no nginx there).
+  local port=18431
+  python3 -m http.server "$port" --bind 127.0.0.1 --directory "$CARRY/dist" >"$out/http.log" 2>&1 &
+  local server=$!
+  sleep 1
+  "$CARRY/bin/kiln_load_bench" --store "$KILN_TEST_GPU_SM90_ONLY_STORE" --mirror "http://127.0.0.1:$port" \
+    --index "$(ls "$CARRY"/dist/*-index.json | head -1)" --out "$out/bench.md" 2>&1 | tee "$out/bench.log"
+  local bench_rc=${PIPESTATUS[0]}
+  kill "$server" 2>/dev/null
+  echo "gpu tests exit $tests_rc, benchmark exit $bench_rc" | tee -a "$out/device.txt"
+  [ "$tests_rc" -ne 0 ] && return "$tests_rc"
+  return "$bench_rc"
+}
+
+case "${1:-}" in
+  prepare) shift; prepare "$@" ;;
+  run) run ;;
+  *) echo "usage: $0 prepare BUILD_DIR | run" >&2; exit 2 ;;
+esac

@@ -7,6 +7,11 @@
 namespace kiln::cli {
 
 void add_registry_command(CLI::App& app, int& rc);
+void add_fetch_command(CLI::App& app, int& rc);
+void add_build_command(CLI::App& app, int& rc);
+// `kiln inspect`, `kiln verify`, `kiln install` (cmd_inspect/verify/install.cpp).
+void add_format_commands(CLI::App& app, int& rc);
+void add_loader_commands(CLI::App& app, int& rc);  // resolve, doctor (cmd_resolve.cpp)
 
 // The source tree kiln was configured from (used by `kiln build` when --source is not given).
 std::string default_source_dir();

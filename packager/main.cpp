@@ -14,6 +14,10 @@ int main(int argc, char** argv) {
   app.add_flag("--version", show_version, "print the version, git commit and CUDA toolkit");
   int rc = 0;
   kiln::cli::add_registry_command(app, rc);
+  kiln::cli::add_format_commands(app, rc);
+  kiln::cli::add_fetch_command(app, rc);
+  kiln::cli::add_build_command(app, rc);
+  kiln::cli::add_loader_commands(app, rc);
   try {
     app.parse(argc, argv);
     if (show_version) {

@@ -352,6 +352,8 @@ TEST(OpsCApi, BadArgumentsReturnUsageWithTheMessage) {
             KILN_ERROR_USAGE);
   EXPECT_NE(std::string(kiln_ops_last_error()).find("out is null"), std::string::npos)
       << kiln_ops_last_error();
+  // One error slot for the whole C ABI: the loader's accessor reports the op's failure too.
+  EXPECT_EQ(std::string(kiln_last_error()), std::string(kiln_ops_last_error()));
   EXPECT_EQ(kiln_op_reduce_sum(l, nullptr, dev(256), dev(4096), 10, dev(1 << 20),
                                kiln_op_reduce_sum_workspace_bytes() - 4, KILN_DTYPE_F32),
             KILN_ERROR_USAGE);

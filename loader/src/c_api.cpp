@@ -6,22 +6,24 @@
 #include <new>
 #include <string>
 
+#include "c_api_internal.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 
-struct kiln_loader {
-  std::unique_ptr<kiln::Loader> loader;
-};
 // kiln_kernel stays incomplete: a kiln_kernel* is the address of the loader's KernelHandle.
 
 namespace {
-
 thread_local std::string t_last_error;
+}  // namespace
 
-kiln_status fail(kiln_status st, const std::string& msg) {
+kiln_status kiln::c_api::fail(kiln_status st, const std::string& msg) {
   t_last_error = msg;
   return st;
 }
+
+namespace {
+
+using kiln::c_api::fail;
 
 kiln_status from_kind(kiln::ErrorKind k) { return static_cast<kiln_status>(kiln::exit_code(k)); }
 

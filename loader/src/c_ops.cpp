@@ -6,24 +6,14 @@
 #include <new>
 #include <string>
 
+#include "c_api_internal.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/ops.hpp"
 
-// Same definition as in c_api.cpp (identical definitions across translation units are allowed);
-// TODO(lead): move it into one internal header shared by both files.
-struct kiln_loader {
-  std::unique_ptr<kiln::Loader> loader;
-};
-
 namespace {
 
-thread_local std::string t_ops_error;
-
-kiln_status fail(kiln_status st, const std::string& msg) {
-  t_ops_error = msg;
-  return st;
-}
+using kiln::c_api::fail;
 
 template <typename F>
 kiln_status guarded(const char* fn, kiln_loader* loader, F&& f) {
@@ -97,6 +87,7 @@ kiln_status kiln_op_gemm_f16(kiln_loader* loader, void* stream, float* C, const 
                  [&](kiln::Loader& l) { kiln::ops::gemm_f16(l, stream, C, A, B, M, N, K); });
 }
 
-const char* kiln_ops_last_error(void) { return t_ops_error.c_str(); }
+// Kept for callers of the first API; the ops report into the same slot as kiln_last_error().
+const char* kiln_ops_last_error(void) { return kiln_last_error(); }
 
 }  // extern "C"

@@ -1,0 +1,17 @@
+#pragma once
+// Shared by the two C ABI files (c_api.cpp: the loader, c_ops.cpp: the typed kernels): the
+// loader object behind kiln_loader* and the one thread-local "last error" both report into.
+#include <memory>
+#include <string>
+
+#include "kiln/kiln.h"
+#include "kiln/loader.hpp"
+
+struct kiln_loader {
+  std::unique_ptr<kiln::Loader> loader;
+};
+
+namespace kiln::c_api {
+// Records msg as the calling thread's last error (kiln_last_error()) and returns st.
+kiln_status fail(kiln_status st, const std::string& msg);
+}  // namespace kiln::c_api

@@ -594,7 +594,8 @@ TEST(ResolveCli, JsonForAnAbsentDeviceNamesChoiceAndEveryRejection) {
 
 TEST(DoctorCli, ReportsFactsAndExitsZeroWithoutAGpu) {
   TempDir tmp;
-  std::string env = "KILN_CACHE_DIR='" + (tmp / "cache").string() + "' KILN_ARTIFACT_PATH= ";
+  std::string env = kiln::test::nvrtc_child_env() + "KILN_CACHE_DIR='" +
+                    (tmp / "cache").string() + "' KILN_ARTIFACT_PATH= ";
   auto r = kiln::test::run(env + kiln::test::kiln_cli() + " doctor --json 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -606,7 +607,7 @@ TEST(DoctorCli, ReportsFactsAndExitsZeroWithoutAGpu) {
   auto req = kiln::test::run(env + kiln::test::kiln_cli() + " doctor --require-gpu");
   EXPECT_EQ(req.exit_code, gpu ? 0 : 5) << req.out;
 
-  auto missing_store = kiln::test::run("KILN_ARTIFACT_PATH='" + (tmp / "nope").string() + "' " +
+  auto missing_store = kiln::test::run(kiln::test::nvrtc_child_env() + "KILN_ARTIFACT_PATH='" + (tmp / "nope").string() + "' " +
                                        kiln::test::kiln_cli() + " doctor");
   EXPECT_EQ(missing_store.exit_code, 5) << missing_store.out;
   EXPECT_NE(missing_store.out.find("does not exist"), std::string::npos) << missing_store.out;

@@ -12,6 +12,10 @@ void add_build_command(CLI::App& app, int& rc);
 // `kiln inspect`, `kiln verify`, `kiln install` (cmd_inspect/verify/install.cpp).
 void add_format_commands(CLI::App& app, int& rc);
 void add_loader_commands(CLI::App& app, int& rc);  // resolve, doctor (cmd_resolve.cpp)
+void add_tarball_command(CLI::App& app, int& rc);  // cmd_tarball.cpp
+void add_wheel_command(CLI::App& app, int& rc);    // cmd_wheel.cpp
+void add_mirror_command(CLI::App& app, int& rc);   // mirror verify|sync|stage (cmd_mirror.cpp)
+void add_compat_command(CLI::App& app, int& rc);   // cmd_compat.cpp
 
 // The source tree kiln was configured from (used by `kiln build` when --source is not given).
 std::string default_source_dir();

@@ -18,6 +18,10 @@ int main(int argc, char** argv) {
   kiln::cli::add_fetch_command(app, rc);
   kiln::cli::add_build_command(app, rc);
   kiln::cli::add_loader_commands(app, rc);
+  kiln::cli::add_tarball_command(app, rc);
+  kiln::cli::add_wheel_command(app, rc);
+  kiln::cli::add_mirror_command(app, rc);
+  kiln::cli::add_compat_command(app, rc);
   try {
     app.parse(argc, argv);
     if (show_version) {

@@ -9,6 +9,9 @@
 #include "c_api_internal.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/registry.hpp"
+#include "kiln/version.hpp"
 
 // kiln_kernel stays incomplete: a kiln_kernel* is the address of the loader's KernelHandle.
 
@@ -168,6 +171,22 @@ kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t e
 }
 
 const char* kiln_last_error(void) { return t_last_error.c_str(); }
+
+const char* kiln_version(void) { return kiln::version(); }
+const char* kiln_cuda_version(void) { return kiln::cuda_version(); }
+int kiln_manifest_format(void) { return kiln::kManifestFormat; }
+int kiln_index_format(void) { return kiln::kIndexFormat; }
+
+const char* kiln_source_hash(const char* uri) {
+  if (!uri) return nullptr;
+  try {
+    // The registry is built once and lives for the process: its strings are stable.
+    const kiln::Specialisation* s = kiln::embedded_registry().find(uri);
+    return s ? s->source_hash.c_str() : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
 
 const char* kiln_status_name(kiln_status status) {
   if (status == KILN_OK) return "ok";

@@ -74,6 +74,16 @@ kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t e
 
 /* The message of the calling thread's last failure ("" if none). Valid until its next call. */
 const char* kiln_last_error(void);
+
+/* Facts about this build of libkiln, for version-compatibility checks (`kiln compat --loader
+ * LIB` reads them with dlsym). Strings are static; never free them. */
+const char* kiln_version(void);      /* package version from VERSION, e.g. "0.1.0" */
+const char* kiln_cuda_version(void); /* CUDA toolkit major.minor it was built with, "13.0" */
+int kiln_manifest_format(void);      /* archive manifest format version it reads */
+int kiln_index_format(void);         /* release index format version it reads */
+/* The source hash ("sha256:<hex>") this libkiln's embedded registry gives `uri`: a packaged
+ * artifact with another hash is stale for it. NULL when the registry has no such URI. */
+const char* kiln_source_hash(const char* uri);
 /* "not-found", "usage", ... */
 const char* kiln_status_name(kiln_status status);
 

@@ -9,6 +9,10 @@ jobs=$(nproc)
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build -j"$jobs"
+# Pinned Python tools from PyPI (wheel, check-wheel-contents) for the wheel integration tests;
+# with KILN_REQUIRE_PYTOOLS=1 those tests fail instead of skipping when the tools are missing.
+pytools="$(scripts/python_tools.sh build/pytools)"
+export KILN_TEST_PYTOOLS="$pytools" KILN_REQUIRE_PYTOOLS=1
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=address,undefined >/dev/null

@@ -1,15 +1,223 @@
-// PLACEHOLDER while under construction: replaced by the real command.
+// `kiln mirror stage|verify|sync`: put a release on a mirror, check a mirror end to end, copy a
+// release from an upstream mirror (docs/mirrors.md, "Operating a mirror"). The logic is in
+// mirror.cpp; this file parses options and prints.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
 #include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "mirror.hpp"
 
 namespace kiln::cli {
 
-void add_mirror_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("mirror", "(under construction)");
-  cmd->callback([&rc] {
-    rc = 1;
-    throw Error(ErrorKind::Internal, "kiln mirror: under construction");
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+using namespace kiln::packager;
+
+void add_stage(CLI::App& mirror, int& rc) {
+  auto* cmd = mirror.add_subcommand(
+      "stage",
+      "copy a release from dist directories into a mirror directory: the index of --version, the\n"
+      "archives it lists, and the wheels and tarballs of that version, each verified first\n"
+      "(index, archive digests, manifests, artifacts). Writes kiln-<version>-SHA256SUMS last,\n"
+      "atomically. A file of the same name and other bytes already in the mirror is refused\n"
+      "(exit 3) before anything is copied; identical files are left alone.");
+  struct Opts {
+    std::vector<std::string> sources;
+    std::string to;
+    std::string version;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("DIR", o->sources,
+                  "dist directories (kiln build --dist, kiln wheel, kiln tarball)")
+      ->required();
+  cmd->add_option("--to", o->to, "the mirror directory (created if missing)")->required();
+  cmd->add_option("--version", o->version, "release to stage (default: this kiln's version)");
+  cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
+  cmd->callback([o, &rc] {
+    StageOptions opts;
+    for (const auto& s : o->sources) opts.sources.push_back(s);
+    opts.to = o->to;
+    opts.version = o->version.empty() ? kiln::version() : o->version;
+    opts.log = [](const std::string& line) { std::cerr << "kiln mirror stage: " << line << "\n"; };
+    StageResult r = stage_release(opts);
+    const std::string sums = checksums_file_name(opts.version);
+    if (o->json) {
+      Json j = Json::object();
+      j["to"] = o->to;
+      j["version"] = opts.version;
+      j["copied"] = r.copied;
+      j["unchanged"] = r.unchanged;
+      j["carried"] = r.carried;
+      j["checksums"] = sums;
+      j["checksums_sha256"] = r.checksums_sha256;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      for (const auto& n : r.copied) std::printf("copied    %s\n", n.c_str());
+      for (const auto& n : r.unchanged) std::printf("unchanged %s\n", n.c_str());
+      for (const auto& n : r.carried) std::printf("kept      %s\n", n.c_str());
+      std::printf("%s: %zu copied, %zu unchanged, %zu kept; %s sha256 %s\n", o->to.c_str(),
+                  r.copied.size(), r.unchanged.size(), r.carried.size(), sums.c_str(),
+                  r.checksums_sha256.c_str());
+    }
+    rc = 0;
   });
+}
+
+void add_verify(CLI::App& mirror, int& rc) {
+  auto* cmd = mirror.add_subcommand(
+      "verify",
+      "check a mirror directory end to end and report every file of the release, good or bad:\n"
+      "kiln-<version>-SHA256SUMS present and well formed, every file it lists present with its\n"
+      "digest, the index (version, --index-sha256, its SHA256SUMS line), each archive it lists\n"
+      "(size, digest, manifest, artifacts), and files of the release that nothing lists.\n"
+      "Exit 0 when all is well, else the code of the worst problem: 3 integrity (digests,\n"
+      "unlisted files), 4 stale, 10 format, 6 not found.");
+  struct Opts {
+    std::string dir;
+    VerifyMirrorOptions verify;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("DIR", o->dir, "the mirror directory")->required();
+  cmd->add_option("--version", o->verify.version, "release to check (default: this kiln's)");
+  cmd->add_option("--index-sha256", o->verify.index_sha256,
+                  "SHA-256 (hex) the index must have, e.g. the digest the loaders pin");
+  cmd->add_flag("--json", o->json, "machine-readable report");
+  cmd->callback([o, &rc] {
+    MirrorReport r = verify_mirror(o->dir, o->verify);
+    auto worst = r.worst();
+    std::size_t bad = 0;
+    for (const auto& f : r.files) bad += f.error ? 1 : 0;
+    if (o->json) {
+      Json j = Json::object();
+      j["dir"] = o->dir;
+      j["version"] = r.version;
+      j["ok"] = !worst.has_value();
+      j["exit_code"] = worst ? exit_code(*worst) : 0;
+      Json files = Json::array();
+      for (const auto& f : r.files) {
+        Json e = Json::object();
+        e["name"] = f.name;
+        e["kind"] = to_string(f.kind);
+        e["status"] = to_string(f.status);
+        e["error"] = f.error ? Json(kiln::to_string(*f.error)) : Json(nullptr);
+        e["detail"] = f.detail;
+        files.push_back(std::move(e));
+      }
+      j["files"] = std::move(files);
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::size_t width = 4;
+      for (const auto& f : r.files) width = std::max(width, f.name.size());
+      std::printf("%-8s  %-9s  %-*s  %s\n", "STATUS", "KIND", static_cast<int>(width), "FILE",
+                  "DETAIL");
+      for (const auto& f : r.files) {
+        std::string detail = f.error ? "(" + std::string(kiln::to_string(*f.error)) + ") " : "";
+        detail += f.detail;
+        std::printf("%-8s  %-9s  %-*s  %s\n", to_string(f.status), to_string(f.kind),
+                    static_cast<int>(width), f.name.c_str(), detail.c_str());
+      }
+      std::printf("%s %s (release %s): %zu files, %zu with problems\n", worst ? "FAILED" : "OK",
+                  o->dir.c_str(), r.version.c_str(), r.files.size(), bad);
+    }
+    rc = worst ? exit_code(*worst) : 0;
+  });
+}
+
+void add_sync(CLI::App& mirror, int& rc) {
+  auto* cmd = mirror.add_subcommand(
+      "sync",
+      "copy a release from an upstream mirror (http://, https://, file://) into a directory,\n"
+      "all or nothing: kiln-<version>-SHA256SUMS first, then the index (checked against\n"
+      "--index-sha256 / KILN_INDEX_SHA256 when given, and against its SHA256SUMS line), then\n"
+      "every listed file not already present with the right digest, downloaded into\n"
+      "DIR/.kiln-sync-XXXXXX/ while hashing and verified (archives: size, digest, content).\n"
+      "Only when every file verified are they renamed into DIR, the index and SHA256SUMS last.\n"
+      "Any failure leaves DIR as it was. Exit codes: 0 ok, 2 usage, 3 integrity, 4 stale,\n"
+      "6 not found, 8 network, 9 io, 10 format.");
+  struct Opts {
+    SyncOptions sync;
+    std::string to;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--from", o->sync.from,
+                  "upstream mirror URL (http://, https://, file:// or an absolute directory)")
+      ->required();
+  cmd->add_option("--to", o->to, "the local mirror directory (created if missing)")->required();
+  cmd->add_option("--version", o->sync.version, "release to copy (default: this kiln's version)");
+  cmd->add_option("--index-sha256", o->sync.index_sha256,
+                  "SHA-256 (hex) the index must have (also KILN_INDEX_SHA256)");
+  cmd->add_option("--ca-bundle", o->sync.ca_bundle,
+                  "PEM file of CA certificates for https (default: KILN_CA_BUNDLE, else the "
+                  "system store)");
+  cmd->add_flag("--json", o->json, "print the summary as JSON on stdout");
+  auto* tuning = cmd->add_option_group("tuning");
+  tuning->add_option("--connect-timeout-ms", o->sync.connect_timeout_ms)->capture_default_str();
+  tuning
+      ->add_option("--low-speed-bytes", o->sync.low_speed_bytes,
+                   "abort a transfer slower than this many bytes/s ...")
+      ->capture_default_str();
+  tuning->add_option("--low-speed-seconds", o->sync.low_speed_seconds, "... for this many seconds")
+      ->capture_default_str();
+  tuning
+      ->add_option("--retries", o->sync.max_retries,
+                   "further attempts per file for 5xx, 429 and connection errors")
+      ->capture_default_str();
+  tuning->add_option("--retry-base-ms", o->sync.retry_base_ms, "first backoff delay")
+      ->capture_default_str();
+  tuning
+      ->add_option("--max-file-bytes", o->sync.max_file_bytes,
+                   "largest wheel or tarball accepted (archives are capped at their indexed size)")
+      ->capture_default_str();
+  cmd->callback([o, &rc] {
+    SyncOptions opts = o->sync;
+    opts.to = o->to;
+    if (opts.version.empty()) opts.version = kiln::version();
+    if (opts.index_sha256.empty())
+      if (const char* env = std::getenv("KILN_INDEX_SHA256")) opts.index_sha256 = env;
+    if (opts.ca_bundle.empty())
+      if (const char* env = std::getenv("KILN_CA_BUNDLE")) opts.ca_bundle = env;
+    // Progress goes to stderr so that --json output on stdout stays parseable.
+    opts.log = [](const std::string& line) { std::cerr << "kiln mirror sync: " << line << "\n"; };
+    SyncResult r = sync_release(opts);
+    if (o->json) {
+      Json j = Json::object();
+      j["from"] = opts.from;
+      j["to"] = o->to;
+      j["version"] = opts.version;
+      j["transferred"] = r.transferred;
+      j["already_good"] = r.already_good;
+      j["bytes_transferred"] = r.bytes_transferred;
+      j["bytes_downloaded"] = r.bytes_downloaded;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      for (const auto& n : r.transferred) std::printf("transferred  %s\n", n.c_str());
+      std::printf("%zu files transferred (%llu bytes), %zu already good\n", r.transferred.size(),
+                  static_cast<unsigned long long>(r.bytes_transferred), r.already_good.size());
+    }
+    rc = 0;
+  });
+}
+
+}  // namespace
+
+void add_mirror_command(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand(
+      "mirror",
+      "operate a mirror: stage a release into a mirror directory, verify a mirror end to end,\n"
+      "sync a release from an upstream mirror. See docs/mirrors.md.");
+  cmd->require_subcommand(1);
+  add_stage(*cmd, rc);
+  add_verify(*cmd, rc);
+  add_sync(*cmd, rc);
 }
 
 }  // namespace kiln::cli

@@ -1,14 +1,120 @@
-// PLACEHOLDER while under construction: replaced by the real command.
+// `kiln wheel --dist DIR [--targets t1,t2] --out DIR [--json]`: one Python data wheel per target
+// from the verified archives of a release (docs/wheels.md). A target whose archive is refused
+// does not stop the others; the exit code is the worst failure.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "build.hpp"
 #include "commands.hpp"
 #include "kiln/error.hpp"
+#include "kiln/store.hpp"
+#include "kiln/target.hpp"
+#include "wheel.hpp"
 
 namespace kiln::cli {
 
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string human_size(std::uint64_t bytes) {
+  char buf[32];
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  if (bytes < (std::uint64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+  else if (bytes < (std::uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  else
+    std::snprintf(buf, sizeof buf, "%.1f GiB",
+                  static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
 void add_wheel_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("wheel", "(under construction)");
-  cmd->callback([&rc] {
-    rc = 1;
-    throw Error(ErrorKind::Internal, "kiln wheel: under construction");
+  auto* cmd = app.add_subcommand(
+      "wheel",
+      "turn the archives of a release (kiln build --dist DIR) into Python data wheels, one per "
+      "target: kiln_kernels_cu<CUDA major>_<target>-<version>-py3-none-any.whl. The index and "
+      "each chosen archive are verified first; the wheel holds the archive unpacked as a store "
+      "(KILN_ARTIFACT_PATH=$(python -c 'import kiln_kernels_cu13_sm90a as k; "
+      "print(k.artifact_dir())')). Timestamps: SOURCE_DATE_EPOCH, else the manifest's "
+      "build_time; the same inputs give the same bytes. See docs/wheels.md.");
+  struct Opts {
+    std::string dist;
+    std::string targets;
+    std::string out;
+    bool json = false;
+  };
+  auto opts = std::make_shared<Opts>();
+  cmd->add_option("--dist", opts->dist,
+                  "directory holding kiln-kernels-<version>-index.json and its archives")
+      ->required();
+  cmd->add_option("--targets", opts->targets,
+                  "comma-separated targets from the index (default: every target it lists)");
+  cmd->add_option("--out", opts->out, "directory to write the wheels to (created if missing)")
+      ->required();
+  cmd->add_flag("--json", opts->json,
+                "print {wheels: [{target, file, size, sha256}], failed: [{target, kind, "
+                "message}]}");
+  cmd->callback([opts, &rc] {
+    wheel::BuildOptions o;
+    o.dist = opts->dist;
+    o.out = opts->out;
+    if (!opts->targets.empty()) {
+      for (const auto& t : parse_target_list(opts->targets)) o.targets.push_back(t.str());
+    }
+    if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde)
+      o.source_date_epoch = packager::parse_source_date_epoch(sde);
+
+    auto result = wheel::build_wheels(o, [](const wheel::BuiltWheel& w) {
+      std::fprintf(stderr, "wheel %s: %s (%s)\n", w.target.c_str(), w.file.filename().c_str(),
+                   human_size(w.size).c_str());
+    });
+
+    std::optional<ErrorKind> worst;
+    for (const auto& f : result.failed)
+      worst = most_severe({{f.kind, "", "", ""}, {worst.value_or(f.kind), "", "", ""}});
+    rc = worst ? exit_code(*worst) : 0;
+
+    if (opts->json) {
+      Json wheels = Json::array();
+      for (const auto& w : result.wheels) {
+        Json j = Json::object();
+        j["target"] = w.target;
+        j["file"] = w.file.string();
+        j["size"] = w.size;
+        j["sha256"] = w.sha256;
+        wheels.push_back(std::move(j));
+      }
+      Json failed = Json::array();
+      for (const auto& f : result.failed) {
+        Json j = Json::object();
+        j["target"] = f.target;
+        j["kind"] = to_string(f.kind);
+        j["message"] = f.message;
+        failed.push_back(std::move(j));
+      }
+      Json out = Json::object();
+      out["wheels"] = std::move(wheels);
+      out["failed"] = std::move(failed);
+      out["ok"] = !worst.has_value();
+      out["exit_code"] = rc;
+      std::cout << out.dump(2) << "\n";
+      return;
+    }
+    for (const auto& f : result.failed)
+      std::fprintf(stderr, "kiln: wheel %s failed (%s): %s\n", f.target.c_str(), to_string(f.kind),
+                   f.message.c_str());
+    for (const auto& w : result.wheels)
+      std::printf("%s  %s  %s\n", w.sha256.c_str(), human_size(w.size).c_str(), w.file.c_str());
+    std::printf("%zu wheel%s written to %s", result.wheels.size(),
+                result.wheels.size() == 1 ? "" : "s", opts->out.c_str());
+    if (!result.failed.empty()) std::printf(", %zu failed", result.failed.size());
+    std::printf("\n");
   });
 }
 

@@ -1,0 +1,177 @@
+#pragma once
+// `kiln mirror stage|verify|sync`: the mirror operator's side of a release. A mirror is a flat
+// directory on a static file server (no listings); each release in it is described by one
+// checksum file, so a mirror can be verified and copied without listing anything:
+//
+//   kiln-<ver>-SHA256SUMS := { SHA256 "  " NAME "\n" }     sorted by NAME (bytes), NAME unique
+//   SHA256                := 64 lowercase hex digits
+//   NAME                  := a plain file name: no '/', no '\', no control characters, not
+//                            starting with '.', not the checksum file itself
+//
+// It lists every file of the release (the index, the archives, wheels, tarballs), in the text
+// format `sha256sum` writes and `sha256sum -c` reads (" *" before NAME, the binary marker, is
+// accepted too). Written down in manifests/README.md ("Mirror layout") and docs/mirrors.md.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/error.hpp"
+
+namespace kiln::fetch_detail {
+class Transport;
+}
+
+namespace kiln::packager {
+
+// --- the checksum file ---------------------------------------------------------------------
+
+struct ChecksumEntry {
+  std::string name;
+  std::string sha256;
+  bool operator==(const ChecksumEntry& o) const { return name == o.name && sha256 == o.sha256; }
+};
+
+// kiln-<version>-SHA256SUMS
+std::string checksums_file_name(std::string_view version);
+// The largest checksum file accepted: an upstream streaming garbage is cut off here.
+constexpr std::size_t kMaxChecksumsBytes = 1u << 20;
+
+// Canonical text: entries sorted by name, two spaces, one line each. Throws Error{Internal} on
+// a name or digest the grammar does not allow (a bug in the caller).
+std::string checksums_to_text(std::vector<ChecksumEntry> entries);
+// Strict parser: every line as in the grammar, sorted, unique, newline-terminated, not listing
+// `self_name`. Throws Error{Format} naming `origin`, the line number and what is wrong.
+std::vector<ChecksumEntry> parse_checksums(std::string_view text, const std::string& origin,
+                                           const std::string& self_name);
+bool is_plain_file_name(std::string_view name);
+
+// --- which files belong to a release ---------------------------------------------------------
+
+enum class ReleaseFileKind { Checksums, Index, Archive, Wheel, Tarball, Other };
+const char* to_string(ReleaseFileKind kind);
+
+// The kind of `name` when it is a file of release `version`, decided from the name alone:
+//   Checksums  kiln-<ver>-SHA256SUMS
+//   Index      kiln-kernels-<ver>-index.json
+//   Archive    kiln-kernels-<ver>-cuda*.tar.zst
+//   Wheel      *.whl whose version field (the second '-'-separated field) is <ver> or its
+//              PEP 440 spelling (0.1.0-rc1 -> 0.1.0rc1)
+//   Tarball    kiln-<ver>-*.tar.zst
+//   Other      any other name starting with kiln-kernels-<ver>- or kiln-<ver>-
+// nullopt: not a file of this release (another version, hidden, unrelated).
+std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
+                                                     std::string_view version);
+
+// Throws Error{Usage} unless `version` can go into file names (MAJOR.MINOR.PATCH[-PRERELEASE]).
+void check_release_version(const std::string& version);
+
+// HOOK: wheel content check. The RECORD check of packager/wheel.hpp (verify_wheel: every member
+// listed in RECORD with its digest, RECORD itself well formed) is wired in here; until then it
+// returns no problems and a wheel is checked by its SHA256SUMS digest only. Each string is one
+// problem, a full sentence.
+std::vector<std::string> check_wheel(const std::filesystem::path& path);
+
+// --- kiln mirror verify ------------------------------------------------------------------------
+
+enum class FileStatus {
+  Ok,
+  Missing,   // listed (checksum file or index) but not in the directory
+  Mismatch,  // size or digest differs from what lists it
+  Invalid,   // present but its content is wrong (unparsable, stale, archive members)
+  Unlisted,  // a file of the release that nothing lists
+};
+const char* to_string(FileStatus status);
+
+struct MirrorFileReport {
+  std::string name;
+  ReleaseFileKind kind = ReleaseFileKind::Other;
+  FileStatus status = FileStatus::Ok;
+  std::optional<ErrorKind> error;  // the most severe kind among its problems; unset when ok
+  std::string detail;              // what was expected and what was found; "; "-joined
+};
+
+struct MirrorReport {
+  std::filesystem::path dir;
+  std::string version;
+  std::vector<MirrorFileReport> files;  // sorted by name
+  std::optional<ErrorKind> worst() const;
+  bool ok() const { return !worst().has_value(); }
+};
+
+struct VerifyMirrorOptions {
+  std::string version;       // empty: kiln::version()
+  std::string index_sha256;  // empty: the index is checked against SHA256SUMS only
+};
+
+// Checks every file of the release in `dir` and reports each one, good or bad: nothing stops
+// at the first problem. Throws only when `dir` is not a readable directory (NotFound / Io) or
+// the options are bad (Usage).
+MirrorReport verify_mirror(const std::filesystem::path& dir, const VerifyMirrorOptions& opts);
+
+// --- kiln mirror stage -------------------------------------------------------------------------
+
+struct StageOptions {
+  std::vector<std::filesystem::path> sources;  // dist directories, searched in order
+  std::filesystem::path to;                    // the mirror directory (created if missing)
+  std::string version;                         // empty: kiln::version()
+  std::function<void(const std::string&)> log;
+};
+
+struct StageResult {
+  std::vector<std::string> copied;     // names copied into the mirror by this call
+  std::vector<std::string> unchanged;  // names already there with the same bytes
+  std::vector<std::string> carried;    // listed by the mirror's previous checksum file, kept
+  std::string checksums_sha256;        // digest of the checksum file written
+};
+
+// Verifies the release found in the sources (index, every archive it lists: size, digest,
+// members, manifest against the index; wheels through check_wheel), then copies it into `to`
+// and writes the checksum file atomically, last. A file of the same name and other bytes in
+// `to` (or in two sources) is refused with Error{Integrity} naming both digests, before anything
+// is copied. Files the mirror's previous checksum file listed stay listed when they still
+// match it. No index in the sources: the mirror's own (listed in its checksum file) is used.
+StageResult stage_release(const StageOptions& opts);
+
+// --- kiln mirror sync --------------------------------------------------------------------------
+
+struct SyncOptions {
+  std::string from;          // upstream mirror: http://, https://, file:// or an absolute dir
+  std::filesystem::path to;  // local mirror directory (created if missing)
+  std::string version;       // empty: kiln::version()
+  std::string index_sha256;  // pin for the index; empty: checked against SHA256SUMS only
+  std::string ca_bundle;     // PEM for https; empty: the system store
+  long connect_timeout_ms = 5000;
+  long low_speed_bytes = 1024;
+  long low_speed_seconds = 10;
+  int max_retries = 3;
+  long retry_base_ms = 500;
+  long retry_cap_ms = 30000;
+  // Wheels and tarballs have no size in any listing: a transfer above this is cut off.
+  std::uint64_t max_file_bytes = std::uint64_t{16} << 30;
+  std::function<void(const std::string&)> log;  // progress, one line per file
+};
+
+struct SyncResult {
+  std::vector<std::string> transferred;   // names downloaded and renamed into `to`
+  std::vector<std::string> already_good;  // names `to` already held with the listed digest
+  std::uint64_t bytes_transferred = 0;    // bytes of the files in `transferred`
+  std::uint64_t bytes_downloaded = 0;     // every byte received, the checksum file included
+};
+
+// Copies a release from an upstream mirror, all or nothing: files are downloaded into
+// `<to>/.kiln-sync-XXXXXX/`, hashed while streaming, verified, and renamed into `to` only when
+// every one of them verified (the index and the checksum file last). Any failure removes the
+// staging directory and leaves `to` as it was; the Error names the file, the URL, what was
+// expected and what came. Kinds: NotFound (404, missing file://), Network (transfer failures
+// after retries), Integrity (digest, size, pin), Format (checksum file, index, archive), Stale
+// (index of another release), Io (destination), Usage (bad options).
+SyncResult sync_release(const SyncOptions& opts);
+// The same over a given transport and sleep (tests).
+SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& transport,
+                             const std::function<void(long ms)>& sleep_ms);
+
+}  // namespace kiln::packager

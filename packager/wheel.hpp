@@ -1,0 +1,131 @@
+#pragma once
+// Python data wheels (PEP 427, packaging.python.org "Binary distribution format") holding one
+// verified archive each, unpacked in store layout, so that
+//   KILN_ARTIFACT_PATH=$(python -c 'import kiln_kernels_cu13_sm90a as k; print(k.artifact_dir())')
+// lets libkiln find the kernels. Documented in docs/wheels.md.
+//
+//   kiln_kernels_cu<M>_<target>-<version>-py3-none-any.whl
+//     kiln_kernels_cu<M>_<target>/__init__.py                  artifact_dir(), constants
+//     kiln_kernels_cu<M>_<target>/artifacts/<archive stem>/     manifest.json, <uri>.fatbin ...
+//     kiln_kernels_cu<M>_<target>-<version>.dist-info/         METADATA, WHEEL, RECORD (last)
+//
+// Zip bytes depend only on the contents and the timestamp: sorted names, .dist-info last, fixed
+// mtime, mode 0644, uid/gid 0, deflate at a fixed level.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+
+namespace kiln::wheel {
+
+// --- names (pure) ---
+
+// "kiln-kernels-cu13-sm90a" for CUDA "13.0" and target "sm_90a".
+std::string distribution_name(std::string_view cuda_version, std::string_view target);
+// The distribution name as wheel file and .dist-info names spell it: PEP 503 normalisation,
+// then '-' to '_': "kiln_kernels_cu13_sm90a". Also the import package name.
+std::string wheel_name_component(std::string_view distribution);
+// A kiln package version as PEP 440 spells it: "0.1.0" stays, "0.2.0-rc1" becomes "0.2.0rc1".
+// Throws Error{Format} for a version PEP 440 has no spelling for.
+std::string pep440_version(std::string_view package_version);
+// "kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl"
+std::string wheel_file_name(std::string_view package_version, std::string_view cuda_version,
+                            std::string_view target);
+// RECORD's hash field: "sha256=" + urlsafe base64 of the digest without '=' padding.
+std::string record_hash(std::string_view data);
+
+// --- contents (pure) ---
+
+struct WheelFile {
+  std::string path;  // '/'-separated, relative
+  std::string data;
+};
+
+// Every file of the wheel for one verified archive (its members and parsed manifest), in zip
+// order: package files sorted by path, then METADATA, WHEEL and RECORD. `generator_version` is
+// the version of the kiln writing it (WHEEL's Generator).
+std::vector<WheelFile> wheel_contents(const Manifest& manifest,
+                                      const std::vector<ArchiveMember>& members,
+                                      std::string_view generator_version);
+
+// --- zip (I/O) ---
+
+// The earliest time a zip (DOS) timestamp can hold: 1980-01-01T00:00:00Z.
+constexpr std::int64_t kZipEpochMin = 315532800;
+
+// Writes `files` in the given order as a zip through libarchive: deflate, every entry's mtime
+// `mtime_epoch` (clamped to the DOS range, stored as UTC whatever the local time zone), mode
+// 0644, uid/gid 0. Temp file beside `out`, renamed on success: no partial wheel is left.
+// Returns the bytes written. Throws Error{Io} (or Usage for a bad member name).
+std::string write_zip(const std::filesystem::path& out, const std::vector<WheelFile>& files,
+                      std::int64_t mtime_epoch);
+// Every regular file of a zip, in central-directory order. Throws Error{NotFound} when missing,
+// Error{Format} when it is not a readable zip or holds a link, device or duplicate name.
+std::vector<WheelFile> read_zip(const std::filesystem::path& zip);
+
+// --- building wheels from a dist directory ---
+
+struct BuildOptions {
+  std::filesystem::path dist;        // holds kiln-kernels-<ver>-index.json and the archives
+  std::vector<std::string> targets;  // empty: every target in the index
+  std::filesystem::path out;         // created when missing
+  // Timestamp of every zip entry; nullopt: each archive's manifest build_time.
+  std::optional<std::int64_t> source_date_epoch;
+};
+
+struct BuiltWheel {
+  std::string target;
+  std::filesystem::path file;
+  std::uint64_t size = 0;
+  std::string sha256;  // of the .whl
+};
+
+struct FailedWheel {
+  std::string target;
+  ErrorKind kind = ErrorKind::Internal;
+  std::string message;
+};
+
+struct BuildResult {
+  std::vector<BuiltWheel> wheels;
+  std::vector<FailedWheel> failed;
+};
+
+// The index in `dist` (exactly one kiln-kernels-*-index.json) is parsed; each chosen target's
+// archive is read once, its bytes checked against the index (size, sha256), its members against
+// its manifest, the manifest against the index entry; only then is its wheel written. A target
+// that fails is recorded in `failed` and the others go on. Throws (before writing anything)
+// Error{NotFound} for a missing dist/index or a target the index does not list (naming what it
+// lists), Error{Usage} for a malformed target name or several indexes.
+// `on_wheel` is called after each wheel is written (progress).
+BuildResult build_wheels(const BuildOptions& options,
+                         const std::function<void(const BuiltWheel&)>& on_wheel = {});
+
+// --- checking a wheel ---
+
+struct WheelProblem {
+  std::string file;  // the wheel, or "<wheel>:<member>"
+  std::string what;  // full sentence
+};
+
+// Checks that the zip opens; one .dist-info directory, named after the wheel file name; WHEEL
+// (Wheel-Version 1.x, Root-Is-Purelib, tags equal to the file name's) and METADATA (Name and
+// Version equal to the file name's) present; RECORD lists every file exactly once with the
+// right sha256 and size and nothing that is missing; no absolute, "..", or backslash paths.
+// Every problem is reported; empty means the wheel is good.
+std::vector<WheelProblem> verify_wheel(const std::filesystem::path& whl);
+
+// The manifests inside a wheel (every "<pkg>/artifacts/<stem>/manifest.json"), parsed, in path
+// order. Does not check RECORD (call verify_wheel for that). Throws Error{NotFound}/Format for an
+// unreadable wheel, Error{Format}/Stale from the manifest parser, and Error{Format} when a
+// manifest's directory is not the stem its fields name.
+std::vector<kiln::Manifest> wheel_manifests(const std::filesystem::path& whl);
+
+}  // namespace kiln::wheel

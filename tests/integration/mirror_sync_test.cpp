@@ -1,0 +1,357 @@
+// `kiln mirror sync` over real HTTP on loopback: tests/misbehaving_server/server.py serving a
+// staged mirror well, or flipping a byte / truncating the archives, and nginx over HTTPS with a
+// CA made here. A failed sync must leave the destination byte-identical and no staging dir.
+// Needs python3; the nginx test skips without nginx or openssl (scripts/bootstrap.sh).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "kiln/archive.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "mirror.hpp"
+#include "test_util.hpp"
+#include "wheel.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::read_file;
+using test::TempDir;
+using test::write_file;
+using Json = nlohmann::json;
+
+#define EXPECT_CONTAINS(hay, needle)                          \
+  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
+      << "missing '" << (needle) << "' in:\n"                 \
+      << (hay)
+
+const std::string kVer = kiln::version();
+// The server's --match for the per-target archives only (tarballs end in .tar.zst too); passed
+// as --match=VALUE since argparse takes a separate "-..." for an option.
+const std::string kArchiveMatch = "-cuda13.0-sm_";
+
+// A release staged into `mirror` by `kiln mirror stage`'s library half: index, two archives
+// with fake fatbins, a wheel and a tarball (opaque bytes). Returns the index digest.
+std::string make_mirror(const fs::path& dist, const fs::path& mirror) {
+  fs::create_directories(dist);
+  Index idx;
+  idx.package_version = kVer;
+  idx.cuda_version = "13.0";
+  unsigned seed = 7;
+  for (const std::string t : {"sm_80", "sm_90a"}) {
+    Manifest m;
+    m.package_version = kVer;
+    m.cuda_version = "13.0";
+    m.target = t;
+    m.build_time = 1700000000;
+    std::string bytes(50000, '\0');
+    for (auto& c : bytes) c = static_cast<char>((seed = seed * 1103515245u + 12345u) >> 16);
+    ArtifactEntry a;
+    a.uri = "axpy_dtype_f32";
+    a.family = "axpy";
+    a.params = {{"dtype", "f32"}};
+    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
+    a.source_hash = std::string(64, 'a');
+    a.file = "axpy_dtype_f32.fatbin";
+    a.size = bytes.size();
+    a.sha256 = sha256_hex(bytes);
+    m.artifacts.push_back(a);
+    std::string file = archive_file_name(kVer, "13.0", t);
+    std::vector<ArchiveMember> members{{"manifest.json", manifest_to_json(m)}, {a.file, bytes}};
+    write_archive(dist / file, members, 1700000000, 3);
+    if (t == "sm_90a")  // a real wheel: stage and sync check its RECORD
+      wheel::write_zip(dist / ("kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl"),
+                       wheel::wheel_contents(m, members, kVer), 1700000000);
+    std::size_t size = 0;
+    std::string sha = sha256_file(dist / file, &size);
+    idx.archives.push_back({file, t, size, sha});
+  }
+  std::string json = index_to_json(idx);
+  write_file(dist / index_file_name(kVer), json);
+  write_file(dist / ("kiln-" + kVer + "-cuda13.0-linux-x86_64.tar.zst"), "tarball-bytes");
+  packager::StageOptions so;
+  so.sources = {dist};
+  so.to = mirror;
+  so.version = kVer;
+  packager::stage_release(so);
+  return sha256_hex(json);
+}
+
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    out[fs::relative(e.path(), dir).string()] =
+        e.is_regular_file() ? sha256_file(e.path()) : "<dir>";
+  return out;
+}
+
+bool has_staging_dir(const fs::path& dir) {
+  if (!fs::exists(dir)) return false;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(".kiln-sync-", 0) == 0) return true;
+  return false;
+}
+
+int free_port() {
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    std::abort();
+  int port = ntohs(a.sin_port);
+  close(s);
+  return port;
+}
+
+bool have_tool(const std::string& tool) {
+  return test::run("command -v " + tool + " >/dev/null").exit_code == 0;
+}
+
+// A child process with its output in a log file; stopped (TERM, then KILL) on destruction.
+class Child {
+ public:
+  Child(const std::vector<std::string>& argv, const fs::path& log) {
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      if (fd >= 0) {
+        dup2(fd, 1);
+        dup2(fd, 2);
+      }
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Child() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 100 && running(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  bool running() {
+    if (pid_ <= 0) return false;
+    if (waitpid(pid_, nullptr, WNOHANG) == 0) return true;
+    pid_ = -1;
+    return false;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// tests/misbehaving_server/server.py on a port the OS picked.
+class Server {
+ public:
+  Server(const fs::path& root, const std::string& mode, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {
+        "python3",      test::source_dir() + "/tests/misbehaving_server/server.py",
+        "--root",       root.string(),
+        "--port",       "0",
+        "--port-file",  (dir_ / "port").string(),
+        "--count-file", (dir_ / "count").string(),
+        "--mode",       mode};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child_ = std::make_unique<Child>(argv, dir_ / "log");
+    for (int i = 0; i < 500 && !fs::exists(dir_ / "port"); ++i) {
+      if (!child_->running())
+        throw std::runtime_error("misbehaving server exited: " + read_file(dir_ / "log"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!fs::exists(dir_ / "port"))
+      throw std::runtime_error("misbehaving server did not start: " + read_file(dir_ / "log"));
+    port_ = std::stoi(read_file(dir_ / "port"));
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int count(const std::string& path) const {
+    auto j = Json::parse(read_file(dir_ / "count"));
+    return j["paths"].contains(path) ? j["paths"][path].get<int>() : 0;
+  }
+  int total() const { return Json::parse(read_file(dir_ / "count"))["total"].get<int>(); }
+
+ private:
+  TempDir dir_;
+  int port_ = 0;
+  std::unique_ptr<Child> child_;
+};
+
+class MirrorSyncHttp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    index_sha = make_mirror(tmp / "dist", tmp / "upstream");
+    dest = tmp / "down";
+  }
+  test::RunResult sync(const std::string& from, const std::string& extra = "") {
+    return test::run(test::kiln_cli() + " mirror sync --json --retries 2 --retry-base-ms 50 " +
+                     "--connect-timeout-ms 2000 --low-speed-seconds 3 --from " + from + " --to " +
+                     dest.string() + " " + extra);
+  }
+  // The destination holds part of a release and an operator's file before a failing sync.
+  void prepopulate() {
+    fs::create_directories(dest);
+    std::string wheel = "kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl";
+    fs::copy_file(tmp / "upstream" / wheel, dest / wheel);
+    write_file(dest / "README", "operator notes");
+  }
+  TempDir tmp;
+  fs::path dest;
+  std::string index_sha;
+};
+
+TEST_F(MirrorSyncHttp, GoodUpstreamCopiesEverythingAndARerunAsksForNoFile) {
+  Server s(tmp / "upstream", "ok");
+  auto r = sync(s.url(), "--index-sha256 " + index_sha);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["transferred"].size(), 6u) << r.out;
+  EXPECT_EQ(snapshot(dest), snapshot(tmp / "upstream"));
+  EXPECT_FALSE(has_staging_dir(dest));
+  std::string archive = "/" + archive_file_name(kVer, "13.0", "sm_90a");
+  EXPECT_EQ(s.count(archive), 1);
+
+  r = sync(s.url());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  j = Json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_TRUE(j["transferred"].empty()) << r.out;
+  EXPECT_EQ(j["already_good"].size(), 6u) << r.out;
+  EXPECT_EQ(j["bytes_transferred"], 0);
+  EXPECT_CONTAINS(r.out, "0 files transferred, 6 already good");
+  EXPECT_EQ(s.count(archive), 1);  // only the checksum file and the index asked for again
+  EXPECT_EQ(s.count("/" + packager::checksums_file_name(kVer)), 2);
+  auto v = test::run(test::kiln_cli() + " mirror verify " + dest.string());
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+}
+
+TEST_F(MirrorSyncHttp, FlippedByteLeavesTheDestinationUnchanged) {
+  prepopulate();
+  auto before = snapshot(dest);
+  Server s(tmp / "upstream", "flip", {"--match=" + kArchiveMatch});
+  auto r = sync(s.url());
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  std::string archive = archive_file_name(kVer, "13.0", "sm_80");
+  EXPECT_CONTAINS(r.out, "kiln: error (integrity): " + archive + ": " + s.url() + "/" + archive +
+                             ": sha256 mismatch: expected " +
+                             sha256_file(tmp / "upstream" / archive));
+  EXPECT_CONTAINS(r.out, "Nothing was changed in " + dest.string());
+  EXPECT_EQ(snapshot(dest), before);
+  EXPECT_FALSE(has_staging_dir(dest));
+}
+
+TEST_F(MirrorSyncHttp, TruncatedBodyLeavesTheDestinationUnchanged) {
+  prepopulate();
+  auto before = snapshot(dest);
+  Server s(tmp / "upstream", "truncate", {"--match=" + kArchiveMatch});
+  auto r = sync(s.url());
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "size mismatch: the index lists");
+  EXPECT_EQ(snapshot(dest), before);
+  EXPECT_FALSE(has_staging_dir(dest));
+}
+
+TEST_F(MirrorSyncHttp, TruncatedWheelIsCaughtByItsDigest) {
+  prepopulate();
+  fs::remove(dest / ("kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl"));
+  auto before = snapshot(dest);
+  Server s(tmp / "upstream", "truncate", {"--match", ".whl"});
+  auto r = sync(s.url());
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, ".whl");
+  EXPECT_EQ(snapshot(dest), before);
+  EXPECT_FALSE(has_staging_dir(dest));
+}
+
+TEST_F(MirrorSyncHttp, NotFoundUpstreamIsExitSixNamingTheUrl) {
+  Server s(tmp / "upstream", "404");
+  auto r = sync(s.url());
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  EXPECT_CONTAINS(r.out, "HTTP 404");
+  EXPECT_FALSE(fs::exists(dest));
+}
+
+TEST_F(MirrorSyncHttp, ServerErrorThenSuccessIsRetried) {
+  Server s(tmp / "upstream", "500-then-200");
+  auto r = sync(s.url());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "retrying");
+  EXPECT_EQ(snapshot(dest), snapshot(tmp / "upstream"));
+}
+
+// nginx over HTTPS, the CA made here with the openssl CLI.
+TEST_F(MirrorSyncHttp, HttpsFromNginxWithTestCa) {
+  if (!have_tool("nginx") || !have_tool("openssl") || !have_tool("curl"))
+    GTEST_SKIP() << "nginx, openssl or curl is not installed (Debian: nginx-light openssl curl)";
+  TempDir ca;
+  std::string d = ca.path().string();
+  write_file(ca / "ext.cnf", "subjectAltName=IP:127.0.0.1\n");
+  std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  auto made = test::run("(cd " + d + " && openssl req -x509 " + ec +
+                        " -keyout ca.key -out ca.pem -days 2 -subj '/CN=kiln test CA' && "
+                        "openssl req " +
+                        ec + " -keyout server.key -out server.csr -subj '/CN=127.0.0.1' && " +
+                        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key "
+                        "-CAcreateserial -out server.pem -days 2 -extfile ext.cnf) 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  TempDir prefix;
+  std::string P = prefix.path().string();
+  fs::create_directories(prefix / "logs");
+  int port = 0;
+  std::unique_ptr<Child> nginx;
+  for (int attempt = 0; attempt < 3 && !nginx; ++attempt) {
+    port = free_port();
+    write_file(prefix / "nginx.conf",
+               "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log " + P +
+                   "/logs/error.log;\npid " + P + "/logs/nginx.pid;\nevents {}\nhttp {\n" +
+                   "  access_log " + P + "/logs/access.log;\n  client_body_temp_path " + P +
+                   "/body;\n  proxy_temp_path " + P + "/proxy;\n  fastcgi_temp_path " + P +
+                   "/fcgi;\n  uwsgi_temp_path " + P + "/uwsgi;\n  scgi_temp_path " + P +
+                   "/scgi;\n  server {\n    listen 127.0.0.1:" + std::to_string(port) +
+                   " ssl;\n    ssl_certificate " + d + "/server.pem;\n    ssl_certificate_key " +
+                   d + "/server.key;\n    root " + (tmp / "upstream").string() + ";\n  }\n}\n");
+    nginx = std::make_unique<Child>(
+        std::vector<std::string>{"nginx", "-p", P, "-c", P + "/nginx.conf"}, prefix / "stderr");
+    bool up = false;
+    for (int i = 0; i < 300 && nginx->running() && !up; ++i) {
+      up = test::run("curl -s -o /dev/null --cacert " + d +
+                     "/ca.pem https://127.0.0.1:" + std::to_string(port) + "/")
+               .exit_code == 0;
+      if (!up) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (!up) nginx.reset();
+  }
+  ASSERT_TRUE(nginx) << read_file(prefix / "stderr") << read_file(prefix / "logs/error.log");
+  std::string url = "https://127.0.0.1:" + std::to_string(port);
+  auto r = sync(url, "--index-sha256 " + index_sha);  // no CA given: refused
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(fs::exists(dest));
+  r = sync(url, "--index-sha256 " + index_sha + " --ca-bundle " + d + "/ca.pem");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(snapshot(dest), snapshot(tmp / "upstream"));
+}
+
+}  // namespace
+}  // namespace kiln

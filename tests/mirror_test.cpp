@@ -1,0 +1,506 @@
+// `kiln mirror stage|verify|sync` as an operator runs them: the checksum file's grammar, what a
+// staged mirror holds, every kind of damage reported in one run, and sync from a file://
+// upstream leaving the destination byte-identical when anything is wrong.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "mirror.hpp"
+#include "test_util.hpp"
+#include "wheel.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using packager::ChecksumEntry;
+using packager::ReleaseFileKind;
+using test::read_file;
+using test::TempDir;
+using test::write_file;
+using Json = nlohmann::json;
+
+#define EXPECT_CONTAINS(hay, needle)                          \
+  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
+      << "missing '" << (needle) << "' in:\n"                 \
+      << (hay)
+
+const std::string kVer = kiln::version();
+
+std::string archive_name(const std::string& target) {
+  return archive_file_name(kVer, "13.0", target);
+}
+std::string wheel_name() { return "kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl"; }
+std::string tarball_name() { return "kiln-" + kVer + "-cuda13.0-linux-x86_64.tar.zst"; }
+std::string sums_name() { return packager::checksums_file_name(kVer); }
+
+std::vector<ArchiveMember> members_for(const std::string& target) {
+  Manifest m;
+  m.package_version = kVer;
+  m.git_commit = "3f9c2a1";
+  m.cuda_version = "13.0";
+  m.target = target;
+  m.build_time = 1764403200;
+  std::vector<ArchiveMember> files;
+  for (const auto& [uri, data] : std::map<std::string, std::string>{
+           {"axpy_dtype_f16", "f16-image-" + target}, {"axpy_dtype_f32", "f32-image-" + target}}) {
+    ArtifactEntry a;
+    a.uri = uri;
+    a.family = "axpy";
+    a.params = {{"dtype", uri.substr(uri.size() - 3)}};
+    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
+    a.source_hash = std::string(64, 'c');
+    a.file = uri + ".fatbin";
+    a.size = data.size();
+    a.sha256 = sha256_hex(data);
+    m.artifacts.push_back(a);
+    files.push_back({a.file, data});
+  }
+  files.insert(files.begin(), {"manifest.json", manifest_to_json(m)});
+  return files;
+}
+
+// A dist directory as `kiln build --dist` + `kiln wheel` + `kiln tarball` leave it, plus a
+// file of another release and one unrelated file. Returns the index digest.
+std::string make_dist(const fs::path& dir) {
+  fs::create_directories(dir);
+  Index idx;
+  idx.package_version = kVer;
+  idx.git_commit = "3f9c2a1";
+  idx.cuda_version = "13.0";
+  for (const std::string t : {"sm_80", "sm_90a"}) {
+    write_archive(dir / archive_name(t), members_for(t), 0, 3);
+    std::size_t size = 0;
+    std::string sha = sha256_file(dir / archive_name(t), &size);
+    idx.archives.push_back({archive_name(t), t, size, sha});
+  }
+  std::string json = index_to_json(idx);
+  write_file(dir / index_file_name(kVer), json);
+  // A real wheel of the sm_90a archive: stage and verify check its RECORD.
+  auto members = members_for("sm_90a");
+  wheel::write_zip(dir / wheel_name(),
+                   wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer),
+                   1764403200);
+  write_file(dir / tarball_name(), "opaque-tarball-bytes");
+  write_file(dir / "kiln_kernels_cu13_sm90a-0.0.1-py3-none-any.whl", "old wheel");
+  write_file(dir / "notes.txt", "not part of any release");
+  return sha256_hex(json);
+}
+
+// Every file under `dir` (hidden ones too) with its digest: "identical" means this is equal.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  if (!fs::exists(dir)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    std::string rel = fs::relative(e.path(), dir).string();
+    out[rel] = e.is_regular_file() ? sha256_file(e.path()) : "<dir>";
+  }
+  return out;
+}
+
+bool has_staging_dir(const fs::path& dir) {
+  if (!fs::exists(dir)) return false;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(".kiln-sync-", 0) == 0) return true;
+  return false;
+}
+
+void flip_byte(const fs::path& p) {
+  std::string data = read_file(p);
+  data[data.size() / 2] ^= 0x01;
+  write_file(p, data);
+}
+
+std::string cli(const std::string& args) { return test::kiln_cli() + " mirror " + args; }
+
+// The verify report as name -> file object.
+std::map<std::string, Json> files_of(const std::string& out) {
+  std::map<std::string, Json> m;
+  Json j = Json::parse(out.substr(out.find('{')));
+  for (const auto& f : j["files"]) m[f["name"].get<std::string>()] = f;
+  return m;
+}
+
+// --- the checksum file and names -------------------------------------------------------------
+
+TEST(MirrorChecksums, WrittenSortedInSha256sumFormatAndParsedBack) {
+  std::string a(64, 'a'), b(64, 'b');
+  std::string text = packager::checksums_to_text({{"z.whl", a}, {"b.json", b}});
+  EXPECT_EQ(text, b + "  b.json\n" + a + "  z.whl\n");
+  auto parsed = packager::parse_checksums(text, "S", "self");
+  ASSERT_EQ(parsed.size(), 2u);
+  EXPECT_EQ(parsed[0], (ChecksumEntry{"b.json", b}));
+  // sha256sum -b writes " *": accepted.
+  EXPECT_EQ(packager::parse_checksums(a + " *x\n", "S", "self")[0], (ChecksumEntry{"x", a}));
+  EXPECT_TRUE(packager::parse_checksums("", "S", "self").empty());
+}
+
+TEST(MirrorChecksums, MalformedLinesAreFormatErrorsNamingTheLine) {
+  std::string a(64, 'a');
+  auto error_of = [](const std::string& text) -> std::string {
+    try {
+      packager::parse_checksums(text, "SUMS", "SUMS");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Format) << e.what();
+      return e.what();
+    }
+    ADD_FAILURE() << "accepted: " << text;
+    return "";
+  };
+  EXPECT_CONTAINS(error_of(std::string(64, 'A') + "  x\n"), "line 1");  // uppercase hex
+  EXPECT_CONTAINS(error_of(a + " xy\n"), "two spaces");
+  EXPECT_CONTAINS(error_of(a + "  b\n" + a + "  a\n"), "sorted");
+  EXPECT_CONTAINS(error_of(a + "  a\n" + a + "  a\n"), "listed twice");
+  EXPECT_CONTAINS(error_of(a + "  dir/x\n"), "plain file name");
+  EXPECT_CONTAINS(error_of(a + "  .hidden\n"), "plain file name");
+  EXPECT_CONTAINS(error_of(a + "  x\r\n"), "plain file name");
+  EXPECT_CONTAINS(error_of(a + "  SUMS\n"), "lists itself");
+  EXPECT_CONTAINS(error_of(a + "  x"), "newline");
+  EXPECT_CONTAINS(error_of(a + "  a\n\n"), "line 2");
+}
+
+TEST(MirrorNames, ReleaseFilesAreRecognisedByNameAndOtherVersionsAreNot) {
+  using packager::classify_release_file;
+  EXPECT_EQ(classify_release_file("kiln-0.1.0-SHA256SUMS", "0.1.0"), ReleaseFileKind::Checksums);
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json", "0.1.0"),
+            ReleaseFileKind::Index);
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "0.1.0"),
+            ReleaseFileKind::Archive);
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", "0.1.0"),
+            ReleaseFileKind::Wheel);
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13-0.2.0rc1-py3-none-any.whl", "0.2.0-rc1"),
+            ReleaseFileKind::Wheel);
+  EXPECT_EQ(classify_release_file("kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", "0.1.0"),
+            ReleaseFileKind::Tarball);
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json.tmp.12ab", "0.1.0"),
+            ReleaseFileKind::Other);
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.1-index.json", "0.1.0"), std::nullopt);
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.1-py3-none-any.whl", "0.1.0"),
+            std::nullopt);
+  EXPECT_EQ(classify_release_file("notes.txt", "0.1.0"), std::nullopt);
+  EXPECT_EQ(classify_release_file(".kiln-0.1.0-SHA256SUMS", "0.1.0"), std::nullopt);
+}
+
+// --- stage + verify ----------------------------------------------------------------------------
+
+class Mirror : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    index_sha = make_dist(tmp / "dist");
+    mirror = tmp / "mirror";
+  }
+  void stage() {
+    auto r = test::run(cli("stage " + (tmp / "dist").string() + " --to " + mirror.string()));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  TempDir tmp;
+  fs::path mirror;
+  std::string index_sha;
+};
+
+TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
+  auto r = test::run(cli("stage --json " + (tmp / "dist").string() + " --to " + mirror.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(mirror)) names.insert(e.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{sums_name(), index_file_name(kVer), archive_name("sm_80"),
+                                          archive_name("sm_90a"), wheel_name(), tarball_name()}));
+  std::string expected;
+  for (const auto& n : names)
+    if (n != sums_name()) expected += sha256_file(mirror / n) + "  " + n + "\n";
+  EXPECT_EQ(read_file(mirror / sums_name()), expected);
+  for (const auto& n : names)
+    if (n != sums_name()) {
+      EXPECT_EQ(read_file(mirror / n), read_file(tmp / "dist" / n)) << n;
+    }
+  // Standard tools read it.
+  if (test::run("command -v sha256sum").exit_code == 0) {
+    auto c = test::run("cd " + mirror.string() + " && sha256sum -c " + sums_name());
+    EXPECT_EQ(c.exit_code, 0) << c.out;
+  }
+
+  r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + index_sha));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "OK " + mirror.string());
+  EXPECT_CONTAINS(r.out, "6 files, 0 with problems");
+  r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto files = files_of(r.out);
+  EXPECT_EQ(files.size(), 6u);
+  for (const auto& [name, f] : files) EXPECT_EQ(f["status"], "ok") << name;
+  EXPECT_EQ(files[wheel_name()]["kind"], "wheel");
+  EXPECT_EQ(files[tarball_name()]["kind"], "tarball");
+}
+
+TEST_F(Mirror, RestageLeavesIdenticalFilesAndRefusesOtherBytesNamingBothDigests) {
+  stage();
+  auto before = snapshot(mirror);
+  auto r = test::run(cli("stage --json " + (tmp / "dist").string() + " --to " + mirror.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_TRUE(j["copied"].empty()) << r.out;
+  EXPECT_EQ(j["unchanged"].size(), 5u) << r.out;
+  EXPECT_EQ(snapshot(mirror), before);
+
+  std::string old_sha = sha256_file(mirror / wheel_name());
+  write_file(tmp / "dist" / wheel_name(), "PK-rebuilt-wheel");
+  std::string new_sha = sha256_file(tmp / "dist" / wheel_name());
+  r = test::run(cli("stage " + (tmp / "dist").string() + " --to " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, old_sha);
+  EXPECT_CONTAINS(r.out, new_sha);
+  EXPECT_CONTAINS(r.out, "refusing to overwrite");
+  EXPECT_EQ(snapshot(mirror), before);
+}
+
+TEST_F(Mirror, StageRefusesATamperedArchiveBeforeCopyingAnything) {
+  write_archive(tmp / "dist" / archive_name("sm_90a"), members_for("sm_80"), 0, 3);
+  auto r = test::run(cli("stage " + (tmp / "dist").string() + " --to " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, archive_name("sm_90a"));
+  EXPECT_TRUE(snapshot(mirror).empty());
+}
+
+TEST_F(Mirror, WheelsStagedLaterJoinTheReleaseTheMirrorAlreadyHolds) {
+  fs::create_directories(tmp / "wheels");
+  fs::rename(tmp / "dist" / wheel_name(), tmp / "wheels" / wheel_name());
+  stage();
+  EXPECT_FALSE(fs::exists(mirror / wheel_name()));
+  auto r = test::run(cli("stage " + (tmp / "wheels").string() + " --to " + mirror.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(read_file(mirror / sums_name()), "  " + wheel_name() + "\n");
+  EXPECT_CONTAINS(read_file(mirror / sums_name()), "  " + archive_name("sm_80") + "\n");
+  r = test::run(cli("verify " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+TEST_F(Mirror, VerifyReportsEveryKindOfDamageTogetherWithTheWorstExitCode) {
+  stage();
+  fs::remove(mirror / archive_name("sm_80"));  // missing archive
+  flip_byte(mirror / archive_name("sm_90a"));  // flipped byte
+  // A wrong SHA256SUMS line: the tarball's digest replaced (the file stays well formed).
+  std::string sums = read_file(mirror / sums_name());
+  std::string tar_sha = sha256_file(mirror / tarball_name());
+  sums.replace(sums.find(tar_sha), 64, std::string(64, 'e'));
+  write_file(mirror / sums_name(), sums);
+  // An extra file of the release that nothing lists.
+  std::string extra = "kiln_kernels_cu13_sm80-" + kVer + "-py3-none-any.whl";
+  write_file(mirror / extra, "stray");
+  // Files of other releases and unrelated files are none of verify's business.
+  write_file(mirror / "kiln-kernels-0.0.1-index.json", "{}");
+  write_file(mirror / "README", "hello");
+
+  auto r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;  // integrity outranks not-found
+  auto files = files_of(r.out);
+  ASSERT_EQ(files.count(archive_name("sm_80")), 1u) << r.out;
+  EXPECT_EQ(files[archive_name("sm_80")]["status"], "missing");
+  EXPECT_EQ(files[archive_name("sm_80")]["error"], "not-found");
+  EXPECT_CONTAINS(files[archive_name("sm_80")]["detail"].get<std::string>(), "listed in");
+  EXPECT_EQ(files[archive_name("sm_90a")]["status"], "mismatch");
+  EXPECT_EQ(files[archive_name("sm_90a")]["error"], "integrity");
+  EXPECT_EQ(files[tarball_name()]["status"], "mismatch");
+  EXPECT_CONTAINS(files[tarball_name()]["detail"].get<std::string>(), std::string(64, 'e'));
+  EXPECT_CONTAINS(files[tarball_name()]["detail"].get<std::string>(), tar_sha);
+  EXPECT_EQ(files[extra]["status"], "unlisted");
+  EXPECT_EQ(files[extra]["error"], "integrity");
+  EXPECT_EQ(files[wheel_name()]["status"], "ok");
+  EXPECT_EQ(files[index_file_name(kVer)]["status"], "ok");
+  EXPECT_EQ(files.count("README"), 0u);
+  EXPECT_EQ(files.count("kiln-kernels-0.0.1-index.json"), 0u);
+  Json j = Json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["ok"], false);
+  EXPECT_EQ(j["version"], kVer);
+  EXPECT_EQ(j["dir"], mirror.string());
+
+  // The table names the same files.
+  r = test::run(cli("verify " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "4 with problems");
+  EXPECT_CONTAINS(r.out, "FAILED");
+}
+
+TEST_F(Mirror, WheelWhoseMemberDiffersFromItsRecordIsReportedEvenWhenChecksumsAgree) {
+  stage();
+  // Rebuild the wheel with one artifact changed but the RECORD of the good one, and re-hash
+  // it into SHA256SUMS: only the wheel's own RECORD can tell.
+  auto members = members_for("sm_90a");
+  auto files = wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer);
+  for (auto& f : files)
+    if (f.path.find(".fatbin") != std::string::npos) {
+      f.data[0] ^= 1;
+      break;
+    }
+  std::string old_sha = sha256_file(mirror / wheel_name());
+  fs::remove(mirror / wheel_name());
+  wheel::write_zip(mirror / wheel_name(), files, 1764403200);
+  std::string sums = read_file(mirror / sums_name());
+  sums.replace(sums.find(old_sha), 64, sha256_file(mirror / wheel_name()));
+  write_file(mirror / sums_name(), sums);
+
+  auto r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  auto vf = files_of(r.out);
+  EXPECT_NE(vf[wheel_name()]["status"], "ok") << r.out;
+  EXPECT_EQ(vf[wheel_name()]["error"], "integrity");
+  EXPECT_CONTAINS(vf[wheel_name()]["detail"].get<std::string>(), ".fatbin");
+  EXPECT_EQ(vf[archive_name("sm_90a")]["status"], "ok");
+
+  // Staging such a wheel is refused before the mirror is touched.
+  fs::copy_file(mirror / wheel_name(), tmp / "dist" / wheel_name(),
+                fs::copy_options::overwrite_existing);
+  auto st =
+      test::run(cli("stage " + (tmp / "dist").string() + " --to " + (tmp / "mirror2").string()));
+  EXPECT_EQ(st.exit_code, 3) << st.out;
+  EXPECT_CONTAINS(st.out, wheel_name());
+  EXPECT_FALSE(fs::exists(tmp / "mirror2" / wheel_name()));
+}
+
+TEST_F(Mirror, MissingChecksumFileIsReportedAndIndexAndArchivesAreStillChecked) {
+  stage();
+  fs::remove(mirror / sums_name());
+  auto r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  auto files = files_of(r.out);
+  EXPECT_EQ(files[sums_name()]["status"], "missing");
+  EXPECT_EQ(files[sums_name()]["error"], "not-found");
+  EXPECT_EQ(files[archive_name("sm_80")]["status"], "ok");
+  EXPECT_EQ(files[wheel_name()]["status"], "unlisted");
+
+  flip_byte(mirror / archive_name("sm_80"));
+  r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  files = files_of(r.out);
+  EXPECT_EQ(files[sums_name()]["status"], "missing");
+  EXPECT_EQ(files[archive_name("sm_80")]["status"], "mismatch");
+}
+
+TEST_F(Mirror, IndexNotMatchingThePinIsAnIntegrityError) {
+  stage();
+  auto r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + std::string(64, '0')));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "pinned sha256 " + std::string(64, '0'));
+  EXPECT_CONTAINS(r.out, index_sha);
+}
+
+TEST_F(Mirror, MalformedChecksumFileIsAFormatError) {
+  stage();
+  write_file(mirror / sums_name(), "not a checksum line\n");
+  auto r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 10) << r.out;  // the wheel and tarball are listed nowhere: not-found
+  auto files = files_of(r.out);
+  EXPECT_EQ(files[sums_name()]["status"], "invalid");
+  EXPECT_EQ(files[sums_name()]["error"], "format");
+}
+
+TEST_F(Mirror, EmptyDirectoryIsNotFoundAndMissingDirectoryToo) {
+  fs::create_directories(mirror);
+  auto r = test::run(cli("verify " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  r = test::run(cli("verify " + (tmp / "nope").string()));
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+}
+
+// --- sync from file:// -------------------------------------------------------------------------
+
+class MirrorSyncFile : public Mirror {
+ protected:
+  void SetUp() override {
+    Mirror::SetUp();
+    stage();
+    upstream = "file://" + mirror.string();
+    dest = tmp / "down";
+  }
+  test::RunResult sync(const std::string& extra = "") {
+    return test::run(
+        cli("sync --json --retries 0 --from " + upstream + " --to " + dest.string() + " " + extra));
+  }
+  std::string upstream;
+  fs::path dest;
+};
+
+TEST_F(MirrorSyncFile, FirstRunCopiesEverythingAndSecondTransfersNothing) {
+  auto r = sync("--index-sha256 " + index_sha);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["transferred"].size(), 6u) << r.out;
+  EXPECT_TRUE(j["already_good"].empty()) << r.out;
+  EXPECT_GT(j["bytes_transferred"].get<std::uint64_t>(), 0u);
+  // The index and the checksum file are renamed into place last.
+  EXPECT_EQ(j["transferred"][4], index_file_name(kVer));
+  EXPECT_EQ(j["transferred"][5], sums_name());
+  EXPECT_EQ(snapshot(dest), snapshot(mirror));
+  EXPECT_FALSE(has_staging_dir(dest));
+  EXPECT_CONTAINS(r.out, "kiln mirror sync: downloading");  // progress on stderr
+  auto v = test::run(cli("verify " + dest.string()));
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+
+  auto before = snapshot(dest);
+  r = test::run(cli("sync --from " + upstream + " --to " + dest.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "0 files transferred (0 bytes), 6 already good");
+  EXPECT_EQ(snapshot(dest), before);
+}
+
+TEST_F(MirrorSyncFile, CorruptUpstreamArchiveLeavesTheDestinationByteIdentical) {
+  // The destination already holds part of the release and an unrelated file.
+  fs::create_directories(dest);
+  fs::copy_file(mirror / wheel_name(), dest / wheel_name());
+  write_file(dest / "README", "operator notes");
+  std::string good_sha = sha256_file(mirror / archive_name("sm_90a"));
+  flip_byte(mirror / archive_name("sm_90a"));
+  auto before = snapshot(dest);
+  auto r = sync();
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, archive_name("sm_90a"));
+  EXPECT_CONTAINS(r.out, upstream + "/" + archive_name("sm_90a"));
+  EXPECT_CONTAINS(r.out, "expected " + good_sha);                                    // listed
+  EXPECT_CONTAINS(r.out, "served " + sha256_file(mirror / archive_name("sm_90a")));  // came
+  EXPECT_CONTAINS(r.out, "Nothing was changed");
+  EXPECT_EQ(snapshot(dest), before);
+  EXPECT_FALSE(has_staging_dir(dest));
+}
+
+TEST_F(MirrorSyncFile, FailureIntoANewDirectoryLeavesNoDirectory) {
+  write_file(mirror / archive_name("sm_80"), "short");  // truncated: size mismatch
+  auto r = sync();
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "size mismatch");
+  EXPECT_FALSE(fs::exists(dest));
+}
+
+TEST_F(MirrorSyncFile, MissingUpstreamFileIsNotFoundNamingTheUrl) {
+  fs::remove(mirror / tarball_name());
+  auto r = sync();
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  EXPECT_CONTAINS(r.out, upstream + "/" + tarball_name());
+  EXPECT_FALSE(fs::exists(dest));
+}
+
+TEST_F(MirrorSyncFile, IndexNotMatchingThePinIsRefusedBeforeAnyDownload) {
+  auto r = sync("--index-sha256 " + std::string(64, '1'));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "pinned " + std::string(64, '1'));
+  EXPECT_CONTAINS(r.out, index_sha);
+  EXPECT_FALSE(fs::exists(dest));
+}
+
+TEST_F(MirrorSyncFile, ALocalFileWithOtherBytesIsReplacedByTheVerifiedOne) {
+  ASSERT_EQ(sync().exit_code, 0);
+  write_file(dest / tarball_name(), "damaged");
+  auto r = sync();
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["transferred"], Json::array({tarball_name()}));
+  EXPECT_EQ(snapshot(dest), snapshot(mirror));
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,542 @@
+// `kiln wheel` and packager/wheel.hpp: names, contents, reproducible bytes, RECORD, verify_wheel
+// catching tampering, target selection errors. Archives are made here without nvcc.
+#include "wheel.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+constexpr std::int64_t kBuildTime = 1764403200;  // 2025-11-29T08:00:00Z
+
+std::vector<ArchiveMember> members_for(const std::string& target,
+                                       std::map<std::string, std::string> artifacts = {
+                                           {"axpy_dtype_f32", "f32-image"},
+                                           {"axpy_dtype_f16", "f16-image"}}) {
+  Manifest m;
+  m.package_version = kiln::version();
+  m.git_commit = "3f9c2a1";
+  m.cuda_version = "13.0";
+  m.target = target;
+  m.build_time = kBuildTime;
+  std::vector<ArchiveMember> files;
+  for (const auto& [uri, data] : artifacts) {
+    ArtifactEntry a;
+    a.uri = uri;
+    a.family = "axpy";
+    a.params = {{"dtype", uri.substr(uri.size() - 3)}};
+    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
+    a.source_hash = std::string(64, 'c');
+    a.file = uri + ".fatbin";
+    a.size = data.size();
+    a.sha256 = sha256_hex(data);
+    m.artifacts.push_back(a);
+    files.push_back({a.file, data});
+  }
+  files.insert(files.begin(), {"manifest.json", manifest_to_json(m)});
+  return files;
+}
+
+// A dist directory as `kiln build --dist` leaves it: archives and the index pinning them.
+fs::path write_dist(const fs::path& dir, const std::vector<std::string>& targets) {
+  Index idx;
+  idx.package_version = kiln::version();
+  idx.git_commit = "3f9c2a1";
+  idx.cuda_version = "13.0";
+  fs::create_directories(dir);
+  for (const auto& t : targets) {
+    std::string name = archive_file_name(kiln::version(), "13.0", t);
+    // Distinct artifact bytes per target, as real fatbins are.
+    write_archive(dir / name,
+                  members_for(t, {{"axpy_dtype_f32", "f32-image-" + t},
+                                  {"axpy_dtype_f16", "f16-image-" + t}}),
+                  kBuildTime);
+    std::size_t size = 0;
+    std::string sha = sha256_file(dir / name, &size);
+    idx.archives.push_back({name, t, size, sha});
+  }
+  test::write_file(dir / index_file_name(kiln::version()), index_to_json(idx));
+  return dir;
+}
+
+std::string whl_name(const std::string& target) {
+  return wheel::wheel_file_name(kiln::version(), "13.0", target);
+}
+
+std::vector<std::string> paths_of(const std::vector<wheel::WheelFile>& files) {
+  std::vector<std::string> out;
+  for (const auto& f : files) out.push_back(f.path);
+  return out;
+}
+
+std::string problems_text(const std::vector<wheel::WheelProblem>& problems) {
+  std::string s;
+  for (const auto& p : problems) s += p.file + ": " + p.what + "\n";
+  return s;
+}
+
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Sets TZ for one scope: libarchive's DOS times go through localtime().
+class ScopedTimeZone {
+ public:
+  explicit ScopedTimeZone(const char* tz) {
+    if (const char* old = std::getenv("TZ")) old_ = old;
+    ::setenv("TZ", tz, 1);
+    ::tzset();
+  }
+  ~ScopedTimeZone() {
+    if (old_)
+      ::setenv("TZ", old_->c_str(), 1);
+    else
+      ::unsetenv("TZ");
+    ::tzset();
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
+std::uint32_t local_header_dos_time(const std::string& zip) {
+  auto b = [&](int i) { return static_cast<std::uint32_t>(static_cast<unsigned char>(zip[i])); };
+  return b(10) | (b(11) << 8) | (b(12) << 16) | (b(13) << 24);
+}
+
+std::string cli(const std::string& args) { return test::kiln_cli() + " " + args; }
+
+// ---------------------------------------------------------------- names
+
+TEST(WheelNames, CudaMajorGoesInTheNameAndTheUnderscoreLeavesTheTarget) {
+  EXPECT_EQ(wheel::distribution_name("13.0", "sm_90a"), "kiln-kernels-cu13-sm90a");
+  EXPECT_EQ(wheel::distribution_name("13.0", "compute_80"), "kiln-kernels-cu13-compute80");
+  EXPECT_EQ(wheel::wheel_name_component("kiln-kernels-cu13-sm90a"), "kiln_kernels_cu13_sm90a");
+  EXPECT_EQ(wheel::wheel_file_name("0.1.0", "13.0", "sm_90a"),
+            "kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl");
+  EXPECT_EQ(wheel::wheel_file_name("0.1.0", "12.8", "sm_100f"),
+            "kiln_kernels_cu12_sm100f-0.1.0-py3-none-any.whl");
+}
+
+TEST(WheelNames, PrereleaseVersionsGetTheirPep440Spelling) {
+  EXPECT_EQ(wheel::pep440_version("0.1.0"), "0.1.0");
+  EXPECT_EQ(wheel::pep440_version("0.2.0-rc1"), "0.2.0rc1");
+  EXPECT_EQ(wheel::pep440_version("0.2.0-beta.2"), "0.2.0b2");
+  EXPECT_EQ(wheel::pep440_version("0.2.0-dev3"), "0.2.0.dev3");
+  try {
+    wheel::pep440_version("0.2.0-nightly");
+    FAIL() << "expected Error{Format}";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Format);
+    EXPECT_NE(std::string(e.what()).find("0.2.0-nightly"), std::string::npos) << e.what();
+  }
+}
+
+TEST(WheelNames, RecordHashIsUrlsafeBase64WithoutPadding) {
+  // sha256("") = e3b0c442...; the values hashlib + base64.urlsafe_b64encode give.
+  EXPECT_EQ(wheel::record_hash(""), "sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU");
+  EXPECT_EQ(wheel::record_hash("hello\n"), "sha256=WJG1tSLV3whtD_CxEPvZ0hu0_HFjrzTQgoai6Eb2vgM");
+}
+
+// ---------------------------------------------------------------- contents
+
+TEST(WheelContents, StoreLayoutUnderThePackageAndDistInfoLastWithRecordLast) {
+  auto members = members_for("sm_90a");
+  Manifest m = parse_manifest(members[0].data, "manifest.json");
+  auto files = wheel::wheel_contents(m, members, "9.9.9");
+  const std::string pkg = "kiln_kernels_cu13_sm90a";
+  const std::string stem = archive_stem(kiln::version(), "13.0", "sm_90a");
+  const std::string di = pkg + "-" + std::string(kiln::version()) + ".dist-info";
+  EXPECT_EQ(paths_of(files), (std::vector<std::string>{
+                                 pkg + "/__init__.py",
+                                 pkg + "/artifacts/" + stem + "/axpy_dtype_f16.fatbin",
+                                 pkg + "/artifacts/" + stem + "/axpy_dtype_f32.fatbin",
+                                 pkg + "/artifacts/" + stem + "/manifest.json",
+                                 di + "/METADATA",
+                                 di + "/WHEEL",
+                                 di + "/RECORD",
+                             }));
+  // The store copy is the archive's members byte for byte.
+  EXPECT_EQ(files[3].data, members[0].data);
+  EXPECT_EQ(files[5].data,
+            "Wheel-Version: 1.0\nGenerator: kiln 9.9.9\nRoot-Is-Purelib: true\n"
+            "Tag: py3-none-any\n");
+  EXPECT_NE(files[4].data.find("Metadata-Version: 2.1\nName: kiln-kernels-cu13-sm90a\nVersion: " +
+                               std::string(kiln::version()) + "\n"),
+            std::string::npos)
+      << files[4].data;
+  EXPECT_NE(files[4].data.find("Requires-Python: "), std::string::npos);
+  EXPECT_NE(files[0].data.find("def artifact_dir():"), std::string::npos);
+  EXPECT_NE(files[0].data.find("TARGET = \"sm_90a\""), std::string::npos);
+  EXPECT_NE(files[0].data.find("CUDA_VERSION = \"13.0\""), std::string::npos);
+  EXPECT_NE(files[0].data.find("__version__ = \"" + std::string(kiln::version()) + "\""),
+            std::string::npos);
+}
+
+TEST(WheelContents, RecordListsEveryOtherFileWithDigestAndSizeAndItselfWithout) {
+  auto members = members_for("sm_80");
+  auto files = wheel::wheel_contents(parse_manifest(members[0].data, "m"), members, "0.1.0");
+  std::string expected;
+  for (std::size_t i = 0; i + 1 < files.size(); ++i)
+    expected += files[i].path + "," + wheel::record_hash(files[i].data) + "," +
+                std::to_string(files[i].data.size()) + "\n";
+  expected += files.back().path + ",,\n";
+  EXPECT_EQ(files.back().data, expected);
+  EXPECT_NE(expected.find("/axpy_dtype_f32.fatbin," + wheel::record_hash("f32-image") + ",9\n"),
+            std::string::npos)
+      << expected;
+}
+
+// ---------------------------------------------------------------- bytes
+
+TEST(WheelBuild, SameInputsGiveTheSameBytesInAnyOutputDirAndTimeZone) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80", "sm_90a"});
+  wheel::BuildOptions o;
+  o.dist = dir / "dist";
+  o.out = dir / "a";
+  auto a = wheel::build_wheels(o);
+  o.out = dir / "b";
+  wheel::BuildResult b;
+  {
+    ScopedTimeZone tz("KST-9");  // 08:00Z is 17:00 there: other DOS fields if unpatched
+    b = wheel::build_wheels(o);
+  }
+  o.out = dir / "c";
+  wheel::BuildResult c;
+  {
+    ScopedTimeZone tz("PST+8");
+    c = wheel::build_wheels(o);
+  }
+  ASSERT_EQ(a.wheels.size(), 2u);
+  ASSERT_TRUE(a.failed.empty());
+  for (const auto& t : {"sm_80", "sm_90a"}) {
+    std::string bytes = test::read_file(dir / "a" / whl_name(t));
+    ASSERT_FALSE(bytes.empty()) << t;
+    EXPECT_EQ(bytes, test::read_file(dir / "b" / whl_name(t))) << t;
+    EXPECT_EQ(bytes, test::read_file(dir / "c" / whl_name(t))) << t;
+  }
+  EXPECT_EQ(a.wheels[0].sha256, sha256_file(dir / "a" / whl_name("sm_80")));
+  EXPECT_EQ(a.wheels[0].size, fs::file_size(dir / "a" / whl_name("sm_80")));
+}
+
+TEST(WheelBuild, TimestampIsSourceDateEpochInUtcClampedTo1980) {
+  TempDir dir;
+  wheel::WheelFile f{"pkg/a.txt", "a"};
+  // 2025-11-29T08:00:00Z: date (45 << 9 | 11 << 5 | 29), time (8 << 11).
+  std::string z = wheel::write_zip(dir / "x.zip", {f}, kBuildTime);
+  EXPECT_EQ(local_header_dos_time(z), (((45u << 9) | (11u << 5) | 29u) << 16) | (8u << 11));
+  z = wheel::write_zip(dir / "y.zip", {f}, 0);
+  EXPECT_EQ(local_header_dos_time(z), 0x00210000u);  // 1980-01-01 00:00:00
+  EXPECT_EQ(test::read_file(dir / "y.zip"), z);
+}
+
+TEST(WheelBuild, SourceDateEpochChangesOnlyTheTimestampsThroughTheCli) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80"});
+  auto r1 =
+      test::run("SOURCE_DATE_EPOCH=1700000000 " +
+                cli("wheel --dist " + (dir / "dist").string() + " --out " + (dir / "a").string()));
+  ASSERT_EQ(r1.exit_code, 0) << r1.out;
+  auto r2 =
+      test::run("SOURCE_DATE_EPOCH=1700000000 " +
+                cli("wheel --dist " + (dir / "dist").string() + " --out " + (dir / "b").string()));
+  ASSERT_EQ(r2.exit_code, 0) << r2.out;
+  auto r3 = test::run("SOURCE_DATE_EPOCH=soon " + cli("wheel --dist " + (dir / "dist").string() +
+                                                      " --out " + (dir / "c").string()));
+  EXPECT_EQ(r3.exit_code, 2) << r3.out;
+  std::string a = test::read_file(dir / "a" / whl_name("sm_80"));
+  EXPECT_EQ(a, test::read_file(dir / "b" / whl_name("sm_80")));
+  wheel::BuildOptions o;
+  o.dist = dir / "dist";
+  o.out = dir / "d";
+  wheel::build_wheels(o);  // manifest build_time instead
+  std::string d = test::read_file(dir / "d" / whl_name("sm_80"));
+  EXPECT_EQ(a.size(), d.size());
+  EXPECT_NE(a, d);
+}
+
+TEST(WheelBuild, ZipHoldsFilesInContentOrderAndReadsBackExactly) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80"});
+  wheel::BuildOptions o;
+  o.dist = dir / "dist";
+  o.out = dir / "out";
+  wheel::build_wheels(o);
+  auto files = wheel::read_zip(dir / "out" / whl_name("sm_80"));
+  auto members = read_archive(dir / "dist" / archive_file_name(kiln::version(), "13.0", "sm_80"));
+  auto expected =
+      wheel::wheel_contents(parse_manifest(members[0].data, "m"), members, kiln::version());
+  ASSERT_EQ(paths_of(files), paths_of(expected));
+  for (std::size_t i = 0; i < files.size(); ++i) EXPECT_EQ(files[i].data, expected[i].data);
+  EXPECT_EQ(files_in(dir / "out"), std::vector<std::string>{whl_name("sm_80")});
+}
+
+// ---------------------------------------------------------------- verify_wheel
+
+class WheelVerify : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_dist(dir_ / "dist", {"sm_90a"});
+    wheel::BuildOptions o;
+    o.dist = dir_ / "dist";
+    o.out = dir_ / "out";
+    ASSERT_EQ(wheel::build_wheels(o).wheels.size(), 1u);
+    good_ = dir_ / "out" / whl_name("sm_90a");
+    files_ = wheel::read_zip(good_);
+  }
+  fs::path rewrite(const std::vector<wheel::WheelFile>& files,
+                   const std::string& name = whl_name("sm_90a")) {
+    fs::path p = dir_ / "bad" / name;
+    fs::create_directories(p.parent_path());
+    wheel::write_zip(p, files, kBuildTime);
+    return p;
+  }
+  TempDir dir_;
+  fs::path good_;
+  std::vector<wheel::WheelFile> files_;
+};
+
+TEST_F(WheelVerify, GoodWheelHasNoProblems) {
+  auto problems = wheel::verify_wheel(good_);
+  EXPECT_TRUE(problems.empty()) << problems_text(problems);
+}
+
+TEST_F(WheelVerify, OneChangedByteInAMemberIsReportedNamingTheFile) {
+  auto files = files_;
+  auto it = std::find_if(files.begin(), files.end(), [](const wheel::WheelFile& f) {
+    return f.path.find("axpy_dtype_f32.fatbin") != std::string::npos;
+  });
+  ASSERT_NE(it, files.end());
+  it->data[0] ^= 1;  // RECORD is kept as it was
+  auto problems = wheel::verify_wheel(rewrite(files));
+  ASSERT_EQ(problems.size(), 1u) << problems_text(problems);
+  EXPECT_NE(problems[0].file.find(it->path), std::string::npos) << problems[0].file;
+  EXPECT_NE(problems[0].what.find("RECORD says " + wheel::record_hash("f32-image-sm_90a")),
+            std::string::npos)
+      << problems[0].what;
+}
+
+TEST_F(WheelVerify, FlippedByteInTheZipFileIsReported) {
+  std::string bytes = test::read_file(good_);
+  // Inside the first member's compressed data: the local header is 30 bytes + name + extras.
+  bytes[100] ^= 0x40;
+  fs::path p = dir_ / "flipped" / whl_name("sm_90a");
+  test::write_file(p, bytes);
+  EXPECT_FALSE(wheel::verify_wheel(p).empty());
+}
+
+TEST_F(WheelVerify, FileNotInRecordAndRecordRowWithoutFileAreReported) {
+  auto files = files_;
+  files.insert(files.begin() + 1, {"kiln_kernels_cu13_sm90a/extra.py", "print(1)\n"});
+  auto gone = std::find_if(files.begin(), files.end(), [](const wheel::WheelFile& f) {
+    return f.path.find("axpy_dtype_f16.fatbin") != std::string::npos;
+  });
+  std::string gone_path = gone->path;
+  files.erase(gone);
+  auto problems = wheel::verify_wheel(rewrite(files));
+  std::string text = problems_text(problems);
+  EXPECT_EQ(problems.size(), 2u) << text;
+  EXPECT_NE(text.find("extra.py: is not listed in RECORD"), std::string::npos) << text;
+  EXPECT_NE(text.find(gone_path + " is listed but not in the wheel"), std::string::npos) << text;
+}
+
+TEST_F(WheelVerify, RenamedWheelFileNoLongerMatchesItsDistInfo) {
+  fs::path renamed = dir_ / "out" / "kiln_kernels_cu13_sm80-0.1.0-py3-none-any.whl";
+  fs::copy_file(good_, renamed);
+  auto problems = wheel::verify_wheel(renamed);
+  std::string text = problems_text(problems);
+  EXPECT_NE(text.find("does not match the file name"), std::string::npos) << text;
+  EXPECT_NE(text.find("Name is kiln-kernels-cu13-sm90a"), std::string::npos) << text;
+}
+
+TEST_F(WheelVerify, MissingWheelFileAndWrongTagAreReported) {
+  auto files = files_;
+  auto wheel_file = std::find_if(files.begin(), files.end(), [](const wheel::WheelFile& f) {
+    return f.path.size() > 6 && f.path.compare(f.path.size() - 6, 6, "/WHEEL") == 0;
+  });
+  ASSERT_NE(wheel_file, files.end());
+  files.erase(wheel_file);
+  std::string text = problems_text(wheel::verify_wheel(rewrite(files)));
+  EXPECT_NE(text.find("/WHEEL is missing"), std::string::npos) << text;
+
+  fs::path other_tag =
+      dir_ / "tags" /
+      ("kiln_kernels_cu13_sm90a-" + std::string(kiln::version()) + "-cp311-none-any.whl");
+  fs::create_directories(other_tag.parent_path());
+  fs::copy_file(good_, other_tag);
+  text = problems_text(wheel::verify_wheel(other_tag));
+  EXPECT_NE(text.find("tags py3-none-any differ from the file name's cp311-none-any"),
+            std::string::npos)
+      << text;
+}
+
+TEST_F(WheelVerify, DotDotPathsAreReported) {
+  auto files = files_;
+  files.insert(files.begin(), {"kiln_kernels_cu13_sm90a/x/../../evil.py", "x"});
+  // write_zip refuses such a path itself; a hostile zip is made by hand-editing a good one.
+  EXPECT_THROW(rewrite(files), Error);
+}
+
+TEST_F(WheelVerify, NotAZipIsOneProblem) {
+  fs::path p = dir_ / "junk" / whl_name("sm_90a");
+  test::write_file(p, "not a zip at all");
+  auto problems = wheel::verify_wheel(p);
+  ASSERT_EQ(problems.size(), 1u) << problems_text(problems);
+  EXPECT_EQ(problems[0].file, p.string());
+}
+
+TEST_F(WheelVerify, WheelManifestsReturnsTheArchiveManifest) {
+  auto manifests = wheel::wheel_manifests(good_);
+  ASSERT_EQ(manifests.size(), 1u);
+  EXPECT_EQ(manifests[0].target, "sm_90a");
+  EXPECT_EQ(manifests[0].package_version, kiln::version());
+  EXPECT_EQ(manifests[0].artifacts.size(), 2u);
+  EXPECT_EQ(manifests[0].build_time, kBuildTime);
+}
+
+// ---------------------------------------------------------------- selection and refusals
+
+TEST(WheelSelect, OnlyTheChosenTargetsGetWheels) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80", "sm_90a", "compute_80"});
+  auto r = test::run(cli("wheel --dist " + (dir / "dist").string() +
+                         " --targets sm_90a,compute_80 --out " + (dir / "out").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(files_in(dir / "out"),
+            (std::vector<std::string>{whl_name("compute_80"), whl_name("sm_90a")}));
+  EXPECT_NE(r.out.find("wheel sm_90a: " + whl_name("sm_90a") + " ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 wheels written to"), std::string::npos) << r.out;
+}
+
+TEST(WheelSelect, TargetNotInTheIndexIsNotFoundNamingWhatTheIndexHas) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80", "sm_90a"});
+  wheel::BuildOptions o;
+  o.dist = dir / "dist";
+  o.out = dir / "out";
+  o.targets = {"sm_90a", "sm_75"};
+  try {
+    wheel::build_wheels(o);
+    FAIL() << "expected Error{NotFound}";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::NotFound);
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("target sm_75 not in"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("which lists sm_80, sm_90a"), std::string::npos) << msg;
+  }
+  EXPECT_FALSE(fs::exists(dir / "out"));  // nothing written, not even the directory
+
+  auto r = test::run(cli("wheel --dist " + (dir / "dist").string() + " --targets sm_75 --out " +
+                         (dir / "out").string()));
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  EXPECT_NE(r.out.find("not-found"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sm_75"), std::string::npos) << r.out;
+}
+
+TEST(WheelSelect, MalformedTargetIsUsage) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80"});
+  auto r = test::run(cli("wheel --dist " + (dir / "dist").string() + " --targets sm80 --out " +
+                         (dir / "out").string()));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("'sm80' is not a target"), std::string::npos) << r.out;
+}
+
+TEST(WheelSelect, MissingDistIsNotFound) {
+  TempDir dir;
+  auto r = test::run(
+      cli("wheel --dist " + (dir / "nope").string() + " --out " + (dir / "out").string()));
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  EXPECT_NE(r.out.find((dir / "nope").string()), std::string::npos) << r.out;
+}
+
+TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80", "sm_90a"});
+  // Same name, other bytes: the index's sha256 no longer matches.
+  write_archive(dir / "dist" / archive_file_name(kiln::version(), "13.0", "sm_90a"),
+                members_for("sm_90a", {{"axpy_dtype_f32", "evil"}}), kBuildTime);
+  auto r = test::run(
+      "(" +
+      cli("wheel --json --dist " + (dir / "dist").string() + " --out " + (dir / "out").string()) +
+      " 2>/dev/null)");  // progress lines on stderr stay out of the JSON
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["wheels"].size(), 1u) << r.out;
+  EXPECT_EQ(j["wheels"][0]["target"], "sm_80");
+  ASSERT_EQ(j["failed"].size(), 1u) << r.out;
+  EXPECT_EQ(j["failed"][0]["target"], "sm_90a");
+  EXPECT_EQ(j["failed"][0]["kind"], "integrity");
+  EXPECT_NE(
+      j["failed"][0]["message"].get<std::string>().find(index_file_name(kiln::version()) + " says"),
+      std::string::npos)
+      << r.out;
+  EXPECT_EQ(files_in(dir / "out"), std::vector<std::string>{whl_name("sm_80")});  // no temp
+}
+
+TEST(WheelRefuse, ArchiveWhoseMemberDiffersFromItsManifestIsIntegrity) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80"});
+  // Re-pin the index to a corrupt archive: the index matches, the manifest does not.
+  auto members = members_for("sm_80");
+  members[1].data[0] ^= 1;
+  std::string name = archive_file_name(kiln::version(), "13.0", "sm_80");
+  write_archive(dir / "dist" / name, members, kBuildTime);
+  Index idx = parse_index(test::read_file(dir / "dist" / index_file_name(kiln::version())), "i");
+  std::size_t size = 0;
+  idx.archives[0].sha256 = sha256_file(dir / "dist" / name, &size);
+  idx.archives[0].size = size;
+  test::write_file(dir / "dist" / index_file_name(kiln::version()), index_to_json(idx));
+  wheel::BuildOptions o;
+  o.dist = dir / "dist";
+  o.out = dir / "out";
+  auto result = wheel::build_wheels(o);
+  EXPECT_TRUE(result.wheels.empty());
+  ASSERT_EQ(result.failed.size(), 1u);
+  EXPECT_EQ(result.failed[0].kind, ErrorKind::Integrity);
+  EXPECT_NE(result.failed[0].message.find(members[1].name), std::string::npos)
+      << result.failed[0].message;
+  EXPECT_TRUE(files_in(dir / "out").empty());
+}
+
+TEST(WheelCli, JsonListsEachWheelWithItsDigest) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80", "sm_90a"});
+  auto r = test::run(
+      "(" +
+      cli("wheel --json --dist " + (dir / "dist").string() + " --out " + (dir / "out").string()) +
+      " 2>/dev/null)");  // progress lines on stderr stay out of the JSON
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["wheels"].size(), 2u);
+  for (const auto& w : j["wheels"]) {
+    fs::path f = w["file"].get<std::string>();
+    EXPECT_EQ(f.filename().string(), whl_name(w["target"].get<std::string>()));
+    EXPECT_EQ(w["sha256"], sha256_file(f));
+    EXPECT_EQ(w["size"], fs::file_size(f));
+    EXPECT_TRUE(wheel::verify_wheel(f).empty());
+  }
+  EXPECT_TRUE(j["failed"].empty());
+}
+
+}  // namespace
+}  // namespace kiln

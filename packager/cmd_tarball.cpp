@@ -1,14 +1,89 @@
-// PLACEHOLDER while under construction: replaced by the real command.
+// `kiln tarball --dist DIR --out DIR [--targets ...] [--prefix DIR]`: a relocatable install
+// tree (bin, lib, include, lib/cmake/kiln, share/kiln/artifacts) packed reproducibly.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "build.hpp"
 #include "commands.hpp"
 #include "kiln/error.hpp"
+#include "tarball.hpp"
 
 namespace kiln::cli {
 
+namespace {
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+}  // namespace
+
 void add_tarball_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("tarball", "(under construction)");
-  cmd->callback([&rc] {
-    rc = 1;
-    throw Error(ErrorKind::Internal, "kiln tarball: under construction");
+  auto* cmd = app.add_subcommand(
+      "tarball",
+      "pack a relocatable install tree for this CUDA version: bin/kiln, lib/libkiln.so*, "
+      "include/kiln, lib/cmake/kiln (find_package(kiln) -> kiln::kiln) and "
+      "share/kiln/artifacts (the verified stores of the chosen targets, which libkiln finds "
+      "beside itself with no environment variable). Reproducible: with SOURCE_DATE_EPOCH (or "
+      "the archives' build time) the same inputs give the same bytes.");
+  struct Opts {
+    std::string dist, out, prefix, version, targets;
+    bool json = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--dist", o->dist, "directory holding the release index and archives")
+      ->required();
+  cmd->add_option("--out", o->out, "directory to write the tarball into (created if missing)")
+      ->required();
+  cmd->add_option("--targets", o->targets,
+                  "comma-separated targets to ship (default: every target in the index)");
+  cmd->add_option("--prefix", o->prefix,
+                  "the kiln install tree to pack, made by `cmake --install BUILD --prefix DIR` "
+                  "(default: the tree this kiln runs from)");
+  cmd->add_option("--version", o->version, "release version to pack (default: this kiln's)");
+  cmd->add_flag("--json", o->json, "print {file, size, sha256, targets, entries}");
+  cmd->callback([o, &rc] {
+    TarballOptions t;
+    t.dist = o->dist;
+    t.out = o->out;
+    for (std::size_t at = 0; at <= o->targets.size();) {
+      std::size_t comma = std::min(o->targets.find(',', at), o->targets.size());
+      if (comma > at) t.targets.push_back(o->targets.substr(at, comma - at));
+      at = comma + 1;
+    }
+    t.version = o->version;
+    if (!o->prefix.empty()) {
+      t.prefix = o->prefix;
+    } else if (auto p = running_install_prefix()) {
+      t.prefix = *p;
+    } else {
+      throw Error(ErrorKind::Usage,
+                  "this kiln runs from a build directory, not an install tree: run `cmake "
+                  "--install BUILD_DIR --prefix DIR` and pass --prefix DIR (or run DIR/bin/kiln)");
+    }
+    if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde)
+      t.mtime = packager::parse_source_date_epoch(sde);
+    t.progress = [](const std::string& s) {
+      std::fprintf(stderr, "kiln tarball: %s\n", s.c_str());
+    };
+    TarballResult r = build_tarball(t);
+    if (o->json) {
+      Json j = Json::object();
+      j["file"] = r.file.string();
+      j["size"] = r.size;
+      j["sha256"] = r.sha256;
+      j["targets"] = r.targets;
+      j["entries"] = r.entries;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::string targets;
+      for (const auto& x : r.targets) targets += (targets.empty() ? "" : ",") + x;
+      std::printf("%s  %.1f MiB  %zu entries  targets %s\nsha256 %s\n", r.file.c_str(),
+                  static_cast<double>(r.size) / (1024.0 * 1024.0), r.entries, targets.c_str(),
+                  r.sha256.c_str());
+    }
+    rc = 0;
   });
 }
 

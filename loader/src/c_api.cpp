@@ -82,17 +82,15 @@ kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out) {
         field = v == 1;
       };
       if (config->artifact_path) {
-        kiln::LoaderConfig tmp = kiln::LoaderConfig::from_env(
-            [&](const char* n) -> const char* {
-              return std::string(n) == "KILN_ARTIFACT_PATH" ? config->artifact_path : nullptr;
-            });
+        kiln::LoaderConfig tmp = kiln::LoaderConfig::from_env([&](const char* n) -> const char* {
+          return std::string(n) == "KILN_ARTIFACT_PATH" ? config->artifact_path : nullptr;
+        });
         lc.artifact_path = tmp.artifact_path;
       }
       if (config->mirrors) {
-        kiln::LoaderConfig tmp = kiln::LoaderConfig::from_env(
-            [&](const char* n) -> const char* {
-              return std::string(n) == "KILN_MIRRORS" ? config->mirrors : nullptr;
-            });
+        kiln::LoaderConfig tmp = kiln::LoaderConfig::from_env([&](const char* n) -> const char* {
+          return std::string(n) == "KILN_MIRRORS" ? config->mirrors : nullptr;
+        });
         lc.mirrors = tmp.mirrors;
       }
       if (config->cache_dir) lc.cache_dir = config->cache_dir;
@@ -114,7 +112,10 @@ void kiln_loader_destroy(kiln_loader* loader) { delete loader; }
 kiln_status kiln_get(kiln_loader* loader, const char* uri, kiln_kernel** out) {
   if (!loader || !uri || !out)
     return fail(KILN_ERROR_USAGE, std::string("kiln_get: ") +
-                                      (!loader ? "loader" : !uri ? "uri" : "out") + " is NULL");
+                                      (!loader ? "loader"
+                                       : !uri  ? "uri"
+                                               : "out") +
+                                      " is NULL");
   *out = nullptr;
   return guarded([&] { *out = to_c(loader->loader->get(uri)); });
 }
@@ -123,7 +124,10 @@ kiln_status kiln_get_for_stream(kiln_loader* loader, const char* uri, void* stre
                                 kiln_kernel** out) {
   if (!loader || !uri || !out)
     return fail(KILN_ERROR_USAGE, std::string("kiln_get_for_stream: ") +
-                                      (!loader ? "loader" : !uri ? "uri" : "out") + " is NULL");
+                                      (!loader ? "loader"
+                                       : !uri  ? "uri"
+                                               : "out") +
+                                      " is NULL");
   *out = nullptr;
   return guarded([&] { *out = to_c(loader->loader->get(uri, stream)); });
 }
@@ -160,10 +164,12 @@ kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t e
                         const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
                         void* stream, void** args) {
   if (!loader || !kernel || !grid || !block)
-    return fail(KILN_ERROR_USAGE,
-                std::string("kiln_launch: ") +
-                    (!loader ? "loader" : !kernel ? "kernel" : !grid ? "grid" : "block") +
-                    " is NULL");
+    return fail(KILN_ERROR_USAGE, std::string("kiln_launch: ") +
+                                      (!loader   ? "loader"
+                                       : !kernel ? "kernel"
+                                       : !grid   ? "grid"
+                                                 : "block") +
+                                      " is NULL");
   return guarded([&] {
     loader->loader->launch(handle_of(kernel), entry, {grid[0], grid[1], grid[2]},
                            {block[0], block[1], block[2]}, shared_bytes, stream, args);

@@ -1,0 +1,354 @@
+#include "compat.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kiln/manifest.hpp"
+#include "kiln/store.hpp"
+#include "kiln/target.hpp"
+#include "resolver.hpp"
+#include "tarball.hpp"
+#include "wheel.hpp"
+
+namespace kiln::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::ordered_json;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(ErrorKind::Io, "cannot open " + p.string());
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The loader's rules for one manifest (resolver.cpp plan_stores): format, package version,
+// then each kernel's source hash.
+void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::string& origin,
+                    CompatPackage& pkg) {
+  CompatManifest cm;
+  cm.origin = origin;
+  cm.target = m.target;
+  cm.package_version = m.package_version;
+  cm.cuda_version = m.cuda_version;
+  cm.format_version = m.format_version;
+  cm.artifacts = m.artifacts.size();
+  auto problem = [&](ErrorKind kind, const std::string& field, const std::string& pv,
+                     const std::string& lv, const std::string& msg) {
+    pkg.problems.push_back({kind, field, origin, pv, lv, msg});
+    cm.compatible = false;
+  };
+  if (m.format_version != loader.manifest_format)
+    problem(ErrorKind::Stale, "format_version", std::to_string(m.format_version),
+            std::to_string(loader.manifest_format),
+            "format_version: package has " + std::to_string(m.format_version) + ", libkiln reads " +
+                std::to_string(loader.manifest_format));
+  if (m.package_version != loader.version)
+    problem(ErrorKind::Stale, "package_version", m.package_version, loader.version,
+            "package_version: package is " + m.package_version + ", libkiln is " + loader.version);
+  for (const auto& a : m.artifacts) {
+    auto want = loader.source_hash(a.uri);
+    if (!want) {
+      ++cm.unknown_uris;
+      continue;
+    }
+    if (*want != a.source_hash)
+      problem(ErrorKind::Stale, "source_hash", a.source_hash, *want,
+              "source_hash of " + a.uri + ": package has " + a.source_hash + ", libkiln expects " +
+                  *want);
+  }
+  if (cm.unknown_uris)
+    pkg.notes.push_back(origin + ": " + std::to_string(cm.unknown_uris) +
+                        " kernel(s) unknown to this libkiln's registry (never requested by it)");
+  if (m.cuda_version != loader.cuda_version)
+    pkg.notes.push_back(origin + ": built with CUDA " + m.cuda_version + ", libkiln with CUDA " +
+                        loader.cuda_version + " (not checked by the loader; the driver decides)");
+  pkg.manifests.push_back(std::move(cm));
+}
+
+// A manifest text that may not parse: a format version this libkiln does not read is an
+// incompatibility (with both values), anything else a format problem.
+void check_manifest_text(const LoaderFacts& loader, const std::string& text,
+                         const std::string& origin, CompatPackage& pkg) {
+  try {
+    check_manifest(loader, parse_manifest(text, origin), origin, pkg);
+  } catch (const Error& e) {
+    std::string declared = "?";
+    try {
+      auto j = nlohmann::json::parse(text);
+      if (j.contains("format_version")) declared = j["format_version"].dump();
+    } catch (...) {
+    }
+    if (e.kind() == ErrorKind::Stale)
+      pkg.problems.push_back({ErrorKind::Stale, "format_version", origin, declared,
+                              std::to_string(loader.manifest_format),
+                              "format_version: package has " + declared + ", libkiln reads " +
+                                  std::to_string(loader.manifest_format)});
+    else
+      pkg.problems.push_back({e.kind(), "manifest", origin, "", "", e.what()});
+  }
+}
+
+void add_verify_problems(const std::vector<VerifyProblem>& vps, CompatPackage& pkg) {
+  for (const auto& v : vps)
+    pkg.problems.push_back(
+        {v.kind, v.field.empty() ? "integrity" : v.field, v.file, "", "", v.message});
+}
+
+void check_archive(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
+  pkg.kind = "archive";
+  auto members = read_archive(p);
+  if (members.empty() || members.front().name != "manifest.json")
+    throw Error(ErrorKind::Format, p.string() + ": the first member is not manifest.json");
+  check_manifest_text(loader, members.front().data, p.string(), pkg);
+  // Integrity matters too: the loader refuses an artifact whose bytes differ from the manifest.
+  if (pkg.problems.empty()) add_verify_problems(verify_archive_members(members, p.string()), pkg);
+}
+
+void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
+  pkg.kind = "index";
+  std::string text = read_text(p);
+  Index idx;
+  try {
+    idx = parse_index(text, p.string());
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Stale) throw;
+    pkg.problems.push_back({ErrorKind::Stale, "index format_version", p.string(), "?",
+                            std::to_string(loader.index_format), e.what()});
+    return;
+  }
+  if (idx.package_version != loader.version)
+    pkg.problems.push_back(
+        {ErrorKind::Stale, "package_version", p.string(), idx.package_version, loader.version,
+         "package_version: index is " + idx.package_version + ", libkiln is " + loader.version});
+  // Source hashes live in the archives' manifests: check those that sit beside the index.
+  for (const auto& a : idx.archives) {
+    fs::path ap = p.parent_path() / a.file;
+    std::error_code ec;
+    if (!fs::exists(ap, ec)) {
+      pkg.notes.push_back(a.file + " (" + a.target +
+                          ") is not beside the index: its kernels' source hashes are unchecked");
+      CompatManifest cm;
+      cm.origin = ap.string();
+      cm.target = a.target;
+      cm.package_version = idx.package_version;
+      cm.cuda_version = idx.cuda_version;
+      pkg.manifests.push_back(cm);
+      continue;
+    }
+    CompatPackage sub;
+    try {
+      check_archive(loader, ap, sub);
+    } catch (const Error& e) {
+      sub.problems.push_back({e.kind(), "archive", ap.string(), "", "", e.what()});
+    }
+    for (auto& m : sub.manifests) {
+      if (m.target != a.target)
+        sub.problems.push_back(
+            {ErrorKind::Integrity, "target", ap.string(), m.target, a.target,
+             "target: archive manifest says " + m.target + ", the index says " + a.target});
+      pkg.manifests.push_back(m);
+    }
+    for (auto& x : sub.problems)
+      if (x.field != "package_version" || x.package_value != idx.package_version)
+        pkg.problems.push_back(x);
+    pkg.notes.insert(pkg.notes.end(), sub.notes.begin(), sub.notes.end());
+  }
+}
+
+void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
+  pkg.kind = "store";
+  auto entries = scan_store(p);
+  if (entries.empty()) throw Error(ErrorKind::NotFound, p.string() + " holds no archive directory");
+  for (const auto& e : entries) {
+    fs::path mf = e.directory / "manifest.json";
+    std::error_code ec;
+    if (!fs::exists(mf, ec)) {
+      pkg.problems.push_back({e.error_kind, "manifest", e.directory.string(), "", "", e.error});
+      continue;
+    }
+    check_manifest_text(loader, read_text(mf), mf.string(), pkg);
+  }
+}
+
+void check_device(const std::vector<int>& ccs, CompatPackage& pkg) {
+  if (ccs.empty() || pkg.manifests.empty()) return;
+  for (int cc : ccs) {
+    bool any = false;
+    std::string why;
+    for (const auto& m : pkg.manifests) {
+      auto t = parse_target(m.target);
+      if (t && target_preference(*t, cc)) {
+        any = true;
+        break;
+      }
+      why += std::string(why.empty() ? "" : "; ") +
+             (t ? why_not_runnable(*t, cc) : m.target + " is not a target");
+    }
+    if (!any) {
+      std::string targets;
+      for (const auto& m : pkg.manifests) targets += (targets.empty() ? "" : ",") + m.target;
+      pkg.problems.push_back({ErrorKind::Unsupported, "target", pkg.path, targets,
+                              device_target(cc),
+                              "target: package has " + targets + ", device is " +
+                                  device_target(cc) + " (CC " + cc_string(cc) + "): " + why});
+    }
+  }
+}
+
+}  // namespace
+
+CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& device_ccs,
+                          const std::vector<fs::path>& packages) {
+  CompatReport rep;
+  rep.loader = loader;
+  rep.devices = device_ccs;
+  for (const auto& p : packages) {
+    CompatPackage pkg;
+    pkg.path = p.string();
+    try {
+      std::string name = p.filename().string();
+      PathKind kind = classify_path(p);  // NotFound when missing
+      if (ends_with(name, ".whl")) {
+        pkg.kind = "wheel";
+        for (const auto& m : wheel::wheel_manifests(p))
+          check_manifest(
+              loader, m,
+              p.string() + ":" + archive_stem(m.package_version, m.cuda_version, m.target), pkg);
+      } else if (kind == PathKind::Archive && name.rfind("kiln-kernels-", 0) != 0 &&
+                 ends_with(name, ".tar.zst")) {
+        pkg.kind = "tarball";
+        for (const auto& m : tarball_manifests(p))
+          check_manifest(
+              loader, m,
+              p.string() + ":" + archive_stem(m.package_version, m.cuda_version, m.target), pkg);
+        if (pkg.manifests.empty()) pkg.notes.push_back("the tarball ships no kernel store");
+      } else if (kind == PathKind::Archive) {
+        check_archive(loader, p, pkg);
+      } else if (kind == PathKind::Index) {
+        check_index(loader, p, pkg);
+      } else if (kind == PathKind::Store) {
+        check_store(loader, p, pkg);
+      } else if (kind == PathKind::StoreArchive || kind == PathKind::Manifest) {
+        pkg.kind = kind == PathKind::Manifest ? "manifest" : "store-archive";
+        fs::path mf = kind == PathKind::Manifest ? p : p / "manifest.json";
+        check_manifest_text(loader, read_text(mf), mf.string(), pkg);
+      } else {
+        throw Error(ErrorKind::Usage,
+                    p.string() + " is a " + to_string(kind) +
+                        ", not a package (archive, index, store, wheel or kiln tarball)");
+      }
+      check_device(device_ccs, pkg);
+    } catch (const Error& e) {
+      if (pkg.kind.empty()) pkg.kind = "unknown";
+      pkg.problems.push_back({e.kind(), "package", p.string(), "", "", e.what()});
+    }
+    rep.packages.push_back(std::move(pkg));
+  }
+  return rep;
+}
+
+bool CompatReport::compatible() const {
+  return std::all_of(packages.begin(), packages.end(),
+                     [](const CompatPackage& p) { return p.compatible(); });
+}
+
+int CompatReport::exit_code() const {
+  std::vector<VerifyProblem> all;
+  for (const auto& p : packages)
+    for (const auto& x : p.problems) all.push_back({x.kind, "", "", ""});
+  auto worst = most_severe(all);
+  return worst ? kiln::exit_code(*worst) : 0;
+}
+
+std::string CompatReport::to_json() const {
+  Json j = Json::object();
+  j["loader"] = {{"library", loader.library},
+                 {"version", loader.version},
+                 {"cuda_version", loader.cuda_version},
+                 {"manifest_format", loader.manifest_format},
+                 {"index_format", loader.index_format}};
+  j["devices"] = Json::array();
+  for (int cc : devices) j["devices"].push_back(device_target(cc));
+  j["compatible"] = compatible();
+  j["exit_code"] = exit_code();
+  j["packages"] = Json::array();
+  for (const auto& p : packages) {
+    Json jp = Json::object();
+    jp["path"] = p.path;
+    jp["kind"] = p.kind;
+    jp["compatible"] = p.compatible();
+    jp["manifests"] = Json::array();
+    for (const auto& m : p.manifests)
+      jp["manifests"].push_back({{"origin", m.origin},
+                                 {"target", m.target},
+                                 {"package_version", m.package_version},
+                                 {"format_version", m.format_version},
+                                 {"cuda_version", m.cuda_version},
+                                 {"artifacts", m.artifacts},
+                                 {"unknown_uris", m.unknown_uris},
+                                 {"compatible", m.compatible}});
+    jp["problems"] = Json::array();
+    for (const auto& x : p.problems)
+      jp["problems"].push_back({{"kind", to_string(x.kind)},
+                                {"field", x.field},
+                                {"where", x.where},
+                                {"package", x.package_value},
+                                {"loader", x.loader_value},
+                                {"message", x.message}});
+    jp["notes"] = p.notes;
+    j["packages"].push_back(std::move(jp));
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string CompatReport::to_table() const {
+  std::ostringstream s;
+  s << "loader  " << loader.library << "\n        kiln " << loader.version << ", CUDA "
+    << loader.cuda_version << ", manifest format " << loader.manifest_format << ", index format "
+    << loader.index_format << "\n";
+  s << "device  ";
+  if (devices.empty()) s << "none given or present (targets not checked; pass --device sm_XX)";
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    s << (i ? ", " : "") << device_target(devices[i]) << " (CC " << cc_string(devices[i]) << ")";
+  s << "\n\n";
+  std::size_t w = 7;
+  for (const auto& p : packages) w = std::max(w, p.path.size());
+  char line[64];
+  std::snprintf(line, sizeof line, "%-13s  %-22s  %s", "KIND", "TARGETS", "RESULT");
+  s << std::string("PACKAGE") << std::string(w - 7 + 2, ' ') << line << "\n";
+  for (const auto& p : packages) {
+    std::string targets;
+    for (const auto& m : p.manifests) targets += (targets.empty() ? "" : ",") + m.target;
+    if (targets.empty()) targets = "-";
+    std::string result = p.compatible() ? "compatible"
+                                        : "INCOMPATIBLE (" + std::to_string(p.problems.size()) +
+                                              (p.problems.size() == 1 ? " problem)" : " problems)");
+    std::snprintf(line, sizeof line, "%-13s  %-22s  ", p.kind.c_str(), targets.c_str());
+    s << p.path << std::string(w - p.path.size() + 2, ' ') << line << result << "\n";
+  }
+  for (const auto& p : packages) {
+    if (p.problems.empty() && p.notes.empty()) continue;
+    s << "\n" << p.path << ":\n";
+    for (const auto& x : p.problems)
+      s << "  " << to_string(x.kind) << "  " << x.where << ": " << x.message << "\n";
+    for (const auto& n : p.notes) s << "  note  " << n << "\n";
+  }
+  s << "\n" << (compatible() ? "compatible" : "NOT compatible") << "\n";
+  return s.str();
+}
+
+}  // namespace kiln::cli

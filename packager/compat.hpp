@@ -1,0 +1,59 @@
+#pragma once
+// `kiln compat`: will this libkiln (or another build of it) accept a package? The rules are the
+// loader's own (resolver.cpp plan_stores): the manifest format version it reads, the package
+// version it is, the source hash it expects for each kernel URI; plus, for the devices given
+// or present, whether any of the package's targets runs there (target rules of kiln/target.hpp).
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/error.hpp"
+#include "loader_facts.hpp"
+
+namespace kiln::cli {
+
+struct CompatProblem {
+  ErrorKind kind = ErrorKind::Stale;  // Stale: version/format/hash; Unsupported: target; ...
+  std::string field;                  // package_version, format_version, source_hash, target, ...
+  std::string where;                  // the manifest or file it was found in
+  std::string package_value;
+  std::string loader_value;  // (or the device, for `target`)
+  std::string message;       // one sentence naming the field and both values
+};
+
+struct CompatManifest {
+  std::string origin;  // file (and member) the manifest came from
+  std::string target, package_version, cuda_version;
+  int format_version = 0;
+  std::size_t artifacts = 0;
+  std::size_t unknown_uris = 0;  // URIs this libkiln's registry does not have (never asked for)
+  bool compatible = true;
+};
+
+struct CompatPackage {
+  std::string path;
+  std::string kind;  // archive, index, store, store-archive, wheel, tarball
+  std::vector<CompatManifest> manifests;
+  std::vector<std::string> notes;  // things worth knowing that are not incompatibilities
+  std::vector<CompatProblem> problems;
+  bool compatible() const { return problems.empty(); }
+};
+
+struct CompatReport {
+  LoaderFacts loader;
+  std::vector<int> devices;  // compute capabilities checked (90 = 9.0); empty: not checked
+  std::vector<CompatPackage> packages;
+  bool compatible() const;
+  // Exit code: 0 when compatible, else the most severe problem kind's (docs/exit-codes.md).
+  int exit_code() const;
+  std::string to_json() const;
+  std::string to_table() const;
+};
+
+// Never throws for a bad package: an unreadable or missing package is a problem of that
+// package (kind NotFound / Format), so every package is reported.
+CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& device_ccs,
+                          const std::vector<std::filesystem::path>& packages);
+
+}  // namespace kiln::cli

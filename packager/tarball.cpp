@@ -1,0 +1,386 @@
+#include "tarball.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "atomic_file.hpp"
+#include "kiln/error.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "kiln/version.hpp"
+#include "loader_facts.hpp"
+
+namespace kiln::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct WriteFree {
+  void operator()(struct archive* a) const { archive_write_free(a); }
+};
+struct ReadFree {
+  void operator()(struct archive* a) const { archive_read_free(a); }
+};
+struct EntryFree {
+  void operator()(archive_entry* e) const { archive_entry_free(e); }
+};
+
+std::string la_error(struct archive* a) {
+  const char* s = archive_error_string(a);
+  return s ? s : "unknown libarchive error";
+}
+
+// One entry of the install tree, keyed by its path below the top directory.
+struct TreeEntry {
+  enum class Type { Dir, File, Link } type = Type::File;
+  fs::path source;          // File: where the bytes come from
+  std::string link_target;  // Link: a plain file name in the same directory
+  bool executable = false;
+};
+
+using Tree = std::map<std::string, TreeEntry>;
+
+void add_parents(Tree& tree, const std::string& rel) {
+  for (fs::path p = fs::path(rel).parent_path(); !p.empty(); p = p.parent_path())
+    tree.emplace(p.string(), TreeEntry{TreeEntry::Type::Dir, {}, {}, true});
+}
+
+void add_file(Tree& tree, const std::string& rel, const fs::path& source) {
+  std::error_code ec;
+  auto st = fs::symlink_status(source, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot read " + source.string() + ": " + ec.message());
+  TreeEntry e;
+  if (fs::is_symlink(st)) {
+    fs::path target = fs::read_symlink(source, ec);
+    if (ec || target.has_parent_path() || target.empty() || target == "." || target == "..")
+      throw Error(ErrorKind::Format,
+                  source.string() + " is a link to '" + target.string() +
+                      "': only links to a file in the same directory are packed");
+    e.type = TreeEntry::Type::Link;
+    e.link_target = target.string();
+  } else if (fs::is_regular_file(st)) {
+    e.source = source;
+    e.executable = (st.permissions() & fs::perms::owner_exec) != fs::perms::none;
+  } else {
+    throw Error(ErrorKind::Format,
+                source.string() + " is neither a regular file nor a link: not packed");
+  }
+  add_parents(tree, rel);
+  tree[rel] = e;
+}
+
+void add_dir_recursive(Tree& tree, const std::string& rel, const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> children;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec))
+    children.push_back(it->path());
+  if (ec) throw Error(ErrorKind::Io, "cannot list " + dir.string() + ": " + ec.message());
+  tree.emplace(rel, TreeEntry{TreeEntry::Type::Dir, {}, {}, true});
+  add_parents(tree, rel);
+  for (const auto& c : children) {
+    std::string child_rel = rel + "/" + c.filename().string();
+    if (fs::is_directory(fs::symlink_status(c, ec)))
+      add_dir_recursive(tree, child_rel, c);
+    else
+      add_file(tree, child_rel, c);
+  }
+}
+
+// A hidden scratch directory inside `out`, removed on every path out of build_tarball.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const fs::path& parent) {
+    std::string tmpl = (parent / ".kiln-tarball-XXXXXX").string();
+    if (!::mkdtemp(tmpl.data()))
+      throw Error(ErrorKind::Io, "cannot create a scratch directory in " + parent.string());
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// The kiln install tree under `prefix`: exactly the parts a consumer needs. Every missing part
+// is named in one error.
+void add_install_tree(Tree& tree, const fs::path& prefix) {
+  std::vector<std::string> missing;
+  std::error_code ec;
+  fs::path exe = prefix / "bin" / "kiln";
+  if (!fs::is_regular_file(exe, ec)) missing.push_back(exe.string());
+  std::vector<fs::path> libs;
+  for (auto it = fs::directory_iterator(prefix / "lib", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec))
+    if (it->path().filename().string().rfind("libkiln.so", 0) == 0) libs.push_back(it->path());
+  if (libs.empty()) missing.push_back((prefix / "lib" / "libkiln.so*").string());
+  fs::path header = prefix / "include" / "kiln" / "kiln.h";
+  if (!fs::is_regular_file(header, ec)) missing.push_back(header.string());
+  fs::path config = prefix / "lib" / "cmake" / "kiln" / "kilnConfig.cmake";
+  if (!fs::is_regular_file(config, ec)) missing.push_back(config.string());
+  if (!missing.empty()) {
+    std::string msg = prefix.string() + " is not a complete kiln install tree; missing:";
+    for (const auto& m : missing) msg += "\n  " + m;
+    msg +=
+        "\nMake one with `cmake --install BUILD_DIR --prefix DIR` (a shared-library build) and "
+        "pass --prefix DIR.";
+    throw Error(ErrorKind::NotFound, msg);
+  }
+  add_file(tree, "bin/kiln", exe);
+  for (const auto& l : libs) add_file(tree, "lib/" + l.filename().string(), l);
+  add_dir_recursive(tree, "include/kiln", prefix / "include" / "kiln");
+  add_dir_recursive(tree, "lib/cmake/kiln", prefix / "lib" / "cmake" / "kiln");
+}
+
+std::string problems_text(const std::vector<VerifyProblem>& problems) {
+  std::string s;
+  for (const auto& p : problems) s += "\n  " + p.message;
+  return s;
+}
+
+}  // namespace
+
+std::string host_platform() {
+#if defined(__x86_64__)
+  return "linux-x86_64";
+#elif defined(__aarch64__)
+  return "linux-aarch64";
+#else
+  return "linux-unknown";
+#endif
+}
+
+std::string tarball_file_name(const std::string& version, const std::string& cuda,
+                              const std::string& platform) {
+  return "kiln-" + version + "-cuda" + cuda + "-" + platform + ".tar.zst";
+}
+
+std::optional<fs::path> running_install_prefix() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.parent_path().filename() != "bin") return std::nullopt;
+  fs::path prefix = exe.parent_path().parent_path();
+  if (!fs::is_regular_file(prefix / "lib" / "cmake" / "kiln" / "kilnConfig.cmake", ec))
+    return std::nullopt;
+  return prefix;
+}
+
+TarballResult build_tarball(const TarballOptions& opts) {
+  auto say = [&](const std::string& s) {
+    if (opts.progress) opts.progress(s);
+  };
+  const std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  fs::path index_path = opts.dist / index_file_name(version);
+  std::error_code ec;
+  if (!fs::is_regular_file(index_path, ec))
+    throw Error(ErrorKind::NotFound,
+                "no release index " + index_path.filename().string() + " in " + opts.dist.string() +
+                    " (run `kiln build --dist " + opts.dist.string() +
+                    "` first, or pass the --dist that holds kiln " + version + ")");
+
+  // 1. Everything packed is verified first: the index, each archive it pins, their manifests.
+  say("verifying " + index_path.string());
+  Index index;
+  auto problems = verify_index_file(index_path, version, &index);
+  if (!problems.empty())
+    throw Error(*most_severe(problems),
+                index_path.string() + " did not verify:" + problems_text(problems));
+
+  std::vector<const IndexEntry*> chosen;
+  if (opts.targets.empty()) {
+    for (const auto& a : index.archives) chosen.push_back(&a);
+  } else {
+    std::set<std::string> seen;
+    for (const auto& t : opts.targets) {
+      if (!seen.insert(t).second) continue;
+      auto it = std::find_if(index.archives.begin(), index.archives.end(),
+                             [&](const IndexEntry& a) { return a.target == t; });
+      if (it == index.archives.end()) {
+        std::string have;
+        for (const auto& a : index.archives) have += (have.empty() ? "" : ", ") + a.target;
+        throw Error(ErrorKind::NotFound, "target " + t + " is not in " + index_path.string() +
+                                             " (it has: " + have + ")");
+      }
+      chosen.push_back(&*it);
+    }
+  }
+  if (chosen.empty()) throw Error(ErrorKind::NotFound, index_path.string() + " lists no archive");
+
+  // 2. The install tree, and the libkiln in it must be the one these stores are for.
+  if (opts.prefix.empty()) throw Error(ErrorKind::Usage, "no install prefix given");
+  Tree tree;
+  add_install_tree(tree, opts.prefix);
+  fs::path lib;
+  for (const auto& [rel, e] : tree)
+    if (rel.rfind("lib/libkiln.so", 0) == 0 && e.type == TreeEntry::Type::File) lib = e.source;
+  LoaderFacts facts = open_loader_facts(lib);
+  if (facts.version != index.package_version || facts.cuda_version != index.cuda_version)
+    throw Error(ErrorKind::Stale, facts.library + " is kiln " + facts.version + " for CUDA " +
+                                      facts.cuda_version + ", but " + index_path.string() +
+                                      " is kiln " + index.package_version + " for CUDA " +
+                                      index.cuda_version +
+                                      ": a tarball ships a libkiln that accepts its stores");
+
+  fs::create_directories(opts.out, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot create " + opts.out.string() + ": " + ec.message());
+  ScratchDir scratch(opts.out);
+  std::int64_t newest = 0;
+  TarballResult res;
+  for (const IndexEntry* a : chosen) {
+    say("unpacking " + a->file);
+    InstallResult ir = install_archive(opts.dist / a->file, scratch.path(), a->sha256, version);
+    newest = std::max(newest, ir.manifest.build_time);
+    add_dir_recursive(tree, "share/kiln/artifacts/" + ir.directory.filename().string(),
+                      ir.directory);
+    res.targets.push_back(a->target);
+  }
+  const std::int64_t mtime = opts.mtime.value_or(newest);
+
+  // 3. Pack: sorted paths under one top directory, fixed metadata.
+  const std::string top = "kiln-" + version + "-cuda" + index.cuda_version + "-" + host_platform();
+  res.file = opts.out / tarball_file_name(version, index.cuda_version, host_platform());
+  say("packing " + std::to_string(tree.size()) + " entries into " + res.file.string());
+  AtomicFile out(res.file);
+  std::unique_ptr<struct archive, WriteFree> a(archive_write_new());
+  if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_write_new failed");
+  auto check = [&](int r, const std::string& what) {
+    if (r != ARCHIVE_OK)
+      throw Error(ErrorKind::Io,
+                  "cannot write " + res.file.string() + ": " + what + ": " + la_error(a.get()));
+  };
+  check(archive_write_set_format_pax_restricted(a.get()), "set tar format");
+  check(archive_write_add_filter_zstd(a.get()), "add zstd filter");
+  check(archive_write_set_filter_option(a.get(), "zstd", "compression-level", "19"),
+        "set zstd level");
+  auto write_cb = [](struct archive*, void* client, const void* buf, size_t n) -> la_ssize_t {
+    try {
+      static_cast<AtomicFile*>(client)->write(std::string_view(static_cast<const char*>(buf), n));
+      return static_cast<la_ssize_t>(n);
+    } catch (...) {
+      return -1;
+    }
+  };
+  // No padding of the last block: a zstd stream followed by zero bytes is refused by `zstd -d`.
+  check(archive_write_set_bytes_in_last_block(a.get(), 1), "set last block size");
+  check(archive_write_open2(a.get(), &out, nullptr, write_cb, nullptr, nullptr), "open");
+
+  std::vector<std::string> members{top};
+  for (const auto& [rel, e] : tree) members.push_back(top + "/" + rel);
+  std::vector<char> buf(1 << 20);
+  for (const auto& name : members) {
+    const TreeEntry dir_entry{TreeEntry::Type::Dir, {}, {}, true};
+    const TreeEntry& e = name == top ? dir_entry : tree.at(name.substr(top.size() + 1));
+    std::unique_ptr<archive_entry, EntryFree> ent(archive_entry_new());
+    if (!ent) throw Error(ErrorKind::Internal, "libarchive: archive_entry_new failed");
+    archive_entry_set_pathname(ent.get(), name.c_str());
+    archive_entry_set_mtime(ent.get(), static_cast<time_t>(mtime), 0);
+    archive_entry_set_uid(ent.get(), 0);
+    archive_entry_set_gid(ent.get(), 0);
+    archive_entry_set_uname(ent.get(), "root");
+    archive_entry_set_gname(ent.get(), "root");
+    std::uintmax_t size = 0;
+    switch (e.type) {
+      case TreeEntry::Type::Dir:
+        archive_entry_set_filetype(ent.get(), AE_IFDIR);
+        archive_entry_set_perm(ent.get(), 0755);
+        break;
+      case TreeEntry::Type::Link:
+        archive_entry_set_filetype(ent.get(), AE_IFLNK);
+        archive_entry_set_perm(ent.get(), 0777);
+        archive_entry_set_symlink(ent.get(), e.link_target.c_str());
+        break;
+      case TreeEntry::Type::File:
+        size = fs::file_size(e.source, ec);
+        if (ec)
+          throw Error(ErrorKind::Io, "cannot read " + e.source.string() + ": " + ec.message());
+        archive_entry_set_filetype(ent.get(), AE_IFREG);
+        archive_entry_set_perm(ent.get(), e.executable ? 0755 : 0644);
+        archive_entry_set_size(ent.get(), static_cast<la_int64_t>(size));
+        break;
+    }
+    check(archive_write_header(a.get(), ent.get()), "header of " + name);
+    if (e.type == TreeEntry::Type::File) {
+      std::ifstream in(e.source, std::ios::binary);
+      if (!in) throw Error(ErrorKind::Io, "cannot open " + e.source.string());
+      std::uintmax_t left = size;
+      while (left > 0) {
+        auto want = static_cast<std::streamsize>(std::min<std::uintmax_t>(left, buf.size()));
+        in.read(buf.data(), want);
+        if (in.gcount() != want)
+          throw Error(ErrorKind::Io, e.source.string() + " changed size while being packed");
+        la_ssize_t n = archive_write_data(a.get(), buf.data(), static_cast<size_t>(want));
+        if (n != want)
+          throw Error(ErrorKind::Io, "cannot write " + res.file.string() + ": data of " + name +
+                                         ": " + la_error(a.get()));
+        left -= static_cast<std::uintmax_t>(want);
+      }
+    }
+    check(archive_write_finish_entry(a.get()), "end of " + name);
+  }
+  check(archive_write_close(a.get()), "close");
+  a.reset();
+  out.commit();
+  res.entries = members.size();
+  res.sha256 = sha256_file(res.file, &res.size);
+  return res;
+}
+
+std::vector<Manifest> tarball_manifests(const fs::path& tarball) {
+  std::unique_ptr<struct archive, ReadFree> a(archive_read_new());
+  if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_read_new failed");
+  archive_read_support_format_tar(a.get());
+  archive_read_support_filter_zstd(a.get());
+  if (archive_read_open_filename(a.get(), tarball.c_str(), 1 << 16) != ARCHIVE_OK)
+    throw Error(ErrorKind::Format,
+                "cannot read " + tarball.string() + " as a tarball: " + la_error(a.get()));
+  std::vector<Manifest> out;
+  bool saw_libkiln = false;
+  archive_entry* e = nullptr;
+  int r;
+  while ((r = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK) {
+    std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+    if (name.find("/lib/libkiln.so") != std::string::npos) saw_libkiln = true;
+    // <top>/share/kiln/artifacts/<stem>/manifest.json
+    fs::path p(name);
+    auto it = p.begin();
+    std::vector<std::string> parts;
+    for (; it != p.end(); ++it) parts.push_back(it->string());
+    bool is_manifest = parts.size() == 6 && parts[1] == "share" && parts[2] == "kiln" &&
+                       parts[3] == "artifacts" && parts[5] == "manifest.json" &&
+                       archive_entry_filetype(e) == AE_IFREG;
+    if (!is_manifest) continue;
+    if (archive_entry_size(e) > (16 << 20))
+      throw Error(ErrorKind::Format, tarball.string() + ": " + name + " is implausibly large");
+    std::string text(static_cast<size_t>(archive_entry_size(e)), '\0');
+    if (archive_read_data(a.get(), text.data(), text.size()) !=
+        static_cast<la_ssize_t>(text.size()))
+      throw Error(ErrorKind::Format,
+                  "cannot read " + name + " in " + tarball.string() + ": " + la_error(a.get()));
+    out.push_back(parse_manifest(text, tarball.string() + ":" + name));
+  }
+  if (r != ARCHIVE_EOF)
+    throw Error(ErrorKind::Format,
+                "cannot read " + tarball.string() + " as a tarball: " + la_error(a.get()));
+  if (!saw_libkiln)
+    throw Error(ErrorKind::Format, tarball.string() + " is not a kiln tarball (no lib/libkiln.so)");
+  return out;
+}
+
+}  // namespace kiln::cli

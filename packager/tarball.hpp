@@ -1,0 +1,61 @@
+#pragma once
+// `kiln tarball`: one relocatable install tree per CUDA version, packed reproducibly.
+//
+//   kiln-<version>-cuda<M.m>-<platform>/          top directory, e.g.
+//   kiln-0.1.0-cuda13.0-linux-x86_64
+//     bin/kiln                                    RPATH $ORIGIN/../lib
+//     lib/libkiln.so -> libkiln.so.<M.m> -> libkiln.so.<version>
+//     lib/cmake/kiln/kilnConfig*.cmake, kilnTargets*.cmake    find_package(kiln), kiln::kiln
+//     include/kiln/*.h*
+//     share/kiln/artifacts/<archive stem>/...     verified stores, found by libkiln by itself
+//
+// tar (pax restricted) + zstd; entries sorted, mtime fixed, uid/gid 0, modes 0755/0644: the
+// same inputs give the same bytes.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/manifest.hpp"
+
+namespace kiln::cli {
+
+struct TarballOptions {
+  std::filesystem::path dist;         // the index and archives `kiln build --dist` wrote
+  std::vector<std::string> targets;   // empty: every target in the index
+  std::filesystem::path out;          // directory for the tarball
+  std::filesystem::path prefix;       // the kiln install tree to pack (cmake --install)
+  std::string version;                // release version; empty: kiln::version()
+  std::optional<std::int64_t> mtime;  // SOURCE_DATE_EPOCH; nullopt: the newest manifest build_time
+  std::function<void(const std::string&)> progress;
+};
+
+struct TarballResult {
+  std::filesystem::path file;
+  std::uint64_t size = 0;
+  std::string sha256;  // hex
+  std::vector<std::string> targets;
+  std::size_t entries = 0;  // files, links and directories packed
+};
+
+// Verifies the index and each chosen archive, checks that the prefix holds a complete kiln
+// install tree whose libkiln has the release's version and CUDA version, and writes
+// <out>/<tarball_file_name(...)> atomically. Errors name what was looked for and where.
+TarballResult build_tarball(const TarballOptions& opts);
+
+// "linux-x86_64", "linux-aarch64": the platform this kiln was built for.
+std::string host_platform();
+// kiln-<version>-cuda<M.m>-<platform>.tar.zst
+std::string tarball_file_name(const std::string& version, const std::string& cuda,
+                              const std::string& platform);
+// The install tree this kiln runs from (<exe>/..), when it is one (bin/kiln beside
+// lib/cmake/kiln/kilnConfig.cmake); nullopt when running from a build directory.
+std::optional<std::filesystem::path> running_install_prefix();
+
+// The manifests of every store packed in a tarball (share/kiln/artifacts/*/manifest.json),
+// for `kiln compat`. Throws Error{Format} when the file is not a kiln tarball.
+std::vector<Manifest> tarball_manifests(const std::filesystem::path& tarball);
+
+}  // namespace kiln::cli

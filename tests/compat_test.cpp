@@ -1,0 +1,262 @@
+// `kiln compat` as a user runs it: the answer (exit code), and every incompatibility named with
+// its field and both values, for archives, an index, a store, and another build of libkiln.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "kiln/archive.hpp"
+#include "kiln/kiln.h"
+#include "kiln/manifest.hpp"
+#include "kiln/registry.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+using Json = nlohmann::json;
+
+const char* kUri32 = "axpy_dtype_f32";
+const char* kUri16 = "axpy_dtype_f16";
+
+struct ArchiveSpec {
+  std::string target = "sm_90";
+  std::string version = kiln::version();
+  int format = kManifestFormat;
+  std::map<std::string, std::string> hash_override;  // uri -> source hash
+};
+
+// An archive whose kernels carry the source hashes this libkiln's registry gives them.
+std::vector<ArchiveMember> members_for(const ArchiveSpec& s) {
+  Manifest m;
+  m.format_version = s.format;
+  m.package_version = s.version;
+  m.git_commit = "3f9c2a1";
+  m.cuda_version = kiln::cuda_version();
+  m.target = s.target;
+  m.build_time = 1764403200;
+  std::vector<ArchiveMember> files;
+  for (const char* uri : {kUri16, kUri32}) {
+    const Specialisation* spec = embedded_registry().find(uri);
+    EXPECT_NE(spec, nullptr) << uri;
+    std::string data = std::string("image of ") + uri;
+    ArtifactEntry a;
+    a.uri = uri;
+    a.family = "axpy";
+    a.params = spec->params;
+    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
+    a.source_hash = s.hash_override.count(uri) ? s.hash_override.at(uri) : spec->source_hash;
+    a.file = std::string(uri) + ".fatbin";
+    a.size = data.size();
+    a.sha256 = sha256_hex(data);
+    m.artifacts.push_back(a);
+    files.push_back({a.file, data});
+  }
+  files.insert(files.begin(), {"manifest.json", manifest_to_json(m)});
+  return files;
+}
+
+fs::path write_archive_for(const fs::path& dir, const ArchiveSpec& s) {
+  fs::path p = dir / archive_file_name(s.version, kiln::cuda_version(), s.target);
+  write_archive(p, members_for(s), 0);
+  return p;
+}
+
+struct Run {
+  int exit_code;
+  Json j;
+  std::string out;
+};
+
+Run compat(const std::string& args) {
+  auto r = test::run("(" + test::kiln_cli() + " compat --json " + args + " 2>/dev/null)");
+  Run out{r.exit_code, Json(), r.out};
+  try {
+    out.j = Json::parse(r.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not JSON: " << e.what() << "\n" << r.out;
+  }
+  return out;
+}
+
+const Json* find_problem(const Json& pkg, const std::string& field) {
+  for (const auto& p : pkg["problems"])
+    if (p["field"] == field) return &p;
+  return nullptr;
+}
+
+TEST(CompatCli, MatchingArchiveOnARunnableDeviceIsCompatible) {
+  TempDir dir;
+  fs::path a = write_archive_for(dir.path(), {});
+  auto r = compat("--device sm_90 " + a.string());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(r.j["compatible"].get<bool>());
+  EXPECT_EQ(r.j["loader"]["version"], kiln::version());
+  EXPECT_EQ(r.j["devices"][0], "sm_90");
+  ASSERT_EQ(r.j["packages"].size(), 1u);
+  EXPECT_EQ(r.j["packages"][0]["kind"], "archive");
+  EXPECT_EQ(r.j["packages"][0]["manifests"][0]["target"], "sm_90");
+  EXPECT_TRUE(r.j["packages"][0]["problems"].empty());
+}
+
+TEST(CompatCli, OtherPackageVersionIsStaleNamingBothVersions) {
+  TempDir dir;
+  ArchiveSpec s;
+  s.version = "0.0.9";
+  fs::path a = write_archive_for(dir.path(), s);
+  auto r = compat("--device none " + a.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_FALSE(r.j["compatible"].get<bool>());
+  const Json* p = find_problem(r.j["packages"][0], "package_version");
+  ASSERT_NE(p, nullptr) << r.out;
+  EXPECT_EQ((*p)["package"], "0.0.9");
+  EXPECT_EQ((*p)["loader"], kiln::version());
+  EXPECT_EQ((*p)["kind"], "stale");
+}
+
+TEST(CompatCli, ChangedKernelSourceHashIsStaleNamingTheUriAndBothHashes) {
+  TempDir dir;
+  ArchiveSpec s;
+  s.hash_override[kUri16] = std::string(64, 'e');
+  fs::path a = write_archive_for(dir.path(), s);
+  auto r = compat("--device sm_90 " + a.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  const Json* p = find_problem(r.j["packages"][0], "source_hash");
+  ASSERT_NE(p, nullptr) << r.out;
+  EXPECT_EQ((*p)["package"], std::string(64, 'e'));
+  EXPECT_EQ((*p)["loader"], kiln_source_hash(kUri16));
+  EXPECT_NE((*p)["message"].get<std::string>().find(kUri16), std::string::npos);
+  // Only the changed kernel is named.
+  EXPECT_EQ(r.j["packages"][0]["problems"].size(), 1u) << r.out;
+}
+
+TEST(CompatCli, NewerManifestFormatIsStaleNamingBothFormatVersions) {
+  TempDir dir;
+  ArchiveSpec s;
+  s.format = kManifestFormat + 1;
+  fs::path a = write_archive_for(dir.path(), s);
+  auto r = compat("--device none " + a.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  const Json* p = find_problem(r.j["packages"][0], "format_version");
+  ASSERT_NE(p, nullptr) << r.out;
+  EXPECT_EQ((*p)["package"], std::to_string(kManifestFormat + 1));
+  EXPECT_EQ((*p)["loader"], std::to_string(kManifestFormat));
+}
+
+TEST(CompatCli, TargetThatCannotRunOnTheDeviceIsUnsupportedNamingBoth) {
+  TempDir dir;
+  fs::path a = write_archive_for(dir.path(), {});
+  auto r = compat("--device sm_80 " + a.string());
+  EXPECT_EQ(r.exit_code, 5) << r.out;
+  const Json* p = find_problem(r.j["packages"][0], "target");
+  ASSERT_NE(p, nullptr) << r.out;
+  EXPECT_EQ((*p)["package"], "sm_90");
+  EXPECT_EQ((*p)["loader"], "sm_80");
+  EXPECT_NE((*p)["message"].get<std::string>().find("CC 9.x"), std::string::npos) << r.out;
+  // The same archive answers yes for a device it runs on; --device 9.0 spells the same device.
+  EXPECT_EQ(compat("--device 9.0 " + a.string()).exit_code, 0);
+}
+
+TEST(CompatCli, IndexChecksTheArchivesBesideItAndStoreChecksEveryArchiveDirectory) {
+  TempDir dir;
+  ArchiveSpec s80;
+  s80.target = "sm_80";
+  fs::path a80 = write_archive_for(dir.path(), s80);
+  ArchiveSpec s90;
+  s90.hash_override[kUri32] = std::string(64, 'd');
+  fs::path a90 = write_archive_for(dir.path(), s90);
+  Index idx;
+  idx.package_version = kiln::version();
+  idx.git_commit = "3f9c2a1";
+  idx.cuda_version = kiln::cuda_version();
+  for (const auto& [p, t] : {std::pair{a80, "sm_80"}, std::pair{a90, "sm_90"}}) {
+    std::size_t size = 0;
+    std::string sha = sha256_file(p, &size);
+    idx.archives.push_back({p.filename().string(), t, size, sha});
+  }
+  fs::path index = dir / index_file_name(kiln::version());
+  test::write_file(index, index_to_json(idx));
+
+  auto r = compat("--device sm_90 " + index.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  const Json& pkg = r.j["packages"][0];
+  EXPECT_EQ(pkg["kind"], "index");
+  EXPECT_EQ(pkg["manifests"].size(), 2u);
+  const Json* p = find_problem(pkg, "source_hash");
+  ASSERT_NE(p, nullptr) << r.out;
+  EXPECT_NE((*p)["where"].get<std::string>().find("sm_90"), std::string::npos);
+
+  // The good archive installed into a store: compatible.
+  auto inst = test::run(test::kiln_cli() + " install " + a80.string() + " --dest " +
+                        (dir / "store").string());
+  ASSERT_EQ(inst.exit_code, 0) << inst.out;
+  auto rs = compat("--device sm_86 " + (dir / "store").string());
+  EXPECT_EQ(rs.exit_code, 0) << rs.out;
+  EXPECT_EQ(rs.j["packages"][0]["kind"], "store");
+  EXPECT_EQ(rs.j["packages"][0]["manifests"][0]["target"], "sm_80");
+}
+
+TEST(CompatCli, EveryPackageIsReportedAndTheTableNamesTheProblem) {
+  TempDir dir;
+  fs::path good = write_archive_for(dir.path(), {});
+  ArchiveSpec old;
+  old.version = "0.0.9";
+  fs::path stale = write_archive_for(dir.path(), old);
+  std::string missing = (dir / "nope.tar.zst").string();
+  auto r = compat("--device sm_90 " + good.string() + " " + missing + " " + stale.string());
+  ASSERT_EQ(r.j["packages"].size(), 3u) << r.out;
+  EXPECT_TRUE(r.j["packages"][0]["compatible"].get<bool>());
+  EXPECT_EQ(r.j["packages"][1]["problems"][0]["kind"], "not-found");
+  EXPECT_FALSE(r.j["packages"][2]["compatible"].get<bool>());
+  EXPECT_EQ(r.exit_code, 4);  // stale outranks not-found
+
+  auto t = test::run(test::kiln_cli() + " compat --device sm_90 " + good.string() + " " +
+                     stale.string());
+  EXPECT_EQ(t.exit_code, 4);
+  EXPECT_NE(t.out.find("INCOMPATIBLE"), std::string::npos) << t.out;
+  EXPECT_NE(
+      t.out.find("package_version: package is 0.0.9, libkiln is " + std::string(kiln::version())),
+      std::string::npos)
+      << t.out;
+  EXPECT_NE(t.out.find("NOT compatible"), std::string::npos) << t.out;
+}
+
+TEST(CompatCli, AnotherLibkilnIsQuestionedThroughItsCAbi) {
+  TempDir dir;
+  fs::path a = write_archive_for(dir.path(), {});
+  // A copy in another directory: dlopen gives a second, separate instance of the library.
+  fs::path copy = dir / "other" / "libkiln.so";
+  fs::create_directories(copy.parent_path());
+  fs::copy_file(KILN_LIB_PATH, copy);
+  auto r = compat("--loader " + copy.string() + " --device sm_90 " + a.string());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.j["loader"]["library"], fs::weakly_canonical(copy).string());
+  EXPECT_EQ(r.j["loader"]["version"], kiln::version());
+  EXPECT_EQ(r.j["loader"]["cuda_version"], kiln::cuda_version());
+
+  test::write_file(dir / "fake.so", "not a shared library");
+  auto bad = test::run(test::kiln_cli() + " compat --loader " + (dir / "fake.so").string() + " " +
+                       a.string());
+  EXPECT_EQ(bad.exit_code, 5) << bad.out;
+  EXPECT_NE(bad.out.find("fake.so"), std::string::npos) << bad.out;
+  auto none = test::run(test::kiln_cli() + " compat --loader " + (dir / "nope.so").string() + " " +
+                        a.string());
+  EXPECT_EQ(none.exit_code, 6) << none.out;
+}
+
+TEST(CompatCAbi, FactsMatchTheCppSide) {
+  EXPECT_STREQ(kiln_version(), kiln::version());
+  EXPECT_STREQ(kiln_cuda_version(), kiln::cuda_version());
+  EXPECT_EQ(kiln_manifest_format(), kManifestFormat);
+  EXPECT_EQ(kiln_index_format(), kIndexFormat);
+  EXPECT_EQ(std::string(kiln_source_hash(kUri32)), embedded_registry().find(kUri32)->source_hash);
+  EXPECT_EQ(kiln_source_hash("no_such_kernel"), nullptr);
+  EXPECT_EQ(kiln_source_hash(nullptr), nullptr);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -289,7 +289,7 @@ std::vector<std::string> check_wheel(const fs::path& path) {
   // The wheel's own RECORD: every member listed once with the right digest and size, and
   // RECORD, WHEEL and METADATA well formed (packager/wheel.hpp).
   std::vector<std::string> out;
-  for (const auto& p : wheel::verify_wheel(path)) out.push_back(p.what);
+  for (const auto& p : wheel::verify_wheel(path)) out.push_back(p.file + ": " + p.what);
   return out;
 }
 

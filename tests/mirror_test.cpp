@@ -250,7 +250,11 @@ TEST_F(Mirror, RestageLeavesIdenticalFilesAndRefusesOtherBytesNamingBothDigests)
   EXPECT_EQ(snapshot(mirror), before);
 
   std::string old_sha = sha256_file(mirror / wheel_name());
-  write_file(tmp / "dist" / wheel_name(), "PK-rebuilt-wheel");
+  // A valid wheel of the same release with other bytes (a later timestamp): a rebuild.
+  auto members = members_for("sm_90a");
+  wheel::write_zip(tmp / "dist" / wheel_name(),
+                   wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer),
+                   1764403200 + 86400);
   std::string new_sha = sha256_file(tmp / "dist" / wheel_name());
   r = test::run(cli("stage " + (tmp / "dist").string() + " --to " + mirror.string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;

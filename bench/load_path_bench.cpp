@@ -80,10 +80,13 @@ std::pair<Artifact, Artifact> pick_artifacts(const std::string& store) {
     if (man.target != "sm_90") continue;
     std::vector<Artifact> all;
     for (const auto& a : man.artifacts)
-      all.push_back({a.uri, (d.path() / a.file).string(), a.sha256, a.entries.at(0).symbol, a.size});
+      all.push_back(
+          {a.uri, (d.path() / a.file).string(), a.sha256, a.entries.at(0).symbol, a.size});
     // Small: axpy f32 (also launched for the first-launch row); large: the biggest artifact.
-    std::sort(all.begin(), all.end(), [](const Artifact& x, const Artifact& y) { return x.size < y.size; });
-    auto small = std::find_if(all.begin(), all.end(), [](const Artifact& x) { return x.uri == "axpy_dtype_f32"; });
+    std::sort(all.begin(), all.end(),
+              [](const Artifact& x, const Artifact& y) { return x.size < y.size; });
+    auto small = std::find_if(all.begin(), all.end(),
+                              [](const Artifact& x) { return x.uri == "axpy_dtype_f32"; });
     if (small != all.end()) return {*small, all.back()};
   }
   throw kiln::Error(kiln::ErrorKind::NotFound, "no sm_90 archive in store " + store);
@@ -145,10 +148,14 @@ int main(int argc, char** argv) {
   std::string store, mirror, index, out;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--store") store = argv[i + 1];
-    else if (a == "--mirror") mirror = argv[i + 1];
-    else if (a == "--index") index = argv[i + 1];
-    else if (a == "--out") out = argv[i + 1];
+    if (a == "--store")
+      store = argv[i + 1];
+    else if (a == "--mirror")
+      mirror = argv[i + 1];
+    else if (a == "--index")
+      index = argv[i + 1];
+    else if (a == "--out")
+      out = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -231,12 +238,15 @@ int main(int argc, char** argv) {
         std::string bytes = read_all(a->path);
         unsigned char md[EVP_MAX_MD_SIZE];
         unsigned mdlen = 0;
-        if (EVP_Digest(bytes.data(), bytes.size(), md, &mdlen, EVP_sha256(), nullptr) != 1) return 1;
+        if (EVP_Digest(bytes.data(), bytes.size(), md, &mdlen, EVP_sha256(), nullptr) != 1)
+          return 1;
         CUlibrary lib = nullptr;
         CUkernel k = nullptr;
         CUfunction f = nullptr;
-        if (lib_load(&lib, bytes.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) != CUDA_SUCCESS ||
-            lib_kernel(&k, lib, a->symbol.c_str()) != CUDA_SUCCESS || kernel_fn(&f, k) != CUDA_SUCCESS) {
+        if (lib_load(&lib, bytes.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) !=
+                CUDA_SUCCESS ||
+            lib_kernel(&k, lib, a->symbol.c_str()) != CUDA_SUCCESS ||
+            kernel_fn(&f, k) != CUDA_SUCCESS) {
           std::fprintf(stderr, "floor: driver load of %s failed\n", a->path.c_str());
           return 1;
         }
@@ -246,8 +256,10 @@ int main(int argc, char** argv) {
       Stats c = stats(cold), f = stats(floor);
       std::string sz = std::to_string(a->size) + " B";
       rows.push_back({"cold get (store: read, verify, load), " + a->uri, "us", c,
-                      sz + "; new Loader each time, driver load included, launch excluded; "
-                           "cold/floor = " + fmt(c.median / f.median)});
+                      sz +
+                          "; new Loader each time, driver load included, launch excluded; "
+                          "cold/floor = " +
+                          fmt(c.median / f.median)});
       rows.push_back({"floor: read + SHA-256 + cuLibraryLoadData + GetKernel, " + a->uri, "us", f,
                       sz + "; bare code, same bytes"});
       if (!first_launch.empty())
@@ -263,14 +275,16 @@ int main(int argc, char** argv) {
       for (int i = 0; i < kJit; ++i) {
         TempDir tmp;
         fs::create_directories(tmp.path / "empty");
-        kiln::LoaderConfig c = store_config((tmp.path / "empty").string(), (tmp.path / "cache").string());
+        kiln::LoaderConfig c =
+            store_config((tmp.path / "empty").string(), (tmp.path / "cache").string());
         c.disable_jit = false;
         kiln::Loader l(c);
         auto t0 = Clock::now();
         const kiln::KernelHandle& h = l.get(a->uri);
         jit.push_back(ns_since(t0) / 1e3);
         if (h.origin.rfind("jit:", 0) != 0) {
-          std::fprintf(stderr, "JIT row: %s came from %s, not JIT\n", a->uri.c_str(), h.origin.c_str());
+          std::fprintf(stderr, "JIT row: %s came from %s, not JIT\n", a->uri.c_str(),
+                       h.origin.c_str());
           return 1;
         }
       }
@@ -290,7 +304,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 5; ++i) {
         TempDir tmp;
         fs::create_directories(tmp.path / "empty");
-        kiln::LoaderConfig c = store_config((tmp.path / "empty").string(), (tmp.path / "cache").string());
+        kiln::LoaderConfig c =
+            store_config((tmp.path / "empty").string(), (tmp.path / "cache").string());
         c.offline = false;
         c.mirrors = {mirror};
         c.index_sha256 = pin;
@@ -303,8 +318,8 @@ int main(int argc, char** argv) {
           return 1;
         }
       }
-      rows.push_back({"fetch from mirror (loopback HTTP) + verify + unpack + load, " + small.uri, "us",
-                      stats(fetch), "whole sm_90 archive fetched; server: " + mirror});
+      rows.push_back({"fetch from mirror (loopback HTTP) + verify + unpack + load, " + small.uri,
+                      "us", stats(fetch), "whole sm_90 archive fetched; server: " + mirror});
     } else {
       rows.push_back({"fetch from mirror", "-", {}, "not measured: no --mirror/--index given"});
     }

@@ -5,9 +5,9 @@
 
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -80,8 +80,8 @@ ToolFact probe_tool(const std::string& name) {
     size_t e = out.find('\n', pos);
     std::string line = out.substr(pos, e == std::string::npos ? std::string::npos : e - pos);
     // "Cuda compilation tools, release 13.0, V13.0.88" is the line that names the version.
-    if (!line.empty() && (last.find("release ") == std::string::npos ||
-                          line.find("release ") != std::string::npos))
+    if (!line.empty() &&
+        (last.find("release ") == std::string::npos || line.find("release ") != std::string::npos))
       last = line;
     if (e == std::string::npos) break;
     pos = e + 1;
@@ -180,8 +180,8 @@ void add_doctor_command(CLI::App& app, int& rc) {
     }
 
     std::string cache_problem = check_writable(cfg.cache_dir);
-    j["cache_dir"] = {{"path", cfg.cache_dir}, {"writable", cache_problem.empty()},
-                      {"detail", cache_problem}};
+    j["cache_dir"] = {
+        {"path", cfg.cache_dir}, {"writable", cache_problem.empty()}, {"detail", cache_problem}};
     if (!cache_problem.empty()) missing.push_back("writable cache directory " + cfg.cache_dir);
 
     DiskStoreFs disk;
@@ -210,15 +210,16 @@ void add_doctor_command(CLI::App& app, int& rc) {
     if (!cfg.mirrors.empty()) {
       if (cfg.offline) {
         for (const auto& m : cfg.mirrors)
-          j["mirrors"].push_back({{"url", m}, {"reachable", nullptr},
+          j["mirrors"].push_back({{"url", m},
+                                  {"reachable", nullptr},
                                   {"detail", "not contacted: offline (KILN_OFFLINE=1)"}});
       } else {
         FetchOptions fo;
         fo.mirrors = cfg.mirrors;
         fo.index_sha256 = cfg.index_sha256;
         for (const auto& p : probe_mirrors(fo))
-          j["mirrors"].push_back({{"url", p.mirror}, {"reachable", p.reachable},
-                                  {"detail", p.detail}});
+          j["mirrors"].push_back(
+              {{"url", p.mirror}, {"reachable", p.reachable}, {"detail", p.detail}});
       }
     }
     j["missing"] = missing;
@@ -254,12 +255,12 @@ void add_doctor_command(CLI::App& app, int& rc) {
         std::cout << "not usable: " << t["detail"].get<std::string>();
       std::cout << "\n";
     }
-    std::cout << "cache directory: " << cfg.cache_dir << ", writable: "
-              << yes(cache_problem.empty())
+    std::cout << "cache directory: " << cfg.cache_dir
+              << ", writable: " << yes(cache_problem.empty())
               << (cache_problem.empty() ? "" : " (" + cache_problem + ")") << "\n";
     for (const auto& s : j["stores"]) {
-      std::cout << "store (" << s["source"].get<std::string>() << "): "
-                << s["dir"].get<std::string>() << ": ";
+      std::cout << "store (" << s["source"].get<std::string>()
+                << "): " << s["dir"].get<std::string>() << ": ";
       if (s["readable"].get<bool>())
         std::cout << s["archives"].get<size_t>() << " archive(s)"
                   << (s["unusable_archives"].get<int>()

@@ -42,8 +42,8 @@ void add_registry_command(CLI::App& app, int& rc) {
         const Family* fam = r->family(s.family);
         std::string targets;
         for (const auto& t : fam->targets) targets += (targets.empty() ? "" : ",") + t.text;
-        std::printf("%-44s %-14s %-10s %.12s\n", s.uri.c_str(), s.family.c_str(),
-                    targets.c_str(), s.source_hash.c_str());
+        std::printf("%-44s %-14s %-10s %.12s\n", s.uri.c_str(), s.family.c_str(), targets.c_str(),
+                    s.source_hash.c_str());
       }
       std::printf("%zu specialisations in %zu families (%s)\n", r->specialisations.size(),
                   r->families.size(), r->origin.c_str());

@@ -18,9 +18,9 @@ int parse_device(const std::string& text) {
   std::string digits;
   for (char c : text)
     if (c != '.') digits += c;
-  if (!digits.empty() && digits.size() <= 3 && digits.find_first_not_of("0123456789") ==
-                                                   std::string::npos &&
-      digits[0] != '0' && (text.find('.') == std::string::npos || text.size() - text.find('.') == 2))
+  if (!digits.empty() && digits.size() <= 3 &&
+      digits.find_first_not_of("0123456789") == std::string::npos && digits[0] != '0' &&
+      (text.find('.') == std::string::npos || text.size() - text.find('.') == 2))
     return std::stoi(digits);
   throw Error(ErrorKind::Usage, "--device '" + text +
                                     "' is not a device: expected sm_<arch> (e.g. sm_90), a "
@@ -66,8 +66,8 @@ void add_resolve_command(CLI::App& app, int& rc) {
     }
     if (r.chosen)
       std::cout << r.uri << " on " << r.device << ": " << r.chosen->tier
-                << (r.chosen->target.empty() ? "" : " " + r.chosen->target) << " "
-                << r.chosen->path << "\n";
+                << (r.chosen->target.empty() ? "" : " " + r.chosen->target) << " " << r.chosen->path
+                << "\n";
     else
       std::cout << r.uri << " on " << r.device << ": no source (run with --explain for why)\n";
     if (!o->explain) return;

@@ -6,8 +6,9 @@
 #include "kiln/version.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"kiln: build CUDA kernels ahead of time into versioned, verified packages, and\n"
-               "inspect, verify and resolve them. Exit codes: docs/exit-codes.md."};
+  CLI::App app{
+      "kiln: build CUDA kernels ahead of time into versioned, verified packages, and\n"
+      "inspect, verify and resolve them. Exit codes: docs/exit-codes.md."};
   app.name("kiln");
   app.require_subcommand(0, 1);
   bool show_version = false;

@@ -56,11 +56,12 @@ void check_keys(const json& obj, const std::set<std::string>& allowed, const std
                 const std::string& fam, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it)
     if (!allowed.count(it.key()))
-      fail(origin, fam, where + it.key(), "unknown field (allowed: " + [&] {
-        std::string s;
-        for (auto& a : allowed) s += (s.empty() ? "" : ", ") + a;
-        return s;
-      }() + ")");
+      fail(
+          origin, fam, where + it.key(), "unknown field (allowed: " + [&] {
+            std::string s;
+            for (auto& a : allowed) s += (s.empty() ? "" : ", ") + a;
+            return s;
+          }() + ")");
 }
 
 std::string substitute(const std::string& expr, const Family& fam,
@@ -145,14 +146,15 @@ Registry parse_registry(std::string_view text, const std::string& origin) {
     if (!is_identifier(fn))
       fail(origin, fn, "name", "must match [a-z][a-z0-9_]* (it starts every URI)");
     if (!names.insert(fn).second) fail(origin, fn, "name", "declared twice");
-    check_keys(jf, {"name", "sources", "entries", "params", "targets", "flags", "comment"},
-               origin, fn, "");
+    check_keys(jf, {"name", "sources", "entries", "params", "targets", "flags", "comment"}, origin,
+               fn, "");
     for (const char* req : {"sources", "entries", "targets"})
       if (!jf.contains(req)) fail(origin, fn, req, "missing");
 
     fam.sources = string_array(jf["sources"], origin, fn, "sources", false);
     for (const auto& s : fam.sources)
-      if (s.front() == '/' || s.find("..") != std::string::npos || s.find('\\') != std::string::npos)
+      if (s.front() == '/' || s.find("..") != std::string::npos ||
+          s.find('\\') != std::string::npos)
         fail(origin, fn, "sources", "'" + s + "' must be a plain path inside kernels/");
     fam.entries = string_array(jf["entries"], origin, fn, "entries", false);
 
@@ -170,7 +172,8 @@ Registry parse_registry(std::string_view text, const std::string& origin) {
             !is_identifier(p["name"].get<std::string>()))
           fail(origin, fn, pw + ".name", "missing or not an identifier");
         rp.name = p["name"].get<std::string>();
-        if (!pnames.insert(rp.name).second) fail(origin, fn, pw + ".name", "'" + rp.name + "' repeated");
+        if (!pnames.insert(rp.name).second)
+          fail(origin, fn, pw + ".name", "'" + rp.name + "' repeated");
         rp.kind = p.value("kind", std::string("str"));
         if (rp.kind != "type" && rp.kind != "int" && rp.kind != "str")
           fail(origin, fn, pw + ".kind", "'" + rp.kind + "' is not one of type, int, str");
@@ -229,8 +232,9 @@ Registry parse_registry(std::string_view text, const std::string& origin) {
                                  "-code", "--gpu-code", "-lineinfo", "-G"})
         if (f == banned || f.rfind(std::string(banned) + "=", 0) == 0)
           fail(origin, fn, "flags",
-               "'" + f + "' is not allowed: targets come from --targets, and debug/lineinfo "
-               "flags make builds irreproducible");
+               "'" + f +
+                   "' is not allowed: targets come from --targets, and debug/lineinfo "
+                   "flags make builds irreproducible");
 
     reg.families.push_back(std::move(fam));
   }
@@ -254,9 +258,11 @@ Registry parse_registry(std::string_view text, const std::string& origin) {
         s.params.emplace_back(fam.params[p].name, fam.params[p].values[idx[p]]);
         s.uri += "_" + fam.params[p].name + "_" + fam.params[p].values[idx[p]];
       }
-      for (const auto& e : fam.entries) s.entries.push_back(substitute(e, fam, s.params, reg.types));
+      for (const auto& e : fam.entries)
+        s.entries.push_back(substitute(e, fam, s.params, reg.types));
       if (!uris.insert(s.uri).second)
-        fail(origin, fam.name, "params", "expands to URI '" + s.uri + "' that another family also has");
+        fail(origin, fam.name, "params",
+             "expands to URI '" + s.uri + "' that another family also has");
       reg.specialisations.push_back(std::move(s));
     }
   }
@@ -359,7 +365,8 @@ Registry load_registry(const std::string& repo_root) {
   std::ostringstream ss;
   ss << in.rdbuf();
   Registry reg = parse_registry(ss.str(), file.string());
-  compute_source_hashes(reg, DiskSourceTree((std::filesystem::path(repo_root) / "kernels").string()));
+  compute_source_hashes(reg,
+                        DiskSourceTree((std::filesystem::path(repo_root) / "kernels").string()));
   return reg;
 }
 

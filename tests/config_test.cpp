@@ -31,7 +31,8 @@ ErrorKind kind_of(const std::map<std::string, std::string>& env, std::string* ms
 }
 
 TEST(Config, BooleansAcceptExactlyTheEightSpellings) {
-  for (const char* t : {"1", "true", "yes", "on"}) EXPECT_TRUE(from({{"KILN_OFFLINE", t}}).offline) << t;
+  for (const char* t : {"1", "true", "yes", "on"})
+    EXPECT_TRUE(from({{"KILN_OFFLINE", t}}).offline) << t;
   for (const char* f : {"0", "false", "no", "off"})
     EXPECT_FALSE(from({{"KILN_OFFLINE", f}}).offline) << f;
   EXPECT_TRUE(from({{"KILN_DISABLE_JIT", "on"}}).disable_jit);
@@ -92,8 +93,7 @@ TEST(Config, LogLinesAndApiCallsGoToTheConfiguredFile) {
   kiln::log(kiln::LogLevel::Debug, "not shown");
   if (kiln::api_log_enabled(1)) kiln::api_log("rmsnorm", {{"n", "128"}, {"dtype", "bf16"}});
   kiln::configure_logging(kiln::LogLevel::Warn, 0, "/dev/stderr");
-  std::string text =
-      kiln::test::read_file(tmp / ("log-" + std::to_string(::getpid()) + ".txt"));
+  std::string text = kiln::test::read_file(tmp / ("log-" + std::to_string(::getpid()) + ".txt"));
   EXPECT_NE(text.find("kiln [info] loaded something"), std::string::npos) << text;
   EXPECT_EQ(text.find("not shown"), std::string::npos) << text;
   EXPECT_NE(text.find("kiln api: rmsnorm(n=128, dtype=bf16)"), std::string::npos) << text;

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <map>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "driver.hpp"
@@ -287,7 +287,8 @@ TEST(Loader, ImageThatLoadsWithZeroKernelsIsRejectedAndTheNextTargetTried) {
 
 TEST(Loader, StaleSourceHashIsRejectedNamingTheFieldAndJitIsUsedNext) {
   Rig rig;
-  std::string stale = write_archive(rig.tmp / "s", {"sm_90", kiln::version(), std::string(64, 'b')});
+  std::string stale =
+      write_archive(rig.tmp / "s", {"sm_90", kiln::version(), std::string(64, 'b')});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   rig.cfg.disable_jit = false;
   auto l = rig.loader();
@@ -333,10 +334,10 @@ TEST(Loader, ManifestWithNewerFormatVersionIsRejectedNamingBothValues) {
   auto l = rig.loader();
   std::string msg;
   EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Stale);
-  EXPECT_NE(msg.find("format_version differs: manifest has " +
-                     std::to_string(kiln::kManifestFormat + 1) + ", this libkiln reads " +
-                     std::to_string(kiln::kManifestFormat)),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("format_version differs: manifest has " + std::to_string(kiln::kManifestFormat + 1) +
+               ", this libkiln reads " + std::to_string(kiln::kManifestFormat)),
+      std::string::npos)
       << msg;
 }
 
@@ -466,8 +467,8 @@ TEST(Loader, WarmGetIsFast) {
   const int n = 200000;
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) l->get(kUri);
-  double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0)
-                  .count() / n;
+  double ns =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n;
   std::printf("warm get: %.1f ns\n", ns);
   EXPECT_LT(ns, 2000.0);  // loose bound for sanitizer/debug builds; target is <= 200 ns
 }
@@ -507,7 +508,8 @@ TEST(Loader, ANewLoaderNeverSeesTheHandlesOfADestroyedOne) {
 TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) {
   Rig rig;
   write_archive(rig.tmp / "s1", {"sm_80"});
-  fs::path bad_dir = rig.tmp / "s1" / kiln::archive_stem(kiln::version(), kiln::cuda_version(), "sm_80");
+  fs::path bad_dir =
+      rig.tmp / "s1" / kiln::archive_stem(kiln::version(), kiln::cuda_version(), "sm_80");
   kiln::test::write_file(bad_dir / "manifest.json", "not json");
   std::string want = write_archive(rig.tmp / "s1", {"sm_90"});
   std::string later = write_archive(rig.tmp / "s2", {"sm_90"});
@@ -554,7 +556,8 @@ TEST(Loader, WithoutADriverGetIsUnsupportedNamingLibcuda) {
   try {
     l.get(kUri);
   } catch (const kiln::Error& e) {
-    if (e.kind() != ErrorKind::Unsupported) GTEST_SKIP() << "a CUDA driver is present: " << e.what();
+    if (e.kind() != ErrorKind::Unsupported)
+      GTEST_SKIP() << "a CUDA driver is present: " << e.what();
     EXPECT_NE(std::string(e.what()).find("libcuda.so.1"), std::string::npos) << e.what();
     return;
   }
@@ -594,8 +597,8 @@ TEST(ResolveCli, JsonForAnAbsentDeviceNamesChoiceAndEveryRejection) {
 
 TEST(DoctorCli, ReportsFactsAndExitsZeroWithoutAGpu) {
   TempDir tmp;
-  std::string env = kiln::test::nvrtc_child_env() + "KILN_CACHE_DIR='" +
-                    (tmp / "cache").string() + "' KILN_ARTIFACT_PATH= ";
+  std::string env = kiln::test::nvrtc_child_env() + "KILN_CACHE_DIR='" + (tmp / "cache").string() +
+                    "' KILN_ARTIFACT_PATH= ";
   auto r = kiln::test::run(env + kiln::test::kiln_cli() + " doctor --json 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
@@ -607,8 +610,9 @@ TEST(DoctorCli, ReportsFactsAndExitsZeroWithoutAGpu) {
   auto req = kiln::test::run(env + kiln::test::kiln_cli() + " doctor --require-gpu");
   EXPECT_EQ(req.exit_code, gpu ? 0 : 5) << req.out;
 
-  auto missing_store = kiln::test::run(kiln::test::nvrtc_child_env() + "KILN_ARTIFACT_PATH='" + (tmp / "nope").string() + "' " +
-                                       kiln::test::kiln_cli() + " doctor");
+  auto missing_store =
+      kiln::test::run(kiln::test::nvrtc_child_env() + "KILN_ARTIFACT_PATH='" +
+                      (tmp / "nope").string() + "' " + kiln::test::kiln_cli() + " doctor");
   EXPECT_EQ(missing_store.exit_code, 5) << missing_store.out;
   EXPECT_NE(missing_store.out.find("does not exist"), std::string::npos) << missing_store.out;
 }

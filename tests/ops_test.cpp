@@ -47,7 +47,9 @@ class RecordingDriver : public kiln::Driver {
 
   void init() override { note(); }
   int driver_version() override { return note(), 13000; }
-  std::vector<kiln::DeviceInfo> devices() override { return note(), std::vector<kiln::DeviceInfo>{{0, "Fake", 90}}; }
+  std::vector<kiln::DeviceInfo> devices() override {
+    return note(), std::vector<kiln::DeviceInfo>{{0, "Fake", 90}};
+  }
   void* current_context() override { return note(), reinterpret_cast<void*>(0x10); }
   int current_device_cc() override { return note(), 90; }
   bool stream_is_capturing(void*) override { return note(), false; }
@@ -216,8 +218,10 @@ TEST(OpsLaunch, GeometryFollowsTheKernelLaunchTable) {
 TEST(OpsValidation, NullPointersAreRefusedNamingTheArgumentBeforeAnyLoad) {
   Rig rig;
   auto l = rig.loader();
-  expect_usage(rig, "y is null", [&] { ops::axpy(*l, nullptr, nullptr, dev(256), 10, 1, DType::F32); });
-  expect_usage(rig, "x is null", [&] { ops::axpy(*l, nullptr, dev(256), nullptr, 10, 1, DType::F32); });
+  expect_usage(rig, "y is null",
+               [&] { ops::axpy(*l, nullptr, nullptr, dev(256), 10, 1, DType::F32); });
+  expect_usage(rig, "x is null",
+               [&] { ops::axpy(*l, nullptr, dev(256), nullptr, 10, 1, DType::F32); });
   expect_usage(rig, "weight is null", [&] {
     ops::rmsnorm(*l, nullptr, dev(256), dev(4096), nullptr, 2, 4, 1e-6f, DType::F16);
   });
@@ -232,17 +236,18 @@ TEST(OpsValidation, NullPointersAreRefusedNamingTheArgumentBeforeAnyLoad) {
 TEST(OpsValidation, NonPositiveAndOverflowingSizesAreRefused) {
   Rig rig;
   auto l = rig.loader();
-  expect_usage(rig, "n = 0 must be > 0", [&] { ops::axpy(*l, nullptr, dev(256), dev(512), 0, 1, DType::F32); });
-  expect_usage(rig, "rows = -1", [&] {
-    ops::softmax(*l, nullptr, dev(256), dev(256), -1, 4, DType::F32);
-  });
+  expect_usage(rig, "n = 0 must be > 0",
+               [&] { ops::axpy(*l, nullptr, dev(256), dev(512), 0, 1, DType::F32); });
+  expect_usage(rig, "rows = -1",
+               [&] { ops::softmax(*l, nullptr, dev(256), dev(256), -1, 4, DType::F32); });
   expect_usage(rig, "K = 0", [&] {
-    ops::gemm_f32(*l, nullptr, static_cast<float*>(dev(1 << 20)), static_cast<const float*>(dev(256)),
-                  static_cast<const float*>(dev(512)), 4, 4, 0);
+    ops::gemm_f32(*l, nullptr, static_cast<float*>(dev(1 << 20)),
+                  static_cast<const float*>(dev(256)), static_cast<const float*>(dev(512)), 4, 4,
+                  0);
   });
   expect_usage(rig, "overflows", [&] {
-    ops::silu_and_mul(*l, nullptr, dev(256), dev(1 << 20), std::numeric_limits<long long>::max() / 2,
-                      1 << 30, DType::BF16);
+    ops::silu_and_mul(*l, nullptr, dev(256), dev(1 << 20),
+                      std::numeric_limits<long long>::max() / 2, 1 << 30, DType::BF16);
   });
   expect_usage(rig, "overflows", [&] {
     ops::axpy(*l, nullptr, dev(256), dev(512), std::numeric_limits<long long>::max(), 1,
@@ -253,32 +258,29 @@ TEST(OpsValidation, NonPositiveAndOverflowingSizesAreRefused) {
 TEST(OpsValidation, MisalignedPointersTooSmallWorkspaceAndOverlapAreRefused) {
   Rig rig;
   auto l = rig.loader();
-  expect_usage(rig, "x (4097) is not 4-byte aligned", [&] {
-    ops::axpy(*l, nullptr, dev(1 << 20), dev(4097), 10, 1, DType::F32);
-  });
+  expect_usage(rig, "x (4097) is not 4-byte aligned",
+               [&] { ops::axpy(*l, nullptr, dev(1 << 20), dev(4097), 10, 1, DType::F32); });
   expect_usage(rig, "in (4097) is not 2-byte aligned", [&] {
     ops::rmsnorm(*l, nullptr, dev(1 << 20), dev(4097), dev(8192), 2, 4, 1e-6f, DType::BF16);
   });
   expect_usage(rig, "workspace_bytes = 1020 is too small: 1024 needed", [&] {
     ops::reduce_sum(*l, nullptr, dev(256), dev(4096), 10, dev(1 << 20), 1020, DType::F32);
   });
-  expect_usage(rig, "overlap partially", [&] {
-    ops::axpy(*l, nullptr, dev(4096), dev(4096 + 8), 100, 1, DType::F32);
-  });
-  expect_usage(rig, "out overlaps in", [&] {
-    ops::silu_and_mul(*l, nullptr, dev(4096), dev(4096), 4, 8, DType::F16);
-  });
+  expect_usage(rig, "overlap partially",
+               [&] { ops::axpy(*l, nullptr, dev(4096), dev(4096 + 8), 100, 1, DType::F32); });
+  expect_usage(rig, "out overlaps in",
+               [&] { ops::silu_and_mul(*l, nullptr, dev(4096), dev(4096), 4, 8, DType::F16); });
   expect_usage(rig, "C overlaps A", [&] {
-    ops::gemm_f32(*l, nullptr, static_cast<float*>(dev(4096)), static_cast<const float*>(dev(4096 + 16)),
+    ops::gemm_f32(*l, nullptr, static_cast<float*>(dev(4096)),
+                  static_cast<const float*>(dev(4096 + 16)),
                   static_cast<const float*>(dev(1 << 20)), 4, 4, 4);
   });
   expect_usage(rig, "eps", [&] {
     ops::rmsnorm(*l, nullptr, dev(4096), dev(4096), dev(1 << 20), 2, 4,
                  std::numeric_limits<float>::quiet_NaN(), DType::F32);
   });
-  expect_usage(rig, "dtype f32 is not built", [&] {
-    ops::silu_and_mul(*l, nullptr, dev(4096), dev(1 << 20), 4, 8, DType::F32);
-  });
+  expect_usage(rig, "dtype f32 is not built",
+               [&] { ops::silu_and_mul(*l, nullptr, dev(4096), dev(1 << 20), 4, 8, DType::F32); });
   expect_usage(rig, "dtype 7", [&] {
     ops::softmax(*l, nullptr, dev(4096), dev(4096), 2, 4, static_cast<DType>(7));
   });
@@ -292,8 +294,7 @@ TEST(OpsLaunchPath, ValidRmsnormLogsThenLaunchesTheChosenKernelWithTableGeometry
   rig.driver->log_file = rig.cfg.log_file;
   rig.driver->nargs = 6;
   auto l = rig.loader();
-  ops::rmsnorm(*l, nullptr, dev(1 << 20), dev(1 << 24), dev(1 << 28), 37, 4096, 1e-5f,
-               DType::BF16);
+  ops::rmsnorm(*l, nullptr, dev(1 << 20), dev(1 << 24), dev(1 << 28), 37, 4096, 1e-5f, DType::BF16);
   kiln::configure_logging(kiln::LogLevel::Warn, 0, "");
   ASSERT_EQ(rig.driver->launches.size(), 1u);
   const auto& r = rig.driver->launches[0];
@@ -347,9 +348,9 @@ TEST(OpsCApi, BadArgumentsReturnUsageWithTheMessage) {
   c.disable_jit = 1;
   kiln_loader* l = nullptr;
   ASSERT_EQ(kiln_loader_create(&c, &l), KILN_OK) << kiln_last_error();
-  EXPECT_EQ(kiln_op_rmsnorm(l, nullptr, nullptr, dev(4096), dev(8192), 2, 4, 1e-6f,
-                            KILN_DTYPE_BF16),
-            KILN_ERROR_USAGE);
+  EXPECT_EQ(
+      kiln_op_rmsnorm(l, nullptr, nullptr, dev(4096), dev(8192), 2, 4, 1e-6f, KILN_DTYPE_BF16),
+      KILN_ERROR_USAGE);
   EXPECT_NE(std::string(kiln_ops_last_error()).find("out is null"), std::string::npos)
       << kiln_ops_last_error();
   // One error slot for the whole C ABI: the loader's accessor reports the op's failure too.

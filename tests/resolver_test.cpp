@@ -65,15 +65,23 @@ struct TargetCase {
 
 TEST(Resolver, TargetChoiceExactSassThenLowerMinorThenPtx) {
   const std::vector<TargetCase> cases = {
-      {90, {"sm_80", "sm_86", "sm_90", "sm_90a", "compute_80", "sm_100f"},
-       {"sm_90a", "sm_90", "compute_80"}, {"sm_80", "sm_86", "sm_100f"}},
-      {89, {"sm_80", "sm_86", "sm_90", "compute_80", "compute_90"},
-       {"sm_86", "sm_80", "compute_80"}, {"sm_90", "compute_90"}},
-      {103, {"sm_100f", "sm_100a", "sm_103", "compute_90", "sm_100"},
-       {"sm_103", "sm_100f", "sm_100", "compute_90"}, {"sm_100a"}},
+      {90,
+       {"sm_80", "sm_86", "sm_90", "sm_90a", "compute_80", "sm_100f"},
+       {"sm_90a", "sm_90", "compute_80"},
+       {"sm_80", "sm_86", "sm_100f"}},
+      {89,
+       {"sm_80", "sm_86", "sm_90", "compute_80", "compute_90"},
+       {"sm_86", "sm_80", "compute_80"},
+       {"sm_90", "compute_90"}},
+      {103,
+       {"sm_100f", "sm_100a", "sm_103", "compute_90", "sm_100"},
+       {"sm_103", "sm_100f", "sm_100", "compute_90"},
+       {"sm_100a"}},
       {120, {"sm_100f", "sm_90a", "compute_120"}, {"compute_120"}, {"sm_100f", "sm_90a"}},
-      {86, {"sm_86", "sm_80", "compute_86", "compute_80"},
-       {"sm_86", "sm_80", "compute_86", "compute_80"}, {}},
+      {86,
+       {"sm_86", "sm_80", "compute_86", "compute_80"},
+       {"sm_86", "sm_80", "compute_86", "compute_80"},
+       {}},
   };
   for (const auto& c : cases) {
     auto plan = kiln::plan_stores(kUri, c.cc, identity(), {store("/s", c.available)}, false);
@@ -85,19 +93,20 @@ TEST(Resolver, TargetChoiceExactSassThenLowerMinorThenPtx) {
 }
 
 TEST(Resolver, RejectionsSayWhyATargetDoesNotRun) {
-  auto plan = kiln::plan_stores(kUri, 90, identity(),
-                                {store("/s", {"sm_80a", "sm_100f", "compute_100", "sm_89"})}, false);
-  EXPECT_EQ(reason_for(plan, "sm_80a"), "sm_80a runs only on CC 8.0 (arch-specific); the device is CC 9.0");
+  auto plan = kiln::plan_stores(
+      kUri, 90, identity(), {store("/s", {"sm_80a", "sm_100f", "compute_100", "sm_89"})}, false);
+  EXPECT_EQ(reason_for(plan, "sm_80a"),
+            "sm_80a runs only on CC 8.0 (arch-specific); the device is CC 9.0");
   EXPECT_EQ(reason_for(plan, "sm_100f"),
             "sm_100f runs only on CC 10.x with x >= 0 (family); the device is CC 9.0");
-  EXPECT_EQ(reason_for(plan, "compute_100"), "PTX compute_100 needs CC >= 10.0; the device is CC 9.0");
+  EXPECT_EQ(reason_for(plan, "compute_100"),
+            "PTX compute_100 needs CC >= 10.0; the device is CC 9.0");
   EXPECT_EQ(reason_for(plan, "sm_89"), "SASS sm_89 runs only on CC 8.x; the device is CC 9.0");
 }
 
 TEST(Resolver, StoreOrderComesBeforeTargetPreference) {
-  auto plan = kiln::plan_stores(kUri, 90, identity(),
-                                {store("/first", {"compute_80"}), store("/second", {"sm_90"})},
-                                false);
+  auto plan = kiln::plan_stores(
+      kUri, 90, identity(), {store("/first", {"compute_80"}), store("/second", {"sm_90"})}, false);
   ASSERT_EQ(plan.usable.size(), 2u);
   EXPECT_EQ(plan.usable[0].store_dir, "/first");
   EXPECT_EQ(plan.usable[0].candidate.target, "compute_80");
@@ -153,7 +162,8 @@ TEST(Resolver, MissingStoresEmptyStoresAndArchivesWithoutTheUriAreRejectedWithRe
   StoreScan broken;
   broken.dir = "/broken";
   broken.readable = true;
-  broken.archives.push_back({"/broken/kiln-kernels-x", std::nullopt, ErrorKind::Format, "bad json"});
+  broken.archives.push_back(
+      {"/broken/kiln-kernels-x", std::nullopt, ErrorKind::Format, "bad json"});
   auto plan = kiln::plan_stores(kUri, 90, identity(), {missing, empty, other, broken}, false);
   ASSERT_EQ(plan.rejected.size(), 4u);
   EXPECT_EQ(plan.rejected[0].candidate.path, "/nope");

@@ -17,7 +17,8 @@ using kiln::c_api::fail;
 
 template <typename F>
 kiln_status guarded(const char* fn, kiln_loader* loader, F&& f) {
-  if (!loader || !loader->loader) return fail(KILN_ERROR_USAGE, std::string(fn) + ": loader is NULL");
+  if (!loader || !loader->loader)
+    return fail(KILN_ERROR_USAGE, std::string(fn) + ": loader is NULL");
   try {
     f(*loader->loader);
     return KILN_OK;

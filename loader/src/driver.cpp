@@ -34,8 +34,8 @@ struct CudaApi {
   CUresult (*cuLibraryGetKernel)(CUkernel*, CUlibrary, const char*);
   CUresult (*cuLibraryGetKernelCount)(unsigned*, CUlibrary);
   CUresult (*cuKernelGetFunction)(CUfunction*, CUkernel);
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             unsigned, unsigned, CUstream, void**, void**);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, CUstream, void**, void**);
   CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
 };
 
@@ -151,8 +151,9 @@ class CudaDriver : public Driver {
   template <typename F>
   bool sym(F& fn, const char* name) {
     fn = reinterpret_cast<F>(::dlsym(handle_, name));
-    if (!fn) init_error_ = std::string(kCudaDriverLibrary) + " lacks " + name +
-                           " (driver too old for CUDA 12+ library loading?)";
+    if (!fn)
+      init_error_ = std::string(kCudaDriverLibrary) + " lacks " + name +
+                    " (driver too old for CUDA 12+ library loading?)";
     return fn != nullptr;
   }
 

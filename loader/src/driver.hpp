@@ -32,7 +32,7 @@ class Driver {
   virtual bool stream_is_capturing(void* stream) = 0;
   // Errors below throw Error{Driver} naming the call and the driver's error name.
   virtual void* load_library(const std::string& image) = 0;  // cuLibraryLoadData
-  virtual unsigned kernel_count(void* library) = 0;           // cuLibraryGetKernelCount
+  virtual unsigned kernel_count(void* library) = 0;          // cuLibraryGetKernelCount
   virtual void* get_kernel(void* library, const std::string& symbol) = 0;
   virtual void* kernel_function(void* kernel) = 0;  // cuKernelGetFunction, current context
   virtual void unload_library(void* library) noexcept = 0;

@@ -4,17 +4,28 @@ namespace kiln {
 
 const char* to_string(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::Internal: return "internal";
-    case ErrorKind::Usage: return "usage";
-    case ErrorKind::Integrity: return "integrity";
-    case ErrorKind::Stale: return "stale";
-    case ErrorKind::Unsupported: return "unsupported";
-    case ErrorKind::NotFound: return "not-found";
-    case ErrorKind::Compile: return "compile";
-    case ErrorKind::Network: return "network";
-    case ErrorKind::Io: return "io";
-    case ErrorKind::Format: return "format";
-    case ErrorKind::Driver: return "driver";
+    case ErrorKind::Internal:
+      return "internal";
+    case ErrorKind::Usage:
+      return "usage";
+    case ErrorKind::Integrity:
+      return "integrity";
+    case ErrorKind::Stale:
+      return "stale";
+    case ErrorKind::Unsupported:
+      return "unsupported";
+    case ErrorKind::NotFound:
+      return "not-found";
+    case ErrorKind::Compile:
+      return "compile";
+    case ErrorKind::Network:
+      return "network";
+    case ErrorKind::Io:
+      return "io";
+    case ErrorKind::Format:
+      return "format";
+    case ErrorKind::Driver:
+      return "driver";
   }
   return "internal";
 }
@@ -22,17 +33,28 @@ const char* to_string(ErrorKind kind) {
 // Documented in docs/exit-codes.md; keep the two in step.
 int exit_code(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::Internal: return 1;
-    case ErrorKind::Usage: return 2;
-    case ErrorKind::Integrity: return 3;
-    case ErrorKind::Stale: return 4;
-    case ErrorKind::Unsupported: return 5;
-    case ErrorKind::NotFound: return 6;
-    case ErrorKind::Compile: return 7;
-    case ErrorKind::Network: return 8;
-    case ErrorKind::Io: return 9;
-    case ErrorKind::Format: return 10;
-    case ErrorKind::Driver: return 11;
+    case ErrorKind::Internal:
+      return 1;
+    case ErrorKind::Usage:
+      return 2;
+    case ErrorKind::Integrity:
+      return 3;
+    case ErrorKind::Stale:
+      return 4;
+    case ErrorKind::Unsupported:
+      return 5;
+    case ErrorKind::NotFound:
+      return 6;
+    case ErrorKind::Compile:
+      return 7;
+    case ErrorKind::Network:
+      return 8;
+    case ErrorKind::Io:
+      return 9;
+    case ErrorKind::Format:
+      return 10;
+    case ErrorKind::Driver:
+      return 11;
   }
   return 1;
 }

@@ -183,13 +183,14 @@ struct Loader::Impl {
       if (n == 0) {
         driver->unload_library(lib);
         s.reject({c.tier, c.target, c.path,
-                  "the driver accepted the image but it holds no kernel for CC " +
-                      cc_string(s.cc) + " (an image built for another GPU loads empty)"},
+                  "the driver accepted the image but it holds no kernel for CC " + cc_string(s.cc) +
+                      " (an image built for another GPU loads empty)"},
                  ErrorKind::Unsupported);
         return false;
       }
       std::vector<void*> fns;
-      for (const auto& sym : symbols) fns.push_back(driver->kernel_function(driver->get_kernel(lib, sym)));
+      for (const auto& sym : symbols)
+        fns.push_back(driver->kernel_function(driver->get_kernel(lib, sym)));
       out.functions = std::move(fns);
       out.library = lib;
       return true;
@@ -226,8 +227,8 @@ struct Loader::Impl {
       return false;
     }
     if (!sc.stale.empty())
-      log(LogLevel::Warn, "KILN_ALLOW_STALE: loading a stale artifact " + c.path + " (" +
-                              sc.stale + "); results may be wrong");
+      log(LogLevel::Warn, "KILN_ALLOW_STALE: loading a stale artifact " + c.path + " (" + sc.stale +
+                              "); results may be wrong");
     if (!load_image(s, c, bytes, sc.symbols, out)) return false;
     out.origin = c.path;
     log(LogLevel::Info, "loaded " + s.uri + " for " + device_target(s.cc) + " from " + c.path +
@@ -287,8 +288,9 @@ struct Loader::Impl {
   bool try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out) {
     std::string target = device_target(s.cc);
     if (cfg.offline) {
-      s.reject({"mirror", target, "", "skipped: offline mode (KILN_OFFLINE=1) makes no network "
-                                      "access"},
+      s.reject({"mirror", target, "",
+                "skipped: offline mode (KILN_OFFLINE=1) makes no network "
+                "access"},
                ErrorKind::NotFound);
       return false;
     }
@@ -329,8 +331,8 @@ struct Loader::Impl {
     }
     if (!cap.supports(s.cc)) {
       s.reject({"jit", target, "",
-                "NVRTC " + std::to_string(cap.nvrtc_major) + "." +
-                    std::to_string(cap.nvrtc_minor) + " cannot compile for " + target},
+                "NVRTC " + std::to_string(cap.nvrtc_major) + "." + std::to_string(cap.nvrtc_minor) +
+                    " cannot compile for " + target},
                ErrorKind::Unsupported);
       return false;
     }
@@ -348,7 +350,8 @@ struct Loader::Impl {
     // The cache entry's digest sidecar (<key>.json beside <key>.cubin, see jit.hpp) pins the
     // bytes; check them like any artifact from disk.
     std::string sidecar = res.cache_path;
-    if (auto dot = sidecar.rfind(".cubin"); dot != std::string::npos) sidecar.replace(dot, 6, ".json");
+    if (auto dot = sidecar.rfind(".cubin"); dot != std::string::npos)
+      sidecar.replace(dot, 6, ".json");
     std::string bad;
     try {
       auto meta = nlohmann::json::parse(fs->read_file(sidecar));
@@ -362,9 +365,9 @@ struct Loader::Impl {
       return false;
     }
     if (res.symbols.size() != spec.entries.size()) {
-      s.reject({c.tier, c.target, c.path, "NVRTC returned " + std::to_string(res.symbols.size()) +
-                                              " symbols for " + std::to_string(spec.entries.size()) +
-                                              " entries"},
+      s.reject({c.tier, c.target, c.path,
+                "NVRTC returned " + std::to_string(res.symbols.size()) + " symbols for " +
+                    std::to_string(spec.entries.size()) + " entries"},
                ErrorKind::Internal);
       return false;
     }
@@ -403,9 +406,10 @@ struct Loader::Impl {
     const Specialisation& spec = find_spec(uri);
     if (check_capture && driver->stream_is_capturing(stream))
       throw Error(ErrorKind::Usage,
-                  uri + " is not loaded yet and the stream is being captured into a CUDA "
-                        "graph: prefetch before capture (Loader::prefetch / kiln_prefetch); "
-                        "kiln does not read, download or compile during capture");
+                  uri +
+                      " is not loaded yet and the stream is being captured into a CUDA "
+                      "graph: prefetch before capture (Loader::prefetch / kiln_prefetch); "
+                      "kiln does not read, download or compile during capture");
     Entry& e = slot(ctx, uri);
     std::lock_guard<std::mutex> lock(e.load_mu);
     if (!e.ready.load(std::memory_order_acquire)) load(e, uri, spec, driver->current_device_cc());
@@ -543,8 +547,7 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
       if (!cap.available)
         s.reject({"jit", target, "", "NVRTC unavailable: " + cap.missing}, ErrorKind::Unsupported);
       else if (!cap.supports(*cc))
-        s.reject({"jit", target, "", "NVRTC cannot compile for " + target},
-                 ErrorKind::Unsupported);
+        s.reject({"jit", target, "", "NVRTC cannot compile for " + target}, ErrorKind::Unsupported);
       else
         r.chosen = Candidate{"jit", target, im.cfg.cache_dir + "/jit", ""};
     }

@@ -89,9 +89,12 @@ void launch_one(Loader& loader, const std::string& uri, std::size_t entry, const
 
 const char* to_string(DType dtype) {
   switch (dtype) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
   }
   return "?";
 }
@@ -188,8 +191,12 @@ void axpy(Loader& loader, void* stream, void* y, const void* x, long long n, flo
     usage(op, "x and y overlap partially (x == y is allowed; partial overlap is not)");
   std::string uri = choose_uri_axpy(dtype);
   if (api_log_enabled(2))
-    api_log(op, {{"uri", uri}, {"stream", ptr(stream)}, {"y", ptr(y)}, {"x", ptr(x)},
-                 {"n", std::to_string(n)}, {"alpha", std::to_string(alpha)},
+    api_log(op, {{"uri", uri},
+                 {"stream", ptr(stream)},
+                 {"y", ptr(y)},
+                 {"x", ptr(x)},
+                 {"n", std::to_string(n)},
+                 {"alpha", std::to_string(alpha)},
                  {"dtype", to_string(dtype)}});
   else if (api_log_enabled(1))
     api_log(op);
@@ -212,16 +219,20 @@ void reduce_sum(Loader& loader, void* stream, void* out, const void* in, long lo
   require_aligned(op, "out", out, es, "element type");
   require_aligned(op, "workspace", workspace, alignof(float), "float partial sums");
   if (workspace_bytes < reduce_sum_workspace_bytes())
-    usage(op, "workspace_bytes = " + std::to_string(workspace_bytes) + " is too small: " +
-                  std::to_string(reduce_sum_workspace_bytes()) +
+    usage(op, "workspace_bytes = " + std::to_string(workspace_bytes) +
+                  " is too small: " + std::to_string(reduce_sum_workspace_bytes()) +
                   " needed (kiln::ops::reduce_sum_workspace_bytes())");
   if (overlap(workspace, reduce_sum_workspace_bytes(), in, bytes) ||
       overlap(workspace, reduce_sum_workspace_bytes(), out, es))
     usage(op, "workspace overlaps in or out");
   std::string uri = choose_uri_reduce_sum(dtype);
   if (api_log_enabled(2))
-    api_log(op, {{"uri", uri}, {"stream", ptr(stream)}, {"out", ptr(out)}, {"in", ptr(in)},
-                 {"n", std::to_string(n)}, {"workspace", ptr(workspace)},
+    api_log(op, {{"uri", uri},
+                 {"stream", ptr(stream)},
+                 {"out", ptr(out)},
+                 {"in", ptr(in)},
+                 {"n", std::to_string(n)},
+                 {"workspace", ptr(workspace)},
                  {"workspace_bytes", std::to_string(workspace_bytes)},
                  {"dtype", to_string(dtype)}});
   else if (api_log_enabled(1))
@@ -241,8 +252,7 @@ void reduce_sum(Loader& loader, void* stream, void* out, const void* in, long lo
 namespace {
 
 // Shared checks of the row-wise families (rmsnorm, softmax): returns the bytes of one matrix.
-std::size_t check_rows(const char* op, DType dtype, void* out, const void* in, int rows,
-                       int cols) {
+std::size_t check_rows(const char* op, DType dtype, void* out, const void* in, int rows, int cols) {
   require_dtype(op, dtype, true);
   require_pointer(op, "out", out);
   require_pointer(op, "in", in);
@@ -259,8 +269,8 @@ std::size_t check_rows(const char* op, DType dtype, void* out, const void* in, i
 
 }  // namespace
 
-void rmsnorm(Loader& loader, void* stream, void* out, const void* in, const void* weight,
-             int rows, int cols, float eps, DType dtype) {
+void rmsnorm(Loader& loader, void* stream, void* out, const void* in, const void* weight, int rows,
+             int cols, float eps, DType dtype) {
   const char* op = "rmsnorm";
   std::size_t bytes = check_rows(op, dtype, out, in, rows, cols);
   require_pointer(op, "weight", weight);
@@ -271,9 +281,14 @@ void rmsnorm(Loader& loader, void* stream, void* out, const void* in, const void
     usage(op, "eps = " + std::to_string(eps) + " must be finite and >= 0");
   std::string uri = choose_uri_rmsnorm(dtype, cols);
   if (api_log_enabled(2))
-    api_log(op, {{"uri", uri}, {"stream", ptr(stream)}, {"out", ptr(out)}, {"in", ptr(in)},
-                 {"weight", ptr(weight)}, {"rows", std::to_string(rows)},
-                 {"cols", std::to_string(cols)}, {"eps", std::to_string(eps)},
+    api_log(op, {{"uri", uri},
+                 {"stream", ptr(stream)},
+                 {"out", ptr(out)},
+                 {"in", ptr(in)},
+                 {"weight", ptr(weight)},
+                 {"rows", std::to_string(rows)},
+                 {"cols", std::to_string(cols)},
+                 {"eps", std::to_string(eps)},
                  {"dtype", to_string(dtype)}});
   else if (api_log_enabled(1))
     api_log(op);
@@ -289,8 +304,12 @@ void softmax(Loader& loader, void* stream, void* out, const void* in, int rows, 
   check_rows(op, dtype, out, in, rows, cols);
   std::string uri = choose_uri_softmax(dtype, cols);
   if (api_log_enabled(2))
-    api_log(op, {{"uri", uri}, {"stream", ptr(stream)}, {"out", ptr(out)}, {"in", ptr(in)},
-                 {"rows", std::to_string(rows)}, {"cols", std::to_string(cols)},
+    api_log(op, {{"uri", uri},
+                 {"stream", ptr(stream)},
+                 {"out", ptr(out)},
+                 {"in", ptr(in)},
+                 {"rows", std::to_string(rows)},
+                 {"cols", std::to_string(cols)},
                  {"dtype", to_string(dtype)}});
   else if (api_log_enabled(1))
     api_log(op);
@@ -315,8 +334,12 @@ void silu_and_mul(Loader& loader, void* stream, void* out, const void* in, long 
   if (overlap(out, out_bytes, in, in_bytes)) usage(op, "out overlaps in (not allowed)");
   std::string uri = choose_uri_silu_and_mul(dtype);
   if (api_log_enabled(2))
-    api_log(op, {{"uri", uri}, {"stream", ptr(stream)}, {"out", ptr(out)}, {"in", ptr(in)},
-                 {"rows", std::to_string(rows)}, {"d", std::to_string(d)},
+    api_log(op, {{"uri", uri},
+                 {"stream", ptr(stream)},
+                 {"out", ptr(out)},
+                 {"in", ptr(in)},
+                 {"rows", std::to_string(rows)},
+                 {"d", std::to_string(d)},
                  {"dtype", to_string(dtype)}});
   else if (api_log_enabled(1))
     api_log(op);
@@ -362,8 +385,13 @@ void gemm_f32(Loader& loader, void* stream, float* C, const float* A, const floa
   check_gemm(op, C, A, B, M, N, K, sizeof(float));
   std::string uri = choose_uri_gemm_f32(M, N, K);
   if (api_log_enabled(2))
-    api_log(op, {{"uri", uri}, {"stream", ptr(stream)}, {"C", ptr(C)}, {"A", ptr(A)},
-                 {"B", ptr(B)}, {"M", std::to_string(M)}, {"N", std::to_string(N)},
+    api_log(op, {{"uri", uri},
+                 {"stream", ptr(stream)},
+                 {"C", ptr(C)},
+                 {"A", ptr(A)},
+                 {"B", ptr(B)},
+                 {"M", std::to_string(M)},
+                 {"N", std::to_string(N)},
                  {"K", std::to_string(K)}});
   else if (api_log_enabled(1))
     api_log(op);
@@ -407,15 +435,20 @@ std::string gemm_f16(Loader& loader, void* stream, float* C, const void* A, cons
       why = e.what();
     }
     if (!k) {
-      log(LogLevel::Warn, "gemm_f16: not using " + uri + ", falling back to " + uris.back() +
-                              ": " + why);
+      log(LogLevel::Warn,
+          "gemm_f16: not using " + uri + ", falling back to " + uris.back() + ": " + why);
       std::lock_guard<std::mutex> lock(g_wgmma_mu);
       g_wgmma_unusable[{&loader, ctx}] = why;
     }
   }
   if (api_log_enabled(2))
-    api_log(op, {{"uri", uri}, {"stream", ptr(stream)}, {"C", ptr(C)}, {"A", ptr(A)},
-                 {"B", ptr(B)}, {"M", std::to_string(M)}, {"N", std::to_string(N)},
+    api_log(op, {{"uri", uri},
+                 {"stream", ptr(stream)},
+                 {"C", ptr(C)},
+                 {"A", ptr(A)},
+                 {"B", ptr(B)},
+                 {"M", std::to_string(M)},
+                 {"N", std::to_string(N)},
                  {"K", std::to_string(K)}});
   else if (api_log_enabled(1))
     api_log(op);

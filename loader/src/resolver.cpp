@@ -53,8 +53,8 @@ std::string why_not_runnable(const Target& t, int cc) {
   std::string arch = cc_string(t.arch);
   if (t.suffix == 'a') return t.str() + " runs only on CC " + arch + " (arch-specific)" + dev;
   if (t.suffix == 'f')
-    return t.str() + " runs only on CC " + std::to_string(t.major()) + ".x with x >= " +
-           std::to_string(t.minor()) + " (family)" + dev;
+    return t.str() + " runs only on CC " + std::to_string(t.major()) +
+           ".x with x >= " + std::to_string(t.minor()) + " (family)" + dev;
   if (t.kind == Target::Kind::Ptx) return "PTX " + t.str() + " needs CC >= " + arch + dev;
   if (t.major() != cc / 10)
     return "SASS " + t.str() + " runs only on CC " + std::to_string(t.major()) + ".x" + dev;
@@ -113,8 +113,8 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
       }
       std::string stale;
       if (m.package_version != id.package_version)
-        stale = "package_version differs: archive has " + m.package_version +
-                ", this libkiln is " + id.package_version;
+        stale = "package_version differs: archive has " + m.package_version + ", this libkiln is " +
+                id.package_version;
       else if (m.format_version != id.manifest_format)
         stale = "format_version differs: manifest has " + std::to_string(m.format_version) +
                 ", this libkiln reads " + std::to_string(id.manifest_format);
@@ -122,11 +122,11 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
         stale = "source_hash differs: artifact has " + art->source_hash +
                 ", this libkiln was built with " + id.source_hash;
       if (!stale.empty() && !allow_stale) {
-        plan.rejected.push_back({{"store", m.target, path,
-                                  "stale: " + stale +
-                                      ". Install the package of kiln " + id.package_version +
-                                      " (kiln fetch), or set KILN_ALLOW_STALE=1 to diagnose"},
-                                 ErrorKind::Stale});
+        plan.rejected.push_back(
+            {{"store", m.target, path,
+              "stale: " + stale + ". Install the package of kiln " + id.package_version +
+                  " (kiln fetch), or set KILN_ALLOW_STALE=1 to diagnose"},
+             ErrorKind::Stale});
         continue;
       }
       StoreCandidate c;
@@ -152,8 +152,7 @@ std::string verify_artifact(const std::string& bytes, std::uint64_t size,
   std::string got = sha256_hex(bytes);
   if (bytes.size() != size || got != sha256)
     return "integrity: the manifest pins " + std::to_string(size) + " bytes with SHA-256 " +
-           sha256 + ", the file has " + std::to_string(bytes.size()) + " bytes with SHA-256 " +
-           got;
+           sha256 + ", the file has " + std::to_string(bytes.size()) + " bytes with SHA-256 " + got;
   return "";
 }
 
@@ -210,7 +209,8 @@ Error resolution_failure(const std::string& uri, int cc, const std::vector<std::
     msg += c.reason;
   }
   msg += "\nto get it on a machine with network access: kiln fetch --targets " + target +
-         " --dest " + cache_dir + " (then copy that directory here, or add it to "
+         " --dest " + cache_dir +
+         " (then copy that directory here, or add it to "
          "KILN_ARTIFACT_PATH)";
   return Error(kind, msg);
 }
@@ -337,8 +337,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
 
 std::string DiskStoreFs::read_file(const std::string& path) const {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(ErrorKind::Io, "cannot open " + path + ": " + std::strerror(errno));
+  if (fd < 0) throw Error(ErrorKind::Io, "cannot open " + path + ": " + std::strerror(errno));
   std::string out;
   struct stat st {};
   if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
@@ -360,8 +359,7 @@ std::string DiskStoreFs::read_file(const std::string& path) const {
 
 std::string installed_store_dir() {
   Dl_info info{};
-  if (!::dladdr(reinterpret_cast<void*>(&installed_store_dir), &info) || !info.dli_fname)
-    return "";
+  if (!::dladdr(reinterpret_cast<void*>(&installed_store_dir), &info) || !info.dli_fname) return "";
   std::error_code ec;
   fs::path lib = fs::weakly_canonical(info.dli_fname, ec);
   if (ec) lib = info.dli_fname;

@@ -40,7 +40,7 @@ struct StoreScan {
   std::string dir;
   std::string source;  // where the directory came from: "KILN_ARTIFACT_PATH", "installed", "cache"
   bool readable = false;
-  std::string problem;  // "does not exist", "not a directory", ... when !readable
+  std::string problem;                // "does not exist", "not a directory", ... when !readable
   std::vector<ArchiveScan> archives;  // sorted by directory name
 };
 

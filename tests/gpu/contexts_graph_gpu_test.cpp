@@ -52,7 +52,8 @@ TEST(GpuContexts, TwoContextsOnOneDeviceEachLoadTheirOwnModuleAndComputeCorrectl
   for (int round = 0; round < 6; ++round) {
     const int which = round % 2;
     ASSERT_EQ(ctx_set(which == 0 ? created : primary), CUDA_SUCCESS);
-    EXPECT_TRUE(check_spec(l, *spec, nullptr, round % 2)) << "context " << which << " round " << round;
+    EXPECT_TRUE(check_spec(l, *spec, nullptr, round % 2))
+        << "context " << which << " round " << round;
     const kiln::KernelHandle& h = l.get(spec->uri);
     if (round < 2) handles[which] = &h;
     EXPECT_EQ(&h, handles[which]) << "the cache entry of a context changed between calls";
@@ -76,7 +77,8 @@ struct GraphBuffers {
   void refill() {
     hx = random_values(kN, -1, 1, DType::F32);
     hy = random_values(kN, -1, 1, DType::F32);
-    hin = random_values(hin.size() ? hin.size() : static_cast<std::size_t>(kRows) * kCols, -3, 3, DType::BF16);
+    hin = random_values(hin.size() ? hin.size() : static_cast<std::size_t>(kRows) * kCols, -3, 3,
+                        DType::BF16);
     hw = random_values(kCols, 0.5f, 1.5f, DType::BF16);
     x.upload(hx);
     y.upload(hy);
@@ -174,7 +176,8 @@ TEST(GpuGraphs, MissDuringCaptureFailsAsUsageWithoutReadingFetchingOrCompiling) 
     kind = e.kind();
     msg = e.what();
   }
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(kind, kiln::ErrorKind::Usage) << msg;
   EXPECT_NE(msg.find(missing), std::string::npos) << msg;
   EXPECT_NE(msg.find("prefetch before capture"), std::string::npos) << msg;
@@ -186,7 +189,8 @@ TEST(GpuGraphs, MissDuringCaptureFailsAsUsageWithoutReadingFetchingOrCompiling) 
   // The capture is still ours to end; the stream is usable afterwards.
   cudaGraph_t graph = nullptr;
   cudaError_t end = cudaStreamEndCapture(s, &graph);
-  EXPECT_TRUE(end == cudaSuccess || end == cudaErrorStreamCaptureInvalidated) << cudaGetErrorName(end);
+  EXPECT_TRUE(end == cudaSuccess || end == cudaErrorStreamCaptureInvalidated)
+      << cudaGetErrorName(end);
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();
   cudaStreamCaptureStatus st;

@@ -46,12 +46,13 @@ TEST(GpuJit, EmptyStoreOfflineCompilesWithNvrtcAndASecondProcessReusesTheCache) 
   std::string exe = self_exe();
   ASSERT_FALSE(exe.empty());
   auto child = kiln::test::run("KILN_LOG=info KILN_TEST_JIT_CHILD_CACHE=" + cache +
-                               " KILN_TEST_JIT_CHILD_STORE=" + (tmp / "empty").string() + " '" + exe +
-                               "' --gtest_filter=GpuJit.ChildProcessLoadsFromJitCache");
+                               " KILN_TEST_JIT_CHILD_STORE=" + (tmp / "empty").string() + " '" +
+                               exe + "' --gtest_filter=GpuJit.ChildProcessLoadsFromJitCache");
   EXPECT_EQ(child.exit_code, 0) << child.out;
   EXPECT_NE(child.out.find("[  PASSED  ] 1 test"), std::string::npos) << child.out;
   EXPECT_NE(child.out.find("child origin jit:" + cubin.string()), std::string::npos) << child.out;
-  EXPECT_EQ(child.out.find("JIT-compiled"), std::string::npos) << "the child compiled:\n" << child.out;
+  EXPECT_EQ(child.out.find("JIT-compiled"), std::string::npos) << "the child compiled:\n"
+                                                               << child.out;
   EXPECT_EQ(fs::last_write_time(cubin), mtime) << "the cached cubin was rewritten";
 }
 
@@ -59,7 +60,8 @@ TEST(GpuJit, EmptyStoreOfflineCompilesWithNvrtcAndASecondProcessReusesTheCache) 
 TEST(GpuJit, ChildProcessLoadsFromJitCache) {
   const char* cache = std::getenv("KILN_TEST_JIT_CHILD_CACHE");
   const char* store = std::getenv("KILN_TEST_JIT_CHILD_STORE");
-  if (!cache || !store) GTEST_SKIP() << "runs only as the child of EmptyStoreOffline...SecondProcess";
+  if (!cache || !store)
+    GTEST_SKIP() << "runs only as the child of EmptyStoreOffline...SecondProcess";
   KILN_REQUIRE_GPU();
   kiln::LoaderConfig c = jit_config(store, cache);
   c.log_level = "info";
@@ -77,12 +79,15 @@ TEST(GpuForwardCompat, PtxOnlyCompute80StoreRunsThroughTheDriverJit) {
   if (ptx_store && *ptx_store) {
     store = ptx_store;
   } else {
-    std::string cmd = kiln::test::kiln_cli() + " build --targets compute_80 --only rmsnorm --only softmax --out " +
+    std::string cmd = kiln::test::kiln_cli() +
+                      " build --targets compute_80 --only rmsnorm --only softmax --out " +
                       (tmp / "build").string() + " --dist " + (tmp / "dist").string() + " && " +
-                      kiln::test::kiln_cli() + " install " + (tmp / "dist").string() + "/*-index.json" +
-                      " --dest " + (tmp / "store").string();
+                      kiln::test::kiln_cli() + " install " + (tmp / "dist").string() +
+                      "/*-index.json" + " --dest " + (tmp / "store").string();
     auto r = kiln::test::run(cmd);
-    ASSERT_EQ(r.exit_code, 0) << "KILN_TEST_GPU_PTX_STORE unset and building one failed: " << cmd << "\n" << r.out;
+    ASSERT_EQ(r.exit_code, 0) << "KILN_TEST_GPU_PTX_STORE unset and building one failed: " << cmd
+                              << "\n"
+                              << r.out;
     store = (tmp / "store").string();
   }
   kiln::Loader l(store_only_config(store, (tmp / "cache").string()));

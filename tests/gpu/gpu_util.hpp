@@ -55,20 +55,21 @@ inline std::string no_gpu_reason() {
       GTEST_SKIP() << "no CUDA GPU: " << why_;                               \
   } while (0)
 
-#define CUDA_OK(expr)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (expr);                                                            \
-    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorName(e_) << " "          \
-                               << cudaGetErrorString(e_);                               \
+#define CUDA_OK(expr)                                                          \
+  do {                                                                         \
+    cudaError_t e_ = (expr);                                                   \
+    ASSERT_EQ(e_, cudaSuccess) << #expr << ": " << cudaGetErrorName(e_) << " " \
+                               << cudaGetErrorString(e_);                      \
   } while (0)
 
 // Seed: KILN_TEST_SEED when set (to replay a failure), else fresh; always printed.
 inline std::mt19937& rng() {
   static std::mt19937 g = [] {
     unsigned seed = std::random_device{}();
-    if (const char* s = std::getenv("KILN_TEST_SEED")) seed = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
-    std::cout << "[kiln gpu] random seed " << seed << " (replay with KILN_TEST_SEED=" << seed
-              << ")" << std::endl;
+    if (const char* s = std::getenv("KILN_TEST_SEED"))
+      seed = static_cast<unsigned>(std::strtoul(s, nullptr, 10));
+    std::cout << "[kiln gpu] random seed " << seed << " (replay with KILN_TEST_SEED=" << seed << ")"
+              << std::endl;
     return std::mt19937(seed);
   }();
   return g;
@@ -102,7 +103,8 @@ inline double tolerance(DType out) {
 // f16 and bf16), so an element the kernel never wrote fails the check.
 class DeviceArray {
  public:
-  DeviceArray(DType t, std::size_t n, std::size_t misalign_elems = 0) : t_(t), n_(n), off_(misalign_elems) {
+  DeviceArray(DType t, std::size_t n, std::size_t misalign_elems = 0)
+      : t_(t), n_(n), off_(misalign_elems) {
     bytes_ = (n + off_ + 8) * ops::element_size(t);
     if (cudaMalloc(&base_, bytes_) != cudaSuccess) base_ = nullptr;
     poison();
@@ -136,7 +138,8 @@ class DeviceArray {
       if (t_ == DType::F32) {
         std::memcpy(&b[4 * i], &v[i], 4);
       } else {
-        std::uint16_t h = t_ == DType::F16 ? ref::f16_bits_from_float(v[i]) : ref::bf16_bits_from_float(v[i]);
+        std::uint16_t h =
+            t_ == DType::F16 ? ref::f16_bits_from_float(v[i]) : ref::bf16_bits_from_float(v[i]);
         std::memcpy(&b[2 * i], &h, 2);
       }
     }
@@ -163,15 +166,15 @@ class DeviceArray {
 };
 
 // Every element finite and rel L2 under the bound; the message names the first bad element.
-inline ::testing::AssertionResult matches(const std::vector<float>& out, const std::vector<float>& ref,
-                                          double tol) {
+inline ::testing::AssertionResult matches(const std::vector<float>& out,
+                                          const std::vector<float>& ref, double tol) {
   if (out.size() != ref.size())
     return ::testing::AssertionFailure() << "size " << out.size() << " vs reference " << ref.size();
   for (std::size_t i = 0; i < out.size(); ++i)
     if (!std::isfinite(out[i]))
-      return ::testing::AssertionFailure() << "element " << i << " is " << out[i]
-                                           << " (never written, or NaN/inf computed); reference "
-                                           << ref[i];
+      return ::testing::AssertionFailure()
+             << "element " << i << " is " << out[i]
+             << " (never written, or NaN/inf computed); reference " << ref[i];
   double err = ref::rel_l2(out, ref);
   if (!(err < tol)) return ::testing::AssertionFailure() << "rel L2 error " << err << " >= " << tol;
   return ::testing::AssertionSuccess() << "rel L2 error " << err;

@@ -47,7 +47,8 @@ TEST_P(EverySpecialisation, FromTheSm90StoreMatchesItsCpuReference) {
     EXPECT_TRUE(res) << spec->uri;
   }
   const kiln::KernelHandle& h = l.get(spec->uri);
-  EXPECT_EQ(h.origin.rfind(store, 0), 0u) << "loaded from " << h.origin << ", not the store " << store;
+  EXPECT_EQ(h.origin.rfind(store, 0), 0u)
+      << "loaded from " << h.origin << ", not the store " << store;
   EXPECT_NE(h.origin.find(want), std::string::npos) << h.origin;
   EXPECT_EQ(h.functions.size(), spec->entries.size());
 
@@ -77,7 +78,8 @@ TEST(GpuStore, HoldsEveryRegisteredSpecialisationForSm90) {
   std::set<std::string> missing;
   for (const auto& s : kiln::embedded_registry().specialisations) {
     kiln::Resolution r = l.resolve(s.uri, 90);
-    if (!r.chosen || (r.chosen->tier != "store" && r.chosen->tier != "memory")) missing.insert(s.uri);
+    if (!r.chosen || (r.chosen->tier != "store" && r.chosen->tier != "memory"))
+      missing.insert(s.uri);
   }
   EXPECT_TRUE(missing.empty()) << missing.size() << " specialisations not in " << store;
 }

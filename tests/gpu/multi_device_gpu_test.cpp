@@ -15,10 +15,10 @@ int device_count() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-#define KILN_REQUIRE_TWO_GPUS()                                                         \
-  do {                                                                                  \
-    KILN_REQUIRE_GPU();                                                                 \
-    if (int n_ = device_count(); n_ < 2)                                                \
+#define KILN_REQUIRE_TWO_GPUS()                                                             \
+  do {                                                                                      \
+    KILN_REQUIRE_GPU();                                                                     \
+    if (int n_ = device_count(); n_ < 2)                                                    \
       GTEST_SKIP() << "needs 2 CUDA devices, " << n_ << " present (run on nvidia-h200-x2)"; \
   } while (0)
 
@@ -76,18 +76,22 @@ TEST(GpuMultiDevice, PrefetchOnBothDevicesThenAGraphPerDeviceReplaysCorrectly) {
     auto fail = [&](const std::string& m) {
       if (failures[dev].empty()) failures[dev] = m;
     };
-    if (cudaSetDevice(dev) != cudaSuccess || cudaFree(nullptr) != cudaSuccess) return fail("set device");
+    if (cudaSetDevice(dev) != cudaSuccess || cudaFree(nullptr) != cudaSuccess)
+      return fail("set device");
     try {
       l.prefetch({uri});
       const long long n = 4096;
       DeviceArray x(DType::F32, n), y(DType::F32, n);
       cudaStream_t s;
-      if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) return fail("stream");
+      if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess)
+        return fail("stream");
       cudaGraph_t g = nullptr;
       cudaGraphExec_t ge = nullptr;
-      if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return fail("capture");
+      if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+        return fail("capture");
       ops::axpy(l, s, y.get(), x.get(), n, 2.0f, DType::F32);
-      if (cudaStreamEndCapture(s, &g) != cudaSuccess || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess)
+      if (cudaStreamEndCapture(s, &g) != cudaSuccess ||
+          cudaGraphInstantiate(&ge, g, 0) != cudaSuccess)
         return fail("end capture / instantiate");
       for (int i = 0; i < 10; ++i) {
         auto hx = random_values(n, -1, 1, DType::F32), hy = random_values(n, -1, 1, DType::F32);

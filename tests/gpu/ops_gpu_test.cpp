@@ -66,7 +66,8 @@ TEST(GpuOps, RowOpsAxpyAndReduceMatchReferenceForEveryDtype) {
 
     auto pos = random_values(n, 0, 0.2f, t);
     ASSERT_EQ(dx.upload(pos), cudaSuccess);
-    ops::reduce_sum(l, nullptr, dsum.get(), dx.get(), n, ws.get(), ops::reduce_sum_workspace_bytes(), t);
+    ops::reduce_sum(l, nullptr, dsum.get(), dx.get(), n, ws.get(),
+                    ops::reduce_sum_workspace_bytes(), t);
     CUDA_OK(cudaDeviceSynchronize());
     float want = round_to(t, kiln::ref::reduce_sum(pos));
     float got = dsum.download()[0];
@@ -103,7 +104,8 @@ TEST(GpuOps, GemmF16TakesWgmmaOnHopperAndBothGemmsMatchReference) {
     DeviceArray dC(DType::F32, static_cast<std::size_t>(M) * N);
     ASSERT_EQ(dA.upload(A), cudaSuccess);
     ASSERT_EQ(dB.upload(B), cudaSuccess);
-    std::string uri = ops::gemm_f16(l, nullptr, static_cast<float*>(dC.get()), dA.get(), dB.get(), M, N, K);
+    std::string uri =
+        ops::gemm_f16(l, nullptr, static_cast<float*>(dC.get()), dA.get(), dB.get(), M, N, K);
     CUDA_OK(cudaDeviceSynchronize());
     if (cc_major * 10 + cc_minor == 90)
       EXPECT_EQ(uri.rfind("hopper_wgmma_bn_", 0), 0u) << uri;
@@ -171,7 +173,8 @@ TEST(GpuOps, CAbiRunsRmsnormAndReportsAMissingArtifactAsNotFound) {
   EXPECT_EQ(kiln_op_rmsnorm(l, nullptr, dout.get(), din.get(), dw.get(), rows, cols, 1e-6f,
                             KILN_DTYPE_BF16),
             KILN_ERROR_NOT_FOUND);
-  EXPECT_NE(std::string(kiln_ops_last_error()).find("rmsnorm_dtype_bf16_block_256"), std::string::npos)
+  EXPECT_NE(std::string(kiln_ops_last_error()).find("rmsnorm_dtype_bf16_block_256"),
+            std::string::npos)
       << kiln_ops_last_error();
   kiln_loader_destroy(l);
 }

@@ -15,8 +15,8 @@ inline ::testing::AssertionResult sync_ok(cudaStream_t s, const std::string& wha
   cudaError_t e = cudaStreamSynchronize(s);
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess)
-    return ::testing::AssertionFailure() << what << ": " << cudaGetErrorName(e) << " "
-                                         << cudaGetErrorString(e);
+    return ::testing::AssertionFailure()
+           << what << ": " << cudaGetErrorName(e) << " " << cudaGetErrorString(e);
   return ::testing::AssertionSuccess();
 }
 

@@ -1,8 +1,8 @@
 /* kiln typed kernel API, C ABI: the functions of kiln/ops.hpp for C and language bindings.
  * Each returns a kiln_status (values = CLI exit codes, see kiln.h); bad arguments are
  * KILN_ERROR_USAGE and are reported before anything is loaded or launched. The message of the
- * calling thread's last failure is kiln_last_error() (kiln_ops_last_error() is the same). Pointers are device pointers;
- * `stream` is a CUstream (NULL = the legacy default stream). */
+ * calling thread's last failure is kiln_last_error() (kiln_ops_last_error() is the same). Pointers
+ * are device pointers; `stream` is a CUstream (NULL = the legacy default stream). */
 #ifndef KILN_KILN_OPS_H
 #define KILN_KILN_OPS_H
 

@@ -14,16 +14,16 @@ namespace kiln {
 struct LoaderConfig {
   // Each field defaults from its environment variable (from_env); explicit values win.
   std::vector<std::string> artifact_path;  // KILN_ARTIFACT_PATH (':'-separated), searched first
-  std::string cache_dir;                   // KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln or ~/.cache/kiln
-  std::vector<std::string> mirrors;        // KILN_MIRRORS (whitespace/','-separated URLs)
-  std::string index_sha256;                // KILN_INDEX_SHA256: digest that pins a mirror's index
-  bool offline = false;                    // KILN_OFFLINE=1: no network access, ever
-  bool disable_jit = false;                // KILN_DISABLE_JIT=1
-  bool allow_stale = false;                // KILN_ALLOW_STALE=1: diagnostic bypass, warned on every use
-  bool use_installed_store = true;         // the store installed beside the library
-  std::string log_level = "warn";          // KILN_LOG=error|warn|info|debug
-  int api_log = 0;                         // KILN_API_LOG=0..3
-  std::string log_file;                    // KILN_LOG_FILE (%p = pid); default stderr
+  std::string cache_dir;  // KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln or ~/.cache/kiln
+  std::vector<std::string> mirrors;  // KILN_MIRRORS (whitespace/','-separated URLs)
+  std::string index_sha256;          // KILN_INDEX_SHA256: digest that pins a mirror's index
+  bool offline = false;              // KILN_OFFLINE=1: no network access, ever
+  bool disable_jit = false;          // KILN_DISABLE_JIT=1
+  bool allow_stale = false;          // KILN_ALLOW_STALE=1: diagnostic bypass, warned on every use
+  bool use_installed_store = true;   // the store installed beside the library
+  std::string log_level = "warn";    // KILN_LOG=error|warn|info|debug
+  int api_log = 0;                   // KILN_API_LOG=0..3
+  std::string log_file;              // KILN_LOG_FILE (%p = pid); default stderr
 
   static LoaderConfig from_env();  // throws Error{Usage} naming the variable on a bad value
   // Same, reading variables through `getenv` (returns null when unset), so tests need not

@@ -40,9 +40,9 @@ struct Manifest {
   int format_version = kManifestFormat;
   std::string package_version;
   std::string git_commit;
-  std::string cuda_version;  // toolkit major.minor, e.g. "13.0"
-  std::string target;        // "sm_90a", "compute_80"
-  std::int64_t build_time = 0;  // seconds since the epoch (SOURCE_DATE_EPOCH when set)
+  std::string cuda_version;              // toolkit major.minor, e.g. "13.0"
+  std::string target;                    // "sm_90a", "compute_80"
+  std::int64_t build_time = 0;           // seconds since the epoch (SOURCE_DATE_EPOCH when set)
   std::vector<ArtifactEntry> artifacts;  // sorted by uri
   std::vector<SkippedFamily> skipped;    // sorted by family
 

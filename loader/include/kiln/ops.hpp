@@ -56,8 +56,8 @@ void axpy(Loader& loader, void* stream, void* y, const void* x, long long n, flo
 void reduce_sum(Loader& loader, void* stream, void* out, const void* in, long long n,
                 void* workspace, std::size_t workspace_bytes, DType dtype);
 // Row-wise RMS norm of in[rows, cols] with weight[cols]; out may equal in.
-void rmsnorm(Loader& loader, void* stream, void* out, const void* in, const void* weight,
-             int rows, int cols, float eps, DType dtype);
+void rmsnorm(Loader& loader, void* stream, void* out, const void* in, const void* weight, int rows,
+             int cols, float eps, DType dtype);
 // Row-wise softmax of in[rows, cols]; out may equal in.
 void softmax(Loader& loader, void* stream, void* out, const void* in, int rows, int cols,
              DType dtype);

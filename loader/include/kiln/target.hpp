@@ -11,8 +11,8 @@ namespace kiln {
 struct Target {
   enum class Kind { Sass, Ptx };
   Kind kind = Kind::Sass;
-  int arch = 0;      // 90 for sm_90a, 100 for sm_100f
-  char suffix = 0;   // 0, 'a' (arch-specific) or 'f' (family)
+  int arch = 0;     // 90 for sm_90a, 100 for sm_100f
+  char suffix = 0;  // 0, 'a' (arch-specific) or 'f' (family)
 
   int major() const { return arch / 10; }
   int minor() const { return arch % 10; }

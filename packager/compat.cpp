@@ -1,7 +1,6 @@
 #include "compat.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -325,20 +324,27 @@ std::string CompatReport::to_table() const {
   for (std::size_t i = 0; i < devices.size(); ++i)
     s << (i ? ", " : "") << device_target(devices[i]) << " (CC " << cc_string(devices[i]) << ")";
   s << "\n\n";
-  std::size_t w = 7;
-  for (const auto& p : packages) w = std::max(w, p.path.size());
-  char line[64];
-  std::snprintf(line, sizeof line, "%-13s  %-22s  %s", "KIND", "TARGETS", "RESULT");
-  s << std::string("PACKAGE") << std::string(w - 7 + 2, ' ') << line << "\n";
+  // Columns as wide as their widest cell: a release with seven targets stays readable.
+  auto targets_of = [](const CompatPackage& p) {
+    std::string t;
+    for (const auto& m : p.manifests) t += (t.empty() ? "" : ",") + m.target;
+    return t.empty() ? std::string("-") : t;
+  };
+  std::size_t wp = 7, wk = 4, wt = 7;
   for (const auto& p : packages) {
-    std::string targets;
-    for (const auto& m : p.manifests) targets += (targets.empty() ? "" : ",") + m.target;
-    if (targets.empty()) targets = "-";
+    wp = std::max(wp, p.path.size());
+    wk = std::max(wk, p.kind.size());
+    wt = std::max(wt, targets_of(p).size());
+  }
+  auto pad = [](const std::string& x, std::size_t w) {
+    return x + std::string(w - x.size() + 2, ' ');
+  };
+  s << pad("PACKAGE", wp) << pad("KIND", wk) << pad("TARGETS", wt) << "RESULT\n";
+  for (const auto& p : packages) {
     std::string result = p.compatible() ? "compatible"
                                         : "INCOMPATIBLE (" + std::to_string(p.problems.size()) +
                                               (p.problems.size() == 1 ? " problem)" : " problems)");
-    std::snprintf(line, sizeof line, "%-13s  %-22s  ", p.kind.c_str(), targets.c_str());
-    s << p.path << std::string(w - p.path.size() + 2, ' ') << line << result << "\n";
+    s << pad(p.path, wp) << pad(p.kind, wk) << pad(targets_of(p), wt) << result << "\n";
   }
   for (const auto& p : packages) {
     if (p.problems.empty() && p.notes.empty()) continue;

@@ -69,10 +69,9 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
 // Throws Error{Usage} unless `version` can go into file names (MAJOR.MINOR.PATCH[-PRERELEASE]).
 void check_release_version(const std::string& version);
 
-// HOOK: wheel content check. The RECORD check of packager/wheel.hpp (verify_wheel: every member
-// listed in RECORD with its digest, RECORD itself well formed) is wired in here; until then it
-// returns no problems and a wheel is checked by its SHA256SUMS digest only. Each string is one
-// problem, a full sentence.
+// A wheel's own content check, on top of its SHA256SUMS digest: kiln::wheel::verify_wheel
+// (every member listed in RECORD with its digest and size, RECORD/WHEEL/METADATA well formed).
+// Each string is one problem, "<wheel>[:<member>]: <sentence>"; empty when the wheel is good.
 std::vector<std::string> check_wheel(const std::filesystem::path& path);
 
 // --- kiln mirror verify ------------------------------------------------------------------------

@@ -68,14 +68,6 @@ std::string ninja_escape_path(const std::string& s) {
   return out;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Io, "cannot read " + p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Rewrites a file only when its bytes change, so ninja sees no new mtime on a no-op build.
 bool write_if_changed(const fs::path& p, const std::string& data) {
   std::error_code ec;
@@ -577,7 +569,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* pro
       std::vector<ArchiveMember> files;
       for (const auto& a : tp.artifacts) {
         fs::path fb = out_dir / a.fatbin;
-        std::string bytes = read_text(fb);
+        std::string bytes = read_whole_file(fb);
         const Specialisation* spec = reg.find(a.uri);
         ArtifactEntry e;
         e.uri = a.uri;

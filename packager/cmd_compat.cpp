@@ -1,6 +1,5 @@
 // `kiln compat [--loader LIB|this] [--device sm_XX|auto|none]... PACKAGE... [--json]`: does a
 // package work with this libkiln (or another build of it) on this GPU? A yes, or a precise no.
-#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <set>
@@ -9,30 +8,9 @@
 #include "compat.hpp"
 #include "driver.hpp"
 #include "kiln/error.hpp"
-#include "kiln/target.hpp"
 #include "loader_facts.hpp"
 
 namespace kiln::cli {
-
-namespace {
-
-// "sm_90", "sm_90a" (CC 9.0 either way), "9.0", "90".
-int parse_device_cc(const std::string& text) {
-  if (auto t = parse_target(text); t && t->kind == Target::Kind::Sass) return t->arch;
-  std::string digits;
-  for (char c : text)
-    if (c != '.') digits += c;
-  bool ok = !digits.empty() && digits.size() <= 3 &&
-            digits.find_first_not_of("0123456789") == std::string::npos && digits[0] != '0' &&
-            (text.find('.') == std::string::npos || text.size() - text.find('.') == 2);
-  if (!ok)
-    throw Error(ErrorKind::Usage, "--device '" + text +
-                                      "' is not a device: expected sm_<arch> (e.g. sm_90), a "
-                                      "compute capability (9.0), auto or none");
-  return std::stoi(digits);
-}
-
-}  // namespace
 
 void add_compat_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
@@ -65,16 +43,11 @@ void add_compat_command(CLI::App& app, int& rc) {
   cmd->callback([o, &rc] {
     LoaderFacts facts = o->loader == "this" ? this_loader_facts() : open_loader_facts(o->loader);
     std::set<int> ccs;
-    std::vector<std::string> devs;
-    for (std::size_t at = 0; at <= o->devices.size();) {
-      std::size_t comma = std::min(o->devices.find(',', at), o->devices.size());
-      if (comma > at) devs.push_back(o->devices.substr(at, comma - at));
-      at = comma + 1;
-    }
+    std::vector<std::string> devs = split_list(o->devices);
     for (const auto& d : devs) {
       if (d == "none") continue;
       if (d != "auto") {
-        ccs.insert(parse_device_cc(d));
+        ccs.insert(parse_device_cc(d, "auto or none"));
         continue;
       }
       try {

@@ -11,8 +11,6 @@
 
 namespace kiln::cli {
 
-namespace {
-
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
   std::string cur;
@@ -26,8 +24,6 @@ std::vector<std::string> split_list(const std::string& s) {
   }
   return out;
 }
-
-}  // namespace
 
 void add_fetch_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(

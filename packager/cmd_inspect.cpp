@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "atomic_file.hpp"
 #include "commands.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"
@@ -22,19 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-std::string read_all(const fs::path& p) {
-  std::FILE* f = std::fopen(p.c_str(), "rb");
-  if (!f) throw Error(ErrorKind::Io, "cannot open " + p.string());
-  std::string data;
-  char buf[1 << 16];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
-  bool err = std::ferror(f);
-  std::fclose(f);
-  if (err) throw Error(ErrorKind::Io, "cannot read " + p.string());
-  return data;
-}
-
 Json symbols_json(const std::vector<std::string>& mangled) {
   Json arr = Json::array();
   for (const auto& m : mangled) {
@@ -47,7 +35,7 @@ Json symbols_json(const std::vector<std::string>& mangled) {
 }
 
 Json inspect_fatbin(const fs::path& p) {
-  std::string bytes = read_all(p);
+  std::string bytes = read_whole_file(p);
   auto images = parse_fatbin(bytes, p.string());
   Json arr = Json::array();
   for (const auto& img : images) {
@@ -79,7 +67,7 @@ Json inspect_fatbin(const fs::path& p) {
 }
 
 Json inspect_cubin(const fs::path& p) {
-  std::string bytes = read_all(p);
+  std::string bytes = read_whole_file(p);
   Json out = Json::object();
   out["elf_sm"] = elf_sm_arch(bytes);
   out["kernels"] = symbols_json(elf_function_symbols(bytes));
@@ -239,16 +227,16 @@ void add_format_commands(CLI::App& app, int& rc) {
         break;
       case PathKind::Manifest:
         j = Json::object();
-        j["manifest"] = manifest_json(parse_manifest(read_all(p), p.string()));
+        j["manifest"] = manifest_json(parse_manifest(read_whole_file(p), p.string()));
         break;
       case PathKind::StoreArchive:
         j = Json::object();
         j["manifest"] = manifest_json(
-            parse_manifest(read_all(p / "manifest.json"), (p / "manifest.json").string()));
+            parse_manifest(read_whole_file(p / "manifest.json"), (p / "manifest.json").string()));
         break;
       case PathKind::Index:
         j = Json::object();
-        j["index"] = Json::parse(index_to_json(parse_index(read_all(p), p.string())));
+        j["index"] = Json::parse(index_to_json(parse_index(read_whole_file(p), p.string())));
         break;
       case PathKind::Store:
         j = inspect_store(p);

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "atomic_file.hpp"
 #include "commands.hpp"
 #include "kiln/error.hpp"
 #include "kiln/store.hpp"
@@ -29,17 +30,6 @@ const char* action_name(InstallResult::Action a) {
       return "unchanged";
   }
   return "installed";
-}
-
-std::string read_text(const fs::path& p) {
-  std::FILE* f = std::fopen(p.c_str(), "rb");
-  if (!f) throw Error(ErrorKind::Io, "cannot open " + p.string());
-  std::string data;
-  char buf[1 << 14];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) data.append(buf, n);
-  std::fclose(f);
-  return data;
 }
 
 }  // namespace
@@ -105,7 +95,7 @@ void add_install_command(CLI::App& app, int& rc) {
         if (kind == PathKind::Archive) {
           one(p, std::nullopt, "");
         } else if (kind == PathKind::Index) {
-          Index idx = parse_index(read_text(p), p.string());
+          Index idx = parse_index(read_whole_file(p), p.string());
           if (!required.empty() && idx.package_version != required)
             throw Error(ErrorKind::Stale, p.string() + ": package_version is " +
                                               idx.package_version + ", this kiln is " + required +

@@ -10,10 +10,8 @@
 
 namespace kiln::cli {
 
-namespace {
-
 // "sm_90", "sm_90a" (the device is CC 9.0 either way), "9.0", "90".
-int parse_device(const std::string& text) {
+int parse_device_cc(const std::string& text, const std::string& other_words) {
   if (auto t = parse_target(text); t && t->kind == Target::Kind::Sass) return t->arch;
   std::string digits;
   for (char c : text)
@@ -24,10 +22,9 @@ int parse_device(const std::string& text) {
     return std::stoi(digits);
   throw Error(ErrorKind::Usage, "--device '" + text +
                                     "' is not a device: expected sm_<arch> (e.g. sm_90), a "
-                                    "compute capability (9.0) or auto");
+                                    "compute capability (9.0) or " +
+                                    other_words);
 }
-
-}  // namespace
 
 void add_resolve_command(CLI::App& app, int& rc);
 void add_resolve_command(CLI::App& app, int& rc) {
@@ -56,7 +53,7 @@ void add_resolve_command(CLI::App& app, int& rc) {
                 "target, path, reason}]}");
   cmd->callback([o, &rc] {
     std::optional<int> cc;
-    if (o->device != "auto") cc = parse_device(o->device);
+    if (o->device != "auto") cc = parse_device_cc(o->device, "auto");
     Loader loader(LoaderConfig::from_env());
     Resolution r = loader.resolve(o->uri, cc);
     rc = r.chosen ? 0 : exit_code(ErrorKind::NotFound);

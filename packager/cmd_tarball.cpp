@@ -1,6 +1,5 @@
 // `kiln tarball --dist DIR --out DIR [--targets ...] [--prefix DIR]`: a relocatable install
 // tree (bin, lib, include, lib/cmake/kiln, share/kiln/artifacts) packed reproducibly.
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -10,6 +9,7 @@
 #include "build.hpp"
 #include "commands.hpp"
 #include "kiln/error.hpp"
+#include "kiln/target.hpp"
 #include "tarball.hpp"
 
 namespace kiln::cli {
@@ -47,11 +47,8 @@ void add_tarball_command(CLI::App& app, int& rc) {
     TarballOptions t;
     t.dist = o->dist;
     t.out = o->out;
-    for (std::size_t at = 0; at <= o->targets.size();) {
-      std::size_t comma = std::min(o->targets.find(',', at), o->targets.size());
-      if (comma > at) t.targets.push_back(o->targets.substr(at, comma - at));
-      at = comma + 1;
-    }
+    if (!o->targets.empty())  // empty: every target of the index
+      for (const auto& target : parse_target_list(o->targets)) t.targets.push_back(target.str());
     t.version = o->version;
     if (!o->prefix.empty()) {
       t.prefix = o->prefix;

@@ -3,6 +3,7 @@
 // in `rc`. kiln::Error escapes to main(), which prints it and maps its kind to an exit code.
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 namespace kiln::cli {
 
@@ -16,6 +17,14 @@ void add_tarball_command(CLI::App& app, int& rc);  // cmd_tarball.cpp
 void add_wheel_command(CLI::App& app, int& rc);    // cmd_wheel.cpp
 void add_mirror_command(CLI::App& app, int& rc);   // mirror verify|sync|stage (cmd_mirror.cpp)
 void add_compat_command(CLI::App& app, int& rc);   // cmd_compat.cpp
+
+// "a, b c" -> {"a", "b", "c"}: a list option or variable split at commas and whitespace.
+std::vector<std::string> split_list(const std::string& s);
+
+// A --device value as a compute capability (90 for "sm_90", "sm_90a", "9.0", "90"). Throws
+// Error{Usage} naming the value and the accepted forms, ending with `other_words` (the
+// command's own keywords, e.g. "auto").
+int parse_device_cc(const std::string& text, const std::string& other_words);
 
 // The source tree kiln was configured from (used by `kiln build` when --source is not given).
 std::string default_source_dir();

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "atomic_file.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
@@ -26,14 +27,6 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Io, "cannot open " + p.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The loader's rules for one manifest (resolver.cpp plan_stores): format, package version,
 // then each kernel's source hash.
 void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::string& origin,
@@ -50,24 +43,22 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
     pkg.problems.push_back({kind, field, origin, pv, lv, msg});
     cm.compatible = false;
   };
-  if (m.format_version != loader.manifest_format)
-    problem(ErrorKind::Stale, "format_version", std::to_string(m.format_version),
-            std::to_string(loader.manifest_format),
-            "format_version: package has " + std::to_string(m.format_version) + ", libkiln reads " +
-                std::to_string(loader.manifest_format));
-  if (m.package_version != loader.version)
-    problem(ErrorKind::Stale, "package_version", m.package_version, loader.version,
-            "package_version: package is " + m.package_version + ", libkiln is " + loader.version);
+  // The loader's own rule (stale_fields, resolver.hpp): the manifest-level fields once, then
+  // each known kernel's source hash.
+  auto report = [&](const StaleField& f, const std::string& prefix) {
+    problem(ErrorKind::Stale, f.field, f.package_value, f.loader_value, prefix + f.message);
+  };
+  for (const auto& f :
+       stale_fields(m, ArtifactEntry{}, {loader.version, loader.manifest_format, ""}))
+    report(f, "");
   for (const auto& a : m.artifacts) {
     auto want = loader.source_hash(a.uri);
     if (!want) {
       ++cm.unknown_uris;
       continue;
     }
-    if (*want != a.source_hash)
-      problem(ErrorKind::Stale, "source_hash", a.source_hash, *want,
-              "source_hash of " + a.uri + ": package has " + a.source_hash + ", libkiln expects " +
-                  *want);
+    for (const auto& f : stale_fields(m, a, {loader.version, loader.manifest_format, *want}))
+      if (f.field == "source_hash") report(f, a.uri + ": ");
   }
   if (cm.unknown_uris)
     pkg.notes.push_back(origin + ": " + std::to_string(cm.unknown_uris) +
@@ -85,16 +76,12 @@ void check_manifest_text(const LoaderFacts& loader, const std::string& text,
   try {
     check_manifest(loader, parse_manifest(text, origin), origin, pkg);
   } catch (const Error& e) {
-    std::string declared = "?";
-    try {
-      auto j = nlohmann::json::parse(text);
-      if (j.contains("format_version")) declared = j["format_version"].dump();
-    } catch (...) {
-    }
+    std::string declared = declared_format(text);
     if (e.kind() == ErrorKind::Stale)
       pkg.problems.push_back({ErrorKind::Stale, "format_version", origin, declared,
                               std::to_string(loader.manifest_format),
-                              "format_version: package has " + declared + ", libkiln reads " +
+                              "format_version differs: manifest has " + declared +
+                                  ", this libkiln reads " +
                                   std::to_string(loader.manifest_format)});
     else
       pkg.problems.push_back({e.kind(), "manifest", origin, "", "", e.what()});
@@ -119,7 +106,7 @@ void check_archive(const LoaderFacts& loader, const fs::path& p, CompatPackage& 
 
 void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
   pkg.kind = "index";
-  std::string text = read_text(p);
+  std::string text = read_whole_file(p);
   Index idx;
   try {
     idx = parse_index(text, p.string());
@@ -179,7 +166,7 @@ void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
       pkg.problems.push_back({e.error_kind, "manifest", e.directory.string(), "", "", e.error});
       continue;
     }
-    check_manifest_text(loader, read_text(mf), mf.string(), pkg);
+    check_manifest_text(loader, read_whole_file(mf), mf.string(), pkg);
   }
 }
 
@@ -244,7 +231,7 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
       } else if (kind == PathKind::StoreArchive || kind == PathKind::Manifest) {
         pkg.kind = kind == PathKind::Manifest ? "manifest" : "store-archive";
         fs::path mf = kind == PathKind::Manifest ? p : p / "manifest.json";
-        check_manifest_text(loader, read_text(mf), mf.string(), pkg);
+        check_manifest_text(loader, read_whole_file(mf), mf.string(), pkg);
       } else {
         throw Error(ErrorKind::Usage,
                     p.string() + " is a " + to_string(kind) +

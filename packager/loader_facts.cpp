@@ -9,6 +9,38 @@ namespace kiln::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The five C ABI functions of one libkiln, wherever they came from.
+struct FactsApi {
+  const char* (*version)() = nullptr;
+  const char* (*cuda_version)() = nullptr;
+  int (*manifest_format)() = nullptr;
+  int (*index_format)() = nullptr;
+  LoaderFacts::SourceHashFn source_hash = nullptr;
+};
+
+LoaderFacts ask(const FactsApi& api, std::shared_ptr<void> handle) {
+  LoaderFacts f;
+  // The file the answering symbol really lives in (not a path we asked for): should the
+  // dynamic loader hand back another copy of libkiln, the report names that copy.
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(api.version), &info) && info.dli_fname) {
+    std::error_code ec;
+    fs::path canon = fs::weakly_canonical(info.dli_fname, ec);
+    f.library = ec ? std::string(info.dli_fname) : canon.string();
+  }
+  f.version = api.version();
+  f.cuda_version = api.cuda_version();
+  f.manifest_format = api.manifest_format();
+  f.index_format = api.index_format();
+  f.source_hash_fn = api.source_hash;
+  f.handle = std::move(handle);
+  return f;
+}
+
+}  // namespace
+
 std::optional<std::string> LoaderFacts::source_hash(const std::string& uri) const {
   const char* h = source_hash_fn ? source_hash_fn(uri.c_str()) : nullptr;
   if (!h) return std::nullopt;
@@ -16,19 +48,9 @@ std::optional<std::string> LoaderFacts::source_hash(const std::string& uri) cons
 }
 
 LoaderFacts this_loader_facts() {
-  LoaderFacts f;
-  Dl_info info{};
-  if (::dladdr(reinterpret_cast<void*>(&kiln_version), &info) && info.dli_fname)
-    f.library = info.dli_fname;
-  std::error_code ec;
-  fs::path canon = fs::weakly_canonical(f.library, ec);
-  if (!ec && !f.library.empty()) f.library = canon.string();
-  f.version = kiln_version();
-  f.cuda_version = kiln_cuda_version();
-  f.manifest_format = kiln_manifest_format();
-  f.index_format = kiln_index_format();
-  f.source_hash_fn = &kiln_source_hash;
-  return f;
+  return ask({&kiln_version, &kiln_cuda_version, &kiln_manifest_format, &kiln_index_format,
+              &kiln_source_hash},
+             nullptr);
 }
 
 LoaderFacts open_loader_facts(const fs::path& library) {
@@ -51,25 +73,17 @@ LoaderFacts open_loader_facts(const fs::path& library) {
     if (!p) missing += std::string(missing.empty() ? "" : ", ") + name;
     return p;
   };
-  auto version = reinterpret_cast<const char* (*)()>(sym("kiln_version"));
-  auto cuda = reinterpret_cast<const char* (*)()>(sym("kiln_cuda_version"));
-  auto mformat = reinterpret_cast<int (*)()>(sym("kiln_manifest_format"));
-  auto iformat = reinterpret_cast<int (*)()>(sym("kiln_index_format"));
-  auto hash = reinterpret_cast<LoaderFacts::SourceHashFn>(sym("kiln_source_hash"));
+  FactsApi api;
+  api.version = reinterpret_cast<const char* (*)()>(sym("kiln_version"));
+  api.cuda_version = reinterpret_cast<const char* (*)()>(sym("kiln_cuda_version"));
+  api.manifest_format = reinterpret_cast<int (*)()>(sym("kiln_manifest_format"));
+  api.index_format = reinterpret_cast<int (*)()>(sym("kiln_index_format"));
+  api.source_hash = reinterpret_cast<LoaderFacts::SourceHashFn>(sym("kiln_source_hash"));
   if (!missing.empty())
     throw Error(ErrorKind::Unsupported, abs.string() +
                                             " is not a libkiln this kiln can question: missing " +
                                             missing + " (libkiln 0.1.0 and later export them)");
-  LoaderFacts f;
-  f.library = fs::weakly_canonical(abs, ec).string();
-  if (ec) f.library = abs.string();
-  f.version = version();
-  f.cuda_version = cuda();
-  f.manifest_format = mformat();
-  f.index_format = iformat();
-  f.source_hash_fn = hash;
-  f.handle = std::move(handle);
-  return f;
+  return ask(api, std::move(handle));
 }
 
 }  // namespace kiln::cli

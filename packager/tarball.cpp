@@ -18,6 +18,7 @@
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
+#include "libarchive_handles.hpp"
 #include "loader_facts.hpp"
 
 namespace kiln::cli {
@@ -25,21 +26,6 @@ namespace kiln::cli {
 namespace fs = std::filesystem;
 
 namespace {
-
-struct WriteFree {
-  void operator()(struct archive* a) const { archive_write_free(a); }
-};
-struct ReadFree {
-  void operator()(struct archive* a) const { archive_read_free(a); }
-};
-struct EntryFree {
-  void operator()(archive_entry* e) const { archive_entry_free(e); }
-};
-
-std::string la_error(struct archive* a) {
-  const char* s = archive_error_string(a);
-  return s ? s : "unknown libarchive error";
-}
 
 // One entry of the install tree, keyed by its path below the top directory.
 struct TreeEntry {
@@ -258,7 +244,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   res.file = opts.out / tarball_file_name(version, index.cuda_version, host_platform());
   say("packing " + std::to_string(tree.size()) + " entries into " + res.file.string());
   AtomicFile out(res.file);
-  std::unique_ptr<struct archive, WriteFree> a(archive_write_new());
+  ArchiveWriter a(archive_write_new());
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_write_new failed");
   auto check = [&](int r, const std::string& what) {
     if (r != ARCHIVE_OK)
@@ -343,7 +329,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
 }
 
 std::vector<Manifest> tarball_manifests(const fs::path& tarball) {
-  std::unique_ptr<struct archive, ReadFree> a(archive_read_new());
+  ArchiveReader a(archive_read_new());
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_read_new failed");
   archive_read_support_format_tar(a.get());
   archive_read_support_filter_zstd(a.get());

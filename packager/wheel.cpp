@@ -20,6 +20,7 @@
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"
+#include "libarchive_handles.hpp"
 
 namespace kiln::wheel {
 namespace {
@@ -29,33 +30,6 @@ namespace fs = std::filesystem;
 constexpr const char* kManifestName = "manifest.json";
 // The latest time a DOS timestamp holds: 2107-12-31T23:59:58Z.
 constexpr std::int64_t kZipEpochMax = 4354819198;
-
-struct ArchiveWriteFree {
-  void operator()(struct archive* a) const { archive_write_free(a); }
-};
-struct ArchiveReadFree {
-  void operator()(struct archive* a) const { archive_read_free(a); }
-};
-struct EntryFree {
-  void operator()(archive_entry* e) const { archive_entry_free(e); }
-};
-
-std::string la_error(struct archive* a) {
-  const char* s = archive_error_string(a);
-  return s ? s : "unknown libarchive error";
-}
-
-std::string read_whole_file(const fs::path& p) {
-  std::error_code ec;
-  if (!fs::exists(p, ec)) throw Error(ErrorKind::NotFound, "file not found: " + p.string());
-  if (!fs::is_regular_file(p, ec)) throw Error(ErrorKind::Io, "not a regular file: " + p.string());
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw Error(ErrorKind::Io, "cannot open " + p.string() + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(ErrorKind::Io, "cannot read " + p.string());
-  return ss.str();
-}
 
 std::string base64_urlsafe_nopad(const unsigned char* data, std::size_t n) {
   static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

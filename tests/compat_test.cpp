@@ -218,9 +218,9 @@ TEST(CompatCli, EveryPackageIsReportedAndTheTableNamesTheProblem) {
                      stale.string());
   EXPECT_EQ(t.exit_code, 4);
   EXPECT_NE(t.out.find("INCOMPATIBLE"), std::string::npos) << t.out;
-  EXPECT_NE(
-      t.out.find("package_version: package is 0.0.9, libkiln is " + std::string(kiln::version())),
-      std::string::npos)
+  EXPECT_NE(t.out.find("package_version differs: archive has 0.0.9, this libkiln is " +
+                       std::string(kiln::version())),
+            std::string::npos)
       << t.out;
   EXPECT_NE(t.out.find("NOT compatible"), std::string::npos) << t.out;
 }

@@ -12,26 +12,12 @@
 #include <set>
 
 #include "kiln/error.hpp"
+#include "libarchive_handles.hpp"
 
 namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ArchiveWriteFree {
-  void operator()(struct archive* a) const { archive_write_free(a); }
-};
-struct ArchiveReadFree {
-  void operator()(struct archive* a) const { archive_read_free(a); }
-};
-struct EntryFree {
-  void operator()(archive_entry* e) const { archive_entry_free(e); }
-};
-
-std::string la_error(struct archive* a) {
-  const char* s = archive_error_string(a);
-  return s ? s : "unknown libarchive error";
-}
 
 // Removes the temp file unless committed, so a failed write leaves nothing behind.
 class TempOutput {

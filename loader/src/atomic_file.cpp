@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "kiln/error.hpp"
 
@@ -98,6 +100,20 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view d
   AtomicFile f(path);
   f.write(data);
   f.commit();
+}
+
+std::string read_whole_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::exists(p, ec))
+      throw Error(ErrorKind::NotFound, "file not found: " + p.string());
+    throw Error(ErrorKind::Io, "cannot open " + p.string() + ": " + std::strerror(errno));
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw Error(ErrorKind::Io, "cannot read " + p.string());
+  return ss.str();
 }
 
 }  // namespace kiln

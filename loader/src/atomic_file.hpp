@@ -34,6 +34,10 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// The whole of a file, for callers that parse or hash it in memory. Throws Error{NotFound}
+// ("file not found: <path>") when it does not exist, Error{Io} naming it when it cannot be read.
+std::string read_whole_file(const std::filesystem::path& path);
+
 // Convenience: the whole of `data` written atomically to `path`.
 void write_file_atomically(const std::filesystem::path& path, std::string_view data);
 

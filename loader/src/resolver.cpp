@@ -27,7 +27,8 @@ int suffix_rank(char s) { return s == 'a' ? 0 : s == 'f' ? 1 : 2; }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
-// The format_version a stale manifest declares, for a message with both values.
+}  // namespace
+
 std::string declared_format(const std::string& text) {
   try {
     auto j = nlohmann::json::parse(text);
@@ -36,8 +37,6 @@ std::string declared_format(const std::string& text) {
   }
   return "?";
 }
-
-}  // namespace
 
 std::string cc_string(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
 std::string device_target(int cc) { return "sm_" + std::to_string(cc); }
@@ -59,6 +58,25 @@ std::string why_not_runnable(const Target& t, int cc) {
   if (t.major() != cc / 10)
     return "SASS " + t.str() + " runs only on CC " + std::to_string(t.major()) + ".x" + dev;
   return "SASS " + t.str() + " needs CC >= " + arch + dev;
+}
+
+std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art,
+                                     const BuildIdentity& id) {
+  std::vector<StaleField> out;
+  if (m.package_version != id.package_version)
+    out.push_back({"package_version", m.package_version, id.package_version,
+                   "package_version differs: archive has " + m.package_version +
+                       ", this libkiln is " + id.package_version});
+  if (m.format_version != id.manifest_format)
+    out.push_back({"format_version", std::to_string(m.format_version),
+                   std::to_string(id.manifest_format),
+                   "format_version differs: manifest has " + std::to_string(m.format_version) +
+                       ", this libkiln reads " + std::to_string(id.manifest_format)});
+  if (art.source_hash != id.source_hash)
+    out.push_back({"source_hash", art.source_hash, id.source_hash,
+                   "source_hash differs: artifact has " + art.source_hash +
+                       ", this libkiln was built with " + id.source_hash});
+  return out;
 }
 
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
@@ -111,16 +129,8 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
             {{"store", m.target, path, why_not_runnable(*target, cc)}, ErrorKind::Unsupported});
         continue;
       }
-      std::string stale;
-      if (m.package_version != id.package_version)
-        stale = "package_version differs: archive has " + m.package_version + ", this libkiln is " +
-                id.package_version;
-      else if (m.format_version != id.manifest_format)
-        stale = "format_version differs: manifest has " + std::to_string(m.format_version) +
-                ", this libkiln reads " + std::to_string(id.manifest_format);
-      else if (art->source_hash != id.source_hash)
-        stale = "source_hash differs: artifact has " + art->source_hash +
-                ", this libkiln was built with " + id.source_hash;
+      auto stale_list = stale_fields(m, *art, id);
+      std::string stale = stale_list.empty() ? "" : stale_list.front().message;
       if (!stale.empty() && !allow_stale) {
         plan.rejected.push_back(
             {{"store", m.target, path,

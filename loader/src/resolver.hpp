@@ -28,6 +28,23 @@ struct BuildIdentity {
   std::string source_hash;  // of the URI being resolved, from the embedded registry
 };
 
+// One way an artifact is stale for a libkiln: the field, both values, and the sentence the
+// loader reports ("package_version differs: archive has 0.0.9, this libkiln is 0.1.0").
+struct StaleField {
+  std::string field;  // package_version, format_version, source_hash
+  std::string package_value;
+  std::string loader_value;
+  std::string message;
+};
+// The freshness rule, every field that differs, in the order the loader checks them. The loader
+// rejects on the first; `kiln compat` reports them all. Empty: fresh.
+std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art,
+                                     const BuildIdentity& id);
+
+// The format_version a manifest text declares ("?" when it has none), for a message naming both
+// values when the parser refused it as stale.
+std::string declared_format(const std::string& text);
+
 // One archive directory inside a store, as read from disk.
 struct ArchiveScan {
   std::string dir;

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "atomic_file.hpp"
 #include "kiln/fatbin.hpp"
 #include "kiln/sha256.hpp"
 
@@ -24,19 +25,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kManifestName = "manifest.json";
-
-std::string read_whole_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    if (!fs::exists(p, ec)) throw Error(ErrorKind::NotFound, "file not found: " + p.string());
-    throw Error(ErrorKind::Io, "cannot open " + p.string() + ": " + std::strerror(errno));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(ErrorKind::Io, "cannot read " + p.string());
-  return ss.str();
-}
 
 int severity(ErrorKind k) {
   switch (k) {

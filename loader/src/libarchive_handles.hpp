@@ -1,0 +1,31 @@
+#pragma once
+// Owning handles for libarchive objects and its error text: one copy for every file that writes
+// or reads archives (archive.cpp; the packager's wheel.cpp and tarball.cpp). Internal: public
+// headers never include libarchive.
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <memory>
+#include <string>
+
+namespace kiln {
+
+struct ArchiveWriteFree {
+  void operator()(struct archive* a) const { archive_write_free(a); }
+};
+struct ArchiveReadFree {
+  void operator()(struct archive* a) const { archive_read_free(a); }
+};
+struct EntryFree {
+  void operator()(archive_entry* e) const { archive_entry_free(e); }
+};
+using ArchiveWriter = std::unique_ptr<struct archive, ArchiveWriteFree>;
+using ArchiveReader = std::unique_ptr<struct archive, ArchiveReadFree>;
+using ArchiveEntryPtr = std::unique_ptr<archive_entry, EntryFree>;
+
+inline std::string la_error(struct archive* a) {
+  const char* s = archive_error_string(a);
+  return s ? s : "unknown libarchive error";
+}
+
+}  // namespace kiln

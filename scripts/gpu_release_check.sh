@@ -12,7 +12,19 @@
 # `run` unpacks the tarball, then: `kiln doctor --require-gpu` (the GPU and the store beside
 # libkiln), `kiln compat --device auto` on the tarball and wheels (the real device), `kiln
 # resolve --device auto`, and every GPU test of each specialisation against its CPU reference
-# with libkiln and the store both taken from the unpacked tarball.
+# with libkiln and the store both taken from the unpacked tarball. Then the tiers, each case a
+# run of ReleaseFromEnvironment (tests/gpu/release_env_gpu_test.cpp: every specialisation through
+# Loader(LoaderConfig::from_env()) against its CPU reference) with the tarball's libkiln:
+#   store      the store installed beside libkiln, no KILN_* variable at all
+#   mirror     an empty node (the tarball without its store) fetching from a loopback HTTP server
+#              of release/mirror, index pinned: one GET of the chosen archive
+#   tampered   the chosen archive tampered on the first mirror, a good second mirror: correct,
+#              the first mirror named in the log
+#   ranks      8 processes at once on one empty cache directory: one GET per archive
+#   jit        offline and empty, NVRTC present: every specialisation through JIT
+#   nojit      offline and empty, JIT disabled: not-found, the advice naming a release target
+#   stale      a store whose manifests say another package version: stale, both versions named
+#   corrupt    a store with every artifact's bytes altered: integrity, both digests named
 set -uo pipefail
 CARRY=.carry/release
 
@@ -24,6 +36,8 @@ prepare() {
   mkdir -p "$CARRY/pkg" "$CARRY/bin" "$CARRY/syslib"
   git check-ignore -q "$CARRY" || { echo "$CARRY is not git-ignored" >&2; exit 1; }
   cp "$mirror"/kiln-*-linux-*.tar.zst "$mirror"/*.whl "$CARRY/pkg/"
+  # The whole staged mirror, served from loopback on the GPU machine for the mirror cases.
+  cp -r "$mirror" "$CARRY/mirror"
   cp "$build/tests/kiln_gpu_tests" "$CARRY/bin/"
   # A bare GPU machine may lack zstd (and Python's tarfile reads no zstd before 3.14).
   cp "$(command -v zstd)" "$CARRY/bin/"
@@ -75,7 +89,152 @@ run() {
     "$CARRY/bin/kiln_gpu_tests" --gtest_filter='Registry/EverySpecialisation.*' \
     --gtest_output="xml:$out/release-gpu-tests.xml" 2>&1 | tee "$out/release-gpu-tests.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  tier_cases "$tree" "$out" || rc=1
   echo "release check exit: $rc" | tee -a "$out/release-check.log"
+  return $rc
+}
+
+# serve VAR DIR LOG: a static file server on loopback over DIR, each request logged to LOG; its
+# URL is put in VAR (not printed: a command substitution would run it in a subshell).
+serve() {
+  local var=$1 dir=$2 log=$3 port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  python3 -m http.server "$port" --bind 127.0.0.1 --directory "$dir" >/dev/null 2>"$log" &
+  SERVERS+=($!)
+  for _ in $(seq 50); do
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/')" 2>/dev/null && break
+    sleep 0.1
+  done
+  printf -v "$var" 'http://127.0.0.1:%s' "$port"
+}
+gets() { grep -c "\"GET /$2 " "$1" || true; }  # gets LOG FILE: how many GETs of FILE
+
+tier_cases() {
+  local tree=$1 out=$2 root=$PWD rc=0 work
+  work=$(mktemp -d /tmp/kiln-tiers-XXXXXX)
+  SERVERS=()
+  local version index pin mirror=$root/$CARRY/mirror
+  index=$(cd "$mirror" && ls kiln-kernels-*-index.json | head -n 1)
+  version=${index#kiln-kernels-}
+  version=${version%-index.json}
+  pin=$(sha256sum "$mirror/$index" | cut -d' ' -f1)
+  local chosen_file
+  chosen_file=$(cd "$mirror" && ls kiln-kernels-"$version"-cuda*-sm_90a.tar.zst | head -n 1)
+  # An empty node: the unpacked tarball without the store beside libkiln.
+  local bare=$work/bare
+  cp -a "$tree" "$bare"
+  rm -rf "$bare/share/kiln/artifacts"
+  local tests=$root/$CARRY/bin/kiln_gpu_tests log=$out/release-tiers.log
+  : >"$log"
+  # case NAME LIBDIR EXPECTED_ORIGIN_PREFIX ENV...: one run of ReleaseFromEnvironment.
+  case_run() {
+    local name=$1 libdir=$2 origin=$3
+    shift 3
+    echo "--- case $name: $*" | tee -a "$log"
+    env -i PATH=/usr/bin:/bin HOME="$work/home-$name" LD_LIBRARY_PATH="$libdir:$root/$CARRY/syslib" \
+      KILN_TEST_RELEASE_ENV=1 KILN_TEST_RELEASE_ORIGINS="$work/origins-$name" "$@" \
+      "$tests" --gtest_filter='ReleaseFromEnvironment.*' >"$out/case-$name.log" 2>&1
+    local st=$?
+    tail -n 3 "$out/case-$name.log" | tee -a "$log"
+    if [ $st != 0 ]; then
+      echo "FAILED: case $name (exit $st, see case-$name.log)" | tee -a "$log"
+      return 1
+    fi
+    if [ -n "$origin" ] && [ -s "$work/origins-$name" ]; then
+      local wrong
+      wrong=$(awk -v p="$origin" 'index($2, p) != 1' "$work/origins-$name" | head -n 3)
+      if [ -n "$wrong" ]; then
+        echo "FAILED: case $name loaded from elsewhere than $origin: $wrong" | tee -a "$log"
+        return 1
+      fi
+      echo "case $name: every specialisation loaded from $origin*" | tee -a "$log"
+    fi
+    return 0
+  }
+  check() {  # check DESCRIPTION COMMAND...: a post-condition of a case
+    if "${@:2}"; then echo "ok: $1" | tee -a "$log"; else echo "FAILED: $1" | tee -a "$log"; rc=1; fi
+  }
+
+  # store: nothing but the tarball.
+  case_run store "$tree/lib" "$tree/share/kiln/artifacts" || rc=1
+
+  # mirror: an empty node, one pinned loopback mirror of release/mirror.
+  local url1
+  serve url1 "$mirror" "$work/mirror1.log"
+  case_run mirror "$bare/lib" "$work/cache-mirror" KILN_MIRRORS="$url1" KILN_INDEX_SHA256="$pin" \
+    KILN_CACHE_DIR="$work/cache-mirror" || rc=1
+  check "mirror: one GET of $chosen_file (got $(gets "$work/mirror1.log" "$chosen_file"))" \
+    test "$(gets "$work/mirror1.log" "$chosen_file")" = 1
+  check "mirror: no other archive downloaded" \
+    test "$(grep -c '"GET /kiln-kernels-.*\.tar\.zst' "$work/mirror1.log")" = 1
+
+  # tampered: the chosen archive altered on the first mirror; a good second mirror.
+  local bad=$work/mirror-bad
+  cp -r "$mirror" "$bad"
+  printf 'X' | dd of="$bad/$chosen_file" bs=1 seek=4096 conv=notrunc status=none
+  local url_bad
+  serve url_bad "$bad" "$work/mirror-bad.log"
+  case_run tampered "$bare/lib" "$work/cache-tampered" KILN_MIRRORS="$url_bad $url1" \
+    KILN_INDEX_SHA256="$pin" KILN_CACHE_DIR="$work/cache-tampered" KILN_LOG=info \
+    KILN_LOG_FILE="$out/tampered-loader.log" || rc=1
+  check "tampered: the first mirror ($url_bad) is named in the log" \
+    grep -q "$url_bad.*$chosen_file\|$chosen_file.*$url_bad" "$out/tampered-loader.log"
+  grep -i "mismatch\|distrust" "$out/tampered-loader.log" | head -n 3 | tee -a "$log"
+
+  # ranks: 8 processes at once on one empty cache directory, a fresh server log.
+  local url_r
+  serve url_r "$mirror" "$work/mirror-ranks.log"
+  echo "--- case ranks: 8 processes, KILN_MIRRORS=$url_r, one cache" | tee -a "$log"
+  local pids=() i fails=0
+  for i in 1 2 3 4 5 6 7 8; do
+    env -i PATH=/usr/bin:/bin HOME="$work/home-ranks" LD_LIBRARY_PATH="$bare/lib:$root/$CARRY/syslib" \
+      KILN_TEST_RELEASE_ENV=1 KILN_MIRRORS="$url_r" KILN_INDEX_SHA256="$pin" \
+      KILN_CACHE_DIR="$work/cache-ranks" "$tests" --gtest_filter='ReleaseFromEnvironment.*' \
+      >"$out/case-ranks-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do wait "${pids[$i]}" || fails=$((fails + 1)); done
+  check "ranks: all 8 processes correct ($fails failed)" test "$fails" = 0
+  check "ranks: one GET of $chosen_file (got $(gets "$work/mirror-ranks.log" "$chosen_file"))" \
+    test "$(gets "$work/mirror-ranks.log" "$chosen_file")" = 1
+
+  # jit: offline and empty, NVRTC from the machine's CUDA toolkit.
+  case_run jit "$bare/lib" "jit:" KILN_OFFLINE=1 KILN_CACHE_DIR="$work/cache-jit" || rc=1
+
+  # nojit: offline, empty, JIT disabled: not-found, with advice naming a target the release has.
+  case_run nojit "$bare/lib" "" KILN_OFFLINE=1 KILN_DISABLE_JIT=1 \
+    KILN_CACHE_DIR="$work/cache-nojit" KILN_TEST_RELEASE_EXPECT=not-found || rc=1
+  grep -m1 -A0 "to get it" "$out/case-nojit.log" | tee -a "$log"
+  check "nojit: the advice names sm_90a, an archive of this release" \
+    grep -q "to get it.*sm_90a" "$out/case-nojit.log"
+
+  # stale: the shipped store with every manifest claiming package version 0.0.9.
+  local stale=$work/store-stale
+  cp -r "$tree/share/kiln/artifacts" "$stale"
+  chmod -R u+w "$stale"
+  for m in "$stale"/*/manifest.json; do
+    sed -i "s/\"package_version\": *\"$version\"/\"package_version\": \"0.0.9\"/" "$m"
+  done
+  case_run stale "$bare/lib" "" KILN_ARTIFACT_PATH="$stale" KILN_OFFLINE=1 KILN_DISABLE_JIT=1 \
+    KILN_CACHE_DIR="$work/cache-stale" KILN_TEST_RELEASE_EXPECT=stale || rc=1
+  check "stale: package_version and both values named" \
+    grep -q "package_version differs: archive has 0.0.9, this libkiln is $version" "$out/case-stale.log"
+
+  # corrupt: the shipped store with one byte of every artifact altered.
+  local corrupt=$work/store-corrupt
+  cp -r "$tree/share/kiln/artifacts" "$corrupt"
+  chmod -R u+w "$corrupt"
+  find "$corrupt" -type f ! -name manifest.json | while read -r f; do
+    printf 'X' | dd of="$f" bs=1 seek=100 conv=notrunc status=none
+  done
+  case_run corrupt "$bare/lib" "" KILN_ARTIFACT_PATH="$corrupt" KILN_OFFLINE=1 KILN_DISABLE_JIT=1 \
+    KILN_CACHE_DIR="$work/cache-corrupt" KILN_TEST_RELEASE_EXPECT=integrity || rc=1
+  check "corrupt: both digests named" grep -q "pins .* bytes with SHA-256 .*, the file has" \
+    "$out/case-corrupt.log"
+
+  for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
+  cp "$work"/mirror*.log "$out/" 2>/dev/null
+  echo "tier cases exit: $rc" | tee -a "$log"
   return $rc
 }
 

@@ -1119,7 +1119,11 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
     throw Error(e.kind(), std::string(e.what()) + "\nNothing was written to " + to.string() + ".");
   }
   listed.clear();
-  for (const auto& f : plan.publish) listed[f.name] = f.sha256;
+  std::map<std::string, std::string> covered_by;
+  for (const auto& f : plan.publish) {
+    listed[f.name] = f.sha256;
+    covered_by[f.name] = f.covered_by;
+  }
 
   // 2. What the destination already holds with the listed digest needs no transfer.
   SyncResult result;
@@ -1193,7 +1197,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
         throw Error(*most_severe(problems),
                     name + ": " + url +
                         ": digest matches but the content is wrong:" + join_problems(problems));
-      sx.log("verified " + name);
+      sx.log("verified " + name + " (covered by " + covered_by[name] + ")");
     }
     // Every file verified: archives, wheels and tarballs first, then the index, then the
     // checksum file, so a reader never sees an index whose archives are missing.

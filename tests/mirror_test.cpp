@@ -636,6 +636,10 @@ TEST_F(MirrorSyncFile, IndexPinAlonePublishesIndexAndArchivesAndNamesEachWithhel
   EXPECT_EQ(j["withheld"][0]["name"], tarball_name());
   EXPECT_EQ(j["withheld"][1]["name"], wheel_name());
   EXPECT_CONTAINS(r.out, "kiln mirror sync: not published: " + wheel_name() + " (wheel): ");
+  EXPECT_CONTAINS(r.out, "kiln mirror sync: verified " + archive_name("sm_80") + " (covered by " +
+                             index_file_name(kVer) +
+                             " (size and sha256), trusted through the pinned index digest "
+                             "(--index-sha256))");
   EXPECT_FALSE(fs::exists(dest / wheel_name()));
   EXPECT_FALSE(fs::exists(dest / tarball_name()));
   // The checksum file written lists only what was published, and the mirror verifies.

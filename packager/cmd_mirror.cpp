@@ -77,8 +77,11 @@ void add_verify(CLI::App& mirror, int& rc) {
       "kiln-<version>-SHA256SUMS present and well formed, every file it lists present with its\n"
       "digest, the index (version, --index-sha256, its SHA256SUMS line), each archive it lists\n"
       "(size, digest, manifest, artifacts), and files of the release that nothing lists.\n"
+      "With --index-sha256 and/or --sums-sha256, every file must also be covered by a pin: the\n"
+      "pinned index covers itself and its archives, a pinned SHA256SUMS every file it lists;\n"
+      "wheels and tarballs without a pinned SHA256SUMS are reported 'uncovered'.\n"
       "Exit 0 when all is well, else the code of the worst problem: 3 integrity (digests,\n"
-      "unlisted files), 4 stale, 10 format, 6 not found.");
+      "unlisted or uncovered files), 4 stale, 10 format, 6 not found.");
   struct Opts {
     std::string dir;
     VerifyMirrorOptions verify;
@@ -89,6 +92,9 @@ void add_verify(CLI::App& mirror, int& rc) {
   cmd->add_option("--version", o->verify.version, "release to check (default: this kiln's)");
   cmd->add_option("--index-sha256", o->verify.index_sha256,
                   "SHA-256 (hex) the index must have, e.g. the digest the loaders pin");
+  cmd->add_option("--sums-sha256", o->verify.sums_sha256,
+                  "SHA-256 (hex) kiln-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
+                  "it); covers wheels and tarballs");
   cmd->add_flag("--json", o->json, "machine-readable report");
   cmd->callback([o, &rc] {
     MirrorReport r = verify_mirror(o->dir, o->verify);
@@ -135,11 +141,15 @@ void add_sync(CLI::App& mirror, int& rc) {
   auto* cmd = mirror.add_subcommand(
       "sync",
       "copy a release from an upstream mirror (http://, https://, file://) into a directory,\n"
-      "all or nothing: kiln-<version>-SHA256SUMS first, then the index (checked against\n"
-      "--index-sha256 / KILN_INDEX_SHA256 when given, and against its SHA256SUMS line), then\n"
-      "every listed file not already present with the right digest, downloaded into\n"
-      "DIR/.kiln-sync-XXXXXX/ while hashing and verified (archives: size, digest, content).\n"
-      "Only when every file verified are they renamed into DIR, the index and SHA256SUMS last.\n"
+      "all or nothing. Needs a pin: --index-sha256 (covers the index and its archives) and/or\n"
+      "--sums-sha256 (covers every file kiln-<version>-SHA256SUMS lists). SHA256SUMS first\n"
+      "(against --sums-sha256), then the index (against --index-sha256 / KILN_INDEX_SHA256 and\n"
+      "its SHA256SUMS line). Every SHA256SUMS line must be a file of --version (else exit 10,\n"
+      "nothing written). Wheels and tarballs are published only under a pinned SHA256SUMS;\n"
+      "otherwise they are withheld and named. Each file to publish that is not already present\n"
+      "with the right digest is downloaded into DIR/.kiln-sync-XXXXXX/ while hashing and\n"
+      "verified (archives: size, digest, content); only when every file verified are they\n"
+      "renamed into DIR, the index and SHA256SUMS (listing only what was published) last.\n"
       "Any failure leaves DIR as it was. Exit codes: 0 ok, 2 usage, 3 integrity, 4 stale,\n"
       "6 not found, 8 network, 9 io, 10 format.");
   struct Opts {
@@ -155,6 +165,9 @@ void add_sync(CLI::App& mirror, int& rc) {
   cmd->add_option("--version", o->sync.version, "release to copy (default: this kiln's version)");
   cmd->add_option("--index-sha256", o->sync.index_sha256,
                   "SHA-256 (hex) the index must have (also KILN_INDEX_SHA256)");
+  cmd->add_option("--sums-sha256", o->sync.sums_sha256,
+                  "SHA-256 (hex) kiln-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
+                  "it); without it wheels and tarballs are not published");
   cmd->add_option("--ca-bundle", o->sync.ca_bundle,
                   "PEM file of CA certificates for https (default: KILN_CA_BUNDLE, else the "
                   "system store)");
@@ -195,13 +208,20 @@ void add_sync(CLI::App& mirror, int& rc) {
       j["version"] = opts.version;
       j["transferred"] = r.transferred;
       j["already_good"] = r.already_good;
+      Json withheld = Json::array();
+      for (const auto& w : r.withheld)
+        withheld.push_back({{"name", w.name}, {"kind", to_string(w.kind)}, {"reason", w.reason}});
+      j["withheld"] = std::move(withheld);
       j["bytes_transferred"] = r.bytes_transferred;
       j["bytes_downloaded"] = r.bytes_downloaded;
       std::cout << j.dump(2) << "\n";
     } else {
       for (const auto& n : r.transferred) std::printf("transferred  %s\n", n.c_str());
-      std::printf("%zu files transferred (%llu bytes), %zu already good\n", r.transferred.size(),
-                  static_cast<unsigned long long>(r.bytes_transferred), r.already_good.size());
+      for (const auto& w : r.withheld)
+        std::printf("withheld     %s: %s\n", w.name.c_str(), w.reason.c_str());
+      std::printf("%zu files transferred (%llu bytes), %zu already good, %zu withheld\n",
+                  r.transferred.size(), static_cast<unsigned long long>(r.bytes_transferred),
+                  r.already_good.size(), r.withheld.size());
     }
     rc = 0;
   });

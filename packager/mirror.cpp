@@ -1,9 +1,12 @@
 // `kiln mirror stage|verify|sync` (mirror.hpp). The state machine of a sync:
 //
-//   GET <from>/kiln-<ver>-SHA256SUMS (capped)  -> parse strictly
+//   no --index-sha256 and no --sums-sha256       -> Usage, nothing fetched
+//   GET <from>/kiln-<ver>-SHA256SUMS (capped)  -> --sums-sha256 (when given), parse strictly
 //   GET <from>/kiln-kernels-<ver>-index.json   -> pin (when given) + its SHA256SUMS line,
-//                                                 parse, version; archives agree with SUMS
-//   for each listed file: <to>/<name> has the listed digest? -> already good, no transfer
+//                                                 parse, version
+//   plan_sync: every SUMS line a file of <ver>, else Format (nothing written); archives agree
+//     with the index; wheels/tarballs published only under a pinned SUMS, else withheld
+//   for each file to publish: <to>/<name> has the listed digest? -> already good, no transfer
 //     else stream into <to>/.kiln-sync-XXXXXX/<name>, hashing; > cap -> abort
 //       digest (and size, archive members, manifest for archives) verified -> next file
 //       anything else -> remove the staging dir, throw naming file, URL, expected and got
@@ -95,10 +98,11 @@ std::string resolved_version(const std::string& v) {
   return out;
 }
 
-std::string resolved_pin(const std::string& pin) {
+std::string resolved_pin(const std::string& pin, const char* option = "--index-sha256") {
   std::string p = lower(pin);
   if (!p.empty() && !is_sha256_hex(p))
-    throw Error(ErrorKind::Usage, "index digest '" + pin + "' is not 64 hex digits");
+    throw Error(ErrorKind::Usage,
+                std::string(option) + " '" + pin + "' is not a SHA-256 digest (64 hex digits)");
   return p;
 }
 
@@ -268,7 +272,7 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
     if (field == v || field == pep440) return ReleaseFileKind::Wheel;
     return std::nullopt;
   }
-  if (starts_with(name, "kiln-" + v + "-") && ends_with(name, ".tar.zst"))
+  if (starts_with(name, "kiln-" + v + "-cuda") && ends_with(name, ".tar.zst"))
     return ReleaseFileKind::Tarball;
   if (starts_with(name, "kiln-kernels-" + v + "-") || starts_with(name, "kiln-" + v + "-"))
     return ReleaseFileKind::Other;
@@ -307,6 +311,8 @@ const char* to_string(FileStatus status) {
       return "invalid";
     case FileStatus::Unlisted:
       return "unlisted";
+    case FileStatus::Uncovered:
+      return "uncovered";
   }
   return "invalid";
 }
@@ -382,6 +388,9 @@ class ReportBuilder {
 MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts) {
   const std::string version = resolved_version(opts.version);
   const std::string pin = resolved_pin(opts.index_sha256);
+  const std::string sums_pin = resolved_pin(opts.sums_sha256, "--sums-sha256");
+  // With a pin, "consistent" is not enough: every file must be covered by what was pinned.
+  const bool pinned = !pin.empty() || !sums_pin.empty();
   std::error_code ec;
   if (!fs::exists(dir, ec))
     throw Error(ErrorKind::NotFound, "mirror directory " + dir.string() + " does not exist");
@@ -409,6 +418,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   // 1. The checksum file.
   const std::string sums_name = checksums_file_name(version);
   std::optional<std::map<std::string, std::string>> sums;
+  bool sums_trusted = false;  // parsed, and matching --sums-sha256
   if (!present.count(sums_name)) {
     rb.problem(sums_name, ReleaseFileKind::Checksums, ErrorKind::NotFound, FileStatus::Missing,
                "no checksum file: it should list every file of release " + version +
@@ -422,10 +432,26 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
       for (const auto& e : entries) (*sums)[e.name] = e.sha256;
       rb.note(sums_name, ReleaseFileKind::Checksums,
               std::to_string(entries.size()) + " files listed");
+      if (!sums_pin.empty()) {
+        if (auto d = digest(sums_name, ReleaseFileKind::Checksums)) {
+          sums_trusted = d->sha256 == sums_pin;
+          if (!sums_trusted)
+            rb.problem(sums_name, ReleaseFileKind::Checksums, ErrorKind::Integrity,
+                       FileStatus::Mismatch,
+                       "pinned sha256 " + sums_pin + " (--sums-sha256), the file has " + d->sha256 +
+                           ": nothing it lists is trusted");
+        }
+      }
     } catch (const Error& e) {
       rb.problem(sums_name, ReleaseFileKind::Checksums, e.kind(), FileStatus::Invalid, e.what());
     }
   }
+  // Why a file that only the checksum file vouches for is not covered (verify with a pin).
+  const std::string uncovered_why =
+      sums_pin.empty()
+          ? "the pinned index covers only itself and its archives, and " + sums_name +
+                " is not pinned (--sums-sha256 HEX, the digest `kiln mirror stage` prints)"
+          : sums_name + " does not match --sums-sha256";
   // A present file against its SHA256SUMS line (when there is a checksum file).
   auto check_listed = [&](const std::string& name, ReleaseFileKind kind, const Digest& d) {
     if (!sums) return;
@@ -453,6 +479,9 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
       rb.problem(index_name, ReleaseFileKind::Index, ErrorKind::Integrity, FileStatus::Mismatch,
                  "pinned sha256 " + pin + " (--index-sha256), the file has " + d->sha256);
     check_listed(index_name, ReleaseFileKind::Index, *d);
+    if (pinned && pin.empty() && !sums_trusted)
+      rb.problem(index_name, ReleaseFileKind::Index, ErrorKind::Integrity, FileStatus::Uncovered,
+                 "not covered by anything pinned: no --index-sha256, and " + uncovered_why);
     try {
       Index parsed =
           parse_index(read_capped(dir / index_name, fetch_detail::kMaxIndexBytes), index_name);
@@ -513,6 +542,10 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
         rb.problem(name, kind, ErrorKind::Integrity, FileStatus::Unlisted,
                    "an archive of release " + version + " that " + index_name +
                        " does not list: no loader will ever fetch it");
+      if (pinned && !sums_trusted)
+        rb.problem(name, kind, ErrorKind::Integrity, FileStatus::Uncovered,
+                   std::string("not covered by anything pinned (sha256 ") + d->sha256 +
+                       " only vouched for by " + sums_name + "): " + uncovered_why);
       if (kind == ReleaseFileKind::Wheel)
         for (const auto& p : check_wheel(dir / name))
           rb.problem(name, kind, ErrorKind::Integrity, FileStatus::Invalid, p);
@@ -790,6 +823,73 @@ StageResult stage_release(const StageOptions& opts) {
 
 // --- kiln mirror sync --------------------------------------------------------------------------
 
+SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string& sums_text,
+                   const Index& index, const std::string& version, bool index_pinned,
+                   bool sums_pinned, const std::string& sums_origin) {
+  const std::string index_name = index_file_name(version);
+  const std::string sums_name = checksums_file_name(version);
+  std::map<std::string, const IndexEntry*> archives;
+  for (const auto& e : index.archives) archives[e.file] = &e;
+  const std::string index_cover = index_pinned
+                                      ? "the pinned index digest (--index-sha256)"
+                                      : "its line in the pinned " + sums_name + " (--sums-sha256)";
+  SyncPlan plan;
+  std::set<std::string> listed;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const ChecksumEntry& e = entries[i];
+    listed.insert(e.name);
+    // parse_checksums refuses empty lines: entry i is line i + 1.
+    const auto kind = classify_release_file(e.name, version);
+    if (!kind || *kind == ReleaseFileKind::Other || *kind == ReleaseFileKind::Checksums)
+      throw Error(ErrorKind::Format,
+                  sums_origin + ": line " + std::to_string(i + 1) + ": '" + e.name +
+                      "' is not a file of release " + version + " (its index " + index_name +
+                      ", an archive, a wheel or a tarball of " + version +
+                      "): a sync writes only the files of the release it was asked for; refused");
+    if (*kind == ReleaseFileKind::Index) {
+      plan.publish.push_back({e.name, *kind, e.sha256, std::nullopt, index_cover});
+      continue;
+    }
+    if (auto a = archives.find(e.name); a != archives.end()) {
+      if (a->second->sha256 != e.sha256)
+        throw Error(ErrorKind::Integrity, e.name + ": " + sums_origin + " lists sha256 " +
+                                              e.sha256 + ", " + index_name + " pins " +
+                                              a->second->sha256);
+      plan.publish.push_back({e.name, ReleaseFileKind::Archive, e.sha256, a->second->size,
+                              index_name + " (size and sha256), trusted through " + index_cover});
+      continue;
+    }
+    if (*kind == ReleaseFileKind::Archive) {
+      plan.withheld.push_back({e.name, *kind,
+                               "an archive of release " + version + " that " + index_name +
+                                   " does not list: no loader fetches it, and nothing pins it"});
+      continue;
+    }
+    // Wheels and tarballs: the index carries no digest for them; only a pinned checksum file.
+    if (sums_pinned)
+      plan.publish.push_back(
+          {e.name, *kind, e.sha256, std::nullopt, "the pinned " + sums_name + " (--sums-sha256)"});
+    else
+      plan.withheld.push_back(
+          {e.name, *kind,
+           std::string("a ") + to_string(*kind) + " that nothing you trust covers: " + index_name +
+               " pins only archives, and " + sums_name +
+               " is not pinned (--sums-sha256 HEX, the digest `kiln mirror stage` prints)"});
+  }
+  for (const auto& e : index.archives)
+    if (!listed.count(e.file))
+      throw Error(ErrorKind::Integrity, sums_origin + " does not list " + e.file + ", which " +
+                                            index_name + " pins (sha256 " + e.sha256 + ")");
+  if (sums_pinned && plan.withheld.empty()) {
+    plan.checksums_text = sums_text;
+  } else {
+    std::vector<ChecksumEntry> published;
+    for (const auto& f : plan.publish) published.push_back({f.name, f.sha256});
+    plan.checksums_text = checksums_to_text(published);
+  }
+  return plan;
+}
+
 namespace {
 
 using fetch_detail::decide_retry;
@@ -963,8 +1063,15 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
                              const std::function<void(long ms)>& sleep_ms) {
   const std::string version = resolved_version(opts.version);
   const std::string pin = resolved_pin(opts.index_sha256);
+  const std::string sums_pin = resolved_pin(opts.sums_sha256, "--sums-sha256");
   if (opts.from.empty()) throw Error(ErrorKind::Usage, "no upstream mirror given (--from)");
   if (opts.to.empty()) throw Error(ErrorKind::Usage, "no destination directory given (--to)");
+  if (pin.empty() && sums_pin.empty())
+    throw Error(ErrorKind::Usage,
+                "no pin: give --index-sha256 (or KILN_INDEX_SHA256; covers the index and its "
+                "archives) and/or --sums-sha256 (covers every file the checksum file lists, "
+                "wheels and tarballs included). A mirror publishes nothing that is not covered "
+                "by a digest you trust.");
   const std::string base = fetch_detail::normalise_mirror(opts.from);
   const fs::path to = opts.to;
   Syncer sx(opts, transport, sleep_ms);
@@ -974,6 +1081,11 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   const std::string sums_url = base + "/" + sums_name;
   sx.log("fetching " + sums_url);
   const std::string sums_text = sx.fetch_small(sums_name, sums_url, kMaxChecksumsBytes);
+  const std::string sums_sha = sha256_hex(sums_text);
+  if (!sums_pin.empty() && sums_sha != sums_pin)
+    throw Error(ErrorKind::Integrity, sums_name + ": " + sums_url + ": sha256 mismatch: pinned " +
+                                          sums_pin + " (--sums-sha256), served " + sums_sha +
+                                          "\nNothing was written to " + to.string() + ".");
   const auto entries = parse_checksums(sums_text, sums_url, sums_name);
   std::map<std::string, std::string> listed;
   for (const auto& e : entries) listed[e.name] = e.sha256;
@@ -994,27 +1106,31 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
     throw Error(ErrorKind::Integrity, index_name + ": " + index_url +
                                           ": sha256 mismatch: " + sums_name + " lists " +
                                           listed[index_name] + ", served " + index_sha);
-  if (pin.empty())
-    sx.log("no index pin (--index-sha256 / KILN_INDEX_SHA256): " + base +
-           " is checked for consistency only, not against a digest you trust");
   const Index idx = parse_index(index_text, index_url);
   if (idx.package_version != version)
     throw Error(ErrorKind::Stale, index_url + ": package_version is " + idx.package_version +
                                       ", expected " + version);
   std::map<std::string, const IndexEntry*> archives;
-  for (const auto& e : idx.archives) {
-    auto it = listed.find(e.file);
-    if (it == listed.end())
-      throw Error(ErrorKind::Integrity, sums_url + " does not list " + e.file + ", which " +
-                                            index_name + " pins (sha256 " + e.sha256 + ")");
-    if (it->second != e.sha256)
-      throw Error(ErrorKind::Integrity, e.file + ": " + sums_url + " lists sha256 " + it->second +
-                                            ", " + index_name + " pins " + e.sha256);
-    archives[e.file] = &e;
+  for (const auto& e : idx.archives) archives[e.file] = &e;
+  SyncPlan plan;
+  try {
+    plan = plan_sync(entries, sums_text, idx, version, !pin.empty(), !sums_pin.empty(), sums_url);
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string(e.what()) + "\nNothing was written to " + to.string() + ".");
+  }
+  listed.clear();
+  std::map<std::string, std::string> covered_by;
+  for (const auto& f : plan.publish) {
+    listed[f.name] = f.sha256;
+    covered_by[f.name] = f.covered_by;
   }
 
   // 2. What the destination already holds with the listed digest needs no transfer.
   SyncResult result;
+  result.withheld = plan.withheld;
+  for (const auto& w : plan.withheld)
+    sx.log("not published: " + w.name + " (" + to_string(w.kind) + "): " + w.reason);
+  const std::string& sums_out = plan.checksums_text;
   std::vector<std::string> todo;
   auto already_good = [&](const std::string& name, const std::string& sha) {
     if (!is_regular(to / name)) return false;
@@ -1024,15 +1140,15 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
       return false;  // unreadable: replaced below, or the rename fails loudly
     }
   };
-  for (const auto& e : entries) {
-    if (already_good(e.name, e.sha256)) {
-      result.already_good.push_back(e.name);
-      sx.log("already good " + e.name);
+  for (const auto& f : plan.publish) {
+    if (already_good(f.name, f.sha256)) {
+      result.already_good.push_back(f.name);
+      sx.log("already good " + f.name);
     } else {
-      todo.push_back(e.name);
+      todo.push_back(f.name);
     }
   }
-  if (already_good(sums_name, sha256_hex(sums_text)))
+  if (already_good(sums_name, sha256_hex(sums_out)))
     result.already_good.push_back(sums_name);
   else
     todo.push_back(sums_name);
@@ -1060,8 +1176,8 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
       const fs::path staged = staging.path() / name;
       if (name == sums_name || name == index_name) {
         // Already fetched and verified above: the very bytes that were checked.
-        write_file_atomically(staged, name == sums_name ? sums_text : index_text);
-        bytes += name == sums_name ? sums_text.size() : index_text.size();
+        write_file_atomically(staged, name == sums_name ? sums_out : index_text);
+        bytes += name == sums_name ? sums_out.size() : index_text.size();
         continue;
       }
       const std::string url = base + "/" + name;
@@ -1081,7 +1197,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
         throw Error(*most_severe(problems),
                     name + ": " + url +
                         ": digest matches but the content is wrong:" + join_problems(problems));
-      sx.log("verified " + name);
+      sx.log("verified " + name + " (covered by " + covered_by[name] + ")");
     }
     // Every file verified: archives, wheels and tarballs first, then the index, then the
     // checksum file, so a reader never sees an index whose archives are missing.

@@ -11,6 +11,13 @@
 // It lists every file of the release (the index, the archives, wheels, tarballs), in the text
 // format `sha256sum` writes and `sha256sum -c` reads (" *" before NAME, the binary marker, is
 // accepted too). Written down in manifests/README.md ("Mirror layout") and docs/mirrors.md.
+//
+// Trust: the checksum file is a listing, not a trust anchor. What an operator trusts is a pinned
+// index digest (it covers the index and the archives it lists, size and digest) and, for wheels
+// and tarballs, which the index does not list, a pinned digest of the checksum file itself
+// (--sums-sha256). `sync` publishes only files one of these covers; `verify` with a pin reports
+// the others as uncovered (docs/decisions.md, "Wheels and tarballs are trusted through a pinned
+// checksum file").
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -20,6 +27,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
 
 namespace kiln::fetch_detail {
 class Transport;
@@ -60,8 +68,10 @@ const char* to_string(ReleaseFileKind kind);
 //   Archive    kiln-kernels-<ver>-cuda*.tar.zst
 //   Wheel      *.whl whose version field (the second '-'-separated field) is <ver> or its
 //              PEP 440 spelling (0.1.0-rc1 -> 0.1.0rc1)
-//   Tarball    kiln-<ver>-*.tar.zst
-//   Other      any other name starting with kiln-kernels-<ver>- or kiln-<ver>-
+//   Tarball    kiln-<ver>-cuda*.tar.zst (as `kiln tarball` names it; kiln-<ver>-rc1-cuda... is
+//              not a tarball of <ver>)
+//   Other      any other name starting with kiln-kernels-<ver>- or kiln-<ver>- (which includes
+//              files of a release <ver>-<prerelease>: `mirror sync` refuses to write Other)
 // nullopt: not a file of this release (another version, hidden, unrelated).
 std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
                                                      std::string_view version);
@@ -78,10 +88,12 @@ std::vector<std::string> check_wheel(const std::filesystem::path& path);
 
 enum class FileStatus {
   Ok,
-  Missing,   // listed (checksum file or index) but not in the directory
-  Mismatch,  // size or digest differs from what lists it
-  Invalid,   // present but its content is wrong (unparsable, stale, archive members)
-  Unlisted,  // a file of the release that nothing lists
+  Missing,    // listed (checksum file or index) but not in the directory
+  Mismatch,   // size or digest differs from what lists it
+  Invalid,    // present but its content is wrong (unparsable, stale, archive members)
+  Unlisted,   // a file of the release that nothing lists
+  Uncovered,  // listed and consistent, but nothing the operator pinned covers it (verify with a
+              // pin)
 };
 const char* to_string(FileStatus status);
 
@@ -104,6 +116,9 @@ struct MirrorReport {
 struct VerifyMirrorOptions {
   std::string version;       // empty: kiln::version()
   std::string index_sha256;  // empty: the index is checked against SHA256SUMS only
+  std::string sums_sha256;   // pin for kiln-<ver>-SHA256SUMS; covers wheels and tarballs
+  // With either pin, every file must be covered by a pin (Uncovered otherwise); with none the
+  // mirror is checked for consistency only.
 };
 
 // Checks every file of the release in `dir` and reports each one, good or bad: nothing stops
@@ -137,12 +152,49 @@ StageResult stage_release(const StageOptions& opts);
 
 // --- kiln mirror sync --------------------------------------------------------------------------
 
+// What a sync may publish, decided from the upstream's checksum file and its index once the
+// index is trusted (pure; sync_release_with does the I/O).
+struct PlannedFile {
+  std::string name;
+  ReleaseFileKind kind = ReleaseFileKind::Other;
+  std::string sha256;
+  std::optional<std::uint64_t> size;  // archives: the size the index lists
+  std::string covered_by;             // what the operator trusts that pins these bytes
+};
+struct WithheldFile {
+  std::string name;
+  ReleaseFileKind kind = ReleaseFileKind::Other;
+  std::string reason;  // why nothing trusted covers it
+  bool operator==(const WithheldFile& o) const {
+    return name == o.name && kind == o.kind && reason == o.reason;
+  }
+};
+struct SyncPlan {
+  std::vector<PlannedFile> publish;    // the index, the archives, and what a pinned SUMS covers
+  std::vector<WithheldFile> withheld;  // listed upstream, consistent, but covered by nothing
+  // The checksum file to write: the upstream's own bytes when it is pinned and nothing is
+  // withheld, else the canonical text of `publish` (it then lists only what was published).
+  std::string checksums_text;
+};
+
+// `entries`: the upstream checksum file (already parsed; `sums_text` its bytes, `sums_pinned`
+// whether they matched --sums-sha256), `index`: the index, already matched against a pin or a
+// pinned checksum file line; `index_pinned`: --index-sha256 was given. Throws Error{Format} naming
+// `sums_origin`, the line and the file for a line that is not a file of release `version` (its
+// index, an archive, a wheel or a tarball of `version`: another release's files, index.html, ...),
+// and Error{Integrity} when the index and the checksum file disagree about an archive.
+SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string& sums_text,
+                   const Index& index, const std::string& version, bool index_pinned,
+                   bool sums_pinned, const std::string& sums_origin);
+
 struct SyncOptions {
   std::string from;          // upstream mirror: http://, https://, file:// or an absolute dir
   std::filesystem::path to;  // local mirror directory (created if missing)
   std::string version;       // empty: kiln::version()
-  std::string index_sha256;  // pin for the index; empty: checked against SHA256SUMS only
-  std::string ca_bundle;     // PEM for https; empty: the system store
+  std::string index_sha256;  // pin for the index (covers it and its archives)
+  std::string sums_sha256;   // pin for the checksum file (covers every file it lists)
+  // At least one pin is required (Error{Usage} otherwise): nothing unpinned is published.
+  std::string ca_bundle;  // PEM for https; empty: the system store
   long connect_timeout_ms = 5000;
   long low_speed_bytes = 1024;
   long low_speed_seconds = 10;
@@ -157,6 +209,7 @@ struct SyncOptions {
 struct SyncResult {
   std::vector<std::string> transferred;   // names downloaded and renamed into `to`
   std::vector<std::string> already_good;  // names `to` already held with the listed digest
+  std::vector<WithheldFile> withheld;     // listed upstream, not published: nothing trusted covers
   std::uint64_t bytes_transferred = 0;    // bytes of the files in `transferred`
   std::uint64_t bytes_downloaded = 0;     // every byte received, the checksum file included
 };
@@ -165,9 +218,11 @@ struct SyncResult {
 // `<to>/.kiln-sync-XXXXXX/`, hashed while streaming, verified, and renamed into `to` only when
 // every one of them verified (the index and the checksum file last). Any failure removes the
 // staging directory and leaves `to` as it was; the Error names the file, the URL, what was
-// expected and what came. Kinds: NotFound (404, missing file://), Network (transfer failures
-// after retries), Integrity (digest, size, pin), Format (checksum file, index, archive), Stale
-// (index of another release), Io (destination), Usage (bad options).
+// expected and what came. Only the files plan_sync publishes are written (and the checksum file
+// it gives); the withheld ones are logged and returned. Kinds: NotFound (404, missing file://),
+// Network (transfer failures after retries), Integrity (digest, size, pin), Format (checksum
+// file, a line that is not a file of the release, index, archive), Stale (index of another
+// release), Io (destination), Usage (bad options, no pin).
 SyncResult sync_release(const SyncOptions& opts);
 // The same over a given transport and sleep (tests).
 SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& transport,

@@ -3,6 +3,7 @@
 // upstream leaving the destination byte-identical when anything is wrong.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -182,6 +183,12 @@ TEST(MirrorNames, ReleaseFilesAreRecognisedByNameAndOtherVersionsAreNot) {
   EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json.tmp.12ab", "0.1.0"),
             ReleaseFileKind::Other);
   EXPECT_EQ(classify_release_file("kiln-kernels-0.1.1-index.json", "0.1.0"), std::nullopt);
+  // Files of the release 0.1.0-rc1 are not files of 0.1.0 of a known kind.
+  EXPECT_EQ(classify_release_file("kiln-0.1.0-rc1-cuda13.0-linux-x86_64.tar.zst", "0.1.0"),
+            ReleaseFileKind::Other);
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-rc1-index.json", "0.1.0"),
+            ReleaseFileKind::Other);
+  EXPECT_EQ(classify_release_file("kiln-0.1.0-rc1-SHA256SUMS", "0.1.0"), ReleaseFileKind::Other);
   EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.1-py3-none-any.whl", "0.1.0"),
             std::nullopt);
   EXPECT_EQ(classify_release_file("notes.txt", "0.1.0"), std::nullopt);
@@ -226,10 +233,14 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
     EXPECT_EQ(c.exit_code, 0) << c.out;
   }
 
-  r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + index_sha));
+  const std::string sums_sha = sha256_file(mirror / sums_name());
+  r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + index_sha +
+                    " --sums-sha256 " + sums_sha));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "OK " + mirror.string());
   EXPECT_CONTAINS(r.out, "6 files, 0 with problems");
+  r = test::run(cli("verify --json " + mirror.string() + " --sums-sha256 " + sums_sha));
+  EXPECT_EQ(r.exit_code, 0) << r.out;  // the pinned checksum file covers the index too
   r = test::run(cli("verify --json " + mirror.string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto files = files_of(r.out);
@@ -412,6 +423,120 @@ TEST_F(Mirror, EmptyDirectoryIsNotFoundAndMissingDirectoryToo) {
   EXPECT_EQ(r.exit_code, 6) << r.out;
 }
 
+TEST_F(Mirror, VerifyWithAnIndexPinReportsWheelsAndTarballsAsUncovered) {
+  stage();
+  auto r = test::run(cli("verify --json " + mirror.string() + " --index-sha256 " + index_sha));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  auto files = files_of(r.out);
+  for (const auto& name : {wheel_name(), tarball_name()}) {
+    EXPECT_EQ(files[name]["status"], "uncovered") << name;
+    EXPECT_EQ(files[name]["error"], "integrity") << name;
+    EXPECT_CONTAINS(files[name]["detail"].get<std::string>(), "--sums-sha256");
+  }
+  for (const auto& name : {index_file_name(kVer), archive_name("sm_80"), archive_name("sm_90a")})
+    EXPECT_EQ(files[name]["status"], "ok") << name;
+}
+
+TEST_F(Mirror, VerifyWithAWrongSumsPinNamesBothDigestsAndCoversNothing) {
+  stage();
+  const std::string wrong(64, '0');
+  auto r = test::run(cli("verify --json " + mirror.string() + " --sums-sha256 " + wrong));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  auto files = files_of(r.out);
+  EXPECT_EQ(files[sums_name()]["status"], "mismatch");
+  EXPECT_CONTAINS(files[sums_name()]["detail"].get<std::string>(),
+                  "pinned sha256 " + wrong + " (--sums-sha256), the file has " +
+                      sha256_file(mirror / sums_name()));
+  EXPECT_EQ(files[wheel_name()]["status"], "uncovered");
+  EXPECT_EQ(files[index_file_name(kVer)]["status"], "uncovered");
+}
+
+// --- what a sync may publish (plan_sync, no I/O) -------------------------------------------------
+
+class SyncPlanTest : public ::testing::Test {
+ protected:
+  SyncPlanTest() {
+    idx.package_version = "0.1.0";
+    idx.cuda_version = "13.0";
+    idx.archives.push_back({archive_file_name("0.1.0", "13.0", "sm_90a"), "sm_90a", 10, sha('a')});
+    entries = {{"kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", sha('b')},
+               {archive_file_name("0.1.0", "13.0", "sm_90a"), sha('a')},
+               {"kiln-kernels-0.1.0-index.json", sha('c')},
+               {"kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", sha('d')}};
+  }
+  static std::string sha(char c) { return std::string(64, c); }
+  packager::SyncPlan plan(bool sums_pinned, const std::vector<ChecksumEntry>& e) {
+    return packager::plan_sync(e, packager::checksums_to_text(e), idx, "0.1.0", true, sums_pinned,
+                               "UP/kiln-0.1.0-SHA256SUMS");
+  }
+  std::string error_of(const std::vector<ChecksumEntry>& e) {
+    try {
+      plan(true, e);
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), ErrorKind::Format) << err.what();
+      return err.what();
+    }
+    ADD_FAILURE() << "plan_sync accepted it";
+    return "";
+  }
+  Index idx;
+  std::vector<ChecksumEntry> entries;
+};
+
+TEST_F(SyncPlanTest, IndexPinAlonePublishesIndexAndArchivesAndWithholdsWheelsAndTarballs) {
+  auto p = plan(false, entries);
+  std::vector<std::string> published;
+  for (const auto& f : p.publish) published.push_back(f.name);
+  EXPECT_EQ(published, (std::vector<std::string>{archive_file_name("0.1.0", "13.0", "sm_90a"),
+                                                 "kiln-kernels-0.1.0-index.json"}));
+  EXPECT_EQ(p.publish[0].size, std::optional<std::uint64_t>(10));
+  ASSERT_EQ(p.withheld.size(), 2u);
+  EXPECT_EQ(p.withheld[0].name, "kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst");
+  EXPECT_EQ(p.withheld[0].kind, ReleaseFileKind::Tarball);
+  EXPECT_EQ(p.withheld[1].kind, ReleaseFileKind::Wheel);
+  EXPECT_CONTAINS(p.withheld[1].reason, "is not pinned (--sums-sha256");
+  // The checksum file written lists only what is published.
+  EXPECT_EQ(p.checksums_text, sha('a') + "  " + archive_file_name("0.1.0", "13.0", "sm_90a") +
+                                  "\n" + sha('c') + "  kiln-kernels-0.1.0-index.json\n");
+}
+
+TEST_F(SyncPlanTest, PinnedChecksumsPublishesEverythingWithTheUpstreamBytes) {
+  auto p = plan(true, entries);
+  EXPECT_EQ(p.publish.size(), 4u);
+  EXPECT_TRUE(p.withheld.empty());
+  EXPECT_EQ(p.checksums_text, packager::checksums_to_text(entries));
+  EXPECT_CONTAINS(p.publish[3].covered_by, "--sums-sha256");
+}
+
+TEST_F(SyncPlanTest, ALineThatIsNotAFileOfTheReleaseIsRefusedNamingLineAndFile) {
+  for (const std::string name :
+       {"index.html", "kiln-0.0.9-SHA256SUMS", "kiln-kernels-0.0.9-index.json",
+        "kiln-kernels-0.1.0-rc1-index.json", "kiln-0.1.0-rc1-SHA256SUMS",
+        "kiln-kernels-0.1.0-notes.txt"}) {
+    auto e = entries;
+    e.push_back({name, sha('e')});
+    std::sort(e.begin(), e.end(),
+              [](const ChecksumEntry& a, const ChecksumEntry& b) { return a.name < b.name; });
+    std::size_t line = 0;
+    while (e[line].name != name) ++line;
+    EXPECT_CONTAINS(error_of(e), "UP/kiln-0.1.0-SHA256SUMS: line " + std::to_string(line + 1) +
+                                     ": '" + name + "' is not a file of release 0.1.0");
+  }
+}
+
+TEST_F(SyncPlanTest, ArchiveDigestDisagreeingWithTheIndexIsAnIntegrityError) {
+  auto e = entries;
+  e[1].sha256 = sha('f');
+  try {
+    plan(true, e);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::Integrity);
+    EXPECT_CONTAINS(err.what(), "lists sha256 " + sha('f') +
+                                    ", kiln-kernels-0.1.0-index.json pins " + sha('a'));
+  }
+}
+
 // --- sync from file:// -------------------------------------------------------------------------
 
 class MirrorSyncFile : public Mirror {
@@ -421,17 +546,21 @@ class MirrorSyncFile : public Mirror {
     stage();
     upstream = "file://" + mirror.string();
     dest = tmp / "down";
+    sums_sha = sha256_file(mirror / sums_name());
+    pins = "--index-sha256 " + index_sha + " --sums-sha256 " + sums_sha;
   }
   test::RunResult sync(const std::string& extra = "") {
-    return test::run(
-        cli("sync --json --retries 0 --from " + upstream + " --to " + dest.string() + " " + extra));
+    return test::run(cli("sync --json --retries 0 --from " + upstream + " --to " + dest.string() +
+                         " " + pins + " " + extra));
   }
   std::string upstream;
   fs::path dest;
+  std::string sums_sha;
+  std::string pins;  // both pins: the whole release is covered
 };
 
 TEST_F(MirrorSyncFile, FirstRunCopiesEverythingAndSecondTransfersNothing) {
-  auto r = sync("--index-sha256 " + index_sha);
+  auto r = sync();
   ASSERT_EQ(r.exit_code, 0) << r.out;
   Json j = Json::parse(r.out.substr(r.out.find('{')));
   EXPECT_EQ(j["transferred"].size(), 6u) << r.out;
@@ -443,11 +572,11 @@ TEST_F(MirrorSyncFile, FirstRunCopiesEverythingAndSecondTransfersNothing) {
   EXPECT_EQ(snapshot(dest), snapshot(mirror));
   EXPECT_FALSE(has_staging_dir(dest));
   EXPECT_CONTAINS(r.out, "kiln mirror sync: downloading");  // progress on stderr
-  auto v = test::run(cli("verify " + dest.string()));
+  auto v = test::run(cli("verify " + dest.string() + " " + pins));
   EXPECT_EQ(v.exit_code, 0) << v.out;
 
   auto before = snapshot(dest);
-  r = test::run(cli("sync --from " + upstream + " --to " + dest.string()));
+  r = test::run(cli("sync --from " + upstream + " --to " + dest.string() + " " + pins));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "0 files transferred (0 bytes), 6 already good");
   EXPECT_EQ(snapshot(dest), before);
@@ -488,7 +617,42 @@ TEST_F(MirrorSyncFile, MissingUpstreamFileIsNotFoundNamingTheUrl) {
   EXPECT_FALSE(fs::exists(dest));
 }
 
+TEST_F(MirrorSyncFile, WithoutAnyPinNothingIsFetchedOrWritten) {
+  pins = "";
+  auto r = sync();
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_CONTAINS(r.out, "no pin: give --index-sha256");
+  EXPECT_FALSE(fs::exists(dest));
+}
+
+TEST_F(MirrorSyncFile, IndexPinAlonePublishesIndexAndArchivesAndNamesEachWithheldFile) {
+  pins = "--index-sha256 " + index_sha;
+  auto r = sync();
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(r.out.substr(r.out.find('{')));
+  EXPECT_EQ(j["transferred"], Json::array({archive_name("sm_80"), archive_name("sm_90a"),
+                                           index_file_name(kVer), sums_name()}));
+  ASSERT_EQ(j["withheld"].size(), 2u) << r.out;
+  EXPECT_EQ(j["withheld"][0]["name"], tarball_name());
+  EXPECT_EQ(j["withheld"][1]["name"], wheel_name());
+  EXPECT_CONTAINS(r.out, "kiln mirror sync: not published: " + wheel_name() + " (wheel): ");
+  EXPECT_CONTAINS(r.out, "kiln mirror sync: verified " + archive_name("sm_80") + " (covered by " +
+                             index_file_name(kVer) +
+                             " (size and sha256), trusted through the pinned index digest "
+                             "(--index-sha256))");
+  EXPECT_FALSE(fs::exists(dest / wheel_name()));
+  EXPECT_FALSE(fs::exists(dest / tarball_name()));
+  // The checksum file written lists only what was published, and the mirror verifies.
+  EXPECT_EQ(read_file(dest / sums_name()),
+            sha256_file(mirror / archive_name("sm_80")) + "  " + archive_name("sm_80") + "\n" +
+                sha256_file(mirror / archive_name("sm_90a")) + "  " + archive_name("sm_90a") +
+                "\n" + index_sha + "  " + index_file_name(kVer) + "\n");
+  auto v = test::run(cli("verify " + dest.string() + " --index-sha256 " + index_sha));
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+}
+
 TEST_F(MirrorSyncFile, IndexNotMatchingThePinIsRefusedBeforeAnyDownload) {
+  pins = "--sums-sha256 " + sums_sha;
   auto r = sync("--index-sha256 " + std::string(64, '1'));
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_CONTAINS(r.out, "pinned " + std::string(64, '1'));

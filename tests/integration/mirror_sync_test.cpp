@@ -1,6 +1,9 @@
 // `kiln mirror sync` over real HTTP on loopback: tests/misbehaving_server/server.py serving a
 // staged mirror well, or flipping a byte / truncating the archives, and nginx over HTTPS with a
 // CA made here. A failed sync must leave the destination byte-identical and no staging dir.
+// Hostile upstreams (issue 12): a forged wheel or tarball with a checksum file rewritten to
+// match, a checksum file listing another release's files or an index.html; only what a pin
+// covers is published, and `mirror verify` with a pin names what is not covered.
 // Needs python3; the nginx test skips without nginx or openssl (scripts/bootstrap.sh).
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -11,9 +14,11 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "kiln/archive.hpp"
@@ -43,14 +48,17 @@ const std::string kVer = kiln::version();
 // as --match=VALUE since argparse takes a separate "-..." for an option.
 const std::string kArchiveMatch = "-cuda13.0-sm_";
 
+const std::string kWheel = "kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl";
+const std::string kTarball = "kiln-" + kVer + "-cuda13.0-linux-x86_64.tar.zst";
+
 // A release staged into `mirror` by `kiln mirror stage`'s library half: index, two archives
-// with fake fatbins, a wheel and a tarball (opaque bytes). Returns the index digest.
-std::string make_mirror(const fs::path& dist, const fs::path& mirror) {
+// with fake fatbins, a wheel and a tarball (opaque bytes). Returns the index digest. `seed`
+// changes the fatbin bytes (a forger's release).
+std::string make_mirror(const fs::path& dist, const fs::path& mirror, unsigned seed = 7) {
   fs::create_directories(dist);
   Index idx;
   idx.package_version = kVer;
   idx.cuda_version = "13.0";
-  unsigned seed = 7;
   for (const std::string t : {"sm_80", "sm_90a"}) {
     Manifest m;
     m.package_version = kVer;
@@ -73,15 +81,14 @@ std::string make_mirror(const fs::path& dist, const fs::path& mirror) {
     std::vector<ArchiveMember> members{{"manifest.json", manifest_to_json(m)}, {a.file, bytes}};
     write_archive(dist / file, members, 1700000000, 3);
     if (t == "sm_90a")  // a real wheel: stage and sync check its RECORD
-      wheel::write_zip(dist / ("kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl"),
-                       wheel::wheel_contents(m, members, kVer), 1700000000);
+      wheel::write_zip(dist / kWheel, wheel::wheel_contents(m, members, kVer), 1700000000);
     std::size_t size = 0;
     std::string sha = sha256_file(dist / file, &size);
     idx.archives.push_back({file, t, size, sha});
   }
   std::string json = index_to_json(idx);
   write_file(dist / index_file_name(kVer), json);
-  write_file(dist / ("kiln-" + kVer + "-cuda13.0-linux-x86_64.tar.zst"), "tarball-bytes");
+  write_file(dist / kTarball, "tarball-bytes");
   packager::StageOptions so;
   so.sources = {dist};
   so.to = mirror;
@@ -97,6 +104,34 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
     out[fs::relative(e.path(), dir).string()] =
         e.is_regular_file() ? sha256_file(e.path()) : "<dir>";
   return out;
+}
+
+// The forger's move: put `files` (name -> bytes) into the upstream and rewrite its checksum
+// file to match, so that upstream is consistent with itself. Returns the new checksum file.
+std::string forge(const fs::path& upstream, const std::map<std::string, std::string>& files) {
+  const std::string sums = packager::checksums_file_name(kVer);
+  auto entries = packager::parse_checksums(read_file(upstream / sums), sums, sums);
+  for (const auto& [name, bytes] : files) {
+    write_file(upstream / name, bytes);
+    entries.erase(std::remove_if(entries.begin(), entries.end(),
+                                 [&](const packager::ChecksumEntry& e) { return e.name == name; }),
+                  entries.end());
+    entries.push_back({name, sha256_hex(bytes)});
+  }
+  std::string text = packager::checksums_to_text(entries);
+  write_file(upstream / sums, text);
+  return text;
+}
+
+// The 1-based line of `name` in a checksum file.
+std::size_t line_of(const std::string& sums_text, const std::string& name) {
+  std::size_t line = 1;
+  for (std::size_t pos = 0; pos < sums_text.size(); ++line) {
+    std::size_t nl = sums_text.find('\n', pos);
+    if (sums_text.compare(pos + 66, nl - pos - 66, name) == 0) return line;
+    pos = nl + 1;
+  }
+  return 0;
 }
 
 bool has_staging_dir(const fs::path& dir) {
@@ -204,12 +239,18 @@ class MirrorSyncHttp : public ::testing::Test {
  protected:
   void SetUp() override {
     index_sha = make_mirror(tmp / "dist", tmp / "upstream");
+    sums_sha = sha256_file(tmp / "upstream" / packager::checksums_file_name(kVer));
     dest = tmp / "down";
   }
+  // Pins: both by default (the whole release covered); a test narrows them with `pins`.
   test::RunResult sync(const std::string& from, const std::string& extra = "") {
     return test::run(test::kiln_cli() + " mirror sync --json --retries 2 --retry-base-ms 50 " +
                      "--connect-timeout-ms 2000 --low-speed-seconds 3 --from " + from + " --to " +
-                     dest.string() + " " + extra);
+                     dest.string() + " " + pins() + " " + extra);
+  }
+  std::string pins() const {
+    return (pin_index ? "--index-sha256 " + index_sha : std::string()) +
+           (pin_sums ? " --sums-sha256 " + sums_sha : std::string());
   }
   // The destination holds part of a release and an operator's file before a failing sync.
   void prepopulate() {
@@ -221,11 +262,14 @@ class MirrorSyncHttp : public ::testing::Test {
   TempDir tmp;
   fs::path dest;
   std::string index_sha;
+  std::string sums_sha;  // of the genuine checksum file, as `kiln mirror stage` printed it
+  bool pin_index = true;
+  bool pin_sums = true;
 };
 
 TEST_F(MirrorSyncHttp, GoodUpstreamCopiesEverythingAndARerunAsksForNoFile) {
   Server s(tmp / "upstream", "ok");
-  auto r = sync(s.url(), "--index-sha256 " + index_sha);
+  auto r = sync(s.url());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   Json j = Json::parse(r.out.substr(r.out.find('{')));
   EXPECT_EQ(j["transferred"].size(), 6u) << r.out;
@@ -243,7 +287,7 @@ TEST_F(MirrorSyncHttp, GoodUpstreamCopiesEverythingAndARerunAsksForNoFile) {
   EXPECT_CONTAINS(r.out, "0 files transferred, 6 already good");
   EXPECT_EQ(s.count(archive), 1);  // only the checksum file and the index asked for again
   EXPECT_EQ(s.count("/" + packager::checksums_file_name(kVer)), 2);
-  auto v = test::run(test::kiln_cli() + " mirror verify " + dest.string());
+  auto v = test::run(test::kiln_cli() + " mirror verify " + dest.string() + " " + pins());
   EXPECT_EQ(v.exit_code, 0) << v.out;
 }
 
@@ -301,6 +345,151 @@ TEST_F(MirrorSyncHttp, ServerErrorThenSuccessIsRetried) {
   EXPECT_EQ(snapshot(dest), snapshot(tmp / "upstream"));
 }
 
+// --- hostile upstreams (issue 12) --------------------------------------------------------------
+
+// A valid wheel of other bytes (its RECORD checks out), listed in a rewritten checksum file.
+TEST_F(MirrorSyncHttp, ForgedWheelUnderAnIndexPinIsNotPublished) {
+  prepopulate();  // the genuine wheel and an operator's README
+  make_mirror(tmp / "evil-dist", tmp / "evil", 99);
+  const std::string forged = read_file(tmp / "evil" / kWheel);
+  ASSERT_NE(sha256_hex(forged), sha256_file(dest / kWheel));
+  forge(tmp / "upstream", {{kWheel, forged}});
+  const auto before = snapshot(dest);
+  Server s(tmp / "upstream", "ok");
+  pin_sums = false;
+  auto r = sync(s.url());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(r.out.substr(r.out.find('{')));
+  ASSERT_EQ(j["withheld"].size(), 2u) << r.out;  // the wheel, and the tarball (also unpinned)
+  EXPECT_EQ(j["withheld"][1]["name"], kWheel);
+  EXPECT_EQ(j["withheld"][1]["kind"], "wheel");
+  EXPECT_CONTAINS(r.out, "kiln mirror sync: not published: " + kWheel + " (wheel): ");
+  EXPECT_CONTAINS(j["withheld"][1]["reason"].get<std::string>(), "--sums-sha256");
+  EXPECT_EQ(s.count("/" + kWheel), 0);  // not even downloaded
+  // The genuine wheel and the README untouched; only the index, the archives and a checksum
+  // file listing just those were added.
+  auto after = snapshot(dest);
+  for (const auto& [name, sha] : before) EXPECT_EQ(after[name], sha) << name;
+  const std::string sums = packager::checksums_file_name(kVer);
+  std::set<std::string> added;
+  for (const auto& [name, sha] : after)
+    if (!before.count(name)) added.insert(name);
+  EXPECT_EQ(added, (std::set<std::string>{archive_file_name(kVer, "13.0", "sm_80"),
+                                          archive_file_name(kVer, "13.0", "sm_90a"),
+                                          index_file_name(kVer), sums}));
+  EXPECT_EQ(read_file(dest / sums).find(kWheel), std::string::npos) << read_file(dest / sums);
+  EXPECT_FALSE(has_staging_dir(dest));
+}
+
+TEST_F(MirrorSyncHttp, ForgedTarballUnderAnIndexPinIsNotPublished) {
+  forge(tmp / "upstream", {{kTarball, "forged tarball bytes"}});
+  Server s(tmp / "upstream", "ok");
+  pin_sums = false;
+  auto r = sync(s.url());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json j = Json::parse(r.out.substr(r.out.find('{')));
+  ASSERT_EQ(j["withheld"].size(), 2u) << r.out;
+  EXPECT_EQ(j["withheld"][0]["name"], kTarball);
+  EXPECT_EQ(j["withheld"][0]["kind"], "tarball");
+  EXPECT_CONTAINS(r.out, "kiln mirror sync: not published: " + kTarball + " (tarball): ");
+  EXPECT_FALSE(fs::exists(dest / kTarball));
+  EXPECT_EQ(s.count("/" + kTarball), 0);
+  auto v = test::run(test::kiln_cli() + " mirror verify " + dest.string() + " --index-sha256 " +
+                     index_sha);
+  EXPECT_EQ(v.exit_code, 0) << v.out;  // what was published is all covered by the pin
+}
+
+TEST_F(MirrorSyncHttp, PinnedChecksumFileMismatchRefusesAndLeavesTheDestinationAsItWas) {
+  prepopulate();
+  make_mirror(tmp / "evil-dist", tmp / "evil", 99);
+  const std::string forged_sums =
+      forge(tmp / "upstream", {{kWheel, read_file(tmp / "evil" / kWheel)}});
+  const auto before = snapshot(dest);
+  Server s(tmp / "upstream", "ok");
+  auto r = sync(s.url());  // both pins: the genuine release's
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  const std::string sums = packager::checksums_file_name(kVer);
+  EXPECT_CONTAINS(r.out, "kiln: error (integrity): " + sums + ": " + s.url() + "/" + sums +
+                             ": sha256 mismatch: pinned " + sums_sha + " (--sums-sha256), served " +
+                             sha256_hex(forged_sums));
+  EXPECT_CONTAINS(r.out, "Nothing was written to " + dest.string());
+  EXPECT_EQ(snapshot(dest), before);
+  EXPECT_FALSE(has_staging_dir(dest));
+  EXPECT_EQ(s.count("/" + kWheel), 0);
+  EXPECT_EQ(s.count("/" + index_file_name(kVer)), 0);
+}
+
+// The 0.1.0 checksum file also lists the index and checksum file of release <ver>-rc1, which
+// the destination already holds: they must not be overwritten.
+TEST_F(MirrorSyncHttp, ChecksumFileListingAnotherReleasesFilesIsRefusedAndNothingIsWritten) {
+  const std::string other_index = index_file_name(kVer + "-rc1");
+  const std::string other_sums = packager::checksums_file_name(kVer + "-rc1");
+  fs::create_directories(dest);
+  write_file(dest / other_index, "the operator's rc1 index");
+  write_file(dest / other_sums, "the operator's rc1 checksums");
+  const std::string forged =
+      forge(tmp / "upstream", {{other_index, "{\"forged\": 1}"}, {other_sums, "forged sums"}});
+  const auto before = snapshot(dest);
+  Server s(tmp / "upstream", "ok");
+  pin_sums = false;
+  auto r = sync(s.url());
+  EXPECT_EQ(r.exit_code, 10) << r.out;
+  const std::string sums_url = s.url() + "/" + packager::checksums_file_name(kVer);
+  // The first such line is named (the checksum file sorts before the index).
+  EXPECT_CONTAINS(r.out, "kiln: error (format): " + sums_url + ": line " +
+                             std::to_string(line_of(forged, other_sums)) + ": '" + other_sums +
+                             "' is not a file of release " + kVer);
+  EXPECT_CONTAINS(r.out, "Nothing was written to " + dest.string());
+  EXPECT_EQ(snapshot(dest), before);
+  EXPECT_EQ(read_file(dest / other_index), "the operator's rc1 index");
+  EXPECT_FALSE(has_staging_dir(dest));
+  EXPECT_EQ(s.count("/" + other_index), 0);
+  EXPECT_EQ(s.count("/" + other_sums), 0);
+}
+
+// Even a checksum file the operator pinned may list only files of the release.
+TEST_F(MirrorSyncHttp, ChecksumFileListingAnIndexHtmlIsRefusedAndNothingIsWritten) {
+  prepopulate();
+  write_file(dest / "index.html", "<html>the operator's page</html>");
+  const std::string forged = forge(tmp / "upstream", {{"index.html", "<html>forged</html>"}});
+  sums_sha = sha256_hex(forged);
+  const auto before = snapshot(dest);
+  Server s(tmp / "upstream", "ok");
+  auto r = sync(s.url());
+  EXPECT_EQ(r.exit_code, 10) << r.out;
+  EXPECT_CONTAINS(r.out, "line " + std::to_string(line_of(forged, "index.html")) +
+                             ": 'index.html' is not a file of release " + kVer);
+  EXPECT_EQ(snapshot(dest), before);
+  EXPECT_EQ(read_file(dest / "index.html"), "<html>the operator's page</html>");
+  EXPECT_FALSE(has_staging_dir(dest));
+  EXPECT_EQ(s.count("/index.html"), 0);
+}
+
+// What the attack run saw: `mirror verify --index-sha256 PIN` called a forged mirror OK.
+TEST_F(MirrorSyncHttp, VerifyWithAnIndexPinOnAForgedMirrorFailsNamingTheFiles) {
+  make_mirror(tmp / "evil-dist", tmp / "evil", 99);
+  forge(tmp / "upstream",
+        {{kWheel, read_file(tmp / "evil" / kWheel)}, {kTarball, "forged tarball bytes"}});
+  const std::string verify = test::kiln_cli() + " mirror verify " + (tmp / "upstream").string();
+  auto r = test::run(verify + " --index-sha256 " + index_sha);
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "FAILED " + (tmp / "upstream").string());
+  r = test::run(verify + " --json --index-sha256 " + index_sha);
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  std::map<std::string, Json> files;
+  const Json report = Json::parse(r.out.substr(r.out.find('{')));
+  for (const auto& f : report["files"]) files[f["name"].get<std::string>()] = f;
+  for (const auto& name : {kWheel, kTarball}) {
+    EXPECT_EQ(files[name]["status"], "uncovered") << name;
+    EXPECT_EQ(files[name]["error"], "integrity") << name;
+  }
+  EXPECT_EQ(files[index_file_name(kVer)]["status"], "ok");
+  // With the genuine checksum file pinned as well: that file is named as the forgery.
+  r = test::run(verify + " --json --index-sha256 " + index_sha + " --sums-sha256 " + sums_sha);
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "pinned sha256 " + sums_sha + " (--sums-sha256)");
+}
+
 // nginx over HTTPS, the CA made here with the openssl CLI.
 TEST_F(MirrorSyncHttp, HttpsFromNginxWithTestCa) {
   if (!have_tool("nginx") || !have_tool("openssl") || !have_tool("curl"))
@@ -345,10 +534,10 @@ TEST_F(MirrorSyncHttp, HttpsFromNginxWithTestCa) {
   }
   ASSERT_TRUE(nginx) << read_file(prefix / "stderr") << read_file(prefix / "logs/error.log");
   std::string url = "https://127.0.0.1:" + std::to_string(port);
-  auto r = sync(url, "--index-sha256 " + index_sha);  // no CA given: refused
+  auto r = sync(url);  // no CA given: refused
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_FALSE(fs::exists(dest));
-  r = sync(url, "--index-sha256 " + index_sha + " --ca-bundle " + d + "/ca.pem");
+  r = sync(url, "--ca-bundle " + d + "/ca.pem");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(snapshot(dest), snapshot(tmp / "upstream"));
 }

@@ -153,7 +153,9 @@ struct Context {
     check_deadline("requesting " + url);
     TransferRequest r;
     r.url = url;
-    r.total_timeout_ms = std::min(download_deadline_ms(opts, expected_bytes), remaining_ms());
+    // At least 1 ms: 0 would mean "no deadline" to the transport.
+    r.total_timeout_ms =
+        std::max(1L, std::min(download_deadline_ms(opts, expected_bytes), remaining_ms()));
     r.connect_timeout_ms = opts.connect_timeout_ms;
     r.low_speed_bytes = opts.low_speed_bytes;
     r.low_speed_seconds = opts.low_speed_seconds;

@@ -1,4 +1,6 @@
 // `kiln fetch`: download, verify and unpack release archives from trusted mirrors into a store.
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -32,16 +34,24 @@ void add_fetch_command(CLI::App& app, int& rc) {
       "the pinned index and unpack them into a store. Re-running is a no-op that re-verifies\n"
       "what is there. Mirrors: --mirror, else KILN_MIRRORS, else the build's default list.\n"
       "The index digest: --index-sha256, else KILN_INDEX_SHA256, else the build's pin.\n"
-      "Exit codes: 0 ok, 2 usage, 3 integrity (bad bytes everywhere), 6 not found (offline,\n"
-      "or no archive for a target), 8 network (no mirror could serve), 9 io.");
+      "Each archive's manifest must name the target, release and CUDA version of its index\n"
+      "entry. Deadlines: --timeout for the whole command, --download-timeout + size/--min-rate\n"
+      "per request.\n"
+      "Exit codes: 0 ok, 2 usage, 3 integrity (bad bytes everywhere, or an archive filed under\n"
+      "another target), 4 stale (an archive of another release), 6 not found (offline, or no\n"
+      "archive for a target), 8 network (no mirror could serve, or --timeout passed), 9 io.");
   struct Opts {
     std::string targets;
     std::string dest;
     std::vector<std::string> mirrors;
     FetchOptions fetch;
     bool json = false;
+    double timeout_s = 0;           // --timeout; set from FetchOptions' defaults below
+    double download_timeout_s = 0;  // --download-timeout
   };
   auto o = std::make_shared<Opts>();
+  o->timeout_s = static_cast<double>(o->fetch.timeout_ms) / 1000;
+  o->download_timeout_s = static_cast<double>(o->fetch.download_timeout_ms) / 1000;
   cmd->add_option("--targets", o->targets, "comma-separated targets, e.g. sm_90a,sm_80")
       ->required();
   cmd->add_option("--dest", o->dest, "the store to unpack into (created if missing)")->required();
@@ -57,6 +67,11 @@ void add_fetch_command(CLI::App& app, int& rc) {
   cmd->add_flag("--offline", o->fetch.offline,
                 "use nothing but what is in --dest; no network access (also KILN_OFFLINE=1)");
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
+  cmd->add_option("--timeout", o->timeout_s,
+                  "seconds the whole fetch may take (lock waits, retries, every mirror); past it "
+                  "the fetch ends with a network error (exit 8)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   auto* tuning = cmd->add_option_group("tuning");
   tuning->add_option("--max-parallel", o->fetch.max_parallel, "archives downloading at once")
       ->capture_default_str();
@@ -73,10 +88,24 @@ void add_fetch_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   tuning->add_option("--retry-base-ms", o->fetch.retry_base_ms, "first backoff delay")
       ->capture_default_str();
+  tuning
+      ->add_option("--download-timeout", o->download_timeout_s,
+                   "seconds each request may take, plus its expected size at --min-rate; past "
+                   "it the next mirror is asked")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tuning
+      ->add_option("--min-rate", o->fetch.download_min_rate,
+                   "bytes/s a request's deadline allows for its expected size (an archive's "
+                   "size from the index; 16 MiB for the index)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
 
   cmd->callback([o, &rc] {
     FetchOptions opts = o->fetch;
     opts.mirrors = o->mirrors;
+    opts.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
+    opts.download_timeout_ms = std::max(1L, std::lround(o->download_timeout_s * 1000));
     if (opts.mirrors.empty())
       if (const char* env = std::getenv("KILN_MIRRORS")) opts.mirrors = split_list(env);
     if (opts.index_sha256.empty())

@@ -8,6 +8,7 @@
 
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/manifest.hpp"
@@ -64,7 +65,7 @@ TEST(RetryDecision, NotFoundForbiddenTlsAndRefusedRedirectsAreNeverRetried) {
   for (long code : {400L, 401L, 403L, 404L, 410L})
     EXPECT_FALSE(decide_retry(http(code), 1, p).retry) << code;
   for (auto s : {TransferStatus::Tls, TransferStatus::Refused, TransferStatus::Missing,
-                 TransferStatus::Aborted, TransferStatus::Ok})
+                 TransferStatus::Deadline, TransferStatus::Aborted, TransferStatus::Ok})
     EXPECT_FALSE(decide_retry(status(s), 1, p).retry) << to_string(s);
 }
 
@@ -112,6 +113,8 @@ class FakeTransport : public fetch_detail::Transport {
   };
   std::map<std::string, std::vector<Reply>> replies;
   std::map<std::string, int> calls;
+  std::vector<fetch_detail::TransferRequest> requests;
+  std::function<void()> on_call;  // e.g. advance a fake clock: each request "takes time"
   std::mutex mu;
 
   TransferResult get(const fetch_detail::TransferRequest& req,
@@ -120,6 +123,8 @@ class FakeTransport : public fetch_detail::Transport {
     {
       std::lock_guard<std::mutex> g(mu);
       int n = calls[req.url]++;
+      requests.push_back(req);
+      if (on_call) on_call();
       auto it = replies.find(req.url);
       if (it == replies.end()) return http(404);
       r = it->second[std::min<std::size_t>(n, it->second.size() - 1)];
@@ -168,6 +173,12 @@ class FetchLogic : public ::testing::Test {
       installed.insert(stem);
       return (store / stem).string();
     };
+    deps.read_manifest = [this](const std::filesystem::path& archive) {
+      EXPECT_TRUE(std::filesystem::exists(archive));
+      ++manifests_read;
+      return manifest;
+    };
+    deps.now_ms = [this] { return clock_ms; };
     return fetch_detail::fetch_targets_with(opts, {"sm_90a"}, dir.path().string(), deps);
   }
   FetchOptions options(std::vector<std::string> mirrors) {
@@ -181,6 +192,26 @@ class FetchLogic : public ::testing::Test {
   FakeRelease rel;
   std::vector<long> slept;
   std::set<std::string> installed;
+  std::int64_t clock_ms = 1000000;
+  int manifests_read = 0;
+  // What the downloaded archive's manifest says: by default, what the index entry says.
+  std::optional<Manifest> manifest = [] {
+    Manifest m;
+    m.package_version = kiln::version();
+    m.cuda_version = cuda_version();
+    m.target = "sm_90a";
+    return m;
+  }();
+  void serve_release(const std::string& mirror) {
+    transport.serve(mirror + "/" + index_file_name(rel.version), rel.index_json);
+    transport.serve(mirror + "/" + rel.archive_name, rel.archive_bytes);
+  }
+  std::vector<std::string> store_files() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      if (e.path().filename() != ".kiln-locks") out.push_back(e.path().filename().string());
+    return out;
+  }
 };
 
 TEST_F(FetchLogic, OfflineFailsAtOnceWithoutAnyTransferAndNamesTheCommand) {
@@ -287,6 +318,206 @@ TEST_F(FetchLogic, AlreadyInstalledNeedsNoNetwork) {
   EXPECT_TRUE(transport.calls.empty());
   o.offline = true;
   EXPECT_EQ(fetch(o).already_present.size(), 1u);
+}
+
+// --- the manifest against its index entry (issue 12, item 4) ----------------------------------
+
+TEST_F(FetchLogic, ArchiveWhoseManifestNamesAnotherTargetIsRefusedAsIntegrityBeforeInstall) {
+  std::string a = "https://a.example";
+  serve_release(a);
+  manifest->target = "sm_80";  // the index pinned the sm_80 archive's bytes under sm_90a
+  try {
+    fetch(options({a}));
+    FAIL() << "installed an sm_80 archive as sm_90a";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Integrity);
+    std::string m = e.what();
+    EXPECT_NE(m.find(a + "/" + rel.archive_name), std::string::npos) << m;
+    EXPECT_NE(m.find("manifest target is sm_80"), std::string::npos) << m;
+    EXPECT_NE(m.find("says sm_90a"), std::string::npos) << m;
+  }
+  EXPECT_EQ(manifests_read, 1);
+  EXPECT_TRUE(installed.empty());
+  EXPECT_TRUE(store_files().empty()) << store_files().front();  // downloaded archive removed
+  EXPECT_FALSE(fetch_detail::is_mirror_bad(a));  // the mirror served what the pin says
+}
+
+TEST_F(FetchLogic, ArchiveOfAnotherReleaseOrToolkitIsRefusedAsStale) {
+  std::string a = "https://a.example";
+  serve_release(a);
+  manifest->package_version = "0.0.1";
+  manifest->cuda_version = "11.8";
+  try {
+    fetch(options({a}));
+    FAIL() << "installed an archive of release 0.0.1";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Stale);
+    std::string m = e.what();
+    EXPECT_NE(m.find("manifest package_version is 0.0.1"), std::string::npos) << m;
+    EXPECT_NE(m.find("says " + rel.version), std::string::npos) << m;
+    EXPECT_NE(m.find("manifest cuda_version is 11.8"), std::string::npos) << m;
+  }
+  EXPECT_TRUE(installed.empty());
+  EXPECT_TRUE(store_files().empty());
+}
+
+TEST_F(FetchLogic, ArchiveWithoutALeadingManifestIsLeftToTheInstallerToRefuse) {
+  std::string a = "https://a.example";
+  serve_release(a);
+  manifest.reset();
+  EXPECT_EQ(fetch(options({a})).installed.size(), 1u);  // the fake installer accepts anything
+}
+
+TEST(ManifestIndexCheck, NamesEveryDifferingFieldWithBothValuesAndTheWorstKind) {
+  Index idx;
+  idx.package_version = "1.2.0";
+  idx.cuda_version = "13.0";
+  IndexEntry e{"kiln-kernels-1.2.0-cuda13.0-sm_90a.tar.zst", "sm_90a", 1, std::string(64, 'a')};
+  Manifest m;
+  m.package_version = "1.2.0";
+  m.cuda_version = "13.0";
+  m.target = "sm_90a";
+  EXPECT_TRUE(manifest_index_problems(m, e, idx, "A", "I").empty());
+  EXPECT_NO_THROW(require_manifest_matches_index(m, e, idx, "A", "I"));
+  m.cuda_version = "12.8";
+  auto p = manifest_index_problems(m, e, idx, "A", "I");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].kind, ErrorKind::Stale);
+  EXPECT_EQ(p[0].field, "cuda_version");
+  EXPECT_EQ(p[0].message, "A: manifest cuda_version is 12.8, I says 13.0");
+  m.target = "sm_80";
+  p = manifest_index_problems(m, e, idx, "A", "I");
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].field, "target");
+  EXPECT_EQ(p[0].kind, ErrorKind::Integrity);
+  try {
+    require_manifest_matches_index(m, e, idx, "A", "I");
+    FAIL();
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::Integrity);  // the worse of the two
+    EXPECT_NE(std::string(err.what()).find("manifest target is sm_80, I says sm_90a"),
+              std::string::npos);
+  }
+}
+
+// --- deadlines (issue 12, item 5) ---------------------------------------------------------------
+
+TEST(DownloadDeadline, FloorPlusExpectedBytesAtTheMinimumRate) {
+  FetchOptions o;
+  o.download_timeout_ms = 2000;
+  o.download_min_rate = 1000;
+  EXPECT_EQ(fetch_detail::download_deadline_ms(o, 0), 2000);
+  EXPECT_EQ(fetch_detail::download_deadline_ms(o, 5000), 7000);
+  FetchOptions d;  // defaults: 60 s + size at 64 KiB/s; a 100 MiB archive gets 1660 s
+  EXPECT_EQ(fetch_detail::download_deadline_ms(d, 100u << 20), 60000 + 1600 * 1000);
+  o.download_min_rate = 1;
+  EXPECT_EQ(fetch_detail::download_deadline_ms(o, ~std::uint64_t{0}),
+            std::numeric_limits<long>::max());  // saturates, no overflow
+}
+
+TEST_F(FetchLogic, EveryRequestCarriesItsDeadlineCappedByWhatIsLeftOfTheCommand) {
+  std::string a = "https://a.example";
+  serve_release(a);
+  FetchOptions o = options({a});
+  o.download_timeout_ms = 1000;
+  o.download_min_rate = 1;  // 1 byte/s: the archive's size in seconds
+  o.timeout_ms = 50000;
+  transport.on_call = [this] { clock_ms += 10000; };
+  fetch(o);
+  ASSERT_EQ(transport.requests.size(), 2u);
+  // The index: its 16 MiB limit at 1 byte/s, capped by the whole fetch's 50 s.
+  EXPECT_EQ(transport.requests[0].total_timeout_ms, 50000);
+  // The archive: 1 s + its size at 1 byte/s, well within the 40 s left.
+  EXPECT_EQ(transport.requests[1].total_timeout_ms,
+            1000 + static_cast<long>(rel.archive_bytes.size()) * 1000);
+  ASSERT_LT(transport.requests[1].total_timeout_ms, 40000);
+}
+
+TEST_F(FetchLogic, MirrorPastItsDeadlineIsNotRetriedAndTheNextMirrorServes) {
+  std::string a = "https://a.example", b = "https://b.example";
+  serve_release(a);
+  serve_release(b);
+  TransferResult late = status(TransferStatus::Deadline);
+  late.message = "not done within its deadline of 1000 ms";
+  transport.replies[a + "/" + rel.archive_name] = {{late, ""}};
+  FetchResult r = fetch(options({a, b}));
+  EXPECT_EQ(r.installed.size(), 1u);
+  EXPECT_EQ(transport.calls[a + "/" + rel.archive_name], 1);
+  EXPECT_EQ(transport.calls[b + "/" + rel.archive_name], 1);
+  EXPECT_TRUE(slept.empty());
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_NE(r.failures[0].what.find("deadline passed"), std::string::npos) << r.failures[0].what;
+}
+
+TEST_F(FetchLogic, CommandDeadlineEndsRetriesWithANetworkErrorNamingIt) {
+  std::string a = "https://a.example";
+  serve_release(a);
+  transport.replies[a + "/" + rel.archive_name] = {{http(503), ""}};
+  FetchOptions o = options({a});
+  o.max_retries = 100;
+  o.retry_base_ms = 1000;
+  o.timeout_ms = 5000;
+  transport.on_call = [this] { clock_ms += 700; };
+  // Sleeping advances the clock too (sleep_ms is the fixture's; wrap it).
+  fetch_detail::FetchDeps deps;
+  deps.transport = &transport;
+  deps.sleep_ms = [this](long ms) {
+    slept.push_back(ms);
+    clock_ms += ms;
+  };
+  deps.verified_present = [](const std::filesystem::path&, const std::string&) { return false; };
+  deps.install = [](const std::filesystem::path&, const std::filesystem::path&,
+                    const std::string&) -> std::string {
+    ADD_FAILURE() << "installed";
+    return "";
+  };
+  deps.read_manifest = [this](const std::filesystem::path&) { return manifest; };
+  deps.now_ms = [this] { return clock_ms; };
+  try {
+    fetch_detail::fetch_targets_with(o, {"sm_90a"}, dir.path().string(), deps);
+    FAIL() << "no deadline";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Network);
+    std::string m = e.what();
+    EXPECT_NE(m.find("passed its deadline of 5000 ms (--timeout"), std::string::npos) << m;
+    EXPECT_NE(m.find(a + "/" + rel.archive_name + ": HTTP 503"), std::string::npos) << m;
+  }
+  // 700 ms per request, 1000/2000/... backoff: the 5 s are gone after a handful of attempts,
+  // and no sleep reaches past the deadline.
+  EXPECT_LE(transport.calls[a + "/" + rel.archive_name], 4);
+  long total = 0;
+  for (long ms : slept) total += ms;
+  EXPECT_LE(total, 5000);
+  EXPECT_TRUE(store_files().empty());
+}
+
+TEST_F(FetchLogic, NonPositiveDeadlinesAreUsageErrorsNamingTheOption) {
+  FetchOptions o = options({"https://a.example"});
+  o.download_min_rate = 0;
+  try {
+    fetch(o);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_NE(std::string(e.what()).find("--min-rate"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(transport.calls.empty());
+}
+
+// --- redirects (issue 12, item 8) -------------------------------------------------------------
+
+TEST(RedirectRule, HttpsOnlyToHttpsAndHttpOnlyWithinItsHost) {
+  using fetch_detail::redirect_refusal;
+  EXPECT_EQ(redirect_refusal("https://m.example/r/i.json", "https://cdn.example/x"), "");
+  EXPECT_EQ(redirect_refusal("http://m.example/r/i.json", "https://m.example/r/i.json"), "");
+  EXPECT_EQ(redirect_refusal("http://m.example:8080/a", "http://M.EXAMPLE/b"), "");
+  std::string down = redirect_refusal("https://m.example/a", "http://m.example/a");
+  EXPECT_NE(down.find("from https to http"), std::string::npos) << down;
+  std::string away = redirect_refusal("http://127.0.0.1:80/a", "http://localhost:80/a");
+  EXPECT_NE(away.find("to another host localhost"), std::string::npos) << away;
+  EXPECT_NE(redirect_refusal("http://m.example/a", "https://evil.example/a"), "");
+  EXPECT_NE(redirect_refusal("http://m.example/a", "file:///etc/passwd"), "");
+  EXPECT_NE(redirect_refusal("file:///srv/a", "file:///srv/b"), "");
 }
 
 }  // namespace

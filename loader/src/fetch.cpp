@@ -7,10 +7,15 @@
 //   remove orphaned <archive>.tmp.* (their writers are dead: we hold the lock)
 //   for each mirror not marked bad:
 //     attempt: stream into <dest>/<archive>.tmp.<rand>, hashing; > size => abort
-//       ok + size + digest match  --> rename to <dest>/<archive> --> install --> remove archive
+//       ok + size + digest match  --> rename to <dest>/<archive> --> manifest agrees with the
+//                                     index entry? --no--> remove archive, Error (Integrity/Stale)
+//                                     --yes--> install --> remove archive
 //       bad bytes (size/digest)    --> mark mirror bad, next mirror
+//       past its own deadline      --> next mirror (no retry: it would drip again)
 //       failure                    --> decide_retry(): sleep and retry, or next mirror
 //   no mirror left --> Error naming every mirror and what went wrong
+// Every request's deadline is also capped by what is left of the whole fetch's deadline; once
+// that has passed, the fetch ends with Error{Network} naming it.
 #include "kiln/fetch.hpp"
 
 #include <unistd.h>
@@ -19,6 +24,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -27,6 +33,7 @@
 #include "atomic_file.hpp"
 #include "fetch_internal.hpp"
 #include "file_lock.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
@@ -78,6 +85,15 @@ std::string normalise_mirror(const std::string& mirror) {
   return m;
 }
 
+long download_deadline_ms(const FetchOptions& opts, std::uint64_t expected_bytes) {
+  std::uint64_t rate = static_cast<std::uint64_t>(std::max(1L, opts.download_min_rate));
+  constexpr std::uint64_t kMax = static_cast<std::uint64_t>(std::numeric_limits<long>::max());
+  if (expected_bytes / rate >= kMax / 1000) return std::numeric_limits<long>::max();
+  std::uint64_t scaled = expected_bytes / rate * 1000 + expected_bytes % rate * 1000 / rate;
+  std::uint64_t total = static_cast<std::uint64_t>(std::max(0L, opts.download_timeout_ms)) + scaled;
+  return static_cast<long>(std::min(total, kMax));
+}
+
 namespace {
 
 enum class Fault { None, Mirror, BadBytes };  // BadBytes: integrity failure, mirror distrusted
@@ -90,8 +106,35 @@ struct Context {
   RetryPolicy policy;
   std::mutex mu;
   std::vector<MirrorFailure> failures;
+  Index index;                   // the trusted index, once fetched
+  std::string index_url;         // where it came from, for messages
+  std::int64_t deadline_ms = 0;  // of the whole fetch, on now()'s clock
 
   Context(const FetchOptions& o, const FetchDeps& d) : opts(o), deps(d) {}
+
+  std::int64_t now() const {
+    if (deps.now_ms) return deps.now_ms();
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  long remaining_ms() const {
+    return static_cast<long>(std::max<std::int64_t>(0, deadline_ms - now()));
+  }
+  // Ends the fetch once its deadline has passed, naming it, `doing` and every failure so far.
+  void check_deadline(const std::string& doing) {
+    if (now() < deadline_ms) return;
+    std::ostringstream msg;
+    msg << "kiln fetch passed its deadline of " << opts.timeout_ms
+        << " ms (--timeout, FetchOptions::timeout_ms) while " << doing;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      for (const auto& f : failures) msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
+    }
+    msg << "\nNothing unverified was kept in " << dest.string()
+        << "; raise --timeout, or put a faster mirror first.";
+    throw Error(ErrorKind::Network, msg.str());
+  }
 
   void log(const std::string& line) {
     if (!opts.log) return;
@@ -105,9 +148,14 @@ struct Context {
     }
     log("mirror " + mirror + ": " + url + ": " + what);
   }
-  TransferRequest request(const std::string& url) const {
+  // A request for `url`, which should bring `expected_bytes`, with its deadline.
+  TransferRequest request(const std::string& url, std::uint64_t expected_bytes) {
+    check_deadline("requesting " + url);
     TransferRequest r;
     r.url = url;
+    // At least 1 ms: 0 would mean "no deadline" to the transport.
+    r.total_timeout_ms =
+        std::max(1L, std::min(download_deadline_ms(opts, expected_bytes), remaining_ms()));
     r.connect_timeout_ms = opts.connect_timeout_ms;
     r.low_speed_bytes = opts.low_speed_bytes;
     r.low_speed_seconds = opts.low_speed_seconds;
@@ -134,8 +182,9 @@ bool with_retries(Context& cx, const std::string& mirror, const std::string& url
     RetryDecision d = decide_retry(r, n, cx.policy);
     cx.fail(mirror, url,
             describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""));
+    cx.check_deadline("fetching " + url);
     if (!d.retry) return false;
-    cx.deps.sleep_ms(d.delay_ms);
+    cx.deps.sleep_ms(std::min(d.delay_ms, cx.remaining_ms()));
   }
 }
 
@@ -160,11 +209,13 @@ TrustedIndex fetch_index(Context& cx, const std::string& version, const std::str
     bool ok = with_retries(cx, mirror, url, [&] {
       body.clear();
       too_big = false;
-      return cx.deps.transport->get(cx.request(url), [&](const char* d, std::size_t n) {
-        if (body.size() + n > kMaxIndexBytes) return !(too_big = true);
-        body.append(d, n);
-        return true;
-      });
+      return cx.deps.transport->get(cx.request(url, kMaxIndexBytes),
+                                    [&](const char* d, std::size_t n) {
+                                      if (body.size() + n > kMaxIndexBytes)
+                                        return !(too_big = true);
+                                      body.append(d, n);
+                                      return true;
+                                    });
     });
     if (too_big) {
       cx.fail(mirror, url,
@@ -228,18 +279,19 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
     std::uint64_t got = 0;
     bool too_big = false;
     std::string write_error;
-    TransferResult r = cx.deps.transport->get(cx.request(url), [&](const char* d, std::size_t len) {
-      if (got + len > e.size) return !(too_big = true);
-      try {
-        tmp.write(std::string_view(d, len));
-      } catch (const std::exception& ex) {
-        write_error = ex.what();
-        return false;
-      }
-      hash.update(d, len);
-      got += len;
-      return true;
-    });
+    TransferResult r =
+        cx.deps.transport->get(cx.request(url, e.size), [&](const char* d, std::size_t len) {
+          if (got + len > e.size) return !(too_big = true);
+          try {
+            tmp.write(std::string_view(d, len));
+          } catch (const std::exception& ex) {
+            write_error = ex.what();
+            return false;
+          }
+          hash.update(d, len);
+          got += len;
+          return true;
+        });
     if (!write_error.empty()) throw Error(ErrorKind::Io, write_error);
     if (too_big) {
       cx.fail(mirror, url,
@@ -270,8 +322,9 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
     RetryDecision d = decide_retry(r, n, cx.policy);
     cx.fail(mirror, url,
             describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""));
+    cx.check_deadline("downloading " + url);
     if (!d.retry) return false;
-    cx.deps.sleep_ms(d.delay_ms);
+    cx.deps.sleep_ms(std::min(d.delay_ms, cx.remaining_ms()));
   }
 }
 
@@ -301,8 +354,15 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
     throw Error(ErrorKind::Io,
                 "cannot create the lock directory " + lock_dir.string() + ": " + ec.message());
   cx.log("waiting for the lock on " + e.file);
-  FileLock lock = FileLock::acquire(lock_dir / (e.file + ".lock"),
-                                    std::chrono::milliseconds(cx.opts.lock_timeout_ms));
+  std::optional<FileLock> lock;
+  try {
+    lock.emplace(FileLock::acquire(
+        lock_dir / (e.file + ".lock"),
+        std::chrono::milliseconds(std::min(cx.opts.lock_timeout_ms, cx.remaining_ms()))));
+  } catch (const Error&) {
+    cx.check_deadline("waiting for the lock on " + e.file);
+    throw;
+  }
   // Another process may have installed it while we waited.
   if (cx.deps.verified_present(cx.dest, stem)) {
     out.present = true;
@@ -320,6 +380,10 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
     fs::path archive = cx.dest / e.file;
     cx.log("verified " + e.file + " (SHA-256 " + e.sha256.substr(0, 12) + "...), unpacking");
     try {
+      // The digest proves these are the bytes the index meant, not that the index filed them
+      // under the right target and release: the manifest decides, before anything is unpacked.
+      if (std::optional<Manifest> m = cx.deps.read_manifest(archive))
+        require_manifest_matches_index(*m, e, cx.index, mirror + "/" + e.file, cx.index_url);
       out.store_dir = cx.deps.install(archive, cx.dest, e.sha256);
     } catch (...) {
       fs::remove(archive, ec);
@@ -358,9 +422,17 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
 FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,
                                const std::string& dest_store, const FetchDeps& deps) {
   Context cx(opts, deps);
+  cx.deadline_ms = cx.now() + opts.timeout_ms;
   cx.dest = dest_store;
   cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
   if (targets.empty()) throw Error(ErrorKind::Usage, "no target to fetch");
+  for (auto [name, value] :
+       {std::pair<const char*, long>{"timeout_ms (--timeout)", opts.timeout_ms},
+        {"download_timeout_ms (--download-timeout)", opts.download_timeout_ms},
+        {"download_min_rate (--min-rate)", opts.download_min_rate}})
+    if (value <= 0)
+      throw Error(ErrorKind::Usage, std::string("fetch option ") + name + " is " +
+                                        std::to_string(value) + ": it must be greater than 0");
   std::vector<std::string> canon;
   for (const auto& t : targets) {
     auto parsed = parse_target(t);
@@ -416,6 +488,8 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
                                    (ec ? ": " + ec.message() : ""));
 
   TrustedIndex ti = fetch_index(cx, version, pin);
+  cx.index = ti.index;
+  cx.index_url = ti.mirror + "/" + index_file_name(version);
   std::vector<IndexEntry> todo;
   for (const auto& t : missing) {
     auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
@@ -472,6 +546,7 @@ FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::strin
   deps.install = [](const fs::path& archive, const fs::path& store, const std::string& sha) {
     return install_archive(archive, store, sha).directory.string();
   };
+  deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
   return fetch_detail::fetch_targets_with(opts, targets, dest_store, deps);
 }
 

@@ -1,13 +1,16 @@
 #pragma once
 // fetch_targets with its collaborators passed in, so tests can swap the network, the clock
 // and the store for fakes. fetch.cpp wires in libcurl, real sleeps and kiln/store.hpp.
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "http_transport.hpp"
 #include "kiln/fetch.hpp"
+#include "kiln/manifest.hpp"
 
 namespace kiln::fetch_detail {
 
@@ -20,6 +23,11 @@ struct FetchDeps {
   std::function<std::string(const std::filesystem::path& archive,
                             const std::filesystem::path& store, const std::string& sha256)>
       install;
+  // The manifest of a downloaded (digest-verified) archive, read before it is unpacked, so it
+  // can be checked against its index entry; nullopt when its first member is not manifest.json.
+  std::function<std::optional<Manifest>(const std::filesystem::path& archive)> read_manifest;
+  // Monotonic milliseconds, for the deadlines. Empty: std::chrono::steady_clock.
+  std::function<std::int64_t()> now_ms;
 };
 
 FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,
@@ -31,5 +39,9 @@ std::string normalise_mirror(const std::string& mirror);
 
 // The largest index accepted: a mirror streaming garbage is cut off here.
 constexpr std::size_t kMaxIndexBytes = 16u << 20;
+
+// The deadline of one request expecting `expected_bytes`: download_timeout_ms plus the time
+// those bytes take at download_min_rate (FetchOptions). Pure.
+long download_deadline_ms(const FetchOptions& opts, std::uint64_t expected_bytes);
 
 }  // namespace kiln::fetch_detail

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
 #include <set>
@@ -25,6 +26,8 @@ const char* to_string(TransferStatus s) {
       return "connection failed";
     case TransferStatus::Timeout:
       return "timed out";
+    case TransferStatus::Deadline:
+      return "deadline passed";
     case TransferStatus::Tls:
       return "TLS verification failed";
     case TransferStatus::Refused:
@@ -112,6 +115,33 @@ namespace {
 struct EasyFree {
   void operator()(CURL* c) const { curl_easy_cleanup(c); }
 };
+struct UrlFree {
+  void operator()(CURLU* u) const { curl_url_cleanup(u); }
+};
+using UrlHandle = std::unique_ptr<CURLU, UrlFree>;
+
+std::string url_part(CURLU* u, CURLUPart part) {
+  char* out = nullptr;
+  if (curl_url_get(u, part, &out, 0) != CURLUE_OK || !out) return "";
+  std::string s = out;
+  curl_free(out);
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// `location` (absolute or relative) resolved against `base`; empty when either does not parse.
+std::string resolve_location(const std::string& base, const std::string& location) {
+  UrlHandle u(curl_url());
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, base.c_str(), 0) != CURLUE_OK ||
+      curl_url_set(u.get(), CURLUPART_URL, location.c_str(), 0) != CURLUE_OK)
+    return "";
+  char* out = nullptr;
+  if (curl_url_get(u.get(), CURLUPART_URL, &out, 0) != CURLUE_OK || !out) return "";
+  std::string s = out;
+  curl_free(out);
+  return s;
+}
 
 struct CallState {
   CURL* curl = nullptr;
@@ -125,6 +155,8 @@ struct CallState {
   curl_off_t last_bytes = -1;
   std::chrono::steady_clock::time_point last_progress = std::chrono::steady_clock::now();
   bool stalled = false;
+  long header_status = 0;        // status of the response whose headers are arriving
+  std::string redirect_refused;  // why a redirect was not followed; empty: none refused
 };
 
 int on_progress(void* userdata, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t) {
@@ -150,6 +182,8 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
   if (line.rfind("HTTP/", 0) == 0) {
     // A new response (after a redirect or 100-continue): forget the previous one's headers.
     st->retry_after.reset();
+    std::size_t sp = line.find(' ');
+    st->header_status = sp == std::string::npos ? 0 : std::atol(line.c_str() + sp + 1);
     return size * n;
   }
   std::size_t colon = line.find(':');
@@ -157,6 +191,23 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
   std::string name = line.substr(0, colon);
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name == "location" && st->header_status >= 300 && st->header_status < 400) {
+    // curl would follow this next; decide first (the same-host rule is not a curl option).
+    std::string value = line.substr(colon + 1);
+    std::size_t b = value.find_first_not_of(" \t");
+    std::size_t e = value.find_last_not_of(" \t\r\n");
+    value = b == std::string::npos ? "" : value.substr(b, e - b + 1);
+    char* current = nullptr;
+    curl_easy_getinfo(st->curl, CURLINFO_EFFECTIVE_URL, &current);
+    std::string from = current ? current : "";
+    std::string to = resolve_location(from, value);
+    std::string why = to.empty() ? "redirect from " + from + " to '" + value + "', not a URL"
+                                 : redirect_refusal(from, to);
+    if (!why.empty()) {
+      st->redirect_refused = why;
+      return 0;  // aborts the transfer before curl follows
+    }
+  }
   if (name == "retry-after") {
     std::string value = line.substr(colon + 1);
     st->retry_after = parse_retry_after_seconds(value);
@@ -221,6 +272,34 @@ TransferStatus classify(CURLcode rc) {
   }
 }
 
+}  // namespace
+
+std::string redirect_refusal(const std::string& from_url, const std::string& to_url) {
+  UrlHandle f(curl_url()), t(curl_url());
+  if (!f || !t || curl_url_set(f.get(), CURLUPART_URL, from_url.c_str(), 0) != CURLUE_OK)
+    return "redirect from '" + from_url + "', not a URL";
+  if (curl_url_set(t.get(), CURLUPART_URL, to_url.c_str(), 0) != CURLUE_OK)
+    return "redirect from " + from_url + " to '" + to_url + "', not a URL";
+  std::string fs = url_part(f.get(), CURLUPART_SCHEME), ts = url_part(t.get(), CURLUPART_SCHEME);
+  std::string fh = url_part(f.get(), CURLUPART_HOST), th = url_part(t.get(), CURLUPART_HOST);
+  if (fs == "https") {
+    if (ts == "https") return "";
+    return "redirect from https to " + ts + " (" + from_url + " -> " + to_url +
+           "): https mirrors redirect to https only";
+  }
+  if (fs == "http") {
+    if (ts != "http" && ts != "https")
+      return "redirect from http to " + ts + " (" + from_url + " -> " + to_url + ")";
+    if (th != fh)
+      return "redirect from http host " + fh + " to another host " + th + " (" + from_url + " -> " +
+             to_url + "): http mirrors redirect within their own host only";
+    return "";
+  }
+  return "redirect from " + fs + " (" + from_url + "): never followed";
+}
+
+namespace {
+
 class CurlTransport final : public Transport {
  public:
   CurlTransport() {
@@ -241,7 +320,8 @@ class CurlTransport final : public Transport {
     char errbuf[CURL_ERROR_SIZE] = {0};
 
     std::string scheme = scheme_of(req.url);
-    // https may only ever lead to https; plain http may upgrade; file:// never redirects.
+    // https may only ever lead to https; plain http may upgrade (on_header adds: same host only);
+    // file:// never redirects.
     const char* protocols = scheme == "https" ? "https" : scheme == "http" ? "http,https" : "file";
     std::string ua = std::string("kiln/") + kiln::version();
     bool ok = true;
@@ -275,7 +355,11 @@ class CurlTransport final : public Transport {
     set(curl_easy_setopt(c, CURLOPT_WRITEDATA, &st));
     if (!ok) throw Error(ErrorKind::Internal, "libcurl refused an option for " + req.url);
 
+    auto started = std::chrono::steady_clock::now();
     CURLcode rc = curl_easy_perform(c);
+    long elapsed_ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - started)
+                                            .count());
     TransferResult r;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
     r.retry_after_s = st.retry_after;
@@ -285,6 +369,20 @@ class CurlTransport final : public Transport {
       return r;
     }
     r.status = classify(rc);
+    if (!st.redirect_refused.empty()) {
+      r.status = TransferStatus::Refused;
+      r.message = st.redirect_refused;
+      return r;
+    }
+    if (rc == CURLE_OPERATION_TIMEDOUT && req.total_timeout_ms > 0 &&
+        elapsed_ms >= req.total_timeout_ms) {
+      curl_off_t got = 0;
+      curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &got);
+      r.status = TransferStatus::Deadline;
+      r.message = "not done within its deadline of " + std::to_string(req.total_timeout_ms) +
+                  " ms (" + std::to_string(static_cast<long long>(got)) + " bytes received)";
+      return r;
+    }
     if (st.stalled) {
       r.status = TransferStatus::Timeout;
       r.message = "stalled: no data for " + std::to_string(req.low_speed_seconds) + " s";

@@ -14,8 +14,9 @@ enum class TransferStatus {
   Http,        // the server answered with a status >= 300 (see http_status)
   Connection,  // name lookup, connect, reset, empty or cut-short reply
   Timeout,     // connect timeout, or the low-speed limit tripped (a stalled body)
+  Deadline,    // the request ran past total_timeout_ms (a mirror dripping bytes just fast enough)
   Tls,         // certificate not trusted, handshake failed
-  Refused,     // a redirect to a protocol we do not allow (https -> http), too many redirects
+  Refused,     // a redirect kiln does not follow (see make_curl_transport), too many redirects
   Missing,     // file:// path does not exist
   Aborted,     // the sink said stop (too many bytes, or writing failed): the caller knows why
 };
@@ -27,7 +28,7 @@ struct TransferRequest {
   long connect_timeout_ms = 5000;
   long low_speed_bytes = 1024;
   long low_speed_seconds = 10;
-  long total_timeout_ms = 0;  // 0: none (large downloads are bounded by the low-speed limit)
+  long total_timeout_ms = 0;  // the whole request, redirects included; 0: none (Deadline)
   std::string ca_bundle;      // empty: the system store
 };
 
@@ -48,7 +49,14 @@ class Transport {
   virtual TransferResult get(const TransferRequest& req, const Sink& sink) = 0;
 };
 
+// libcurl. Redirects (at most 5): from https only to https, any host (TLS names the new host);
+// from http only to the same host name, http or https (nothing authenticates a plain-http
+// answer, so it may not send kiln elsewhere); file:// never redirects. Anything else: Refused.
 std::unique_ptr<Transport> make_curl_transport();
+
+// The redirect rule above as a pure function over the URL that answered 3xx and the absolute
+// URL it points to: empty when allowed, else why not.
+std::string redirect_refusal(const std::string& from_url, const std::string& to_url);
 
 // What to do after a failed attempt: the one place that decides retries.
 struct RetryPolicy {
@@ -63,7 +71,8 @@ struct RetryDecision {
 };
 // attempts_made counts the attempt that just failed (1 after the first). Retries 5xx, 408,
 // 429 and connection errors/timeouts with exponential backoff (Retry-After honoured, capped);
-// never retries 4xx, TLS failures, refused redirects, missing files or aborted transfers.
+// never retries 4xx, TLS failures, refused redirects, missing files, aborted transfers or a
+// request past its deadline (the same mirror would drip again: the next mirror is asked).
 RetryDecision decide_retry(const TransferResult& r, int attempts_made, const RetryPolicy& p);
 
 // Parses a Retry-After value given as delta-seconds; nullopt for anything else.

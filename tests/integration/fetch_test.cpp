@@ -733,6 +733,170 @@ TEST_F(Fetch, IndexWithoutTheTargetIsNotFoundListingWhatItHas) {
   EXPECT_CONTAINS(msg, "sm_80, sm_90a");
 }
 
+// --- an archive's manifest against its index entry (issue 12, item 4) ------------------------
+
+// Puts `bytes` where the index's `target` entry points and re-pins size, digest and index, as an
+// index made by mistake (or by someone who controls it) would.
+void repin(Release& rel, const std::string& target, const std::string& bytes) {
+  fs::path ip = rel.dir / index_file_name(rel.version);
+  Index idx = parse_index(read_file(ip), ip.string());
+  for (auto& e : idx.archives)
+    if (e.target == target) {
+      write_file(rel.dir / e.file, bytes);
+      e.size = bytes.size();
+      e.sha256 = sha256_hex(bytes);
+    }
+  std::string json = index_to_json(idx);
+  write_file(ip, json);
+  rel.index_sha256 = sha256_hex(json);
+}
+
+TEST_F(Fetch, IndexPinningAnotherTargetsArchiveIsRefusedAsIntegrityAndLeavesNothing) {
+  repin(rel, "sm_90a", read_file(rel.dir / rel.archive["sm_80"]));
+  MisbehavingServer s(rel.dir, "ok");
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Integrity);
+  EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a"));
+  EXPECT_CONTAINS(msg, "manifest target is sm_80");
+  EXPECT_CONTAINS(msg, s.url() + "/" + index_file_name(rel.version) + " says sm_90a");
+  expect_only_verified(dest, {});  // no sm_80 directory, no archive, no temp file
+  // The CLI: exit 3, the same words.
+  auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
+                     " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256 + " 2>&1");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Integrity)) << r.out;
+  EXPECT_CONTAINS(r.out, "manifest target is sm_80");
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, IndexPinningAnArchiveOfAnotherReleaseIsRefusedAsStaleAndLeavesNothing) {
+  // A well-formed archive for sm_90a whose manifest says release 0.0.1.
+  Manifest m;
+  m.package_version = "0.0.1";
+  m.cuda_version = cuda_version();
+  m.target = "sm_90a";
+  m.build_time = 1700000000;
+  std::string fatbin = random_bytes(4096, 99);
+  ArtifactEntry a;
+  a.uri = "axpy_dtype_f32";
+  a.family = "axpy";
+  a.params = {{"dtype", "f32"}};
+  a.entries = {{"kiln::axpy<float>", "_Z4kilnaxpy"}};
+  a.source_hash = std::string(64, 'a');
+  a.flags = {"-O3"};
+  a.file = "axpy_dtype_f32.fatbin";
+  a.size = fatbin.size();
+  a.sha256 = sha256_hex(fatbin);
+  m.artifacts.push_back(a);
+  fs::path old = tmp / "old.tar.zst";
+  write_archive(old, {{"manifest.json", manifest_to_json(m)}, {a.file, fatbin}}, 1700000000, 3);
+  repin(rel, "sm_90a", read_file(old));
+  MisbehavingServer s(rel.dir, "ok");
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Stale);
+  EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a"));
+  EXPECT_CONTAINS(msg, "manifest package_version is 0.0.1");
+  EXPECT_CONTAINS(msg, "says " + rel.version);
+  expect_only_verified(dest, {});
+  auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
+                     " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256 + " 2>&1");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Stale)) << r.out;
+  expect_only_verified(dest, {});
+}
+
+// --- deadlines (issue 12, item 5) ---------------------------------------------------------------
+
+TEST_F(Fetch, DrippingMirrorIsAbandonedAtItsDeadlineAndTheSecondMirrorServes) {
+  // 2 KiB/s: above the 1 KiB/s low-speed limit, so only the deadline stops it (~20 s otherwise).
+  MisbehavingServer drip(rel.dir, "drip", {"--drip-rate", "2048"});
+  MisbehavingServer good(rel.dir, "ok");
+  FetchOptions o = options({drip.url(), good.url()});
+  o.download_timeout_ms = 1500;
+  o.download_min_rate = 1 << 30;  // the size adds nothing: a 1.5 s deadline
+  auto t0 = Clock::now();
+  FetchResult r = fetch_targets(o, {"sm_90a"}, dest.string());
+  double took = seconds_since(t0);
+  EXPECT_GE(took, 1.4);
+  EXPECT_LT(took, 5.0);
+  EXPECT_EQ(r.installed.size(), 1u);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.failures[0].mirror, drip.url());
+  EXPECT_CONTAINS(r.failures[0].what, "deadline passed");
+  EXPECT_CONTAINS(r.failures[0].what, "deadline of 1500 ms");
+  EXPECT_EQ(drip.count(rel.url_path("sm_90a")), 1);  // not retried
+  EXPECT_EQ(good.count(rel.url_path("sm_90a")), 1);
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+TEST_F(Fetch, DrippingIndexMovesTheCliToTheSecondMirror) {
+  MisbehavingServer drip(rel.dir, "drip", {"--match", "index.json", "--drip-rate", "40"});
+  MisbehavingServer good(rel.dir, "ok");
+  auto t0 = Clock::now();
+  auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
+                     " --mirror " + drip.url() + " --mirror " + good.url() + " --index-sha256 " +
+                     rel.index_sha256 +
+                     " --low-speed-bytes 1 --download-timeout 1 --min-rate 1000000000 2>&1");
+  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, drip.url() + "/" + index_file_name(rel.version) + ": deadline passed");
+  EXPECT_EQ(drip.count("/" + index_file_name(rel.version)), 1);
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+TEST_F(Fetch, CommandDeadlineEndsADrippingFetchWithANetworkErrorNamingIt) {
+  MisbehavingServer drip(rel.dir, "drip", {"--drip-rate", "2048"});
+  FetchOptions o = options({drip.url()});
+  o.timeout_ms = 2000;  // the per-request deadline (60 s + size) would allow ~20 s
+  auto t0 = Clock::now();
+  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a", "sm_80"}, dest.string()); });
+  double took = seconds_since(t0);
+  EXPECT_GE(took, 1.9);
+  EXPECT_LT(took, 5.0);
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, "passed its deadline of 2000 ms (--timeout");
+  EXPECT_CONTAINS(msg, drip.url() + "/kiln-kernels-");
+  expect_only_verified(dest, {});
+  // The CLI: --timeout in seconds, exit 8.
+  auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
+                     " --mirror " + drip.url() + " --index-sha256 " + rel.index_sha256 +
+                     " --timeout 1.5 2>&1");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Network)) << r.out;
+  EXPECT_CONTAINS(r.out, "passed its deadline of 1500 ms");
+  expect_only_verified(dest, {});
+}
+
+// --- redirects (issue 12, item 8) -------------------------------------------------------------
+
+TEST_F(Fetch, RedirectFromHttpToAnotherHostIsRefused) {
+  MisbehavingServer other(rel.dir, "ok");
+  // Same machine, another host name: what the rule looks at is the name kiln was given.
+  std::string elsewhere = "http://localhost:" + other.url().substr(other.url().rfind(':') + 1);
+  MisbehavingServer s(rel.dir, "redirect", {"--match", "kiln-kernels", "--redirect-to", elsewhere});
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, "redirect refused");
+  EXPECT_CONTAINS(msg, "to another host localhost");
+  // --match kiln-kernels covers the index too: refused there, not retried, nothing else asked.
+  EXPECT_CONTAINS(msg, s.url() + "/" + index_file_name(rel.version));
+  EXPECT_EQ(s.count("/" + index_file_name(rel.version)), 1);
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 0);
+  EXPECT_EQ(other.total(), 0);
+  expect_only_verified(dest, {});
+}
+
+TEST_F(Fetch, RedirectWithinTheSameHttpHostIsFollowed) {
+  MisbehavingServer other(rel.dir, "ok");  // 127.0.0.1, another port
+  MisbehavingServer s(rel.dir, "redirect",
+                      {"--match", "kiln-kernels", "--redirect-to", other.url()});
+  FetchResult r = fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
+  EXPECT_EQ(r.installed.size(), 1u);
+  EXPECT_EQ(other.count("/" + index_file_name(rel.version)), 1);
+  EXPECT_EQ(other.count(rel.url_path("sm_90a")), 1);
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
 // --- throughput (scripts/bench_fetch.sh runs this) ---------------------------------------------
 
 TEST(FetchBench, DISABLED_LargeArchiveFromNginxVersusCurl) {

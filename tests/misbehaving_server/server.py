@@ -17,6 +17,8 @@ Modes:
   stall         full Content-Length, half the body, then silence for --stall-seconds
   redirect      302 to --redirect-to + path (e.g. https -> http)
   slow          the file in 20 pieces over about a second (so concurrent clients overlap)
+  drip          full Content-Length, then the file at --drip-rate bytes/s in ten pieces a
+                second: above a low-speed limit, so only a total deadline ends it
 """
 import argparse
 import json
@@ -127,6 +129,21 @@ def make_handler(args):
                     self.wfile.write(data[i : i + step])
                     self.wfile.flush()
                     time.sleep(0.05)
+            elif mode == "drip":
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if head:
+                    return
+                step = max(1, args.drip_rate // 10)
+                try:
+                    for i in range(0, len(data), step):
+                        self.wfile.write(data[i : i + step])
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    pass
+                self.close_connection = True
             else:
                 self.send_plain(200, {"Content-Type": "application/octet-stream"}, data)
 
@@ -145,6 +162,7 @@ def main():
     p.add_argument("--retry-after", default="1")
     p.add_argument("--stall-seconds", type=float, default=30)
     p.add_argument("--redirect-to", default="")
+    p.add_argument("--drip-rate", type=int, default=2048)
     p.add_argument("--tls-cert", default="")
     p.add_argument("--tls-key", default="")
     p.add_argument("--verbose", action="store_true")

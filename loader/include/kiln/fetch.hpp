@@ -28,6 +28,16 @@ struct FetchOptions {
   long retry_base_ms = 500;       // backoff: base * 2^attempt, capped at retry_cap_ms
   long retry_cap_ms = 30000;      // also caps a server's Retry-After
   long lock_timeout_ms = 600000;  // waiting for another process downloading the same archive
+  // Deadlines (docs/mirrors.md, "Deadlines"), so a mirror dripping bytes just above the
+  // low-speed limit cannot hold a fetch for hours. Each request must end within
+  //   download_timeout_ms + expected bytes * 1000 / download_min_rate ms
+  // (an archive's size from the index; the index counts as its 16 MiB limit); past that it is
+  // abandoned, not retried, and the next mirror is asked. The whole call (lock waits, retries,
+  // backoff included) must end within timeout_ms, else Error{Network} naming the deadline.
+  // All three must be > 0 (Error{Usage}).
+  long timeout_ms = 3600000;         // the whole fetch: 1 h
+  long download_timeout_ms = 60000;  // the part of each request's deadline that does not scale
+  long download_min_rate = 65536;    // bytes/s: the slowest transfer a deadline allows for
   // true: no name lookup, no socket. Targets already installed in the store are reported as
   // already_present; anything missing throws Error{NotFound} at once, naming what to run.
   bool offline = false;
@@ -51,7 +61,9 @@ struct FetchResult {
 // directory per archive). Targets already installed and verified are not downloaded again.
 // Throws Error: Usage (no mirror, no trusted digest, bad target), Integrity (the index digest
 // differs from the pinned one on every mirror, both digests named), NotFound (offline, or the
-// index lists no archive for a target), Network (every mirror failed; each failure named),
+// index lists no archive for a target), Network (every mirror failed, each failure named; or
+// timeout_ms passed), Integrity / Stale (an archive whose manifest names another target /
+// another package or CUDA version than its index entry: refused before it is unpacked),
 // Io (destination not writable).
 FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
                           const std::string& dest_store);

@@ -1,0 +1,44 @@
+#pragma once
+// The one check of an archive's manifest against the index entry that pinned its bytes. A digest
+// in the index proves the bytes are the ones the index meant; it does not prove the index put
+// them under the right target or release. Every path that installs from an index (kiln fetch,
+// the loader's mirror tier, kiln install INDEX, kiln verify INDEX, kiln mirror) calls this one
+// function, so they refuse the same archives with the same kinds and words.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/manifest.hpp"
+#include "kiln/store.hpp"
+
+namespace kiln {
+
+// The manifest's target, package_version and cuda_version against the index entry (target) and
+// the index (versions). One problem per differing field, naming the archive, the field and both
+// values. Kinds: a target mismatch is Integrity (the index pinned another target's bytes); a
+// package or CUDA version mismatch is Stale (bytes of another release), as `kiln install` has it.
+// Pure: no I/O. `archive_origin` names the archive, `index_origin` the index, in messages.
+std::vector<VerifyProblem> manifest_index_problems(const Manifest& manifest,
+                                                   const IndexEntry& entry, const Index& index,
+                                                   const std::string& archive_origin,
+                                                   const std::string& index_origin);
+
+// As above, throwing Error of the most severe kind (Integrity before Stale) with every problem
+// in the message; returns when the manifest agrees with the index.
+void require_manifest_matches_index(const Manifest& manifest, const IndexEntry& entry,
+                                    const Index& index, const std::string& archive_origin,
+                                    const std::string& index_origin);
+
+// The largest manifest.json read_leading_manifest accepts.
+constexpr std::uint64_t kMaxLeadingManifestBytes = std::uint64_t{16} << 20;
+
+// The manifest of a tar.zst archive read from its first member alone, without decompressing the
+// rest: what a caller needs to decide before unpacking. nullopt when the first member is not a
+// regular file named manifest.json (install_archive refuses such an archive as Format anyway).
+// Throws Error{Format} for a manifest larger than kMaxLeadingManifestBytes or one that does not
+// parse (Stale for a foreign format version), Error{NotFound}/{Io} when the file cannot be read.
+std::optional<Manifest> read_leading_manifest(const std::filesystem::path& archive);
+
+}  // namespace kiln

@@ -54,8 +54,8 @@ int device_cc(const std::string& device) {
 // for this kiln's own release), ordered by the loader's target-choice rule, fetched best first
 // and the next one when a fetch fails.
 FetchResult fetch_for_device(const FetchOptions& opts, const std::string& device,
-                             const std::string& dest) {
-  int cc = device_cc(device);
+                             const std::string& dest, int& cc, std::string& chosen) {
+  cc = device_cc(device);
   std::string version = opts.version.empty() ? kiln::version() : opts.version;
   std::vector<std::string> offered;
   if (opts.offline && version == kiln::version())
@@ -79,7 +79,9 @@ FetchResult fetch_for_device(const FetchOptions& opts, const std::string& device
   for (const auto& [t, why] : choice.candidates) {
     say("for CC " + cc_string(cc) + ": " + t + " (" + why + ")");
     try {
-      return fetch_targets(opts, {t}, dest);
+      FetchResult r = fetch_targets(opts, {t}, dest);
+      chosen = t;
+      return r;
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::Usage || e.kind() == ErrorKind::Io) throw;
       say(t + " failed, trying the next target that can run: " + e.what());
@@ -171,8 +173,10 @@ void add_fetch_command(CLI::App& app, int& rc) {
     // Progress goes to stderr so that --json output on stdout stays parseable.
     opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
     FetchResult r;
+    int cc = 0;
+    std::string chosen;
     if (!o->device.empty()) {
-      r = fetch_for_device(opts, o->device, o->dest);
+      r = fetch_for_device(opts, o->device, o->dest, cc, chosen);
     } else {
       if (o->targets.empty())
         throw Error(ErrorKind::Usage,
@@ -181,6 +185,10 @@ void add_fetch_command(CLI::App& app, int& rc) {
     }
     if (o->json) {
       nlohmann::ordered_json j;
+      if (!chosen.empty()) {
+        j["device"] = device_target(cc);
+        j["target"] = chosen;
+      }
       j["installed"] = r.installed;
       j["already_present"] = r.already_present;
       j["failures"] = nlohmann::ordered_json::array();
@@ -188,6 +196,9 @@ void add_fetch_command(CLI::App& app, int& rc) {
         j["failures"].push_back({{"mirror", f.mirror}, {"url", f.url}, {"what", f.what}});
       std::cout << j.dump(2) << "\n";
     } else {
+      if (!chosen.empty())
+        std::cout << "CC " << cc_string(cc) << ": " << chosen << " of release "
+                  << (opts.version.empty() ? kiln::version() : opts.version) << "\n";
       for (const auto& d : r.installed) std::cout << "installed " << d << "\n";
       for (const auto& d : r.already_present) std::cout << "present, verified " << d << "\n";
       if (!r.failures.empty())

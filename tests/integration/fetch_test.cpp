@@ -905,6 +905,7 @@ TEST_F(MirrorTier, CliFetchDeviceInstallsTheArchiveTheRuleChoosesAndOnlyIt) {
                      " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "sm_90a (exact SASS for CC 9.0 (arch-specific))");
+  EXPECT_CONTAINS(r.out, "\"device\": \"sm_90\",\n  \"target\": \"sm_90a\"");
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
   expect_only_verified(dest, {rel.stem("sm_90a")});
   // CC 8.7 (Jetson Orin): sm_86 SASS, the same major and a lower minor.

@@ -55,6 +55,53 @@ TEST(TargetChoice, DefaultReleaseTargetsOrderedForEveryDevice) {
   }
 }
 
+std::vector<std::pair<std::string, std::string>> pairs(const kiln::NamedChoice& c) {
+  return c.candidates;
+}
+
+TEST(TargetChoice, DefaultReleaseTargetsEveryCandidateWithItsReason) {
+  using P = std::vector<std::pair<std::string, std::string>>;
+  const std::map<int, P> want = {
+      {75, {}},
+      {80,
+       {{"sm_80", "exact SASS for CC 8.0"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 8.0: the driver JIT-compiles it"}}},
+      {86,
+       {{"sm_86", "exact SASS for CC 8.6"},
+        {"sm_80", "SASS sm_80 of the same major, CC 8.0 <= 8.6"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 8.6: the driver JIT-compiles it"}}},
+      {87,
+       {{"sm_86", "SASS sm_86 of the same major, CC 8.6 <= 8.7"},
+        {"sm_80", "SASS sm_80 of the same major, CC 8.0 <= 8.7"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 8.7: the driver JIT-compiles it"}}},
+      {89,
+       {{"sm_89", "exact SASS for CC 8.9"},
+        {"sm_86", "SASS sm_86 of the same major, CC 8.6 <= 8.9"},
+        {"sm_80", "SASS sm_80 of the same major, CC 8.0 <= 8.9"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 8.9: the driver JIT-compiles it"}}},
+      {90,
+       {{"sm_90a", "exact SASS for CC 9.0 (arch-specific)"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 9.0: the driver JIT-compiles it"}}},
+      {100,
+       {{"sm_100", "exact SASS for CC 10.0"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 10.0: the driver JIT-compiles it"}}},
+      {103,
+       {{"sm_100", "SASS sm_100 of the same major, CC 10.0 <= 10.3"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 10.3: the driver JIT-compiles it"}}},
+      {110, {{"compute_80", "PTX compute_80 of CC 8.0 <= 11.0: the driver JIT-compiles it"}}},
+      {120,
+       {{"sm_120", "exact SASS for CC 12.0"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 12.0: the driver JIT-compiles it"}}},
+      {121,
+       {{"sm_120", "SASS sm_120 of the same major, CC 12.0 <= 12.1"},
+        {"compute_80", "PTX compute_80 of CC 8.0 <= 12.1: the driver JIT-compiles it"}}},
+  };
+  for (const auto& [cc, cands] : want) {
+    SCOPED_TRACE("CC " + kiln::cc_string(cc));
+    EXPECT_EQ(pairs(kiln::choose_named_targets(cc, kDefault)), cands);
+  }
+}
+
 TEST(TargetChoice, ReasonsSayWhyEachRunsOrNot) {
   auto c90 = kiln::choose_named_targets(90, kDefault);
   EXPECT_EQ(reason_of(c90, "sm_90a"), "exact SASS for CC 9.0 (arch-specific)");

@@ -30,7 +30,7 @@ export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/
 
 step "build kiln $version (Release)"
 cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF \
-  -DKILN_BUILD_BENCH=OFF -DCMAKE_INSTALL_LIBDIR=lib >/dev/null
+  -DKILN_BUILD_BENCH=OFF -DCMAKE_INSTALL_LIBDIR=lib "-DKILN_RELEASE_TARGETS=$targets" >/dev/null
 ninja -C build-release
 rm -rf "$out"
 mkdir -p "$out"

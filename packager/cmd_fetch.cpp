@@ -4,12 +4,16 @@
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "commands.hpp"
+#include "driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/target.hpp"
+#include "kiln/version.hpp"
+#include "target_choice.hpp"
 
 namespace kiln::cli {
 
@@ -27,21 +31,93 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+namespace {
+
+int device_cc(const std::string& device) {
+  if (device != "auto") return parse_device_cc(device, "auto");
+  std::vector<DeviceInfo> devs;
+  try {
+    auto driver = make_cuda_driver();
+    driver->init();
+    devs = driver->devices();
+  } catch (const Error& e) {
+    throw Error(ErrorKind::Unsupported,
+                std::string("--device auto: no CUDA device to pick archives for (") + e.what() +
+                    "); name one instead, e.g. --device sm_90");
+  }
+  if (devs.empty())
+    throw Error(ErrorKind::Unsupported,
+                "--device auto: the CUDA driver reports no device; name one instead, e.g. "
+                "--device sm_90");
+  return devs.front().cc;
+}
+
+// --device: the targets the release offers (its pinned index; offline: the ones compiled in
+// for this kiln's own release), ordered by the loader's target-choice rule, fetched best first
+// and the next one when a fetch fails.
+FetchResult fetch_for_device(const FetchOptions& opts, const std::string& device,
+                             const std::string& dest, int& cc, std::string& chosen) {
+  cc = device_cc(device);
+  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  std::vector<std::string> offered;
+  if (opts.offline && version == kiln::version())
+    offered = release_targets();
+  else
+    offered = fetch_index_targets(opts);
+  NamedChoice choice = choose_named_targets(cc, offered);
+  auto say = [&](const std::string& m) {
+    if (opts.log) opts.log(m);
+  };
+  for (const auto& [t, why] : choice.rejected) say("not " + t + ": " + why);
+  if (choice.candidates.empty()) {
+    std::string all;
+    for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
+    throw Error(ErrorKind::Unsupported, "no archive of release " + version + " can run on CC " +
+                                            cc_string(cc) + " (it offers " +
+                                            (all.empty() ? "none" : all) + ")");
+  }
+  std::string failures;
+  std::optional<ErrorKind> kind;
+  for (const auto& [t, why] : choice.candidates) {
+    say("for CC " + cc_string(cc) + ": " + t + " (" + why + ")");
+    try {
+      FetchResult r = fetch_targets(opts, {t}, dest);
+      chosen = t;
+      return r;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Usage || e.kind() == ErrorKind::Io) throw;
+      say(t + " failed, trying the next target that can run: " + e.what());
+      failures += "\n" + t + ": " + e.what();
+      if (!kind) kind = e.kind();
+    }
+  }
+  throw Error(*kind, "no archive of release " + version + " that can run on CC " + cc_string(cc) +
+                         " could be fetched:" + failures);
+}
+
+}  // namespace
+
 void add_fetch_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "fetch",
-      "download the release archives for some targets from trusted mirrors, verify them against\n"
-      "the pinned index and unpack them into a store. Re-running is a no-op that re-verifies\n"
-      "what is there. Mirrors: --mirror, else KILN_MIRRORS, else the build's default list.\n"
+      "download the release archives for some targets (--targets) or for a device (--device)\n"
+      "from trusted mirrors, verify them against the pinned index and unpack them into a store.\n"
+      "--device sm_XX|X.Y|auto fetches the pinned index and picks by the loader's target-choice\n"
+      "rule among the targets it lists: exact SASS, else SASS of the same major and a lower\n"
+      "minor, else PTX of a lower or equal arch; the best one, then the next on failure.\n"
+      "Re-running is a no-op that re-verifies what is there.\n"
+      "Mirrors: --mirror, else KILN_MIRRORS, else the build's default list.\n"
       "The index digest: --index-sha256, else KILN_INDEX_SHA256, else the build's pin.\n"
       "Each archive's manifest must name the target, release and CUDA version of its index\n"
       "entry. Deadlines: --timeout for the whole command, --download-timeout + size/--min-rate\n"
       "per request.\n"
       "Exit codes: 0 ok, 2 usage, 3 integrity (bad bytes everywhere, or an archive filed under\n"
-      "another target), 4 stale (an archive of another release), 6 not found (offline, or no\n"
-      "archive for a target), 8 network (no mirror could serve, or --timeout passed), 9 io.");
+      "another target), 4 stale (an archive of another release), 5 unsupported (--device: no\n"
+      "archive of the release runs there; auto: no GPU), 6 not found (offline, or no archive\n"
+      "for a target), 8 network (no mirror could serve, or --timeout passed), 9 io.");
   struct Opts {
     std::string targets;
+    std::string device;
     std::string dest;
     std::vector<std::string> mirrors;
     FetchOptions fetch;
@@ -52,8 +128,14 @@ void add_fetch_command(CLI::App& app, int& rc) {
   auto o = std::make_shared<Opts>();
   o->timeout_s = static_cast<double>(o->fetch.timeout_ms) / 1000;
   o->download_timeout_s = static_cast<double>(o->fetch.download_timeout_ms) / 1000;
-  cmd->add_option("--targets", o->targets, "comma-separated targets, e.g. sm_90a,sm_80")
-      ->required();
+  auto* targets_opt =
+      cmd->add_option("--targets", o->targets, "comma-separated targets, e.g. sm_90a,sm_80");
+  auto* device_opt = cmd->add_option(
+      "--device", o->device,
+      "pick the archive for a device instead: sm_XX, a compute capability (9.0), or auto (the "
+      "current CUDA device; an error without one)");
+  targets_opt->excludes(device_opt);
+  device_opt->excludes(targets_opt);
   cmd->add_option("--dest", o->dest, "the store to unpack into (created if missing)")->required();
   cmd->add_option("--mirror", o->mirrors,
                   "mirror URL (http://, https://, file:// or an absolute directory); repeat to "
@@ -119,12 +201,23 @@ void add_fetch_command(CLI::App& app, int& rc) {
     }
     // Progress goes to stderr so that --json output on stdout stays parseable.
     opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
-    std::vector<std::string> targets;
-    for (const auto& t : split_list(o->targets)) targets.push_back(t);
-
-    FetchResult r = fetch_targets(opts, targets, o->dest);
+    FetchResult r;
+    int cc = 0;
+    std::string chosen;
+    if (!o->device.empty()) {
+      r = fetch_for_device(opts, o->device, o->dest, cc, chosen);
+    } else {
+      if (o->targets.empty())
+        throw Error(ErrorKind::Usage,
+                    "kiln fetch needs --targets LIST or --device sm_XX|auto (see --help)");
+      r = fetch_targets(opts, split_list(o->targets), o->dest);
+    }
     if (o->json) {
       nlohmann::ordered_json j;
+      if (!chosen.empty()) {
+        j["device"] = device_target(cc);
+        j["target"] = chosen;
+      }
       j["installed"] = r.installed;
       j["already_present"] = r.already_present;
       j["failures"] = nlohmann::ordered_json::array();
@@ -132,6 +225,9 @@ void add_fetch_command(CLI::App& app, int& rc) {
         j["failures"].push_back({{"mirror", f.mirror}, {"url", f.url}, {"what", f.what}});
       std::cout << j.dump(2) << "\n";
     } else {
+      if (!chosen.empty())
+        std::cout << "CC " << cc_string(cc) << ": " << chosen << " of release "
+                  << (opts.version.empty() ? kiln::version() : opts.version) << "\n";
       for (const auto& d : r.installed) std::cout << "installed " << d << "\n";
       for (const auto& d : r.already_present) std::cout << "present, verified " << d << "\n";
       if (!r.failures.empty())

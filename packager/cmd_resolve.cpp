@@ -49,8 +49,8 @@ void add_resolve_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_flag("--explain", o->explain, "also list every directory searched and each rejection");
   cmd->add_flag("--json", o->json,
-                "print {uri, device, chosen: {tier, target, path} | null, rejected: [{tier, "
-                "target, path, reason}]}");
+                "print {uri, device, chosen: {tier, target, path, reason} | null, rejected: "
+                "[{tier, target, path, reason}]}");
   cmd->callback([o, &rc] {
     std::optional<int> cc;
     if (o->device != "auto") cc = parse_device_cc(o->device, "auto");
@@ -68,6 +68,7 @@ void add_resolve_command(CLI::App& app, int& rc) {
     else
       std::cout << r.uri << " on " << r.device << ": no source (run with --explain for why)\n";
     if (!o->explain) return;
+    if (r.chosen && !r.chosen->reason.empty()) std::cout << "why: " << r.chosen->reason << "\n";
     std::cout << "searched, in order:\n";
     for (const auto& s : r.searched) std::cout << "  " << s << "\n";
     std::cout << "rejected:\n";

@@ -173,18 +173,13 @@ void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
 void check_device(const std::vector<int>& ccs, CompatPackage& pkg) {
   if (ccs.empty() || pkg.manifests.empty()) return;
   for (int cc : ccs) {
-    bool any = false;
+    // The loader's own target-choice rule over the targets the package offers.
+    std::vector<std::string> offered;
+    for (const auto& m : pkg.manifests) offered.push_back(m.target);
+    NamedChoice choice = choose_named_targets(cc, offered);
     std::string why;
-    for (const auto& m : pkg.manifests) {
-      auto t = parse_target(m.target);
-      if (t && target_preference(*t, cc)) {
-        any = true;
-        break;
-      }
-      why += std::string(why.empty() ? "" : "; ") +
-             (t ? why_not_runnable(*t, cc) : m.target + " is not a target");
-    }
-    if (!any) {
+    for (const auto& [t, reason] : choice.rejected) why += (why.empty() ? "" : "; ") + reason;
+    if (choice.candidates.empty()) {
       std::string targets;
       for (const auto& m : pkg.manifests) targets += (targets.empty() ? "" : ",") + m.target;
       pkg.problems.push_back({ErrorKind::Unsupported, "target", pkg.path, targets,

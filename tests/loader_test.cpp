@@ -145,6 +145,9 @@ struct Rig {
   std::shared_ptr<FakeJit> jit = std::make_shared<FakeJit>();
   std::atomic<int> fetches{0};
   std::function<void(const std::string&)> on_fetch;  // writes into the cache store
+  std::vector<std::string> offered = {"sm_90"};      // what the fake pinned index lists
+  std::vector<std::string> fetched;                  // targets fetch was asked for, in order
+  std::atomic<int> index_fetches{0};
   kiln::LoaderConfig cfg;
 
   Rig() {
@@ -161,11 +164,16 @@ struct Rig {
     d.fetch = [this](const kiln::FetchOptions&, const std::vector<std::string>& targets,
                      const std::string& dest) {
       ++fetches;
+      fetched.push_back(targets.at(0));
       if (!on_fetch) throw kiln::Error(ErrorKind::Network, "mirror down: HTTP 503");
       on_fetch(dest);
       kiln::FetchResult r;
       r.installed.push_back(dest + "/" + targets[0]);
       return r;
+    };
+    d.index_targets = [this](const kiln::FetchOptions&) {
+      ++index_fetches;
+      return offered;
     };
     return std::make_unique<kiln::Loader>(cfg, std::move(d));
   }
@@ -211,8 +219,15 @@ TEST(Loader, OfflineMissFailsAtOnceListingEverySearchedDirectoryAndTheFetchComma
   EXPECT_NE(msg.find("does not exist"), std::string::npos) << msg;
   EXPECT_NE(msg.find("offline"), std::string::npos) << msg;
   EXPECT_NE(msg.find("KILN_DISABLE_JIT"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("kiln fetch --targets sm_90 --dest " + rig.cfg.cache_dir), std::string::npos)
+  // The advice names an archive the release really has (ci/targets.txt has sm_90a, no sm_90).
+  EXPECT_NE(msg.find("kiln fetch --device sm_90 --dest " + rig.cfg.cache_dir), std::string::npos)
       << msg;
+  EXPECT_NE(msg.find(std::string("kiln-kernels-") + kiln::version() + "-cuda" +
+                     kiln::cuda_version() + "-sm_90a.tar.zst"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("--targets sm_90 "), std::string::npos) << msg;
+  EXPECT_EQ(rig.index_fetches.load(), 0);
   EXPECT_EQ(rig.driver->loads.load(), 0);
 }
 
@@ -615,6 +630,139 @@ TEST(DoctorCli, ReportsFactsAndExitsZeroWithoutAGpu) {
                       (tmp / "nope").string() + "' " + kiln::test::kiln_cli() + " doctor");
   EXPECT_EQ(missing_store.exit_code, 5) << missing_store.out;
   EXPECT_NE(missing_store.out.find("does not exist"), std::string::npos) << missing_store.out;
+}
+
+// --- the mirror tier over the pinned index, through the one target-choice rule
+
+const std::vector<std::string> kReleaseTargets = {"sm_80",  "sm_86",  "sm_89",     "sm_90a",
+                                                  "sm_100", "sm_120", "compute_80"};
+
+TEST(Loader, MirrorTierFetchesTheBestTargetTheIndexOffersNotTheDeviceName) {
+  Rig rig;
+  rig.cfg.offline = false;
+  rig.cfg.mirrors = {"http://127.0.0.1:1/mirror"};
+  rig.offered = kReleaseTargets;  // no sm_90 archive: the real release
+  rig.on_fetch = [&rig](const std::string& dest) { write_archive(dest, {rig.fetched.back()}); };
+  auto l = rig.loader();
+  const auto& h = l->get(kUri);
+  EXPECT_EQ(rig.index_fetches.load(), 1);
+  EXPECT_EQ(rig.fetched, std::vector<std::string>{"sm_90a"});
+  EXPECT_EQ(rig.driver->images, std::vector<std::string>{"image:sm_90a"});
+  EXPECT_EQ(h.origin.rfind(rig.cfg.cache_dir, 0), 0u) << h.origin;
+}
+
+TEST(Loader, MirrorTierTriesTheNextTargetWhenTheBestCannotBeFetched) {
+  Rig rig;
+  rig.cfg.offline = false;
+  rig.cfg.mirrors = {"http://127.0.0.1:1/mirror"};
+  rig.offered = kReleaseTargets;
+  rig.driver->cc = 86;
+  rig.on_fetch = [&rig](const std::string& dest) {
+    if (rig.fetched.back() == "sm_86")
+      throw kiln::Error(ErrorKind::Integrity, "SHA-256 mismatch: index pins a, served b");
+    write_archive(dest, {rig.fetched.back()});
+  };
+  auto l = rig.loader();
+  EXPECT_EQ(l->get(kUri).origin.rfind(rig.cfg.cache_dir, 0), 0u);
+  EXPECT_EQ(rig.fetched, (std::vector<std::string>{"sm_86", "sm_80"}));
+  EXPECT_EQ(rig.driver->images, std::vector<std::string>{"image:sm_80"});
+}
+
+TEST(Loader, MirrorTierFailureNamesEveryTargetTriedAndEveryOneThatCannotRun) {
+  Rig rig;
+  rig.cfg.offline = false;
+  rig.cfg.mirrors = {"http://127.0.0.1:1/mirror"};
+  rig.offered = kReleaseTargets;
+  auto l = rig.loader();  // on_fetch unset: every fetch fails with HTTP 503
+  std::string msg;
+  EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::NotFound);
+  EXPECT_EQ(rig.fetched, (std::vector<std::string>{"sm_90a", "compute_80"}));
+  EXPECT_NE(msg.find("[mirror sm_90a] http://127.0.0.1:1/mirror: mirror down: HTTP 503"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("[mirror compute_80] http://127.0.0.1:1/mirror: mirror down: HTTP 503"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("[mirror sm_80] http://127.0.0.1:1/mirror: SASS sm_80 runs only on CC 8.x; "
+                     "the device is CC 9.0"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(Loader, MirrorTierWithNoArchiveThatCanRunFetchesNothing) {
+  Rig rig;
+  rig.cfg.offline = false;
+  rig.cfg.mirrors = {"http://127.0.0.1:1/mirror"};
+  rig.offered = {"sm_100", "sm_120"};
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::NotFound);
+  EXPECT_EQ(rig.fetches.load(), 0);
+  EXPECT_NE(msg.find(std::string("no archive of release ") + kiln::version() +
+                     " can run on CC 9.0 (the index lists: sm_100, sm_120)"),
+            std::string::npos)
+      << msg;
+}
+
+// --- one plan, walked by get() and resolve(): the same candidates and reasons
+
+// The "[tier target] path: reason" lines of a failed get()'s message, in order.
+std::vector<std::string> rejected_lines(const std::string& msg) {
+  std::vector<std::string> out;
+  std::size_t at = msg.find("\nrejected:");
+  if (at == std::string::npos) return out;
+  std::size_t pos = msg.find('\n', at + 1);
+  while (pos != std::string::npos && msg.compare(pos, 4, "\n  [") == 0) {
+    std::size_t end = msg.find('\n', pos + 1);
+    out.push_back(msg.substr(pos + 3, end == std::string::npos ? end : end - pos - 3));
+    pos = end;
+  }
+  return out;
+}
+
+std::vector<std::string> explain_lines(const kiln::Resolution& r) {
+  std::vector<std::string> out;
+  for (const auto& c : r.rejected)
+    out.push_back("[" + c.tier + (c.target.empty() ? "" : " " + c.target) + "] " +
+                  (c.path.empty() ? "" : c.path + ": ") + c.reason);
+  return out;
+}
+
+void expect_same_story(Rig& rig) {
+  auto l = rig.loader();
+  std::string msg;
+  get_error(*l, kUri, &msg);
+  auto r = l->resolve(kUri, 90);
+  EXPECT_FALSE(r.chosen) << r.to_json();
+  auto from_get = rejected_lines(msg);
+  EXPECT_GE(from_get.size(), 4u) << msg;
+  EXPECT_EQ(from_get, explain_lines(r)) << msg << "\n" << r.to_json();
+  for (const auto& s : r.searched) EXPECT_NE(msg.find("\n  " + s + "\n"), std::string::npos) << s;
+}
+
+TEST(Loader, ResolveExplainAndAFailingGetReportTheSameCandidatesAndReasonsOffline) {
+  Rig rig;  // offline, JIT disabled
+  write_archive(rig.tmp / "s1", {"sm_80"});
+  write_archive(rig.tmp / "s1", {"sm_90", "0.0.1"});
+  std::string bad = write_archive(rig.tmp / "s2", {"compute_80"});
+  kiln::test::write_file(bad, "image:compute_81");
+  rig.cfg.artifact_path = {(rig.tmp / "s1").string(), (rig.tmp / "s2").string(),
+                           (rig.tmp / "missing").string()};
+  rig.cfg.mirrors = {"http://127.0.0.1:1/mirror"};
+  expect_same_story(rig);
+}
+
+TEST(Loader, ResolveExplainAndAFailingGetReportTheSameCandidatesAndReasonsWithoutNvrtc) {
+  Rig rig;
+  rig.cfg.offline = false;  // no mirror configured
+  rig.cfg.disable_jit = false;
+  rig.jit->available = false;
+  write_archive(rig.tmp / "s1", {"sm_100"});
+  std::string bad = write_archive(rig.tmp / "s1", {"sm_90a"});
+  kiln::test::write_file(bad, "image:sm_90b");
+  rig.cfg.artifact_path = {(rig.tmp / "s1").string()};
+  expect_same_story(rig);
+  EXPECT_EQ(rig.jit->compiles.load(), 0);
 }
 
 }  // namespace

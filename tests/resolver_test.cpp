@@ -198,19 +198,20 @@ TEST(Resolver, FailureIsStaleWhenOnlyStaleCandidatesExistedElseNotFound) {
   kiln::Rejection none{{"mirror", "sm_90", "", "no mirror configured"}, ErrorKind::NotFound};
   kiln::Rejection corrupt{{"store", "sm_90", "/t/x.fatbin", "integrity: ..."},
                           ErrorKind::Integrity};
-  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {stale, none}, "/c").kind(), ErrorKind::Stale);
-  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {corrupt, none}, "/c").kind(),
+  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {stale, none}, "advice").kind(),
+            ErrorKind::Stale);
+  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {corrupt, none}, "advice").kind(),
             ErrorKind::Integrity);
-  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {stale, corrupt}, "/c").kind(),
+  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {stale, corrupt}, "advice").kind(),
             ErrorKind::NotFound);
   kiln::Error e = kiln::resolution_failure(kUri, 90, {"/a (artifact path)", "/c (cache directory)"},
-                                           {stale, none}, "/c");
+                                           {stale, none}, "to get it: ADVICE");
   std::string m = e.what();
   EXPECT_NE(m.find("axpy_dtype_f32 on sm_90"), std::string::npos) << m;
   EXPECT_NE(m.find("/a (artifact path)"), std::string::npos) << m;
   EXPECT_NE(m.find("[store sm_90] /s/x.fatbin: stale: package_version differs"), std::string::npos)
       << m;
-  EXPECT_NE(m.find("kiln fetch --targets sm_90 --dest /c"), std::string::npos) << m;
+  EXPECT_NE(m.find("\nto get it: ADVICE"), std::string::npos) << m;
 }
 
 }  // namespace

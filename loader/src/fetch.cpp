@@ -419,6 +419,34 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
 
 }  // namespace
 
+std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, const FetchDeps& deps) {
+  Context cx(opts, deps);
+  cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
+  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  if (opts.offline)
+    throw Error(ErrorKind::NotFound, "offline: the index of release " + version +
+                                         " was not fetched (no mirror is contacted offline)");
+  for (const auto& m : opts.mirrors.empty() ? default_mirrors() : opts.mirrors)
+    cx.mirrors.push_back(normalise_mirror(m));
+  if (cx.mirrors.empty())
+    throw Error(ErrorKind::Usage, "no mirror configured to fetch the index of release " + version +
+                                      " from: pass --mirror URL or set KILN_MIRRORS");
+  std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
+  std::transform(pin.begin(), pin.end(), pin.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (pin.empty())
+    throw Error(ErrorKind::Usage,
+                "no trusted digest for the index of release " + version +
+                    ": pass --index-sha256 HEX or set KILN_INDEX_SHA256 (this kiln was built "
+                    "without -DKILN_TRUSTED_INDEX_SHA256); kiln never trusts an unpinned index");
+  if (!is_sha256_hex(pin))
+    throw Error(ErrorKind::Usage, "index digest '" + pin + "' is not 64 hex digits");
+  TrustedIndex ti = fetch_index(cx, version, pin);
+  std::vector<std::string> out;
+  for (const auto& e : ti.index.archives) out.push_back(e.target);
+  return out;
+}
+
 FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,
                                const std::string& dest_store, const FetchDeps& deps) {
   Context cx(opts, deps);
@@ -548,6 +576,16 @@ FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::strin
   };
   deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
   return fetch_detail::fetch_targets_with(opts, targets, dest_store, deps);
+}
+
+std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
+  // Offline must not even initialise libcurl.
+  std::unique_ptr<Transport> transport;
+  if (!opts.offline) transport = make_curl_transport();
+  FetchDeps deps;
+  deps.transport = transport.get();
+  deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  return fetch_detail::fetch_index_targets_with(opts, deps);
 }
 
 std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {

@@ -35,7 +35,7 @@ std::string Resolution::to_json() const {
   Json root;
   root["uri"] = uri;
   root["device"] = device;
-  root["chosen"] = chosen ? cand(*chosen, false) : Json(nullptr);
+  root["chosen"] = chosen ? cand(*chosen, true) : Json(nullptr);
   root["rejected"] = Json::array();
   for (const auto& r : rejected) root["rejected"].push_back(cand(r, true));
   return root.dump(2) + "\n";
@@ -112,6 +112,7 @@ struct Loader::Impl {
   std::function<FetchResult(const FetchOptions&, const std::vector<std::string>&,
                             const std::string&)>
       fetch;
+  std::function<std::vector<std::string>(const FetchOptions&)> index_targets;
   std::string installed;
 
   struct Entry {
@@ -285,55 +286,71 @@ struct Loader::Impl {
     return false;
   }
 
-  bool try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out) {
-    std::string target = device_target(s.cc);
-    if (cfg.offline) {
-      s.reject({"mirror", target, "",
-                "skipped: offline mode (KILN_OFFLINE=1) makes no network "
-                "access"},
-               ErrorKind::NotFound);
-      return false;
-    }
-    if (cfg.mirrors.empty()) {
-      s.reject({"mirror", target, "", "no mirror configured (KILN_MIRRORS is empty)"},
-               ErrorKind::NotFound);
-      return false;
-    }
+  TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
+
+  FetchOptions mirror_options() const {
+    FetchOptions opts;
+    opts.mirrors = cfg.mirrors;
+    opts.index_sha256 = cfg.index_sha256;
+    opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
+    return opts;
+  }
+
+  std::string mirror_list(Search& s) const {
     std::string list;
     for (const auto& m : cfg.mirrors) {
       s.searched.push_back(m + " (mirror)");
       list += (list.empty() ? "" : " ") + m;
     }
-    FetchOptions opts;
-    opts.mirrors = cfg.mirrors;
-    opts.index_sha256 = cfg.index_sha256;
-    opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
+    return list;
+  }
+
+  // The mirror tier: the pinned index says which targets the release offers, the one
+  // target-choice rule orders them, and the best one that can run is fetched into the cache
+  // and loaded from there; on any failure (download, verification, load) the next one.
+  bool try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out) {
+    std::string list = mirror_list(s);
+    FetchOptions opts = mirror_options();
+    std::vector<std::string> offered;
     try {
-      fetch(opts, {target}, cfg.cache_dir);
+      offered = index_targets(opts);
     } catch (const Error& e) {
-      s.reject({"mirror", target, list, e.what()}, e.kind());
+      s.reject({"mirror", "", list, e.what()}, e.kind());
       return false;
     }
-    std::vector<StoreScan> scans{fs->scan(cfg.cache_dir, "cache directory")};
-    return try_stores(s, scans, "mirror", spec, out);
+    MirrorChoice choice = choose_mirror_targets(s.cc, version(), offered, list);
+    for (const auto& r : choice.rejected) s.reject(r.candidate, r.kind);
+    for (std::size_t i = 0; i < choice.fetch.size(); ++i) {
+      const std::string& target = choice.fetch[i];
+      log(LogLevel::Info, "mirror tier: fetching " + target + " for " + s.uri + " on CC " +
+                              cc_string(s.cc) + " (" + choice.reasons[i] + ")");
+      try {
+        fetch(opts, {target}, cfg.cache_dir);
+      } catch (const Error& e) {
+        s.reject({"mirror", target, list, e.what()}, e.kind());
+        continue;
+      }
+      StoreScan scan = fs->scan(cfg.cache_dir, "cache directory");
+      // Only the archive just fetched: the rest of the cache was the store tier's.
+      std::vector<ArchiveScan> fetched;
+      for (auto& a : scan.archives)
+        if (a.manifest && a.manifest->target == target) fetched.push_back(std::move(a));
+      scan.archives = std::move(fetched);
+      if (scan.archives.empty()) {
+        s.reject({"mirror", target, cfg.cache_dir,
+                  "fetched, but the cache holds no readable archive for " + target},
+                 ErrorKind::NotFound);
+        continue;
+      }
+      if (try_stores(s, {scan}, "mirror", spec, out)) return true;
+    }
+    return false;
   }
 
   bool try_jit(Search& s, const Specialisation& spec, KernelHandle& out) {
     std::string target = device_target(s.cc);
-    if (cfg.disable_jit) {
-      s.reject({"jit", target, "", "disabled (KILN_DISABLE_JIT=1)"}, ErrorKind::NotFound);
-      return false;
-    }
-    JitCapability cap = jit->probe();
-    if (!cap.available) {
-      s.reject({"jit", target, "", "NVRTC unavailable: " + cap.missing}, ErrorKind::Unsupported);
-      return false;
-    }
-    if (!cap.supports(s.cc)) {
-      s.reject({"jit", target, "",
-                "NVRTC " + std::to_string(cap.nvrtc_major) + "." + std::to_string(cap.nvrtc_minor) +
-                    " cannot compile for " + target},
-               ErrorKind::Unsupported);
+    if (auto refusal = jit_refusal(jit->probe(), s.cc)) {
+      s.reject(refusal->candidate, refusal->kind);
       return false;
     }
     log(LogLevel::Warn, "fast path missed for " + s.uri + " on " + target +
@@ -382,8 +399,20 @@ struct Loader::Impl {
     s.cc = cc;
     KernelHandle h;
     h.uri = uri;
-    bool ok = try_stores_fast(s, spec, h) || try_mirrors(s, spec, h) || try_jit(s, spec, h);
-    if (!ok) throw resolution_failure(uri, cc, s.searched, s.rejected, cfg.cache_dir);
+    bool ok = false;
+    for (const Tier& t : resolution_plan(tier_inputs(), cc)) {
+      if (t.skip) {
+        s.reject(t.skip->candidate, t.skip->kind);
+        continue;
+      }
+      ok = t.name == "store"    ? try_stores_fast(s, spec, h)
+           : t.name == "mirror" ? try_mirrors(s, spec, h)
+                                : try_jit(s, spec, h);
+      if (ok) break;
+    }
+    if (!ok)
+      throw resolution_failure(uri, cc, s.searched, s.rejected,
+                               fetch_advice(cc, version(), release_targets(), cfg.cache_dir));
     e.handle = std::move(h);
     e.ready.store(true, std::memory_order_release);
   }
@@ -448,6 +477,7 @@ Loader::Loader(LoaderConfig config, LoaderDeps deps) : impl_(std::make_unique<Im
     impl_->jit = make_nvrtc_compiler(std::move(nc));
   }
   impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
+  impl_->index_targets = deps.index_targets ? deps.index_targets : fetch_index_targets;
   impl_->installed = deps.installed_store ? *deps.installed_store : installed_store_dir();
 }
 
@@ -496,60 +526,60 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
   Impl::Search s;
   s.uri = uri;
   s.cc = *cc;
-  auto scans = im.scan_stores(s);
-  BuildIdentity id{version(), kManifestFormat, spec.source_hash};
-  StorePlan plan = plan_stores(uri, *cc, id, scans, im.cfg.allow_stale);
-  s.rejected = plan.rejected;
-  // Digests are checked here too, so the answer says what get() would really load.
-  for (const auto& c : plan.usable) {
-    if (r.chosen) {
-      s.reject({c.candidate.tier, c.candidate.target, c.candidate.path,
-                "not needed: " + r.chosen->target + " from " + r.chosen->path + " comes first"},
-               ErrorKind::NotFound);
+  // The same plan get() walks; nothing is loaded, downloaded or compiled here.
+  for (const Tier& t : resolution_plan(im.tier_inputs(), *cc)) {
+    if (r.chosen) break;
+    if (t.skip) {
+      s.reject(t.skip->candidate, t.skip->kind);
       continue;
     }
-    try {
-      std::string bytes = im.fs->read_file(c.candidate.path);
-      if (auto bad = verify_artifact(bytes, c.size, c.sha256); !bad.empty()) {
-        s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, bad},
-                 ErrorKind::Integrity);
-        continue;
+    if (t.name == "store") {
+      auto scans = im.scan_stores(s);
+      BuildIdentity id{version(), kManifestFormat, spec.source_hash};
+      StorePlan plan = plan_stores(uri, *cc, id, scans, im.cfg.allow_stale);
+      for (auto& x : plan.rejected) s.rejected.push_back(std::move(x));
+      // Digests are checked here too, so the answer says what get() would really load.
+      for (const auto& c : plan.usable) {
+        if (r.chosen) {
+          s.reject({c.candidate.tier, c.candidate.target, c.candidate.path,
+                    "not needed: " + r.chosen->target + " from " + r.chosen->path + " comes first"},
+                   ErrorKind::NotFound);
+          continue;
+        }
+        try {
+          std::string bytes = im.fs->read_file(c.candidate.path);
+          if (auto bad = verify_artifact(bytes, c.size, c.sha256); !bad.empty()) {
+            s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, bad},
+                     ErrorKind::Integrity);
+            continue;
+          }
+        } catch (const Error& e) {
+          s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, e.what()}, e.kind());
+          continue;
+        }
+        r.chosen = c.candidate;
       }
-    } catch (const Error& e) {
-      s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, e.what()}, e.kind());
-      continue;
-    }
-    r.chosen = c.candidate;
-  }
-  std::string target = device_target(*cc);
-  if (!r.chosen) {
-    if (im.cfg.offline)
-      s.reject({"mirror", target, "", "skipped: offline mode (KILN_OFFLINE=1)"},
-               ErrorKind::NotFound);
-    else if (im.cfg.mirrors.empty())
-      s.reject({"mirror", target, "", "no mirror configured (KILN_MIRRORS is empty)"},
-               ErrorKind::NotFound);
-    else {
-      std::string list;
-      for (const auto& m : im.cfg.mirrors) {
-        s.searched.push_back(m + " (mirror)");
-        list += (list.empty() ? "" : " ") + m;
+    } else if (t.name == "mirror") {
+      // Not contacted: the choice is made over the targets compiled in as the release's
+      // (release_targets()); get() makes it over the pinned index, which lists the same.
+      std::string list = im.mirror_list(s);
+      std::vector<std::string> offered = release_targets();
+      if (offered.empty()) {
+        r.chosen = Candidate{"mirror", "", list,
+                             "not contacted; get() chooses among the targets the pinned index "
+                             "offers (this libkiln does not know the release's targets)"};
+        break;
       }
-      // Not contacted: resolve() never downloads. get() would fetch the archive for `target`.
-      r.chosen = Candidate{"mirror", target, list, ""};
-    }
-  }
-  if (!r.chosen) {
-    if (im.cfg.disable_jit) {
-      s.reject({"jit", target, "", "disabled (KILN_DISABLE_JIT=1)"}, ErrorKind::NotFound);
+      MirrorChoice choice = choose_mirror_targets(*cc, version(), offered, list);
+      for (const auto& x : choice.rejected) s.reject(x.candidate, x.kind);
+      if (!choice.fetch.empty())
+        r.chosen = Candidate{"mirror", choice.fetch.front(), list,
+                             "not contacted; get() would fetch it: " + choice.reasons.front()};
+    } else if (auto refusal = jit_refusal(im.jit->probe(), *cc)) {
+      s.reject(refusal->candidate, refusal->kind);
     } else {
-      JitCapability cap = im.jit->probe();
-      if (!cap.available)
-        s.reject({"jit", target, "", "NVRTC unavailable: " + cap.missing}, ErrorKind::Unsupported);
-      else if (!cap.supports(*cc))
-        s.reject({"jit", target, "", "NVRTC cannot compile for " + target}, ErrorKind::Unsupported);
-      else
-        r.chosen = Candidate{"jit", target, im.cfg.cache_dir + "/jit", ""};
+      r.chosen = Candidate{"jit", device_target(*cc), im.cfg.cache_dir + "/jit",
+                           "NVRTC compiles it for " + device_target(*cc)};
     }
   }
   for (auto& x : s.rejected) r.rejected.push_back(std::move(x.candidate));

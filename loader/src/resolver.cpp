@@ -15,15 +15,15 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "jit.hpp"
 #include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
 
 namespace kiln {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-int suffix_rank(char s) { return s == 'a' ? 0 : s == 'f' ? 1 : 2; }
 
 std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
@@ -36,28 +36,6 @@ std::string declared_format(const std::string& text) {
   } catch (const std::exception&) {
   }
   return "?";
-}
-
-std::string cc_string(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
-std::string device_target(int cc) { return "sm_" + std::to_string(cc); }
-
-std::optional<int> target_preference(const Target& t, int cc) {
-  if (!runs_on(t, cc)) return std::nullopt;
-  if (t.kind == Target::Kind::Ptx) return 2;
-  return t.arch == cc ? 0 : 1;
-}
-
-std::string why_not_runnable(const Target& t, int cc) {
-  std::string dev = "; the device is CC " + cc_string(cc);
-  std::string arch = cc_string(t.arch);
-  if (t.suffix == 'a') return t.str() + " runs only on CC " + arch + " (arch-specific)" + dev;
-  if (t.suffix == 'f')
-    return t.str() + " runs only on CC " + std::to_string(t.major()) +
-           ".x with x >= " + std::to_string(t.minor()) + " (family)" + dev;
-  if (t.kind == Target::Kind::Ptx) return "PTX " + t.str() + " needs CC >= " + arch + dev;
-  if (t.major() != cc / 10)
-    return "SASS " + t.str() + " runs only on CC " + std::to_string(t.major()) + ".x" + dev;
-  return "SASS " + t.str() + " needs CC >= " + arch + dev;
 }
 
 std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art,
@@ -93,9 +71,15 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
            ErrorKind::NotFound});
       continue;
     }
+    // The one target-choice rule over the targets this store offers: its order ranks the
+    // candidates, its reasons explain the ones that cannot run.
+    std::vector<Target> offered;
+    for (const auto& ar : store.archives)
+      if (ar.manifest)
+        if (auto t = parse_target(ar.manifest->target)) offered.push_back(*t);
+    TargetChoice choice = choose_targets(cc, offered);
     struct Ranked {
-      int pref;
-      Target target;
+      std::size_t pos;
       StoreCandidate c;
     };
     std::vector<Ranked> ranked;
@@ -123,8 +107,9 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
         continue;
       }
       std::string path = ar.dir + "/" + art->file;
-      auto pref = target_preference(*target, cc);
-      if (!pref) {
+      auto pos = std::find_if(choice.candidates.begin(), choice.candidates.end(),
+                              [&](const TargetCandidate& c) { return c.target == *target; });
+      if (pos == choice.candidates.end()) {
         plan.rejected.push_back(
             {{"store", m.target, path, why_not_runnable(*target, cc)}, ErrorKind::Unsupported});
         continue;
@@ -140,18 +125,16 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
         continue;
       }
       StoreCandidate c;
-      c.candidate = {"store", m.target, path, ""};
+      c.candidate = {"store", m.target, path, pos->reason};
       c.store_dir = store.dir;
       c.size = art->size;
       c.sha256 = art->sha256;
       for (const auto& e : art->entries) c.symbols.push_back(e.symbol);
       c.stale = stale;
-      ranked.push_back({*pref, *target, std::move(c)});
+      ranked.push_back({static_cast<std::size_t>(pos - choice.candidates.begin()), std::move(c)});
     }
-    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& a, const Ranked& b) {
-      return std::make_tuple(a.pref, -a.target.arch, suffix_rank(a.target.suffix)) <
-             std::make_tuple(b.pref, -b.target.arch, suffix_rank(b.target.suffix));
-    });
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const Ranked& a, const Ranked& b) { return a.pos < b.pos; });
     for (auto& r : ranked) plan.usable.push_back(std::move(r.c));
   }
   return plan;
@@ -196,8 +179,25 @@ std::vector<std::string> near_matches(const std::string& uri, const std::vector<
   return out;
 }
 
+std::string fetch_advice(int cc, const std::string& version,
+                         const std::vector<std::string>& offered, const std::string& cache_dir) {
+  std::string cmd = "kiln fetch --device " + device_target(cc) + " --dest " + cache_dir;
+  std::string copy = " (then copy that directory here, or add it to KILN_ARTIFACT_PATH)";
+  if (offered.empty()) return "to get it on a machine with network access: " + cmd + copy;
+  NamedChoice choice = choose_named_targets(cc, offered);
+  std::string all;
+  for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
+  if (choice.candidates.empty())
+    return "no archive of release " + version + " can run on CC " + cc_string(cc) + " (it offers " +
+           all + "); only JIT (NVRTC) can serve this device";
+  const auto& best = choice.candidates.front();
+  return "to get it on a machine with network access: " + cmd + copy + "; it fetches " +
+         archive_stem(version, cuda_version(), best.first) + ".tar.zst (" + best.first + ": " +
+         best.second + ")";
+}
+
 Error resolution_failure(const std::string& uri, int cc, const std::vector<std::string>& searched,
-                         const std::vector<Rejection>& rejected, const std::string& cache_dir) {
+                         const std::vector<Rejection>& rejected, const std::string& advice) {
   std::optional<ErrorKind> decisive;
   bool mixed = false;
   for (const auto& r : rejected) {
@@ -218,11 +218,64 @@ Error resolution_failure(const std::string& uri, int cc, const std::vector<std::
     if (!c.path.empty()) msg += c.path + ": ";
     msg += c.reason;
   }
-  msg += "\nto get it on a machine with network access: kiln fetch --targets " + target +
-         " --dest " + cache_dir +
-         " (then copy that directory here, or add it to "
-         "KILN_ARTIFACT_PATH)";
+  msg += "\n" + advice;
   return Error(kind, msg);
+}
+
+std::vector<Tier> resolution_plan(const TierInputs& in, int cc) {
+  std::vector<Tier> plan;
+  plan.push_back({"store", std::nullopt});
+  Tier mirror{"mirror", std::nullopt};
+  if (in.offline)
+    mirror.skip = Rejection{
+        {"mirror", "", "", "skipped: offline mode (KILN_OFFLINE=1) makes no network access"},
+        ErrorKind::NotFound};
+  else if (in.mirrors.empty())
+    mirror.skip = Rejection{{"mirror", "", "", "no mirror configured (KILN_MIRRORS is empty)"},
+                            ErrorKind::NotFound};
+  plan.push_back(mirror);
+  Tier jit{"jit", std::nullopt};
+  if (in.disable_jit)
+    jit.skip = Rejection{{"jit", device_target(cc), "", "disabled (KILN_DISABLE_JIT=1)"},
+                         ErrorKind::NotFound};
+  plan.push_back(jit);
+  return plan;
+}
+
+std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc) {
+  std::string target = device_target(cc);
+  if (!cap.available)
+    return Rejection{{"jit", target, "", "NVRTC unavailable: " + cap.missing},
+                     ErrorKind::Unsupported};
+  if (!cap.supports(cc))
+    return Rejection{{"jit", target, "",
+                      "NVRTC " + std::to_string(cap.nvrtc_major) + "." +
+                          std::to_string(cap.nvrtc_minor) + " cannot compile for " + target},
+                     ErrorKind::Unsupported};
+  return std::nullopt;
+}
+
+MirrorChoice choose_mirror_targets(int cc, const std::string& version,
+                                   const std::vector<std::string>& offered,
+                                   const std::string& where) {
+  MirrorChoice out;
+  NamedChoice choice = choose_named_targets(cc, offered);
+  for (const auto& [t, why] : choice.candidates) {
+    out.fetch.push_back(t);
+    out.reasons.push_back(why);
+  }
+  for (const auto& [t, why] : choice.rejected)
+    out.rejected.push_back({{"mirror", t, where, why}, ErrorKind::Unsupported});
+  if (out.fetch.empty()) {
+    std::string all;
+    for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
+    out.rejected.push_back(
+        {{"mirror", "", where,
+          "no archive of release " + version + " can run on CC " + cc_string(cc) +
+              " (the index lists: " + (all.empty() ? "none" : all) + ")"},
+         ErrorKind::Unsupported});
+  }
+  return out;
 }
 
 namespace {

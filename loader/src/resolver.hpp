@@ -15,6 +15,7 @@
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/target.hpp"
+#include "target_choice.hpp"
 
 namespace kiln {
 
@@ -98,13 +99,8 @@ class DiskStoreFs : public StoreFs {
                       int cc) const;
 };
 
-// Preference of a target on a device: 0 exact SASS (also its 'a'/'f' forms), 1 SASS of the same
-// major and a lower minor, 2 PTX of a lower or equal arch; nullopt when it cannot run there.
-std::optional<int> target_preference(const Target& t, int cc);
-// Why `t` does not run on cc, in words ("sm_90a runs only on CC 9.0").
-std::string why_not_runnable(const Target& t, int cc);
-std::string device_target(int cc);  // "sm_90"
-std::string cc_string(int cc);      // "9.0"
+// Target choice (choose_targets, device_target, cc_string, why_not_runnable) is in
+// target_choice.hpp: plan_stores, the mirror tier and the failure's advice all call it.
 
 // A store artifact that may serve the URI, in order of preference.
 struct StoreCandidate {
@@ -139,11 +135,49 @@ std::string verify_artifact(const std::string& bytes, std::uint64_t size,
 std::vector<std::string> near_matches(const std::string& uri, const std::vector<std::string>& all,
                                       std::size_t max = 5);
 
+// Pure: the "to get it" advice of a failed get() on a device of compute capability cc, from the
+// targets release `version` offers (release_targets(); empty when unknown): `kiln fetch --device`
+// with the archive the target-choice rule picks, or "no archive of release V can run on CC X.Y".
+std::string fetch_advice(int cc, const std::string& version,
+                         const std::vector<std::string>& offered, const std::string& cache_dir);
+
 // Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
 // every candidate that would have run failed for that reason, else NotFound), message naming
-// the URI, device target, every directory searched, every rejection and the fetch command.
+// the URI, device target, every directory searched, every rejection and fetch_advice().
 Error resolution_failure(const std::string& uri, int cc, const std::vector<std::string>& searched,
-                         const std::vector<Rejection>& rejected, const std::string& cache_dir);
+                         const std::vector<Rejection>& rejected, const std::string& advice);
+
+// The resolution order as a value (design.md "Resolution order"): the tiers after the
+// in-process cache, in order, each either walked or skipped with the rejection both get() and
+// resolve() report. Pure: decided from the configuration alone.
+struct Tier {
+  std::string name;               // "store", "mirror", "jit"
+  std::optional<Rejection> skip;  // set: not walked; this is what is reported instead
+};
+struct TierInputs {
+  bool offline = false;
+  std::vector<std::string> mirrors;
+  bool disable_jit = false;
+};
+std::vector<Tier> resolution_plan(const TierInputs& in, int cc);
+
+// Pure: why the JIT tier cannot serve cc with this NVRTC (unavailable, or the arch is not among
+// its supported ones); nullopt when it can.
+struct JitCapability;
+std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc);
+
+// Pure: the mirror tier's choice over the targets the release offers (the pinned index for
+// get(), the compiled-in release_targets() for resolve()): the targets to fetch, best first,
+// and a rejection for each offered target that cannot run on cc; when none can, a last
+// rejection "no archive of release V can run on CC X.Y". `where` is the mirror list.
+struct MirrorChoice {
+  std::vector<std::string> fetch;  // best first
+  std::vector<std::string> reasons;
+  std::vector<Rejection> rejected;
+};
+MirrorChoice choose_mirror_targets(int cc, const std::string& version,
+                                   const std::vector<std::string>& offered,
+                                   const std::string& where);
 
 // What Loader runs over. Any member left empty gets the real one.
 struct LoaderDeps {
@@ -153,6 +187,9 @@ struct LoaderDeps {
   std::function<FetchResult(const FetchOptions&, const std::vector<std::string>&,
                             const std::string&)>
       fetch;
+  // The targets the pinned index of the release offers (kiln::fetch_index_targets); the mirror
+  // tier chooses among them with choose_targets before fetching.
+  std::function<std::vector<std::string>(const FetchOptions&)> index_targets;
   // The store installed beside the library; nullopt = found with dladdr.
   std::optional<std::string> installed_store;
 };

@@ -18,15 +18,19 @@
 #include <set>
 #include <thread>
 
+#include "driver.hpp"
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
+#include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
+#include "kiln/registry.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
+#include "resolver.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -70,8 +74,10 @@ std::string random_bytes(std::size_t n, unsigned seed) {
   return s;
 }
 
+// loadable = true: artifacts carry the source hash and entry symbols of the registry embedded in
+// libkiln, so a Loader accepts them as fresh (the fatbin bytes stay fake).
 Release make_release(const fs::path& dir, const std::vector<std::string>& targets,
-                     std::size_t fatbin_bytes = 20000, int zstd_level = 3) {
+                     std::size_t fatbin_bytes = 20000, int zstd_level = 3, bool loadable = false) {
   Release rel;
   rel.dir = dir;
   fs::create_directories(dir);
@@ -94,6 +100,11 @@ Release make_release(const fs::path& dir, const std::vector<std::string>& target
       a.params = {{"dtype", uri.substr(uri.rfind('_') + 1)}};
       a.entries = {{"kiln::" + a.family + "<float>", "_Z4kiln" + a.family}};
       a.source_hash = std::string(64, 'a');
+      if (const Specialisation* spec = embedded_registry().find(uri); spec && loadable) {
+        a.source_hash = spec->source_hash;
+        a.entries.clear();
+        for (const auto& e : spec->entries) a.entries.push_back({e, "_Z" + e});
+      }
       a.flags = {"-O3"};
       a.file = uri + ".fatbin";
       a.size = bytes.size();
@@ -952,6 +963,138 @@ TEST(FetchBench, DISABLED_LargeArchiveFromNginxVersusCurl) {
     report("fetch_targets (download, verify, unpack) " + base.substr(0, base.find(':')),
            seconds_since(t0));
   }
+}
+
+// --- the mirror tier and `kiln fetch --device` choose among the targets the pinned index offers
+
+// A CUDA driver for a CC 9.0 device with no GPU behind it: it records the images handed to it.
+class Cc90Driver : public Driver {
+ public:
+  std::vector<std::string> images;
+  void init() override {}
+  int driver_version() override { return 13000; }
+  std::vector<DeviceInfo> devices() override { return {{0, "CC 9.0 stand-in", 90}}; }
+  void* current_context() override { return this; }
+  int current_device_cc() override { return 90; }
+  bool stream_is_capturing(void*) override { return false; }
+  void* load_library(const std::string& image) override {
+    images.push_back(image);
+    return reinterpret_cast<void*>(images.size());
+  }
+  unsigned kernel_count(void*) override { return 1; }
+  void* get_kernel(void* lib, const std::string&) override { return lib; }
+  void* kernel_function(void* k) override { return k; }
+  void unload_library(void*) noexcept override {}
+  void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
+};
+
+// The real release's targets (ci/targets.txt): no sm_90 archive.
+const std::vector<std::string> kShippedTargets = {"sm_80",  "sm_86",  "sm_89",     "sm_90a",
+                                                  "sm_100", "sm_120", "compute_80"};
+
+class MirrorTier : public Fetch {
+ protected:
+  void SetUp() override {
+    fetch_detail::forget_bad_mirrors();
+    rel = make_release(tmp / "release", kShippedTargets, 2000, 3, true);
+    dest = tmp / "cache";
+  }
+  std::unique_ptr<Loader> loader(const std::string& mirror, std::shared_ptr<Cc90Driver> drv) {
+    LoaderConfig cfg;
+    cfg.cache_dir = dest.string();
+    cfg.mirrors = {mirror};
+    cfg.index_sha256 = rel.index_sha256;
+    cfg.disable_jit = true;
+    cfg.use_installed_store = false;
+    LoaderDeps d;  // the real fetch and index fetch, over loopback HTTP
+    d.driver = std::move(drv);
+    return std::make_unique<Loader>(cfg, std::move(d));
+  }
+};
+
+TEST_F(MirrorTier, EmptyNodeOnCc90FetchesSm90aFromAReleaseWithoutSm90) {
+  MisbehavingServer s(rel.dir, "ok");
+  auto drv = std::make_shared<Cc90Driver>();
+  auto l = loader(s.url(), drv);
+  const KernelHandle& h = l->get("axpy_dtype_f32");
+  EXPECT_EQ(h.origin, (dest / rel.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
+  ASSERT_EQ(drv->images.size(), 1u);
+  EXPECT_EQ(drv->images[0], rel.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]);
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
+  for (const auto& t : kShippedTargets)
+    if (t != "sm_90a") {
+      EXPECT_EQ(s.count(rel.url_path(t)), 0) << t;
+    }
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+TEST_F(MirrorTier, MissingBestArchiveFallsBackToThePtxArchive) {
+  // The sm_90a archive is gone from the only mirror (404): the tier goes on to compute_80.
+  MisbehavingServer s(rel.dir, "404", {"--match", "sm_90a"});
+  auto drv = std::make_shared<Cc90Driver>();
+  auto l = loader(s.url(), drv);
+  const KernelHandle& h = l->get("axpy_dtype_f32");
+  EXPECT_EQ(h.origin, (dest / rel.stem("compute_80") / "axpy_dtype_f32.fatbin").string());
+  EXPECT_EQ(drv->images,
+            std::vector<std::string>{rel.artifacts["compute_80"]["axpy_dtype_f32.fatbin"]});
+  EXPECT_EQ(s.count(rel.url_path("compute_80")), 1);
+  expect_only_verified(dest, {rel.stem("compute_80")});
+}
+
+TEST_F(MirrorTier, TamperedArchiveOnTheFirstMirrorIsTakenFromTheSecond) {
+  MisbehavingServer bad(rel.dir, "flip", {"--match", "sm_90a"});
+  MisbehavingServer good(rel.dir, "ok");
+  auto drv = std::make_shared<Cc90Driver>();
+  LoaderConfig cfg;
+  cfg.cache_dir = dest.string();
+  cfg.mirrors = {bad.url(), good.url()};
+  cfg.index_sha256 = rel.index_sha256;
+  cfg.disable_jit = true;
+  cfg.use_installed_store = false;
+  LoaderDeps d;
+  d.driver = drv;
+  Loader l(cfg, std::move(d));
+  EXPECT_EQ(l.get("axpy_dtype_f32").origin,
+            (dest / rel.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
+  EXPECT_EQ(drv->images,
+            std::vector<std::string>{rel.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]});
+  EXPECT_EQ(bad.count(rel.url_path("sm_90a")), 1);
+  EXPECT_EQ(good.count(rel.url_path("sm_90a")), 1);
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+TEST_F(MirrorTier, CliFetchDeviceInstallsTheArchiveTheRuleChoosesAndOnlyIt) {
+  MisbehavingServer s(rel.dir, "ok");
+  auto r = test::run(test::kiln_cli() + " fetch --device sm_90 --json --dest " + dest.string() +
+                     " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "sm_90a (exact SASS for CC 9.0 (arch-specific))");
+  EXPECT_CONTAINS(r.out, "\"device\": \"sm_90\",\n  \"target\": \"sm_90a\"");
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+  // CC 8.7 (Jetson Orin): sm_86 SASS, the same major and a lower minor.
+  auto r87 = test::run(test::kiln_cli() + " fetch --device 8.7 --dest " + dest.string() +
+                       " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
+  ASSERT_EQ(r87.exit_code, 0) << r87.out;
+  EXPECT_EQ(s.count(rel.url_path("sm_86")), 1);
+  expect_only_verified(dest, {rel.stem("sm_90a"), rel.stem("sm_86")});
+}
+
+TEST_F(MirrorTier, CliFetchDeviceWithNothingThatRunsOrNoGpuIsUnsupported) {
+  MisbehavingServer s(rel.dir, "ok");
+  auto r = test::run(test::kiln_cli() + " fetch --device sm_75 --dest " + dest.string() +
+                     " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Unsupported)) << r.out;
+  EXPECT_CONTAINS(r.out, "no archive of release " + rel.version + " can run on CC 7.5");
+  auto a =
+      test::run("CUDA_VISIBLE_DEVICES= " + test::kiln_cli() + " fetch --device auto --dest " +
+                dest.string() + " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
+  EXPECT_EQ(a.exit_code, exit_code(ErrorKind::Unsupported)) << a.out;
+  EXPECT_CONTAINS(a.out, "--device auto");
+  auto both = test::run(test::kiln_cli() + " fetch --device sm_90 --targets sm_90a --dest " +
+                        dest.string());
+  EXPECT_EQ(both.exit_code, exit_code(ErrorKind::Usage)) << both.out;
+  expect_only_verified(dest, {});
 }
 
 }  // namespace

@@ -68,6 +68,12 @@ struct FetchResult {
 FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
                           const std::string& dest_store);
 
+// The targets release opts.version offers, as its index lists them, in index order: one
+// fetch of the index from the first mirror that serves it with the pinned digest (no archive
+// is downloaded). Callers choose among them with the target-choice rule (`kiln fetch --device`,
+// the loader's mirror tier). Throws like fetch_targets; offline: Error{NotFound}.
+std::vector<std::string> fetch_index_targets(const FetchOptions& opts);
+
 // Reachability of each mirror for `kiln doctor`: one real request for the release index with
 // a short timeout (no retries); reachable means the index was served and matched the pin
 // (when a pin is known).

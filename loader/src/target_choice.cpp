@@ -1,0 +1,103 @@
+#include "target_choice.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+#ifndef KILN_RELEASE_TARGETS
+#define KILN_RELEASE_TARGETS ""
+#endif
+
+namespace kiln {
+
+std::string cc_string(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
+std::string device_target(int cc) { return "sm_" + std::to_string(cc); }
+
+std::string why_not_runnable(const Target& t, int cc) {
+  std::string dev = "; the device is CC " + cc_string(cc);
+  std::string arch = cc_string(t.arch);
+  if (t.suffix == 'a') return t.str() + " runs only on CC " + arch + " (arch-specific)" + dev;
+  if (t.suffix == 'f')
+    return t.str() + " runs only on CC " + std::to_string(t.major()) +
+           ".x with x >= " + std::to_string(t.minor()) + " (family)" + dev;
+  if (t.kind == Target::Kind::Ptx) return "PTX " + t.str() + " needs CC >= " + arch + dev;
+  if (t.major() != cc / 10)
+    return "SASS " + t.str() + " runs only on CC " + std::to_string(t.major()) + ".x" + dev;
+  return "SASS " + t.str() + " needs CC >= " + arch + dev;
+}
+
+namespace {
+
+int suffix_rank(char s) { return s == 'a' ? 0 : s == 'f' ? 1 : 2; }
+
+std::string kind_words(const Target& t) {
+  return t.suffix == 'a' ? " (arch-specific)" : t.suffix == 'f' ? " (family)" : "";
+}
+
+}  // namespace
+
+TargetChoice choose_targets(int cc, const std::vector<Target>& offered) {
+  TargetChoice out;
+  out.cc = cc;
+  std::vector<Target> seen;
+  for (const auto& t : offered) {
+    if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
+    seen.push_back(t);
+    if (!runs_on(t, cc)) {
+      out.rejected.push_back({t, why_not_runnable(t, cc)});
+      continue;
+    }
+    TargetCandidate c;
+    c.target = t;
+    if (t.kind == Target::Kind::Ptx) {
+      c.rank = 2;
+      c.reason = "PTX " + t.str() + kind_words(t) + " of CC " + cc_string(t.arch) +
+                 " <= " + cc_string(cc) + ": the driver JIT-compiles it";
+    } else if (t.arch == cc) {
+      c.rank = 0;
+      c.reason = "exact SASS for CC " + cc_string(cc) + kind_words(t);
+    } else {
+      c.rank = 1;
+      c.reason = "SASS " + t.str() + kind_words(t) + " of the same major, CC " + cc_string(t.arch) +
+                 " <= " + cc_string(cc);
+    }
+    out.candidates.push_back(std::move(c));
+  }
+  std::stable_sort(out.candidates.begin(), out.candidates.end(),
+                   [](const TargetCandidate& a, const TargetCandidate& b) {
+                     return std::make_tuple(a.rank, -a.target.arch, suffix_rank(a.target.suffix)) <
+                            std::make_tuple(b.rank, -b.target.arch, suffix_rank(b.target.suffix));
+                   });
+  return out;
+}
+
+NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered) {
+  NamedChoice out;
+  out.cc = cc;
+  std::vector<Target> parsed;
+  for (const auto& s : offered) {
+    if (auto t = parse_target(s))
+      parsed.push_back(*t);
+    else
+      out.rejected.emplace_back(s, "'" + s + "' is not a target");
+  }
+  TargetChoice c = choose_targets(cc, parsed);
+  for (const auto& x : c.candidates) out.candidates.emplace_back(x.target.str(), x.reason);
+  for (const auto& x : c.rejected) out.rejected.emplace_back(x.target.str(), x.reason);
+  return out;
+}
+
+std::vector<std::string> release_targets() {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char c : std::string(KILN_RELEASE_TARGETS) + ",") {
+    if (c == ',' || c == ' ' || c == ';') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln

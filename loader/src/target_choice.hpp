@@ -1,0 +1,58 @@
+#pragma once
+// The one target-choice rule (design.md "Target choice", rule 9): from a device's compute
+// capability and the targets on offer, the ordered candidates with the reason each may run, and
+// the rejected ones with the reason each cannot. Pure. Every path calls it: the store tier
+// (plan_stores), the mirror tier (over the pinned index's targets), `kiln fetch --device`, the
+// failed get()'s advice, `kiln resolve` and `kiln compat --device`.
+#include <string>
+#include <vector>
+
+#include "kiln/target.hpp"
+
+namespace kiln {
+
+struct TargetCandidate {
+  Target target;
+  int rank = 0;        // 0 exact SASS, 1 SASS of the same major and a lower minor, 2 PTX
+  std::string reason;  // "exact SASS for CC 9.0 (arch-specific)"
+};
+
+struct TargetRefusal {
+  Target target;
+  std::string reason;  // "sm_90a runs only on CC 9.0 (arch-specific); the device is CC 8.6"
+};
+
+struct TargetChoice {
+  int cc = 0;
+  std::vector<TargetCandidate> candidates;  // best first
+  std::vector<TargetRefusal> rejected;      // in the order offered
+};
+
+// Order: exact SASS for X.Y (arch-specific `a` first, then family `f`, then plain); else SASS
+// of the same major and a lower minor, highest minor first (`f` family targets by their family
+// rule, `a` targets never: they run only on their exact arch); else PTX of a lower or equal
+// arch, highest first. Ties keep the offered order. Duplicates are listed once.
+TargetChoice choose_targets(int cc, const std::vector<Target>& offered);
+
+// The same over target strings (an index's or a manifest's); a string that is not a target is
+// rejected with "'x' is not a target".
+struct NamedChoice {
+  int cc = 0;
+  std::vector<std::pair<std::string, std::string>> candidates;  // (target, reason), best first
+  std::vector<std::pair<std::string, std::string>> rejected;    // (target, reason)
+};
+NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered);
+
+std::string device_target(int cc);  // "sm_90"
+std::string cc_string(int cc);      // "9.0"
+
+// Why `t` does not run on cc, in words ("sm_90a runs only on CC 9.0 (arch-specific); the device
+// is CC 8.6").
+std::string why_not_runnable(const Target& t, int cc);
+
+// The targets of the release this libkiln belongs to, compiled in from ci/targets.txt (CMake
+// cache variable KILN_RELEASE_TARGETS, which ci/release.sh sets from its --targets). Empty when
+// the build did not say.
+std::vector<std::string> release_targets();
+
+}  // namespace kiln

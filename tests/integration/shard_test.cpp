@@ -344,5 +344,99 @@ TEST_F(Sharded, SccacheSharedCacheMakesACleanTreesCompilesHitsWithIdenticalArchi
   expect_same_dirs(work_ / "plain/dist", work_ / "tree/dist");
 }
 
+// sccache-dist on loopback: a scheduler and one build server (bubblewrap sandbox, overlay
+// builder: root), the client sending nvcc's cicc and ptxas steps to it. Optional: runs with
+// KILN_TEST_SCCACHE set and KILN_TEST_SCCACHE_DIST=1 (docs/packager.md, "Distributed
+// compilation"). SCCACHE_NO_DAEMON keeps the scheduler in the foreground, so its pid is ours.
+TEST_F(Sharded, SccacheDistOnLoopbackBuildsTheSameBytes) {
+  const char* sccache = std::getenv("KILN_TEST_SCCACHE");
+  const char* want = std::getenv("KILN_TEST_SCCACHE_DIST");
+  if (!sccache || !*sccache || !want || std::string(want) != "1")
+    GTEST_SKIP() << "needs KILN_TEST_SCCACHE and KILN_TEST_SCCACHE_DIST=1 (bubblewrap, root)";
+  std::string dist = (fs::path(sccache).parent_path() / "sccache-dist").string();
+  fs::path w = work_.path();
+  auto trim = [](std::string s) {
+    while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+    return s;
+  };
+  int base = 21000 + ::getpid() % 9000;
+  std::string sched = "127.0.0.1:" + std::to_string(base);
+  std::string server = "127.0.0.1:" + std::to_string(base + 1);
+  auto key = test::run(dist + " auth generate-jwt-hs256-key");
+  ASSERT_EQ(key.exit_code, 0) << key.out;
+  auto tok = test::run(dist + " auth generate-jwt-hs256-server-token --secret-key " +
+                       trim(key.out) + " --server " + server);
+  ASSERT_EQ(tok.exit_code, 0) << tok.out;
+  write_file(w / "scheduler.conf", "public_addr = \"" + sched +
+                                       "\"\n[client_auth]\ntype = \"token\"\ntoken = \"kiln\"\n"
+                                       "[server_auth]\ntype = \"jwt_hs256\"\nsecret_key = \"" +
+                                       trim(key.out) + "\"\n");
+  write_file(w / "server.conf", "cache_dir = \"" + (w / "toolchains").string() +
+                                    "\"\npublic_addr = \"" + server +
+                                    "\"\nscheduler_url = \"http://" + sched +
+                                    "\"\n[builder]\ntype = \"overlay\"\n"
+                                    "build_dir = \"" +
+                                    (w / "builds").string() +
+                                    "\"\nbwrap_path = \"/usr/bin/bwrap\"\n"
+                                    "[scheduler_auth]\ntype = \"jwt_token\"\ntoken = \"" +
+                                    trim(tok.out) + "\"\n");
+  write_file(w / "client.conf", "[dist]\nscheduler_url = \"http://" + sched +
+                                    "\"\ntoolchains = []\ntoolchain_cache_size = 5368709120\n"
+                                    "[dist.auth]\ntype = \"token\"\ntoken = \"kiln\"\n");
+  for (const char* role : {"scheduler", "server"}) {
+    std::string conf =
+        (w / (std::string(role == std::string("server") ? "server" : "scheduler") + ".conf"))
+            .string();
+    auto r =
+        test::run("cd " + w.string() + " && (SCCACHE_NO_DAEMON=1 " + dist + " " + role +
+                  " --config " + conf + " > " + role + ".log 2>&1 & echo $! > " + role + ".pid)");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  std::string env = "SCCACHE_CONF=" + (w / "client.conf").string() +
+                    " SCCACHE_DIR=" + (w / "cache").string() +
+                    " SCCACHE_SERVER_PORT=" + std::to_string(base + 2) + " SCCACHE_IDLE_TIMEOUT=0 ";
+  auto sc = [&](const std::string& args) {
+    return test::run(kEnv + env + std::string(sccache) + " " + args);
+  };
+  struct Stop {
+    std::function<void()> f;
+    ~Stop() { f(); }
+  } stop{[&] {
+    sc("--stop-server");
+    for (const char* role : {"server", "scheduler"})
+      test::run("kill $(cat " + (w / (std::string(role) + ".pid")).string() + ")");
+  }};
+  // The client connects once at its start: the scheduler and the server listen first.
+  for (int port : {base, base + 1}) {
+    bool up = false;
+    for (int i = 0; i < 60 && !up; ++i) {
+      up = test::run("bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + std::to_string(port) + "'")
+               .exit_code == 0;
+      if (!up) ::usleep(500 * 1000);
+    }
+    ASSERT_TRUE(up) << "port " << port << "\n"
+                    << read_file(w / "scheduler.log") << read_file(w / "server.log");
+  }
+  ASSERT_EQ(sc("--start-server").exit_code, 0);
+  bool ready = false;
+  for (int i = 0; i < 60 && !ready; ++i) {
+    ready = sc("--dist-status").out.find("\"num_servers\":1") != std::string::npos;
+    if (!ready) ::usleep(500 * 1000);
+  }
+  ASSERT_TRUE(ready) << sc("--dist-status").out << read_file(w / "server.log");
+
+  auto r = build(work_ / "tree",
+                 "--targets sm_80 --only 'scale*' --launcher " + std::string(sccache), env);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto stats = sc("--show-stats --stats-format json");
+  auto j = nlohmann::json::parse(stats.out.substr(stats.out.find('{')))["stats"];
+  std::uint64_t remote = 0;
+  for (const auto& [k, v] : j["dist_compiles"].items()) remote += v.get<std::uint64_t>();
+  EXPECT_GE(remote, 4u) << stats.out;  // cicc and ptxas for each of the two edges
+  EXPECT_EQ(j["dist_errors"], 0) << stats.out;
+  ASSERT_EQ(build(work_ / "plain", "--targets sm_80 --only 'scale*'").exit_code, 0);
+  expect_same_dirs(work_ / "plain/dist", work_ / "tree/dist");
+}
+
 }  // namespace
 }  // namespace kiln

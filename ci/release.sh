@@ -6,18 +6,29 @@
 #   release/dist/     index, one archive per target, the tarball, one wheel per target
 #   release/mirror/   what to upload to a static file server, with kiln-<version>-SHA256SUMS
 # Options: --targets LIST (default: ci/targets.txt), --jobs N (passed to `kiln build`).
+# Sharded (docs/release.md; every variant gives the same bytes as the plain run):
+#   --shards N         build the kernels as N shards, N `kiln build --shard I/N` processes at
+#                      once (--jobs each, default 1), then `kiln merge` them; the rest as usual
+#   --shard I/N        CI shard job: build kiln and only shard I/N into release/shards/I, stop
+#   --merge-shards DIR CI merge job: merge the shard directories under DIR instead of building
 # Reproducible: SOURCE_DATE_EPOCH defaults to the commit time, so a rerun gives the same bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 targets="$(grep -v '^#' ci/targets.txt | tr -d ' \n')"
 build_args=()
+shards=""
+one_shard=""
+merge_from=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets="$2"; shift 2 ;;
     --targets=*) targets="${1#--targets=}"; shift ;;
     --jobs) build_args+=(--jobs "$2"); shift 2 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --shards) shards="$2"; shift 2 ;;
+    --shard) one_shard="$2"; shift 2 ;;
+    --merge-shards) merge_from="$(cd "$2" && pwd)"; shift 2 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -37,8 +48,39 @@ mkdir -p "$out"
 cmake --install build-release --prefix "$out/stage" --strip >/dev/null
 kiln="$out/stage/bin/kiln"
 
-step "archives + index for $targets"
-"$kiln" build --targets "$targets" --out build-release/kernels --dist "$out/dist" "${build_args[@]}"
+# The kernels: one build, or shards merged. Shard directories are what a CI shard job uploads.
+shard_jobs=("${build_args[@]}")
+[ ${#shard_jobs[@]} -gt 0 ] || shard_jobs=(--jobs 1)
+shard_cmd() {  # I N: what a shard job runs (tests/integration/shard_test.cpp runs the same)
+  "$kiln" build --targets "$targets" --shard "$1/$2" --out "build-release/shard-$1" \
+    --dist "$out/shards/$1" "${shard_jobs[@]}"
+}
+if [ -n "$one_shard" ]; then
+  step "shard $one_shard of the archives for $targets"
+  shard_cmd "${one_shard%/*}" "${one_shard#*/}"
+  printf '\nshard %s: %s\n' "$one_shard" "$out/shards/${one_shard%/*}"
+  exit 0
+elif [ -n "$merge_from" ]; then
+  step "merge the shards in $merge_from"
+  "$kiln" merge "$merge_from"/*/ --dist "$out/dist"
+elif [ -n "$shards" ]; then
+  step "archives for $targets as $shards shards at once"
+  pids=()
+  for i in $(seq 1 "$shards"); do
+    shard_cmd "$i" "$shards" > "$out/shard-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  failed=0
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { failed=1; echo "shard $((i + 1))/$shards failed:" >&2; cat "$out/shard-$((i + 1)).log" >&2; }
+  done
+  [ "$failed" = 0 ]
+  step "merge $shards shards"
+  "$kiln" merge "$out"/shards/*/ --dist "$out/dist"
+else
+  step "archives + index for $targets"
+  "$kiln" build --targets "$targets" --out build-release/kernels --dist "$out/dist" "${build_args[@]}"
+fi
 step "verify"
 "$kiln" verify "$out/dist/kiln-kernels-$version-index.json"
 step "tarball"

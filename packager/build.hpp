@@ -57,7 +57,8 @@ std::string stub_source(const Family& fam, const Specialisation& spec);
 
 // build.ninja for a plan. Deterministic: the same plan, nvcc and source dir give the same
 // bytes (nothing run-dependent such as times, job counts or the out directory).
-std::string ninja_file(const BuildPlan& plan, const std::string& nvcc);
+std::string ninja_file(const BuildPlan& plan, const std::string& nvcc,
+                       const std::string& launcher = "");
 
 // The flags recorded in the manifest: the argv as run, with the source directory written as
 // "$KILN_SOURCE" and the dependency-file flags (-MD -MF, no effect on the bytes) left out.
@@ -80,6 +81,40 @@ std::optional<std::uint64_t> parse_mem_available(std::string_view meminfo);
 
 // SOURCE_DATE_EPOCH: a non-negative integer; throws Error{Usage} otherwise.
 std::int64_t parse_source_date_epoch(std::string_view value);
+
+// The build time recorded in manifests and archive mtimes, reproducible by default:
+// SOURCE_DATE_EPOCH when set (throws Error{Usage} when malformed); else the source tree's last
+// commit time (`git log -1 --format=%ct` output, when git answered with a number); else
+// kFixedBuildTime. Never the clock: two plain builds of one tree give the same bytes.
+constexpr std::int64_t kFixedBuildTime = 315532800;  // 1980-01-01T00:00:00Z, zip's first date
+struct BuildTime {
+  std::int64_t seconds = 0;
+  std::string origin;  // "SOURCE_DATE_EPOCH", "git commit time", "fixed (no git commit)"
+};
+BuildTime choose_build_time(const std::optional<std::string>& source_date_epoch,
+                            const std::optional<std::string>& git_commit_time);
+
+// ---- shards: a deterministic part of one build's work ----
+
+// "--shard I/N", 1 <= I <= N. Throws Error{Usage} naming the text.
+struct ShardSpec {
+  int index = 1;  // 1-based
+  int count = 1;
+};
+ShardSpec parse_shard_spec(std::string_view text);
+
+// The partition: the plan's artifacts in plan order (targets in Target order, URIs sorted)
+// are dealt round-robin, position p (0-based) to shard p % N + 1. Every piece of work lands in
+// exactly one shard, and shards differ in size by at most one compile.
+int shard_of(std::size_t position, int count);
+// The plan with only the artifacts of `shard` (targets and their skipped lists kept whole).
+BuildPlan shard_plan(const BuildPlan& plan, const ShardSpec& shard);
+// "<target>/<uri>": one piece of work, as shard manifests name it.
+std::string work_key(const std::string& target, const std::string& uri);
+std::vector<std::string> plan_work(const BuildPlan& plan);
+
+// Base nvcc flags of every edge (family flags, -gencode and paths follow them).
+const std::vector<std::string>& base_nvcc_flags();
 
 // One line of ninja output with NINJA_STATUS="[%f/%t] ": "[3/8] NVCC <uri> <target>".
 struct NinjaStatusLine {
@@ -109,8 +144,14 @@ struct BuildOptions {
   std::string out_dir;
   std::string dist_dir;
   std::string source_dir;
-  std::int64_t build_time = 0;  // manifest build time and archive mtimes (SOURCE_DATE_EPOCH or now)
+  std::int64_t build_time = 0;  // manifest build time and archive mtimes (choose_build_time)
   ProgressStyle progress = ProgressStyle::Lines;
+  // Compiler launcher (e.g. sccache): runs as `<launcher> <nvcc> <args>`. Part of nothing
+  // hashed or recorded (manifest flags, shard toolchain): it must not change the bytes, and
+  // every result is checked before packing. Empty: nvcc runs directly.
+  std::string launcher;
+  // Build only this shard's part; `dist_dir` then receives a shard (shard.hpp), not archives.
+  std::optional<ShardSpec> shard;
 };
 
 struct PublishedArchive {
@@ -123,13 +164,45 @@ struct PublishedArchive {
 };
 
 struct BuildResult {
-  std::size_t total = 0;     // artifacts in the plan
+  std::size_t total = 0;     // artifacts in the plan (in this shard's part, for a shard)
   std::size_t compiled = 0;  // edges ninja ran this time
   int jobs = 0;
   double seconds = 0;
-  std::string index_path;
+  std::string index_path;  // for a shard: its shard.json
   std::vector<PublishedArchive> archives;
 };
+
+// What identifies a release's archives. Today one package (kiln-kernels) at kiln's version;
+// kept as values so a project's own package identity (issue 14) is a small change.
+struct PackageIdentity {
+  std::string name;  // "kiln-kernels"
+  std::string version;
+  std::string git_commit;
+  std::string cuda_version;
+};
+PackageIdentity this_package();
+
+// One archive's content: its manifest (every field set, artifacts sorted by URI) and the bytes
+// of each artifact, in the manifest's order.
+struct ArchiveContent {
+  Manifest manifest;
+  std::vector<std::string> bytes;
+};
+// Writes one archive per content and the index into dist, atomically as a set (temporary
+// names renamed only after all are written; an archive whose members are unchanged is not
+// rewritten). `kiln build` and `kiln merge` both publish through this, so their bytes agree.
+std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
+                                              const std::vector<ArchiveContent>& contents,
+                                              std::int64_t build_time, const std::string& dist_dir,
+                                              std::string* index_path);
+
+// Checks one compile result before it is packed: exactly one image, of the artifact's target
+// (arch and SASS/PTX), holding every registry entry. Returns the manifest entries. Throws
+// Error{Format} naming the artifact (URI, target) and the file.
+std::vector<ArtifactEntry::Entry> check_compile_result(const std::string& bytes,
+                                                       const std::string& path,
+                                                       const std::string& uri, const Target& t,
+                                                       const std::vector<std::string>& entries);
 
 // Plans, writes stubs and build.ninja (each only when its content changes), runs ninja and,
 // when every compile succeeded, publishes archives and the index into dist. Progress goes to

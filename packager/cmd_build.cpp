@@ -11,18 +11,70 @@
 #include "build.hpp"
 #include "commands.hpp"
 #include "kiln/error.hpp"
+#include "shard.hpp"
+#include "toolkit.hpp"
 
 namespace kiln::cli {
+namespace {
+
+// Reproducible by default: SOURCE_DATE_EPOCH, else the source tree's last commit, else fixed.
+packager::BuildTime source_build_time(const std::string& source_dir) {
+  std::optional<std::string> sde;
+  if (const char* v = std::getenv("SOURCE_DATE_EPOCH"); v && *v) sde = v;
+  std::optional<std::string> git_time;
+  if (!sde) {
+    const char* path_env = std::getenv("PATH");
+    if (auto git = packager::find_on_path("git", path_env ? path_env : "")) {
+      auto r = packager::run_process({*git, "-C", source_dir, "log", "-1", "--format=%ct"});
+      if (r.exit_code == 0) git_time = r.output;
+    }
+  }
+  return packager::choose_build_time(sde, git_time);
+}
+
+void add_merge_command(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand(
+      "merge",
+      "merge the shards of one build (`kiln build --shard I/N`, each built anywhere) into the "
+      "archives and index, byte-identical to a one-machine `kiln build` of the same tree.\n"
+      "Refused, naming the field and the shard: shards of different package versions, "
+      "registries, toolchains or build times (exit 4); a missing piece of work (6); a "
+      "duplicated one (10); a result whose digest does not match its bytes (3).\n"
+      "Details: docs/packager.md");
+  struct Opts {
+    std::vector<std::string> shards;
+    std::string dist;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("shards", o->shards, "shard directories (what each --shard build wrote)")
+      ->required();
+  cmd->add_option("--dist", o->dist, "where archives and the index are published")->required();
+  cmd->callback([o, &rc] {
+    packager::MergeResult r = packager::run_merge(o->shards, o->dist);
+    std::printf("merged %zu shards in %.2f s\n", o->shards.size(), r.seconds);
+    for (const auto& a : r.archives)
+      std::printf("%s  %zu artifacts, %llu bytes, sha256 %s\n", a.path.c_str(), a.artifacts,
+                  static_cast<unsigned long long>(a.size), a.sha256.c_str());
+    std::printf("%s\n", r.index_path.c_str());
+    rc = 0;
+  });
+}
+
+}  // namespace
 
 void add_build_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "build",
       "compile every registered kernel for the given targets with nvcc (through ninja) and "
       "publish one archive per target plus the release index.\n"
-      "Incremental: a second run compiles only what changed. Reproducible: with "
-      "SOURCE_DATE_EPOCH set, the same tree gives byte-identical archives in any --out.\n"
-      "Exit codes: 2 bad arguments, 5 unsupported target or missing nvcc/ninja, 6 --only "
-      "matches nothing, 7 a kernel failed to compile (nothing is published), 9 I/O.\n"
+      "Incremental: a second run compiles only what changed. Reproducible: the build time is "
+      "SOURCE_DATE_EPOCH, else the source tree's last git commit time, else 1980-01-01, so the "
+      "same tree gives byte-identical archives in any --out.\n"
+      "--shard I/N builds one part of the work into a shard (in --dist); `kiln merge` turns "
+      "all N shards into the archives and index a one-machine build gives.\n"
+      "Exit codes: 2 bad arguments, 5 unsupported target or missing nvcc/ninja/launcher, 6 "
+      "--only matches nothing, 7 a kernel failed to compile (nothing is published), 9 I/O, "
+      "10 a compile result lacks its target's image or an entry (nothing is published).\n"
       "Details: docs/packager.md");
   struct Opts {
     std::string targets;
@@ -32,6 +84,8 @@ void add_build_command(CLI::App& app, int& rc) {
     std::string dist;
     std::string source;
     bool json = false;
+    std::string shard;
+    std::string launcher;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--targets", o->targets,
@@ -49,6 +103,12 @@ void add_build_command(CLI::App& app, int& rc) {
                   "source tree holding registry/kernels.json and kernels/ (default: the tree "
                   "this kiln was configured from)");
   cmd->add_flag("--json", o->json, "print a JSON summary on stdout (progress stays on stderr)");
+  cmd->add_option("--shard", o->shard,
+                  "build only part I of N of the work (round-robin over targets x URIs) into a "
+                  "shard directory (--dist, default <out>/shard-I-of-N) for `kiln merge`");
+  cmd->add_option("--launcher", o->launcher,
+                  "run nvcc through this compiler launcher, e.g. sccache (default: "
+                  "$KILN_COMPILER_LAUNCHER); it changes no byte and no hash");
 
   cmd->callback([o, jobs_opt, &rc] {
     packager::BuildOptions opts;
@@ -70,19 +130,28 @@ void add_build_command(CLI::App& app, int& rc) {
     opts.only = o->only;
     if (jobs_opt->count() > 0) opts.jobs = o->jobs;
     opts.out_dir = o->out;
-    opts.dist_dir = o->dist.empty() ? (std::filesystem::path(o->out) / "dist").string() : o->dist;
-    // Reproducible builds pin the time; otherwise the manifest records when it was packaged.
-    if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde)
-      opts.build_time = packager::parse_source_date_epoch(sde);
-    else
-      opts.build_time = static_cast<std::int64_t>(std::time(nullptr));
+    if (!o->shard.empty()) opts.shard = packager::parse_shard_spec(o->shard);
+    std::string dist_default = opts.shard ? "shard-" + std::to_string(opts.shard->index) + "-of-" +
+                                                std::to_string(opts.shard->count)
+                                          : "dist";
+    opts.dist_dir =
+        o->dist.empty() ? (std::filesystem::path(o->out) / dist_default).string() : o->dist;
+    if (!o->launcher.empty())
+      opts.launcher = o->launcher;
+    else if (const char* l = std::getenv("KILN_COMPILER_LAUNCHER"); l && *l)
+      opts.launcher = l;
+    opts.build_time = source_build_time(opts.source_dir).seconds;
     opts.progress =
         ::isatty(STDERR_FILENO) ? packager::ProgressStyle::Live : packager::ProgressStyle::Lines;
 
     packager::NvccToolkit toolkit(packager::ToolkitSearch::from_env());
     packager::BuildResult r = packager::run_build(opts, toolkit, stderr);
     std::fflush(stderr);
-    if (o->json) {
+    if (opts.shard && !o->json) {
+      std::printf("shard %d/%d: compiled %zu of its %zu artifacts in %.1f s (%d jobs)\n%s\n",
+                  opts.shard->index, opts.shard->count, r.compiled, r.total, r.seconds, r.jobs,
+                  r.index_path.c_str());
+    } else if (o->json) {
       std::cout << packager::build_result_json(r);
     } else {
       if (r.compiled == 0)
@@ -101,6 +170,7 @@ void add_build_command(CLI::App& app, int& rc) {
     }
     rc = 0;
   });
+  add_merge_command(app, rc);
 }
 
 }  // namespace kiln::cli

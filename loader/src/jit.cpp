@@ -18,6 +18,7 @@
 #include "file_lock.hpp"
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
+#include "untrusted_json.hpp"
 
 #ifndef KILN_CUDA_HOME
 #define KILN_CUDA_HOME ""
@@ -297,9 +298,9 @@ std::optional<JitResult> read_entry(const fs::path& cubin_path, const fs::path& 
   auto meta_text = read_whole(json_path);
   if (!meta_text) return std::nullopt;
   try {
-    json meta = json::parse(*meta_text);
+    json meta = parse_untrusted_json<json>(*meta_text, json_path.string());
     if (meta.at("format").get<int>() != kJitCacheFormat) {
-      problem = "format " + meta.at("format").dump() + " is not " + std::to_string(kJitCacheFormat);
+      problem = "format " + quote_json(meta.at("format")) + " is not " + std::to_string(kJitCacheFormat);
       return std::nullopt;
     }
     if (meta.at("uri").get<std::string>() != spec.uri || meta.at("arch") != arch ||
@@ -333,6 +334,9 @@ std::optional<JitResult> read_entry(const fs::path& cubin_path, const fs::path& 
     return res;
   } catch (const json::exception& e) {
     problem = std::string("its json is malformed: ") + e.what();
+    return std::nullopt;
+  } catch (const Error& e) {
+    problem = std::string("its json is refused: ") + e.what();
     return std::nullopt;
   }
 }

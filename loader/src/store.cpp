@@ -344,8 +344,8 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
   }
   if (first->name != kManifestName) {
     add(ErrorKind::Format, origin, kManifestName,
-        origin + ": manifest.json must be the first member, found '" + first->name +
-            "' first; nothing else is read before the manifest");
+        origin + ": no manifest.json first (manifest.json must be the first member, found '" +
+            first->name + "' first); nothing else is read before the manifest");
     return problems;
   }
   std::string morigin = origin + ":" + kManifestName;

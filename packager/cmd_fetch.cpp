@@ -140,7 +140,8 @@ void add_fetch_command(CLI::App& app, int& rc) {
   cmd->add_option("--mirror", o->mirrors,
                   "mirror URL (http://, https://, file:// or an absolute directory); repeat to "
                   "give several, tried in order");
-  cmd->add_option("--version", o->fetch.version, "release to fetch (default: this kiln's version)");
+  cmd->add_option("--version", o->fetch.version, "release to fetch (default: this kiln's version)")
+      ->check(package_version_option());
   cmd->add_option("--index-sha256", o->fetch.index_sha256,
                   "SHA-256 (hex) that pins the release index");
   cmd->add_option("--ca-bundle", o->fetch.ca_bundle,

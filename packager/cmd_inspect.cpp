@@ -4,7 +4,9 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "archive_stream.hpp"
 #include "atomic_file.hpp"
 #include "commands.hpp"
 #include "kiln/archive.hpp"
@@ -76,22 +78,25 @@ Json inspect_cubin(const fs::path& p) {
 
 Json manifest_json(const Manifest& m) { return Json::parse(manifest_to_json(m)); }
 
+// Streamed: member names and sizes from their headers, only the manifest's data is read.
 Json inspect_archive(const fs::path& p) {
-  auto members = read_archive(p);
+  ArchiveStream r = ArchiveStream::open_file(p);
   Json out = Json::object();
   Json mem = Json::array();
-  for (const auto& m : members) {
+  std::optional<Json> manifest;
+  while (auto h = r.next()) {
     Json j = Json::object();
-    j["name"] = m.name;
-    j["size"] = m.data.size();
+    j["name"] = h->name;
+    j["size"] = h->size;
     mem.push_back(std::move(j));
+    if (h->name == "manifest.json" && !manifest)
+      manifest = manifest_json(parse_manifest(r.read_data_whole(limits::kMaxManifestBytes),
+                                              p.string() + ":manifest.json"));
   }
+  r.finish();
   out["members"] = std::move(mem);
-  for (const auto& m : members)
-    if (m.name == "manifest.json")
-      out["manifest"] = manifest_json(parse_manifest(m.data, p.string() + ":manifest.json"));
-  if (!out.contains("manifest"))
-    throw Error(ErrorKind::Format, p.string() + ": holds no manifest.json");
+  if (!manifest) throw Error(ErrorKind::Format, p.string() + ": holds no manifest.json");
+  out["manifest"] = std::move(*manifest);
   return out;
 }
 
@@ -227,16 +232,19 @@ void add_format_commands(CLI::App& app, int& rc) {
         break;
       case PathKind::Manifest:
         j = Json::object();
-        j["manifest"] = manifest_json(parse_manifest(read_whole_file(p), p.string()));
+        j["manifest"] = manifest_json(
+            parse_manifest(read_whole_file(p, limits::kMaxLocalFileBytes), p.string()));
         break;
       case PathKind::StoreArchive:
         j = Json::object();
         j["manifest"] = manifest_json(
-            parse_manifest(read_whole_file(p / "manifest.json"), (p / "manifest.json").string()));
+            parse_manifest(read_whole_file(p / "manifest.json", limits::kMaxLocalFileBytes),
+                           (p / "manifest.json").string()));
         break;
       case PathKind::Index:
         j = Json::object();
-        j["index"] = Json::parse(index_to_json(parse_index(read_whole_file(p), p.string())));
+        j["index"] = Json::parse(
+            index_to_json(parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string())));
         break;
       case PathKind::Store:
         j = inspect_store(p);

@@ -70,7 +70,7 @@ void add_install_command(CLI::App& app, int& rc) {
       failures.push_back(std::move(j));
       worst = most_severe({{e.kind(), "", "", ""}, {worst.value_or(e.kind()), "", "", ""}});
       if (!opts->json)
-        std::fprintf(stderr, "kiln: install failed (%s): %s\n", to_string(e.kind()), e.what());
+        std::fprintf(stderr, "kiln: error (%s): %s\n", to_string(e.kind()), e.what());
     };
     auto one = [&](const fs::path& archive, const std::optional<std::string>& sha,
                    const std::string& expect_target) {
@@ -95,7 +95,7 @@ void add_install_command(CLI::App& app, int& rc) {
         if (kind == PathKind::Archive) {
           one(p, std::nullopt, "");
         } else if (kind == PathKind::Index) {
-          Index idx = parse_index(read_whole_file(p), p.string());
+          Index idx = parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string());
           if (!required.empty() && idx.package_version != required)
             throw Error(ErrorKind::Stale, p.string() + ": package_version is " +
                                               idx.package_version + ", this kiln is " + required +

@@ -38,7 +38,8 @@ void add_stage(CLI::App& mirror, int& rc) {
                   "dist directories (kiln build --dist, kiln wheel, kiln tarball)")
       ->required();
   cmd->add_option("--to", o->to, "the mirror directory (created if missing)")->required();
-  cmd->add_option("--version", o->version, "release to stage (default: this kiln's version)");
+  cmd->add_option("--version", o->version, "release to stage (default: this kiln's version)")
+      ->check(package_version_option());
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
   cmd->callback([o, &rc] {
     StageOptions opts;
@@ -89,7 +90,8 @@ void add_verify(CLI::App& mirror, int& rc) {
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("DIR", o->dir, "the mirror directory")->required();
-  cmd->add_option("--version", o->verify.version, "release to check (default: this kiln's)");
+  cmd->add_option("--version", o->verify.version, "release to check (default: this kiln's)")
+      ->check(package_version_option());
   cmd->add_option("--index-sha256", o->verify.index_sha256,
                   "SHA-256 (hex) the index must have, e.g. the digest the loaders pin");
   cmd->add_option("--sums-sha256", o->verify.sums_sha256,
@@ -162,7 +164,8 @@ void add_sync(CLI::App& mirror, int& rc) {
                   "upstream mirror URL (http://, https://, file:// or an absolute directory)")
       ->required();
   cmd->add_option("--to", o->to, "the local mirror directory (created if missing)")->required();
-  cmd->add_option("--version", o->sync.version, "release to copy (default: this kiln's version)");
+  cmd->add_option("--version", o->sync.version, "release to copy (default: this kiln's version)")
+      ->check(package_version_option());
   cmd->add_option("--index-sha256", o->sync.index_sha256,
                   "SHA-256 (hex) the index must have (also KILN_INDEX_SHA256)");
   cmd->add_option("--sums-sha256", o->sync.sums_sha256,

@@ -41,7 +41,8 @@ void add_tarball_command(CLI::App& app, int& rc) {
   cmd->add_option("--prefix", o->prefix,
                   "the kiln install tree to pack, made by `cmake --install BUILD --prefix DIR` "
                   "(default: the tree this kiln runs from)");
-  cmd->add_option("--version", o->version, "release version to pack (default: this kiln's)");
+  cmd->add_option("--version", o->version, "release version to pack (default: this kiln's)")
+      ->check(package_version_option());
   cmd->add_flag("--json", o->json, "print {file, size, sha256, targets, entries}");
   cmd->callback([o, &rc] {
     TarballOptions t;

@@ -26,6 +26,10 @@ std::vector<std::string> split_list(const std::string& s);
 // command's own keywords, e.g. "auto").
 int parse_device_cc(const std::string& text, const std::string& other_words);
 
+// Every command's --version option checks its value with this (version_option.cpp):
+// MAJOR.MINOR.PATCH[-prerelease] or a usage error (exit 2).
+CLI::Validator package_version_option();
+
 // The source tree kiln was configured from (used by `kiln build` when --source is not given).
 std::string default_source_dir();
 

@@ -3,18 +3,28 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
+#include <vector>
 
+#include "archive_stream.hpp"
 #include "kiln/error.hpp"
+#include "kiln/sha256.hpp"
 #include "libarchive_handles.hpp"
 
 namespace kiln {
+
+static_assert(kMaxArchiveBytes == limits::kMaxUnpackedBytes,
+              "archive.hpp and limits.hpp state one limit");
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -127,14 +137,52 @@ void write_archive(const fs::path& out, const std::vector<ArchiveMember>& member
   tmp.commit();
 }
 
-std::vector<ArchiveMember> read_archive(const fs::path& archive) {
-  return read_archive(archive, kMaxArchiveBytes);
-}
+struct ArchiveStream::Impl {
+  std::unique_ptr<struct archive, ArchiveReadFree> a;
+  std::string origin;
+  ArchiveLimits limits;
+  int fd = -1;
+  Sha256* raw_hash = nullptr;
+  std::vector<char> raw_buf;
+  std::set<std::string> seen;
+  std::uint64_t members = 0;
+  std::uint64_t total = 0;  // declared sizes of the members so far
+  std::optional<ArchiveMemberHeader> current;
+  bool data_read = false;
+  bool eof = false;
+
+  ~Impl() {
+    a.reset();
+    if (fd >= 0) ::close(fd);
+  }
+
+  [[noreturn]] void refuse(const std::string& name, const std::string& why) const {
+    throw Error(ErrorKind::Format, "archive " + origin + ": entry '" + name + "' refused: " + why);
+  }
+  [[noreturn]] void over_limit(const std::string& name, const std::string& what,
+                               std::uint64_t found, std::uint64_t limit) const {
+    throw Error(ErrorKind::Limit, "archive " + origin + ": member '" + name + "': " + what + " " +
+                                      std::to_string(found) + " exceeds the limit of " +
+                                      std::to_string(limit) + " (docs/security.md)");
+  }
+
+  static la_ssize_t read_cb(struct archive*, void* self, const void** buf) {
+    auto* im = static_cast<Impl*>(self);
+    for (;;) {
+      ssize_t n = ::read(im->fd, im->raw_buf.data(), im->raw_buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        archive_set_error(im->a.get(), errno, "read failed: %s", std::strerror(errno));
+        return -1;
+      }
+      if (n > 0 && im->raw_hash) im->raw_hash->update(im->raw_buf.data(), static_cast<size_t>(n));
+      *buf = im->raw_buf.data();
+      return n;
+    }
+  }
+};
 
 namespace {
-
-std::vector<ArchiveMember> read_members(struct archive* a, const std::string& where,
-                                        std::uint64_t max_total_bytes);
 
 std::unique_ptr<struct archive, ArchiveReadFree> new_reader() {
   std::unique_ptr<struct archive, ArchiveReadFree> a(archive_read_new());
@@ -149,89 +197,175 @@ std::unique_ptr<struct archive, ArchiveReadFree> new_reader() {
 
 }  // namespace
 
-std::vector<ArchiveMember> read_archive(const fs::path& archive, std::uint64_t max_total_bytes) {
-  const std::string where = archive.string();
-  std::error_code ec;
-  if (!fs::exists(archive, ec)) throw Error(ErrorKind::NotFound, "archive not found: " + where);
-  if (!fs::is_regular_file(archive, ec)) throw Error(ErrorKind::Io, "not a regular file: " + where);
-  auto a = new_reader();
-  if (archive_read_open_filename(a.get(), archive.c_str(), 1 << 16) != ARCHIVE_OK) {
-    int err = archive_errno(a.get());
+ArchiveStream::ArchiveStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ArchiveStream::ArchiveStream(ArchiveStream&&) noexcept = default;
+ArchiveStream& ArchiveStream::operator=(ArchiveStream&&) noexcept = default;
+ArchiveStream::~ArchiveStream() = default;
+const std::string& ArchiveStream::origin() const { return impl_->origin; }
+
+ArchiveStream ArchiveStream::open_file(const fs::path& path, ArchiveLimits limits,
+                                       Sha256* raw_hash) {
+  auto im = std::make_unique<Impl>();
+  im->origin = path.string();
+  im->limits = limits;
+  im->raw_hash = raw_hash;
+  // O_NONBLOCK: a FIFO must not block the open; it is refused below.
+  im->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (im->fd < 0) {
+    if (errno == ENOENT) throw Error(ErrorKind::NotFound, "archive not found: " + im->origin);
+    throw Error(ErrorKind::Io, "cannot open archive " + im->origin + ": " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::fstat(im->fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error(ErrorKind::Io, "not a regular file: " + im->origin);
+  im->raw_buf.resize(1 << 16);
+  im->a = new_reader();
+  if (archive_read_open(im->a.get(), im.get(), nullptr, &Impl::read_cb, nullptr) != ARCHIVE_OK) {
+    int err = archive_errno(im->a.get());
     // An unreadable file is I/O; bytes libarchive does not recognise are a format problem.
     ErrorKind kind =
         (err == EACCES || err == EIO || err == EISDIR) ? ErrorKind::Io : ErrorKind::Format;
-    throw Error(kind, "cannot open archive " + where + ": " + la_error(a.get()));
+    throw Error(kind, "cannot open archive " + im->origin + ": " + la_error(im->a.get()));
   }
-  return read_members(a.get(), where, max_total_bytes);
+  return ArchiveStream(std::move(im));
 }
 
-std::vector<ArchiveMember> read_archive_bytes(std::string_view bytes, const std::string& origin,
-                                              std::uint64_t max_total_bytes) {
-  auto a = new_reader();
-  if (archive_read_open_memory(a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK)
-    throw Error(ErrorKind::Format, "cannot open archive " + origin + ": " + la_error(a.get()));
-  return read_members(a.get(), origin, max_total_bytes);
+ArchiveStream ArchiveStream::open_memory(std::string_view bytes, const std::string& origin,
+                                         ArchiveLimits limits) {
+  auto im = std::make_unique<Impl>();
+  im->origin = origin;
+  im->limits = limits;
+  im->a = new_reader();
+  if (archive_read_open_memory(im->a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK)
+    throw Error(ErrorKind::Format, "cannot open archive " + origin + ": " + la_error(im->a.get()));
+  return ArchiveStream(std::move(im));
+}
+
+std::optional<ArchiveMemberHeader> ArchiveStream::next() {
+  Impl& im = *impl_;
+  if (im.eof) return std::nullopt;
+  im.current.reset();
+  archive_entry* e = nullptr;
+  int r = archive_read_next_header(im.a.get(), &e);  // skips unread data of the previous one
+  if (r == ARCHIVE_EOF) {
+    im.eof = true;
+    return std::nullopt;
+  }
+  if (r != ARCHIVE_OK)
+    throw Error(ErrorKind::Format, "archive " + im.origin + ": bad entry header after " +
+                                       std::to_string(im.members) +
+                                       " members: " + la_error(im.a.get()));
+  const char* raw = archive_entry_pathname(e);
+  std::string name = raw ? raw : "";
+  if (++im.members > im.limits.max_members)
+    im.over_limit(name, "member count", im.members, im.limits.max_members);
+  if (name.empty()) im.refuse(name, "empty name");
+  if (name[0] == '/') im.refuse(name, "absolute path");
+  if (name == ".." || name.rfind("../", 0) == 0 || name.find("/../") != std::string::npos ||
+      (name.size() >= 3 && name.compare(name.size() - 3, 3, "/..") == 0))
+    im.refuse(name, "path contains '..'");
+  if (archive_entry_hardlink(e)) im.refuse(name, "hard link");
+  if (archive_entry_symlink(e) || archive_entry_filetype(e) == AE_IFLNK)
+    im.refuse(name, "symbolic link");
+  if (archive_entry_filetype(e) == AE_IFDIR)
+    im.refuse(name, "directory (archives hold plain files only)");
+  if (archive_entry_filetype(e) != AE_IFREG)
+    im.refuse(name, "not a regular file (device, fifo or socket)");
+  if (!is_plain_member_name(name))
+    im.refuse(name, "name contains '/' (archives hold no directories)");
+  if (!im.seen.insert(name).second) im.refuse(name, "appears twice");
+  if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0)
+    im.refuse(name, "size not recorded");
+  auto declared = static_cast<std::uint64_t>(archive_entry_size(e));
+  if (declared > im.limits.max_member_bytes)
+    im.over_limit(name, "declared size", declared, im.limits.max_member_bytes);
+  if (im.total + declared > im.limits.max_total_bytes)
+    im.over_limit(name, "total unpacked size", im.total + declared, im.limits.max_total_bytes);
+  im.total += declared;
+  im.current = ArchiveMemberHeader{name, declared};
+  im.data_read = false;
+  return im.current;
+}
+
+void ArchiveStream::read_data(const std::function<void(const char*, std::size_t)>& sink) {
+  Impl& im = *impl_;
+  if (!im.current || im.data_read)
+    throw Error(ErrorKind::Internal, "archive " + im.origin + ": no member data to read");
+  im.data_read = true;
+  const ArchiveMemberHeader& h = *im.current;
+  std::uint64_t got = 0;
+  char buf[1 << 16];
+  for (;;) {
+    la_ssize_t n = archive_read_data(im.a.get(), buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) im.refuse(h.name, "cannot read data: " + la_error(im.a.get()));
+    got += static_cast<std::uint64_t>(n);
+    // libarchive stops at the header's size; this guards the promise, not the common case.
+    if (got > h.size)
+      im.refuse(h.name, "holds more than the " + std::to_string(h.size) + " bytes its header says");
+    sink(buf, static_cast<std::size_t>(n));
+  }
+  if (got != h.size)
+    im.refuse(h.name,
+              "holds " + std::to_string(got) + " bytes, header says " + std::to_string(h.size));
+}
+
+std::string ArchiveStream::read_data_whole(std::uint64_t max_bytes) {
+  Impl& im = *impl_;
+  if (im.current && im.current->size > max_bytes)
+    im.over_limit(im.current->name, "size", im.current->size, max_bytes);
+  std::string out;
+  if (im.current) out.reserve(static_cast<std::size_t>(im.current->size));
+  read_data([&](const char* p, std::size_t n) { out.append(p, n); });
+  return out;
+}
+
+void ArchiveStream::finish() {
+  Impl& im = *impl_;
+  if (archive_read_close(im.a.get()) != ARCHIVE_OK)
+    throw Error(ErrorKind::Format, "archive " + im.origin + ": " + la_error(im.a.get()));
+  // Trailing bytes after the tar end still belong to the file its digest covers.
+  if (im.fd >= 0 && im.raw_hash) {
+    for (;;) {
+      ssize_t n = ::read(im.fd, im.raw_buf.data(), im.raw_buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0)
+        throw Error(ErrorKind::Io, "cannot read " + im.origin + ": " + std::strerror(errno));
+      if (n == 0) break;
+      im.raw_hash->update(im.raw_buf.data(), static_cast<size_t>(n));
+    }
+  }
 }
 
 namespace {
 
-std::vector<ArchiveMember> read_members(struct archive* a, const std::string& where,
-                                        std::uint64_t max_total_bytes) {
+std::vector<ArchiveMember> read_all(ArchiveStream r) {
   std::vector<ArchiveMember> out;
-  std::set<std::string> seen;
-  std::uint64_t total = 0;
-  for (;;) {
-    archive_entry* e = nullptr;
-    int r = archive_read_next_header(a, &e);
-    if (r == ARCHIVE_EOF) break;
-    if (r != ARCHIVE_OK)
-      throw Error(ErrorKind::Format, "archive " + where + ": bad entry header after " +
-                                         std::to_string(out.size()) + " members: " + la_error(a));
-    const char* raw = archive_entry_pathname(e);
-    std::string name = raw ? raw : "";
-    auto refuse = [&](const std::string& why) {
-      throw Error(ErrorKind::Format, "archive " + where + ": entry '" + name + "' refused: " + why);
-    };
-    if (name.empty()) refuse("empty name");
-    if (name[0] == '/') refuse("absolute path");
-    if (name == ".." || name.rfind("../", 0) == 0 || name.find("/../") != std::string::npos ||
-        (name.size() >= 3 && name.compare(name.size() - 3, 3, "/..") == 0))
-      refuse("path contains '..'");
-    if (archive_entry_hardlink(e)) refuse("hard link");
-    if (archive_entry_symlink(e) || archive_entry_filetype(e) == AE_IFLNK) refuse("symbolic link");
-    if (archive_entry_filetype(e) == AE_IFDIR) refuse("directory (archives hold plain files only)");
-    if (archive_entry_filetype(e) != AE_IFREG)
-      refuse("not a regular file (device, fifo or socket)");
-    if (!is_plain_member_name(name)) refuse("name contains '/' (archives hold no directories)");
-    if (!seen.insert(name).second) refuse("appears twice");
-    if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0) refuse("size not recorded");
-    auto declared = static_cast<std::uint64_t>(archive_entry_size(e));
-    if (declared > max_total_bytes || total + declared > max_total_bytes)
-      refuse("members would exceed the limit of " + std::to_string(max_total_bytes) + " bytes");
-
-    ArchiveMember m;
-    m.name = name;
-    m.data.reserve(static_cast<size_t>(declared));
-    char buf[1 << 16];
-    for (;;) {
-      la_ssize_t n = archive_read_data(a, buf, sizeof buf);
-      if (n == 0) break;
-      if (n < 0) refuse("cannot read data: " + la_error(a));
-      total += static_cast<std::uint64_t>(n);
-      if (total > max_total_bytes)
-        refuse("members exceed the limit of " + std::to_string(max_total_bytes) + " bytes");
-      m.data.append(buf, static_cast<size_t>(n));
-    }
-    if (m.data.size() != declared)
-      refuse("holds " + std::to_string(m.data.size()) + " bytes, header says " +
-             std::to_string(declared));
-    out.push_back(std::move(m));
-  }
-  if (archive_read_close(a) != ARCHIVE_OK)
-    throw Error(ErrorKind::Format, "archive " + where + ": " + la_error(a));
+  while (auto h = r.next()) out.push_back({h->name, r.read_data_whole(h->size)});
+  r.finish();
   return out;
 }
 
+ArchiveLimits total_limit(std::uint64_t max_total_bytes) {
+  ArchiveLimits l;
+  l.max_total_bytes = max_total_bytes;
+  l.max_member_bytes = std::min(l.max_member_bytes, max_total_bytes);
+  return l;
+}
+
 }  // namespace
+
+std::vector<ArchiveMember> read_archive(const fs::path& archive) {
+  return read_archive(archive, kMaxArchiveBytes);
+}
+
+std::vector<ArchiveMember> read_archive(const fs::path& archive, std::uint64_t max_total_bytes) {
+  return read_all(ArchiveStream::open_file(archive, total_limit(max_total_bytes)));
+}
+
+std::vector<ArchiveMember> read_archive_bytes(std::string_view bytes, const std::string& origin,
+                                              std::uint64_t max_total_bytes) {
+  return read_all(ArchiveStream::open_memory(bytes, origin, total_limit(max_total_bytes)));
+}
 
 }  // namespace kiln

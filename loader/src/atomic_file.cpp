@@ -1,6 +1,7 @@
 #include "atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -102,18 +103,47 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view d
   f.commit();
 }
 
-std::string read_whole_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    if (!std::filesystem::exists(p, ec))
-      throw Error(ErrorKind::NotFound, "file not found: " + p.string());
-    throw Error(ErrorKind::Io, "cannot open " + p.string() + ": " + std::strerror(errno));
+std::string read_whole_file(const std::filesystem::path& p, std::uint64_t max_bytes) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below anyway.
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    int err = errno;
+    if (err == ENOENT) throw Error(ErrorKind::NotFound, "file not found: " + p.string());
+    throw Error(ErrorKind::Io, "cannot open " + p.string() + ": " + std::strerror(err));
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw Error(ErrorKind::Io, "cannot read " + p.string());
-  return ss.str();
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw Error(ErrorKind::Io, "cannot stat " + p.string() + ": " + std::strerror(errno));
+  // A FIFO, a device (/dev/zero behind a symlink) or a socket has no end: never read one whole.
+  if (!S_ISREG(st.st_mode))
+    throw Error(ErrorKind::Io, p.string() + ": not a regular file (a FIFO, device, socket or " +
+                                   "directory is never read whole)");
+  auto too_big = [&](std::uint64_t n) {
+    return Error(ErrorKind::Limit, p.string() + ": file is " + std::to_string(n) +
+                                       " bytes, more than the limit of " +
+                                       std::to_string(max_bytes) + " (docs/security.md)");
+  };
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw too_big(static_cast<std::uint64_t>(st.st_size));
+  std::string out;
+  out.reserve(static_cast<std::size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      throw Error(ErrorKind::Io, "cannot read " + p.string() + ": " + std::strerror(errno));
+    if (n == 0) break;
+    // The file may grow while it is read: the limit holds for what is read, not only for stat.
+    if (out.size() + static_cast<std::uint64_t>(n) > max_bytes)
+      throw too_big(out.size() + static_cast<std::uint64_t>(n));
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
 }
 
 }  // namespace kiln

@@ -3,9 +3,12 @@
 // never a partial file: data goes to "<path>.tmp.<random>" in the same directory (same
 // filesystem, so rename is atomic), is fsync'ed, and is renamed over <path> on commit().
 // Without commit() the temporary file is removed by the destructor: a failure leaves no trace.
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
+
+#include "limits.hpp"
 
 namespace kiln {
 
@@ -35,8 +38,11 @@ class AtomicFile {
 };
 
 // The whole of a file, for callers that parse or hash it in memory. Throws Error{NotFound}
-// ("file not found: <path>") when it does not exist, Error{Io} naming it when it cannot be read.
-std::string read_whole_file(const std::filesystem::path& path);
+// ("file not found: <path>") when it does not exist, Error{Io} naming it when it cannot be read
+// or is not a regular file (FIFOs and devices, also behind a symlink, are never read: the open
+// does not block), Error{Limit} when it holds more than max_bytes (limits.hpp).
+std::string read_whole_file(const std::filesystem::path& path,
+                            std::uint64_t max_bytes = limits::kMaxLocalWholeFileBytes);
 
 // Convenience: the whole of `data` written atomically to `path`.
 void write_file_atomically(const std::filesystem::path& path, std::string_view data);

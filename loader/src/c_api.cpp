@@ -196,7 +196,7 @@ const char* kiln_source_hash(const char* uri) {
 
 const char* kiln_status_name(kiln_status status) {
   if (status == KILN_OK) return "ok";
-  if (status < KILN_ERROR_INTERNAL || status > KILN_ERROR_DRIVER) return "unknown";
+  if (status < KILN_ERROR_INTERNAL || status > KILN_ERROR_LIMIT) return "unknown";
   return kiln::to_string(static_cast<kiln::ErrorKind>(static_cast<int>(status) - 1));
 }
 

@@ -26,6 +26,8 @@ const char* to_string(ErrorKind kind) {
       return "format";
     case ErrorKind::Driver:
       return "driver";
+    case ErrorKind::Limit:
+      return "limit";
   }
   return "internal";
 }
@@ -55,6 +57,8 @@ int exit_code(ErrorKind kind) {
       return 10;
     case ErrorKind::Driver:
       return 11;
+    case ErrorKind::Limit:
+      return 12;
   }
   return 1;
 }

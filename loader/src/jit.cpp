@@ -18,6 +18,7 @@
 #include "file_lock.hpp"
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
+#include "untrusted_json.hpp"
 
 #ifndef KILN_CUDA_HOME
 #define KILN_CUDA_HOME ""
@@ -253,13 +254,14 @@ void default_log(JitLogLevel level, const std::string& line) {
     std::cerr << "kiln: " << (level == JitLogLevel::Warn ? "warning: " : "") << line << "\n";
 }
 
+// Cache files are untrusted local bytes: regular files of bounded size only (a FIFO or a link
+// to /dev/zero is a miss, and the entry is rebuilt and renamed over it).
 std::optional<std::string> read_whole(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return ss.str();
+  try {
+    return read_whole_file(p, limits::kMaxLocalArtifactBytes);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 // The family's sources and the kernels/ headers they include (same rule as the registry's
@@ -297,9 +299,10 @@ std::optional<JitResult> read_entry(const fs::path& cubin_path, const fs::path& 
   auto meta_text = read_whole(json_path);
   if (!meta_text) return std::nullopt;
   try {
-    json meta = json::parse(*meta_text);
+    json meta = parse_untrusted_json<json>(*meta_text, json_path.string());
     if (meta.at("format").get<int>() != kJitCacheFormat) {
-      problem = "format " + meta.at("format").dump() + " is not " + std::to_string(kJitCacheFormat);
+      problem =
+          "format " + quote_json(meta.at("format")) + " is not " + std::to_string(kJitCacheFormat);
       return std::nullopt;
     }
     if (meta.at("uri").get<std::string>() != spec.uri || meta.at("arch") != arch ||
@@ -333,6 +336,9 @@ std::optional<JitResult> read_entry(const fs::path& cubin_path, const fs::path& 
     return res;
   } catch (const json::exception& e) {
     problem = std::string("its json is malformed: ") + e.what();
+    return std::nullopt;
+  } catch (const Error& e) {
+    problem = std::string("its json is refused: ") + e.what();
     return std::nullopt;
   }
 }

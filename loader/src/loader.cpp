@@ -19,6 +19,7 @@
 #include "kiln/version.hpp"
 #include "log.hpp"
 #include "resolver.hpp"
+#include "untrusted_json.hpp"
 
 namespace kiln {
 
@@ -371,7 +372,7 @@ struct Loader::Impl {
       sidecar.replace(dot, 6, ".json");
     std::string bad;
     try {
-      auto meta = nlohmann::json::parse(fs->read_file(sidecar));
+      auto meta = parse_untrusted_json<nlohmann::json>(fs->read_file(sidecar), sidecar);
       bad = verify_artifact(res.image, meta.at("cubin_size").get<std::uint64_t>(),
                             meta.at("cubin_sha256").get<std::string>());
     } catch (const std::exception& e) {

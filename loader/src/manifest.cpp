@@ -7,6 +7,7 @@
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/target.hpp"
+#include "untrusted_json.hpp"
 
 namespace kiln {
 namespace {
@@ -46,7 +47,7 @@ void check_keys(const Json& obj, const std::vector<std::string>& allowed, const 
 std::string get_string(const Json& obj, const std::string& key, const std::string& origin,
                        const std::string& where, bool allow_empty = false) {
   const Json& v = member(obj, key, origin, where);
-  if (!v.is_string()) fail(origin, where + key, "expected a string, found " + v.dump());
+  if (!v.is_string()) fail(origin, where + key, "expected a string, found " + quote_json(v));
   std::string s = v.get<std::string>();
   if (s.empty() && !allow_empty) fail(origin, where + key, "must not be empty");
   return s;
@@ -56,7 +57,7 @@ std::uint64_t get_u64(const Json& obj, const std::string& key, const std::string
                       const std::string& where) {
   const Json& v = member(obj, key, origin, where);
   if (!v.is_number_unsigned())
-    fail(origin, where + key, "expected a non-negative integer, found " + v.dump());
+    fail(origin, where + key, "expected a non-negative integer, found " + quote_json(v));
   return v.get<std::uint64_t>();
 }
 
@@ -84,19 +85,6 @@ bool is_dotted_number(const std::string& s, int parts) {
   return seen == parts;
 }
 
-// Package versions are MAJOR.MINOR.PATCH with an optional -prerelease (no build metadata: a
-// '+' would not survive in wheel and URL names).
-bool is_package_version(const std::string& s) {
-  size_t dash = s.find('-');
-  std::string core = s.substr(0, dash);
-  if (!is_dotted_number(core, 3)) return false;
-  if (dash == std::string::npos) return true;
-  std::string pre = s.substr(dash + 1);
-  return !pre.empty() && std::all_of(pre.begin(), pre.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.';
-  });
-}
-
 // A file name that stays inside the directory it is unpacked to.
 bool is_plain_file_name(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
@@ -104,12 +92,7 @@ bool is_plain_file_name(const std::string& s) {
 }
 
 Json parse_root(std::string_view text, const std::string& origin) {
-  Json root;
-  try {
-    root = Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    fail(origin, "", std::string("not valid JSON: ") + e.what());
-  }
+  Json root = parse_untrusted_json<Json>(text, origin);
   if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
   return root;
 }
@@ -123,7 +106,7 @@ void check_header(const Json& root, const char* marker, int supported, const std
     fail(origin, "format", "expected \"" + std::string(marker) + "\", found \"" + found + "\"");
   const Json& v = member(root, "format_version", origin, "");
   if (!v.is_number_integer())
-    fail(origin, "format_version", "expected an integer, found " + v.dump());
+    fail(origin, "format_version", "expected an integer, found " + quote_json(v));
   long long ver = v.get<long long>();
   if (ver > supported)
     throw Error(ErrorKind::Stale, origin + ": " + what + " format version " + std::to_string(ver) +
@@ -189,7 +172,8 @@ ArtifactEntry artifact_from_json(const Json& j, const std::string& origin,
   if (!params.is_object()) fail(origin, where + "params", "expected an object of strings");
   for (auto it = params.begin(); it != params.end(); ++it) {
     if (!it.value().is_string())
-      fail(origin, where + "params." + it.key(), "expected a string, found " + it.value().dump());
+      fail(origin, where + "params." + it.key(),
+           "expected a string, found " + quote_json(it.value()));
     a.params.emplace_back(it.key(), it.value().get<std::string>());
   }
   const Json& entries = member(j, "entries", origin, where);
@@ -221,6 +205,20 @@ ArtifactEntry artifact_from_json(const Json& j, const std::string& origin,
 }
 
 }  // namespace
+
+// Package versions are MAJOR.MINOR.PATCH with an optional -prerelease (no build metadata: a
+// '+' would not survive in wheel and URL names).
+bool is_package_version(std::string_view sv) {
+  std::string s(sv);
+  size_t dash = s.find('-');
+  std::string core = s.substr(0, dash);
+  if (!is_dotted_number(core, 3)) return false;
+  if (dash == std::string::npos) return true;
+  std::string pre = s.substr(dash + 1);
+  return !pre.empty() && std::all_of(pre.begin(), pre.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.';
+  });
+}
 
 const ArtifactEntry* Manifest::find(std::string_view uri) const {
   for (const auto& a : artifacts)
@@ -277,7 +275,7 @@ Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
   m.target = get_target(root, origin, "").str();
   const Json& bt = member(root, "build_time", origin, "");
   if (!bt.is_number_integer() || bt.get<std::int64_t>() < 0)
-    fail(origin, "build_time", "expected seconds since the epoch, found " + bt.dump());
+    fail(origin, "build_time", "expected seconds since the epoch, found " + quote_json(bt));
   m.build_time = bt.get<std::int64_t>();
 
   const Json& arts = member(root, "artifacts", origin, "");

@@ -15,9 +15,11 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "atomic_file.hpp"
 #include "jit.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "untrusted_json.hpp"
 
 namespace kiln {
 
@@ -31,8 +33,8 @@ std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 std::string declared_format(const std::string& text) {
   try {
-    auto j = nlohmann::json::parse(text);
-    if (j.is_object() && j.contains("format_version")) return j["format_version"].dump();
+    auto j = parse_untrusted_json<nlohmann::json>(text, "manifest");
+    if (j.is_object() && j.contains("format_version")) return quote_json(j["format_version"]);
   } catch (const std::exception&) {
   }
   return "?";
@@ -399,25 +401,9 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
 }
 
 std::string DiskStoreFs::read_file(const std::string& path) const {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error(ErrorKind::Io, "cannot open " + path + ": " + std::strerror(errno));
-  std::string out;
-  struct stat st {};
-  if (::fstat(fd, &st) == 0 && st.st_size > 0) out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      throw Error(ErrorKind::Io, "cannot read " + path + ": " + std::strerror(err));
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
+  // Store files are untrusted: regular files only (no FIFO, no /dev/zero behind a symlink),
+  // bounded by the largest artifact a store may hold.
+  return read_whole_file(path, limits::kMaxLocalArtifactBytes);
 }
 
 std::string installed_store_dir() {

@@ -1,6 +1,9 @@
 #include "kiln/sha256.hpp"
 
+#include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -61,8 +64,20 @@ std::string sha256_hex(std::string_view data) {
 }
 
 std::string sha256_file(const std::filesystem::path& path, std::size_t* size_out) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
+  // O_NONBLOCK + fstat: a FIFO or device (also behind a symlink) is refused, never read.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0)
+    throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorKind::Io, path.string() + ": not a regular file");
+  }
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (!f) {
+    ::close(fd);
+    throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
+  }
   Sha256 h;
   std::vector<char> buf(1 << 20);
   std::size_t total = 0;

@@ -7,15 +7,19 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 
+#include "archive_stream.hpp"
 #include "atomic_file.hpp"
+#include "file_lock.hpp"
 #include "kiln/fatbin.hpp"
 #include "kiln/sha256.hpp"
+#include "untrusted_json.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -25,6 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kManifestName = "manifest.json";
+// A big install on a slow disk takes seconds; a holder gone for this long is hung (NFS).
+constexpr std::chrono::milliseconds kInstallLockTimeout{10 * 60 * 1000};
 
 int severity(ErrorKind k) {
   switch (k) {
@@ -88,28 +94,47 @@ class TempDirGuard {
   TempDirGuard(const TempDirGuard&) = delete;
   TempDirGuard& operator=(const TempDirGuard&) = delete;
   const fs::path& path() const { return path_; }
+  void release() { path_.clear(); }  // renamed into place: nothing to remove
 
  private:
   fs::path path_;
 };
 
-// Same manifest bytes, same artifact bytes, nothing else: reinstalling would change nothing.
-bool directory_holds(const fs::path& dir, const std::vector<ArchiveMember>& members) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return false;
-  std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir, ec)) names.insert(e.path().filename().string());
-  if (ec || names.size() != members.size()) return false;
-  for (const auto& m : members) {
-    if (!names.count(m.name)) return false;
-    try {
-      if (read_whole_file(dir / m.name) != m.data) return false;
-    } catch (const Error&) {
-      return false;
+// A member streamed into a new file of the temp dir.
+class StreamedFile {
+ public:
+  explicit StreamedFile(const fs::path& p) : path_(p) {
+    fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
+  }
+  ~StreamedFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  StreamedFile(const StreamedFile&) = delete;
+  StreamedFile& operator=(const StreamedFile&) = delete;
+  void write(const char* data, std::size_t size) {
+    std::size_t off = 0;
+    while (off < size) {
+      ssize_t n = ::write(fd_, data + off, size - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
+      off += static_cast<std::size_t>(n);
     }
   }
-  return true;
-}
+  // Data reaches the disk before the directory is renamed into place.
+  void close() {
+    int fd = fd_;
+    fd_ = -1;
+    if (::fsync(fd) != 0 || ::close(fd) != 0)
+      throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
+  }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
 
 std::string join_problems(const std::vector<VerifyProblem>& problems) {
   std::string out;
@@ -123,7 +148,7 @@ StoreArchive scan_store_entry(const fs::path& dir) {
   std::string name = dir.filename().string();
   fs::path mpath = dir / kManifestName;
   try {
-    Manifest m = parse_manifest(read_whole_file(mpath), mpath.string());
+    Manifest m = parse_manifest(read_whole_file(mpath, limits::kMaxLocalFileBytes), mpath.string());
     std::string stem = archive_stem(m.package_version, m.cuda_version, m.target);
     if (stem != name) {
       sa.error_kind = ErrorKind::Format;
@@ -177,7 +202,7 @@ std::string read_verified_artifact(const fs::path& archive_dir, const ArtifactEn
   fs::path p = archive_dir / artifact.file;
   std::string data;
   try {
-    data = read_whole_file(p);
+    data = read_whole_file(p, limits::kMaxLocalArtifactBytes);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::NotFound)
       throw Error(ErrorKind::NotFound, "artifact " + artifact.uri + " listed in " +
@@ -295,25 +320,192 @@ std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMembe
   return problems;
 }
 
+namespace {
+
+// An archive streamed against its manifest, which must be its first member: the manifest is
+// read (at most kMaxManifestBytes) and parsed, its member count, sizes and total are checked
+// against the limits before any other member is read, and every later member must be one it
+// lists, with the size it records, before its data is read. Data is hashed while streamed and,
+// when `unpack_dir` is given, written there. Refusals that leave nothing to decide from
+// (structure, limits) throw; per-artifact problems are collected and the stream goes on.
+std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* manifest_out,
+                                                const fs::path* unpack_dir) {
+  const std::string& origin = r.origin();
+  std::vector<VerifyProblem> problems;
+  auto add = [&](ErrorKind k, const std::string& file, const std::string& field,
+                 const std::string& msg) {
+    problems.push_back({k, file, field, msg});
+  };
+  auto first = r.next();
+  if (!first) {
+    r.finish();
+    add(ErrorKind::Format, origin, kManifestName, origin + ": holds no manifest.json");
+    return problems;
+  }
+  if (first->name != kManifestName) {
+    add(ErrorKind::Format, origin, kManifestName,
+        origin + ": no manifest.json first (manifest.json must be the first member, found '" +
+            first->name + "' first); nothing else is read before the manifest");
+    return problems;
+  }
+  std::string morigin = origin + ":" + kManifestName;
+  if (first->size > limits::kMaxManifestBytes)
+    throw Error(ErrorKind::Limit, morigin + ": declared size " + std::to_string(first->size) +
+                                      " exceeds the limit of " +
+                                      std::to_string(limits::kMaxManifestBytes) +
+                                      " (docs/security.md)");
+  std::string manifest_text = r.read_data_whole(limits::kMaxManifestBytes);
+  Manifest m;
+  try {
+    m = parse_manifest(manifest_text, morigin);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Limit) throw;
+    add(e.kind(), morigin, "manifest", e.what());
+    return problems;
+  }
+  // Decided from the manifest, before any other member is read.
+  std::uint64_t total = manifest_text.size();
+  if (m.artifacts.size() + 1 > limits::kMaxMembers)
+    throw Error(ErrorKind::Limit, morigin + ": lists " + std::to_string(m.artifacts.size()) +
+                                      " artifacts, more than the limit of " +
+                                      std::to_string(limits::kMaxMembers - 1) +
+                                      " (docs/security.md)");
+  std::map<std::string, const ArtifactEntry*> by_file;
+  for (const auto& a : m.artifacts) {
+    if (a.size > limits::kMaxMemberBytes)
+      throw Error(ErrorKind::Limit, morigin + ": artifact '" + a.file + "' declares " +
+                                        std::to_string(a.size) + " bytes, more than the limit of " +
+                                        std::to_string(limits::kMaxMemberBytes) +
+                                        " per member (docs/security.md)");
+    total += a.size;
+    by_file[a.file] = &a;
+  }
+  if (total > limits::kMaxUnpackedBytes)
+    throw Error(ErrorKind::Limit, morigin + ": declares " + std::to_string(total) +
+                                      " bytes in all, more than the limit of " +
+                                      std::to_string(limits::kMaxUnpackedBytes) +
+                                      " unpacked (docs/security.md)");
+  if (unpack_dir) write_file_exclusive(*unpack_dir / kManifestName, manifest_text);
+
+  std::set<std::string> found;
+  while (auto h = r.next()) {
+    std::string where = origin + ":" + h->name;
+    auto it = by_file.find(h->name);
+    if (it == by_file.end()) {
+      // Its data is never read (next() skips it); the reader's total still counts it.
+      add(ErrorKind::Integrity, where, "file", where + ": member not listed in the manifest");
+      continue;
+    }
+    const ArtifactEntry& a = *it->second;
+    found.insert(a.file);
+    if (h->size != a.size) {
+      add(ErrorKind::Integrity, where, "size",
+          where + ": size is " + std::to_string(h->size) + " bytes, manifest says " +
+              std::to_string(a.size));
+      continue;
+    }
+    Sha256 hash;
+    std::optional<StreamedFile> out;
+    if (unpack_dir) out.emplace(*unpack_dir / a.file);
+    r.read_data([&](const char* p, std::size_t n) {
+      hash.update(p, n);
+      if (out) out->write(p, n);
+    });
+    if (out) out->close();
+    std::string digest = hash.hex();
+    if (digest != a.sha256)
+      add(ErrorKind::Integrity, where, "sha256",
+          where + ": sha256 is " + digest + ", manifest says " + a.sha256);
+  }
+  r.finish();
+  for (const auto& a : m.artifacts)
+    if (!found.count(a.file)) {
+      std::string where = origin + ":" + a.file;
+      add(ErrorKind::Integrity, where, "file",
+          where + ": artifact " + a.uri + " is listed in the manifest but missing");
+    }
+  if (manifest_out) *manifest_out = std::move(m);
+  return problems;
+}
+
+// The existing copy holds exactly what was just unpacked: same manifest bytes, and every artifact
+// it lists present with the recorded size and sha256, nothing else.
+bool directory_matches(const fs::path& dir, const fs::path& unpacked) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  try {
+    if (read_whole_file(dir / kManifestName, limits::kMaxManifestBytes) !=
+        read_whole_file(unpacked / kManifestName, limits::kMaxManifestBytes))
+      return false;
+  } catch (const Error&) {
+    return false;
+  }
+  StoreArchive sa = scan_store_entry(dir);
+  return sa.manifest && verify_store_archive(sa).empty();
+}
+
+// `.tmp-*` directories of installers that died (kill -9, power loss). Safe only while holding
+// the store's install lock: every live installer holds it for as long as its temp dir exists.
+void remove_orphaned_temp_dirs(const fs::path& store) {
+  std::error_code ec;
+  for (fs::directory_iterator it(store, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind(".tmp-", 0) != 0) continue;
+    std::error_code rec;
+    fs::remove_all(it->path(), rec);
+  }
+}
+
+fs::path store_install_lock_path(const fs::path& store) {
+  return store / ".kiln-locks" / "install.lock";
+}
+
+}  // namespace
+
 InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
                               const std::optional<std::string>& expected_sha256,
                               const std::string& required_package_version) {
-  // Everything is checked in memory first: a refused archive never touches the store.
-  std::string bytes = read_whole_file(archive);
+  // A pinned digest is checked before a single byte is decompressed: a forged archive never
+  // reaches libarchive and never touches the store.
   if (expected_sha256) {
-    std::string digest = sha256_hex(bytes);
+    std::error_code ec;
+    if (!fs::exists(archive, ec))
+      throw Error(ErrorKind::NotFound, "archive not found: " + archive.string());
+    if (!fs::is_regular_file(archive, ec))
+      throw Error(ErrorKind::Io, "not a regular file: " + archive.string());
+    std::string digest = sha256_file(archive);
     if (digest != *expected_sha256)
       throw Error(ErrorKind::Integrity,
                   archive.string() + ": sha256 is " + digest + ", expected " + *expected_sha256);
   }
-  auto members = read_archive_bytes(bytes, archive.string());
-  bytes.clear();
-  bytes.shrink_to_fit();
+  std::error_code ec;
+  fs::create_directories(dest_store / ".kiln-locks", ec);
+  if (ec)
+    throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
+  // One installer at a time per store; whoever takes the lock removes what dead ones left.
+  FileLock lock = FileLock::acquire(store_install_lock_path(dest_store), kInstallLockTimeout);
+  remove_orphaned_temp_dirs(dest_store);
+
+  // Streamed into a temp dir inside the store, verified member by member; renamed into place
+  // only when everything matched. Any refusal removes the temp dir: the store keeps its old
+  // contents (and the lock file).
+  TempDirGuard tmp(dest_store);
+  Sha256 raw;
+  ArchiveStream reader = ArchiveStream::open_file(archive, {}, &raw);
   InstallResult result;
-  auto problems = verify_archive_members(members, archive.string(), &result.manifest);
+  const fs::path& unpack = tmp.path();
+  auto problems = check_archive_stream(reader, &result.manifest, &unpack);
   if (!problems.empty())
     throw Error(*most_severe(problems),
                 "refusing to install " + archive.string() + ":\n  " + join_problems(problems));
+  if (expected_sha256) {
+    // The bytes unpacked are the bytes pinned (the file cannot have changed in between).
+    std::string digest = raw.hex();
+    if (digest != *expected_sha256)
+      throw Error(ErrorKind::Integrity, archive.string() +
+                                            ": changed while being installed: sha256 is " + digest +
+                                            ", expected " + *expected_sha256);
+  }
   const Manifest& m = result.manifest;
   if (!required_package_version.empty() && m.package_version != required_package_version)
     throw Error(ErrorKind::Stale,
@@ -323,27 +515,16 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
   std::string stem = archive_stem(m.package_version, m.cuda_version, m.target);
   result.directory = dest_store / stem;
 
-  // The manifest goes first, then artifacts in manifest order, then nothing else.
-  std::stable_partition(members.begin(), members.end(),
-                        [](const ArchiveMember& mem) { return mem.name == kManifestName; });
-  const std::vector<ArchiveMember>& ordered = members;
-
-  std::error_code ec;
-  fs::create_directories(dest_store, ec);
-  if (ec)
-    throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
-  if (directory_holds(result.directory, ordered)) {
+  if (directory_matches(result.directory, tmp.path())) {
     result.action = InstallResult::Action::Unchanged;
     return result;
   }
-
-  TempDirGuard tmp(dest_store);
-  for (const auto& mem : ordered) write_file_exclusive(tmp.path() / mem.name, mem.data);
   if (::chmod(tmp.path().c_str(), 0755) != 0)
     throw Error(ErrorKind::Io, "cannot chmod " + tmp.path().string() + ": " + std::strerror(errno));
   fsync_dir(tmp.path());
 
   if (::rename(tmp.path().c_str(), result.directory.c_str()) == 0) {
+    tmp.release();
     fsync_dir(dest_store);
     result.action = InstallResult::Action::Installed;
     return result;
@@ -351,11 +532,6 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
   if (errno != EEXIST && errno != ENOTEMPTY)
     throw Error(ErrorKind::Io, "cannot rename " + tmp.path().string() + " to " +
                                    result.directory.string() + ": " + std::strerror(errno));
-  // Another installer may have put an identical copy there meanwhile.
-  if (directory_holds(result.directory, ordered)) {
-    result.action = InstallResult::Action::Unchanged;
-    return result;
-  }
   // Swap old and new in one step, so readers never find the directory missing; the old copy
   // ends up under the temp name and is removed with it.
   if (::renameat2(AT_FDCWD, tmp.path().c_str(), AT_FDCWD, result.directory.c_str(),
@@ -375,6 +551,7 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
       throw Error(ErrorKind::Io,
                   "cannot replace " + result.directory.string() + ": " + std::strerror(err));
     }
+    tmp.release();
   }
   fsync_dir(dest_store);
   result.action = InstallResult::Action::Replaced;
@@ -385,15 +562,14 @@ std::vector<VerifyProblem> verify_archive_file(const fs::path& archive,
                                                const std::string& expected_package_version,
                                                Manifest* manifest_out) {
   std::vector<VerifyProblem> problems;
-  std::vector<ArchiveMember> members;
+  Manifest m;
   try {
-    members = read_archive(archive);
+    ArchiveStream reader = ArchiveStream::open_file(archive);
+    problems = check_archive_stream(reader, &m, nullptr);
   } catch (const Error& e) {
     problems.push_back({e.kind(), archive.string(), "archive", e.what()});
     return problems;
   }
-  Manifest m;
-  problems = verify_archive_members(members, archive.string(), &m);
   bool parsed = !m.package_version.empty();
   if (parsed && !expected_package_version.empty() && m.package_version != expected_package_version)
     problems.push_back({ErrorKind::Stale, archive.string(), "package_version",
@@ -410,7 +586,7 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
   std::vector<VerifyProblem> problems;
   Index idx;
   try {
-    idx = parse_index(read_whole_file(index_path), index_path.string());
+    idx = parse_index(read_whole_file(index_path, limits::kMaxLocalFileBytes), index_path.string());
   } catch (const Error& e) {
     problems.push_back({e.kind(), index_path.string(), "index", e.what()});
     return problems;
@@ -492,6 +668,9 @@ PathKind classify_path(const fs::path& path) {
     throw Error(ErrorKind::NotFound, "no such file or directory: " + path.string());
   if (fs::is_directory(path, ec))
     return fs::exists(path / kManifestName, ec) ? PathKind::StoreArchive : PathKind::Store;
+  // Only a regular file is opened: a FIFO would block the open, a device never ends.
+  if (!fs::is_regular_file(path, ec))
+    throw Error(ErrorKind::Io, path.string() + ": not a regular file or directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
   std::string head(512, '\0');
@@ -506,14 +685,21 @@ PathKind classify_path(const fs::path& path) {
   if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return PathKind::Archive;
   std::size_t first = head.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && head[first] == '{') {
+    std::string text = read_whole_file(path, limits::kMaxLocalFileBytes);
     try {
-      auto j = nlohmann::json::parse(read_whole_file(path));
+      auto j = parse_untrusted_json<nlohmann::json>(text, path.string());
       auto it = j.find("format");
       if (it != j.end() && it->is_string()) {
         if (*it == "kiln-index") return PathKind::Index;
         if (*it == "kiln-manifest") return PathKind::Manifest;
       }
     } catch (const nlohmann::json::exception&) {
+    } catch (const Error& e) {
+      // Too large or too deep: say so rather than guess.
+      if (e.kind() != ErrorKind::Format) throw;
+      // Malformed, but it says what it means to be: let that parser name the fault.
+      if (text.find("\"kiln-index\"") != std::string::npos) return PathKind::Index;
+      if (text.find("\"kiln-manifest\"") != std::string::npos) return PathKind::Manifest;
     }
   }
   return PathKind::Unknown;

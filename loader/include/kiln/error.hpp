@@ -18,6 +18,7 @@ enum class ErrorKind {
   Io,           // reading or writing a file failed
   Format,       // a file is malformed (JSON, archive, fatbin, registry)
   Driver,       // the CUDA driver reported an error
+  Limit,        // untrusted input exceeds a limit of docs/security.md (size, depth, count)
 };
 
 const char* to_string(ErrorKind kind);

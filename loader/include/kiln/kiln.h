@@ -23,7 +23,8 @@ typedef enum kiln_status {
   KILN_ERROR_NETWORK = 8,
   KILN_ERROR_IO = 9,
   KILN_ERROR_FORMAT = 10,
-  KILN_ERROR_DRIVER = 11
+  KILN_ERROR_DRIVER = 11,
+  KILN_ERROR_LIMIT = 12
 } kiln_status;
 
 typedef struct kiln_loader kiln_loader;

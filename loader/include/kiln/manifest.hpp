@@ -73,6 +73,10 @@ std::string index_to_json(const Index& idx);
 Manifest parse_manifest(std::string_view json_text, const std::string& origin);
 Index parse_index(std::string_view json_text, const std::string& origin);
 
+// MAJOR.MINOR.PATCH with an optional -prerelease of [0-9A-Za-z.]: the package_version field,
+// and every --version the CLI takes.
+bool is_package_version(std::string_view s);
+
 // kiln-kernels-<version>-cuda<major>.<minor>-<target>.tar.zst
 std::string archive_file_name(std::string_view version, std::string_view cuda,
                               std::string_view target);

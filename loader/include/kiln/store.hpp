@@ -6,6 +6,7 @@
 //       manifest.json                               the archive's manifest, byte for byte
 //       <uri>.fatbin ...                            every artifact the manifest lists
 //     .tmp-XXXXXX/                                  an install in progress (ignored by readers)
+//     .kiln-locks/install.lock                      held by the one installer at work
 //
 // Installs unpack into a hidden temp directory inside the store and rename it into place, so a
 // reader sees either the old directory, the new one, or none: never a partial one.
@@ -75,10 +76,15 @@ struct InstallResult {
   enum class Action { Installed, Replaced, Unchanged } action = Action::Installed;
 };
 
-// Verifies an archive (its sha256 when `expected_sha256` is given, then every member against
-// the manifest) and unpacks it into <dest_store>/<stem>/. An existing identical copy is left as
-// it is; a differing one is replaced atomically. Any refusal (digest mismatch, bad entry, missing
-// or misplaced manifest) throws before the store is touched, so it stays exactly as it was.
+// Verifies an archive (its sha256 when `expected_sha256` is given, before anything is
+// decompressed) and streams it, manifest first, into a temp dir of the store under the store's
+// install lock, checking limits (docs/security.md) from the manifest before any other member is
+// read and every member against the manifest as it is written; the temp dir is renamed to
+// <dest_store>/<stem>/ only when all matched. Temp dirs of installers that died are removed
+// under the same lock. An existing identical copy is left as it is; a differing one is replaced
+// atomically. Any refusal (digest mismatch, bad entry, missing or misplaced manifest, a limit)
+// throws and leaves the store's archive directories exactly as they were (Error{Limit} for a
+// limit).
 // Error kinds: Integrity (digests), Format (archive/manifest), Stale (format version),
 // NotFound (archive), Io (store not writable).
 // When `required_package_version` is not empty, an archive of another package version is

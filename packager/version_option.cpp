@@ -1,0 +1,19 @@
+// The one check for every command's --version: a release version as the formats spell it
+// (MAJOR.MINOR.PATCH[-prerelease]). It becomes part of file names and URLs, so anything else
+// ("../../etc/x") is refused before it is used.
+#include "commands.hpp"
+#include "kiln/manifest.hpp"
+
+namespace kiln::cli {
+
+CLI::Validator package_version_option() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (is_package_version(value)) return "";
+        return "--version '" + value.substr(0, 80) +
+               "' is not a release version: expected MAJOR.MINOR.PATCH[-prerelease], e.g. 0.1.0";
+      },
+      "MAJOR.MINOR.PATCH");
+}
+
+}  // namespace kiln::cli

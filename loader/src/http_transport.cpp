@@ -48,6 +48,24 @@ std::optional<long> parse_retry_after_seconds(const std::string& value) {
   return std::stol(v);
 }
 
+std::optional<std::string> header_value(const std::string& line, std::string_view name) {
+  std::size_t colon = line.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string key = line.substr(0, colon);
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (key != name) return std::nullopt;
+  return line.substr(colon + 1);
+}
+
+std::optional<long> parse_retry_after(const std::string& value, std::time_t now) {
+  if (auto seconds = parse_retry_after_seconds(value)) return seconds;
+  std::string trimmed = value.substr(0, value.find_last_not_of(" \t\r\n") + 1);
+  time_t when = curl_getdate(trimmed.c_str(), nullptr);
+  if (when > 0) return std::max<long>(0, static_cast<long>(when - now));
+  return std::nullopt;
+}
+
 RetryDecision decide_retry(const TransferResult& r, int attempts_made, const RetryPolicy& p) {
   RetryDecision d;
   bool transient = false;
@@ -152,21 +170,8 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
     st->retry_after.reset();
     return size * n;
   }
-  std::size_t colon = line.find(':');
-  if (colon == std::string::npos) return size * n;
-  std::string name = line.substr(0, colon);
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (name == "retry-after") {
-    std::string value = line.substr(colon + 1);
-    st->retry_after = parse_retry_after_seconds(value);
-    if (!st->retry_after) {
-      std::string trimmed = value.substr(0, value.find_last_not_of(" \t\r\n") + 1);
-      time_t when = curl_getdate(trimmed.c_str(), nullptr);
-      if (when > 0)
-        st->retry_after = std::max<long>(0, static_cast<long>(when - std::time(nullptr)));
-    }
-  }
+  if (auto value = header_value(line, "retry-after"))
+    st->retry_after = parse_retry_after(*value, std::time(nullptr));
   return size * n;
 }
 

@@ -41,10 +41,12 @@ for t in "${targets[@]}"; do
   rm -rf "$run"
   mkdir -p "$run/corpus"
   # New inputs go to $run/corpus; the checked-in seeds (regressions included) are read only.
+  dict=()
+  case "$t" in index | manifest) dict=(-dict=fuzz/json.dict) ;; esac
   set +e
   "$build/fuzz/${t}_fuzz" -max_total_time="$secs" -max_len="$len" -rss_limit_mb=2048 \
-    -timeout=10 -print_final_stats=1 -artifact_prefix="$run/" "$run/corpus" "fuzz/corpus/$t" \
-    >"$run/log" 2>&1
+    -timeout=10 -print_final_stats=1 -artifact_prefix="$run/" "${dict[@]}" "$run/corpus" \
+    "fuzz/corpus/$t" >"$run/log" 2>&1
   rc=$?
   set -e
   runs=$(sed -n 's/^stat::number_of_executed_runs: *//p' "$run/log" | tail -1)

@@ -24,6 +24,7 @@ cp manifests/examples/manifest.json "$c/manifest/example-manifest.json"
 for t in sm_80 compute_80; do
   a="$(ls "$dist"/kiln-kernels-"$v"-cuda*-"$t".tar.zst)"
   cp "$a" "$c/archive/release-$t.tar.zst"
+  zstd -q -d -c "$a" >"$c/archive/release-$t.tar"
   tar -I zstd -xOf "$a" manifest.json >"$c/manifest/release-$t-manifest.json"
   tar -I zstd -xOf "$a" axpy_dtype_f32.fatbin >"$c/fatbin/release-$t.fatbin"
 done

@@ -15,6 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (p.file.rfind(origin, 0) != 0)
       fuzz::finding("a problem names '" + p.file + "', not the wheel: " + p.what);
   fuzz::refuses_cleanly([&] { (void)wheel::wheel_manifests(whl.path()); },
-                        {ErrorKind::Format, ErrorKind::Stale}, origin);
+                        {ErrorKind::Format, ErrorKind::Stale, ErrorKind::NotFound}, origin);
   return 0;
 }

@@ -43,20 +43,33 @@ for t in "${targets[@]}"; do
   # New inputs go to $run/corpus; the checked-in seeds (regressions included) are read only.
   dict=()
   case "$t" in index | manifest) dict=(-dict=fuzz/json.dict) ;; esac
+  # -fork=1 with -ignore_*: a finding does not end the run, so one known bug does not hide the
+  # next one; every distinct input is kept and the exit status says whether there was any.
   set +e
-  "$build/fuzz/${t}_fuzz" -max_total_time="$secs" -max_len="$len" -rss_limit_mb=2048 \
-    -timeout=10 -print_final_stats=1 -artifact_prefix="$run/" "${dict[@]}" "$run/corpus" \
-    "fuzz/corpus/$t" >"$run/log" 2>&1
+  "$build/fuzz/${t}_fuzz" -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
+    -max_total_time="$secs" -max_len="$len" -rss_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 -artifact_prefix="$run/" "${dict[@]}" "$run/corpus" "fuzz/corpus/$t" \
+    >"$run/log" 2>&1
   rc=$?
   set -e
-  runs=$(sed -n 's/^stat::number_of_executed_runs: *//p' "$run/log" | tail -1)
-  summary+=("$(printf '%-13s rc=%-3s executions=%s' "$t" "$rc" "${runs:-?}")")
-  if ((rc != 0)); then
+  # Executions: the fork driver's last "#N: cov:" line (libFuzzer 14 prints no final stats in
+  # fork mode); a plain run's stat::number_of_executed_runs (or _units, as libFuzzer 14 says).
+  runs=$({
+    grep -oE '^#[0-9]+: cov' "$run/log" | tr -dc '0-9\n'
+    sed -nE 's/^stat::number_of_executed_(runs|units): *//p' "$run/log"
+  } | tail -1)
+  kept=("$run"/crash-* "$run"/leak-* "$run"/timeout-* "$run"/oom-* "$run"/slow-unit-*)
+  kept=($(ls -d "${kept[@]}" 2>/dev/null))
+  summary+=("$(printf '%-13s executions=%-9s findings=%s' "$t" "${runs:-?}" "${#kept[@]}")")
+  if ((rc != 0 || ${#kept[@]})); then
     failed+=("$t")
-    echo "fuzz: $t: FINDING (exit $rc); the log ends:" >&2
-    tail -40 "$run/log" >&2
-    for f in "$run"/crash-* "$run"/leak-* "$run"/timeout-* "$run"/oom-* "$run"/slow-unit-*; do
-      [ -e "$f" ] && echo "fuzz: $t: input kept at $f ($(stat -c %s "$f") bytes)" >&2
+    echo "fuzz: $t: ${#kept[@]} finding(s) (exit $rc)" >&2
+    ((${#kept[@]})) || tail -20 "$run/log" >&2
+    for f in "${kept[@]}"; do
+      # Replay it for the one line that says what went wrong.
+      why=$("$build/fuzz/${t}_fuzz" -rss_limit_mb=2048 -timeout=10 "$f" 2>&1 |
+        grep -m1 -E 'kiln fuzz finding|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error' || true)
+      echo "fuzz: $t: $f ($(stat -c %s "$f") bytes): ${why:-see $run/log}" >&2
     done
   fi
 done

@@ -58,8 +58,9 @@ for t in "${targets[@]}"; do
     grep -oE '^#[0-9]+: cov' "$run/log" | tr -dc '0-9\n'
     sed -nE 's/^stat::number_of_executed_(runs|units): *//p' "$run/log"
   } | tail -1)
+  shopt -s nullglob
   kept=("$run"/crash-* "$run"/leak-* "$run"/timeout-* "$run"/oom-* "$run"/slow-unit-*)
-  kept=($(ls -d "${kept[@]}" 2>/dev/null))
+  shopt -u nullglob
   summary+=("$(printf '%-13s executions=%-9s findings=%s' "$t" "${runs:-?}" "${#kept[@]}")")
   if ((rc != 0 || ${#kept[@]})); then
     failed+=("$t")

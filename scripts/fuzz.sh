@@ -66,12 +66,22 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     echo "fuzz: $t: ${#kept[@]} finding(s) (exit $rc)" >&2
     ((${#kept[@]})) || tail -20 "$run/log" >&2
+    # Replay each kept input for the line that says what went wrong; print each distinct
+    # reason once (digits folded), with how many inputs gave it and the smallest of them.
+    declare -A count=() smallest=()
     for f in "${kept[@]}"; do
-      # Replay it for the one line that says what went wrong.
       why=$("$build/fuzz/${t}_fuzz" -rss_limit_mb=2048 -timeout=10 "$f" 2>&1 |
         grep -m1 -E 'kiln fuzz finding|ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error' || true)
-      echo "fuzz: $t: $f ($(stat -c %s "$f") bytes): ${why:-see $run/log}" >&2
+      key=$(printf '%s' "${why:-see $run/log}" | sed -E "s/'[^']*'/'...'/g; s/[0-9]+/N/g")
+      count[$key]=$((${count[$key]:-0} + 1))
+      if [ -z "${smallest[$key]:-}" ] || (($(stat -c %s "$f") < $(stat -c %s "${smallest[$key]}"))); then
+        smallest[$key]="$f"
+      fi
     done
+    for key in "${!count[@]}"; do
+      echo "fuzz: $t: ${count[$key]} input(s): $key; smallest: ${smallest[$key]}" >&2
+    done
+    unset count smallest
   fi
 done
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh checkout: installs dependencies, builds (warnings are
 # errors), runs every CTest test, then builds again with address+undefined sanitizers and runs
-# the unit tests under them. GPU tests skip with a message when no GPU is present.
+# the unit tests under them, and ends with the libFuzzer targets (scripts/fuzz.sh). GPU tests
+# skip with a message when no GPU is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
@@ -23,3 +24,7 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=addre
 ninja -C build-asan -j"$jobs" kiln_unit_tests kiln_cli
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
+
+# libFuzzer targets with address+undefined (docs/fuzzing.md): clang, 45 s per target, any
+# finding (crash, sanitizer report, leak, timeout, OOM) fails the run.
+KILN_FUZZ_SECONDS=45 scripts/fuzz.sh

@@ -12,6 +12,8 @@ packages=(
   nginx-light openssl curl ca-certificates python3 python3-venv zstd
   # the optional sccache-dist test: its build server sandboxes compiles with bubblewrap
   bubblewrap
+  # fuzzing (scripts/fuzz.sh): clang 14 and its libFuzzer/sanitizer runtimes
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -92,6 +92,23 @@ TEST(RetryAfter, ParsesDeltaSecondsOnly) {
   EXPECT_FALSE(fetch_detail::parse_retry_after_seconds(""));
 }
 
+TEST(RetryAfter, HeaderLineGivesItsValueOnlyForThatHeaderInAnyCase) {
+  EXPECT_EQ(fetch_detail::header_value("Retry-After: 7\r\n", "retry-after"), " 7\r\n");
+  EXPECT_EQ(fetch_detail::header_value("RETRY-AFTER:soon", "retry-after"), "soon");
+  EXPECT_FALSE(fetch_detail::header_value("Retry-After-Not: 7\r\n", "retry-after"));
+  EXPECT_FALSE(fetch_detail::header_value("Content-Length: 7\r\n", "retry-after"));
+  EXPECT_FALSE(fetch_detail::header_value("no colon here\r\n", "retry-after"));
+}
+
+TEST(RetryAfter, SecondsOrAnHttpDateCountedFromNow) {
+  const std::time_t now = 1700000000;  // Tue, 14 Nov 2023 22:13:20 GMT
+  EXPECT_EQ(fetch_detail::parse_retry_after(" 120\r\n", now), 120);
+  EXPECT_EQ(fetch_detail::parse_retry_after(" Tue, 14 Nov 2023 22:14:20 GMT\r\n", now), 60);
+  EXPECT_EQ(fetch_detail::parse_retry_after(" Mon, 13 Nov 2023 22:13:20 GMT\r\n", now), 0);
+  EXPECT_FALSE(fetch_detail::parse_retry_after(" soon\r\n", now));
+  EXPECT_FALSE(fetch_detail::parse_retry_after(" \r\n", now));
+}
+
 TEST(MirrorUrl, NormalisesTrailingSlashAndBarePathsAndRefusesOtherSchemes) {
   EXPECT_EQ(fetch_detail::normalise_mirror("https://m.example/rel/"), "https://m.example/rel");
   EXPECT_EQ(fetch_detail::normalise_mirror("/srv/rel"), "file:///srv/rel");

@@ -51,6 +51,24 @@ std::optional<long> parse_retry_after_seconds(const std::string& value) {
   return std::stol(v);
 }
 
+std::optional<std::string> header_value(const std::string& line, std::string_view name) {
+  std::size_t colon = line.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string key = line.substr(0, colon);
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (key != name) return std::nullopt;
+  return line.substr(colon + 1);
+}
+
+std::optional<long> parse_retry_after(const std::string& value, std::time_t now) {
+  if (auto seconds = parse_retry_after_seconds(value)) return seconds;
+  std::string trimmed = value.substr(0, value.find_last_not_of(" \t\r\n") + 1);
+  time_t when = curl_getdate(trimmed.c_str(), nullptr);
+  if (when > 0) return std::max<long>(0, static_cast<long>(when - now));
+  return std::nullopt;
+}
+
 RetryDecision decide_retry(const TransferResult& r, int attempts_made, const RetryPolicy& p) {
   RetryDecision d;
   bool transient = false;
@@ -186,38 +204,27 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
     st->header_status = sp == std::string::npos ? 0 : std::atol(line.c_str() + sp + 1);
     return size * n;
   }
-  std::size_t colon = line.find(':');
-  if (colon == std::string::npos) return size * n;
-  std::string name = line.substr(0, colon);
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (name == "location" && st->header_status >= 300 && st->header_status < 400) {
-    // curl would follow this next; decide first (the same-host rule is not a curl option).
-    std::string value = line.substr(colon + 1);
-    std::size_t b = value.find_first_not_of(" \t");
-    std::size_t e = value.find_last_not_of(" \t\r\n");
-    value = b == std::string::npos ? "" : value.substr(b, e - b + 1);
-    char* current = nullptr;
-    curl_easy_getinfo(st->curl, CURLINFO_EFFECTIVE_URL, &current);
-    std::string from = current ? current : "";
-    std::string to = resolve_location(from, value);
-    std::string why = to.empty() ? "redirect from " + from + " to '" + value + "', not a URL"
-                                 : redirect_refusal(from, to);
-    if (!why.empty()) {
-      st->redirect_refused = why;
-      return 0;  // aborts the transfer before curl follows
+  if (st->header_status >= 300 && st->header_status < 400) {
+    if (auto location = header_value(line, "location")) {
+      // curl would follow this next; decide first (the same-host rule is not a curl option).
+      std::string value = *location;
+      std::size_t b = value.find_first_not_of(" \t");
+      std::size_t e = value.find_last_not_of(" \t\r\n");
+      value = b == std::string::npos ? "" : value.substr(b, e - b + 1);
+      char* current = nullptr;
+      curl_easy_getinfo(st->curl, CURLINFO_EFFECTIVE_URL, &current);
+      std::string from = current ? current : "";
+      std::string to = resolve_location(from, value);
+      std::string why = to.empty() ? "redirect from " + from + " to '" + value + "', not a URL"
+                                   : redirect_refusal(from, to);
+      if (!why.empty()) {
+        st->redirect_refused = why;
+        return 0;  // aborts the transfer before curl follows
+      }
     }
   }
-  if (name == "retry-after") {
-    std::string value = line.substr(colon + 1);
-    st->retry_after = parse_retry_after_seconds(value);
-    if (!st->retry_after) {
-      std::string trimmed = value.substr(0, value.find_last_not_of(" \t\r\n") + 1);
-      time_t when = curl_getdate(trimmed.c_str(), nullptr);
-      if (when > 0)
-        st->retry_after = std::max<long>(0, static_cast<long>(when - std::time(nullptr)));
-    }
-  }
+  if (auto value = header_value(line, "retry-after"))
+    st->retry_after = parse_retry_after(*value, std::time(nullptr));
   return size * n;
 }
 

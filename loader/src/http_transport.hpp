@@ -2,10 +2,12 @@
 // The network side of fetching, behind a small interface so the retry and trust logic in
 // fetch.cpp is testable with fakes. libcurl stays inside http_transport.cpp.
 #include <cstddef>
+#include <ctime>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace kiln::fetch_detail {
 
@@ -77,6 +79,12 @@ RetryDecision decide_retry(const TransferResult& r, int attempts_made, const Ret
 
 // Parses a Retry-After value given as delta-seconds; nullopt for anything else.
 std::optional<long> parse_retry_after_seconds(const std::string& value);
+// The value of header `name` (lowercase) in one raw header line as curl hands it over
+// ("Name: value\r\n"), untrimmed; nullopt when the line is another header or no header.
+std::optional<std::string> header_value(const std::string& line, std::string_view name);
+// A Retry-After value in seconds from `now`: delta-seconds, or an HTTP-date (a date already
+// past gives 0); nullopt when it is neither.
+std::optional<long> parse_retry_after(const std::string& value, std::time_t now);
 
 // Mirrors that served bytes failing verification are not asked again in this process.
 void mark_mirror_bad(const std::string& mirror);

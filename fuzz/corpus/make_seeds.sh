@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Regenerates the release-file seeds in fuzz/corpus/ from a real `kiln build` of a one-kernel
+# slice (axpy_dtype_f32 for sm_80 and compute_80, real nvcc), as fuzz/corpus/README.md says.
+# Seeds whose names start with "regression-" or "handmade-" are not touched.
+#   fuzz/corpus/make_seeds.sh [path/to/kiln]     (default build/kiln)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+kiln="$(realpath "${1:-build/kiln}")"
+nvcc="${CUDA_HOME:-/usr/local/cuda}/bin/nvcc"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+c=fuzz/corpus
+
+export SOURCE_DATE_EPOCH=1700000000
+"$kiln" build --out "$work/kb" --targets sm_80,compute_80 --only axpy_dtype_f32 -j1 >/dev/null
+"$kiln" wheel --dist "$work/kb/dist" --targets sm_80 --out "$work/kb/dist" >/dev/null
+"$kiln" mirror stage "$work/kb/dist" --to "$work/mirror" >/dev/null
+v="$("$kiln" --version | awk "NR == 1 {print \$2}")"
+dist="$work/kb/dist"
+
+cp "$dist/kiln-kernels-$v-index.json" "$c/index/release-index.json"
+cp manifests/examples/index.json "$c/index/example-index.json"
+cp manifests/examples/manifest.json "$c/manifest/example-manifest.json"
+for t in sm_80 compute_80; do
+  a="$(ls "$dist"/kiln-kernels-"$v"-cuda*-"$t".tar.zst)"
+  cp "$a" "$c/archive/release-$t.tar.zst"
+  zstd -q -d -c "$a" >"$c/archive/release-$t.tar"
+  tar -I zstd -xOf "$a" manifest.json >"$c/manifest/release-$t-manifest.json"
+  tar -I zstd -xOf "$a" axpy_dtype_f32.fatbin >"$c/fatbin/release-$t.fatbin"
+done
+# Raw cubin and PTX of the same stub, for the ELF and PTX readers behind the fatbin reader.
+stub="$work/kb/stubs/axpy_dtype_f32.kiln-stub.cu"
+"$nvcc" -cubin -arch=sm_80 -I kernels -o "$c/fatbin/nvcc-sm_80.cubin" "$stub"
+"$nvcc" -ptx -arch=compute_80 -I kernels -o "$c/fatbin/nvcc-compute_80.ptx" "$stub"
+# A zstd-compressed fatbin for an arch-specific target (flags 0x8000 and 0x100000).
+"$nvcc" -fatbin -gencode arch=compute_90a,code=sm_90a -Xfatbin=-compress-all -I kernels \
+  -o "$c/fatbin/nvcc-sm_90a-compressed.fatbin" "$stub"
+cp "$dist"/*.whl "$c/wheel/release-sm_80.whl"
+unzip -p "$dist"/*.whl '*.dist-info/RECORD' >"$c/wheel_record/release-RECORD"
+cp "$work/mirror/kiln-$v-SHA256SUMS" "$c/checksums/release-SHA256SUMS"
+ls -l "$c"/*/

@@ -1,0 +1,20 @@
+// parse_index (loader/src/manifest.cpp) over any bytes: the release index a mirror serves.
+// Accepted input must round-trip: index_to_json of what was parsed parses again to the same
+// canonical bytes.
+#include "fuzz_util.hpp"
+#include "kiln/manifest.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace kiln;
+  const std::string origin = "fuzz-index.json";
+  Index idx;
+  if (!fuzz::refuses_cleanly([&] { idx = parse_index(fuzz::as_text(data, size), origin); },
+                             {ErrorKind::Format, ErrorKind::Stale}, origin))
+    return 0;
+  const std::string canonical = index_to_json(idx);
+  Index again;
+  if (!fuzz::refuses_cleanly([&] { again = parse_index(canonical, "canonical"); }, {})) return 0;
+  if (index_to_json(again) != canonical)
+    fuzz::finding("index_to_json(parse_index(x)) is not stable:\n" + canonical);
+  return 0;
+}

@@ -19,3 +19,5 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=addre
 ninja -C build-asan -j"$jobs" kiln_unit_tests kiln_cli
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
+# TUF conformance suite against `kiln tuf-client` (docs/tuf.md); exit 77 = suite not vendored here.
+scripts/tuf_conformance.sh build/kiln || { rc=$?; [ "$rc" -eq 77 ] && [ "${KILN_REQUIRE_TUF_CONFORMANCE:-0}" != 1 ]; }

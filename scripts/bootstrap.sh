@@ -10,6 +10,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   # tests: real servers on loopback, CA made with openssl, wheels checked with python
   nginx-light openssl curl ca-certificates python3 python3-venv zstd
+  # the TUF conformance suite runs expiry tests under faketime (scripts/tuf_conformance.sh)
+  faketime
 )
 
 missing=()

@@ -7,6 +7,7 @@
 # so and exits 77 (skipped). Its Python dependencies come from PyPI, pinned (the versions in
 # the suite's pyproject.toml), into a venv under build/; `faketime` comes from Debian
 # (scripts/bootstrap.sh). Writes build/tuf-conformance/report.txt (pytest's summary lines).
+# Then scripts/tuf_interop.py: python-tuf's client reads a repository kiln wrote.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 kiln="$repo/build/kiln"
@@ -50,4 +51,7 @@ set +e
 rc=${PIPESTATUS[0]}
 set -e
 tail -1 "$out/report.txt"
-exit "$rc"
+[ "$rc" -eq 0 ] || exit "$rc"
+# Interoperability: python-tuf (pinned above) reads a repository written by `kiln tuf-repo`.
+rm -rf "$out/interop"
+"$venv/bin/python" "$repo/scripts/tuf_interop.py" "$kiln" "$out/interop"

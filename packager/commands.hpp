@@ -12,11 +12,13 @@ void add_fetch_command(CLI::App& app, int& rc);
 void add_build_command(CLI::App& app, int& rc);
 // `kiln inspect`, `kiln verify`, `kiln install` (cmd_inspect/verify/install.cpp).
 void add_format_commands(CLI::App& app, int& rc);
-void add_loader_commands(CLI::App& app, int& rc);  // resolve, doctor (cmd_resolve.cpp)
-void add_tarball_command(CLI::App& app, int& rc);  // cmd_tarball.cpp
-void add_wheel_command(CLI::App& app, int& rc);    // cmd_wheel.cpp
-void add_mirror_command(CLI::App& app, int& rc);   // mirror verify|sync|stage (cmd_mirror.cpp)
-void add_compat_command(CLI::App& app, int& rc);   // cmd_compat.cpp
+void add_loader_commands(CLI::App& app, int& rc);     // resolve, doctor (cmd_resolve.cpp)
+void add_tarball_command(CLI::App& app, int& rc);     // cmd_tarball.cpp
+void add_wheel_command(CLI::App& app, int& rc);       // cmd_wheel.cpp
+void add_mirror_command(CLI::App& app, int& rc);      // mirror verify|sync|stage (cmd_mirror.cpp)
+void add_compat_command(CLI::App& app, int& rc);      // cmd_compat.cpp
+void add_tuf_client_command(CLI::App& app, int& rc);  // cmd_tuf_client.cpp
+void add_tuf_repo_command(CLI::App& app, int& rc);    // cmd_tuf_repo.cpp
 
 // "a, b c" -> {"a", "b", "c"}: a list option or variable split at commas and whitespace.
 std::vector<std::string> split_list(const std::string& s);

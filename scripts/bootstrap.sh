@@ -14,6 +14,8 @@ packages=(
   bubblewrap
   # fuzzing (scripts/fuzz.sh): clang 14 and its libFuzzer/sanitizer runtimes
   clang libclang-rt-14-dev
+  # the TUF conformance suite runs expiry tests under faketime (scripts/tuf_conformance.sh)
+  faketime
 )
 
 missing=()

@@ -1,0 +1,720 @@
+#include "tuf_metadata.hpp"
+
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rsa.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <set>
+
+namespace kiln::tuf {
+
+using nlohmann::json;
+
+const char* to_string(Attack a) {
+  switch (a) {
+    case Attack::Malformed:
+      return "malformed metadata";
+    case Attack::WrongType:
+      return "wrong role type";
+    case Attack::BadSignature:
+      return "signature threshold not met";
+    case Attack::RootVersionGap:
+      return "root version not sequential";
+    case Attack::Rollback:
+      return "rollback";
+    case Attack::EqualVersion:
+      return "equal version";
+    case Attack::Expired:
+      return "expired metadata (freeze)";
+    case Attack::SnapshotMismatch:
+      return "snapshot differs from timestamp";
+    case Attack::MixAndMatch:
+      return "targets role differs from snapshot (mix-and-match)";
+    case Attack::TooLarge:
+      return "response too large (endless data)";
+    case Attack::TargetMismatch:
+      return "target bytes differ from metadata";
+    case Attack::NotDelegated:
+      return "role not delegated";
+    case Attack::TargetNotFound:
+      return "target not found";
+    case Attack::Network:
+      return "repository unreachable";
+  }
+  return "?";
+}
+
+namespace {
+
+ErrorKind kind_of(Attack a) {
+  switch (a) {
+    case Attack::Malformed:
+    case Attack::WrongType:
+      return ErrorKind::Format;
+    case Attack::TargetNotFound:
+      return ErrorKind::NotFound;
+    case Attack::Network:
+      return ErrorKind::Network;
+    default:
+      return ErrorKind::Integrity;
+  }
+}
+
+[[noreturn]] void malformed(const std::string& what, const std::string& detail) {
+  throw Error(Attack::Malformed, what + ": " + detail);
+}
+
+void canonical_into(const json& j, std::string& out) {
+  switch (j.type()) {
+    case json::value_t::null:
+      out += "null";
+      break;
+    case json::value_t::boolean:
+      out += j.get<bool>() ? "true" : "false";
+      break;
+    case json::value_t::number_integer:
+      out += std::to_string(j.get<std::int64_t>());
+      break;
+    case json::value_t::number_unsigned:
+      out += std::to_string(j.get<std::uint64_t>());
+      break;
+    case json::value_t::number_float:
+      throw Error(Attack::Malformed,
+                  "canonical JSON has no floating-point numbers (found " + j.dump() + ")");
+    case json::value_t::string: {
+      out += '"';
+      for (char c : j.get_ref<const std::string&>()) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+      out += '"';
+      break;
+    }
+    case json::value_t::array: {
+      out += '[';
+      bool first = true;
+      for (const auto& e : j) {
+        if (!first) out += ',';
+        first = false;
+        canonical_into(e, out);
+      }
+      out += ']';
+      break;
+    }
+    case json::value_t::object: {
+      // nlohmann::json keeps object keys in a std::map: byte order of UTF-8, which is code
+      // point order, as securesystemslib sorts.
+      out += '{';
+      bool first = true;
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        if (!first) out += ',';
+        first = false;
+        canonical_into(json(it.key()), out);
+        out += ':';
+        canonical_into(it.value(), out);
+      }
+      out += '}';
+      break;
+    }
+    default:
+      throw Error(Attack::Malformed, "canonical JSON: unsupported value " + j.dump());
+  }
+}
+
+const json& field(const json& obj, const char* name, const std::string& what) {
+  if (!obj.is_object()) malformed(what, "expected an object holding \"" + std::string(name) + "\"");
+  auto it = obj.find(name);
+  if (it == obj.end()) malformed(what, "missing field \"" + std::string(name) + "\"");
+  return *it;
+}
+
+std::string get_string(const json& obj, const char* name, const std::string& what) {
+  const json& v = field(obj, name, what);
+  if (!v.is_string()) malformed(what, "field \"" + std::string(name) + "\" is not a string");
+  return v.get<std::string>();
+}
+
+std::int64_t get_int(const json& obj, const char* name, const std::string& what, std::int64_t min) {
+  const json& v = field(obj, name, what);
+  if (!v.is_number_integer())
+    malformed(what, "field \"" + std::string(name) + "\" is not an integer: " + v.dump());
+  std::int64_t n = v.get<std::int64_t>();
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+    malformed(what, "field \"" + std::string(name) + "\" is too large: " + v.dump());
+  if (n < min)
+    malformed(what, "field \"" + std::string(name) + "\" is " + std::to_string(n) +
+                        ", below the minimum " + std::to_string(min));
+  return n;
+}
+
+std::vector<std::string> get_string_list(const json& v, const std::string& what,
+                                         const std::string& name) {
+  if (!v.is_array()) malformed(what, "field \"" + name + "\" is not a list");
+  std::vector<std::string> out;
+  for (const auto& e : v) {
+    if (!e.is_string()) malformed(what, "field \"" + name + "\" holds a non-string");
+    out.push_back(e.get<std::string>());
+  }
+  return out;
+}
+
+std::time_t parse_expires(const std::string& s, const std::string& what) {
+  int y, mo, d, h, mi, se;
+  char tail = 0;
+  if (s.size() != 20 ||
+      std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &se, &tail) != 7 ||
+      tail != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
+    malformed(what, "\"expires\" is not YYYY-MM-DDTHH:MM:SSZ: \"" + s + "\"");
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = se;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
+    malformed(what, "\"expires\" is not a valid date: \"" + s + "\"");
+  return timegm(&tm);
+}
+
+void parse_common(const json& j, const char* expected_type, const std::string& what, Common& c) {
+  if (!j.is_object()) malformed(what, "\"signed\" is not an object");
+  c.type = get_string(j, "_type", what);
+  if (c.type != expected_type)
+    throw Error(Attack::WrongType,
+                what + ": \"_type\" is \"" + c.type + "\", expected \"" + expected_type + "\"");
+  c.version = get_int(j, "version", what, 1);
+  c.spec_version = get_string(j, "spec_version", what);
+  // "1.0.34", "1.0": major version 1 only.
+  std::vector<std::string> parts;
+  std::string cur;
+  for (char ch : c.spec_version + ".") {
+    if (ch == '.') {
+      parts.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  bool digits = std::all_of(parts.begin(), parts.end(), [](const std::string& p) {
+    return !p.empty() &&
+           std::all_of(p.begin(), p.end(), [](char x) { return x >= '0' && x <= '9'; });
+  });
+  if (parts.size() < 2 || parts.size() > 3 || !digits || parts[0] != "1")
+    malformed(what, "unsupported \"spec_version\" \"" + c.spec_version + "\" (this client: 1.x)");
+  c.expires_text = get_string(j, "expires", what);
+  c.expires = parse_expires(c.expires_text, what);
+}
+
+Key parse_key(const json& j, const std::string& what) {
+  Key k;
+  k.keytype = get_string(j, "keytype", what);
+  k.scheme = get_string(j, "scheme", what);
+  k.public_value = get_string(field(j, "keyval", what), "public", what);
+  return k;
+}
+
+std::map<std::string, Key> parse_keys(const json& j, const std::string& what) {
+  if (!j.is_object()) malformed(what, "\"keys\" is not an object");
+  std::map<std::string, Key> keys;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    keys[it.key()] = parse_key(it.value(), what + " key " + it.key());
+  return keys;
+}
+
+RoleKeys parse_role_keys(const json& j, const std::string& what) {
+  RoleKeys r;
+  r.keyids = get_string_list(field(j, "keyids", what), what, "keyids");
+  std::set<std::string> unique(r.keyids.begin(), r.keyids.end());
+  if (unique.size() != r.keyids.size()) malformed(what, "\"keyids\" lists a keyid twice");
+  r.threshold = static_cast<int>(get_int(j, "threshold", what, 1));
+  return r;
+}
+
+std::map<std::string, std::string> parse_hashes(const json& j, const std::string& what) {
+  if (!j.is_object() || j.empty()) malformed(what, "\"hashes\" is not a non-empty object");
+  std::map<std::string, std::string> h;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (!it.value().is_string()) malformed(what, "hash \"" + it.key() + "\" is not a string");
+    h[it.key()] = it.value().get<std::string>();
+  }
+  return h;
+}
+
+MetaFile parse_metafile(const json& j, const std::string& what) {
+  MetaFile m;
+  m.version = get_int(j, "version", what, 1);
+  if (j.contains("length")) m.length = get_int(j, "length", what, 0);
+  if (j.contains("hashes")) m.hashes = parse_hashes(j["hashes"], what);
+  return m;
+}
+
+const EVP_MD* digest_for(std::string_view algorithm) {
+  if (algorithm == "sha224") return EVP_sha224();
+  if (algorithm == "sha256") return EVP_sha256();
+  if (algorithm == "sha384") return EVP_sha384();
+  if (algorithm == "sha512") return EVP_sha512();
+  if (algorithm == "blake2b" || algorithm == "blake2b-512") return EVP_blake2b512();
+  return nullptr;
+}
+
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct MdCtxFree {
+  void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
+};
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
+using MdCtxPtr = std::unique_ptr<EVP_MD_CTX, MdCtxFree>;
+
+PkeyPtr load_pem_public_key(const std::string& pem) {
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
+      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+  if (!bio) return nullptr;
+  return PkeyPtr(PEM_read_bio_PUBKEY(bio.get(), nullptr, nullptr, nullptr));
+}
+
+}  // namespace
+
+Error::Error(Attack attack, const std::string& message)
+    : kiln::Error(kind_of(attack), std::string("tuf: ") + to_string(attack) + ": " + message),
+      attack_(attack) {}
+
+std::string canonical_json(const json& j) {
+  std::string out;
+  canonical_into(j, out);
+  return out;
+}
+
+std::string hex_encode(std::string_view bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 15];
+  }
+  return out;
+}
+
+std::optional<std::string> hex_decode(std::string_view hex) {
+  if (hex.size() % 2) return std::nullopt;
+  auto val = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(hex.size() / 2);
+  for (std::size_t i = 0; i < hex.size(); i += 2) {
+    int hi = val(hex[i]), lo = val(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
+bool verify_signature(const Key& key, std::string_view signature, std::string_view data) {
+  PkeyPtr pkey;
+  const EVP_MD* md = nullptr;
+  int padding = 0;
+  if (key.keytype == "ed25519" && key.scheme == "ed25519") {
+    auto raw = hex_decode(key.public_value);
+    if (!raw || raw->size() != 32) return false;
+    pkey.reset(EVP_PKEY_new_raw_public_key(
+        EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(raw->data()), 32));
+  } else if ((key.keytype == "ecdsa" || key.keytype == "ecdsa-sha2-nistp256") &&
+             key.scheme == "ecdsa-sha2-nistp256") {
+    pkey = load_pem_public_key(key.public_value);
+    if (!pkey || EVP_PKEY_get_base_id(pkey.get()) != EVP_PKEY_EC) return false;
+    char group[64] = {0};
+    std::size_t glen = 0;
+    if (EVP_PKEY_get_group_name(pkey.get(), group, sizeof group, &glen) != 1 ||
+        std::string_view(group) != "prime256v1")
+      return false;
+    md = EVP_sha256();
+  } else if (key.keytype == "rsa" &&
+             (key.scheme == "rsassa-pss-sha256" || key.scheme == "rsa-pkcs1v15-sha256")) {
+    pkey = load_pem_public_key(key.public_value);
+    if (!pkey || EVP_PKEY_get_base_id(pkey.get()) != EVP_PKEY_RSA) return false;
+    md = EVP_sha256();
+    padding = key.scheme == "rsassa-pss-sha256" ? RSA_PKCS1_PSS_PADDING : RSA_PKCS1_PADDING;
+  } else {
+    return false;
+  }
+  if (!pkey) return false;
+  MdCtxPtr ctx(EVP_MD_CTX_new());
+  if (!ctx) return false;
+  EVP_PKEY_CTX* pctx = nullptr;
+  if (EVP_DigestVerifyInit(ctx.get(), &pctx, md, nullptr, pkey.get()) != 1) return false;
+  if (padding != 0) {
+    if (EVP_PKEY_CTX_set_rsa_padding(pctx, padding) != 1) return false;
+    if (padding == RSA_PKCS1_PSS_PADDING &&
+        (EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, RSA_PSS_SALTLEN_AUTO) != 1 ||
+         EVP_PKEY_CTX_set_rsa_mgf1_md(pctx, EVP_sha256()) != 1))
+      return false;
+  }
+  return EVP_DigestVerify(ctx.get(), reinterpret_cast<const unsigned char*>(signature.data()),
+                          signature.size(), reinterpret_cast<const unsigned char*>(data.data()),
+                          data.size()) == 1;
+}
+
+Envelope parse_envelope(std::string_view bytes, const std::string& what) {
+  json doc = json::parse(bytes.begin(), bytes.end(), nullptr, false);
+  if (doc.is_discarded()) malformed(what, "not valid JSON");
+  if (!doc.is_object()) malformed(what, "not a JSON object");
+  Envelope env;
+  env.signed_json = field(doc, "signed", what);
+  if (!env.signed_json.is_object()) malformed(what, "\"signed\" is not an object");
+  env.canonical_signed = canonical_json(env.signed_json);
+  const json& sigs = field(doc, "signatures", what);
+  if (!sigs.is_array()) malformed(what, "\"signatures\" is not a list");
+  for (const auto& s : sigs) {
+    std::string keyid = get_string(s, "keyid", what + " signature");
+    std::string sig_hex = get_string(s, "sig", what + " signature");
+    if (env.signatures.count(keyid))
+      malformed(what, "two signatures carry keyid " + keyid + " (keyids must be unique)");
+    // A signature that is not hex cannot verify; keep it as empty bytes so it counts nothing.
+    env.signatures[keyid] = hex_decode(sig_hex).value_or(std::string());
+  }
+  return env;
+}
+
+Root parse_root(const json& j, const std::string& what) {
+  Root r;
+  parse_common(j, "root", what, r);
+  const json& cs = field(j, "consistent_snapshot", what);
+  if (!cs.is_boolean()) malformed(what, "\"consistent_snapshot\" is not a boolean");
+  r.consistent_snapshot = cs.get<bool>();
+  r.keys = parse_keys(field(j, "keys", what), what);
+  const json& roles = field(j, "roles", what);
+  if (!roles.is_object()) malformed(what, "\"roles\" is not an object");
+  for (auto it = roles.begin(); it != roles.end(); ++it)
+    r.roles[it.key()] = parse_role_keys(it.value(), what + " role " + it.key());
+  for (const char* need : {"root", "timestamp", "snapshot", "targets"})
+    if (!r.roles.count(need)) malformed(what, std::string("\"roles\" has no \"") + need + "\"");
+  if (r.roles.size() != 4)
+    malformed(what, "\"roles\" names " + std::to_string(r.roles.size()) +
+                        " roles, expected exactly root, timestamp, snapshot, targets");
+  return r;
+}
+
+Timestamp parse_timestamp(const json& j, const std::string& what) {
+  Timestamp t;
+  parse_common(j, "timestamp", what, t);
+  const json& meta = field(j, "meta", what);
+  if (!meta.is_object() || meta.size() != 1 || !meta.contains("snapshot.json"))
+    malformed(what, "\"meta\" must hold exactly \"snapshot.json\"");
+  t.snapshot_meta = parse_metafile(meta["snapshot.json"], what + " meta snapshot.json");
+  return t;
+}
+
+Snapshot parse_snapshot(const json& j, const std::string& what) {
+  Snapshot s;
+  parse_common(j, "snapshot", what, s);
+  const json& meta = field(j, "meta", what);
+  if (!meta.is_object()) malformed(what, "\"meta\" is not an object");
+  for (auto it = meta.begin(); it != meta.end(); ++it)
+    s.meta[it.key()] = parse_metafile(it.value(), what + " meta " + it.key());
+  return s;
+}
+
+Targets parse_targets(const json& j, const std::string& what) {
+  Targets t;
+  parse_common(j, "targets", what, t);
+  const json& targets = field(j, "targets", what);
+  if (!targets.is_object()) malformed(what, "\"targets\" is not an object");
+  for (auto it = targets.begin(); it != targets.end(); ++it) {
+    std::string w = what + " target " + it.key();
+    TargetFile f;
+    f.path = it.key();
+    f.length = get_int(it.value(), "length", w, 0);
+    f.hashes = parse_hashes(field(it.value(), "hashes", w), w);
+    t.targets[it.key()] = std::move(f);
+  }
+  if (j.contains("delegations")) {
+    const json& dj = j["delegations"];
+    Delegations d;
+    d.keys = parse_keys(field(dj, "keys", what), what);
+    bool has_roles = dj.contains("roles"), has_succinct = dj.contains("succinct_roles");
+    if (has_roles == has_succinct)
+      malformed(what, "\"delegations\" needs exactly one of \"roles\" and \"succinct_roles\"");
+    if (has_roles) {
+      if (!dj["roles"].is_array()) malformed(what, "delegation \"roles\" is not a list");
+      std::set<std::string> names;
+      for (const auto& rj : dj["roles"]) {
+        DelegatedRole r;
+        r.name = get_string(rj, "name", what + " delegation");
+        std::string w = what + " delegation " + r.name;
+        if (r.name == "root" || r.name == "timestamp" || r.name == "snapshot" ||
+            r.name == "targets")
+          malformed(w, "a delegated role may not use a top-level role name");
+        if (!names.insert(r.name).second) malformed(w, "delegated twice in one role");
+        r.keys = parse_role_keys(rj, w);
+        const json& term = field(rj, "terminating", w);
+        if (!term.is_boolean()) malformed(w, "\"terminating\" is not a boolean");
+        r.terminating = term.get<bool>();
+        if (rj.contains("paths")) r.paths = get_string_list(rj["paths"], w, "paths");
+        if (rj.contains("path_hash_prefixes"))
+          r.path_hash_prefixes = get_string_list(rj["path_hash_prefixes"], w, "path_hash_prefixes");
+        if (r.paths && r.path_hash_prefixes)
+          malformed(w, "has both \"paths\" and \"path_hash_prefixes\"");
+        d.roles.push_back(std::move(r));
+      }
+    } else {
+      const json& sj = dj["succinct_roles"];
+      SuccinctRoles s;
+      s.keys = parse_role_keys(sj, what + " succinct_roles");
+      s.bit_length = static_cast<int>(get_int(sj, "bit_length", what + " succinct_roles", 1));
+      if (s.bit_length > 32) malformed(what, "succinct_roles \"bit_length\" is above 32");
+      s.name_prefix = get_string(sj, "name_prefix", what + " succinct_roles");
+      d.succinct = std::move(s);
+    }
+    t.delegations = std::move(d);
+  }
+  return t;
+}
+
+void verify_threshold(const Envelope& env, const std::map<std::string, Key>& keys,
+                      const RoleKeys& role, const std::string& role_name,
+                      const std::string& signer_name) {
+  int valid = 0;
+  for (const auto& keyid : role.keyids) {  // keyids are unique (parse_role_keys)
+    auto k = keys.find(keyid);
+    auto s = env.signatures.find(keyid);
+    if (k == keys.end() || s == env.signatures.end()) continue;
+    if (verify_signature(k->second, s->second, env.canonical_signed)) ++valid;
+  }
+  if (valid < role.threshold)
+    throw Error(Attack::BadSignature,
+                role_name + " has " + std::to_string(valid) + " valid signature(s) from the keys " +
+                    signer_name + " trusts for it, threshold is " + std::to_string(role.threshold));
+}
+
+std::optional<std::string> hex_digest(std::string_view algorithm, std::string_view data) {
+  const EVP_MD* md = digest_for(algorithm);
+  if (!md) return std::nullopt;
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), out, &len, md, nullptr) != 1)
+    throw kiln::Error(ErrorKind::Internal, "EVP_Digest failed");
+  return hex_encode(std::string_view(reinterpret_cast<const char*>(out), len));
+}
+
+struct MultiHasher::Impl {
+  std::vector<std::pair<std::string, MdCtxPtr>> ctxs;
+};
+
+MultiHasher::MultiHasher(const std::map<std::string, std::string>& expected,
+                         const std::string& what)
+    : impl_(new Impl) {
+  for (const auto& [alg, hex] : expected) {
+    const EVP_MD* md = digest_for(alg);
+    if (!md) {
+      delete impl_;
+      malformed(what, "unsupported hash algorithm \"" + alg + "\"");
+    }
+    MdCtxPtr ctx(EVP_MD_CTX_new());
+    if (!ctx || EVP_DigestInit_ex(ctx.get(), md, nullptr) != 1) {
+      delete impl_;
+      throw kiln::Error(ErrorKind::Internal, "EVP_DigestInit_ex failed");
+    }
+    impl_->ctxs.emplace_back(alg, std::move(ctx));
+  }
+}
+
+MultiHasher::~MultiHasher() { delete impl_; }
+
+void MultiHasher::update(std::string_view data) {
+  for (auto& [alg, ctx] : impl_->ctxs)
+    if (EVP_DigestUpdate(ctx.get(), data.data(), data.size()) != 1)
+      throw kiln::Error(ErrorKind::Internal, "EVP_DigestUpdate failed");
+}
+
+std::map<std::string, std::string> MultiHasher::finish() {
+  std::map<std::string, std::string> out;
+  for (auto& [alg, ctx] : impl_->ctxs) {
+    unsigned char buf[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_DigestFinal_ex(ctx.get(), buf, &len) != 1)
+      throw kiln::Error(ErrorKind::Internal, "EVP_DigestFinal_ex failed");
+    out[alg] = hex_encode(std::string_view(reinterpret_cast<const char*>(buf), len));
+  }
+  return out;
+}
+
+void verify_length_and_hashes(std::string_view data, std::optional<std::int64_t> expected_length,
+                              const std::map<std::string, std::string>& expected_hashes,
+                              Attack attack, const std::string& what) {
+  if (expected_length && static_cast<std::int64_t>(data.size()) != *expected_length)
+    throw Error(attack, what + ": length is " + std::to_string(data.size()) +
+                            " bytes, metadata says " + std::to_string(*expected_length));
+  for (const auto& [alg, want] : expected_hashes) {
+    auto got = hex_digest(alg, data);
+    if (!got) malformed(what, "unsupported hash algorithm \"" + alg + "\"");
+    if (*got != want)
+      throw Error(attack, what + ": " + alg + " is " + *got + ", metadata says " + want);
+  }
+}
+
+namespace {
+// One path segment against one pattern segment (no '/').
+bool segment_matches(std::string_view s, std::string_view p) {
+  std::size_t si = 0, pi = 0, star_p = std::string_view::npos, star_s = 0;
+  auto class_match = [&](std::size_t& pidx, char c, bool& ok) -> bool {
+    // p[pidx] == '['; returns false when the class is not closed (treat '[' literally)
+    std::size_t j = pidx + 1;
+    bool negate = false;
+    if (j < p.size() && (p[j] == '!')) {
+      negate = true;
+      ++j;
+    }
+    std::size_t start = j;
+    if (j < p.size() && p[j] == ']') ++j;
+    while (j < p.size() && p[j] != ']') ++j;
+    if (j >= p.size()) return false;
+    bool found = false;
+    for (std::size_t k = start; k < j; ++k) {
+      if (k + 2 < j && p[k + 1] == '-') {
+        if (c >= p[k] && c <= p[k + 2]) found = true;
+        k += 2;
+      } else if (p[k] == c) {
+        found = true;
+      }
+    }
+    ok = found != negate;
+    pidx = j + 1;
+    return true;
+  };
+  while (si < s.size()) {
+    if (pi < p.size() && p[pi] == '*') {
+      star_p = pi++;
+      star_s = si;
+      continue;
+    }
+    if (pi < p.size()) {
+      if (p[pi] == '?') {
+        ++pi;
+        ++si;
+        continue;
+      }
+      if (p[pi] == '[') {
+        std::size_t np = pi;
+        bool ok = false;
+        if (class_match(np, s[si], ok)) {
+          if (ok) {
+            pi = np;
+            ++si;
+            continue;
+          }
+        } else if (s[si] == '[') {
+          ++pi;
+          ++si;
+          continue;
+        }
+      } else if (p[pi] == s[si]) {
+        ++pi;
+        ++si;
+        continue;
+      }
+    }
+    if (star_p != std::string_view::npos) {
+      pi = star_p + 1;
+      si = ++star_s;
+      continue;
+    }
+    return false;
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
+std::vector<std::string_view> split_slash(std::string_view s) {
+  std::vector<std::string_view> out;
+  std::size_t start = 0;
+  for (;;) {
+    std::size_t pos = s.find('/', start);
+    if (pos == std::string_view::npos) {
+      out.push_back(s.substr(start));
+      return out;
+    }
+    out.push_back(s.substr(start, pos - start));
+    start = pos + 1;
+  }
+}
+}  // namespace
+
+bool path_matches_pattern(std::string_view target_path, std::string_view pattern) {
+  auto t = split_slash(target_path);
+  auto p = split_slash(pattern);
+  if (t.size() != p.size()) return false;
+  for (std::size_t i = 0; i < t.size(); ++i)
+    if (!segment_matches(t[i], p[i])) return false;
+  return true;
+}
+
+bool role_delegates_path(const DelegatedRole& role, std::string_view target_path) {
+  if (role.path_hash_prefixes) {
+    std::string h = *hex_digest("sha256", target_path);
+    for (const auto& prefix : *role.path_hash_prefixes)
+      if (h.compare(0, prefix.size(), prefix) == 0) return true;
+    return false;
+  }
+  if (role.paths) {
+    for (const auto& pattern : *role.paths)
+      if (path_matches_pattern(target_path, pattern)) return true;
+  }
+  return false;
+}
+
+std::string SuccinctRoles::role_for_target(std::string_view target_path) const {
+  std::string h = *hex_digest("sha256", target_path);
+  std::uint32_t first = static_cast<std::uint32_t>(std::stoul(h.substr(0, 8), nullptr, 16));
+  std::uint32_t bin = bit_length >= 32 ? first : first >> (32 - bit_length);
+  std::uint64_t bins = std::uint64_t{1} << bit_length;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%llx", static_cast<unsigned long long>(bins - 1));
+  int width = static_cast<int>(std::string_view(buf).size());
+  std::snprintf(buf, sizeof buf, "%0*x", width, bin);
+  return name_prefix + "-" + buf;
+}
+
+bool SuccinctRoles::is_role(std::string_view name) const {
+  std::string prefix = name_prefix + "-";
+  if (name.substr(0, prefix.size()) != prefix) return false;
+  std::string_view suffix = name.substr(prefix.size());
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%llx",
+                static_cast<unsigned long long>((std::uint64_t{1} << bit_length) - 1));
+  if (suffix.size() != std::string_view(buf).size()) return false;
+  std::uint64_t v = 0;
+  for (char c : suffix) {
+    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v * 16 + static_cast<std::uint64_t>(d);
+  }
+  return v < (std::uint64_t{1} << bit_length);
+}
+
+std::string quote_name(std::string_view name) {
+  static const char* digits = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : name) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+        c == '.' || c == '-' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::tuf

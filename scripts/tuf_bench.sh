@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Cost of `kiln tuf-client refresh` on loopback against a digest-pinned index fetch
+# (docs/tuf.md "Cost of a refresh"). Prints the median of RUNS (default 9) runs, in ms.
+#   scripts/tuf_bench.sh [KILN] [RUNS]
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+kiln="$(realpath "${1:-$repo/build/kiln}")"
+runs="${2:-9}"
+work="$(mktemp -d)"
+srv=""
+trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$work"' EXIT
+cd "$work"
+"$kiln" tuf-repo --dir repo init >/dev/null
+head -c 2000 /dev/urandom | base64 >kiln-0.1.0-index.json
+"$kiln" tuf-repo --dir repo add kiln-0.1.0-index.json >/dev/null
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 -m http.server "$port" --bind 127.0.0.1 -d repo >/dev/null 2>&1 &
+srv=$!
+sleep 1
+url="http://127.0.0.1:$port"
+ms() { echo $((($2 - $1) / 1000000)); }
+for _ in $(seq "$runs"); do
+  rm -rf md && mkdir md
+  "$kiln" tuf-client --metadata-dir md init repo/metadata/1.root.json
+  a=$(date +%s%N); "$kiln" tuf-client --metadata-dir md --metadata-url "$url/metadata" refresh
+  b=$(date +%s%N); "$kiln" tuf-client --metadata-dir md --metadata-url "$url/metadata" refresh
+  c=$(date +%s%N); "$kiln" --version >/dev/null
+  d=$(date +%s%N); curl -s "$url/targets/kiln-0.1.0-index.json" | sha256sum >/dev/null
+  e=$(date +%s%N)
+  echo "$(ms "$a" "$b") $(ms "$b" "$c") $(ms "$c" "$d") $(ms "$d" "$e")"
+done >times.txt
+python3 - <<'PY'
+import statistics
+rows = [list(map(int, l.split())) for l in open("times.txt")]
+names = ["cold refresh", "warm refresh", "kiln --version", "curl | sha256sum index"]
+for i, n in enumerate(names):
+    print(f"{n}: median {statistics.median(r[i] for r in rows)} ms")
+PY

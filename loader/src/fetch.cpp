@@ -421,6 +421,12 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
 
 std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, const FetchDeps& deps) {
   Context cx(opts, deps);
+  // The same whole-command deadline as fetch_targets: the index alone must not drip forever.
+  if (opts.timeout_ms <= 0)
+    throw Error(ErrorKind::Usage, "fetch option timeout_ms (--timeout) is " +
+                                      std::to_string(opts.timeout_ms) +
+                                      ": it must be greater than 0");
+  cx.deadline_ms = cx.now() + opts.timeout_ms;
   cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
   std::string version = opts.version.empty() ? kiln::version() : opts.version;
   if (opts.offline)

@@ -79,8 +79,15 @@ run() {
     echo "tarball unpacked at $tree"
   } 2>&1 | tee "$log"
   step "kiln doctor --require-gpu" "$tree/bin/kiln" doctor --require-gpu
-  step "kiln compat --device auto (tarball, wheels)" "$tree/bin/kiln" compat --device auto \
-    "$CARRY"/pkg/*
+  # The tarball and the wheels whose targets run on CC 9.0 (sm_90a, compute_80) are compatible;
+  # a wheel built for another major (sm_80) must be refused as unsupported (exit 5).
+  step "kiln compat --device auto (tarball, sm_90a and compute_80 wheels)" "$tree/bin/kiln" compat \
+    --device auto "$CARRY"/pkg/kiln-*.tar.zst "$CARRY"/pkg/*_sm90a-*.whl "$CARRY"/pkg/*_compute80-*.whl
+  echo "--- kiln compat --device auto (sm_80 wheel): expect exit 5" | tee -a "$log"
+  "${env_clean[@]}" "$tree/bin/kiln" compat --device auto "$CARRY"/pkg/*_sm80-*.whl >>"$log" 2>&1
+  local st=$?
+  echo "exit $st" | tee -a "$log"
+  [ "$st" = 5 ] || { rc=1; echo "FAILED: the sm_80 wheel on CC 9.0 gave exit $st, not 5" | tee -a "$log"; }
   step "kiln resolve --device auto --explain" "$tree/bin/kiln" resolve axpy_dtype_f32 \
     --device auto --explain
   # Every specialisation against its CPU reference, libkiln and store from the tarball.

@@ -94,4 +94,8 @@ step "mirror verify"
 step "compat: the release against the libkiln it ships"
 "$kiln" compat --device none "$out/mirror/kiln-kernels-$version-index.json" \
   "$out"/mirror/kiln-"$version"-cuda*.tar.zst "$out"/mirror/*.whl
-printf '\nrelease %s: %s\n' "$version" "$out/mirror"
+# The two pins a node or a mirror operator needs (docs/mirrors.md): the index covers the
+# archives, the checksum file covers the wheels and the tarball.
+printf '\nrelease %s: %s\nindex sha256: %s (--index-sha256, KILN_INDEX_SHA256)\nkiln-%s-SHA256SUMS sha256: %s (--sums-sha256 for kiln mirror sync/verify)\n' \
+  "$version" "$out/mirror" "$(sha256sum "$out/mirror/kiln-kernels-$version-index.json" | cut -c1-64)" \
+  "$version" "$(sha256sum "$out/mirror/kiln-$version-SHA256SUMS" | cut -c1-64)"

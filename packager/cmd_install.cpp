@@ -7,6 +7,7 @@
 
 #include "atomic_file.hpp"
 #include "commands.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
@@ -72,13 +73,14 @@ void add_install_command(CLI::App& app, int& rc) {
       if (!opts->json)
         std::fprintf(stderr, "kiln: error (%s): %s\n", to_string(e.kind()), e.what());
     };
+    // `from`: the index entry and index that pinned the archive, checked against its manifest
+    // (the one check fetch uses too) before anything is unpacked.
     auto one = [&](const fs::path& archive, const std::optional<std::string>& sha,
-                   const std::string& expect_target) {
+                   const IndexEntry* entry, const Index* idx, const std::string& index_origin) {
+      if (entry)
+        if (auto m = read_leading_manifest(archive))
+          require_manifest_matches_index(*m, *entry, *idx, archive.string(), index_origin);
       InstallResult r = install_archive(archive, opts->dest, sha, required);
-      if (!expect_target.empty() && r.manifest.target != expect_target)
-        throw Error(ErrorKind::Integrity, archive.string() + ": manifest target is " +
-                                              r.manifest.target + ", the index says " +
-                                              expect_target);
       Json j = Json::object();
       j["archive"] = archive.string();
       j["target"] = r.manifest.target;
@@ -93,7 +95,7 @@ void add_install_command(CLI::App& app, int& rc) {
       try {
         PathKind kind = classify_path(p);
         if (kind == PathKind::Archive) {
-          one(p, std::nullopt, "");
+          one(p, std::nullopt, nullptr, nullptr, "");
         } else if (kind == PathKind::Index) {
           Index idx = parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string());
           if (!required.empty() && idx.package_version != required)
@@ -105,7 +107,7 @@ void add_install_command(CLI::App& app, int& rc) {
           for (const auto& a : idx.archives) {
             fs::path ap = p.parent_path() / a.file;
             try {
-              one(ap, a.sha256, a.target);
+              one(ap, a.sha256, &a, &idx, p.string());
             } catch (const Error& e) {
               fail(ap.string(), e);
             }

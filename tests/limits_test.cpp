@@ -368,6 +368,16 @@ TEST(ArchiveBomb, ManifestDeclaringMoreThanTheLimitsIsRefusedFromTheManifestAlon
 
 // A real archive holding a 384 MiB artifact (zeros: a few hundred KiB compressed) that its
 // manifest pins correctly: verify and install stream it, so peak RSS stays far below its size.
+// The bound on peak RSS: a small fraction of the artifact (measured: ~16 MiB in a plain build).
+// Under AddressSanitizer the children run with a small quarantine (freed chunks would otherwise
+// be held up to 256 MiB) and still peak near 175 MiB (shadow memory and allocator overhead), so
+// the bound there is only "less than the 384 MiB artifact": the plain build holds the tight one.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr long kStreamRssBoundKib = 256 * 1024;
+#else
+constexpr long kStreamRssBoundKib = 64 * 1024;
+#endif
+
 TEST(ArchiveBomb, LargeArtifactIsStreamedWithSmallPeakMemory) {
   TempDir dir;
   const std::uint64_t size = std::uint64_t{384} << 20;
@@ -383,13 +393,20 @@ TEST(ArchiveBomb, LargeArtifactIsStreamedWithSmallPeakMemory) {
                     (dir / "big.tar.zst").string();
   ASSERT_EQ(test::run(cmd).exit_code, 0);
   EXPECT_LT(fs::file_size(dir / "big.tar.zst"), std::uintmax_t{1} << 20);
+#if defined(__SANITIZE_ADDRESS__)
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  ::setenv(
+      "ASAN_OPTIONS",
+      ((asan && *asan ? std::string(asan) + ":" : std::string()) + "quarantine_size_mb=8").c_str(),
+      1);
+#endif
   auto [rc, rss_kib] = run_measured({"verify", (dir / "big.tar.zst").string()});
   EXPECT_EQ(rc, 0);
-  EXPECT_LT(rss_kib, 160 * 1024) << "verify peaked at " << rss_kib << " KiB";
+  EXPECT_LT(rss_kib, kStreamRssBoundKib) << "verify peaked at " << rss_kib << " KiB";
   auto [rc2, rss2] =
       run_measured({"install", (dir / "big.tar.zst").string(), "--dest", (dir / "store").string()});
   EXPECT_EQ(rc2, 0);
-  EXPECT_LT(rss2, 160 * 1024) << "install peaked at " << rss2 << " KiB";
+  EXPECT_LT(rss2, kStreamRssBoundKib) << "install peaked at " << rss2 << " KiB";
   EXPECT_EQ(
       fs::file_size(dir / "store" / archive_stem(kiln::version(), "13.0", "sm_80") / "big.fatbin"),
       size);

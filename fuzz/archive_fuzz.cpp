@@ -14,7 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<ArchiveMember> members;
   if (!fuzz::refuses_cleanly(
           [&] { members = read_archive_bytes(fuzz::as_text(data, size), origin); },
-          {ErrorKind::Format}, origin))
+          {ErrorKind::Format, ErrorKind::Limit}, origin))
     return 0;
   std::uint64_t total = 0;
   for (const auto& m : members) {
@@ -24,6 +24,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (total > kMaxArchiveBytes) fuzz::finding("members hold " + std::to_string(total) + " bytes");
   fuzz::refuses_cleanly([&] { (void)verify_archive_members(members, origin); },
-                        {ErrorKind::Format, ErrorKind::Stale}, origin);
+                        {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin);
   return 0;
 }

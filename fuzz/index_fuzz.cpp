@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string origin = "fuzz-index.json";
   Index idx;
   if (!fuzz::refuses_cleanly([&] { idx = parse_index(fuzz::as_text(data, size), origin); },
-                             {ErrorKind::Format, ErrorKind::Stale}, origin))
+                             {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin))
     return 0;
   const std::string canonical = index_to_json(idx);
   Index again;

@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& p : problems)
     if (p.file.rfind(origin, 0) != 0)
       fuzz::finding("a problem names '" + p.file + "', not the wheel: " + p.what);
-  fuzz::refuses_cleanly([&] { (void)wheel::wheel_manifests(whl.path()); },
-                        {ErrorKind::Format, ErrorKind::Stale, ErrorKind::NotFound}, origin);
+  fuzz::refuses_cleanly(
+      [&] { (void)wheel::wheel_manifests(whl.path()); },
+      {ErrorKind::Format, ErrorKind::Stale, ErrorKind::NotFound, ErrorKind::Limit}, origin);
   return 0;
 }

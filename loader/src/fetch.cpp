@@ -419,24 +419,29 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
 
 }  // namespace
 
-std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, const FetchDeps& deps) {
-  Context cx(opts, deps);
-  // The same whole-command deadline as fetch_targets: the index alone must not drip forever.
-  if (opts.timeout_ms <= 0)
-    throw Error(ErrorKind::Usage, "fetch option timeout_ms (--timeout) is " +
-                                      std::to_string(opts.timeout_ms) +
-                                      ": it must be greater than 0");
+// The checks and state every fetch starts from, in one place for fetch_index_targets and
+// fetch_targets: the deadline options (each > 0) and the whole-command deadline, the mirror list
+// (`what` names what was to be fetched, for the error), and the pinned index digest.
+void start_deadline(Context& cx, const FetchOptions& opts) {
+  for (auto [name, value] :
+       {std::pair<const char*, long>{"timeout_ms (--timeout)", opts.timeout_ms},
+        {"download_timeout_ms (--download-timeout)", opts.download_timeout_ms},
+        {"download_min_rate (--min-rate)", opts.download_min_rate}})
+    if (value <= 0)
+      throw Error(ErrorKind::Usage, std::string("fetch option ") + name + " is " +
+                                        std::to_string(value) + ": it must be greater than 0");
   cx.deadline_ms = cx.now() + opts.timeout_ms;
-  cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
-  std::string version = opts.version.empty() ? kiln::version() : opts.version;
-  if (opts.offline)
-    throw Error(ErrorKind::NotFound, "offline: the index of release " + version +
-                                         " was not fetched (no mirror is contacted offline)");
+}
+
+void set_mirrors(Context& cx, const FetchOptions& opts, const std::string& what) {
   for (const auto& m : opts.mirrors.empty() ? default_mirrors() : opts.mirrors)
     cx.mirrors.push_back(normalise_mirror(m));
   if (cx.mirrors.empty())
-    throw Error(ErrorKind::Usage, "no mirror configured to fetch the index of release " + version +
+    throw Error(ErrorKind::Usage, "no mirror configured to fetch " + what +
                                       " from: pass --mirror URL or set KILN_MIRRORS");
+}
+
+std::string trusted_index_pin(const FetchOptions& opts, const std::string& version) {
   std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
   std::transform(pin.begin(), pin.end(), pin.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -447,6 +452,20 @@ std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, cons
                     "without -DKILN_TRUSTED_INDEX_SHA256); kiln never trusts an unpinned index");
   if (!is_sha256_hex(pin))
     throw Error(ErrorKind::Usage, "index digest '" + pin + "' is not 64 hex digits");
+  return pin;
+}
+
+std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, const FetchDeps& deps) {
+  Context cx(opts, deps);
+  // The same whole-command deadline as fetch_targets: the index alone must not drip forever.
+  start_deadline(cx, opts);
+  cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
+  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  if (opts.offline)
+    throw Error(ErrorKind::NotFound, "offline: the index of release " + version +
+                                         " was not fetched (no mirror is contacted offline)");
+  set_mirrors(cx, opts, "the index of release " + version);
+  std::string pin = trusted_index_pin(opts, version);
   TrustedIndex ti = fetch_index(cx, version, pin);
   std::vector<std::string> out;
   for (const auto& e : ti.index.archives) out.push_back(e.target);
@@ -456,17 +475,10 @@ std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, cons
 FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,
                                const std::string& dest_store, const FetchDeps& deps) {
   Context cx(opts, deps);
-  cx.deadline_ms = cx.now() + opts.timeout_ms;
   cx.dest = dest_store;
   cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
   if (targets.empty()) throw Error(ErrorKind::Usage, "no target to fetch");
-  for (auto [name, value] :
-       {std::pair<const char*, long>{"timeout_ms (--timeout)", opts.timeout_ms},
-        {"download_timeout_ms (--download-timeout)", opts.download_timeout_ms},
-        {"download_min_rate (--min-rate)", opts.download_min_rate}})
-    if (value <= 0)
-      throw Error(ErrorKind::Usage, std::string("fetch option ") + name + " is " +
-                                        std::to_string(value) + ": it must be greater than 0");
+  start_deadline(cx, opts);
   std::vector<std::string> canon;
   for (const auto& t : targets) {
     auto parsed = parse_target(t);
@@ -499,21 +511,8 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
                     "--targets " +
                     joined + " --dest " + dest_store + "`, or unset KILN_OFFLINE.");
 
-  for (const auto& m : opts.mirrors.empty() ? default_mirrors() : opts.mirrors)
-    cx.mirrors.push_back(normalise_mirror(m));
-  if (cx.mirrors.empty())
-    throw Error(ErrorKind::Usage, "no mirror configured to fetch " + joined +
-                                      " from: pass --mirror URL or set KILN_MIRRORS");
-  std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
-  std::transform(pin.begin(), pin.end(), pin.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (pin.empty())
-    throw Error(ErrorKind::Usage,
-                "no trusted digest for the index of release " + version +
-                    ": pass --index-sha256 HEX or set KILN_INDEX_SHA256 (this kiln was built "
-                    "without -DKILN_TRUSTED_INDEX_SHA256); kiln never trusts an unpinned index");
-  if (!is_sha256_hex(pin))
-    throw Error(ErrorKind::Usage, "index digest '" + pin + "' is not 64 hex digits");
+  set_mirrors(cx, opts, joined);
+  std::string pin = trusted_index_pin(opts, version);
 
   std::error_code ec;
   fs::create_directories(cx.dest, ec);

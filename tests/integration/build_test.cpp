@@ -12,6 +12,7 @@
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
+#include "tiny_project.hpp"
 
 namespace kiln {
 namespace {
@@ -21,52 +22,11 @@ using test::read_file;
 using test::TempDir;
 using test::write_file;
 
-const char* kRegistry = R"({
-  "format": 1,
-  "types": {"f32": "float", "f16": "__half"},
-  "families": [
-    {"name": "scale", "sources": ["scale.cu"], "entries": ["kiln::scale_kernel<{dtype}>"],
-     "params": [{"name": "dtype", "kind": "type", "values": ["f32", "f16"]}],
-     "targets": ["sm_80+"]},
-    {"name": "hop", "sources": ["hop.cu"], "entries": ["kiln::hop_kernel"],
-     "targets": ["sm_90a"]}
-  ]
-})";
-
-const char* kCommon = R"(#pragma once
-#include <cuda_fp16.h>
-namespace kiln {
-__device__ inline float to_f(float v) { return v; }
-__device__ inline float to_f(__half v) { return __half2float(v); }
-template <typename T> __device__ inline T from_f(float v);
-template <> __device__ inline float from_f<float>(float v) { return v; }
-template <> __device__ inline __half from_f<__half>(float v) { return __float2half(v); }
-}  // namespace kiln
-)";
-
-const char* kScale = R"(#include "common.cuh"
-namespace kiln {
-template <typename T>
-__global__ void scale_kernel(T* x, float a, int n) {
-  int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (i < n) x[i] = from_f<T>(to_f(x[i]) * a);
-}
-}  // namespace kiln
-)";
-
-const char* kHop = R"(namespace kiln {
-__global__ void hop_kernel(float* x) { x[threadIdx.x] += 1.0f; }
-}  // namespace kiln
-)";
+using namespace test::tiny;
 
 class KilnBuild : public ::testing::Test {
  protected:
-  void SetUp() override {
-    write_file(src_ / "registry/kernels.json", kRegistry);
-    write_file(src_ / "kernels/common.cuh", kCommon);
-    write_file(src_ / "kernels/scale.cu", kScale);
-    write_file(src_ / "kernels/hop.cu", kHop);
-  }
+  void SetUp() override { write_project(src_.path()); }
 
   test::RunResult build(const fs::path& out, const std::string& extra = "") {
     return test::run("SOURCE_DATE_EPOCH=1700000000 " + test::kiln_cli() + " build --source " +

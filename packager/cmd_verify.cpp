@@ -54,7 +54,8 @@ void add_verify_command(CLI::App& app, int& rc) {
       "index (each archive beside it: present, size and sha256 as pinned, manifest agreeing "
       "with the index, then as an archive), or a store directory (each manifest and artifact "
       "digest). Exit 0 when all is well, else the code of the most severe problem: 3 integrity, "
-      "4 stale, 10 format, 6 not found, 9 io.");
+      "4 stale, 10 format, 6 not found, 9 io, 12 limit (a size, depth or count bound of "
+      "docs/security.md exceeded).");
   struct Opts {
     std::string path;
     bool json = false;

@@ -1,4 +1,4 @@
-// The tar.zst archive reader (loader/src/archive.cpp read_archive_bytes, what `kiln fetch`,
+// The tar.zst archive reader (core/src/archive.cpp read_archive_bytes, what `kiln fetch`,
 // `kiln install` and the loader unpack; plain tar too, which it also accepts, so that mutations
 // reach the tar headers instead of dying in the zstd frame) and the member check that follows it
 // (verify_archive_members: manifest.json first, every artifact as the manifest says).

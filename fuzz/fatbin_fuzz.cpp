@@ -1,4 +1,4 @@
-// The fatbin reader (loader/src/fatbin.cpp) over any bytes, as `kiln inspect` and the loader use
+// The fatbin reader (core/src/fatbin.cpp) over any bytes, as `kiln inspect` and the loader use
 // it: every container and image, each payload (zstd-decompressed when flagged), the ELF symbol
 // table and arch of cubins, the .entry names of PTX, and the demangled base names. Raw ELF and
 // PTX input goes straight to their readers too.

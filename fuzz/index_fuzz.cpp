@@ -1,4 +1,4 @@
-// parse_index (loader/src/manifest.cpp) over any bytes: the release index a mirror serves.
+// parse_index (core/src/manifest.cpp) over any bytes: the release index a mirror serves.
 // Accepted input must round-trip: index_to_json of what was parsed parses again to the same
 // canonical bytes.
 #include "fuzz_util.hpp"

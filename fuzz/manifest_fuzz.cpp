@@ -1,4 +1,4 @@
-// parse_manifest (loader/src/manifest.cpp) over any bytes: manifest.json from an archive or a
+// parse_manifest (core/src/manifest.cpp) over any bytes: manifest.json from an archive or a
 // store. Accepted input must round-trip through manifest_to_json, and find() must find every
 // artifact it lists.
 #include "fuzz_util.hpp"

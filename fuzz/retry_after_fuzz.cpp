@@ -1,4 +1,4 @@
-// HTTP response header lines as libcurl hands them to kiln (loader/src/http_transport.cpp):
+// HTTP response header lines as libcurl hands them to kiln (core/src/http_transport.cpp):
 // header_value picks Retry-After out of a raw line, parse_retry_after reads delta-seconds or an
 // HTTP-date. Whatever a mirror sends, the delay is never negative, and delta-seconds never
 // exceed the nine digits the parser takes.

@@ -19,6 +19,7 @@
 #include "kiln/registry.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "loader_factory.hpp"
 #include "resolver.hpp"
 #include "test_util.hpp"
 
@@ -175,7 +176,7 @@ struct Rig {
       ++index_fetches;
       return offered;
     };
-    return std::make_unique<kiln::Loader>(cfg, std::move(d));
+    return kiln::make_loader(cfg, std::move(d));
   }
 };
 

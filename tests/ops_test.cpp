@@ -18,6 +18,7 @@
 #include "kiln/registry.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "loader_factory.hpp"
 #include "log.hpp"
 #include "resolver.hpp"
 #include "test_util.hpp"
@@ -123,7 +124,7 @@ struct Rig {
     kiln::LoaderDeps d;
     d.driver = driver;
     d.installed_store = (tmp / "installed").string();
-    return std::make_unique<kiln::Loader>(cfg, std::move(d));
+    return kiln::make_loader(cfg, std::move(d));
   }
 };
 

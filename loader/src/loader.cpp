@@ -17,6 +17,7 @@
 #include "kiln/error.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
+#include "loader_factory.hpp"
 #include "log.hpp"
 #include "resolver.hpp"
 #include "untrusted_json.hpp"
@@ -457,9 +458,10 @@ struct Loader::Impl {
   }
 };
 
-Loader::Loader(LoaderConfig config) : Loader(std::move(config), LoaderDeps{}) {}
+namespace {
 
-Loader::Loader(LoaderConfig config, LoaderDeps deps) : impl_(std::make_unique<Impl>()) {
+std::unique_ptr<Loader::Impl> make_impl(LoaderConfig config, LoaderDeps deps) {
+  auto impl_ = std::make_unique<Loader::Impl>();
   if (config.api_log < 0 || config.api_log > 3)
     throw Error(ErrorKind::Usage, "api_log=" + std::to_string(config.api_log) +
                                       " is not an API log level: expected 0, 1, 2 or 3");
@@ -480,7 +482,24 @@ Loader::Loader(LoaderConfig config, LoaderDeps deps) : impl_(std::make_unique<Im
   impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
   impl_->index_targets = deps.index_targets ? deps.index_targets : fetch_index_targets;
   impl_->installed = deps.installed_store ? *deps.installed_store : installed_store_dir();
+  return impl_;
 }
+
+}  // namespace
+
+struct LoaderFactory {
+  static std::unique_ptr<Loader> make(LoaderConfig config, LoaderDeps deps) {
+    return std::unique_ptr<Loader>(new Loader(make_impl(std::move(config), std::move(deps))));
+  }
+};
+
+std::unique_ptr<Loader> make_loader(LoaderConfig config, LoaderDeps deps) {
+  return LoaderFactory::make(std::move(config), std::move(deps));
+}
+
+Loader::Loader(LoaderConfig config) : impl_(make_impl(std::move(config), LoaderDeps{})) {}
+
+Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Loader::~Loader() {
   for (auto& [ctx, uris] : impl_->by_ctx)

@@ -30,6 +30,7 @@
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
+#include "loader_factory.hpp"
 #include "resolver.hpp"
 #include "test_util.hpp"
 
@@ -1008,7 +1009,7 @@ class MirrorTier : public Fetch {
     cfg.use_installed_store = false;
     LoaderDeps d;  // the real fetch and index fetch, over loopback HTTP
     d.driver = std::move(drv);
-    return std::make_unique<Loader>(cfg, std::move(d));
+    return make_loader(cfg, std::move(d));
   }
 };
 
@@ -1053,7 +1054,8 @@ TEST_F(MirrorTier, TamperedArchiveOnTheFirstMirrorIsTakenFromTheSecond) {
   cfg.use_installed_store = false;
   LoaderDeps d;
   d.driver = drv;
-  Loader l(cfg, std::move(d));
+  std::unique_ptr<Loader> owned = make_loader(cfg, std::move(d));
+  Loader& l = *owned;
   EXPECT_EQ(l.get("axpy_dtype_f32").origin,
             (dest / rel.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
   EXPECT_EQ(drv->images,

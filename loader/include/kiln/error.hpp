@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "kiln/export.h"
+
 namespace kiln {
 
 enum class ErrorKind {
@@ -21,10 +23,12 @@ enum class ErrorKind {
   Limit,        // untrusted input exceeds a limit of docs/security.md (size, depth, count)
 };
 
-const char* to_string(ErrorKind kind);
-int exit_code(ErrorKind kind);
+KILN_API const char* to_string(ErrorKind kind);
+KILN_API int exit_code(ErrorKind kind);
 
-class Error : public std::runtime_error {
+// KILN_API: its typeinfo and vtable are libkiln's, so `catch (const kiln::Error&)` in an
+// application matches what libkiln throws.
+class KILN_API Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   ErrorKind kind() const { return kind_; }

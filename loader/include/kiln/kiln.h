@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "kiln/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,45 +50,49 @@ typedef struct kiln_config {
 } kiln_config;
 
 /* Fills *config with "everything from the environment". */
-void kiln_config_init(kiln_config* config);
+KILN_API void kiln_config_init(kiln_config* config);
 
 /* config NULL: everything from the environment. A bad environment value is KILN_ERROR_USAGE
  * with the variable named. */
-kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out);
-void kiln_loader_destroy(kiln_loader* loader);
+KILN_API kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out);
+KILN_API void kiln_loader_destroy(kiln_loader* loader);
 
 /* Loads (once per CUDA context) the kernel `uri` for the current context's device. */
-kiln_status kiln_get(kiln_loader* loader, const char* uri, kiln_kernel** out);
+KILN_API kiln_status kiln_get(kiln_loader* loader, const char* uri, kiln_kernel** out);
 /* Same, for launching on `stream` (a CUstream): a miss while the stream is being captured
  * fails with KILN_ERROR_USAGE ("prefetch before capture") without reading or compiling. */
-kiln_status kiln_get_for_stream(kiln_loader* loader, const char* uri, void* stream,
-                                kiln_kernel** out);
+KILN_API kiln_status kiln_get_for_stream(kiln_loader* loader, const char* uri, void* stream,
+                                         kiln_kernel** out);
 /* Loads every URI; attempts all of them and reports every failure in one message. */
-kiln_status kiln_prefetch(kiln_loader* loader, const char* const* uris, size_t count);
+KILN_API kiln_status kiln_prefetch(kiln_loader* loader, const char* const* uris, size_t count);
 
-size_t kiln_kernel_entry_count(const kiln_kernel* kernel);
+KILN_API size_t kiln_kernel_entry_count(const kiln_kernel* kernel);
 /* The CUfunction of entry `entry` (registry order). */
-kiln_status kiln_kernel_function(const kiln_kernel* kernel, size_t entry, void** function);
+KILN_API kiln_status kiln_kernel_function(const kiln_kernel* kernel, size_t entry, void** function);
 
 /* cuLaunchKernel on entry `entry`; grid and block are 3 values each. */
-kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
-                        const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
-                        void* stream, void** args);
+KILN_API kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
+                                 const unsigned grid[3], const unsigned block[3],
+                                 size_t shared_bytes, void* stream, void** args);
 
 /* The message of the calling thread's last failure ("" if none). Valid until its next call. */
-const char* kiln_last_error(void);
+KILN_API const char* kiln_last_error(void);
 
 /* Facts about this build of libkiln, for version-compatibility checks (`kiln compat --loader
  * LIB` reads them with dlsym). Strings are static; never free them. */
-const char* kiln_version(void);      /* package version from VERSION, e.g. "0.1.0" */
-const char* kiln_cuda_version(void); /* CUDA toolkit major.minor it was built with, "13.0" */
-int kiln_manifest_format(void);      /* archive manifest format version it reads */
-int kiln_index_format(void);         /* release index format version it reads */
+/* package version from VERSION, e.g. "0.1.0" */
+KILN_API const char* kiln_version(void);
+/* CUDA toolkit major.minor it was built with, "13.0" */
+KILN_API const char* kiln_cuda_version(void);
+/* archive manifest format version it reads */
+KILN_API int kiln_manifest_format(void);
+/* release index format version it reads */
+KILN_API int kiln_index_format(void);
 /* The source hash ("sha256:<hex>") this libkiln's embedded registry gives `uri`: a packaged
  * artifact with another hash is stale for it. NULL when the registry has no such URI. */
-const char* kiln_source_hash(const char* uri);
+KILN_API const char* kiln_source_hash(const char* uri);
 /* "not-found", "usage", ... */
-const char* kiln_status_name(kiln_status status);
+KILN_API const char* kiln_status_name(kiln_status status);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/export.h"
+
 namespace kiln {
 
 struct LoaderConfig {
@@ -25,15 +27,16 @@ struct LoaderConfig {
   int api_log = 0;                   // KILN_API_LOG=0..3
   std::string log_file;              // KILN_LOG_FILE (%p = pid); default stderr
 
-  static LoaderConfig from_env();  // throws Error{Usage} naming the variable on a bad value
+  // Throws Error{Usage} naming the variable on a bad value.
+  KILN_API static LoaderConfig from_env();
   // Same, reading variables through `getenv` (returns null when unset), so tests need not
   // touch the process environment.
-  static LoaderConfig from_env(const std::function<const char*(const char*)>& getenv);
+  KILN_API static LoaderConfig from_env(const std::function<const char*(const char*)>& getenv);
 };
 
 // A boolean setting: exactly 0/1/true/false/yes/no/on/off. Anything else throws Error{Usage}
 // naming `name` (the variable or field) and the value.
-bool parse_bool_setting(const std::string& name, const std::string& value);
+KILN_API bool parse_bool_setting(const std::string& name, const std::string& value);
 
 // One place a kernel could come from, and why it was or was not taken.
 struct Candidate {
@@ -49,8 +52,8 @@ struct Resolution {
   std::string device;  // target name for the device, e.g. "sm_90"
   std::optional<Candidate> chosen;
   std::vector<Candidate> rejected;
-  std::vector<std::string> searched;  // every directory/mirror searched, in order
-  std::string to_json() const;        // {uri, device, chosen, rejected: [...]}
+  std::vector<std::string> searched;     // every directory/mirror searched, in order
+  KILN_API std::string to_json() const;  // {uri, device, chosen, rejected: [...]}
 };
 
 // A loaded kernel for one context: the driver handles of every entry of the specialisation,
@@ -62,41 +65,42 @@ struct KernelHandle {
   std::string origin;            // where the image came from (path or "jit:<key>")
 };
 
-struct LoaderDeps;  // the driver, disk, compiler and fetcher (loader/src/resolver.hpp)
-
+// Only the members marked KILN_API are libkiln's API; Impl stays private to the library.
 class Loader {
  public:
-  explicit Loader(LoaderConfig config = LoaderConfig::from_env());
-  // With explicit dependencies: tests pass fakes for the driver, disk and compiler.
-  Loader(LoaderConfig config, LoaderDeps deps);
-  ~Loader();
+  KILN_API explicit Loader(LoaderConfig config = LoaderConfig::from_env());
+  KILN_API ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
   // Loads (once per context) and returns the kernel for the current CUDA context's device.
   // Throws Error (NotFound with the full explanation, Driver, Unsupported, Stale...).
-  const KernelHandle& get(const std::string& uri);
+  KILN_API const KernelHandle& get(const std::string& uri);
   // Same, for launching on `stream` (a CUstream): on a cache miss while that stream is being
   // captured into a CUDA Graph, fails with Error{Usage} ("prefetch before capture") and neither
   // reads, downloads nor compiles anything.
-  const KernelHandle& get(const std::string& uri, void* stream);
-  void prefetch(const std::vector<std::string>& uris);
+  KILN_API const KernelHandle& get(const std::string& uri, void* stream);
+  KILN_API void prefetch(const std::vector<std::string>& uris);
   // The decision without loading. cc = compute capability as 90 for 9.0; nullopt = current device.
-  Resolution resolve(const std::string& uri, std::optional<int> cc = std::nullopt) const;
+  KILN_API Resolution resolve(const std::string& uri, std::optional<int> cc = std::nullopt) const;
 
-  const LoaderConfig& config() const;
+  KILN_API const LoaderConfig& config() const;
 
   struct Dim3 {
     unsigned x = 1, y = 1, z = 1;
   };
   // cuLaunchKernel on entry `entry` of a handle from get(); throws Error{Driver} with the
   // driver's error name and the URI.
-  void launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
-              std::size_t shared_bytes, void* stream, void** args) const;
+  KILN_API void launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
+                       std::size_t shared_bytes, void* stream, void** args) const;
 
   struct Impl;
 
  private:
+  // With explicit dependencies (fakes for the driver, disk, compiler and fetcher):
+  // make_loader in the private header loader/src/loader_factory.hpp, for tests.
+  explicit Loader(std::unique_ptr<Impl> impl);
+  friend struct LoaderFactory;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,14 @@
+#pragma once
+// A Loader with explicit dependencies: tests pass fakes for the driver, disk, compiler and
+// fetcher. Private: not installed, not exported from libkiln.so; reached by linking the
+// internal static library (kiln_internal) instead.
+#include <memory>
+
+#include "kiln/loader.hpp"
+#include "resolver.hpp"
+
+namespace kiln {
+
+std::unique_ptr<Loader> make_loader(LoaderConfig config, LoaderDeps deps);
+
+}  // namespace kiln

@@ -46,7 +46,8 @@ foreach(h IN LISTS HEADERS)
     endif()
     string(MAKE_C_IDENTIFIER "${h}" id)
     set(tu "${WORK}/${id}.${ext}")
-    file(WRITE "${tu}" "#include <kiln/${h}>\n#include <kiln/${h}>\n")
+    # Included twice (include guards), then one declaration: C forbids an empty unit.
+    file(WRITE "${tu}" "#include <kiln/${h}>\n#include <kiln/${h}>\ntypedef int kiln_check;\n")
     execute_process(COMMAND ${compiler} ${std} -fsyntax-only -Wall -Wextra -Wpedantic -Werror
       -I "${prefix}/include" "${tu}" OUTPUT_VARIABLE cout ERROR_VARIABLE cerr RESULT_VARIABLE crc)
     if(NOT crc EQUAL 0)

@@ -138,11 +138,23 @@ TEST(LazyLibs, KilnFetchWithoutLibcurlFailsUnsupportedAndWritesNothing) {
   std::string msg = error_of(ErrorKind::Unsupported,
                              [&] { fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
   expect_names_library_and_fix(msg, Library::Curl,
-                               "downloading archives from the mirrors http://127.0.0.1:9/kiln");
-  EXPECT_FALSE(fs::exists(tmp / "store"));
+                               "downloading the release index and archives from the mirrors "
+                               "http://127.0.0.1:9/kiln");
+  // Nothing downloaded or installed: at most the (empty) destination and its locks.
+  for (const auto& e : fs::recursive_directory_iterator(tmp / "store"))
+    EXPECT_TRUE(e.is_directory() || e.path().string().find(".kiln-locks") != std::string::npos)
+        << e.path();
 
   msg = error_of(ErrorKind::Unsupported, [&] { fetch_index_targets(opts); });
   EXPECT_CONTAINS(msg, "downloading the release index from the mirrors");
+
+  // No mirror configured: still the usage error it always was, not a missing library.
+  opts.mirrors.clear();
+  if (default_mirrors().empty()) {
+    msg = error_of(ErrorKind::Usage,
+                   [&] { fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
+    EXPECT_CONTAINS(msg, "no mirror configured");
+  }
 
   // Offline never loads libcurl: the offline answer (nothing local) is unchanged.
   opts.offline = true;
@@ -232,6 +244,7 @@ TEST(LazyLibs, WithoutLibcurlAndLibarchiveALocalStoreLoadsAndTheMirrorTierIsSkip
   cfg.cache_dir = (tmp / "cache").string();
   cfg.offline = false;
   cfg.mirrors = {"http://127.0.0.1:9/kiln"};
+  cfg.index_sha256 = std::string(64, 'a');  // pinned: the mirror tier gets as far as downloading
   cfg.disable_jit = true;
   auto driver = std::make_shared<FakeDriver>();
   LoaderDeps deps;  // the real fetch, index download and disk store

@@ -576,13 +576,31 @@ std::string downloading_from(const FetchOptions& opts, const std::string& what) 
          " (the mirror tier, kiln fetch)";
 }
 
+// libcurl is loaded by the first download, not before: a fetch with no mirror configured stays
+// a usage error, and one whose archives are all installed already succeeds without libcurl.
+class OnFirstUseTransport final : public Transport {
+ public:
+  explicit OnFirstUseTransport(std::string needed_for) : needed_for_(std::move(needed_for)) {}
+  TransferResult get(const TransferRequest& req, const Sink& sink) override {
+    std::call_once(once_, [this] { real_ = make_curl_transport(needed_for_); });
+    return real_->get(req, sink);
+  }
+
+ private:
+  std::string needed_for_;
+  std::once_flag once_;
+  std::unique_ptr<Transport> real_;
+};
+
 }  // namespace
 
 FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
                           const std::string& dest_store) {
   // Offline must not even initialise libcurl: decide before creating the transport.
   std::unique_ptr<Transport> transport;
-  if (!opts.offline) transport = make_curl_transport(downloading_from(opts, "archives"));
+  if (!opts.offline)
+    transport = std::make_unique<OnFirstUseTransport>(
+        downloading_from(opts, "the release index and archives"));
   FetchDeps deps;
   deps.transport = transport.get();
   deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
@@ -599,7 +617,8 @@ FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::strin
 std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
   // Offline must not even initialise libcurl.
   std::unique_ptr<Transport> transport;
-  if (!opts.offline) transport = make_curl_transport(downloading_from(opts, "the release index"));
+  if (!opts.offline)
+    transport = std::make_unique<OnFirstUseTransport>(downloading_from(opts, "the release index"));
   FetchDeps deps;
   deps.transport = transport.get();
   deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };

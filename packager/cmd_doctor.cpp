@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "commands.hpp"
 #include "driver.hpp"
@@ -19,6 +20,7 @@
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
+#include "lazy_libs.hpp"
 #include "resolver.hpp"
 
 namespace kiln::cli {
@@ -118,7 +120,8 @@ void add_doctor_command(CLI::App& app, int& rc) {
       "doctor",
       "check every capability kiln needs on this machine: CUDA driver and devices, NVRTC, "
       "nvcc/ptxas/nvlink/fatbinary, the cache directory (really writes a file), the "
-      "configured stores and mirrors. Exit 0 when loading from stores can work; 5 when "
+      "configured stores and mirrors, whether libcurl and libarchive load (libkiln loads them "
+      "only for mirrors and archives). Exit 0 when loading from stores can work; 5 when "
       "something needed is missing. No GPU is reported (gpu: none) but is not a failure "
       "unless --require-gpu.");
   struct Opts {
@@ -177,6 +180,20 @@ void add_doctor_command(CLI::App& app, int& rc) {
                             {"runnable", t.runnable},
                             {"version", t.version},
                             {"detail", t.detail}});
+    }
+
+    // libkiln loads these on first use: loading from stores works without them, so a missing
+    // one is reported, not counted as missing.
+    j["libraries"] = Json::array();
+    for (auto lib : {lazy_libs::Library::Curl, lazy_libs::Library::Archive}) {
+      lazy_libs::LibraryFacts f = lazy_libs::facts(lib);
+      std::optional<std::string> problem = lazy_libs::load_problem(lib);
+      j["libraries"].push_back({{"name", f.name},
+                                {"soname", f.soname},
+                                {"loaded", !problem},
+                                {"package", f.package},
+                                {"needed_for", f.used_for},
+                                {"detail", problem.value_or("")}});
     }
 
     std::string cache_problem = check_writable(cfg.cache_dir);
@@ -254,6 +271,16 @@ void add_doctor_command(CLI::App& app, int& rc) {
       else
         std::cout << "not usable: " << t["detail"].get<std::string>();
       std::cout << "\n";
+    }
+    for (const auto& l : j["libraries"]) {
+      std::cout << l["name"].get<std::string>() << ": " << l["soname"].get<std::string>();
+      if (l["loaded"].get<bool>())
+        std::cout << " loads";
+      else
+        std::cout << " does not load: " << l["detail"].get<std::string>() << "; install "
+                  << (l["package"].get<std::string>().empty() ? "the package that provides it"
+                                                              : l["package"].get<std::string>());
+      std::cout << " (needed only for " << l["needed_for"].get<std::string>() << ")\n";
     }
     std::cout << "cache directory: " << cfg.cache_dir
               << ", writable: " << yes(cache_problem.empty())

@@ -28,6 +28,16 @@
 set -uo pipefail
 CARRY=.carry/release
 
+# libkiln dlopens libcurl and libarchive on first use (docs/loader.md), so ldd does not name
+# them: their paths, from the SONAMEs `kiln doctor --json` reports, to carry with what they need.
+lazy_libs() {
+  { "$1" doctor --json 2>/dev/null || true; } | python3 -c 'import json, sys
+for l in json.load(sys.stdin)["libraries"]: print(l["soname"])' |
+    while read -r so; do
+      "$(command -v ldconfig || echo /sbin/ldconfig)" -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}'
+    done
+}
+
 prepare() {
   local mirror=${1:?usage: gpu_release_check.sh prepare RELEASE_MIRROR BUILD_DIR}
   local build=${2:?usage: gpu_release_check.sh prepare RELEASE_MIRROR BUILD_DIR}
@@ -45,9 +55,10 @@ prepare() {
   local tmp
   tmp=$(mktemp -d)
   tar --zstd -xf "$CARRY"/pkg/kiln-*.tar.zst -C "$tmp"
-  ldd "$tmp"/kiln-*/bin/kiln "$tmp"/kiln-*/lib/libkiln.so "$CARRY/bin/kiln_gpu_tests" \
-    "$CARRY/bin/zstd" |
-    awk '/=> \// {print $3}' | sort -u |
+  local lazy
+  lazy=$(lazy_libs "$(ls "$tmp"/kiln-*/bin/kiln)")
+  { ldd "$tmp"/kiln-*/bin/kiln "$tmp"/kiln-*/lib/libkiln.so "$CARRY/bin/kiln_gpu_tests" \
+    "$CARRY/bin/zstd" $lazy | awk '/=> \// {print $3}'; for l in $lazy; do echo "$l"; done; } | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libkiln)\.so' |
     while read -r lib; do cp -L "$lib" "$CARRY/syslib/"; done
   rm -rf "$tmp"

@@ -12,6 +12,16 @@
 set -uo pipefail
 CARRY=.carry/ops  # inside the git-ignored .carry/, which others may use too
 
+# libkiln dlopens libcurl and libarchive on first use (docs/loader.md), so ldd does not name
+# them: their paths, from the SONAMEs `kiln doctor --json` reports, to carry with what they need.
+lazy_libs() {
+  { "$1" doctor --json 2>/dev/null || true; } | python3 -c 'import json, sys
+for l in json.load(sys.stdin)["libraries"]: print(l["soname"])' |
+    while read -r so; do
+      "$(command -v ldconfig || echo /sbin/ldconfig)" -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}'
+    done
+}
+
 prepare() {
   local build=${1:?usage: gpu_run.sh prepare BUILD_DIR}
   set -e
@@ -29,7 +39,9 @@ prepare() {
   cp -L "$build"/libkiln.so.*.*.* "$CARRY/lib/"
   (cd "$CARRY/lib" && for f in libkiln.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln.so; done)
   # Every non-system library the binaries need, resolved here.
-  ldd "$CARRY"/bin/* "$build"/libkiln.so | awk '/=> \// {print $3}' | sort -u |
+  local lazy
+  lazy=$(lazy_libs "$kiln")
+  { ldd "$CARRY"/bin/* "$build"/libkiln.so $lazy | awk '/=> \// {print $3}'; for l in $lazy; do echo "$l"; done; } | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda)\.so' |
     while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
   strip --strip-debug "$CARRY"/lib/libkiln.so*

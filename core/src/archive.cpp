@@ -1,7 +1,5 @@
 #include "kiln/archive.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,7 +16,7 @@
 #include "archive_stream.hpp"
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
-#include "libarchive_handles.hpp"
+#include "lazy_libs.hpp"
 
 namespace kiln {
 
@@ -28,6 +26,7 @@ static_assert(kMaxArchiveBytes == limits::kMaxUnpackedBytes,
 namespace {
 
 namespace fs = std::filesystem;
+using lazy_libs::ArchiveApi;
 
 // Removes the temp file unless committed, so a failed write leaves nothing behind.
 class TempOutput {
@@ -93,52 +92,54 @@ void write_archive(const fs::path& out, const std::vector<ArchiveMember>& member
   if (zstd_level < 1 || zstd_level > 22)
     throw Error(ErrorKind::Usage, "zstd level must be 1..22, got " + std::to_string(zstd_level));
 
+  const ArchiveApi& la = lazy_libs::archive("writing the archive " + out.string());
   TempOutput tmp(out);
-  std::unique_ptr<struct archive, ArchiveWriteFree> a(archive_write_new());
+  lazy_libs::WriteHandle a(la.write_new(), {&la});
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_write_new failed");
   auto check = [&](int r, const char* what) {
     if (r != ARCHIVE_OK)
       throw Error(ErrorKind::Io,
-                  "cannot write " + out.string() + ": " + what + ": " + la_error(a.get()));
+                  "cannot write " + out.string() + ": " + what + ": " + la.error_text(a.get()));
   };
   // pax_restricted writes plain ustar headers unless a name needs an extension, and never
   // atime/ctime: the bytes depend only on the members and mtime_epoch.
-  check(archive_write_set_format_pax_restricted(a.get()), "set tar format");
-  check(archive_write_add_filter_zstd(a.get()), "add zstd filter");
+  check(la.write_set_format_pax_restricted(a.get()), "set tar format");
+  check(la.write_add_filter_zstd(a.get()), "add zstd filter");
   std::string level = std::to_string(zstd_level);
-  check(archive_write_set_filter_option(a.get(), "zstd", "compression-level", level.c_str()),
+  check(la.write_set_filter_option(a.get(), "zstd", "compression-level", level.c_str()),
         "set zstd compression level");
-  check(archive_write_open_fd(a.get(), tmp.fd()), "open");
+  check(la.write_open_fd(a.get(), tmp.fd()), "open");
 
   for (const auto& m : members) {
-    std::unique_ptr<archive_entry, EntryFree> e(archive_entry_new());
+    lazy_libs::EntryHandle e(la.entry_new(), {&la});
     if (!e) throw Error(ErrorKind::Internal, "libarchive: archive_entry_new failed");
-    archive_entry_set_pathname(e.get(), m.name.c_str());
-    archive_entry_set_filetype(e.get(), AE_IFREG);
-    archive_entry_set_perm(e.get(), 0644);
-    archive_entry_set_size(e.get(), static_cast<la_int64_t>(m.data.size()));
-    archive_entry_set_mtime(e.get(), static_cast<time_t>(mtime_epoch), 0);
-    archive_entry_set_uid(e.get(), 0);
-    archive_entry_set_gid(e.get(), 0);
-    archive_entry_set_uname(e.get(), "root");
-    archive_entry_set_gname(e.get(), "root");
-    check(archive_write_header(a.get(), e.get()), ("header of " + m.name).c_str());
+    la.entry_set_pathname(e.get(), m.name.c_str());
+    la.entry_set_filetype(e.get(), AE_IFREG);
+    la.entry_set_perm(e.get(), 0644);
+    la.entry_set_size(e.get(), static_cast<la_int64_t>(m.data.size()));
+    la.entry_set_mtime(e.get(), static_cast<time_t>(mtime_epoch), 0);
+    la.entry_set_uid(e.get(), 0);
+    la.entry_set_gid(e.get(), 0);
+    la.entry_set_uname(e.get(), "root");
+    la.entry_set_gname(e.get(), "root");
+    check(la.write_header(a.get(), e.get()), ("header of " + m.name).c_str());
     size_t off = 0;
     while (off < m.data.size()) {
-      la_ssize_t n = archive_write_data(a.get(), m.data.data() + off, m.data.size() - off);
+      la_ssize_t n = la.write_data(a.get(), m.data.data() + off, m.data.size() - off);
       if (n <= 0)
         throw Error(ErrorKind::Io, "cannot write " + out.string() + ": data of " + m.name + ": " +
-                                       la_error(a.get()));
+                                       la.error_text(a.get()));
       off += static_cast<size_t>(n);
     }
-    check(archive_write_finish_entry(a.get()), ("end of " + m.name).c_str());
+    check(la.write_finish_entry(a.get()), ("end of " + m.name).c_str());
   }
-  check(archive_write_close(a.get()), "close");
+  check(la.write_close(a.get()), "close");
   tmp.commit();
 }
 
 struct ArchiveStream::Impl {
-  std::unique_ptr<struct archive, ArchiveReadFree> a;
+  const ArchiveApi* la = nullptr;
+  lazy_libs::ReadHandle a;
   std::string origin;
   ArchiveLimits limits;
   int fd = -1;
@@ -172,7 +173,7 @@ struct ArchiveStream::Impl {
       ssize_t n = ::read(im->fd, im->raw_buf.data(), im->raw_buf.size());
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) {
-        archive_set_error(im->a.get(), errno, "read failed: %s", std::strerror(errno));
+        im->la->set_error(im->a.get(), errno, "read failed: %s", std::strerror(errno));
         return -1;
       }
       if (n > 0 && im->raw_hash) im->raw_hash->update(im->raw_buf.data(), static_cast<size_t>(n));
@@ -184,14 +185,14 @@ struct ArchiveStream::Impl {
 
 namespace {
 
-std::unique_ptr<struct archive, ArchiveReadFree> new_reader() {
-  std::unique_ptr<struct archive, ArchiveReadFree> a(archive_read_new());
+lazy_libs::ReadHandle new_reader(const ArchiveApi& la) {
+  lazy_libs::ReadHandle a(la.read_new(), {&la});
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_read_new failed");
   // Only zstd-compressed (or plain) tar: no other filter or format is ever probed.
-  if (archive_read_support_filter_zstd(a.get()) != ARCHIVE_OK ||
-      archive_read_support_format_tar(a.get()) != ARCHIVE_OK)
+  if (la.read_support_filter_zstd(a.get()) != ARCHIVE_OK ||
+      la.read_support_format_tar(a.get()) != ARCHIVE_OK)
     throw Error(ErrorKind::Internal,
-                "libarchive cannot read zstd-compressed tar here: " + la_error(a.get()));
+                "libarchive cannot read zstd-compressed tar here: " + la.error_text(a.get()));
   return a;
 }
 
@@ -219,13 +220,14 @@ ArchiveStream ArchiveStream::open_file(const fs::path& path, ArchiveLimits limit
   if (::fstat(im->fd, &st) != 0 || !S_ISREG(st.st_mode))
     throw Error(ErrorKind::Io, "not a regular file: " + im->origin);
   im->raw_buf.resize(1 << 16);
-  im->a = new_reader();
-  if (archive_read_open(im->a.get(), im.get(), nullptr, &Impl::read_cb, nullptr) != ARCHIVE_OK) {
-    int err = archive_errno(im->a.get());
+  im->la = &lazy_libs::archive("unpacking " + im->origin);
+  im->a = new_reader(*im->la);
+  if (im->la->read_open(im->a.get(), im.get(), nullptr, &Impl::read_cb, nullptr) != ARCHIVE_OK) {
+    int err = im->la->error_number(im->a.get());
     // An unreadable file is I/O; bytes libarchive does not recognise are a format problem.
     ErrorKind kind =
         (err == EACCES || err == EIO || err == EISDIR) ? ErrorKind::Io : ErrorKind::Format;
-    throw Error(kind, "cannot open archive " + im->origin + ": " + la_error(im->a.get()));
+    throw Error(kind, "cannot open archive " + im->origin + ": " + im->la->error_text(im->a.get()));
   }
   return ArchiveStream(std::move(im));
 }
@@ -233,20 +235,23 @@ ArchiveStream ArchiveStream::open_file(const fs::path& path, ArchiveLimits limit
 ArchiveStream ArchiveStream::open_memory(std::string_view bytes, const std::string& origin,
                                          ArchiveLimits limits) {
   auto im = std::make_unique<Impl>();
+  im->la = &lazy_libs::archive("unpacking " + origin);
   im->origin = origin;
   im->limits = limits;
-  im->a = new_reader();
-  if (archive_read_open_memory(im->a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK)
-    throw Error(ErrorKind::Format, "cannot open archive " + origin + ": " + la_error(im->a.get()));
+  im->a = new_reader(*im->la);
+  if (im->la->read_open_memory(im->a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK)
+    throw Error(ErrorKind::Format,
+                "cannot open archive " + origin + ": " + im->la->error_text(im->a.get()));
   return ArchiveStream(std::move(im));
 }
 
 std::optional<ArchiveMemberHeader> ArchiveStream::next() {
   Impl& im = *impl_;
+  const ArchiveApi& la = *im.la;
   if (im.eof) return std::nullopt;
   im.current.reset();
   archive_entry* e = nullptr;
-  int r = archive_read_next_header(im.a.get(), &e);  // skips unread data of the previous one
+  int r = la.read_next_header(im.a.get(), &e);  // skips unread data of the previous one
   if (r == ARCHIVE_EOF) {
     im.eof = true;
     return std::nullopt;
@@ -254,8 +259,8 @@ std::optional<ArchiveMemberHeader> ArchiveStream::next() {
   if (r != ARCHIVE_OK)
     throw Error(ErrorKind::Format, "archive " + im.origin + ": bad entry header after " +
                                        std::to_string(im.members) +
-                                       " members: " + la_error(im.a.get()));
-  const char* raw = archive_entry_pathname(e);
+                                       " members: " + la.error_text(im.a.get()));
+  const char* raw = la.entry_pathname(e);
   std::string name = raw ? raw : "";
   if (++im.members > im.limits.max_members)
     im.over_limit(name, "member count", im.members, im.limits.max_members);
@@ -264,19 +269,17 @@ std::optional<ArchiveMemberHeader> ArchiveStream::next() {
   if (name == ".." || name.rfind("../", 0) == 0 || name.find("/../") != std::string::npos ||
       (name.size() >= 3 && name.compare(name.size() - 3, 3, "/..") == 0))
     im.refuse(name, "path contains '..'");
-  if (archive_entry_hardlink(e)) im.refuse(name, "hard link");
-  if (archive_entry_symlink(e) || archive_entry_filetype(e) == AE_IFLNK)
-    im.refuse(name, "symbolic link");
-  if (archive_entry_filetype(e) == AE_IFDIR)
+  if (la.entry_hardlink(e)) im.refuse(name, "hard link");
+  if (la.entry_symlink(e) || la.entry_filetype(e) == AE_IFLNK) im.refuse(name, "symbolic link");
+  if (la.entry_filetype(e) == AE_IFDIR)
     im.refuse(name, "directory (archives hold plain files only)");
-  if (archive_entry_filetype(e) != AE_IFREG)
+  if (la.entry_filetype(e) != AE_IFREG)
     im.refuse(name, "not a regular file (device, fifo or socket)");
   if (!is_plain_member_name(name))
     im.refuse(name, "name contains '/' (archives hold no directories)");
   if (!im.seen.insert(name).second) im.refuse(name, "appears twice");
-  if (!archive_entry_size_is_set(e) || archive_entry_size(e) < 0)
-    im.refuse(name, "size not recorded");
-  auto declared = static_cast<std::uint64_t>(archive_entry_size(e));
+  if (!la.entry_size_is_set(e) || la.entry_size(e) < 0) im.refuse(name, "size not recorded");
+  auto declared = static_cast<std::uint64_t>(la.entry_size(e));
   if (declared > im.limits.max_member_bytes)
     im.over_limit(name, "declared size", declared, im.limits.max_member_bytes);
   if (im.total + declared > im.limits.max_total_bytes)
@@ -296,9 +299,9 @@ void ArchiveStream::read_data(const std::function<void(const char*, std::size_t)
   std::uint64_t got = 0;
   char buf[1 << 16];
   for (;;) {
-    la_ssize_t n = archive_read_data(im.a.get(), buf, sizeof buf);
+    la_ssize_t n = im.la->read_data(im.a.get(), buf, sizeof buf);
     if (n == 0) break;
-    if (n < 0) im.refuse(h.name, "cannot read data: " + la_error(im.a.get()));
+    if (n < 0) im.refuse(h.name, "cannot read data: " + im.la->error_text(im.a.get()));
     got += static_cast<std::uint64_t>(n);
     // libarchive stops at the header's size; this guards the promise, not the common case.
     if (got > h.size)
@@ -322,8 +325,8 @@ std::string ArchiveStream::read_data_whole(std::uint64_t max_bytes) {
 
 void ArchiveStream::finish() {
   Impl& im = *impl_;
-  if (archive_read_close(im.a.get()) != ARCHIVE_OK)
-    throw Error(ErrorKind::Format, "archive " + im.origin + ": " + la_error(im.a.get()));
+  if (im.la->read_close(im.a.get()) != ARCHIVE_OK)
+    throw Error(ErrorKind::Format, "archive " + im.origin + ": " + im.la->error_text(im.a.get()));
   // Trailing bytes after the tar end still belong to the file its digest covers.
   if (im.fd >= 0 && im.raw_hash) {
     for (;;) {

@@ -565,11 +565,42 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
 
 }  // namespace fetch_detail
 
+namespace {
+
+// What wants libcurl, for the error when it cannot be loaded (lazy_libs.hpp).
+std::string downloading_from(const FetchOptions& opts, const std::string& what) {
+  std::string list;
+  for (const auto& m : opts.mirrors.empty() ? default_mirrors() : opts.mirrors)
+    list += (list.empty() ? "" : " ") + m;
+  return "downloading " + what + " from the mirrors " + (list.empty() ? "(none)" : list) +
+         " (the mirror tier, kiln fetch)";
+}
+
+// libcurl is loaded by the first download, not before: a fetch with no mirror configured stays
+// a usage error, and one whose archives are all installed already succeeds without libcurl.
+class OnFirstUseTransport final : public Transport {
+ public:
+  explicit OnFirstUseTransport(std::string needed_for) : needed_for_(std::move(needed_for)) {}
+  TransferResult get(const TransferRequest& req, const Sink& sink) override {
+    std::call_once(once_, [this] { real_ = make_curl_transport(needed_for_); });
+    return real_->get(req, sink);
+  }
+
+ private:
+  std::string needed_for_;
+  std::once_flag once_;
+  std::unique_ptr<Transport> real_;
+};
+
+}  // namespace
+
 FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
                           const std::string& dest_store) {
   // Offline must not even initialise libcurl: decide before creating the transport.
   std::unique_ptr<Transport> transport;
-  if (!opts.offline) transport = make_curl_transport();
+  if (!opts.offline)
+    transport = std::make_unique<OnFirstUseTransport>(
+        downloading_from(opts, "the release index and archives"));
   FetchDeps deps;
   deps.transport = transport.get();
   deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
@@ -586,7 +617,8 @@ FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::strin
 std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
   // Offline must not even initialise libcurl.
   std::unique_ptr<Transport> transport;
-  if (!opts.offline) transport = make_curl_transport();
+  if (!opts.offline)
+    transport = std::make_unique<OnFirstUseTransport>(downloading_from(opts, "the release index"));
   FetchDeps deps;
   deps.transport = transport.get();
   deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
@@ -600,7 +632,14 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
     for (const auto& m : mirrors) out.push_back({m, "", false, 0, "not probed: offline mode"});
     return out;
   }
-  std::unique_ptr<Transport> transport = make_curl_transport();
+  std::unique_ptr<Transport> transport;
+  try {
+    transport = make_curl_transport("probing the mirrors (kiln doctor)");
+  } catch (const Error& e) {
+    // No libcurl: every mirror gets the reason, and loading from stores is still judged.
+    for (const auto& m : mirrors) out.push_back({m, "", false, 0, e.what()});
+    return out;
+  }
   std::string version = opts.version.empty() ? kiln::version() : opts.version;
   std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
   std::transform(pin.begin(), pin.end(), pin.begin(),

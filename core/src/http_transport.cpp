@@ -1,8 +1,6 @@
 // libcurl behind the Transport interface, and the pure retry decision.
 #include "http_transport.hpp"
 
-#include <curl/curl.h>
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -13,6 +11,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "lazy_libs.hpp"
 
 namespace kiln::fetch_detail {
 
@@ -64,7 +63,8 @@ std::optional<std::string> header_value(const std::string& line, std::string_vie
 std::optional<long> parse_retry_after(const std::string& value, std::time_t now) {
   if (auto seconds = parse_retry_after_seconds(value)) return seconds;
   std::string trimmed = value.substr(0, value.find_last_not_of(" \t\r\n") + 1);
-  time_t when = curl_getdate(trimmed.c_str(), nullptr);
+  time_t when = lazy_libs::curl("parsing the HTTP date of a Retry-After header")
+                    .getdate(trimmed.c_str(), nullptr);
   if (when > 0) return std::max<long>(0, static_cast<long>(when - now));
   return std::nullopt;
 }
@@ -130,38 +130,44 @@ void forget_bad_mirrors() {
 
 namespace {
 
+using lazy_libs::CurlApi;
+
 struct EasyFree {
-  void operator()(CURL* c) const { curl_easy_cleanup(c); }
+  const CurlApi* api = nullptr;
+  void operator()(CURL* c) const { api->easy_cleanup(c); }
 };
 struct UrlFree {
-  void operator()(CURLU* u) const { curl_url_cleanup(u); }
+  const CurlApi* api = nullptr;
+  void operator()(CURLU* u) const { api->url_cleanup(u); }
 };
 using UrlHandle = std::unique_ptr<CURLU, UrlFree>;
 
-std::string url_part(CURLU* u, CURLUPart part) {
+std::string url_part(const CurlApi& api, CURLU* u, CURLUPart part) {
   char* out = nullptr;
-  if (curl_url_get(u, part, &out, 0) != CURLUE_OK || !out) return "";
+  if (api.url_get(u, part, &out, 0) != CURLUE_OK || !out) return "";
   std::string s = out;
-  curl_free(out);
+  api.free(out);
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
 }
 
 // `location` (absolute or relative) resolved against `base`; empty when either does not parse.
-std::string resolve_location(const std::string& base, const std::string& location) {
-  UrlHandle u(curl_url());
-  if (!u || curl_url_set(u.get(), CURLUPART_URL, base.c_str(), 0) != CURLUE_OK ||
-      curl_url_set(u.get(), CURLUPART_URL, location.c_str(), 0) != CURLUE_OK)
+std::string resolve_location(const CurlApi& api, const std::string& base,
+                             const std::string& location) {
+  UrlHandle u(api.url(), {&api});
+  if (!u || api.url_set(u.get(), CURLUPART_URL, base.c_str(), 0) != CURLUE_OK ||
+      api.url_set(u.get(), CURLUPART_URL, location.c_str(), 0) != CURLUE_OK)
     return "";
   char* out = nullptr;
-  if (curl_url_get(u.get(), CURLUPART_URL, &out, 0) != CURLUE_OK || !out) return "";
+  if (api.url_get(u.get(), CURLUPART_URL, &out, 0) != CURLUE_OK || !out) return "";
   std::string s = out;
-  curl_free(out);
+  api.free(out);
   return s;
 }
 
 struct CallState {
+  const CurlApi* api = nullptr;
   CURL* curl = nullptr;
   const Sink* sink = nullptr;
   long status = 0;
@@ -212,9 +218,9 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
       std::size_t e = value.find_last_not_of(" \t\r\n");
       value = b == std::string::npos ? "" : value.substr(b, e - b + 1);
       char* current = nullptr;
-      curl_easy_getinfo(st->curl, CURLINFO_EFFECTIVE_URL, &current);
+      st->api->easy_getinfo(st->curl, CURLINFO_EFFECTIVE_URL, &current);
       std::string from = current ? current : "";
-      std::string to = resolve_location(from, value);
+      std::string to = resolve_location(*st->api, from, value);
       std::string why = to.empty() ? "redirect from " + from + " to '" + value + "', not a URL"
                                    : redirect_refusal(from, to);
       if (!why.empty()) {
@@ -231,7 +237,7 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
 size_t on_body(char* buf, size_t size, size_t n, void* userdata) {
   auto* st = static_cast<CallState*>(userdata);
   long code = 0;
-  curl_easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &code);
+  st->api->easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &code);
   if (code >= 300) {
     // An error page is not the file; stop reading it (it may be endless too).
     st->error_status = true;
@@ -282,13 +288,16 @@ TransferStatus classify(CURLcode rc) {
 }  // namespace
 
 std::string redirect_refusal(const std::string& from_url, const std::string& to_url) {
-  UrlHandle f(curl_url()), t(curl_url());
-  if (!f || !t || curl_url_set(f.get(), CURLUPART_URL, from_url.c_str(), 0) != CURLUE_OK)
+  const CurlApi& api = lazy_libs::curl("checking a redirect from " + from_url);
+  UrlHandle f(api.url(), {&api}), t(api.url(), {&api});
+  if (!f || !t || api.url_set(f.get(), CURLUPART_URL, from_url.c_str(), 0) != CURLUE_OK)
     return "redirect from '" + from_url + "', not a URL";
-  if (curl_url_set(t.get(), CURLUPART_URL, to_url.c_str(), 0) != CURLUE_OK)
+  if (api.url_set(t.get(), CURLUPART_URL, to_url.c_str(), 0) != CURLUE_OK)
     return "redirect from " + from_url + " to '" + to_url + "', not a URL";
-  std::string fs = url_part(f.get(), CURLUPART_SCHEME), ts = url_part(t.get(), CURLUPART_SCHEME);
-  std::string fh = url_part(f.get(), CURLUPART_HOST), th = url_part(t.get(), CURLUPART_HOST);
+  std::string fs = url_part(api, f.get(), CURLUPART_SCHEME),
+              ts = url_part(api, t.get(), CURLUPART_SCHEME);
+  std::string fh = url_part(api, f.get(), CURLUPART_HOST),
+              th = url_part(api, t.get(), CURLUPART_HOST);
   if (fs == "https") {
     if (ts == "https") return "";
     return "redirect from https to " + ts + " (" + from_url + " -> " + to_url +
@@ -309,19 +318,20 @@ namespace {
 
 class CurlTransport final : public Transport {
  public:
-  CurlTransport() {
+  explicit CurlTransport(const std::string& needed_for) : api_(lazy_libs::curl(needed_for)) {
     static std::once_flag once;
-    std::call_once(once, [] {
-      if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    std::call_once(once, [this] {
+      if (api_.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         throw Error(ErrorKind::Internal, "curl_global_init failed");
     });
   }
 
   TransferResult get(const TransferRequest& req, const Sink& sink) override {
-    std::unique_ptr<CURL, EasyFree> easy(curl_easy_init());
+    std::unique_ptr<CURL, EasyFree> easy(api_.easy_init(), {&api_});
     if (!easy) throw Error(ErrorKind::Internal, "curl_easy_init failed");
     CURL* c = easy.get();
     CallState st;
+    st.api = &api_;
     st.curl = c;
     st.sink = &sink;
     char errbuf[CURL_ERROR_SIZE] = {0};
@@ -333,42 +343,42 @@ class CurlTransport final : public Transport {
     std::string ua = std::string("kiln/") + kiln::version();
     bool ok = true;
     auto set = [&ok](CURLcode rc) { ok = ok && rc == CURLE_OK; };
-    set(curl_easy_setopt(c, CURLOPT_URL, req.url.c_str()));
-    set(curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf));
-    set(curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L));
-    set(curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, protocols));
-    set(curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, protocols));
-    set(curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, scheme == "file" ? 0L : 1L));
-    set(curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L));
-    set(curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L));
-    set(curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L));
-    if (!req.ca_bundle.empty()) set(curl_easy_setopt(c, CURLOPT_CAINFO, req.ca_bundle.c_str()));
-    set(curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, req.connect_timeout_ms));
-    set(curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, req.low_speed_bytes));
-    set(curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, req.low_speed_seconds));
+    set(api_.easy_setopt(c, CURLOPT_URL, req.url.c_str()));
+    set(api_.easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf));
+    set(api_.easy_setopt(c, CURLOPT_NOSIGNAL, 1L));
+    set(api_.easy_setopt(c, CURLOPT_PROTOCOLS_STR, protocols));
+    set(api_.easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, protocols));
+    set(api_.easy_setopt(c, CURLOPT_FOLLOWLOCATION, scheme == "file" ? 0L : 1L));
+    set(api_.easy_setopt(c, CURLOPT_MAXREDIRS, 5L));
+    set(api_.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L));
+    set(api_.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L));
+    if (!req.ca_bundle.empty()) set(api_.easy_setopt(c, CURLOPT_CAINFO, req.ca_bundle.c_str()));
+    set(api_.easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, req.connect_timeout_ms));
+    set(api_.easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, req.low_speed_bytes));
+    set(api_.easy_setopt(c, CURLOPT_LOW_SPEED_TIME, req.low_speed_seconds));
     if (req.total_timeout_ms > 0)
-      set(curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, req.total_timeout_ms));
-    set(curl_easy_setopt(c, CURLOPT_USERAGENT, ua.c_str()));
+      set(api_.easy_setopt(c, CURLOPT_TIMEOUT_MS, req.total_timeout_ms));
+    set(api_.easy_setopt(c, CURLOPT_USERAGENT, ua.c_str()));
     // Larger reads mean fewer write(2) calls into the temp file for 100 MB archives.
-    set(curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024));
-    if (req.head) set(curl_easy_setopt(c, CURLOPT_NOBODY, 1L));
+    set(api_.easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024));
+    if (req.head) set(api_.easy_setopt(c, CURLOPT_NOBODY, 1L));
     st.stall_ms = req.low_speed_bytes > 0 ? req.low_speed_seconds * 1000 : 0;
-    set(curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L));
-    set(curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress));
-    set(curl_easy_setopt(c, CURLOPT_XFERINFODATA, &st));
-    set(curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header));
-    set(curl_easy_setopt(c, CURLOPT_HEADERDATA, &st));
-    set(curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body));
-    set(curl_easy_setopt(c, CURLOPT_WRITEDATA, &st));
+    set(api_.easy_setopt(c, CURLOPT_NOPROGRESS, 0L));
+    set(api_.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress));
+    set(api_.easy_setopt(c, CURLOPT_XFERINFODATA, &st));
+    set(api_.easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header));
+    set(api_.easy_setopt(c, CURLOPT_HEADERDATA, &st));
+    set(api_.easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body));
+    set(api_.easy_setopt(c, CURLOPT_WRITEDATA, &st));
     if (!ok) throw Error(ErrorKind::Internal, "libcurl refused an option for " + req.url);
 
     auto started = std::chrono::steady_clock::now();
-    CURLcode rc = curl_easy_perform(c);
+    CURLcode rc = api_.easy_perform(c);
     long elapsed_ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                             std::chrono::steady_clock::now() - started)
                                             .count());
     TransferResult r;
-    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
+    api_.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.http_status);
     r.retry_after_s = st.retry_after;
     if (st.error_status || (rc == CURLE_OK && r.http_status >= 300)) {
       r.status = TransferStatus::Http;
@@ -384,7 +394,7 @@ class CurlTransport final : public Transport {
     if (rc == CURLE_OPERATION_TIMEDOUT && req.total_timeout_ms > 0 &&
         elapsed_ms >= req.total_timeout_ms) {
       curl_off_t got = 0;
-      curl_easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &got);
+      api_.easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &got);
       r.status = TransferStatus::Deadline;
       r.message = "not done within its deadline of " + std::to_string(req.total_timeout_ms) +
                   " ms (" + std::to_string(static_cast<long long>(got)) + " bytes received)";
@@ -396,15 +406,20 @@ class CurlTransport final : public Transport {
       return r;
     }
     if (r.status != TransferStatus::Ok) {
-      r.message = curl_easy_strerror(rc);
+      r.message = api_.easy_strerror(rc);
       if (errbuf[0]) r.message += std::string(": ") + errbuf;
     }
     return r;
   }
+
+ private:
+  const CurlApi& api_;
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> make_curl_transport() { return std::make_unique<CurlTransport>(); }
+std::unique_ptr<Transport> make_curl_transport(const std::string& needed_for) {
+  return std::make_unique<CurlTransport>(needed_for);
+}
 
 }  // namespace kiln::fetch_detail

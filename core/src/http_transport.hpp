@@ -1,6 +1,7 @@
 #pragma once
 // The network side of fetching, behind a small interface so the retry and trust logic in
-// fetch.cpp is testable with fakes. libcurl stays inside http_transport.cpp.
+// fetch.cpp is testable with fakes. libcurl stays inside http_transport.cpp, called through the
+// table lazy_libs.hpp loads on first use (libkiln does not link it).
 #include <cstddef>
 #include <ctime>
 #include <functional>
@@ -54,7 +55,10 @@ class Transport {
 // libcurl. Redirects (at most 5): from https only to https, any host (TLS names the new host);
 // from http only to the same host name, http or https (nothing authenticates a plain-http
 // answer, so it may not send kiln elsewhere); file:// never redirects. Anything else: Refused.
-std::unique_ptr<Transport> make_curl_transport();
+// libcurl is loaded here on first use (lazy_libs.hpp): Error{Unsupported} naming libcurl, its
+// SONAME and `needed_for` (what wanted to download) when it cannot be loaded.
+std::unique_ptr<Transport> make_curl_transport(
+    const std::string& needed_for = "downloading from a mirror");
 
 // The redirect rule above as a pure function over the URL that answered 3xx and the absolute
 // URL it points to: empty when allowed, else why not.

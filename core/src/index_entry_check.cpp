@@ -4,7 +4,7 @@
 #include <cerrno>
 
 #include "kiln/error.hpp"
-#include "libarchive_handles.hpp"
+#include "lazy_libs.hpp"
 
 namespace kiln {
 
@@ -50,35 +50,37 @@ std::optional<Manifest> read_leading_manifest(const fs::path& archive) {
   std::error_code ec;
   if (!fs::exists(archive, ec)) throw Error(ErrorKind::NotFound, "archive not found: " + where);
   if (!fs::is_regular_file(archive, ec)) throw Error(ErrorKind::Io, "not a regular file: " + where);
-  ArchiveReader a(archive_read_new());
+  const lazy_libs::ArchiveApi& la = lazy_libs::archive("reading the manifest of " + where);
+  lazy_libs::ReadHandle a(la.read_new(), {&la});
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_read_new failed");
-  if (archive_read_support_filter_zstd(a.get()) != ARCHIVE_OK ||
-      archive_read_support_format_tar(a.get()) != ARCHIVE_OK)
+  if (la.read_support_filter_zstd(a.get()) != ARCHIVE_OK ||
+      la.read_support_format_tar(a.get()) != ARCHIVE_OK)
     throw Error(ErrorKind::Internal,
-                "libarchive cannot read zstd-compressed tar here: " + la_error(a.get()));
-  if (archive_read_open_filename(a.get(), archive.c_str(), 1 << 16) != ARCHIVE_OK) {
-    int err = archive_errno(a.get());
+                "libarchive cannot read zstd-compressed tar here: " + la.error_text(a.get()));
+  if (la.read_open_filename(a.get(), archive.c_str(), 1 << 16) != ARCHIVE_OK) {
+    int err = la.error_number(a.get());
     ErrorKind kind =
         (err == EACCES || err == EIO || err == EISDIR) ? ErrorKind::Io : ErrorKind::Format;
-    throw Error(kind, "cannot open archive " + where + ": " + la_error(a.get()));
+    throw Error(kind, "cannot open archive " + where + ": " + la.error_text(a.get()));
   }
   archive_entry* e = nullptr;
-  if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK) return std::nullopt;
-  const char* raw = archive_entry_pathname(e);
-  if (!raw || std::string(raw) != kLeadingManifestName || archive_entry_filetype(e) != AE_IFREG)
+  if (la.read_next_header(a.get(), &e) != ARCHIVE_OK) return std::nullopt;
+  const char* raw = la.entry_pathname(e);
+  if (!raw || std::string(raw) != kLeadingManifestName || la.entry_filetype(e) != AE_IFREG)
     return std::nullopt;
   const std::string origin = where + ":" + kLeadingManifestName;
-  if (archive_entry_size_is_set(e) &&
-      static_cast<std::uint64_t>(archive_entry_size(e)) > kMaxLeadingManifestBytes)
-    throw Error(ErrorKind::Format, origin + ": declares " + std::to_string(archive_entry_size(e)) +
+  if (la.entry_size_is_set(e) &&
+      static_cast<std::uint64_t>(la.entry_size(e)) > kMaxLeadingManifestBytes)
+    throw Error(ErrorKind::Format, origin + ": declares " + std::to_string(la.entry_size(e)) +
                                        " bytes, more than the limit of " +
                                        std::to_string(kMaxLeadingManifestBytes));
   std::string data;
   char buf[1 << 16];
   for (;;) {
-    la_ssize_t n = archive_read_data(a.get(), buf, sizeof buf);
+    la_ssize_t n = la.read_data(a.get(), buf, sizeof buf);
     if (n == 0) break;
-    if (n < 0) throw Error(ErrorKind::Format, origin + ": cannot read data: " + la_error(a.get()));
+    if (n < 0)
+      throw Error(ErrorKind::Format, origin + ": cannot read data: " + la.error_text(a.get()));
     if (data.size() + static_cast<std::size_t>(n) > kMaxLeadingManifestBytes)
       throw Error(ErrorKind::Format, origin + ": larger than the limit of " +
                                          std::to_string(kMaxLeadingManifestBytes) + " bytes");

@@ -22,7 +22,8 @@ std::string with_slash(std::string url) {
 
 class CurlFetcher : public Fetcher {
  public:
-  CurlFetcher() : transport_(fetch_detail::make_curl_transport()) {}
+  CurlFetcher()
+      : transport_(fetch_detail::make_curl_transport("downloading TUF metadata and targets")) {}
 
   std::optional<std::string> get(const std::string& url, std::size_t max_bytes) override {
     std::string body;

@@ -1,0 +1,325 @@
+// libcurl and libarchive loaded on first use (loader/src/lazy_libs.hpp): libkiln.so does not
+// need them, a load from a local store works without them, and whatever does need one fails
+// with an error that names the library, its SONAME, dlerror() and what to do. The libraries
+// are made unloadable through the test seam (a file name that does not exist), not by
+// uninstalling them; everything else here is real (libkiln's real fetch, store and loader).
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <vector>
+
+#include "driver.hpp"
+#include "index_entry_check.hpp"
+#include "jit.hpp"
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/fetch.hpp"
+#include "kiln/loader.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/registry.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "kiln/version.hpp"
+#include "lazy_libs.hpp"
+#include "resolver.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using lazy_libs::Library;
+using test::TempDir;
+
+// Makes `lib` unloadable for the life of the object: dlopen is pointed at a file that does
+// not exist, so dlerror() is the real one.
+class Unloadable {
+ public:
+  explicit Unloadable(Library lib) : lib_(lib) {
+    lazy_libs::set_file_for_tests(lib_, file_for(lib_));
+  }
+  ~Unloadable() { lazy_libs::set_file_for_tests(lib_, ""); }
+  Unloadable(const Unloadable&) = delete;
+  Unloadable& operator=(const Unloadable&) = delete;
+  static std::string file_for(Library lib) {
+    return lib == Library::Curl ? "libcurl-made-unloadable-by-kiln-test.so.4"
+                                : "libarchive-made-unloadable-by-kiln-test.so.13";
+  }
+
+ private:
+  Library lib_;
+};
+
+std::string error_of(ErrorKind kind, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
+
+#define EXPECT_CONTAINS(haystack, needle)               \
+  EXPECT_NE((haystack).find(needle), std::string::npos) \
+      << "no '" << (needle) << "' in: " << (haystack)
+
+// What every "cannot be loaded" error says: the library, the file tried, dlerror()'s text,
+// what needed it and how to fix it.
+void expect_names_library_and_fix(const std::string& msg, Library lib,
+                                  const std::string& needed_for) {
+  lazy_libs::LibraryFacts f = lazy_libs::facts(lib);
+  EXPECT_CONTAINS(msg, f.name + " (" + Unloadable::file_for(lib) + ") cannot be loaded");
+  EXPECT_CONTAINS(msg, "cannot open shared object file");  // dlerror()
+  EXPECT_CONTAINS(msg, needed_for);
+  if (f.package.empty())
+    EXPECT_CONTAINS(msg, "install the package that provides " + f.soname);
+  else
+    EXPECT_CONTAINS(msg, "install the Debian package " + f.package + " (it provides " + f.soname);
+}
+
+TEST(LazyLibs, RealLibrariesLoadWithEverySymbolFromTheConfiguredSoname) {
+  ASSERT_EQ(lazy_libs::load_problem(Library::Curl), std::nullopt);
+  ASSERT_EQ(lazy_libs::load_problem(Library::Archive), std::nullopt);
+  lazy_libs::LibraryFacts c = lazy_libs::facts(Library::Curl);
+  lazy_libs::LibraryFacts a = lazy_libs::facts(Library::Archive);
+  EXPECT_EQ(c.soname.rfind("libcurl.so.", 0), 0u) << c.soname;
+  EXPECT_EQ(a.soname.rfind("libarchive.so.", 0), 0u) << a.soname;
+
+  // The tables answer, and their functions live in the library of that SONAME.
+  const lazy_libs::CurlApi& curl = lazy_libs::curl("this test");
+  EXPECT_STREQ(curl.easy_strerror(CURLE_OK), "No error");
+  Dl_info info{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(curl.easy_init), &info), 0);
+  EXPECT_CONTAINS(std::string(info.dli_fname), "libcurl.so");
+  const lazy_libs::ArchiveApi& la = lazy_libs::archive("this test");
+  lazy_libs::ReadHandle r(la.read_new(), {&la});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(la.read_support_filter_zstd(r.get()), ARCHIVE_OK);
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(la.read_new), &info), 0);
+  EXPECT_CONTAINS(std::string(info.dli_fname), "libarchive.so");
+}
+
+TEST(LazyLibs, UnloadableLibcurlFailsUnsupportedNamingItsSonameDlerrorUseAndFix) {
+  {
+    Unloadable no_curl(Library::Curl);
+    std::string msg = error_of(ErrorKind::Unsupported,
+                               [] { lazy_libs::curl("the mirror tier (https://m.example)"); });
+    expect_names_library_and_fix(msg, Library::Curl, "the mirror tier (https://m.example)");
+    EXPECT_CONTAINS(msg, "KILN_OFFLINE=1");
+    EXPECT_CONTAINS(msg, "KILN_ARTIFACT_PATH");
+    EXPECT_NE(lazy_libs::load_problem(Library::Curl), std::nullopt);
+  }
+  // The seam cleared: the real, cached table again.
+  EXPECT_EQ(lazy_libs::load_problem(Library::Curl), std::nullopt);
+  EXPECT_STREQ(lazy_libs::curl("this test").easy_strerror(CURLE_OK), "No error");
+}
+
+TEST(LazyLibs, ALibraryLackingSymbolsFailsUpFrontNamingEveryMissingOne) {
+  // libkiln itself loads fine and has none of libcurl's functions.
+  lazy_libs::set_file_for_tests(Library::Curl, KILN_LIB_PATH);
+  std::string msg = error_of(ErrorKind::Unsupported, [] { lazy_libs::curl("this test"); });
+  lazy_libs::set_file_for_tests(Library::Curl, "");
+  EXPECT_CONTAINS(msg, "lacks curl_global_init, curl_easy_init,");
+  EXPECT_CONTAINS(msg, "curl_url_set (libkiln was built against libcurl " LIBCURL_VERSION ")");
+}
+
+TEST(LazyLibs, KilnFetchWithoutLibcurlFailsUnsupportedAndWritesNothing) {
+  Unloadable no_curl(Library::Curl);
+  TempDir tmp;
+  FetchOptions opts;
+  opts.mirrors = {"http://127.0.0.1:9/kiln"};
+  opts.index_sha256 = std::string(64, 'a');
+  std::string msg = error_of(ErrorKind::Unsupported,
+                             [&] { fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
+  expect_names_library_and_fix(msg, Library::Curl,
+                               "downloading the release index and archives from the mirrors "
+                               "http://127.0.0.1:9/kiln");
+  // Nothing downloaded or installed: at most the (empty) destination and its locks.
+  for (const auto& e : fs::recursive_directory_iterator(tmp / "store"))
+    EXPECT_TRUE(e.is_directory() || e.path().string().find(".kiln-locks") != std::string::npos)
+        << e.path();
+
+  msg = error_of(ErrorKind::Unsupported, [&] { fetch_index_targets(opts); });
+  EXPECT_CONTAINS(msg, "downloading the release index from the mirrors");
+
+  // No mirror configured: still the usage error it always was, not a missing library.
+  opts.mirrors.clear();
+  if (default_mirrors().empty()) {
+    msg = error_of(ErrorKind::Usage,
+                   [&] { fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
+    EXPECT_CONTAINS(msg, "no mirror configured");
+  }
+
+  // Offline never loads libcurl: the offline answer (nothing local) is unchanged.
+  opts.offline = true;
+  error_of(ErrorKind::NotFound, [&] { fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
+}
+
+TEST(LazyLibs, UnpackingWithoutLibarchiveFailsUnsupportedNamingTheArchive) {
+  TempDir tmp;
+  fs::path archive = tmp / "a.tar.zst";
+  write_archive(archive, {{"manifest.json", "{}"}}, 0);  // the real libarchive
+  ASSERT_TRUE(fs::is_regular_file(archive));
+
+  Unloadable no_archive(Library::Archive);
+  std::string msg =
+      error_of(ErrorKind::Unsupported, [&] { install_archive(archive, tmp / "store"); });
+  expect_names_library_and_fix(msg, Library::Archive, "unpacking " + archive.string());
+  EXPECT_CONTAINS(msg, "stores that are already unpacked");
+  // Nothing unpacked: the store holds only its install lock (docs/mirrors.md: locks stay).
+  std::vector<std::string> left;
+  for (const auto& e : fs::directory_iterator(tmp / "store"))
+    if (e.path().filename() != ".kiln-locks") left.push_back(e.path().filename().string());
+  EXPECT_TRUE(left.empty()) << left.front();
+
+  msg = error_of(ErrorKind::Unsupported, [&] { read_leading_manifest(archive); });
+  EXPECT_CONTAINS(msg, "reading the manifest of " + archive.string());
+  msg = error_of(ErrorKind::Unsupported, [&] {
+    write_archive(tmp / "b.tar.zst", {{"manifest.json", "{}"}}, 0);
+  });
+  EXPECT_CONTAINS(msg, "writing the archive " + (tmp / "b.tar.zst").string());
+  EXPECT_FALSE(fs::exists(tmp / "b.tar.zst"));
+}
+
+// --- a load from a local store, with neither library loadable
+
+const std::string kUri = "axpy_dtype_f32";
+
+class FakeDriver : public Driver {
+ public:
+  std::atomic<int> loads{0};
+  void init() override {}
+  int driver_version() override { return 13000; }
+  std::vector<DeviceInfo> devices() override { return {{0, "Fake GPU", 90}}; }
+  void* current_context() override { return reinterpret_cast<void*>(0x100); }
+  int current_device_cc() override { return 90; }
+  bool stream_is_capturing(void*) override { return false; }
+  void* load_library(const std::string&) override {
+    return reinterpret_cast<void*>(static_cast<std::size_t>(++loads));
+  }
+  unsigned kernel_count(void*) override { return 1; }
+  void* get_kernel(void* lib, const std::string&) override { return lib; }
+  void* kernel_function(void* k) override { return k; }
+  void unload_library(void*) noexcept override {}
+  void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
+};
+
+// One unpacked archive directory (manifest.json + <uri>.fatbin) for sm_90 in `store`.
+fs::path write_store(const fs::path& store) {
+  const Specialisation* spec = embedded_registry().find(kUri);
+  Manifest m;
+  m.package_version = version();
+  m.cuda_version = cuda_version();
+  m.target = "sm_90";
+  ArtifactEntry e;
+  e.uri = kUri;
+  e.family = spec->family;
+  e.params = spec->params;
+  for (const auto& name : spec->entries) e.entries.push_back({name, "_Z" + name});
+  e.source_hash = spec->source_hash;
+  e.file = kUri + ".fatbin";
+  std::string bytes = "image:sm_90";
+  e.size = bytes.size();
+  e.sha256 = sha256_hex(bytes);
+  m.artifacts.push_back(e);
+  fs::path dir = store / archive_stem(version(), cuda_version(), "sm_90");
+  test::write_file(dir / "manifest.json", manifest_to_json(m));
+  test::write_file(dir / e.file, bytes);
+  return dir / e.file;
+}
+
+TEST(LazyLibs, WithoutLibcurlAndLibarchiveALocalStoreLoadsAndTheMirrorTierIsSkippedNamingLibcurl) {
+  Unloadable no_curl(Library::Curl);
+  Unloadable no_archive(Library::Archive);
+  TempDir tmp;
+  fs::path artifact = write_store(tmp / "store");
+  LoaderConfig cfg;
+  cfg.artifact_path = {(tmp / "store").string()};
+  cfg.cache_dir = (tmp / "cache").string();
+  cfg.offline = false;
+  cfg.mirrors = {"http://127.0.0.1:9/kiln"};
+  cfg.index_sha256 = std::string(64, 'a');  // pinned: the mirror tier gets as far as downloading
+  cfg.disable_jit = true;
+  auto driver = std::make_shared<FakeDriver>();
+  LoaderDeps deps;  // the real fetch, index download and disk store
+  deps.driver = driver;
+  deps.installed_store = (tmp / "installed").string();
+  Loader loader(cfg, std::move(deps));
+
+  const KernelHandle& h = loader.get(kUri);
+  EXPECT_EQ(h.origin.rfind(artifact.parent_path().string(), 0), 0u) << h.origin;
+  EXPECT_EQ(driver->loads.load(), 1);
+
+  // Not in the store: the mirror tier is tried, skipped for want of libcurl like any other
+  // skip reason, and the failure says so.
+  std::string msg;
+  try {
+    loader.get("axpy_dtype_f16");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  expect_names_library_and_fix(msg, Library::Curl,
+                               "downloading the release index from the mirrors "
+                               "http://127.0.0.1:9/kiln (the mirror tier, kiln fetch)");
+  EXPECT_EQ(driver->loads.load(), 1);
+  EXPECT_FALSE(fs::exists(tmp / "cache" / "downloads"));
+}
+
+// --- the dependency closure of the built libkiln.so
+
+TEST(LibkilnNeeded, OnlyLibcryptoLibzstdAndTheCAndCxxRuntime) {
+  std::string lib = KILN_LIB_PATH;
+  if (lib.size() < 3 || lib.compare(lib.size() - 2, 2, ".a") == 0)
+    GTEST_SKIP() << "libkiln is built static (KILN_SHARED=OFF): no NEEDED entries";
+  test::RunResult r = test::run("readelf -d '" + lib + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<std::string> allowed = {"libcrypto.so.", "libzstd.so.",  "libstdc++.so.",
+                                            "libm.so.",      "libgcc_s.so.", "libc.so.",
+                                            "ld-linux"};
+  std::vector<std::string> needed, extra;
+  const std::string tag = "Shared library: [";
+  for (std::size_t p = r.out.find(tag); p != std::string::npos; p = r.out.find(tag, p + 1)) {
+    std::size_t b = p + tag.size(), e = r.out.find(']', b);
+    needed.push_back(r.out.substr(b, e - b));
+  }
+  ASSERT_FALSE(needed.empty()) << "readelf listed no NEEDED entry for " << lib << ":\n" << r.out;
+  for (const auto& n : needed) {
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || n.rfind(a, 0) == 0;
+    if (!ok) extra.push_back(n);
+  }
+  std::string list;
+  for (const auto& x : extra) list += " " + x;
+  EXPECT_TRUE(extra.empty()) << lib << " needs libraries outside the allow-list (libcrypto, "
+                             << "libzstd, the C and C++ runtime):" << list
+                             << "; what only mirrors or archives need is loaded by lazy_libs";
+}
+
+TEST(DoctorCli, ReportsThatLibcurlAndLibarchiveLoadWithTheirSonames) {
+  TempDir tmp;
+  std::string env = test::nvrtc_child_env() + "KILN_CACHE_DIR='" + (tmp / "cache").string() +
+                    "' KILN_ARTIFACT_PATH= KILN_MIRRORS= ";
+  test::RunResult r = test::run(env + test::kiln_cli() + " doctor --json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["libraries"].size(), 2u) << r.out;
+  for (auto [i, lib] : {std::pair{0, Library::Curl}, {1, Library::Archive}}) {
+    const auto& l = j["libraries"][static_cast<std::size_t>(i)];
+    EXPECT_EQ(l["name"], lazy_libs::facts(lib).name);
+    EXPECT_EQ(l["soname"], lazy_libs::facts(lib).soname);
+    EXPECT_EQ(l["loaded"], true) << l.dump();
+    EXPECT_EQ(l["detail"], "");
+  }
+  test::RunResult text = test::run(env + test::kiln_cli() + " doctor 2>/dev/null");
+  EXPECT_CONTAINS(text.out, "libcurl: " + lazy_libs::facts(Library::Curl).soname + " loads");
+  EXPECT_CONTAINS(text.out, "libarchive: " + lazy_libs::facts(Library::Archive).soname + " loads");
+}
+
+}  // namespace
+}  // namespace kiln

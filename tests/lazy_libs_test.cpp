@@ -1,4 +1,4 @@
-// libcurl and libarchive loaded on first use (loader/src/lazy_libs.hpp): libkiln.so does not
+// libcurl and libarchive loaded on first use (core/src/lazy_libs.hpp): libkiln.so does not
 // need them, a load from a local store works without them, and whatever does need one fails
 // with an error that names the library, its SONAME, dlerror() and what to do. The libraries
 // are made unloadable through the test seam (a file name that does not exist), not by

@@ -227,6 +227,13 @@ class CudaDriver : public Driver {
 
 }  // namespace
 
-std::shared_ptr<Driver> make_cuda_driver() { return std::make_shared<CudaDriver>(); }
+std::shared_ptr<Driver> make_cuda_driver() {
+  // One per process: libcuda is opened, its entry points resolved, cuInit called and device 0's
+  // primary context retained once, however many Loaders come and go. Never destroyed: kernels
+  // loaded through it may outlive every Loader, and releasing the primary context during static
+  // destruction could race libcuda's own teardown.
+  static const auto* shared = new std::shared_ptr<Driver>(std::make_shared<CudaDriver>());
+  return *shared;
+}
 
 }  // namespace kiln

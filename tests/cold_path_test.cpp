@@ -13,6 +13,7 @@
 #include "cold_phases.hpp"
 #include "driver.hpp"
 #include "identity_cache.hpp"
+#include "kiln/registry.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -106,6 +107,25 @@ TEST(IdentityCache, IdentityOfAFileRewrittenInPlaceWithItsOldMtimeStillDiffers) 
   EXPECT_EQ(after->size, before->size);
   EXPECT_FALSE(*after == *before);  // ctime moved: the remembered manifest is not reused
   EXPECT_FALSE(identity_of((tmp / "absent").string()));
+}
+
+TEST(EmbeddedSpec, HashingOneFamilyGivesEveryUriTheFullRegistrysSourceHash) {
+  // Asked first, before the full registry exists: nothing shared between the two paths.
+  const Specialisation* axpy = embedded_spec("axpy_dtype_f32");
+  ASSERT_NE(axpy, nullptr);
+  const Registry& full = embedded_registry();
+  std::vector<std::string> uris = embedded_uris();
+  ASSERT_EQ(uris.size(), full.specialisations.size());
+  for (const auto& s : full.specialisations) {
+    const Specialisation* lazy = embedded_spec(s.uri);
+    ASSERT_NE(lazy, nullptr) << s.uri;
+    EXPECT_EQ(lazy->source_hash, s.source_hash) << s.uri;
+    EXPECT_EQ(lazy->source_hash.size(), 64u) << s.uri;
+    EXPECT_EQ(lazy->entries, s.entries) << s.uri;
+    EXPECT_EQ(lazy->family, s.family) << s.uri;
+  }
+  EXPECT_EQ(embedded_spec("axpy_dtype_f32"), axpy);  // stable for the process
+  EXPECT_EQ(embedded_spec("axpy_dtype_f99"), nullptr);
 }
 
 TEST(CudaDriver, EveryLoaderSharesTheOneProcessWideDriver) {

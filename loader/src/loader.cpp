@@ -45,11 +45,11 @@ std::string Resolution::to_json() const {
 
 namespace {
 
+// The embedded registry's entry for uri, hashing only its family (a fresh process's first get()
+// does not hash every family's sources).
 const Specialisation& find_spec(const std::string& uri) {
-  const Registry& reg = embedded_registry();
-  if (const Specialisation* s = reg.find(uri)) return *s;
-  std::vector<std::string> all;
-  for (const auto& s : reg.specialisations) all.push_back(s.uri);
+  if (const Specialisation* s = embedded_spec(uri)) return *s;
+  std::vector<std::string> all = embedded_uris();
   auto near = near_matches(uri, all);
   std::string msg = "no kernel " + uri + " in the registry embedded in this libkiln (" +
                     std::to_string(all.size()) + " specialisations; `kiln registry list`)";

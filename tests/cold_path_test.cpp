@@ -13,8 +13,10 @@
 #include "cold_phases.hpp"
 #include "driver.hpp"
 #include "identity_cache.hpp"
+#include "kiln/error.hpp"
 #include "kiln/registry.hpp"
 #include "test_util.hpp"
+#include "untrusted_json.hpp"
 
 namespace kiln {
 namespace {
@@ -126,6 +128,40 @@ TEST(EmbeddedSpec, HashingOneFamilyGivesEveryUriTheFullRegistrysSourceHash) {
   }
   EXPECT_EQ(embedded_spec("axpy_dtype_f32"), axpy);  // stable for the process
   EXPECT_EQ(embedded_spec("axpy_dtype_f99"), nullptr);
+}
+
+TEST(UntrustedJson, BuildsExactlyTheTreeNlohmannBuildsAndFailsWithItsMessage) {
+  const std::string texts[] = {
+      R"({"b": 1, "a": [1, -2, 3.5, 1e300, 18446744073709551615, true, false, null], "c": {}})",
+      R"({"k": 1, "z": {"y": [], "x": {"w": "\u00e9\n"}}, "k": 2, "a": [[[]], {}]})",
+      R"([{"uri": "u", "params": {"dtype": "f32", "block": "256"}}, "s", 0])",
+      "  \"just a string\"  ",
+      "-0",
+      "[]"};
+  for (const auto& t : texts) {
+    auto fast = parse_untrusted_json<nlohmann::ordered_json>(t, "t.json");
+    auto plain = parse_untrusted_json<nlohmann::json>(t, "t.json");
+    EXPECT_EQ(fast, nlohmann::ordered_json::parse(t)) << t;
+    EXPECT_EQ(fast.dump(), nlohmann::ordered_json::parse(t).dump()) << t;  // member order too
+    EXPECT_EQ(plain, nlohmann::json::parse(t)) << t;
+  }
+  for (std::string bad : {R"({"a": 1,})", R"({"a": 1e999})", "[1] x", "{\"a\": tru}", ""}) {
+    std::string want;
+    try {
+      auto unused = nlohmann::ordered_json::parse(bad);
+      ADD_FAILURE() << "nlohmann accepted " << bad << unused.dump();
+    } catch (const nlohmann::json::exception& e) {
+      want = e.what();
+    }
+    ASSERT_FALSE(want.empty()) << bad;
+    try {
+      parse_untrusted_json<nlohmann::ordered_json>(bad, "bad.json");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Format) << bad;
+      EXPECT_EQ(std::string(e.what()), "bad.json: not valid JSON: " + want) << bad;
+    }
+  }
 }
 
 TEST(CudaDriver, EveryLoaderSharesTheOneProcessWideDriver) {

@@ -845,4 +845,24 @@ TEST(Loader, ColdGetPhasesCoverTheStoreWorkAndAddUpToItsTime) {
   EXPECT_EQ(warm.total(), 0u);
 }
 
+TEST(Loader, ColdGetOfAWholeReleaseReadsOnlyTheBestArchivesManifest) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"compute_80"});
+  std::string sass = write_archive(rig.tmp / "s", {"sm_90"});
+  write_archive(rig.tmp / "s", {"sm_80"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  EXPECT_EQ(rig.loader()->get(kUri).origin, sass);
+  EXPECT_EQ(rig.fs->reads.load(), 2);  // the sm_90 manifest and its artifact: not compute_80's
+}
+
+TEST(Loader, WhenTheBestArchiveFailsTheColdGetFallsBackToTheNextTargetOfTheSameStore) {
+  Rig rig;
+  std::string ptx = write_archive(rig.tmp / "s", {"compute_80"});
+  std::string sass = write_archive(rig.tmp / "s", {"sm_90"});
+  kiln::test::write_file(sass, "image:sm_99");  // same size, other bytes
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  EXPECT_EQ(rig.loader()->get(kUri).origin, ptx);
+  EXPECT_EQ(rig.driver->images, std::vector<std::string>{"image:compute_80"});
+}
+
 }  // namespace

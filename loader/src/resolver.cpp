@@ -384,6 +384,23 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     }
     dirs.push_back(fs::path(dir) / name);
   }
+  if (uri) {
+    // Best target first (the one target-choice rule over the names), so that reading can stop
+    // at the first archive whose manifest lists the URI: in a store holding a whole release, a
+    // cold get reads the sm_90a manifest and not compute_80's too. Unparseable names go last.
+    std::vector<Target> offered;
+    for (const auto& d : dirs)
+      if (auto t = dir_target(d.filename().string())) offered.push_back(*t);
+    TargetChoice choice = choose_targets(cc, offered);
+    auto rank = [&](const fs::path& d) {
+      auto t = dir_target(d.filename().string());
+      for (std::size_t i = 0; t && i < choice.candidates.size(); ++i)
+        if (choice.candidates[i].target == *t) return i;
+      return choice.candidates.size();
+    };
+    std::stable_sort(dirs.begin(), dirs.end(),
+                     [&](const fs::path& x, const fs::path& y) { return rank(x) < rank(y); });
+  }
   for (const auto& d : dirs) {
     ArchiveScan a;
     a.dir = d.string();
@@ -429,7 +446,14 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       a.error_kind = e.kind();
       a.error = e.what();
     }
+    // The fast path stops at an archive that lists the URI for this release and format (the
+    // rest of the freshness check is plan_stores'); if it does not serve after all, get()
+    // rescans the store in full.
+    bool lists_uri = uri && a.manifest && !a.manifest->artifacts.empty() &&
+                     a.manifest->package_version == version() &&
+                     a.manifest->format_version == kManifestFormat;
     s.archives.push_back(std::move(a));
+    if (lists_uri) break;
   }
   return s;
 }

@@ -384,7 +384,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     }
     dirs.push_back(fs::path(dir) / name);
   }
-  if (uri) {
+  if (uri && dirs.size() > 1) {
     // Best target first (the one target-choice rule over the names), so that reading can stop
     // at the first archive whose manifest lists the URI: in a store holding a whole release, a
     // cold get reads the sm_90a manifest and not compute_80's too. Unparseable names go last.
@@ -429,7 +429,18 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
           m.target = full.target;
           m.build_time = full.build_time;
           m.skipped = full.skipped;
-          if (const ArtifactEntry* art = full.find(*uri)) m.artifacts.push_back(*art);
+          if (const ArtifactEntry* art = full.find(*uri)) {
+            // Not its params and flags: nothing on get()'s path reads them.
+            ArtifactEntry e;
+            e.uri = art->uri;
+            e.family = art->family;
+            e.entries = art->entries;
+            e.source_hash = art->source_hash;
+            e.file = art->file;
+            e.size = art->size;
+            e.sha256 = art->sha256;
+            m.artifacts.push_back(std::move(e));
+          }
           a.manifest = std::move(m);
         } else {
           a.manifest = *remembered;

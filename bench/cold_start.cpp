@@ -117,6 +117,8 @@ void bind(void* lib, F& f, const char* name) {
   f = reinterpret_cast<F>(must_sym(lib, name));
 }
 
+// cc given: only the device's compute capability is asked (no context: the parent must not
+// hold one while its children run, in case the GPU is in an exclusive compute mode).
 Cuda open_cuda(int* cc) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) die(std::string("dlopen libcuda.so.1: ") + dlerror());
@@ -137,13 +139,18 @@ Cuda open_cuda(int* cc) {
   cu_ok(c.init(0), "cuInit");
   CUdevice dev = 0;
   cu_ok(c.device_get(&dev, 0), "cuDeviceGet");
+  if (cc) {
+    int major = 0, minor = 0;
+    cu_ok(c.attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+          "cuDeviceGetAttribute");
+    cu_ok(c.attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+          "cuDeviceGetAttribute");
+    *cc = major * 10 + minor;
+    return c;
+  }
   CUcontext ctx = nullptr;
   cu_ok(c.retain(&ctx, dev), "cuDevicePrimaryCtxRetain");
   cu_ok(c.set_current(ctx), "cuCtxSetCurrent");
-  int major = 0, minor = 0;
-  cu_ok(c.attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
-  cu_ok(c.attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
-  if (cc) *cc = major * 10 + minor;
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -289,7 +290,53 @@ std::vector<std::string> quoted_includes(std::string_view src) {
   return out;
 }
 
-void compute_source_hashes(Registry& reg, const SourceTree& tree) {
+namespace {
+
+// One family's source hash and hashed files: its sources and the kernels/ headers they include,
+// read through `load` (memoised by the caller), and its declaration.
+template <typename Load>
+void hash_family(Family& fam, const SourceTree& tree, Load& load) {
+  std::set<std::string> files;
+  std::vector<std::pair<std::string, std::string>> todo;
+  for (const auto& s : fam.sources) todo.emplace_back(s, "");
+  while (!todo.empty()) {
+    auto [path, by] = todo.back();
+    todo.pop_back();
+    if (!files.insert(path).second) continue;
+    const std::string& text = load(path, fam.name, by);
+    std::string dir = std::filesystem::path(path).parent_path().string();
+    for (const auto& inc : quoted_includes(text)) {
+      // Quoted includes resolve beside the including file, then at kernels/ root; a name
+      // found in neither is not ours (a toolkit header) and does not enter the hash.
+      std::string beside = dir.empty() ? inc : dir + "/" + inc;
+      if (tree.read(beside))
+        todo.emplace_back(std::filesystem::path(beside).lexically_normal().string(), path);
+      else if (tree.read(inc))
+        todo.emplace_back(std::filesystem::path(inc).lexically_normal().string(), path);
+    }
+  }
+  fam.hashed_files.assign(files.begin(), files.end());
+  Sha256 h;
+  h.field("kiln-source-hash", "1");
+  // The declaration is hashed too: entries, params and flags change the bytes built.
+  h.field("family", fam.name);
+  for (const auto& e : fam.entries) h.field("entry", e);
+  for (const auto& p : fam.params) {
+    h.field("param", p.name);
+    h.field("kind", p.kind);
+    for (const auto& v : p.values) h.field("value", v);
+  }
+  for (const auto& f : fam.flags) h.field("flag", f);
+  for (const auto& f : fam.hashed_files) {
+    h.field("file", f);
+    h.field("content", load(f, fam.name, ""));
+  }
+  fam.source_hash = h.hex();
+}
+
+// Hashes the families for which `want(family)` holds; memoises file contents across them.
+template <typename Want>
+void hash_families(Registry& reg, const SourceTree& tree, Want want) {
   std::map<std::string, std::string> contents;  // memo by path
   auto load = [&](const std::string& path, const std::string& fam,
                   const std::string& needed_by) -> const std::string& {
@@ -302,45 +349,18 @@ void compute_source_hashes(Registry& reg, const SourceTree& tree) {
                "not found in " + tree.describe());
     return contents.emplace(path, std::move(*data)).first->second;
   };
-  for (auto& fam : reg.families) {
-    std::set<std::string> files;
-    std::vector<std::pair<std::string, std::string>> todo;
-    for (const auto& s : fam.sources) todo.emplace_back(s, "");
-    while (!todo.empty()) {
-      auto [path, by] = todo.back();
-      todo.pop_back();
-      if (!files.insert(path).second) continue;
-      const std::string& text = load(path, fam.name, by);
-      std::string dir = std::filesystem::path(path).parent_path().string();
-      for (const auto& inc : quoted_includes(text)) {
-        // Quoted includes resolve beside the including file, then at kernels/ root; a name
-        // found in neither is not ours (a toolkit header) and does not enter the hash.
-        std::string beside = dir.empty() ? inc : dir + "/" + inc;
-        if (tree.read(beside))
-          todo.emplace_back(std::filesystem::path(beside).lexically_normal().string(), path);
-        else if (tree.read(inc))
-          todo.emplace_back(std::filesystem::path(inc).lexically_normal().string(), path);
-      }
-    }
-    fam.hashed_files.assign(files.begin(), files.end());
-    Sha256 h;
-    h.field("kiln-source-hash", "1");
-    // The declaration is hashed too: entries, params and flags change the bytes built.
-    h.field("family", fam.name);
-    for (const auto& e : fam.entries) h.field("entry", e);
-    for (const auto& p : fam.params) {
-      h.field("param", p.name);
-      h.field("kind", p.kind);
-      for (const auto& v : p.values) h.field("value", v);
-    }
-    for (const auto& f : fam.flags) h.field("flag", f);
-    for (const auto& f : fam.hashed_files) {
-      h.field("file", f);
-      h.field("content", contents.at(f));
-    }
-    fam.source_hash = h.hex();
+  for (auto& fam : reg.families)
+    if (want(fam)) hash_family(fam, tree, load);
+  for (auto& s : reg.specialisations) {
+    const Family* fam = reg.family(s.family);
+    if (want(*fam)) s.source_hash = fam->source_hash;
   }
-  for (auto& s : reg.specialisations) s.source_hash = reg.family(s.family)->source_hash;
+}
+
+}  // namespace
+
+void compute_source_hashes(Registry& reg, const SourceTree& tree) {
+  hash_families(reg, tree, [](const Family&) { return true; });
 }
 
 std::optional<std::string> DiskSourceTree::read(const std::string& relpath) const {
@@ -381,6 +401,51 @@ const Registry& embedded_registry() {
     throw Error(ErrorKind::Internal, "libkiln was built without an embedded registry");
   }();
   return reg;
+}
+
+namespace {
+
+// The embedded registry for the loader's cold path: parsed once, each family hashed when one of
+// its specialisations is first asked for (hash_families, so the value is the full registry's).
+struct LazyEmbeddedRegistry {
+  Registry reg;
+  std::mutex mu;
+  std::set<std::string> hashed;  // families
+};
+
+LazyEmbeddedRegistry& lazy_embedded_registry() {
+  static auto* lazy = [] {
+    auto* l = new LazyEmbeddedRegistry;
+    for (const auto& f : embedded::files())
+      if (std::string_view(f.path) == "registry/kernels.json")
+        l->reg = parse_registry(f.data, "registry/kernels.json (embedded)");
+    if (l->reg.specialisations.empty())
+      throw Error(ErrorKind::Internal, "libkiln was built without an embedded registry");
+    return l;
+  }();
+  return *lazy;
+}
+
+}  // namespace
+
+const Specialisation* embedded_spec(std::string_view uri) {
+  LazyEmbeddedRegistry& lazy = lazy_embedded_registry();
+  const Specialisation* s = lazy.reg.find(uri);
+  if (!s) return nullptr;
+  std::lock_guard<std::mutex> lock(lazy.mu);
+  if (!lazy.hashed.count(s->family)) {
+    std::string family = s->family;
+    hash_families(lazy.reg, EmbeddedSourceTree(),
+                  [&](const Family& f) { return f.name == family; });
+    lazy.hashed.insert(family);
+  }
+  return s;
+}
+
+std::vector<std::string> embedded_uris() {
+  std::vector<std::string> out;
+  for (const auto& s : lazy_embedded_registry().reg.specialisations) out.push_back(s.uri);
+  return out;
 }
 
 std::string registry_to_json(const Registry& reg) {

@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "cold_phases.hpp"
 #include "driver.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
@@ -764,6 +765,105 @@ TEST(Loader, ResolveExplainAndAFailingGetReportTheSameCandidatesAndReasonsWithou
   rig.cfg.artifact_path = {(rig.tmp / "s1").string()};
   expect_same_story(rig);
   EXPECT_EQ(rig.jit->compiles.load(), 0);
+}
+
+// The cold path remembers a store's listing and manifests while they are unchanged on disk
+// (identity_cache.hpp); only entries a second old are remembered, hence the waits.
+void let_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(1100)); }
+
+TEST(Loader, ASettledManifestIsNotReadAgainButEveryLoadStillHashesTheArtifact) {
+  Rig rig;
+  std::string art = write_archive(rig.tmp / "s", {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  let_settle();
+  EXPECT_EQ(rig.loader()->get(kUri).origin, art);
+  EXPECT_EQ(rig.fs->reads.load(), 2);  // manifest + artifact
+  EXPECT_EQ(rig.loader()->get(kUri).origin, art);
+  EXPECT_EQ(rig.fs->reads.load(), 3);  // the artifact only
+  // Same size, other bytes, the manifest untouched: refused by the digest of the remembered one.
+  kiln::test::write_file(art, "image:sm_91");
+  std::string msg;
+  EXPECT_EQ(get_error(*rig.loader(), kUri, &msg), ErrorKind::Integrity);
+  EXPECT_NE(msg.find(art + ": integrity"), std::string::npos) << msg;
+  EXPECT_EQ(rig.driver->loads.load(), 2);
+}
+
+TEST(Loader, AManifestRewrittenAfterItWasRememberedIsReadAgain) {
+  Rig rig;
+  ArchiveSpec first("sm_90");
+  first.bytes = "first image";
+  std::string art = write_archive(rig.tmp / "s", first);
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  let_settle();
+  rig.loader()->get(kUri);
+  ArchiveSpec second("sm_90");
+  second.bytes = "second image, longer";
+  EXPECT_EQ(write_archive(rig.tmp / "s", second), art);  // manifest and artifact rewritten
+  rig.loader()->get(kUri);
+  std::lock_guard<std::mutex> lock(rig.driver->mu);
+  ASSERT_EQ(rig.driver->images.size(), 2u);
+  EXPECT_EQ(rig.driver->images[1], "second image, longer");
+}
+
+TEST(Loader, AnArchiveAddedToARememberedStoreIsFound) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"sm_80"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  let_settle();
+  std::string msg;
+  EXPECT_EQ(get_error(*rig.loader(), kUri, &msg), ErrorKind::NotFound);
+  std::string art = write_archive(rig.tmp / "s", {"sm_90"});
+  EXPECT_EQ(rig.loader()->get(kUri).origin, art);
+}
+
+TEST(Loader, ColdGetPhasesCoverTheStoreWorkAndAddUpToItsTime) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  kiln::cold::PhaseTimes t;
+  kiln::cold::set_phase_sink(&t);
+  auto t0 = std::chrono::steady_clock::now();
+  auto l = rig.loader();
+  l->get(kUri);
+  auto wall =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  kiln::cold::set_phase_sink(nullptr);
+  auto at = [&](kiln::cold::Phase p) { return t.ns[static_cast<int>(p)]; };
+  using P = kiln::cold::Phase;
+  for (P p : {P::LoaderCreate, P::Registry, P::Context, P::StoreScan, P::ManifestParse, P::Read,
+              P::Hash, P::Other})
+    EXPECT_GT(at(p), 0u) << kiln::cold::phase_name(p);
+  // The fake driver sleeps 2 ms in load_library: in driver_load, and in no other phase.
+  EXPECT_GE(at(P::DriverLoad), 2'000'000u);
+  EXPECT_LT(t.total() - at(P::DriverLoad), static_cast<std::uint64_t>(wall) - 2'000'000u);
+  EXPECT_LE(t.total(), static_cast<std::uint64_t>(wall));
+  // A warm hit is not timed.
+  kiln::cold::PhaseTimes warm;
+  kiln::cold::set_phase_sink(&warm);
+  l->get(kUri);
+  kiln::cold::set_phase_sink(nullptr);
+  EXPECT_EQ(warm.total(), 0u);
+}
+
+TEST(Loader, ColdGetOfAWholeReleaseReadsOnlyTheBestArchivesManifest) {
+  Rig rig;
+  write_archive(rig.tmp / "s", {"compute_80"});
+  std::string sass = write_archive(rig.tmp / "s", {"sm_90"});
+  write_archive(rig.tmp / "s", {"sm_80"});
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  EXPECT_EQ(rig.loader()->get(kUri).origin, sass);
+  EXPECT_EQ(rig.fs->reads.load(), 2);  // the sm_90 manifest and its artifact: not compute_80's
+}
+
+TEST(Loader, WhenTheBestArchiveFailsTheColdGetFallsBackToTheNextTargetOfTheSameStore) {
+  Rig rig;
+  std::string ptx = write_archive(rig.tmp / "s", {"compute_80"});
+  std::string sass = write_archive(rig.tmp / "s", {"sm_90"});
+  kiln::test::write_file(sass, "image:sm_99");  // same size, other bytes
+  rig.cfg.artifact_path = {(rig.tmp / "s").string()};
+  EXPECT_EQ(rig.loader()->get(kUri).origin, ptx);
+  EXPECT_EQ(rig.driver->images, std::vector<std::string>{"image:compute_80"});
 }
 
 }  // namespace

@@ -129,20 +129,27 @@ std::string read_whole_file(const std::filesystem::path& p, std::uint64_t max_by
   };
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
     throw too_big(static_cast<std::uint64_t>(st.st_size));
+  // Read straight into the result, asking for one byte more than stat said: a short read that
+  // returns exactly the size stat gave is the end of a regular file, so an unchanged file takes
+  // one read() and no copy. Anything else reads on until read() returns 0.
   std::string out;
-  out.reserve(static_cast<std::size_t>(st.st_size));
-  char buf[1 << 16];
+  std::size_t used = 0;
+  out.resize(static_cast<std::size_t>(st.st_size) + 1);
   for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (used == out.size()) out.resize(out.size() + (1 << 16));
+    std::size_t want = out.size() - used;
+    ssize_t n = ::read(fd, out.data() + used, want);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0)
       throw Error(ErrorKind::Io, "cannot read " + p.string() + ": " + std::strerror(errno));
-    if (n == 0) break;
+    used += static_cast<std::size_t>(n);
     // The file may grow while it is read: the limit holds for what is read, not only for stat.
-    if (out.size() + static_cast<std::uint64_t>(n) > max_bytes)
-      throw too_big(out.size() + static_cast<std::uint64_t>(n));
-    out.append(buf, static_cast<std::size_t>(n));
+    if (used > max_bytes) throw too_big(used);
+    if (n == 0 ||
+        (static_cast<std::size_t>(n) < want && used == static_cast<std::size_t>(st.st_size)))
+      break;
   }
+  out.resize(used);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <array>
 #include <atomic>
 #include <mutex>
 
@@ -206,12 +207,19 @@ class CudaDriver : public Driver {
   }
 
   int cc_of(CUdevice d) {
+    // A device's compute capability never changes: asked once per device, not per cold get.
+    bool cacheable = d >= 0 && static_cast<std::size_t>(d) < cc_cache_.size();
+    if (cacheable)
+      if (int known = cc_cache_[static_cast<std::size_t>(d)].load(std::memory_order_relaxed))
+        return known;
     int major = 0, minor = 0;
     check(api_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d),
           "cuDeviceGetAttribute");
     check(api_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d),
           "cuDeviceGetAttribute");
-    return major * 10 + minor;
+    int cc = major * 10 + minor;
+    if (cacheable) cc_cache_[static_cast<std::size_t>(d)].store(cc, std::memory_order_relaxed);
+    return cc;
   }
 
   std::once_flag once_;
@@ -223,10 +231,18 @@ class CudaDriver : public Driver {
   bool primary_retained_ = false;
   CUdevice primary_device_ = 0;
   CUcontext primary_ = nullptr;
+  std::array<std::atomic<int>, 64> cc_cache_{};  // by CUdevice; 0 = not asked yet
 };
 
 }  // namespace
 
-std::shared_ptr<Driver> make_cuda_driver() { return std::make_shared<CudaDriver>(); }
+std::shared_ptr<Driver> make_cuda_driver() {
+  // One per process: libcuda is opened, its entry points resolved, cuInit called and device 0's
+  // primary context retained once, however many Loaders come and go. Never destroyed: kernels
+  // loaded through it may outlive every Loader, and releasing the primary context during static
+  // destruction could race libcuda's own teardown.
+  static const auto* shared = new std::shared_ptr<Driver>(std::make_shared<CudaDriver>());
+  return *shared;
+}
 
 }  // namespace kiln

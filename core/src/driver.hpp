@@ -40,7 +40,8 @@ class Driver {
                       unsigned shared_bytes, void* stream, void** args) = 0;
 };
 
-// dlopen("libcuda.so.1"); nothing is opened until init() or another call.
+// The process-wide driver over dlopen("libcuda.so.1") (every call returns the same one);
+// nothing is opened until init() or another call.
 std::shared_ptr<Driver> make_cuda_driver();
 
 // Name of the driver library libkiln opens.

@@ -16,6 +16,8 @@
 #include <unordered_map>
 
 #include "atomic_file.hpp"
+#include "cold_phases.hpp"
+#include "identity_cache.hpp"
 #include "jit.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
@@ -306,6 +308,17 @@ std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& t
   return p;
 }
 
+// What the store tier read before, while unchanged on disk (identity_cache.hpp): a store's
+// archive directory names (every kiln-kernels-* subdirectory, sorted) and parsed manifests.
+IdentityCache<std::vector<std::string>>& store_listings() {
+  static IdentityCache<std::vector<std::string>> cache;
+  return cache;
+}
+IdentityCache<Manifest>& manifests_by_identity() {
+  static IdentityCache<Manifest> cache;
+  return cache;
+}
+
 // The target an archive directory is named for: kiln-kernels-<version>-cuda<X.Y>-<target>.
 std::optional<Target> dir_target(const std::string& name) {
   auto dash = name.rfind('-');
@@ -329,47 +342,85 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
   StoreScan s;
   s.dir = dir;
   s.source = source;
-  std::error_code ec;
-  auto st = fs::status(dir, ec);
-  if (ec || !fs::exists(st)) {
-    s.problem = "does not exist";
-    return s;
-  }
-  if (!fs::is_directory(st)) {
-    s.problem = "not a directory";
-    return s;
-  }
-  fs::directory_iterator it(dir, ec);
-  if (ec) {
-    s.problem = "cannot be listed: " + ec.message();
-    return s;
+  std::int64_t read_start = realtime_ns();
+  std::optional<FileIdentity> dir_id = identity_of(dir);
+  std::shared_ptr<const std::vector<std::string>> names =
+      dir_id ? store_listings().find(dir, *dir_id) : nullptr;
+  if (!names) {
+    std::error_code ec;
+    auto st = fs::status(dir, ec);
+    if (ec || !fs::exists(st)) {
+      s.problem = "does not exist";
+      return s;
+    }
+    if (!fs::is_directory(st)) {
+      s.problem = "not a directory";
+      return s;
+    }
+    fs::directory_iterator it(dir, ec);
+    if (ec) {
+      s.problem = "cannot be listed: " + ec.message();
+      return s;
+    }
+    auto listed = std::make_shared<std::vector<std::string>>();
+    for (; it != fs::directory_iterator(); it.increment(ec)) {
+      if (ec) break;
+      std::string name = it->path().filename().string();
+      if (name.rfind("kiln-kernels-", 0) != 0) continue;
+      if (it->is_directory(ec)) listed->push_back(name);
+    }
+    std::sort(listed->begin(), listed->end());
+    if (dir_id && !ec) store_listings().put(dir, *dir_id, read_start, listed);
+    names = std::move(listed);
   }
   s.readable = true;
   std::vector<fs::path> dirs;
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    std::string name = it->path().filename().string();
-    if (name.rfind("kiln-kernels-", 0) != 0) continue;
+  for (const auto& name : *names) {
     if (uri) {
       // Named for a target that cannot run here: its manifest is not even read. A name
       // without a parseable target is read as usual.
       auto t = dir_target(name);
       if (t && !runs_on(*t, cc)) continue;
     }
-    if (it->is_directory(ec)) dirs.push_back(it->path());
+    dirs.push_back(fs::path(dir) / name);
   }
-  std::sort(dirs.begin(), dirs.end());
+  if (uri && dirs.size() > 1) {
+    // Best target first (the one target-choice rule over the names), so that reading can stop
+    // at the first archive whose manifest lists the URI: in a store holding a whole release, a
+    // cold get reads the sm_90a manifest and not compute_80's too. Unparseable names go last.
+    std::vector<Target> offered;
+    for (const auto& d : dirs)
+      if (auto t = dir_target(d.filename().string())) offered.push_back(*t);
+    TargetChoice choice = choose_targets(cc, offered);
+    auto rank = [&](const fs::path& d) {
+      auto t = dir_target(d.filename().string());
+      for (std::size_t i = 0; t && i < choice.candidates.size(); ++i)
+        if (choice.candidates[i].target == *t) return i;
+      return choice.candidates.size();
+    };
+    std::stable_sort(dirs.begin(), dirs.end(),
+                     [&](const fs::path& x, const fs::path& y) { return rank(x) < rank(y); });
+  }
   for (const auto& d : dirs) {
     ArchiveScan a;
     a.dir = d.string();
     std::string mpath = a.dir + "/manifest.json";
+    cold::PhaseTimer timer(cold::Phase::ManifestParse);
     try {
-      std::string text = read_file(mpath);
+      std::int64_t mread_start = realtime_ns();
+      std::optional<FileIdentity> mid = identity_of(mpath);
+      std::shared_ptr<const Manifest> remembered =
+          mid ? manifests_by_identity().find(mpath, *mid) : nullptr;
+      std::string text = remembered ? std::string() : read_file(mpath);
       try {
-        auto parsed = parse_manifest_cached(text, mpath);
+        if (!remembered) {
+          auto parsed = parse_manifest_cached(text, mpath);
+          remembered = std::shared_ptr<const Manifest>(parsed, &parsed->manifest);
+          if (mid) manifests_by_identity().put(mpath, *mid, mread_start, remembered);
+        }
         if (uri) {
           // Only what plan_stores reads for this URI: the header, skipped, its artifact.
-          const Manifest& full = parsed->manifest;
+          const Manifest& full = *remembered;
           Manifest m;
           m.format_version = full.format_version;
           m.package_version = full.package_version;
@@ -378,10 +429,21 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
           m.target = full.target;
           m.build_time = full.build_time;
           m.skipped = full.skipped;
-          if (const ArtifactEntry* art = full.find(*uri)) m.artifacts.push_back(*art);
+          if (const ArtifactEntry* art = full.find(*uri)) {
+            // Not its params and flags: nothing on get()'s path reads them.
+            ArtifactEntry e;
+            e.uri = art->uri;
+            e.family = art->family;
+            e.entries = art->entries;
+            e.source_hash = art->source_hash;
+            e.file = art->file;
+            e.size = art->size;
+            e.sha256 = art->sha256;
+            m.artifacts.push_back(std::move(e));
+          }
           a.manifest = std::move(m);
         } else {
-          a.manifest = parsed->manifest;
+          a.manifest = *remembered;
         }
       } catch (const Error& e) {
         a.error_kind = e.kind();
@@ -395,7 +457,14 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       a.error_kind = e.kind();
       a.error = e.what();
     }
+    // The fast path stops at an archive that lists the URI for this release and format (the
+    // rest of the freshness check is plan_stores'); if it does not serve after all, get()
+    // rescans the store in full.
+    bool lists_uri = uri && a.manifest && !a.manifest->artifacts.empty() &&
+                     a.manifest->package_version == version() &&
+                     a.manifest->format_version == kManifestFormat;
     s.archives.push_back(std::move(a));
+    if (lists_uri) break;
   }
   return s;
 }

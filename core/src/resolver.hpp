@@ -72,10 +72,11 @@ class StoreFs {
   // Throws Error{Io} naming the path.
   virtual std::string read_file(const std::string& path) const = 0;
   // The fast path of get(): may leave out archives that cannot serve `uri` on a device of
-  // compute capability cc (their directory name ends in a target that does not run there)
-  // and may trim each manifest to `uri`'s artifact. Only usable candidates must be the same as
-  // scan()'s; rejections are not (get() rescans with scan() to explain a failure). Default:
-  // scan().
+  // compute capability cc (their directory name ends in a target that does not run there),
+  // may trim each manifest to `uri`'s artifact, and may stop after the first archive, in
+  // target-preference order, whose manifest lists `uri` for this release. Its best usable
+  // candidate must be scan()'s; rejections and the other candidates need not be (when nothing
+  // it returned serves, get() rescans with scan() and tries the rest). Default: scan().
   virtual StoreScan scan_for(const std::string& dir, const std::string& source,
                              const std::string& uri, int cc) const {
     (void)uri;

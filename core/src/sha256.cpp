@@ -14,6 +14,31 @@
 
 namespace kiln {
 
+namespace {
+
+// Fetched once: with EVP_sha256() every EVP_DigestInit_ex looks the algorithm up in OpenSSL's
+// provider registry again (a lock and a table walk), which costs more than hashing a small
+// artifact.
+const EVP_MD* sha256_md() {
+  static const EVP_MD* md = [] {
+    const EVP_MD* m = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+    return m ? m : EVP_sha256();
+  }();
+  return md;
+}
+
+std::string hex_digest(const unsigned char* md) {
+  static const char* digits = "0123456789abcdef";
+  std::string out(64, '0');
+  for (unsigned i = 0; i < 32; ++i) {
+    out[2 * i] = digits[md[i] >> 4];
+    out[2 * i + 1] = digits[md[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
 struct Sha256::Impl {
   EVP_MD_CTX* ctx = nullptr;
   bool done = false;
@@ -21,7 +46,7 @@ struct Sha256::Impl {
 
 Sha256::Sha256() : impl_(std::make_unique<Impl>()) {
   impl_->ctx = EVP_MD_CTX_new();
-  if (!impl_->ctx || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1)
+  if (!impl_->ctx || EVP_DigestInit_ex(impl_->ctx, sha256_md(), nullptr) != 1)
     throw Error(ErrorKind::Internal, "OpenSSL: cannot initialise SHA-256");
 }
 
@@ -48,19 +73,16 @@ std::string Sha256::hex() {
   if (impl_->done || EVP_DigestFinal_ex(impl_->ctx, md, &n) != 1 || n != 32)
     throw Error(ErrorKind::Internal, "OpenSSL: SHA-256 finish failed");
   impl_->done = true;
-  static const char* digits = "0123456789abcdef";
-  std::string out(64, '0');
-  for (unsigned i = 0; i < 32; ++i) {
-    out[2 * i] = digits[md[i] >> 4];
-    out[2 * i + 1] = digits[md[i] & 15];
-  }
-  return out;
+  return hex_digest(md);
 }
 
 std::string sha256_hex(std::string_view data) {
-  Sha256 h;
-  h.update(data);
-  return h.hex();
+  // One pass, no context object: the whole buffer is in memory.
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_Digest(data.data(), data.size(), md, &n, sha256_md(), nullptr) != 1 || n != 32)
+    throw Error(ErrorKind::Internal, "OpenSSL: SHA-256 failed");
+  return hex_digest(md);
 }
 
 std::string sha256_file(const std::filesystem::path& path, std::size_t* size_out) {

@@ -187,7 +187,7 @@ const char* kiln_source_hash(const char* uri) {
   if (!uri) return nullptr;
   try {
     // The registry is built once and lives for the process: its strings are stable.
-    const kiln::Specialisation* s = kiln::embedded_registry().find(uri);
+    const kiln::Specialisation* s = kiln::embedded_spec(uri);
     return s ? s->source_hash.c_str() : nullptr;
   } catch (...) {
     return nullptr;

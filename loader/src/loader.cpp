@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "cold_phases.hpp"
 #include "driver.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
@@ -45,11 +46,11 @@ std::string Resolution::to_json() const {
 
 namespace {
 
+// The embedded registry's entry for uri, hashing only its family (a fresh process's first get()
+// does not hash every family's sources).
 const Specialisation& find_spec(const std::string& uri) {
-  const Registry& reg = embedded_registry();
-  if (const Specialisation* s = reg.find(uri)) return *s;
-  std::vector<std::string> all;
-  for (const auto& s : reg.specialisations) all.push_back(s.uri);
+  if (const Specialisation* s = embedded_spec(uri)) return *s;
+  std::vector<std::string> all = embedded_uris();
   auto near = near_matches(uri, all);
   std::string msg = "no kernel " + uri + " in the registry embedded in this libkiln (" +
                     std::to_string(all.size()) + " specialisations; `kiln registry list`)";
@@ -101,6 +102,12 @@ struct HitCache {
 HitCache& hit_cache() {
   thread_local HitCache cache;
   return cache;
+}
+
+// Where libkiln lies does not change while it is loaded: found (dladdr, canonical path) once.
+const std::string& installed_store_once() {
+  static const std::string dir = installed_store_dir();
+  return dir;
 }
 
 }  // namespace
@@ -218,13 +225,19 @@ struct Loader::Impl {
     }
     std::string bytes;
     try {
+      cold::PhaseTimer t(cold::Phase::Read);
       bytes = fs->read_file(c.path);
     } catch (const Error& e) {
       s.reject({c.tier, c.target, c.path, e.what()}, e.kind());
       return false;
     }
     // The same buffer that was hashed goes to the driver: no re-read between check and use.
-    if (auto bad = verify_artifact(bytes, sc.size, sc.sha256); !bad.empty()) {
+    std::string bad;
+    {
+      cold::PhaseTimer t(cold::Phase::Hash);
+      bad = verify_artifact(bytes, sc.size, sc.sha256);
+    }
+    if (!bad.empty()) {
       log(LogLevel::Warn, c.path + ": " + bad + "; trying the next candidate");
       s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
       return false;
@@ -232,10 +245,14 @@ struct Loader::Impl {
     if (!sc.stale.empty())
       log(LogLevel::Warn, "KILN_ALLOW_STALE: loading a stale artifact " + c.path + " (" + sc.stale +
                               "); results may be wrong");
-    if (!load_image(s, c, bytes, sc.symbols, out)) return false;
+    {
+      cold::PhaseTimer t(cold::Phase::DriverLoad);
+      if (!load_image(s, c, bytes, sc.symbols, out)) return false;
+    }
     out.origin = c.path;
-    log(LogLevel::Info, "loaded " + s.uri + " for " + device_target(s.cc) + " from " + c.path +
-                            " (" + c.target + ")");
+    if (log_enabled(LogLevel::Info))
+      log_write(LogLevel::Info, "loaded " + s.uri + " for " + device_target(s.cc) + " from " +
+                                    c.path + " (" + c.target + ")");
     return true;
   }
 
@@ -265,7 +282,11 @@ struct Loader::Impl {
     tried.cc = s.cc;
     std::vector<std::string> tried_paths;
     for (const auto& [dir, source] : store_dirs()) {
-      std::vector<StoreScan> one{fs->scan_for(dir, source, s.uri, s.cc)};
+      std::vector<StoreScan> one;
+      {
+        cold::PhaseTimer t(cold::Phase::StoreScan);
+        one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
+      }
       StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale);
       for (const auto& c : plan.usable) {
         tried_paths.push_back(c.candidate.path);
@@ -434,7 +455,12 @@ struct Loader::Impl {
       remember(slot_tls, ctx, uri, e->handle);
       return e->handle;
     }
-    const Specialisation& spec = find_spec(uri);
+    // A miss: the cold path, timed phase by phase when the benchmark asks (cold_phases.hpp).
+    cold::PhaseTimer whole(cold::Phase::Other);
+    const Specialisation& spec = [&]() -> const Specialisation& {
+      cold::PhaseTimer t(cold::Phase::Registry);
+      return find_spec(uri);
+    }();
     if (check_capture && driver->stream_is_capturing(stream))
       throw Error(ErrorKind::Usage,
                   uri +
@@ -443,7 +469,14 @@ struct Loader::Impl {
                       "kiln does not read, download or compile during capture");
     Entry& e = slot(ctx, uri);
     std::lock_guard<std::mutex> lock(e.load_mu);
-    if (!e.ready.load(std::memory_order_acquire)) load(e, uri, spec, driver->current_device_cc());
+    if (!e.ready.load(std::memory_order_acquire)) {
+      int cc = 0;
+      {
+        cold::PhaseTimer t(cold::Phase::Context);
+        cc = driver->current_device_cc();
+      }
+      load(e, uri, spec, cc);
+    }
     remember(slot_tls, ctx, uri, e.handle);
     return e.handle;
   }
@@ -461,6 +494,7 @@ struct Loader::Impl {
 namespace {
 
 std::unique_ptr<Loader::Impl> make_impl(LoaderConfig config, LoaderDeps deps) {
+  cold::PhaseTimer timer(cold::Phase::LoaderCreate);
   auto impl_ = std::make_unique<Loader::Impl>();
   if (config.api_log < 0 || config.api_log > 3)
     throw Error(ErrorKind::Usage, "api_log=" + std::to_string(config.api_log) +
@@ -481,7 +515,7 @@ std::unique_ptr<Loader::Impl> make_impl(LoaderConfig config, LoaderDeps deps) {
   }
   impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
   impl_->index_targets = deps.index_targets ? deps.index_targets : fetch_index_targets;
-  impl_->installed = deps.installed_store ? *deps.installed_store : installed_store_dir();
+  impl_->installed = deps.installed_store ? *deps.installed_store : installed_store_once();
   return impl_;
 }
 

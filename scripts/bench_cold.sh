@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The cold-path benchmarks (docs/performance.md "Cold path at the floor"):
+#
+#   scripts/bench_cold.sh prepare BUILD_DIR [DIST_DIR]
+#       here (build machine, no GPU). The store is the sm_90a archive, as ./ci/release.sh
+#       publishes it for the default targets: taken from DIST_DIR (release/dist of a
+#       ./ci/release.sh run) when given, else built with BUILD_DIR/kiln for sm_90a alone (the
+#       same bytes: an archive depends only on its target). Copies kiln_load_bench,
+#       kiln_cold_start, libkiln and the non-system libraries they need into .carry/cold
+#       (git-ignored; carried to the device machine). BUILD_DIR needs -DKILN_BUILD_BENCH=ON.
+#   scripts/bench_cold.sh run
+#       on the GPU machine, from the repository root, in one call: the in-process cold get with
+#       its per-phase breakdown (kiln_load_bench --cold-only), then the fresh-process benchmark
+#       (kiln_cold_start), then both again without the GPU for comparison with the build
+#       machine. Logs, markdown and JSON go to $OUT (or /tmp/kiln-cold-out).
+#   scripts/bench_cold.sh local BUILD_DIR [STORE]
+#       here: the --no-gpu modes of both benchmarks from BUILD_DIR (STORE: default the one
+#       `prepare` made).
+#
+# Exit status: the first benchmark that failed, else 0 (a ratio above its goal is reported, not
+# an error).
+set -uo pipefail
+CARRY=.carry/cold  # inside the git-ignored .carry/, which others may use too
+IN_PROCESS_ITERATIONS=200
+FRESH_RUNS=15
+
+prepare() {
+  local build=${1:?usage: bench_cold.sh prepare BUILD_DIR [DIST_DIR]} dist=${2:-}
+  set -e
+  rm -rf "$CARRY"
+  mkdir -p "$CARRY/bin" "$CARRY/lib" "$CARRY/dist"
+  git check-ignore -q "$CARRY" || { echo "$CARRY is not git-ignored" >&2; exit 1; }
+  local kiln="$build/kiln"
+  if [ -n "$dist" ]; then
+    cp "$dist"/*-sm_90a.tar.zst "$CARRY/dist/"
+  else
+    "$kiln" build --targets sm_90a --out "$build/cold-bench-build" --dist "$CARRY/dist"
+  fi
+  "$kiln" install "$CARRY"/dist/*-sm_90a.tar.zst --dest "$CARRY/store"
+  cp "$build/bench/kiln_load_bench" "$build/bench/kiln_cold_start" "$CARRY/bin/"
+  strip --strip-debug "$CARRY"/bin/*
+  cp -L "$build"/libkiln.so.*.*.* "$CARRY/lib/"
+  (cd "$CARRY/lib" && for f in libkiln.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln.so; done)
+  # Every non-system library the binaries and libkiln need, resolved here; libcrypto too (the
+  # floor of kiln_cold_start dlopens it, so both modes load the same one).
+  ldd "$CARRY"/bin/* "$build"/libkiln.so | awk '/=> \// {print $3}' | sort -u |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda)\.so' |
+    while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
+  strip --strip-debug "$CARRY"/lib/libkiln.so*
+  du -sh "$CARRY" "$CARRY"/*  # the whole carried tree must stay under 64 MiB
+}
+
+# run_bench NAME CMD...: runs CMD with its output in $out/NAME.log; remembers the first failure.
+run_bench() {
+  local name=$1
+  shift
+  echo "== $name: $*" | tee "$out/$name.log"
+  "$@" 2>&1 | tee -a "$out/$name.log"
+  local rc=${PIPESTATUS[0]}
+  echo "== $name exit $rc" | tee -a "$out/$name.log"
+  [ "$rc" -ne 0 ] && [ "$first_rc" -eq 0 ] && first_rc=$rc
+  return 0
+}
+
+run() {
+  out=${OUT:-/tmp/kiln-cold-out}
+  first_rc=0
+  mkdir -p "$out"
+  local root=$PWD bin="$PWD/$CARRY/bin" store="$PWD/$CARRY/store"
+  export LD_LIBRARY_PATH="$root/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  {
+    date -u +%Y-%m-%dT%H:%M:%SZ
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader
+    nproc
+    uptime
+  } 2>&1 | tee "$out/device.txt"
+  if ldd "$bin"/* "$CARRY"/lib/libkiln.so | grep 'not found'; then
+    echo "missing shared libraries (above): add them in 'prepare'" | tee -a "$out/device.txt"
+  fi
+  ldd "$CARRY"/lib/libkiln.so | wc -l | sed 's/^/ldd libkiln.so lines: /' | tee -a "$out/device.txt"
+  run_bench cold-inprocess "$bin/kiln_load_bench" --store "$store" --cold-only \
+    --iterations "$IN_PROCESS_ITERATIONS" --out "$out/cold-inprocess.md" --json "$out/cold-inprocess.json"
+  run_bench cold-fresh "$bin/kiln_cold_start" --libkiln "$root/$CARRY/lib/libkiln.so" --store "$store" \
+    --runs "$FRESH_RUNS" --out "$out/cold-fresh.md" --json "$out/cold-fresh.json"
+  run_bench cold-inprocess-nogpu "$bin/kiln_load_bench" --store "$store" --no-gpu \
+    --iterations "$IN_PROCESS_ITERATIONS" --json "$out/cold-inprocess-nogpu.json"
+  run_bench cold-fresh-nogpu "$bin/kiln_cold_start" --libkiln "$root/$CARRY/lib/libkiln.so" \
+    --store "$store" --no-gpu --runs "$FRESH_RUNS" --json "$out/cold-fresh-nogpu.json"
+  echo "cold benchmarks: first failing exit status $first_rc (0: all ran)" | tee -a "$out/device.txt"
+  return "$first_rc"
+}
+
+run_local() {
+  local build=${1:?usage: bench_cold.sh local BUILD_DIR [STORE]} store=${2:-$PWD/$CARRY/store}
+  out=${OUT:-/tmp/kiln-cold-out}
+  first_rc=0
+  mkdir -p "$out"
+  run_bench cold-inprocess-nogpu "$build/bench/kiln_load_bench" --store "$store" --no-gpu \
+    --iterations "$IN_PROCESS_ITERATIONS" --json "$out/cold-inprocess-nogpu.json"
+  run_bench cold-fresh-nogpu "$build/bench/kiln_cold_start" --libkiln "$build/libkiln.so" \
+    --store "$store" --no-gpu --runs "$FRESH_RUNS" --json "$out/cold-fresh-nogpu.json"
+  return "$first_rc"
+}
+
+case "${1:-}" in
+  prepare) shift; prepare "$@" ;;
+  run) run ;;
+  local) shift; run_local "$@" ;;
+  *) echo "usage: $0 prepare BUILD_DIR [DIST_DIR] | run | local BUILD_DIR [STORE]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,184 @@
+// The cold path's private machinery: the phase timers the benchmark reads (cold_phases.hpp),
+// the identity-keyed memory of store listings and manifests (identity_cache.hpp), the one
+// process-wide driver, and the single-read file reader.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "atomic_file.hpp"
+#include "cold_phases.hpp"
+#include "driver.hpp"
+#include "identity_cache.hpp"
+#include "kiln/error.hpp"
+#include "kiln/registry.hpp"
+#include "test_util.hpp"
+#include "untrusted_json.hpp"
+
+namespace kiln {
+namespace {
+
+using std::chrono::milliseconds;
+using test::TempDir;
+
+std::uint64_t ms_ns(int ms) { return static_cast<std::uint64_t>(ms) * 1'000'000; }
+
+TEST(ColdPhases, NestedTimerTimeIsTakenOutOfTheEnclosingPhase) {
+  cold::PhaseTimes t;
+  cold::set_phase_sink(&t);
+  {
+    cold::PhaseTimer outer(cold::Phase::Other);
+    std::this_thread::sleep_for(milliseconds(5));
+    {
+      cold::PhaseTimer inner(cold::Phase::Hash);
+      std::this_thread::sleep_for(milliseconds(60));
+    }
+  }
+  cold::set_phase_sink(nullptr);
+  EXPECT_GE(t.ns[static_cast<int>(cold::Phase::Hash)], ms_ns(60));
+  EXPECT_GE(t.ns[static_cast<int>(cold::Phase::Other)], ms_ns(5));
+  EXPECT_LT(t.ns[static_cast<int>(cold::Phase::Other)], ms_ns(55));  // the 60 ms are not in it
+  EXPECT_EQ(t.ns[static_cast<int>(cold::Phase::Read)], 0u);
+  EXPECT_EQ(t.total(),
+            t.ns[static_cast<int>(cold::Phase::Hash)] + t.ns[static_cast<int>(cold::Phase::Other)]);
+}
+
+TEST(ColdPhases, WithoutASinkNothingIsRecorded) {
+  cold::PhaseTimes t;
+  {
+    cold::PhaseTimer off(cold::Phase::Read);  // no sink: off
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  cold::set_phase_sink(&t);
+  {
+    cold::PhaseTimer started(cold::Phase::Read);
+    cold::set_phase_sink(nullptr);  // removed while it runs: it records nothing
+  }
+  EXPECT_EQ(t.total(), 0u);
+  EXPECT_STREQ(cold::phase_name(cold::Phase::ManifestParse), "manifest_parse");
+  EXPECT_STREQ(cold::phase_name(cold::Phase::DriverLoad), "driver_load");
+}
+
+TEST(IdentityCache, AnEntryIsSettledOnlyWhenBothTimestampsAreASecondOlderThanTheRead) {
+  FileIdentity id;
+  id.mtime_ns = 10'000'000'000;
+  id.ctime_ns = 10'000'000'000;
+  EXPECT_TRUE(settled(id, 11'000'000'000));
+  EXPECT_FALSE(settled(id, 10'999'999'999));
+  id.ctime_ns = 10'500'000'000;  // a later inode change (chmod, rename, utimensat) counts too
+  EXPECT_FALSE(settled(id, 11'000'000'000));
+}
+
+TEST(IdentityCache, RemembersASettledValueUntilTheIdentityChangesAndForgetsUnsettledOnes) {
+  IdentityCache<std::string> cache;
+  FileIdentity a;
+  a.ino = 7;
+  a.size = 3;
+  const std::int64_t later = 5 * kSettledNs;
+  cache.put("/s/m", a, later, std::make_shared<const std::string>("one"));
+  ASSERT_NE(cache.find("/s/m", a), nullptr);
+  EXPECT_EQ(*cache.find("/s/m", a), "one");
+  FileIdentity b = a;
+  b.mtime_ns = 1;  // same inode and size, touched: a miss
+  EXPECT_EQ(cache.find("/s/m", b), nullptr);
+  FileIdentity fresh = a;
+  fresh.ctime_ns = later;  // changed just now: not remembered, and the old value is dropped
+  cache.put("/s/m", fresh, later, std::make_shared<const std::string>("two"));
+  EXPECT_EQ(cache.find("/s/m", fresh), nullptr);
+  EXPECT_EQ(cache.find("/s/m", a), nullptr);
+}
+
+TEST(IdentityCache, IdentityOfAFileRewrittenInPlaceWithItsOldMtimeStillDiffers) {
+  TempDir tmp;
+  std::string p = (tmp / "manifest.json").string();
+  test::write_file(p, "{\"a\": 1}");
+  struct timespec old[2] = {{1'000'000, 0}, {1'000'000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), old, 0), 0);
+  auto before = identity_of(p);
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->mtime_ns, 1'000'000LL * 1'000'000'000);
+  std::this_thread::sleep_for(milliseconds(20));  // beyond the kernel's timestamp granularity
+  test::write_file(p, "{\"a\": 2}");              // same size
+  ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), old, 0), 0);
+  auto after = identity_of(p);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->mtime_ns, before->mtime_ns);
+  EXPECT_EQ(after->size, before->size);
+  EXPECT_FALSE(*after == *before);  // ctime moved: the remembered manifest is not reused
+  EXPECT_FALSE(identity_of((tmp / "absent").string()));
+}
+
+TEST(EmbeddedSpec, HashingOneFamilyGivesEveryUriTheFullRegistrysSourceHash) {
+  // Asked first, before the full registry exists: nothing shared between the two paths.
+  const Specialisation* axpy = embedded_spec("axpy_dtype_f32");
+  ASSERT_NE(axpy, nullptr);
+  const Registry& full = embedded_registry();
+  std::vector<std::string> uris = embedded_uris();
+  ASSERT_EQ(uris.size(), full.specialisations.size());
+  for (const auto& s : full.specialisations) {
+    const Specialisation* lazy = embedded_spec(s.uri);
+    ASSERT_NE(lazy, nullptr) << s.uri;
+    EXPECT_EQ(lazy->source_hash, s.source_hash) << s.uri;
+    EXPECT_EQ(lazy->source_hash.size(), 64u) << s.uri;
+    EXPECT_EQ(lazy->entries, s.entries) << s.uri;
+    EXPECT_EQ(lazy->family, s.family) << s.uri;
+  }
+  EXPECT_EQ(embedded_spec("axpy_dtype_f32"), axpy);  // stable for the process
+  EXPECT_EQ(embedded_spec("axpy_dtype_f99"), nullptr);
+}
+
+TEST(UntrustedJson, BuildsExactlyTheTreeNlohmannBuildsAndFailsWithItsMessage) {
+  const std::string texts[] = {
+      R"({"b": 1, "a": [1, -2, 3.5, 1e300, 18446744073709551615, true, false, null], "c": {}})",
+      R"({"k": 1, "z": {"y": [], "x": {"w": "\u00e9\n"}}, "k": 2, "a": [[[]], {}]})",
+      R"([{"uri": "u", "params": {"dtype": "f32", "block": "256"}}, "s", 0])",
+      "  \"just a string\"  ",
+      "-0",
+      "[]"};
+  for (const auto& t : texts) {
+    auto fast = parse_untrusted_json<nlohmann::ordered_json>(t, "t.json");
+    auto plain = parse_untrusted_json<nlohmann::json>(t, "t.json");
+    EXPECT_EQ(fast, nlohmann::ordered_json::parse(t)) << t;
+    EXPECT_EQ(fast.dump(), nlohmann::ordered_json::parse(t).dump()) << t;  // member order too
+    EXPECT_EQ(plain, nlohmann::json::parse(t)) << t;
+  }
+  for (std::string bad : {R"({"a": 1,})", R"({"a": 1e999})", "[1] x", "{\"a\": tru}", ""}) {
+    std::string want;
+    try {
+      auto unused = nlohmann::ordered_json::parse(bad);
+      ADD_FAILURE() << "nlohmann accepted " << bad << unused.dump();
+    } catch (const nlohmann::json::exception& e) {
+      want = e.what();
+    }
+    ASSERT_FALSE(want.empty()) << bad;
+    try {
+      parse_untrusted_json<nlohmann::ordered_json>(bad, "bad.json");
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Format) << bad;
+      EXPECT_EQ(std::string(e.what()), "bad.json: not valid JSON: " + want) << bad;
+    }
+  }
+}
+
+TEST(CudaDriver, EveryLoaderSharesTheOneProcessWideDriver) {
+  // Nothing is opened here (no init): this runs with or without libcuda.
+  EXPECT_EQ(make_cuda_driver().get(), make_cuda_driver().get());
+}
+
+TEST(ReadWholeFile, ReturnsEveryByteOfEmptySmallAndMultiBufferFiles) {
+  TempDir tmp;
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7960}, std::size_t{200000}}) {
+    std::string data(n, '\0');
+    for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<char>(i * 131 + 7);
+    auto p = tmp / ("f" + std::to_string(n));
+    test::write_file(p, data);
+    EXPECT_EQ(read_whole_file(p, 1 << 20), data) << n;
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -37,6 +37,7 @@
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
+#include "verified_download.hpp"
 #include "wheel.hpp"
 
 namespace kiln::packager {
@@ -892,17 +893,15 @@ SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string&
 
 namespace {
 
-using fetch_detail::decide_retry;
+using fetch_detail::describe;
+using fetch_detail::DownloadExpect;
+using fetch_detail::DownloadStatus;
+using fetch_detail::RetryDecision;
+using fetch_detail::RetryLoop;
 using fetch_detail::RetryPolicy;
 using fetch_detail::TransferRequest;
 using fetch_detail::TransferResult;
 using fetch_detail::TransferStatus;
-
-std::string describe(const TransferResult& r) {
-  if (r.status == TransferStatus::Http) return "HTTP " + std::to_string(r.http_status);
-  return std::string(fetch_detail::to_string(r.status)) +
-         (r.message.empty() ? "" : ": " + r.message);
-}
 
 ErrorKind kind_of(const TransferResult& r) {
   if (r.status == TransferStatus::Missing) return ErrorKind::NotFound;
@@ -954,35 +953,28 @@ class Syncer {
     return r;
   }
 
-  // GETs `url` with retries (decide_retry), handing the bytes to `sink`; `reset` runs before
-  // each attempt. Returns once a transfer completed, or the sink stopped it for a reason of its
-  // own; throws naming the file and URL otherwise. `over_cap`: the sink stopped on the cap.
-  template <typename Reset, typename Sink>
-  void get(const std::string& name, const std::string& url, Reset&& reset, Sink&& sink,
-           const bool& over_cap, const std::string& cap_text) {
-    for (int n = 1;; ++n) {
-      reset();
-      TransferResult r = transport_.get(request(url), sink);
-      if (over_cap)
-        throw Error(ErrorKind::Integrity,
-                    name + ": " + url + ": served more than " + cap_text + ": aborted");
-      // Aborted: the sink could not write; the caller knows why and reports it.
-      if (r.status == TransferStatus::Ok || r.status == TransferStatus::Aborted) return;
-      auto d = decide_retry(r, n, policy_);
+  // The one retry loop (verified_download.hpp) for `name` at `url`: a failure that is not
+  // retried ends the sync naming the file, the URL and what came; a retry is logged.
+  RetryLoop retry_loop(const std::string& name, const std::string& url) const {
+    RetryLoop loop;
+    loop.transport = &transport_;
+    loop.policy = policy_;
+    loop.sleep_ms = sleep_;
+    loop.on_failure = [this, name, url](const TransferResult& r, const RetryDecision& d, int n) {
       if (!d.retry)
         throw Error(kind_of(r), name + ": " + url + ": " + describe(r) +
                                     (n > 1 ? " (after " + std::to_string(n) + " attempts)" : ""));
       log(name + ": " + url + ": " + describe(r) + ", retrying in " + std::to_string(d.delay_ms) +
           " ms");
-      sleep_(d.delay_ms);
-    }
+    };
+    return loop;
   }
 
   std::string fetch_small(const std::string& name, const std::string& url, std::size_t cap) {
     std::string body;
     bool over = false;
-    get(
-        name, url,
+    fetch_detail::get_with_retries(
+        retry_loop(name, url), [&] { return request(url); },
         [&] {
           body.clear();
           over = false;
@@ -991,60 +983,50 @@ class Syncer {
           if (body.size() + n > cap) return !(over = true);
           body.append(d, n);
           return true;
-        },
-        over, std::to_string(cap) + " bytes");
+        });
+    if (over)
+      throw Error(ErrorKind::Integrity, name + ": " + url + ": served more than " +
+                                            std::to_string(cap) + " bytes: aborted");
     bytes_downloaded_ += body.size();
     return body;
   }
 
-  // Streams `url` into `dst`, hashing. `exact_size`: the size the index lists (archives);
-  // otherwise `cap` bounds it. Throws Integrity naming expected and got on any difference.
+  // Streams `url` into `dst` through the one verified download. `exact_size`: the size the
+  // index lists (archives); otherwise --max-file-bytes bounds it. Throws Integrity naming
+  // expected and got on any difference.
   std::uint64_t download(const std::string& name, const std::string& url, const fs::path& dst,
                          const std::string& sha256, std::optional<std::uint64_t> exact_size) {
     std::uint64_t cap = exact_size ? *exact_size : opts_.max_file_bytes;
-    std::optional<AtomicFile> out;
-    std::optional<Sha256> hash;
-    std::uint64_t got = 0;
-    bool over = false;
-    std::string write_error;
-    get(
-        name, url,
-        [&] {
-          out.reset();
-          out.emplace(dst);
-          hash.reset();
-          hash.emplace();
-          got = 0;
-          over = false;
-        },
-        [&](const char* d, std::size_t n) {
-          if (got + n > cap) return !(over = true);
-          try {
-            out->write(std::string_view(d, n));
-          } catch (const std::exception& e) {
-            write_error = e.what();
-            return false;
-          }
-          hash->update(d, n);
-          got += n;
-          return true;
-        },
-        over,
-        exact_size ? "the " + std::to_string(cap) + " bytes the index lists"
-                   : std::to_string(cap) + " bytes (--max-file-bytes)");
-    if (!write_error.empty()) throw Error(ErrorKind::Io, name + ": " + write_error);
-    bytes_downloaded_ += got;
-    if (exact_size && got != *exact_size)
-      throw Error(ErrorKind::Integrity, name + ": " + url + ": size mismatch: the index lists " +
-                                            std::to_string(*exact_size) + " bytes, served " +
-                                            std::to_string(got));
-    std::string digest = hash->hex();
-    if (digest != sha256)
-      throw Error(ErrorKind::Integrity, name + ": " + url + ": sha256 mismatch: expected " +
-                                            sha256 + ", served " + digest + " (" +
-                                            std::to_string(got) + " bytes)");
-    out->commit();
-    return got;
+    auto d = fetch_detail::download_verified(
+        retry_loop(name, url), [&] { return request(url); }, dst,
+        DownloadExpect{sha256, exact_size, cap});
+    switch (d.status) {
+      case DownloadStatus::Verified:
+        break;
+      case DownloadStatus::TooBig:
+        throw Error(ErrorKind::Integrity,
+                    name + ": " + url + ": served more than " +
+                        (exact_size ? "the " + std::to_string(cap) + " bytes the index lists"
+                                    : std::to_string(cap) + " bytes (--max-file-bytes)") +
+                        ": aborted");
+      case DownloadStatus::WriteFailed:
+        throw Error(ErrorKind::Io, name + ": " + d.write_error);
+      case DownloadStatus::TransferFailed:
+        // on_failure threw for every failure that is not retried: not reached.
+        throw Error(kind_of(d.transfer), name + ": " + url + ": " + describe(d.transfer));
+      case DownloadStatus::SizeMismatch:
+        bytes_downloaded_ += d.bytes;
+        throw Error(ErrorKind::Integrity, name + ": " + url + ": size mismatch: the index lists " +
+                                              std::to_string(*exact_size) + " bytes, served " +
+                                              std::to_string(d.bytes));
+      case DownloadStatus::DigestMismatch:
+        bytes_downloaded_ += d.bytes;
+        throw Error(ErrorKind::Integrity, name + ": " + url + ": sha256 mismatch: expected " +
+                                              sha256 + ", served " + d.sha256 + " (" +
+                                              std::to_string(d.bytes) + " bytes)");
+    }
+    bytes_downloaded_ += d.bytes;
+    return d.bytes;
   }
 
   std::uint64_t bytes_downloaded() const { return bytes_downloaded_; }

@@ -19,6 +19,7 @@
 #include "jit.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "store_scan.hpp"
 #include "untrusted_json.hpp"
 
 namespace kiln {
@@ -329,36 +330,24 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
   StoreScan s;
   s.dir = dir;
   s.source = source;
-  std::error_code ec;
-  auto st = fs::status(dir, ec);
-  if (ec || !fs::exists(st)) {
-    s.problem = "does not exist";
-    return s;
-  }
-  if (!fs::is_directory(st)) {
-    s.problem = "not a directory";
-    return s;
-  }
-  fs::directory_iterator it(dir, ec);
-  if (ec) {
-    s.problem = "cannot be listed: " + ec.message();
+  // Which entries are archive directories is the one rule of store_scan.hpp, as for the CLI.
+  StoreListing listing = list_store_archive_dirs(dir);
+  if (!listing.readable) {
+    s.problem = listing.problem;
     return s;
   }
   s.readable = true;
   std::vector<fs::path> dirs;
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) break;
-    std::string name = it->path().filename().string();
-    if (name.rfind("kiln-kernels-", 0) != 0) continue;
+  for (auto& d : listing.archive_dirs) {
     if (uri) {
       // Named for a target that cannot run here: its manifest is not even read. A name
-      // without a parseable target is read as usual.
-      auto t = dir_target(name);
+      // without a parseable target is read as usual. Sound because a directory whose name
+      // does not match its manifest is refused below.
+      auto t = dir_target(d.filename().string());
       if (t && !runs_on(*t, cc)) continue;
     }
-    if (it->is_directory(ec)) dirs.push_back(it->path());
+    dirs.push_back(std::move(d));
   }
-  std::sort(dirs.begin(), dirs.end());
   for (const auto& d : dirs) {
     ArchiveScan a;
     a.dir = d.string();
@@ -367,6 +356,8 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       std::string text = read_file(mpath);
       try {
         auto parsed = parse_manifest_cached(text, mpath);
+        if (auto problem = archive_dir_name_problem(d, parsed->manifest))
+          throw Error(ErrorKind::Format, *problem);
         if (uri) {
           // Only what plan_stores reads for this URI: the header, skipped, its artifact.
           const Manifest& full = parsed->manifest;

@@ -33,6 +33,7 @@
 #include "atomic_file.hpp"
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
@@ -125,23 +126,15 @@ std::map<std::string, ReleaseFileKind> release_files_in(const fs::path& dir,
 }
 
 // An archive's content against its index entry: members against the manifest, package version,
-// and the manifest's target / package / CUDA version against the index.
+// and the manifest against the index (the one check, index_entry_check.hpp).
 std::vector<VerifyProblem> check_archive_content(const fs::path& path, const IndexEntry& e,
                                                  const Index& idx, const std::string& version,
                                                  const std::string& index_origin) {
   Manifest m;
   std::vector<VerifyProblem> problems = verify_archive_file(path, version, &m);
   if (m.package_version.empty()) return problems;  // manifest unreadable: already reported
-  auto mismatch = [&](const char* field, const std::string& in_manifest,
-                      const std::string& in_index) {
-    if (in_manifest != in_index)
-      problems.push_back({ErrorKind::Integrity, path.string(), field,
-                          path.string() + ": manifest " + field + " is " + in_manifest + ", " +
-                              index_origin + " says " + in_index});
-  };
-  mismatch("target", m.target, e.target);
-  mismatch("package_version", m.package_version, idx.package_version);
-  mismatch("cuda_version", m.cuda_version, idx.cuda_version);
+  auto against_index = manifest_index_problems(m, e, idx, path.string(), index_origin);
+  problems.insert(problems.end(), against_index.begin(), against_index.end());
   return problems;
 }
 

@@ -17,6 +17,7 @@
 #include "archive_stream.hpp"
 #include "atomic_file.hpp"
 #include "file_lock.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/fatbin.hpp"
 #include "kiln/sha256.hpp"
 #include "store_scan.hpp"
@@ -616,16 +617,8 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
     auto inner = verify_archive_file(ap, "", &m);
     problems.insert(problems.end(), inner.begin(), inner.end());
     if (m.package_version.empty()) continue;  // manifest unreadable: already reported
-    auto mismatch = [&](const char* field, const std::string& in_manifest,
-                        const std::string& in_index) {
-      if (in_manifest != in_index)
-        problems.push_back(
-            {ErrorKind::Integrity, as, field,
-             as + ": manifest " + field + " is " + in_manifest + ", " + ip + " says " + in_index});
-    };
-    mismatch("target", m.target, e.target);
-    mismatch("package_version", m.package_version, idx.package_version);
-    mismatch("cuda_version", m.cuda_version, idx.cuda_version);
+    auto against_index = manifest_index_problems(m, e, idx, as, ip);
+    problems.insert(problems.end(), against_index.begin(), against_index.end());
   }
   if (index_out) *index_out = std::move(idx);
   return problems;

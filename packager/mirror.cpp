@@ -8,6 +8,8 @@
 //     with the index; wheels/tarballs published only under a pinned SUMS, else withheld
 //   for each file to publish: <to>/<name> has the listed digest? -> already good, no transfer
 //     else stream into <to>/.kiln-sync-XXXXXX/<name>, hashing; > cap -> abort
+//       (download_verified, verified_download.hpp: the verified download and retry loop that
+//       kiln fetch and the loader's mirror tier use)
 //       digest (and size, archive members, manifest for archives) verified -> next file
 //       anything else -> remove the staging dir, throw naming file, URL, expected and got
 //   every file verified -> rename into <to>: archives/wheels/tarballs, then the index, then

@@ -26,9 +26,8 @@ struct Checked {
 void verify_store_dir(const fs::path& p, bool single, const std::string& version, Checked& out) {
   std::vector<StoreArchive> entries;
   if (single) {
-    // One unpacked archive directory: scan its parent and keep this one entry.
-    for (auto& e : scan_store(p.parent_path().empty() ? fs::path(".") : p.parent_path()))
-      if (e.directory.filename() == p.filename()) entries.push_back(std::move(e));
+    // One unpacked archive directory, read as a store scan reads each of its entries.
+    entries.push_back(scan_store_archive(p.filename().empty() ? p.parent_path() : p));
   } else {
     entries = scan_store(p);
   }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "atomic_file.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
@@ -142,10 +143,15 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
       sub.problems.push_back({e.kind(), "archive", ap.string(), "", "", e.what()});
     }
     for (auto& m : sub.manifests) {
-      if (m.target != a.target)
-        sub.problems.push_back(
-            {ErrorKind::Integrity, "target", ap.string(), m.target, a.target,
-             "target: archive manifest says " + m.target + ", the index says " + a.target});
+      // The one manifest-against-index check (index_entry_check.hpp), as kiln verify has it.
+      Manifest read;
+      read.target = m.target;
+      read.package_version = m.package_version;
+      read.cuda_version = m.cuda_version;
+      for (const auto& x : manifest_index_mismatches(read, a, idx))
+        sub.problems.push_back({x.kind, x.field, ap.string(), x.in_manifest, x.in_index,
+                                ap.string() + ": manifest " + x.field + " is " + x.in_manifest +
+                                    ", " + p.string() + " says " + x.in_index});
       pkg.manifests.push_back(m);
     }
     for (auto& x : sub.problems)

@@ -8,6 +8,8 @@
 //     with the index; wheels/tarballs published only under a pinned SUMS, else withheld
 //   for each file to publish: <to>/<name> has the listed digest? -> already good, no transfer
 //     else stream into <to>/.kiln-sync-XXXXXX/<name>, hashing; > cap -> abort
+//       (download_verified, verified_download.hpp: the verified download and retry loop that
+//       kiln fetch and the loader's mirror tier use)
 //       digest (and size, archive members, manifest for archives) verified -> next file
 //       anything else -> remove the staging dir, throw naming file, URL, expected and got
 //   every file verified -> rename into <to>: archives/wheels/tarballs, then the index, then
@@ -33,10 +35,12 @@
 #include "atomic_file.hpp"
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
+#include "verified_download.hpp"
 #include "wheel.hpp"
 
 namespace kiln::packager {
@@ -124,23 +128,15 @@ std::map<std::string, ReleaseFileKind> release_files_in(const fs::path& dir,
 }
 
 // An archive's content against its index entry: members against the manifest, package version,
-// and the manifest's target / package / CUDA version against the index.
+// and the manifest against the index (the one check, index_entry_check.hpp).
 std::vector<VerifyProblem> check_archive_content(const fs::path& path, const IndexEntry& e,
                                                  const Index& idx, const std::string& version,
                                                  const std::string& index_origin) {
   Manifest m;
   std::vector<VerifyProblem> problems = verify_archive_file(path, version, &m);
   if (m.package_version.empty()) return problems;  // manifest unreadable: already reported
-  auto mismatch = [&](const char* field, const std::string& in_manifest,
-                      const std::string& in_index) {
-    if (in_manifest != in_index)
-      problems.push_back({ErrorKind::Integrity, path.string(), field,
-                          path.string() + ": manifest " + field + " is " + in_manifest + ", " +
-                              index_origin + " says " + in_index});
-  };
-  mismatch("target", m.target, e.target);
-  mismatch("package_version", m.package_version, idx.package_version);
-  mismatch("cuda_version", m.cuda_version, idx.cuda_version);
+  auto against_index = manifest_index_problems(m, e, idx, path.string(), index_origin);
+  problems.insert(problems.end(), against_index.begin(), against_index.end());
   return problems;
 }
 
@@ -892,17 +888,15 @@ SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string&
 
 namespace {
 
-using fetch_detail::decide_retry;
+using fetch_detail::describe;
+using fetch_detail::DownloadExpect;
+using fetch_detail::DownloadStatus;
+using fetch_detail::RetryDecision;
+using fetch_detail::RetryLoop;
 using fetch_detail::RetryPolicy;
 using fetch_detail::TransferRequest;
 using fetch_detail::TransferResult;
 using fetch_detail::TransferStatus;
-
-std::string describe(const TransferResult& r) {
-  if (r.status == TransferStatus::Http) return "HTTP " + std::to_string(r.http_status);
-  return std::string(fetch_detail::to_string(r.status)) +
-         (r.message.empty() ? "" : ": " + r.message);
-}
 
 ErrorKind kind_of(const TransferResult& r) {
   if (r.status == TransferStatus::Missing) return ErrorKind::NotFound;
@@ -954,35 +948,28 @@ class Syncer {
     return r;
   }
 
-  // GETs `url` with retries (decide_retry), handing the bytes to `sink`; `reset` runs before
-  // each attempt. Returns once a transfer completed, or the sink stopped it for a reason of its
-  // own; throws naming the file and URL otherwise. `over_cap`: the sink stopped on the cap.
-  template <typename Reset, typename Sink>
-  void get(const std::string& name, const std::string& url, Reset&& reset, Sink&& sink,
-           const bool& over_cap, const std::string& cap_text) {
-    for (int n = 1;; ++n) {
-      reset();
-      TransferResult r = transport_.get(request(url), sink);
-      if (over_cap)
-        throw Error(ErrorKind::Integrity,
-                    name + ": " + url + ": served more than " + cap_text + ": aborted");
-      // Aborted: the sink could not write; the caller knows why and reports it.
-      if (r.status == TransferStatus::Ok || r.status == TransferStatus::Aborted) return;
-      auto d = decide_retry(r, n, policy_);
+  // The one retry loop (verified_download.hpp) for `name` at `url`: a failure that is not
+  // retried ends the sync naming the file, the URL and what came; a retry is logged.
+  RetryLoop retry_loop(const std::string& name, const std::string& url) const {
+    RetryLoop loop;
+    loop.transport = &transport_;
+    loop.policy = policy_;
+    loop.sleep_ms = sleep_;
+    loop.on_failure = [this, name, url](const TransferResult& r, const RetryDecision& d, int n) {
       if (!d.retry)
         throw Error(kind_of(r), name + ": " + url + ": " + describe(r) +
                                     (n > 1 ? " (after " + std::to_string(n) + " attempts)" : ""));
       log(name + ": " + url + ": " + describe(r) + ", retrying in " + std::to_string(d.delay_ms) +
           " ms");
-      sleep_(d.delay_ms);
-    }
+    };
+    return loop;
   }
 
   std::string fetch_small(const std::string& name, const std::string& url, std::size_t cap) {
     std::string body;
     bool over = false;
-    get(
-        name, url,
+    fetch_detail::get_with_retries(
+        retry_loop(name, url), [&] { return request(url); },
         [&] {
           body.clear();
           over = false;
@@ -991,60 +978,50 @@ class Syncer {
           if (body.size() + n > cap) return !(over = true);
           body.append(d, n);
           return true;
-        },
-        over, std::to_string(cap) + " bytes");
+        });
+    if (over)
+      throw Error(ErrorKind::Integrity, name + ": " + url + ": served more than " +
+                                            std::to_string(cap) + " bytes: aborted");
     bytes_downloaded_ += body.size();
     return body;
   }
 
-  // Streams `url` into `dst`, hashing. `exact_size`: the size the index lists (archives);
-  // otherwise `cap` bounds it. Throws Integrity naming expected and got on any difference.
+  // Streams `url` into `dst` through the one verified download. `exact_size`: the size the
+  // index lists (archives); otherwise --max-file-bytes bounds it. Throws Integrity naming
+  // expected and got on any difference.
   std::uint64_t download(const std::string& name, const std::string& url, const fs::path& dst,
                          const std::string& sha256, std::optional<std::uint64_t> exact_size) {
     std::uint64_t cap = exact_size ? *exact_size : opts_.max_file_bytes;
-    std::optional<AtomicFile> out;
-    std::optional<Sha256> hash;
-    std::uint64_t got = 0;
-    bool over = false;
-    std::string write_error;
-    get(
-        name, url,
-        [&] {
-          out.reset();
-          out.emplace(dst);
-          hash.reset();
-          hash.emplace();
-          got = 0;
-          over = false;
-        },
-        [&](const char* d, std::size_t n) {
-          if (got + n > cap) return !(over = true);
-          try {
-            out->write(std::string_view(d, n));
-          } catch (const std::exception& e) {
-            write_error = e.what();
-            return false;
-          }
-          hash->update(d, n);
-          got += n;
-          return true;
-        },
-        over,
-        exact_size ? "the " + std::to_string(cap) + " bytes the index lists"
-                   : std::to_string(cap) + " bytes (--max-file-bytes)");
-    if (!write_error.empty()) throw Error(ErrorKind::Io, name + ": " + write_error);
-    bytes_downloaded_ += got;
-    if (exact_size && got != *exact_size)
-      throw Error(ErrorKind::Integrity, name + ": " + url + ": size mismatch: the index lists " +
-                                            std::to_string(*exact_size) + " bytes, served " +
-                                            std::to_string(got));
-    std::string digest = hash->hex();
-    if (digest != sha256)
-      throw Error(ErrorKind::Integrity, name + ": " + url + ": sha256 mismatch: expected " +
-                                            sha256 + ", served " + digest + " (" +
-                                            std::to_string(got) + " bytes)");
-    out->commit();
-    return got;
+    auto d = fetch_detail::download_verified(
+        retry_loop(name, url), [&] { return request(url); }, dst,
+        DownloadExpect{sha256, exact_size, cap});
+    switch (d.status) {
+      case DownloadStatus::Verified:
+        break;
+      case DownloadStatus::TooBig:
+        throw Error(ErrorKind::Integrity,
+                    name + ": " + url + ": served more than " +
+                        (exact_size ? "the " + std::to_string(cap) + " bytes the index lists"
+                                    : std::to_string(cap) + " bytes (--max-file-bytes)") +
+                        ": aborted");
+      case DownloadStatus::WriteFailed:
+        throw Error(ErrorKind::Io, name + ": " + d.write_error);
+      case DownloadStatus::TransferFailed:
+        // on_failure threw for every failure that is not retried: not reached.
+        throw Error(kind_of(d.transfer), name + ": " + url + ": " + describe(d.transfer));
+      case DownloadStatus::SizeMismatch:
+        bytes_downloaded_ += d.bytes;
+        throw Error(ErrorKind::Integrity, name + ": " + url + ": size mismatch: the index lists " +
+                                              std::to_string(*exact_size) + " bytes, served " +
+                                              std::to_string(d.bytes));
+      case DownloadStatus::DigestMismatch:
+        bytes_downloaded_ += d.bytes;
+        throw Error(ErrorKind::Integrity, name + ": " + url + ": sha256 mismatch: expected " +
+                                              sha256 + ", served " + d.sha256 + " (" +
+                                              std::to_string(d.bytes) + " bytes)");
+    }
+    bytes_downloaded_ += d.bytes;
+    return d.bytes;
   }
 
   std::uint64_t bytes_downloaded() const { return bytes_downloaded_; }

@@ -111,23 +111,47 @@ TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
   TempDir dir;
   write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
   install_archive(dir / "a.tar.zst", dir / "store");
-  fs::create_directories(dir / "store" / "aaa-no-manifest");
-  test::write_file(dir / "store" / "bbb-bad-json" / "manifest.json", "{not json");
+  fs::create_directories(dir / "store" / "kiln-kernels-aaa-no-manifest");
+  test::write_file(dir / "store" / "kiln-kernels-bbb-bad-json" / "manifest.json", "{not json");
   test::write_file(dir / "store" / "kiln-kernels-9.9.9-cuda13.0-sm_80" / "manifest.json",
                    manifest_to_json(manifest_for(kArtifacts)));  // name does not match
   fs::create_directories(dir / "store" / ".tmp-abcdef");
   test::write_file(dir / "store" / "stray-file", "x");
   auto entries = scan_store(dir / "store");
   ASSERT_EQ(entries.size(), 4u);
-  EXPECT_EQ(entries[0].directory.filename(), "aaa-no-manifest");
-  EXPECT_EQ(entries[0].error_kind, ErrorKind::NotFound);
-  EXPECT_NE(entries[0].error.find("no manifest.json"), std::string::npos) << entries[0].error;
+  EXPECT_EQ(entries[0].directory.filename(), "kiln-kernels-0.1.0-cuda13.0-sm_90a");
+  EXPECT_TRUE(entries[0].manifest);
+  EXPECT_FALSE(entries[1].manifest);
   EXPECT_EQ(entries[1].error_kind, ErrorKind::Format);
-  EXPECT_NE(entries[1].error.find("bbb-bad-json"), std::string::npos) << entries[1].error;
-  EXPECT_TRUE(entries[2].manifest);
-  EXPECT_FALSE(entries[3].manifest);
-  EXPECT_NE(entries[3].error.find("expected '" + std::string(kStem) + "'"), std::string::npos)
+  EXPECT_NE(entries[1].error.find("expected '" + std::string(kStem) + "'"), std::string::npos)
+      << entries[1].error;
+  EXPECT_EQ(entries[2].directory.filename(), "kiln-kernels-aaa-no-manifest");
+  EXPECT_EQ(entries[2].error_kind, ErrorKind::NotFound);
+  EXPECT_NE(entries[2].error.find("no manifest.json"), std::string::npos) << entries[2].error;
+  EXPECT_EQ(entries[3].error_kind, ErrorKind::Format);
+  EXPECT_NE(entries[3].error.find("kiln-kernels-bbb-bad-json"), std::string::npos)
       << entries[3].error;
+}
+
+// The one store rule (loader/src/store_scan.hpp): only kiln-kernels-* directories (or links to
+// one) are archives; the cache's jit/, hidden entries and anything else are skipped unreported.
+TEST(Store, ScanSkipsEntriesThatAreNotArchiveDirectoriesAndFollowsLinks) {
+  TempDir dir;
+  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  install_archive(dir / "a.tar.zst", dir / "elsewhere");
+  fs::create_directories(dir / "store" / "jit" / "sm_90");
+  fs::create_directories(dir / "store" / "notes");
+  fs::create_directories(dir / "store" / ".kiln-locks");
+  test::write_file(dir / "store" / "kiln-kernels-a-plain-file", "x");
+  fs::create_directory_symlink(dir / "elsewhere" / kStem, dir / "store" / kStem);
+  auto entries = scan_store(dir / "store");
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].directory.filename(), kStem);
+  ASSERT_TRUE(entries[0].manifest) << entries[0].error;
+  EXPECT_TRUE(verify_store_archive(entries[0]).empty());
+  EXPECT_TRUE(store_has_verified(dir / "store", kStem));
+  EXPECT_FALSE(store_has_verified(dir / "store", "jit"));
+  EXPECT_FALSE(store_has_verified(dir / "store", "../elsewhere/" + std::string(kStem)));
 }
 
 TEST(Store, MissingStoreScansEmpty) {

@@ -6,7 +6,9 @@
 //      | no                                      --yes--> already_present
 //   remove orphaned <archive>.tmp.* (their writers are dead: we hold the lock)
 //   for each mirror not marked bad:
-//     attempt: stream into <dest>/<archive>.tmp.<rand>, hashing; > size => abort
+//     attempt (download_verified, verified_download.hpp: the one verified download and retry
+//     loop, shared with `kiln mirror sync`): stream into <dest>/<archive>.tmp.<rand>, hashing;
+//     > size => abort
 //       ok + size + digest match  --> rename to <dest>/<archive> --> manifest agrees with the
 //                                     index entry? --no--> remove archive, Error (Integrity/Stale)
 //                                     --yes--> install --> remove archive
@@ -30,7 +32,6 @@
 #include <sstream>
 #include <thread>
 
-#include "atomic_file.hpp"
 #include "fetch_internal.hpp"
 #include "file_lock.hpp"
 #include "index_entry_check.hpp"
@@ -40,6 +41,7 @@
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"
+#include "verified_download.hpp"
 
 #ifndef KILN_DEFAULT_MIRRORS
 #define KILN_DEFAULT_MIRRORS ""
@@ -166,26 +168,23 @@ struct Context {
   }
 };
 
-std::string describe(const TransferResult& r) {
-  if (r.status == TransferStatus::Http) return "HTTP " + std::to_string(r.http_status);
-  return std::string(to_string(r.status)) + (r.message.empty() ? "" : ": " + r.message);
-}
-
-// Runs one attempt function with retries per decide_retry. `attempt` returns the transfer
-// result; a non-transfer failure (bad bytes) is reported through `fault`.
-template <typename Attempt>
-bool with_retries(Context& cx, const std::string& mirror, const std::string& url,
-                  Attempt&& attempt) {
-  for (int n = 1;; ++n) {
-    TransferResult r = attempt();
-    if (r.status == TransferStatus::Ok) return true;
-    RetryDecision d = decide_retry(r, n, cx.policy);
+// The one retry loop (verified_download.hpp) for requests of `url` on `mirror`: every failed
+// attempt is recorded, backoff sleeps are capped by the whole fetch's deadline, and once that
+// has passed the fetch ends naming `doing` and the URL.
+RetryLoop retry_loop(Context& cx, const std::string& mirror, const std::string& url,
+                     const std::string& doing) {
+  RetryLoop loop;
+  loop.transport = cx.deps.transport;
+  loop.policy = cx.policy;
+  loop.sleep_ms = cx.deps.sleep_ms;
+  loop.on_failure = [&cx, mirror, url, doing](const TransferResult& r, const RetryDecision& d,
+                                              int) {
     cx.fail(mirror, url,
             describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""));
-    cx.check_deadline("fetching " + url);
-    if (!d.retry) return false;
-    cx.deps.sleep_ms(std::min(d.delay_ms, cx.remaining_ms()));
-  }
+    cx.check_deadline(doing + url);
+  };
+  loop.remaining_ms = [&cx] { return cx.remaining_ms(); };
+  return loop;
 }
 
 struct TrustedIndex {
@@ -206,17 +205,18 @@ TrustedIndex fetch_index(Context& cx, const std::string& version, const std::str
     std::string url = mirror + "/" + name;
     std::string body;
     bool too_big = false;
-    bool ok = with_retries(cx, mirror, url, [&] {
-      body.clear();
-      too_big = false;
-      return cx.deps.transport->get(cx.request(url, kMaxIndexBytes),
-                                    [&](const char* d, std::size_t n) {
-                                      if (body.size() + n > kMaxIndexBytes)
-                                        return !(too_big = true);
-                                      body.append(d, n);
-                                      return true;
-                                    });
-    });
+    TransferResult r = get_with_retries(
+        retry_loop(cx, mirror, url, "fetching "), [&] { return cx.request(url, kMaxIndexBytes); },
+        [&] {
+          body.clear();
+          too_big = false;
+        },
+        [&](const char* d, std::size_t n) {
+          if (body.size() + n > kMaxIndexBytes) return !(too_big = true);
+          body.append(d, n);
+          return true;
+        });
+    bool ok = r.status == TransferStatus::Ok;
     if (too_big) {
       cx.fail(mirror, url,
               "index larger than " + std::to_string(kMaxIndexBytes) + " bytes: refused");
@@ -269,63 +269,38 @@ void remove_orphans(Context& cx, const std::string& file) {
   }
 }
 
-// Downloads one archive from one mirror into <dest>/<file>; true once renamed into place.
+// Downloads one archive from one mirror into <dest>/<file> through the one verified download;
+// true once renamed into place. Bytes that are not the pinned ones distrust the mirror.
 bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) {
   std::string url = mirror + "/" + e.file;
-  fs::path final_path = cx.dest / e.file;
-  for (int n = 1;; ++n) {
-    AtomicFile tmp(final_path);
-    Sha256 hash;
-    std::uint64_t got = 0;
-    bool too_big = false;
-    std::string write_error;
-    TransferResult r =
-        cx.deps.transport->get(cx.request(url, e.size), [&](const char* d, std::size_t len) {
-          if (got + len > e.size) return !(too_big = true);
-          try {
-            tmp.write(std::string_view(d, len));
-          } catch (const std::exception& ex) {
-            write_error = ex.what();
-            return false;
-          }
-          hash.update(d, len);
-          got += len;
-          return true;
-        });
-    if (!write_error.empty()) throw Error(ErrorKind::Io, write_error);
-    if (too_big) {
+  DownloadResult d = download_verified(
+      retry_loop(cx, mirror, url, "downloading "), [&] { return cx.request(url, e.size); },
+      cx.dest / e.file, DownloadExpect{e.sha256, e.size, e.size});
+  switch (d.status) {
+    case DownloadStatus::Verified:
+      return true;
+    case DownloadStatus::TransferFailed:
+      return false;
+    case DownloadStatus::WriteFailed:
+      throw Error(ErrorKind::Io, d.write_error);
+    case DownloadStatus::TooBig:
       cx.fail(mirror, url,
               "served more than the " + std::to_string(e.size) +
                   " bytes the index lists: aborted, mirror distrusted");
-      mark_mirror_bad(mirror);
-      return false;
-    }
-    if (r.status == TransferStatus::Ok) {
-      if (got != e.size) {
-        cx.fail(mirror, url,
-                "size mismatch: index lists " + std::to_string(e.size) + " bytes, served " +
-                    std::to_string(got) + "; mirror distrusted");
-        mark_mirror_bad(mirror);
-        return false;
-      }
-      std::string digest = hash.hex();
-      if (digest != e.sha256) {
-        cx.fail(mirror, url,
-                "SHA-256 mismatch: index pins " + e.sha256 + ", served " + digest +
-                    "; mirror distrusted");
-        mark_mirror_bad(mirror);
-        return false;
-      }
-      tmp.commit();
-      return true;
-    }
-    RetryDecision d = decide_retry(r, n, cx.policy);
-    cx.fail(mirror, url,
-            describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""));
-    cx.check_deadline("downloading " + url);
-    if (!d.retry) return false;
-    cx.deps.sleep_ms(std::min(d.delay_ms, cx.remaining_ms()));
+      break;
+    case DownloadStatus::SizeMismatch:
+      cx.fail(mirror, url,
+              "size mismatch: index lists " + std::to_string(e.size) + " bytes, served " +
+                  std::to_string(d.bytes) + "; mirror distrusted");
+      break;
+    case DownloadStatus::DigestMismatch:
+      cx.fail(mirror, url,
+              "SHA-256 mismatch: index pins " + e.sha256 + ", served " + d.sha256 +
+                  "; mirror distrusted");
+      break;
   }
+  mark_mirror_bad(mirror);
+  return false;
 }
 
 struct ArchiveOutcome {

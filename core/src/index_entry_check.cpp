@@ -15,21 +15,29 @@ namespace {
 constexpr const char* kLeadingManifestName = "manifest.json";
 }  // namespace
 
+std::vector<ManifestIndexMismatch> manifest_index_mismatches(const Manifest& manifest,
+                                                             const IndexEntry& entry,
+                                                             const Index& index) {
+  std::vector<ManifestIndexMismatch> out;
+  auto compare = [&](ErrorKind kind, const char* field, const std::string& in_manifest,
+                     const std::string& in_index) {
+    if (in_manifest != in_index) out.push_back({kind, field, in_manifest, in_index});
+  };
+  compare(ErrorKind::Integrity, "target", manifest.target, entry.target);
+  compare(ErrorKind::Stale, "package_version", manifest.package_version, index.package_version);
+  compare(ErrorKind::Stale, "cuda_version", manifest.cuda_version, index.cuda_version);
+  return out;
+}
+
 std::vector<VerifyProblem> manifest_index_problems(const Manifest& manifest,
                                                    const IndexEntry& entry, const Index& index,
                                                    const std::string& archive_origin,
                                                    const std::string& index_origin) {
   std::vector<VerifyProblem> problems;
-  auto compare = [&](ErrorKind kind, const char* field, const std::string& in_manifest,
-                     const std::string& in_index) {
-    if (in_manifest == in_index) return;
-    problems.push_back({kind, archive_origin, field,
-                        archive_origin + ": manifest " + field + " is " + in_manifest + ", " +
-                            index_origin + " says " + in_index});
-  };
-  compare(ErrorKind::Integrity, "target", manifest.target, entry.target);
-  compare(ErrorKind::Stale, "package_version", manifest.package_version, index.package_version);
-  compare(ErrorKind::Stale, "cuda_version", manifest.cuda_version, index.cuda_version);
+  for (const auto& m : manifest_index_mismatches(manifest, entry, index))
+    problems.push_back({m.kind, archive_origin, m.field,
+                        archive_origin + ": manifest " + m.field + " is " + m.in_manifest + ", " +
+                            index_origin + " says " + m.in_index});
   return problems;
 }
 

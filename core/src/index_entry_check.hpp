@@ -1,19 +1,36 @@
 #pragma once
 // The one check of an archive's manifest against the index entry that pinned its bytes. A digest
 // in the index proves the bytes are the ones the index meant; it does not prove the index put
-// them under the right target or release. Every path that installs from an index (kiln fetch,
-// the loader's mirror tier, kiln install INDEX, kiln verify INDEX, kiln mirror) calls this one
-// function, so they refuse the same archives with the same kinds and words.
+// them under the right target or release. Every path that installs or verifies from an index
+// (kiln fetch, the loader's mirror tier, kiln install INDEX, kiln verify INDEX, kiln mirror
+// verify/stage/sync, kiln tarball, kiln compat INDEX) calls this one rule, so they refuse the
+// same archives with the same kinds and words.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/store.hpp"
 
 namespace kiln {
+
+// One field on which a manifest and the index entry that pinned its archive disagree, with both
+// values as fields (callers build their own report from them, never parse a message).
+struct ManifestIndexMismatch {
+  ErrorKind kind = ErrorKind::Integrity;  // Integrity for target, Stale for the versions
+  std::string field;                      // "target", "package_version" or "cuda_version"
+  std::string in_manifest;
+  std::string in_index;
+};
+
+// The rule itself: target against the entry, package_version and cuda_version against the
+// index, in that order. Pure. Empty: they agree.
+std::vector<ManifestIndexMismatch> manifest_index_mismatches(const Manifest& manifest,
+                                                             const IndexEntry& entry,
+                                                             const Index& index);
 
 // The manifest's target, package_version and cuda_version against the index entry (target) and
 // the index (versions). One problem per differing field, naming the archive, the field and both

@@ -21,6 +21,7 @@
 #include "jit.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "store_scan.hpp"
 #include "untrusted_json.hpp"
 
 namespace kiln {
@@ -347,42 +348,30 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
   std::shared_ptr<const std::vector<std::string>> names =
       dir_id ? store_listings().find(dir, *dir_id) : nullptr;
   if (!names) {
-    std::error_code ec;
-    auto st = fs::status(dir, ec);
-    if (ec || !fs::exists(st)) {
-      s.problem = "does not exist";
-      return s;
-    }
-    if (!fs::is_directory(st)) {
-      s.problem = "not a directory";
-      return s;
-    }
-    fs::directory_iterator it(dir, ec);
-    if (ec) {
-      s.problem = "cannot be listed: " + ec.message();
+    // Which entries are archive directories is the one rule of store_scan.hpp, as for the CLI.
+    StoreListing listing = list_store_archive_dirs(dir);
+    if (!listing.readable) {
+      s.problem = listing.problem;
       return s;
     }
     auto listed = std::make_shared<std::vector<std::string>>();
-    for (; it != fs::directory_iterator(); it.increment(ec)) {
-      if (ec) break;
-      std::string name = it->path().filename().string();
-      if (name.rfind("kiln-kernels-", 0) != 0) continue;
-      if (it->is_directory(ec)) listed->push_back(name);
-    }
-    std::sort(listed->begin(), listed->end());
-    if (dir_id && !ec) store_listings().put(dir, *dir_id, read_start, listed);
+    for (const auto& d : listing.archive_dirs) listed->push_back(d.filename().string());
+    if (dir_id) store_listings().put(dir, *dir_id, read_start, listed);
     names = std::move(listed);
   }
   s.readable = true;
   std::vector<fs::path> dirs;
   for (const auto& name : *names) {
+    const fs::path d = fs::path(dir) / name;
     if (uri) {
       // Named for a target that cannot run here: its manifest is not even read. A name
-      // without a parseable target is read as usual.
-      auto t = dir_target(name);
+      // without a parseable target is read as usual. Sound because a directory whose name
+      // does not match its manifest is refused below.
+      auto t = dir_target(d.filename().string());
       if (t && !runs_on(*t, cc)) continue;
     }
-    dirs.push_back(fs::path(dir) / name);
+core/src/resolver.cpp
+    dirs.push_back(d);
   }
   if (uri && dirs.size() > 1) {
     // Best target first (the one target-choice rule over the names), so that reading can stop
@@ -415,6 +404,8 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       try {
         if (!remembered) {
           auto parsed = parse_manifest_cached(text, mpath);
+          if (auto problem = archive_dir_name_problem(d, parsed->manifest))
+            throw Error(ErrorKind::Format, *problem);
           remembered = std::shared_ptr<const Manifest>(parsed, &parsed->manifest);
           if (mid) manifests_by_identity().put(mpath, *mid, mread_start, remembered);
         }

@@ -17,8 +17,10 @@
 #include "archive_stream.hpp"
 #include "atomic_file.hpp"
 #include "file_lock.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/fatbin.hpp"
 #include "kiln/sha256.hpp"
+#include "store_scan.hpp"
 #include "untrusted_json.hpp"
 
 #include <nlohmann/json.hpp>
@@ -145,15 +147,12 @@ std::string join_problems(const std::vector<VerifyProblem>& problems) {
 StoreArchive scan_store_entry(const fs::path& dir) {
   StoreArchive sa;
   sa.directory = dir;
-  std::string name = dir.filename().string();
   fs::path mpath = dir / kManifestName;
   try {
     Manifest m = parse_manifest(read_whole_file(mpath, limits::kMaxLocalFileBytes), mpath.string());
-    std::string stem = archive_stem(m.package_version, m.cuda_version, m.target);
-    if (stem != name) {
+    if (auto problem = archive_dir_name_problem(dir, m)) {
       sa.error_kind = ErrorKind::Format;
-      sa.error = dir.string() + ": directory name does not match its manifest (expected '" + stem +
-                 "' from package_version, cuda_version and target)";
+      sa.error = *problem;
     } else {
       sa.manifest = std::move(m);
     }
@@ -176,27 +175,20 @@ std::optional<ErrorKind> most_severe(const std::vector<VerifyProblem>& problems)
 }
 
 std::vector<StoreArchive> scan_store(const fs::path& store) {
-  std::error_code ec;
-  if (!fs::exists(store, ec)) return {};
-  if (!fs::is_directory(store, ec))
-    throw Error(ErrorKind::Io, "store " + store.string() + " is not a directory");
-  std::vector<StoreArchive> out;
-  fs::directory_iterator it(store, ec);
-  if (ec) throw Error(ErrorKind::Io, "cannot list store " + store.string() + ": " + ec.message());
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) throw Error(ErrorKind::Io, "cannot list store " + store.string() + ": " + ec.message());
-    std::string name = it->path().filename().string();
-    if (name.empty() || name[0] == '.') continue;
-    std::error_code dec;
-    if (!it->is_directory(dec)) continue;
-    StoreArchive sa = scan_store_entry(it->path());
-    out.push_back(std::move(sa));
+  // Which entries are archive directories is the one rule of store_scan.hpp, as for the loader.
+  StoreListing listing = list_store_archive_dirs(store);
+  if (!listing.readable) {
+    if (listing.problem == "does not exist") return {};
+    throw Error(ErrorKind::Io, "store " + store.string() + " " +
+                                   (listing.problem == "not a directory" ? "is not a directory"
+                                                                         : listing.problem));
   }
-  std::sort(out.begin(), out.end(), [](const StoreArchive& a, const StoreArchive& b) {
-    return a.directory.filename() < b.directory.filename();
-  });
+  std::vector<StoreArchive> out;
+  for (const auto& dir : listing.archive_dirs) out.push_back(scan_store_entry(dir));
   return out;
 }
+
+StoreArchive scan_store_archive(const fs::path& dir) { return scan_store_entry(dir); }
 
 std::string read_verified_artifact(const fs::path& archive_dir, const ArtifactEntry& artifact) {
   fs::path p = archive_dir / artifact.file;
@@ -255,7 +247,7 @@ std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry) {
 
 bool store_has_verified(const fs::path& store, const std::string& stem) {
   std::error_code ec;
-  if (stem.empty() || stem[0] == '.' || stem.find('/') != std::string::npos) return false;
+  if (!is_archive_dir_name(stem)) return false;
   if (!fs::is_directory(store / stem, ec)) return false;
   StoreArchive sa = scan_store_entry(store / stem);
   return sa.manifest && verify_store_archive(sa).empty();
@@ -625,16 +617,8 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
     auto inner = verify_archive_file(ap, "", &m);
     problems.insert(problems.end(), inner.begin(), inner.end());
     if (m.package_version.empty()) continue;  // manifest unreadable: already reported
-    auto mismatch = [&](const char* field, const std::string& in_manifest,
-                        const std::string& in_index) {
-      if (in_manifest != in_index)
-        problems.push_back(
-            {ErrorKind::Integrity, as, field,
-             as + ": manifest " + field + " is " + in_manifest + ", " + ip + " says " + in_index});
-    };
-    mismatch("target", m.target, e.target);
-    mismatch("package_version", m.package_version, idx.package_version);
-    mismatch("cuda_version", m.cuda_version, idx.cuda_version);
+    auto against_index = manifest_index_problems(m, e, idx, as, ip);
+    problems.insert(problems.end(), against_index.begin(), against_index.end());
   }
   if (index_out) *index_out = std::move(idx);
   return problems;

@@ -42,12 +42,18 @@ struct StoreArchive {
   std::string error;  // why the entry is unusable; empty when manifest is set
 };
 
-// Lists the archive directories of a store, sorted by name; a broken entry (no manifest,
-// unparsable, stale format, name that does not match its manifest) is returned with `error`
-// set so callers can report it and go on. Hidden entries (".tmp-*") and plain files are
-// skipped. A store directory that does not exist gives an empty list; one that cannot be read
-// throws Error{Io}. Artifact digests are not checked here (see verify_store_archive).
+// Lists the archive directories of a store, sorted by name, by the one store rule the loader
+// also uses (loader/src/store_scan.hpp): directories (or links to one) named kiln-kernels-*;
+// hidden entries (".tmp-*"), the cache's jit/, other directories and plain files are skipped.
+// A broken entry (no manifest, unparsable, stale format, name that does not match its
+// manifest) is returned with `error` set so callers can report it and go on. A store directory
+// that does not exist gives an empty list; one that cannot be read throws Error{Io}. Artifact
+// digests are not checked here (see verify_store_archive).
 std::vector<StoreArchive> scan_store(const std::filesystem::path& store);
+
+// One archive directory, read as scan_store reads each of its entries (whatever its name is
+// told apart by the manifest check: `kiln verify DIR` on one unpacked archive).
+StoreArchive scan_store_archive(const std::filesystem::path& dir);
 
 // Every artifact listed by the manifest: present, size and sha256 as recorded. Returns the
 // problems (empty: all good). A StoreArchive with `error` set gives that error as a problem.

@@ -1,0 +1,84 @@
+// The one retry loop and the one verified download (verified_download.hpp).
+#include "verified_download.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <string_view>
+
+#include "atomic_file.hpp"
+#include "kiln/sha256.hpp"
+
+namespace kiln::fetch_detail {
+
+std::string describe(const TransferResult& r) {
+  if (r.status == TransferStatus::Http) return "HTTP " + std::to_string(r.http_status);
+  return std::string(to_string(r.status)) + (r.message.empty() ? "" : ": " + r.message);
+}
+
+TransferResult get_with_retries(const RetryLoop& loop,
+                                const std::function<TransferRequest()>& request,
+                                const std::function<void()>& reset, const Sink& sink) {
+  for (int n = 1;; ++n) {
+    if (reset) reset();
+    TransferResult r = loop.transport->get(request(), sink);
+    if (r.status == TransferStatus::Ok || r.status == TransferStatus::Aborted) return r;
+    RetryDecision d = decide_retry(r, n, loop.policy);
+    if (loop.on_failure) loop.on_failure(r, d, n);
+    if (!d.retry) return r;
+    long delay = d.delay_ms;
+    if (loop.remaining_ms) delay = std::min(delay, loop.remaining_ms());
+    if (loop.sleep_ms) loop.sleep_ms(delay);
+  }
+}
+
+DownloadResult download_verified(const RetryLoop& loop,
+                                 const std::function<TransferRequest()>& request,
+                                 const std::filesystem::path& dest, const DownloadExpect& expect) {
+  const std::uint64_t cap = expect.exact_size ? *expect.exact_size : expect.max_bytes;
+  DownloadResult out;
+  std::optional<AtomicFile> tmp;
+  std::optional<Sha256> hash;
+  bool too_big = false;
+  auto reset = [&] {
+    tmp.reset();  // removes the previous attempt's temp file
+    tmp.emplace(dest);
+    hash.emplace();
+    out.bytes = 0;
+    out.write_error.clear();
+    too_big = false;
+    ++out.attempts;
+  };
+  auto sink = [&](const char* data, std::size_t len) {
+    if (out.bytes + len > cap) return !(too_big = true);
+    try {
+      tmp->write(std::string_view(data, len));
+    } catch (const std::exception& e) {
+      out.write_error = e.what();
+      return false;
+    }
+    hash->update(data, len);
+    out.bytes += len;
+    return true;
+  };
+  out.transfer = get_with_retries(loop, request, reset, sink);
+  if (too_big) {
+    out.status = DownloadStatus::TooBig;
+  } else if (!out.write_error.empty()) {
+    out.status = DownloadStatus::WriteFailed;
+  } else if (out.transfer.status != TransferStatus::Ok) {
+    out.status = DownloadStatus::TransferFailed;
+  } else {
+    out.sha256 = hash->hex();
+    if (expect.exact_size && out.bytes != *expect.exact_size) {
+      out.status = DownloadStatus::SizeMismatch;
+    } else if (out.sha256 != expect.sha256) {
+      out.status = DownloadStatus::DigestMismatch;
+    } else {
+      tmp->commit();
+      out.status = DownloadStatus::Verified;
+    }
+  }
+  return out;  // tmp's destructor removes an uncommitted temp file
+}
+
+}  // namespace kiln::fetch_detail

@@ -1,0 +1,160 @@
+// The one manifest-against-index check (loader/src/index_entry_check.hpp) as each of its users
+// reports it: `kiln verify INDEX` (verify_index_file), `kiln mirror verify` (verify_mirror) and
+// `kiln compat INDEX` (check_compat). The same disagreement gets the same kind, and the field
+// and both values, everywhere; before, each held its own copy and called every field Integrity.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "compat.hpp"
+#include "index_entry_check.hpp"
+#include "kiln/archive.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "kiln/version.hpp"
+#include "loader_facts.hpp"
+#include "mirror.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+const std::string kVer = kiln::version();
+
+// A release directory: an index listing one archive for `index_target` with CUDA 13.0, whose
+// manifest says `manifest_target` and `manifest_cuda`; the checksum file beside it.
+// Returns the index path.
+fs::path write_release(const fs::path& dir, const std::string& index_target,
+                       const std::string& manifest_target, const std::string& manifest_cuda) {
+  Manifest m;
+  m.package_version = kVer;
+  m.git_commit = "3f9c2a1";
+  m.cuda_version = manifest_cuda;
+  m.target = manifest_target;
+  m.build_time = 1764403200;
+  ArtifactEntry a;
+  a.uri = "axpy_dtype_f32";
+  a.family = "axpy";
+  a.params = {{"dtype", "f32"}};
+  a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
+  a.source_hash = std::string(64, 'c');
+  a.file = "axpy_dtype_f32.fatbin";
+  const std::string image = "f32-image";
+  a.size = image.size();
+  a.sha256 = sha256_hex(image);
+  m.artifacts.push_back(a);
+  fs::create_directories(dir);
+  const std::string name = archive_file_name(kVer, "13.0", index_target);
+  write_archive(dir / name, {{"manifest.json", manifest_to_json(m)}, {a.file, image}}, 0);
+  Index idx;
+  idx.package_version = kVer;
+  idx.git_commit = "3f9c2a1";
+  idx.cuda_version = "13.0";
+  std::size_t size = 0;
+  std::string sha = sha256_file(dir / name, &size);
+  idx.archives.push_back({name, index_target, size, sha});
+  const std::string index_json = index_to_json(idx);
+  const fs::path index = dir / index_file_name(kVer);
+  test::write_file(index, index_json);
+  test::write_file(dir / packager::checksums_file_name(kVer),
+                   packager::checksums_to_text(
+                       {{index.filename().string(), sha256_hex(index_json)}, {name, sha}}));
+  return index;
+}
+
+const VerifyProblem* problem_on(const std::vector<VerifyProblem>& ps, const std::string& field) {
+  auto it = std::find_if(ps.begin(), ps.end(), [&](const auto& p) { return p.field == field; });
+  return it == ps.end() ? nullptr : &*it;
+}
+
+TEST(ManifestIndexCheck, FieldsAndKindsComeFromOneRule) {
+  Manifest m;
+  m.target = "sm_80";
+  m.package_version = "0.0.1";
+  m.cuda_version = "12.8";
+  Index idx;
+  idx.package_version = "0.1.0";
+  idx.cuda_version = "13.0";
+  IndexEntry e{"x.tar.zst", "sm_90a", 1, std::string(64, 'a')};
+  auto got = manifest_index_mismatches(m, e, idx);
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].field, "target");
+  EXPECT_EQ(got[0].kind, ErrorKind::Integrity);
+  EXPECT_EQ(got[0].in_manifest, "sm_80");
+  EXPECT_EQ(got[0].in_index, "sm_90a");
+  EXPECT_EQ(got[1].field, "package_version");
+  EXPECT_EQ(got[1].kind, ErrorKind::Stale);
+  EXPECT_EQ(got[2].field, "cuda_version");
+  EXPECT_EQ(got[2].kind, ErrorKind::Stale);
+  EXPECT_EQ(got[2].in_manifest, "12.8");
+  EXPECT_EQ(got[2].in_index, "13.0");
+  m.target = "sm_90a";
+  m.package_version = "0.1.0";
+  m.cuda_version = "13.0";
+  EXPECT_TRUE(manifest_index_mismatches(m, e, idx).empty());
+}
+
+TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) {
+  TempDir dir;
+  fs::path index = write_release(dir.path(), "sm_90a", "sm_90a", "12.8");
+  const std::string archive = (dir.path() / archive_file_name(kVer, "13.0", "sm_90a")).string();
+  const std::string says =
+      archive + ": manifest cuda_version is 12.8, " + index.string() + " says 13.0";
+
+  auto problems = verify_index_file(index, kVer, nullptr);
+  const VerifyProblem* p = problem_on(problems, "cuda_version");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->kind, ErrorKind::Stale);
+  EXPECT_EQ(p->message, says);
+  EXPECT_EQ(most_severe(problems), ErrorKind::Stale);
+
+  packager::MirrorReport report = packager::verify_mirror(dir.path(), {});
+  auto row = std::find_if(report.files.begin(), report.files.end(), [&](const auto& f) {
+    return f.kind == packager::ReleaseFileKind::Archive;
+  });
+  ASSERT_NE(row, report.files.end());
+  EXPECT_EQ(row->error, ErrorKind::Stale) << row->detail;
+  EXPECT_NE(row->detail.find("manifest cuda_version is 12.8"), std::string::npos) << row->detail;
+  EXPECT_NE(row->detail.find("says 13.0"), std::string::npos) << row->detail;
+
+  cli::LoaderFacts facts;
+  facts.version = kVer;
+  facts.cuda_version = "13.0";
+  facts.manifest_format = kManifestFormat;
+  facts.index_format = kIndexFormat;
+  cli::CompatReport cr = cli::check_compat(facts, {90}, {index});
+  ASSERT_EQ(cr.packages.size(), 1u);
+  const auto& probs = cr.packages[0].problems;
+  auto cp = std::find_if(probs.begin(), probs.end(),
+                         [](const auto& x) { return x.field == "cuda_version"; });
+  ASSERT_NE(cp, probs.end()) << cr.to_table();
+  EXPECT_EQ(cp->kind, ErrorKind::Stale);
+  EXPECT_EQ(cp->package_value, "12.8");
+  EXPECT_EQ(cp->loader_value, "13.0");
+  EXPECT_EQ(cp->message, says);
+}
+
+TEST(ManifestIndexCheck, ArchiveOfAnotherTargetIsIntegrityNamingBothTargetsEverywhere) {
+  TempDir dir;
+  fs::path index = write_release(dir.path(), "sm_90a", "sm_80", "13.0");
+  const std::string says = (dir.path() / archive_file_name(kVer, "13.0", "sm_90a")).string() +
+                           ": manifest target is sm_80, " + index.string() + " says sm_90a";
+  auto problems = verify_index_file(index, kVer, nullptr);
+  const VerifyProblem* p = problem_on(problems, "target");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->kind, ErrorKind::Integrity);
+  EXPECT_EQ(p->message, says);
+  packager::MirrorReport report = packager::verify_mirror(dir.path(), {});
+  EXPECT_EQ(report.worst(), ErrorKind::Integrity);
+  bool named = false;
+  for (const auto& f : report.files)
+    named |= f.detail.find("manifest target is sm_80") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,113 @@
+// The one store rule (loader/src/store_scan.hpp) seen through both of its users: the loader
+// (`kiln resolve`, which runs the loader's store tier over DiskStoreFs) and the CLI's store
+// scanner (`kiln verify STORE`). The layouts are those where the two old rules disagreed: the
+// loader read only kiln-kernels-* directories and ignored what their names said, the CLI read
+// every directory and refused names that did not match their manifest.
+#include <gtest/gtest.h>
+
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "store_scan.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+const std::string kUri = "rmsnorm_dtype_bf16_block_256";
+
+// An archive directory `name` in `store` whose manifest is for `target` of this release.
+void write_archive_dir(const fs::path& store, const std::string& name, const std::string& target) {
+  Manifest m;
+  m.package_version = kiln::version();
+  m.git_commit = "3f9c2a1";
+  m.cuda_version = kiln::cuda_version();
+  m.target = target;
+  m.build_time = 1764403200;
+  ArtifactEntry a;
+  a.uri = kUri;
+  a.family = "rmsnorm";
+  a.params = {{"dtype", "bf16"}, {"block", "256"}};
+  a.entries = {{"kiln::rmsnorm", "_Z7rmsnormv"}};
+  a.source_hash = std::string(64, 'c');
+  a.file = kUri + ".fatbin";
+  const std::string bytes = "fatbin-bytes";
+  a.size = bytes.size();
+  a.sha256 = sha256_hex(bytes);
+  m.artifacts.push_back(a);
+  test::write_file(store / name / "manifest.json", manifest_to_json(m));
+  test::write_file(store / name / a.file, bytes);
+}
+
+struct Views {
+  test::RunResult verify;   // kiln verify STORE
+  test::RunResult resolve;  // kiln resolve URI --device sm_80 --explain, STORE the only store
+};
+
+Views both_views(const TempDir& dir) {
+  const std::string store = (dir / "store").string();
+  Views v;
+  v.verify = test::run(test::kiln_cli() + " verify " + store);
+  v.resolve =
+      test::run("KILN_ARTIFACT_PATH=" + store + " KILN_CACHE_DIR=" + (dir / "cache").string() +
+                " KILN_OFFLINE=1 KILN_DISABLE_JIT=1 " + test::kiln_cli() + " resolve " + kUri +
+                " --device sm_80 --explain");
+  return v;
+}
+
+TEST(StoreRule, DirectoryNamedForAnotherTargetThanItsManifestIsRefusedByLoaderAndCliAlike) {
+  TempDir dir;
+  // Named for sm_90, holding sm_80's manifest: the old loader used it as sm_80 on a full scan
+  // and skipped it on the fast path (by its name); `kiln verify` refused it.
+  const std::string name = archive_stem(kiln::version(), kiln::cuda_version(), "sm_90");
+  write_archive_dir(dir / "store", name, "sm_80");
+  Views v = both_views(dir);
+  const std::string why = (dir / "store" / name).string() +
+                          ": directory name does not match its manifest (expected '" +
+                          archive_stem(kiln::version(), kiln::cuda_version(), "sm_80") + "'";
+  EXPECT_EQ(v.verify.exit_code, 10) << v.verify.out;  // format
+  EXPECT_NE(v.verify.out.find(why), std::string::npos) << v.verify.out;
+  EXPECT_EQ(v.resolve.exit_code, 6) << v.resolve.out;  // no source
+  EXPECT_NE(v.resolve.out.find(why), std::string::npos) << v.resolve.out;
+}
+
+TEST(StoreRule, CacheJitDirectoryAndOtherDirectoriesAreNotArchivesForLoaderOrCli) {
+  TempDir dir;
+  // A cache directory as the loader leaves it, plus a directory an operator put there: the old
+  // `kiln verify` reported each as an archive without a manifest.
+  const std::string good = archive_stem(kiln::version(), kiln::cuda_version(), "sm_80");
+  write_archive_dir(dir / "store", good, "sm_80");
+  fs::create_directories(dir / "store" / "jit" / "sm_80");
+  fs::create_directories(dir / "store" / "notes");
+  Views v = both_views(dir);
+  EXPECT_EQ(v.verify.exit_code, 0) << v.verify.out;
+  EXPECT_EQ(v.verify.out.find("jit"), std::string::npos) << v.verify.out;
+  EXPECT_EQ(v.verify.out.find("notes"), std::string::npos) << v.verify.out;
+  EXPECT_NE(v.resolve.out.find(good), std::string::npos) << v.resolve.out;  // considered
+  EXPECT_EQ(v.resolve.out.find("/jit"), std::string::npos) << v.resolve.out;
+  EXPECT_EQ(v.resolve.out.find("notes"), std::string::npos) << v.resolve.out;
+}
+
+TEST(StoreRule, ArchiveDirectoryNamesArePrefixedAndPlain) {
+  EXPECT_TRUE(is_archive_dir_name("kiln-kernels-0.1.0-cuda13.0-sm_90a"));
+  EXPECT_FALSE(is_archive_dir_name("kiln-kernels-"));
+  EXPECT_FALSE(is_archive_dir_name("jit"));
+  EXPECT_FALSE(is_archive_dir_name(".tmp-abcdef"));
+  EXPECT_FALSE(is_archive_dir_name(".kiln-kernels-0.1.0-cuda13.0-sm_90a"));
+  EXPECT_FALSE(is_archive_dir_name("kiln-kernels-x/../../etc"));
+}
+
+TEST(StoreRule, MissingOrPlainFileStoreIsReportedNotThrown) {
+  TempDir dir;
+  EXPECT_EQ(list_store_archive_dirs(dir / "absent").problem, "does not exist");
+  test::write_file(dir / "file", "x");
+  StoreListing l = list_store_archive_dirs(dir / "file");
+  EXPECT_FALSE(l.readable);
+  EXPECT_EQ(l.problem, "not a directory");
+}
+
+}  // namespace
+}  // namespace kiln

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <utility>
 
 #include "kiln/error.hpp"
 
@@ -41,6 +42,7 @@ struct CudaApi {
 
 class CudaDriver : public Driver {
  public:
+  explicit CudaDriver(std::string library) : library_(std::move(library)) {}
   ~CudaDriver() override {
     if (primary_retained_) api_.cuDevicePrimaryCtxRelease(primary_device_);
     // The handle stays open: kernels loaded through it may outlive this object in the process.
@@ -152,17 +154,16 @@ class CudaDriver : public Driver {
   bool sym(F& fn, const char* name) {
     fn = reinterpret_cast<F>(::dlsym(handle_, name));
     if (!fn)
-      init_error_ = std::string(kCudaDriverLibrary) + " lacks " + name +
-                    " (driver too old for CUDA 12+ library loading?)";
+      init_error_ = library_ + " lacks " + name + " (driver too old for CUDA 12+ library loading?)";
     return fn != nullptr;
   }
 
   void open() {
-    handle_ = ::dlopen(kCudaDriverLibrary, RTLD_NOW | RTLD_LOCAL);
+    handle_ = ::dlopen(library_.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) {
       const char* err = ::dlerror();
-      init_error_ = std::string("no CUDA driver: dlopen(") + kCudaDriverLibrary +
-                    ") failed: " + (err ? err : "unknown error");
+      init_error_ =
+          "no CUDA driver: dlopen(" + library_ + ") failed: " + (err ? err : "unknown error");
       return;
     }
     bool ok = sym(api_.cuInit, "cuInit") && sym(api_.cuDriverGetVersion, "cuDriverGetVersion") &&
@@ -186,8 +187,7 @@ class CudaDriver : public Driver {
     if (!ok) return;
     CUresult r = api_.cuInit(0);
     if (r != CUDA_SUCCESS) {
-      init_error_ = std::string("the CUDA driver (") + kCudaDriverLibrary +
-                    ") is present but cuInit failed: " + name(r) +
+      init_error_ = "the CUDA driver (" + library_ + ") is present but cuInit failed: " + name(r) +
                     (r == CUDA_ERROR_NO_DEVICE ? " (no CUDA device)" : "");
       return;
     }
@@ -214,6 +214,7 @@ class CudaDriver : public Driver {
     return major * 10 + minor;
   }
 
+  const std::string library_;
   std::once_flag once_;
   std::atomic<bool> ready_{false};
   std::string init_error_;
@@ -227,6 +228,8 @@ class CudaDriver : public Driver {
 
 }  // namespace
 
-std::shared_ptr<Driver> make_cuda_driver() { return std::make_shared<CudaDriver>(); }
+std::shared_ptr<Driver> make_cuda_driver(std::string library) {
+  return std::make_shared<CudaDriver>(std::move(library));
+}
 
 }  // namespace kiln

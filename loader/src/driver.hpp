@@ -40,10 +40,11 @@ class Driver {
                       unsigned shared_bytes, void* stream, void** args) = 0;
 };
 
-// dlopen("libcuda.so.1"); nothing is opened until init() or another call.
-std::shared_ptr<Driver> make_cuda_driver();
-
 // Name of the driver library libkiln opens.
 constexpr const char* kCudaDriverLibrary = "libcuda.so.1";
+
+// dlopen(library); nothing is opened until init() or another call. Tests pass the path of an
+// absent library to get the real "no driver" behaviour on any machine, GPU or not.
+std::shared_ptr<Driver> make_cuda_driver(std::string library = kCudaDriverLibrary);
 
 }  // namespace kiln

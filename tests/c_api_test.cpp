@@ -7,6 +7,9 @@
 #include <string>
 #include <thread>
 
+#include "c_api_internal.hpp"
+#include "driver.hpp"
+#include "resolver.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -103,13 +106,18 @@ TEST(CApi, WithoutADriverGetIsUnsupportedNamingLibcuda) {
   kiln::test::TempDir tmp;
   const std::string cache = (tmp / "cache").string();  // outlives the config
   kiln_config c = offline_config(cache);
+  // The real driver over an absent libcuda.so.1: "no driver" on every machine, GPU or not.
+  kiln::LoaderDeps deps;
+  deps.driver = kiln::make_cuda_driver((tmp / "no-driver-here" / "libcuda.so.1").string());
   kiln_loader* l = nullptr;
-  ASSERT_EQ(kiln_loader_create(&c, &l), KILN_OK) << last();
-  kiln_kernel* k = nullptr;
+  ASSERT_EQ(kiln::c_api::loader_create_with(&c, std::move(deps), &l), KILN_OK) << last();
+  kiln_kernel* k = reinterpret_cast<kiln_kernel*>(&c);  // must come back NULL
   kiln_status st = kiln_get(l, "axpy_dtype_f32", &k);
   std::string msg = last();
   kiln_loader_destroy(l);
-  if (st != KILN_ERROR_UNSUPPORTED) GTEST_SKIP() << "a CUDA driver is present: " << msg;
+  EXPECT_EQ(st, KILN_ERROR_UNSUPPORTED) << msg;
+  EXPECT_EQ(k, nullptr);
+  EXPECT_NE(msg.find("no CUDA driver"), std::string::npos) << msg;
   EXPECT_NE(msg.find("libcuda.so.1"), std::string::npos) << msg;
 }
 

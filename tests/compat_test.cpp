@@ -11,6 +11,7 @@
 #include "kiln/registry.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -31,39 +32,15 @@ struct ArchiveSpec {
 };
 
 // An archive whose kernels carry the source hashes this libkiln's registry gives them.
-std::vector<ArchiveMember> members_for(const ArchiveSpec& s) {
-  Manifest m;
-  m.format_version = s.format;
-  m.package_version = s.version;
-  m.git_commit = "3f9c2a1";
-  m.cuda_version = kiln::cuda_version();
-  m.target = s.target;
-  m.build_time = 1764403200;
-  std::vector<ArchiveMember> files;
-  for (const char* uri : {kUri16, kUri32}) {
-    const Specialisation* spec = embedded_registry().find(uri);
-    EXPECT_NE(spec, nullptr) << uri;
-    std::string data = std::string("image of ") + uri;
-    ArtifactEntry a;
-    a.uri = uri;
-    a.family = "axpy";
-    a.params = spec->params;
-    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
-    a.source_hash = s.hash_override.count(uri) ? s.hash_override.at(uri) : spec->source_hash;
-    a.file = std::string(uri) + ".fatbin";
-    a.size = data.size();
-    a.sha256 = sha256_hex(data);
-    m.artifacts.push_back(a);
-    files.push_back({a.file, data});
-  }
-  files.insert(files.begin(), {"manifest.json", manifest_to_json(m)});
-  return files;
-}
-
 fs::path write_archive_for(const fs::path& dir, const ArchiveSpec& s) {
-  fs::path p = dir / archive_file_name(s.version, kiln::cuda_version(), s.target);
-  write_archive(p, members_for(s), 0);
-  return p;
+  test::ReleaseSpec rel;
+  rel.version = s.version;
+  rel.format_version = s.format;
+  rel.loadable = true;
+  rel.source_hash_override = s.hash_override;
+  rel.with_artifacts(
+      {{kUri16, std::string("image of ") + kUri16}, {kUri32, std::string("image of ") + kUri32}});
+  return test::write_release_archive(dir, rel, s.target);
 }
 
 struct Run {

@@ -23,6 +23,7 @@
 #include "kiln/version.hpp"
 #include "limits.hpp"
 #include "resolver.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 #include "untrusted_json.hpp"
 
@@ -36,24 +37,16 @@ std::string cli(const std::string& args) { return test::kiln_cli() + " " + args;
 
 std::string deep(std::size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
+// One artifact whose size and digest are what the test claims, not those of any bytes.
 Manifest one_artifact_manifest(const std::string& file, std::uint64_t size,
                                const std::string& sha256) {
-  Manifest m;
-  m.package_version = kiln::version();
-  m.git_commit = "3f9c2a1";
-  m.cuda_version = "13.0";
-  m.target = "sm_80";
-  m.build_time = 1764403200;
-  ArtifactEntry a;
-  a.uri = file.substr(0, file.find('.'));
-  a.family = "axpy";
-  a.params = {{"dtype", "f32"}};
-  a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
-  a.source_hash = std::string(64, 'c');
-  a.file = file;
-  a.size = size;
-  a.sha256 = sha256;
-  m.artifacts.push_back(a);
+  test::ReleaseSpec rel;
+  rel.cuda_version = "13.0";
+  rel.with_artifacts({{file.substr(0, file.find('.')), ""}});
+  Manifest m = test::release_manifest(rel, "sm_80");
+  m.artifacts[0].file = file;
+  m.artifacts[0].size = size;
+  m.artifacts[0].sha256 = sha256;
   return m;
 }
 
@@ -424,22 +417,12 @@ bool has_temp_dir(const fs::path& store) {
 TEST(InstallKill, SigkillMidUnpackLeavesNothingTheNextInstallDoesNotRemove) {
   TempDir dir;
   // Many members, each fsync'ed on unpack: slow enough to be caught in the middle.
-  Manifest m = one_artifact_manifest("a0.fatbin", 0, "");
-  m.artifacts.clear();
-  std::vector<ArchiveMember> members;
-  std::mt19937 rng(7);
-  for (int i = 0; i < 40; ++i) {
-    std::string data(2 << 20, '\0');
-    for (auto& c : data) c = static_cast<char>(rng());
-    ArtifactEntry a = one_artifact_manifest("a.fatbin", 0, "").artifacts[0];
-    a.uri = "k" + std::to_string(100 + i);
-    a.file = a.uri + ".fatbin";
-    a.size = data.size();
-    a.sha256 = sha256_hex(data);
-    m.artifacts.push_back(a);
-    members.push_back({a.file, std::move(data)});
-  }
-  members.insert(members.begin(), {"manifest.json", manifest_to_json(m)});
+  std::vector<test::SyntheticArtifact> arts;
+  for (int i = 0; i < 40; ++i)
+    arts.push_back({"k" + std::to_string(100 + i), test::random_bytes(2 << 20, 7 + i)});
+  test::ReleaseSpec rel;
+  rel.with_artifacts(std::move(arts));
+  std::vector<ArchiveMember> members = test::release_members(rel, "sm_80");
   write_archive(dir / "big.tar.zst", members, 0, 1);
   members.clear();
   fs::path store = dir / "store";

@@ -14,6 +14,7 @@
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 #include "wheel.hpp"
 
@@ -42,57 +43,26 @@ std::string wheel_name() { return "kiln_kernels_cu13_sm90a-" + kVer + "-py3-none
 std::string tarball_name() { return "kiln-" + kVer + "-cuda13.0-linux-x86_64.tar.zst"; }
 std::string sums_name() { return packager::checksums_file_name(kVer); }
 
-std::vector<ArchiveMember> members_for(const std::string& target) {
-  Manifest m;
-  m.package_version = kVer;
-  m.git_commit = "3f9c2a1";
-  m.cuda_version = "13.0";
-  m.target = target;
-  m.build_time = 1764403200;
-  std::vector<ArchiveMember> files;
-  for (const auto& [uri, data] : std::map<std::string, std::string>{
-           {"axpy_dtype_f16", "f16-image-" + target}, {"axpy_dtype_f32", "f32-image-" + target}}) {
-    ArtifactEntry a;
-    a.uri = uri;
-    a.family = "axpy";
-    a.params = {{"dtype", uri.substr(uri.size() - 3)}};
-    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
-    a.source_hash = std::string(64, 'c');
-    a.file = uri + ".fatbin";
-    a.size = data.size();
-    a.sha256 = sha256_hex(data);
-    m.artifacts.push_back(a);
-    files.push_back({a.file, data});
-  }
-  files.insert(files.begin(), {"manifest.json", manifest_to_json(m)});
-  return files;
+// The release the dist holds: two axpy artifacts per target, archives at zstd level 3.
+test::ReleaseSpec release() {
+  test::ReleaseSpec rel;
+  rel.zstd_level = 3;
+  return rel;
 }
 
 // A dist directory as `kiln build --dist` + `kiln wheel` + `kiln tarball` leave it, plus a
 // file of another release and one unrelated file. Returns the index digest.
 std::string make_dist(const fs::path& dir) {
-  fs::create_directories(dir);
-  Index idx;
-  idx.package_version = kVer;
-  idx.git_commit = "3f9c2a1";
-  idx.cuda_version = "13.0";
-  for (const std::string t : {"sm_80", "sm_90a"}) {
-    write_archive(dir / archive_name(t), members_for(t), 0, 3);
-    std::size_t size = 0;
-    std::string sha = sha256_file(dir / archive_name(t), &size);
-    idx.archives.push_back({archive_name(t), t, size, sha});
-  }
-  std::string json = index_to_json(idx);
-  write_file(dir / index_file_name(kVer), json);
+  test::SyntheticDist d = test::write_release_dist(dir, release(), {"sm_80", "sm_90a"});
   // A real wheel of the sm_90a archive: stage and verify check its RECORD.
-  auto members = members_for("sm_90a");
+  auto members = test::release_members(release(), "sm_90a");
   wheel::write_zip(dir / wheel_name(),
                    wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer),
                    1764403200);
   write_file(dir / tarball_name(), "opaque-tarball-bytes");
   write_file(dir / "kiln_kernels_cu13_sm90a-0.0.1-py3-none-any.whl", "old wheel");
   write_file(dir / "notes.txt", "not part of any release");
-  return sha256_hex(json);
+  return d.index_sha256;
 }
 
 // Every file under `dir` (hidden ones too) with its digest: "identical" means this is equal.
@@ -262,7 +232,7 @@ TEST_F(Mirror, RestageLeavesIdenticalFilesAndRefusesOtherBytesNamingBothDigests)
 
   std::string old_sha = sha256_file(mirror / wheel_name());
   // A valid wheel of the same release with other bytes (a later timestamp): a rebuild.
-  auto members = members_for("sm_90a");
+  auto members = test::release_members(release(), "sm_90a");
   wheel::write_zip(tmp / "dist" / wheel_name(),
                    wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer),
                    1764403200 + 86400);
@@ -276,7 +246,8 @@ TEST_F(Mirror, RestageLeavesIdenticalFilesAndRefusesOtherBytesNamingBothDigests)
 }
 
 TEST_F(Mirror, StageRefusesATamperedArchiveBeforeCopyingAnything) {
-  write_archive(tmp / "dist" / archive_name("sm_90a"), members_for("sm_80"), 0, 3);
+  write_archive(tmp / "dist" / archive_name("sm_90a"), test::release_members(release(), "sm_80"), 0,
+                3);
   auto r = test::run(cli("stage " + (tmp / "dist").string() + " --to " + mirror.string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_CONTAINS(r.out, archive_name("sm_90a"));
@@ -346,7 +317,7 @@ TEST_F(Mirror, WheelWhoseMemberDiffersFromItsRecordIsReportedEvenWhenChecksumsAg
   stage();
   // Rebuild the wheel with one artifact changed but the RECORD of the good one, and re-hash
   // it into SHA256SUMS: only the wheel's own RECORD can tell.
-  auto members = members_for("sm_90a");
+  auto members = test::release_members(release(), "sm_90a");
   auto files = wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer);
   for (auto& f : files)
     if (f.path.find(".fatbin") != std::string::npos) {

@@ -10,6 +10,7 @@
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -20,35 +21,25 @@ using test::TempDir;
 
 const char* kStem = "kiln-kernels-0.1.0-cuda13.0-sm_90a";
 
+// Version 0.1.0 (kStem) with the given artifacts (uri -> bytes).
+test::ReleaseSpec release(const std::map<std::string, std::string>& artifacts) {
+  test::ReleaseSpec rel;
+  rel.version = "0.1.0";
+  rel.cuda_version = "13.0";
+  std::vector<test::SyntheticArtifact> arts;
+  for (const auto& [uri, data] : artifacts) arts.push_back({uri, data});
+  rel.with_artifacts(std::move(arts));
+  return rel;
+}
+
 Manifest manifest_for(const std::map<std::string, std::string>& artifacts,
                       const std::string& target = "sm_90a") {
-  Manifest m;
-  m.package_version = "0.1.0";
-  m.git_commit = "3f9c2a1";
-  m.cuda_version = "13.0";
-  m.target = target;
-  m.build_time = 1764403200;
-  for (const auto& [uri, data] : artifacts) {
-    ArtifactEntry a;
-    a.uri = uri;
-    a.family = "axpy";
-    a.params = {{"dtype", "f32"}};
-    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
-    a.source_hash = std::string(64, 'c');
-    a.file = uri + ".fatbin";
-    a.size = data.size();
-    a.sha256 = sha256_hex(data);
-    m.artifacts.push_back(a);
-  }
-  return m;
+  return test::release_manifest(release(artifacts), target);
 }
 
 std::vector<ArchiveMember> members_for(const std::map<std::string, std::string>& artifacts,
                                        const std::string& target = "sm_90a") {
-  std::vector<ArchiveMember> members = {
-      {"manifest.json", manifest_to_json(manifest_for(artifacts, target))}};
-  for (const auto& [uri, data] : artifacts) members.push_back({uri + ".fatbin", data});
-  return members;
+  return test::release_members(release(artifacts), target);
 }
 
 const std::map<std::string, std::string> kArtifacts = {{"axpy_dtype_f32", "fatbin-f32-bytes"},

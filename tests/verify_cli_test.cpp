@@ -8,6 +8,7 @@
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -17,49 +18,19 @@ namespace fs = std::filesystem;
 using test::TempDir;
 
 std::vector<ArchiveMember> release_members(const std::string& target, const std::string& version,
-                                           std::map<std::string, std::string> artifacts = {
+                                           std::vector<test::SyntheticArtifact> artifacts = {
                                                {"axpy_dtype_f32", "f32-image"},
                                                {"axpy_dtype_f16", "f16-image"}}) {
-  Manifest m;
-  m.package_version = version;
-  m.git_commit = "3f9c2a1";
-  m.cuda_version = "13.0";
-  m.target = target;
-  m.build_time = 1764403200;
-  std::vector<ArchiveMember> files;
-  for (const auto& [uri, data] : artifacts) {
-    ArtifactEntry a;
-    a.uri = uri;
-    a.family = "axpy";
-    a.params = {{"dtype", uri.substr(uri.size() - 3)}};
-    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
-    a.source_hash = std::string(64, 'c');
-    a.file = uri + ".fatbin";
-    a.size = data.size();
-    a.sha256 = sha256_hex(data);
-    m.artifacts.push_back(a);
-    files.push_back({a.file, data});
-  }
-  files.insert(files.begin(), {"manifest.json", manifest_to_json(m)});
-  return files;
+  test::ReleaseSpec rel;
+  rel.version = version;
+  return test::release_members(rel.with_artifacts(std::move(artifacts)), target);
 }
 
 // Writes archives for the targets and an index pinning them; returns the index path.
 fs::path write_release(const fs::path& dir, const std::vector<std::string>& targets) {
-  Index idx;
-  idx.package_version = kiln::version();
-  idx.git_commit = "3f9c2a1";
-  idx.cuda_version = "13.0";
-  for (const auto& t : targets) {
-    std::string name = archive_file_name(kiln::version(), "13.0", t);
-    write_archive(dir / name, release_members(t, kiln::version()), 0);
-    std::size_t size = 0;
-    std::string sha = sha256_file(dir / name, &size);
-    idx.archives.push_back({name, t, size, sha});
-  }
-  fs::path p = dir / index_file_name(kiln::version());
-  test::write_file(p, index_to_json(idx));
-  return p;
+  test::ReleaseSpec rel;
+  rel.with_artifacts({{"axpy_dtype_f32", "f32-image"}, {"axpy_dtype_f16", "f16-image"}});
+  return test::write_release_dist(dir, rel, targets).index_path;
 }
 
 std::string cli(const std::string& args) { return test::kiln_cli() + " " + args; }

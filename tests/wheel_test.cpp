@@ -14,6 +14,7 @@
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -24,53 +25,25 @@ using test::TempDir;
 
 constexpr std::int64_t kBuildTime = 1764403200;  // 2025-11-29T08:00:00Z
 
-std::vector<ArchiveMember> members_for(const std::string& target,
-                                       std::map<std::string, std::string> artifacts = {
-                                           {"axpy_dtype_f32", "f32-image"},
-                                           {"axpy_dtype_f16", "f16-image"}}) {
-  Manifest m;
-  m.package_version = kiln::version();
-  m.git_commit = "3f9c2a1";
-  m.cuda_version = "13.0";
-  m.target = target;
-  m.build_time = kBuildTime;
-  std::vector<ArchiveMember> files;
-  for (const auto& [uri, data] : artifacts) {
-    ArtifactEntry a;
-    a.uri = uri;
-    a.family = "axpy";
-    a.params = {{"dtype", uri.substr(uri.size() - 3)}};
-    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
-    a.source_hash = std::string(64, 'c');
-    a.file = uri + ".fatbin";
-    a.size = data.size();
-    a.sha256 = sha256_hex(data);
-    m.artifacts.push_back(a);
-    files.push_back({a.file, data});
-  }
-  files.insert(files.begin(), {"manifest.json", manifest_to_json(m)});
-  return files;
+// The release of these tests: archives written with mtime kBuildTime.
+test::ReleaseSpec release() {
+  test::ReleaseSpec rel;
+  rel.build_time = kBuildTime;
+  rel.archive_mtime = kBuildTime;
+  return rel;
 }
 
-// A dist directory as `kiln build --dist` leaves it: archives and the index pinning them.
+std::vector<ArchiveMember> members_for(const std::string& target,
+                                       std::vector<test::SyntheticArtifact> artifacts = {
+                                           {"axpy_dtype_f32", "f32-image"},
+                                           {"axpy_dtype_f16", "f16-image"}}) {
+  return test::release_members(release().with_artifacts(std::move(artifacts)), target);
+}
+
+// A dist directory as `kiln build --dist` leaves it: archives (distinct artifact bytes per
+// target, as real fatbins are) and the index pinning them.
 fs::path write_dist(const fs::path& dir, const std::vector<std::string>& targets) {
-  Index idx;
-  idx.package_version = kiln::version();
-  idx.git_commit = "3f9c2a1";
-  idx.cuda_version = "13.0";
-  fs::create_directories(dir);
-  for (const auto& t : targets) {
-    std::string name = archive_file_name(kiln::version(), "13.0", t);
-    // Distinct artifact bytes per target, as real fatbins are.
-    write_archive(dir / name,
-                  members_for(t, {{"axpy_dtype_f32", "f32-image-" + t},
-                                  {"axpy_dtype_f16", "f16-image-" + t}}),
-                  kBuildTime);
-    std::size_t size = 0;
-    std::string sha = sha256_file(dir / name, &size);
-    idx.archives.push_back({name, t, size, sha});
-  }
-  test::write_file(dir / index_file_name(kiln::version()), index_to_json(idx));
+  test::write_release_dist(dir, release(), targets);
   return dir;
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <utility>
 
 #include "kiln/error.hpp"
 
@@ -42,6 +43,7 @@ struct CudaApi {
 
 class CudaDriver : public Driver {
  public:
+  explicit CudaDriver(std::string library) : library_(std::move(library)) {}
   ~CudaDriver() override {
     if (primary_retained_) api_.cuDevicePrimaryCtxRelease(primary_device_);
     // The handle stays open: kernels loaded through it may outlive this object in the process.
@@ -153,17 +155,16 @@ class CudaDriver : public Driver {
   bool sym(F& fn, const char* name) {
     fn = reinterpret_cast<F>(::dlsym(handle_, name));
     if (!fn)
-      init_error_ = std::string(kCudaDriverLibrary) + " lacks " + name +
-                    " (driver too old for CUDA 12+ library loading?)";
+      init_error_ = library_ + " lacks " + name + " (driver too old for CUDA 12+ library loading?)";
     return fn != nullptr;
   }
 
   void open() {
-    handle_ = ::dlopen(kCudaDriverLibrary, RTLD_NOW | RTLD_LOCAL);
+    handle_ = ::dlopen(library_.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle_) {
       const char* err = ::dlerror();
-      init_error_ = std::string("no CUDA driver: dlopen(") + kCudaDriverLibrary +
-                    ") failed: " + (err ? err : "unknown error");
+      init_error_ =
+          "no CUDA driver: dlopen(" + library_ + ") failed: " + (err ? err : "unknown error");
       return;
     }
     bool ok = sym(api_.cuInit, "cuInit") && sym(api_.cuDriverGetVersion, "cuDriverGetVersion") &&
@@ -187,8 +188,7 @@ class CudaDriver : public Driver {
     if (!ok) return;
     CUresult r = api_.cuInit(0);
     if (r != CUDA_SUCCESS) {
-      init_error_ = std::string("the CUDA driver (") + kCudaDriverLibrary +
-                    ") is present but cuInit failed: " + name(r) +
+      init_error_ = "the CUDA driver (" + library_ + ") is present but cuInit failed: " + name(r) +
                     (r == CUDA_ERROR_NO_DEVICE ? " (no CUDA device)" : "");
       return;
     }
@@ -222,6 +222,7 @@ class CudaDriver : public Driver {
     return cc;
   }
 
+  const std::string library_;
   std::once_flag once_;
   std::atomic<bool> ready_{false};
   std::string init_error_;
@@ -236,12 +237,14 @@ class CudaDriver : public Driver {
 
 }  // namespace
 
-std::shared_ptr<Driver> make_cuda_driver() {
+std::shared_ptr<Driver> make_cuda_driver(std::string library) {
+  if (library != kCudaDriverLibrary) return std::make_shared<CudaDriver>(std::move(library));
   // One per process: libcuda is opened, its entry points resolved, cuInit called and device 0's
   // primary context retained once, however many Loaders come and go. Never destroyed: kernels
   // loaded through it may outlive every Loader, and releasing the primary context during static
-  // destruction could race libcuda's own teardown.
-  static const auto* shared = new std::shared_ptr<Driver>(std::make_shared<CudaDriver>());
+  // destruction could race libcuda's own teardown. Another library (tests) gets its own.
+  static const auto* shared =
+      new std::shared_ptr<Driver>(std::make_shared<CudaDriver>(std::string(kCudaDriverLibrary)));
   return *shared;
 }
 

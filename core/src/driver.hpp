@@ -40,11 +40,12 @@ class Driver {
                       unsigned shared_bytes, void* stream, void** args) = 0;
 };
 
-// The process-wide driver over dlopen("libcuda.so.1") (every call returns the same one);
-// nothing is opened until init() or another call.
-std::shared_ptr<Driver> make_cuda_driver();
-
 // Name of the driver library libkiln opens.
 constexpr const char* kCudaDriverLibrary = "libcuda.so.1";
+
+// The process-wide driver over dlopen("libcuda.so.1") (every call returns the same one); nothing
+// is opened until init() or another call. Another library gets a driver of its own: tests pass
+// the path of an absent library to get the real "no driver" behaviour on any machine.
+std::shared_ptr<Driver> make_cuda_driver(std::string library = kCudaDriverLibrary);
 
 }  // namespace kiln

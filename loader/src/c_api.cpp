@@ -12,6 +12,7 @@
 #include "kiln/manifest.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
+#include "resolver.hpp"
 
 // kiln_kernel stays incomplete: a kiln_kernel* is the address of the loader's KernelHandle.
 
@@ -62,7 +63,10 @@ void kiln_config_init(kiln_config* c) {
   c->offline = c->disable_jit = c->allow_stale = c->api_log = KILN_FROM_ENV;
 }
 
-kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out) {
+}  // extern "C"
+
+kiln_status kiln::c_api::loader_create_with(const kiln_config* config, kiln::LoaderDeps deps,
+                                            kiln_loader** out) {
   if (!out) return fail(KILN_ERROR_USAGE, "kiln_loader_create: out is NULL");
   *out = nullptr;
   if (config && config->struct_size != sizeof(kiln_config))
@@ -102,9 +106,15 @@ kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out) {
       if (config->log_file) lc.log_file = config->log_file;
     }
     auto l = std::make_unique<kiln_loader>();
-    l->loader = std::make_unique<kiln::Loader>(std::move(lc));
+    l->loader = std::make_unique<kiln::Loader>(std::move(lc), std::move(deps));
     *out = l.release();
   });
+}
+
+extern "C" {
+
+kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out) {
+  return kiln::c_api::loader_create_with(config, kiln::LoaderDeps{}, out);
 }
 
 void kiln_loader_destroy(kiln_loader* loader) { delete loader; }

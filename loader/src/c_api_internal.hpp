@@ -14,4 +14,7 @@ struct kiln_loader {
 namespace kiln::c_api {
 // Records msg as the calling thread's last error (kiln_last_error()) and returns st.
 kiln_status fail(kiln_status st, const std::string& msg);
+// kiln_loader_create over explicit dependencies (resolver.hpp): the test seam that gives the C
+// ABI a driver reporting "no driver" on any machine. kiln_loader_create passes empty deps.
+kiln_status loader_create_with(const kiln_config* config, kiln::LoaderDeps deps, kiln_loader** out);
 }  // namespace kiln::c_api

@@ -1,0 +1,114 @@
+// Publishing a release: one archive per target and the index pinning them, written into dist
+// as a set (build.hpp: publish_release). `kiln build` and `kiln merge` both publish here.
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "atomic_file.hpp"
+#include "build.hpp"
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+
+namespace kiln::packager {
+namespace fs = std::filesystem;
+
+namespace {
+
+// True when `path` is an archive holding exactly `members` (names, order and bytes); the
+// manifest among them pins build time, versions and digests, which fix the archive's bytes.
+bool same_members(const fs::path& path, const std::vector<ArchiveMember>& members) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    auto old = read_archive(path);
+    if (old.size() != members.size()) return false;
+    for (size_t i = 0; i < old.size(); ++i)
+      if (old[i].name != members[i].name || old[i].data != members[i].data) return false;
+    return true;
+  } catch (const Error&) {
+    return false;  // unreadable or corrupt: rewrite it
+  }
+}
+
+std::string archive_tmp_name(const std::string& final_name) {
+  return "." + final_name + ".partial-" + std::to_string(::getpid());
+}
+
+}  // namespace
+
+PackageIdentity this_package() {
+  return {"kiln-kernels", kiln::version(), kiln::git_commit(), kiln::cuda_version()};
+}
+
+std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
+                                              const std::vector<ArchiveContent>& contents,
+                                              std::int64_t build_time,
+                                              const std::string& dist_dir_in,
+                                              std::string* index_path) {
+  fs::path dist_dir = fs::absolute(dist_dir_in).lexically_normal();
+  // Archives are assembled under temporary names and renamed only after all of them are
+  // written, so a failure leaves the previous dist as it was.
+  std::error_code ec;
+  fs::create_directories(dist_dir, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot create " + dist_dir.string() + ": " + ec.message());
+  std::vector<std::pair<fs::path, fs::path>> pending;  // temp -> final
+  std::vector<PublishedArchive> out;
+  Index index;
+  index.package_version = id.version;
+  index.git_commit = id.git_commit;
+  index.cuda_version = id.cuda_version;
+  try {
+    for (const auto& c : contents) {
+      const Manifest& m = c.manifest;
+      std::vector<ArchiveMember> files;
+      for (size_t i = 0; i < m.artifacts.size(); ++i)
+        files.push_back({m.artifacts[i].file, c.bytes.at(i)});
+      std::sort(files.begin(), files.end(),
+                [](const ArchiveMember& x, const ArchiveMember& y) { return x.name < y.name; });
+      files.insert(files.begin(), ArchiveMember{"manifest.json", manifest_to_json(m)});
+      std::string name = archive_file_name(id.version, id.cuda_version, m.target);
+      PublishedArchive pa;
+      pa.path = (dist_dir / name).string();
+      auto target = parse_target(m.target);
+      if (!target)
+        throw Error(ErrorKind::Format,
+                    "manifest of " + name + ": target '" + m.target + "' is not a target name");
+      pa.target = *target;
+      if (same_members(dist_dir / name, files)) {
+        // zstd -19 dominates a no-op rebuild; the same members give the same bytes anyway.
+        pa.sha256 = sha256_file(dist_dir / name, &pa.size);
+      } else {
+        fs::path tmp = dist_dir / archive_tmp_name(name);
+        pending.emplace_back(tmp, dist_dir / name);
+        write_archive(tmp, files, build_time);
+        pa.sha256 = sha256_file(tmp, &pa.size);
+      }
+      pa.artifacts = m.artifacts.size();
+      pa.skipped = m.skipped;
+      index.archives.push_back({name, m.target, pa.size, pa.sha256});
+      out.push_back(std::move(pa));
+    }
+    for (const auto& [tmp, fin] : pending) {
+      fs::rename(tmp, fin, ec);
+      if (ec)
+        throw Error(ErrorKind::Io,
+                    "cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
+    }
+    pending.clear();
+    fs::path idx = dist_dir / index_file_name(id.version);
+    write_file_atomically(idx, index_to_json(index));
+    if (index_path) *index_path = idx.string();
+  } catch (...) {
+    for (const auto& p : pending) fs::remove(p.first, ec);
+    throw;
+  }
+  return out;
+}
+
+}  // namespace kiln::packager

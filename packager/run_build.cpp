@@ -1,0 +1,246 @@
+// `kiln build`'s I/O half: plan, write stubs and build.ninja, compile through a CommandRunner,
+// check every result, publish archives and the index (or a shard). build.hpp has the contract.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "atomic_file.hpp"
+#include "command_runner.hpp"
+#include "kiln/error.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "shard.hpp"
+
+namespace kiln::packager {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Rewrites a file only when its bytes change, so ninja sees no new mtime on a no-op build.
+bool write_if_changed(const fs::path& p, const std::string& data) {
+  std::error_code ec;
+  if (fs::exists(p, ec)) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in && ss.str() == data) return false;
+  }
+  fs::create_directories(p.parent_path(), ec);
+  if (ec)
+    throw Error(ErrorKind::Io,
+                "cannot create directory " + p.parent_path().string() + ": " + ec.message());
+  write_file_atomically(p, data);
+  return true;
+}
+
+// Reports ninja's per-edge lines: rewritten in place on a terminal, plain lines otherwise.
+class Progress {
+ public:
+  Progress(std::FILE* out, ProgressStyle style) : out_(out), style_(style) {}
+  void edge(const NinjaStatusLine& s, double elapsed) {
+    if (!out_) return;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "[%d/%d] NVCC %s %s", s.finished, s.total, s.uri.c_str(),
+                  s.target.c_str());
+    if (style_ == ProgressStyle::Live) {
+      std::fprintf(out_, "\r\033[K%s  %.1fs", buf, elapsed);
+      live_ = true;
+    } else {
+      std::fprintf(out_, "%s\n", buf);
+    }
+    std::fflush(out_);
+  }
+  void finish() {
+    if (out_ && live_) std::fprintf(out_, "\n");
+    live_ = false;
+  }
+
+ private:
+  std::FILE* out_;
+  ProgressStyle style_;
+  bool live_ = false;
+};
+
+}  // namespace
+
+BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner& runner,
+                      std::FILE* progress_out) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string source_dir = fs::weakly_canonical(fs::absolute(opts.source_dir)).string();
+  fs::path out_dir = fs::absolute(opts.out_dir).lexically_normal();
+  fs::path dist_dir = fs::absolute(opts.dist_dir).lexically_normal();
+
+  Registry reg = load_registry(source_dir);
+
+  // Every capability is checked before the first compile.
+  const ToolkitInfo& tk = toolkit.info();
+  check_toolkit_version(tk, kiln::cuda_version());
+  check_targets(tk, opts.targets);
+  BuildPlan full_plan = plan_build(reg, opts.targets, opts.only, source_dir);
+  BuildPlan plan = opts.shard ? shard_plan(full_plan, *opts.shard) : full_plan;
+  runner.check_available();
+  const char* path_env = std::getenv("PATH");
+  std::string launcher;
+  if (!opts.launcher.empty()) {
+    auto found = opts.launcher.find('/') != std::string::npos
+                     ? std::optional<std::string>(opts.launcher)
+                     : find_on_path(opts.launcher, path_env ? path_env : "");
+    if (!found || ::access(found->c_str(), X_OK) != 0)
+      throw Error(ErrorKind::Unsupported,
+                  "compiler launcher '" + opts.launcher +
+                      "' (--launcher or KILN_COMPILER_LAUNCHER) is not an executable file" +
+                      (opts.launcher.find('/') != std::string::npos
+                           ? std::string()
+                           : " on PATH (" + std::string(path_env ? path_env : "") + ")"));
+    launcher = fs::absolute(*found).string();
+  }
+
+  for (const auto& [rel, text] : plan.stubs) write_if_changed(out_dir / rel, text);
+  for (const auto& tp : plan.targets) {
+    std::error_code ec;
+    fs::create_directories(out_dir / "obj" / tp.target.str(), ec);
+    if (ec)
+      throw Error(ErrorKind::Io, "cannot create " + (out_dir / "obj" / tp.target.str()).string() +
+                                     ": " + ec.message());
+  }
+  write_if_changed(out_dir / "build.ninja", ninja_file(plan, tk.nvcc, launcher));
+
+  std::optional<std::uint64_t> mem;
+  {
+    std::ifstream mi("/proc/meminfo");
+    std::ostringstream ss;
+    ss << mi.rdbuf();
+    mem = parse_mem_available(ss.str());
+  }
+  BuildResult result;
+  result.total = plan.artifact_count();
+  result.jobs =
+      choose_jobs(std::thread::hardware_concurrency(), mem, kPerJobMemoryBytes, opts.jobs);
+
+  Progress progress(progress_out, opts.progress);
+  CompileOutcome nr =
+      runner.run(plan, out_dir.string(), result.jobs, [&](const NinjaStatusLine& s) {
+        ++result.compiled;
+        progress.edge(s,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      });
+  progress.finish();
+  if (nr.exit_code != 0) {
+    const auto& failures = nr.failures;
+    if (failures.empty())
+      throw Error(ErrorKind::Internal, "ninja failed (exit code " + std::to_string(nr.exit_code) +
+                                           ") in " + out_dir.string() + ":\n" + nr.log);
+    std::string msg = "compile failed; nothing was published to " + dist_dir.string();
+    for (const auto& f : failures) {
+      const PlannedArtifact* a = nullptr;
+      for (const auto& tp : plan.targets)
+        for (const auto& x : tp.artifacts)
+          if (x.fatbin == f.output) a = &x;
+      if (a)
+        msg += "\nnvcc failed for family " + a->family + ", URI " + a->uri + ", target " +
+               a->target.str() + ":\n" + f.message;
+      else
+        msg += "\n" + f.output + " failed:\n" + f.message;
+    }
+    throw Error(ErrorKind::Compile, msg);
+  }
+
+  // Every result is checked before anything is packed: a corrupt result (a bad cache entry
+  // from the launcher, a truncated file) fails the build naming the artifact, and is removed
+  // so that the next build compiles it again.
+  PackageIdentity id = this_package();
+  std::vector<ArchiveContent> contents;
+  for (const auto& tp : plan.targets) {
+    ArchiveContent c;
+    Manifest& m = c.manifest;
+    m.package_version = id.version;
+    m.git_commit = id.git_commit;
+    m.cuda_version = id.cuda_version;
+    m.target = tp.target.str();
+    m.build_time = opts.build_time;
+    m.skipped = tp.skipped;
+    for (const auto& a : tp.artifacts) {
+      fs::path fb = out_dir / a.fatbin;
+      std::string bytes = read_whole_file(fb);
+      const Specialisation* spec = reg.find(a.uri);
+      ArtifactEntry e;
+      e.uri = a.uri;
+      e.family = a.family;
+      e.params = spec->params;
+      try {
+        e.entries = check_compile_result(bytes, fb.string(), a.uri, tp.target, spec->entries);
+      } catch (const Error&) {
+        std::error_code ec;
+        fs::remove(fb, ec);
+        throw;
+      }
+      e.source_hash = spec->source_hash;
+      e.flags = manifest_flags(a, source_dir);
+      e.file = a.uri + ".fatbin";
+      e.size = bytes.size();
+      e.sha256 = sha256_hex(bytes);
+      m.artifacts.push_back(std::move(e));
+      c.bytes.push_back(std::move(bytes));
+    }
+    contents.push_back(std::move(c));
+  }
+  if (opts.shard) {
+    ShardManifest sm;
+    sm.package = id.name;
+    sm.package_version = id.version;
+    sm.git_commit = id.git_commit;
+    sm.cuda_version = id.cuda_version;
+    sm.registry_sha256 = sha256_file(fs::path(source_dir) / "registry" / "kernels.json");
+    sm.nvcc_version = tk.full_version;
+    sm.base_flags = base_nvcc_flags();
+    sm.build_time = opts.build_time;
+    sm.shard = *opts.shard;
+    sm.work = plan_work(full_plan);
+    result.index_path = write_shard(dist_dir.string(), sm, contents);
+  } else {
+    result.archives =
+        publish_release(id, contents, opts.build_time, dist_dir.string(), &result.index_path);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* progress_out) {
+  const char* path_env = std::getenv("PATH");
+  auto ninja = make_ninja_runner(path_env ? path_env : "");
+  return run_build(opts, toolkit, *ninja, progress_out);
+}
+
+std::string build_result_json(const BuildResult& r) {
+  nlohmann::ordered_json j;
+  j["compiled"] = r.compiled;
+  j["total"] = r.total;
+  j["jobs"] = r.jobs;
+  j["seconds"] = std::round(r.seconds * 1000) / 1000;
+  j["index"] = r.index_path;
+  nlohmann::ordered_json arcs = nlohmann::ordered_json::array();
+  for (const auto& a : r.archives) {
+    nlohmann::ordered_json o;
+    o["path"] = a.path;
+    o["target"] = a.target.str();
+    o["size"] = a.size;
+    o["sha256"] = a.sha256;
+    o["artifacts"] = a.artifacts;
+    nlohmann::ordered_json sk = nlohmann::ordered_json::array();
+    for (const auto& s : a.skipped) sk.push_back({{"family", s.family}, {"reason", s.reason}});
+    o["skipped"] = std::move(sk);
+    arcs.push_back(std::move(o));
+  }
+  j["archives"] = std::move(arcs);
+  return j.dump(2) + "\n";
+}
+
+}  // namespace kiln::packager

@@ -1,0 +1,164 @@
+// `kiln wheel`'s orchestration: find the index in dist, choose the targets' archives, check
+// each against the index and its manifest, and write one wheel per target (wheel.hpp:
+// build_wheels).
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "atomic_file.hpp"
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "kiln/target.hpp"
+#include "kiln/version.hpp"
+#include "wheel.hpp"
+
+namespace kiln::wheel {
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path find_index(const fs::path& dist) {
+  std::error_code ec;
+  if (!fs::is_directory(dist, ec))
+    throw Error(ErrorKind::NotFound, "dist directory not found: " + dist.string() +
+                                         " (kiln build --dist DIR writes one)");
+  std::vector<fs::path> found;
+  for (fs::directory_iterator it(dist, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string n = it->path().filename().string();
+    const std::string prefix = "kiln-kernels-", suffix = "-index.json";
+    if (n.size() > prefix.size() + suffix.size() && n.compare(0, prefix.size(), prefix) == 0 &&
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+      found.push_back(it->path());
+  }
+  if (ec) throw Error(ErrorKind::Io, "cannot list " + dist.string() + ": " + ec.message());
+  std::sort(found.begin(), found.end());
+  if (found.empty())
+    throw Error(ErrorKind::NotFound, "no kiln-kernels-<version>-index.json in " + dist.string() +
+                                         " (kiln build --dist DIR writes one)");
+  if (found.size() > 1) {
+    std::string names;
+    for (const auto& f : found) names += (names.empty() ? "" : ", ") + f.filename().string();
+    throw Error(ErrorKind::Usage, dist.string() + " holds the indexes of several releases (" +
+                                      names + "); give --dist a directory with one");
+  }
+  return found.front();
+}
+
+std::vector<IndexEntry> choose_archives(const Index& idx, const std::vector<std::string>& wanted,
+                                        const std::string& index_name) {
+  std::string listed;
+  for (const auto& a : idx.archives) listed += (listed.empty() ? "" : ", ") + a.target;
+  if (idx.archives.empty()) throw Error(ErrorKind::NotFound, index_name + " lists no archives");
+  if (wanted.empty()) return idx.archives;
+  std::vector<IndexEntry> chosen;
+  std::vector<std::string> missing;
+  for (const auto& w : wanted) {
+    auto t = parse_target(w);
+    if (!t)
+      throw Error(ErrorKind::Usage, "--targets: '" + w +
+                                        "' is not a target: expected sm_<arch>[a|f] or "
+                                        "compute_<arch>[a|f], e.g. sm_90a or compute_80");
+    std::string name = t->str();
+    auto it = std::find_if(idx.archives.begin(), idx.archives.end(),
+                           [&](const IndexEntry& e) { return e.target == name; });
+    if (it == idx.archives.end()) {
+      if (std::find(missing.begin(), missing.end(), name) == missing.end()) missing.push_back(name);
+      continue;
+    }
+    bool dup = std::any_of(chosen.begin(), chosen.end(),
+                           [&](const IndexEntry& e) { return e.target == name; });
+    if (!dup) chosen.push_back(*it);
+  }
+  if (!missing.empty()) {
+    std::string names;
+    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+    throw Error(ErrorKind::NotFound, "target" + std::string(missing.size() > 1 ? "s " : " ") +
+                                         names + " not in " + index_name + ", which lists " +
+                                         listed);
+  }
+  return chosen;
+}
+
+std::string join_problems(const std::vector<VerifyProblem>& problems) {
+  std::string s;
+  for (const auto& p : problems) s += (s.empty() ? "" : "\n  ") + p.message;
+  return s;
+}
+
+BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEntry& entry,
+                     const BuildOptions& options) {
+  const fs::path archive = index_path.parent_path() / entry.file;
+  const std::string as = archive.string();
+  const std::string ip = index_path.string();
+  // Read once; every check below and the wheel itself use these very bytes.
+  std::string bytes = read_whole_file(archive);
+  if (bytes.size() != entry.size)
+    throw Error(ErrorKind::Integrity, as + ": size is " + std::to_string(bytes.size()) +
+                                          " bytes, " + ip + " says " + std::to_string(entry.size));
+  std::string digest = sha256_hex(bytes);
+  if (digest != entry.sha256)
+    throw Error(ErrorKind::Integrity,
+                as + ": sha256 is " + digest + ", " + ip + " says " + entry.sha256);
+  auto members = read_archive_bytes(bytes, as);
+  bytes.clear();
+  bytes.shrink_to_fit();
+  Manifest m;
+  auto problems = verify_archive_members(members, as, &m);
+  if (!problems.empty())
+    throw Error(*most_severe(problems),
+                "refusing to make a wheel of " + as + ":\n  " + join_problems(problems));
+  auto agree = [&](const char* field, const std::string& in_manifest, const std::string& in_index) {
+    if (in_manifest != in_index)
+      throw Error(ErrorKind::Integrity, as + ": manifest " + field + " is " + in_manifest + ", " +
+                                            ip + " says " + in_index);
+  };
+  agree("target", m.target, entry.target);
+  agree("package_version", m.package_version, idx.package_version);
+  agree("cuda_version", m.cuda_version, idx.cuda_version);
+
+  auto files = wheel_contents(m, members, kiln::version());
+  members.clear();
+  const fs::path whl = options.out / wheel_file_name(m.package_version, m.cuda_version, m.target);
+  std::string written = write_zip(whl, files, options.source_date_epoch.value_or(m.build_time));
+  // What was written is checked as a user would check it before anyone else sees it.
+  auto wheel_problems = verify_wheel(whl);
+  if (!wheel_problems.empty()) {
+    std::error_code ec;
+    fs::remove(whl, ec);
+    throw Error(ErrorKind::Internal, whl.string() +
+                                         " failed its own check: " + wheel_problems.front().file +
+                                         ": " + wheel_problems.front().what);
+  }
+  return BuiltWheel{m.target, whl, written.size(), sha256_hex(written)};
+}
+
+}  // namespace
+
+BuildResult build_wheels(const BuildOptions& options,
+                         const std::function<void(const BuiltWheel&)>& on_wheel) {
+  const fs::path index_path = find_index(options.dist);
+  const Index idx = parse_index(read_whole_file(index_path), index_path.string());
+  const auto chosen = choose_archives(idx, options.targets, index_path.string());
+  std::error_code ec;
+  fs::create_directories(options.out, ec);
+  if (ec || !fs::is_directory(options.out))
+    throw Error(ErrorKind::Io, "cannot create output directory " + options.out.string() +
+                                   (ec ? ": " + ec.message() : ""));
+  BuildResult result;
+  for (const auto& entry : chosen) {
+    try {
+      result.wheels.push_back(build_one(index_path, idx, entry, options));
+      if (on_wheel) on_wheel(result.wheels.back());
+    } catch (const Error& e) {
+      result.failed.push_back({entry.target, e.kind(), e.what()});
+    }
+  }
+  return result;
+}
+
+}  // namespace kiln::wheel

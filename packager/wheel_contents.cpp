@@ -1,0 +1,102 @@
+// What a wheel holds for one verified archive (pure): the package files in store layout,
+// __init__.py, METADATA, WHEEL and RECORD text (wheel.hpp: wheel_contents).
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "wheel.hpp"
+#include "wheel_paths.hpp"
+
+namespace kiln::wheel {
+
+namespace {
+
+void require_plain(std::string_view what, std::string_view value) {
+  bool ok = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+           c == '+';
+  });
+  if (!ok)
+    throw Error(ErrorKind::Format, std::string(what) + " '" + std::string(value) +
+                                       "' holds characters a wheel cannot carry");
+}
+
+std::string init_py(const Manifest& m) {
+  std::string v = pep440_version(m.package_version);
+  std::ostringstream s;
+  s << "\"\"\"CUDA kernels for " << m.target << " (CUDA " << m.cuda_version
+    << "), built ahead of time by kiln.\n\n"
+    << "Data only: libkiln reads the fatbins under artifact_dir(). Point it there with\n"
+    << "KILN_ARTIFACT_PATH=$(python -c 'import "
+    << wheel_name_component(distribution_name(m.cuda_version, m.target))
+    << " as k; print(k.artifact_dir())')\n\"\"\"\n\n"
+    << "import os\n\n"
+    << "__version__ = \"" << v << "\"\n"
+    << "TARGET = \"" << m.target << "\"\n"
+    << "CUDA_VERSION = \"" << m.cuda_version << "\"\n\n\n"
+    << "def artifact_dir():\n"
+    << "    \"\"\"Absolute path of the kiln store inside this package (for "
+       "KILN_ARTIFACT_PATH).\"\"\"\n"
+    << "    return os.path.join(os.path.dirname(os.path.abspath(__file__)), \"artifacts\")\n";
+  return s.str();
+}
+
+}  // namespace
+
+std::vector<WheelFile> wheel_contents(const Manifest& manifest,
+                                      const std::vector<ArchiveMember>& members,
+                                      std::string_view generator_version) {
+  require_plain("package version", manifest.package_version);
+  require_plain("CUDA version", manifest.cuda_version);
+  require_plain("target", manifest.target);
+  require_plain("kiln version", generator_version);
+  const std::string dist = distribution_name(manifest.cuda_version, manifest.target);
+  const std::string pkg = wheel_name_component(dist);
+  const std::string version = pep440_version(manifest.package_version);
+  const std::string stem =
+      archive_stem(manifest.package_version, manifest.cuda_version, manifest.target);
+  const std::string dist_info = pkg + "-" + version + ".dist-info";
+
+  std::vector<WheelFile> files;
+  files.push_back({pkg + "/__init__.py", init_py(manifest)});
+  for (const auto& m : members) {
+    if (!is_plain_path(m.name) || m.name.find('/') != std::string::npos)
+      throw Error(ErrorKind::Format, "archive member '" + m.name + "' is not a plain file name");
+    files.push_back({pkg + "/artifacts/" + stem + "/" + m.name, m.data});
+  }
+  std::sort(files.begin(), files.end(),
+            [](const WheelFile& a, const WheelFile& b) { return a.path < b.path; });
+
+  std::string metadata = "Metadata-Version: 2.1\n";
+  metadata += "Name: " + dist + "\n";
+  metadata += "Version: " + version + "\n";
+  metadata += "Summary: CUDA kernels for " + manifest.target + " (CUDA " + manifest.cuda_version +
+              ") built ahead of time by kiln, loaded by libkiln\n";
+  metadata += "Requires-Python: >=3.8\n";
+  files.push_back({dist_info + "/METADATA", std::move(metadata)});
+
+  std::string wheel_txt = "Wheel-Version: 1.0\n";
+  wheel_txt += "Generator: kiln " + std::string(generator_version) + "\n";
+  wheel_txt += "Root-Is-Purelib: true\n";
+  wheel_txt += "Tag: py3-none-any\n";
+  files.push_back({dist_info + "/WHEEL", std::move(wheel_txt)});
+
+  std::string record;
+  for (const auto& f : files) {
+    // Paths come from validated names: nothing the csv module would quote.
+    if (f.path.find_first_of(",\"\r\n") != std::string::npos)
+      throw Error(ErrorKind::Format, "wheel path '" + f.path + "' cannot be written in RECORD");
+    record += f.path + "," + record_hash(f.data) + "," + std::to_string(f.data.size()) + "\n";
+  }
+  record += dist_info + "/RECORD,,\n";
+  files.push_back({dist_info + "/RECORD", std::move(record)});
+  return files;
+}
+
+}  // namespace kiln::wheel

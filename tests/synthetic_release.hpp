@@ -1,0 +1,98 @@
+#pragma once
+// One builder for the synthetic releases the tests need: fake fatbin bytes under real URIs,
+// their manifests, archives, the index pinning them, and unpacked store entries. No nvcc: the
+// bytes are whatever the test says, and every size and digest matches them unless the test
+// corrupts something on purpose afterwards.
+//
+//   ReleaseSpec rel;                       // this kiln's version, CUDA, two axpy artifacts
+//   rel.version = "0.0.1";                 // what the tests vary: version, format, hashes...
+//   auto members = release_members(rel, "sm_80");                 // manifest.json + fatbins
+//   fs::path a = write_release_archive(dir, rel, "sm_90a");        // one archive
+//   SyntheticDist d = write_release_dist(dir, rel, {"sm_80", "sm_90a"});  // archives + index
+//   write_store_entry(store, rel, "sm_90");                        // an unpacked store entry
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/archive.hpp"
+#include "kiln/manifest.hpp"
+
+namespace kiln::test {
+
+// One artifact: a URI and the bytes that stand for its fatbin.
+struct SyntheticArtifact {
+  std::string uri;
+  std::string bytes;
+};
+
+// Everything about a release that the tests vary.
+struct ReleaseSpec {
+  std::string version;       // default: this kiln's version
+  std::string cuda_version;  // default: this kiln's CUDA version
+  std::string git_commit = "3f9c2a1";
+  std::int64_t build_time = 1764403200;  // 2025-11-29T08:00:00Z
+  int format_version = kManifestFormat;
+  // Every artifact's source hash...
+  std::string source_hash = std::string(64, 'c');
+  // ...unless `loadable`: then family, params, source hash and entries are what the registry
+  // embedded in libkiln gives the URI, so a Loader of this build accepts the artifact as fresh.
+  bool loadable = false;
+  std::map<std::string, std::string> source_hash_override;  // uri -> hash (stale releases)
+  std::vector<std::string> flags;                           // every artifact's compile flags
+  // The artifacts of one target; empty: default_artifacts.
+  std::function<std::vector<SyntheticArtifact>(const std::string& target)> artifacts;
+  // How archives are written (write_archive's mtime and zstd level).
+  std::int64_t archive_mtime = 0;
+  int zstd_level = 19;
+
+  ReleaseSpec();
+  // The same artifacts for every target.
+  ReleaseSpec& with_artifacts(std::vector<SyntheticArtifact> same_for_every_target);
+};
+
+// axpy_dtype_f16 and axpy_dtype_f32 with distinct bytes per target ("f16-image-<target>").
+std::vector<SyntheticArtifact> default_artifacts(const std::string& target);
+// `n` pseudo-random bytes, the same for the same seed.
+std::string random_bytes(std::size_t n, unsigned seed);
+
+// The artifacts `rel` gives `target`, sorted by URI (manifest order).
+std::vector<SyntheticArtifact> release_artifacts(const ReleaseSpec& rel, const std::string& target);
+// The manifest of `target`'s archive: every field set, each artifact's size and sha256 those of
+// its bytes.
+Manifest release_manifest(const ReleaseSpec& rel, const std::string& target);
+// The archive's members: manifest.json first, then "<uri>.fatbin" for each artifact.
+std::vector<ArchiveMember> release_members(const ReleaseSpec& rel, const std::string& target);
+
+// Writes `members` as `dir`/<archive file name of rel and target>; returns the path.
+std::filesystem::path write_release_archive(const std::filesystem::path& dir,
+                                            const ReleaseSpec& rel, const std::string& target,
+                                            const std::vector<ArchiveMember>& members);
+// Same, with release_members(rel, target).
+std::filesystem::path write_release_archive(const std::filesystem::path& dir,
+                                            const ReleaseSpec& rel, const std::string& target);
+
+// A dist directory as `kiln build --dist` leaves it: one archive per target and the index
+// pinning them (index entries sorted by target).
+struct SyntheticDist {
+  std::filesystem::path dir;
+  std::filesystem::path index_path;
+  std::string index_json;
+  std::string index_sha256;
+  std::map<std::string, std::string> archive;  // target -> archive file name
+  std::map<std::string, std::map<std::string, std::string>> artifacts;  // target -> file -> bytes
+};
+SyntheticDist write_release_dist(const std::filesystem::path& dir, const ReleaseSpec& rel,
+                                 const std::vector<std::string>& targets);
+
+// The index of `rel` listing `entries` (sorted by target).
+Index release_index(const ReleaseSpec& rel, std::vector<IndexEntry> entries);
+
+// An unpacked store entry, as `kiln install` leaves it: `store`/<archive stem>/manifest.json
+// and each artifact's file. Returns the directory.
+std::filesystem::path write_store_entry(const std::filesystem::path& store, const ReleaseSpec& rel,
+                                        const std::string& target);
+
+}  // namespace kiln::test

@@ -22,6 +22,7 @@ struct TufRepoOpts {
   std::vector<std::string> key_counts;
   std::vector<std::string> thresholds;
   bool no_consistent_snapshot = false;
+  bool targets_only = false;
   std::vector<std::string> files;
   std::string role;
   std::string keyid;
@@ -45,6 +46,7 @@ tuf_repo::RootChangeOptions root_change(const TufRepoOpts& o, tuf_repo::RootChan
   rc.change = change;
   rc.role = o.role;
   rc.keyid = o.keyid;
+  rc.targets_only = o.targets_only;
   std::map<std::string, tuf_repo::RoleSpec> specs;
   for (const auto& s : o.schemes) tuf_repo::apply_role_option(specs, "scheme", s);
   for (const auto& t : o.thresholds) tuf_repo::apply_role_option(specs, "threshold", t);
@@ -82,6 +84,9 @@ void add_tuf_repo_command(CLI::App& app, int& rc) {
   cmd->add_flag("--no-consistent-snapshot", o->no_consistent_snapshot,
                 "init: plain metadata and target names instead of versioned metadata and "
                 "hash-prefixed targets");
+  cmd->add_flag("--targets-only", o->targets_only,
+                "add, rotate/add-key/revoke: sign targets (and root) but leave snapshot and "
+                "timestamp to `refresh` where the online keys are");
   cmd->add_option("--root-days", o->expiry.root_days, "root expiry in days (365)");
   cmd->add_option("--targets-days", o->expiry.targets_days, "targets expiry in days (90)");
   cmd->add_option("--snapshot-days", o->expiry.snapshot_days, "snapshot expiry in days (7)");
@@ -107,8 +112,8 @@ void add_tuf_repo_command(CLI::App& app, int& rc) {
   add->add_option("PATH", o->files, "files or directories to publish")->required();
   add->callback([o, &rc] {
     std::vector<std::filesystem::path> files(o->files.begin(), o->files.end());
-    for (const auto& n :
-         tuf_repo::add_targets(o->dir, o->key_dirs(), files, o->expiry, std::time(nullptr)))
+    for (const auto& n : tuf_repo::add_targets(o->dir, o->key_dirs(), files, o->targets_only,
+                                               o->expiry, std::time(nullptr)))
       std::cout << "target " << n << "\n";
     rc = 0;
   });

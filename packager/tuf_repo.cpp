@@ -93,13 +93,21 @@ std::string short_id(const std::string& keyid) { return keyid.substr(0, 8); }
 // The keys of `role` (as `root` lists them) whose private key files are at hand; refuses
 // (Error{NotFound}) when fewer than the role's threshold are, naming the directory, the
 // threshold and the missing keyids.
+// `pending`: keys made by this command and not saved yet, counted as at hand (not returned).
 std::vector<Signer> role_signers(const KeyDirs& keys, const tuf::Root& root,
-                                 const std::string& role) {
+                                 const std::string& role,
+                                 const std::vector<Signer>* pending = nullptr) {
   const tuf::RoleKeys& rk = root.roles.at(role);
   fs::path d = role_key_dir(keys, role);
   std::vector<Signer> out;
   std::string missing;
+  int at_hand = 0;
   for (const auto& id : rk.keyids) {
+    if (pending && std::any_of(pending->begin(), pending->end(),
+                               [&](const Signer& s) { return s.keyid() == id; })) {
+      ++at_hand;
+      continue;
+    }
     fs::path p = d / (id + ".pem");
     std::error_code ec;
     if (!fs::is_regular_file(p, ec)) {
@@ -111,14 +119,30 @@ std::vector<Signer> role_signers(const KeyDirs& keys, const tuf::Root& root,
       throw Error(ErrorKind::Integrity, p.string() + ": key file holds key " + short_id(s.keyid()) +
                                             ", its name says " + short_id(id));
     out.push_back(std::move(s));
+    ++at_hand;
   }
-  if (static_cast<int>(out.size()) < rk.threshold)
+  if (at_hand < rk.threshold)
     throw Error(ErrorKind::NotFound,
                 "tuf-repo: signing " + role + " needs " + std::to_string(rk.threshold) +
                     " of its " + std::to_string(rk.keyids.size()) + " keys (threshold, root v" +
-                    std::to_string(root.version) + "), found " + std::to_string(out.size()) +
-                    " in " + d.string() + " (missing " + missing + ")");
+                    std::to_string(root.version) + "), found " + std::to_string(at_hand) + " in " +
+                    d.string() + " (missing " + missing + ")");
   return out;
+}
+
+// What a publication will sign, checked before any file is written.
+void check_signers(const KeyDirs& keys, const tuf::Root& root,
+                   const std::vector<std::string>& roles,
+                   const std::vector<Signer>* pending = nullptr) {
+  for (const auto& role : roles) role_signers(keys, root, role, pending);
+}
+
+std::vector<std::string> republished_roles(const std::string& changed, bool targets_only) {
+  if (changed == "targets")
+    return targets_only ? std::vector<std::string>{"targets"}
+                        : std::vector<std::string>{"targets", "snapshot", "timestamp"};
+  if (changed == "root" || targets_only) return {};
+  return {"snapshot", "timestamp"};
 }
 
 std::vector<const Signer*> pointers(const std::vector<Signer>& v) {
@@ -164,16 +188,18 @@ void publish_snapshot_timestamp(const fs::path& dir, const KeyDirs& keys, const 
                         tuf::sign_metadata(ts, pointers(ts_keys)));
 }
 
-// New targets version (same targets, or `targets` when given), then snapshot and timestamp.
+// New targets version listing `targets_map`, then (unless `targets_only`: `refresh` publishes
+// it where the online keys are) snapshot and timestamp.
 void publish_targets(const fs::path& dir, const KeyDirs& keys, const tuf::Root& root,
-                     const json& targets_map, const Expiry& e, std::time_t now) {
+                     const json& targets_map, bool targets_only, const Expiry& e, std::time_t now) {
+  check_signers(keys, root, republished_roles("targets", targets_only));
   std::vector<Signer> signers = role_signers(keys, root, "targets");
   std::int64_t version = version_of(dir, "targets.json") + 1;
   json next = common("targets", version, days(now, e.targets_days));
   next["targets"] = targets_map;
   publish(dir, "targets.json", version, tuf::sign_metadata(next, pointers(signers)),
           root.consistent_snapshot);
-  publish_snapshot_timestamp(dir, keys, root, e, now);
+  if (!targets_only) publish_snapshot_timestamp(dir, keys, root, e, now);
 }
 
 void link_or_copy(const fs::path& from, const fs::path& to) {
@@ -315,15 +341,16 @@ std::vector<std::string> init_repository(const fs::path& dir, const KeyDirs& key
   std::string root_bytes = tuf::sign_metadata(root, pointers(signers["root"]));
   write_file_atomically(metadata_path(dir, "1.root.json"), root_bytes);
   write_file_atomically(metadata_path(dir, "root.json"), root_bytes);
-  publish_targets(dir, keys, trusted_root(dir), json::object(), e, now);
+  publish_targets(dir, keys, trusted_root(dir), json::object(), false, e, now);
   return lines;
 }
 
 std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
-                                     const std::vector<fs::path>& paths, const Expiry& e,
-                                     std::time_t now) {
+                                     const std::vector<fs::path>& paths, bool targets_only,
+                                     const Expiry& e, std::time_t now) {
   tuf::Root root = trusted_root(dir);
-  role_signers(keys, root, "targets");  // refuse before copying anything without the key
+  // Refuse before copying anything when a key is missing.
+  check_signers(keys, root, republished_roles("targets", targets_only));
   json targets = read_signed(dir, "targets.json");
   json map = targets.value("targets", json::object());
   std::vector<std::string> names;
@@ -342,7 +369,7 @@ std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
     map[name] = {{"length", length}, {"hashes", hashes}};
     names.push_back(name);
   }
-  publish_targets(dir, keys, root, map, e, now);
+  publish_targets(dir, keys, root, map, targets_only, e, now);
   return names;
 }
 
@@ -425,6 +452,8 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
                     std::to_string(new_root.roles.at("root").threshold) +
                     " signatures of its own root keys, " + std::to_string(new_root_signers) +
                     " are at hand in " + role_key_dir(keys, "root").string());
+  // The roles re-signed after the root, with the new root's keys (the new ones not saved yet).
+  check_signers(keys, new_root, republished_roles(o.role, o.targets_only), &fresh);
   std::string bytes = tuf::sign_metadata(next, pointers(signers));
   tuf::Envelope env = tuf::parse_envelope(bytes, "root v" + std::to_string(new_root.version));
   tuf::verify_threshold(env, old_root.keys, old_root.roles.at("root"), "new root",
@@ -449,8 +478,9 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
   }
   // Re-sign what the role's new keys sign, so clients see them at once.
   if (o.role == "targets")
-    publish_targets(dir, keys, new_root, read_signed(dir, "targets.json")["targets"], e, now);
-  else if (o.role != "root")
+    publish_targets(dir, keys, new_root, read_signed(dir, "targets.json")["targets"],
+                    o.targets_only, e, now);
+  else if (o.role != "root" && !o.targets_only)
     publish_snapshot_timestamp(dir, keys, new_root, e, now);
   return lines;
 }

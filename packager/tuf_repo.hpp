@@ -59,12 +59,13 @@ std::vector<std::string> init_repository(const std::filesystem::path& dir, const
                                          std::time_t now);
 
 // Adds files as targets with length, sha256 and sha512, then new targets, snapshot and
-// timestamp versions. A directory adds every regular file under it, its target path relative
-// to the directory; a file is added under its file name. A path already listed is replaced.
-// Returns the target paths.
+// timestamp versions (`targets_only`: targets alone, for a machine without the online keys;
+// the next `refresh` publishes it). A directory adds every regular file under it, its target
+// path relative to the directory; a file is added under its file name. A path already listed
+// is replaced. Every key needed is checked before anything is written. Returns the paths.
 std::vector<std::string> add_targets(const std::filesystem::path& dir, const KeyDirs& keys,
                                      const std::vector<std::filesystem::path>& paths,
-                                     const Expiry& expiry, std::time_t now);
+                                     bool targets_only, const Expiry& expiry, std::time_t now);
 
 // New snapshot and timestamp versions with fresh expiry (the scheduled re-sign): online keys
 // only.
@@ -85,6 +86,7 @@ struct RootChangeOptions {
   std::string scheme;  // empty: keep (Rotate) or ed25519 (AddKey)
   std::string keyid;   // Revoke
   int threshold = 0;
+  bool targets_only = false;  // re-sign only targets after the root (no online keys here)
 };
 std::vector<std::string> change_root(const std::filesystem::path& dir, const KeyDirs& keys,
                                      const RootChangeOptions& options, const Expiry& expiry,

@@ -5,6 +5,9 @@
 #   release/stage/    the kiln install tree packed into the tarball (bin, lib, include, lib/cmake)
 #   release/dist/     index, one archive per target, the tarball, one wheel per target
 #   release/mirror/   what to upload to a static file server, with kiln-<version>-SHA256SUMS
+#   release/tuf/      the mirror as a signed TUF repository (metadata/, targets/; docs/tuf.md),
+#                     signed with THROWAWAY test keys from release/tuf-THROWAWAY-TEST-KEYS/:
+#                     a real pipeline signs with its own keys, root and targets kept offline
 # Options: --targets LIST (default: ci/targets.txt), --jobs N (passed to `kiln build`).
 # Sharded (docs/release.md; every variant gives the same bytes as the plain run):
 #   --shards N         build the kernels as N shards, N `kiln build --shard I/N` processes at
@@ -28,7 +31,7 @@ while [ $# -gt 0 ]; do
     --shards) shards="$2"; shift 2 ;;
     --shard) one_shard="$2"; shift 2 ;;
     --merge-shards) merge_from="$(cd "$2" && pwd)"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -94,8 +97,22 @@ step "mirror verify"
 step "compat: the release against the libkiln it ships"
 "$kiln" compat --device none "$out/mirror/kiln-kernels-$version-index.json" \
   "$out"/mirror/kiln-"$version"-cuda*.tar.zst "$out"/mirror/*.whl
+step "TUF repository of the mirror (THROWAWAY test keys, never published)"
+tufkeys="$out/tuf-THROWAWAY-TEST-KEYS"
+tuf_repo() {
+  "$kiln" tuf-repo --dir "$out/tuf" --offline-keys "$tufkeys/offline" \
+    --online-keys "$tufkeys/online" "$@" >/dev/null
+}
+tuf_repo --keys root=3 --threshold root=2 --scheme root=ecdsa-sha2-nistp256 \
+  --scheme snapshot=ecdsa-sha2-nistp256 init
+printf 'Keys made by ci/release.sh for testing only: never publish or trust them.\n' \
+  >"$tufkeys/README"
+tuf_repo add "$out/mirror"
 # The two pins a node or a mirror operator needs (docs/mirrors.md): the index covers the
 # archives, the checksum file covers the wheels and the tarball.
 printf '\nrelease %s: %s\nindex sha256: %s (--index-sha256, KILN_INDEX_SHA256)\nkiln-%s-SHA256SUMS sha256: %s (--sums-sha256 for kiln mirror sync/verify)\n' \
   "$version" "$out/mirror" "$(sha256sum "$out/mirror/kiln-kernels-$version-index.json" | cut -c1-64)" \
   "$version" "$(sha256sum "$out/mirror/kiln-$version-SHA256SUMS" | cut -c1-64)"
+printf 'TUF repository: %s (THROWAWAY test keys)\nTUF root %s sha256: %s (kiln tuf-client init)\n' \
+  "$out/tuf" "$out/tuf/metadata/1.root.json" \
+  "$(sha256sum "$out/tuf/metadata/1.root.json" | cut -c1-64)"

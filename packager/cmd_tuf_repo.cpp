@@ -1,6 +1,7 @@
 // `kiln tuf-repo`: write and sign a TUF repository for kiln releases (tuf_repo.hpp layout):
-// init, add (release files as targets), refresh (the scheduled snapshot/timestamp re-sign),
-// rotate (a role's key; root N+1 signed by N). docs/tuf.md.
+// init (keys per role, thresholds, schemes), add (release files or directories as targets),
+// refresh (the scheduled snapshot/timestamp re-sign, online keys only), rotate / add-key /
+// revoke (root N+1 signed by a threshold of N and of N+1). docs/tuf.md.
 #include <ctime>
 #include <iostream>
 #include <memory>
@@ -11,51 +12,142 @@
 
 namespace kiln::cli {
 
+namespace {
+
+struct TufRepoOpts {
+  std::string dir;
+  std::string offline_keys;
+  std::string online_keys;
+  std::vector<std::string> schemes;
+  std::vector<std::string> key_counts;
+  std::vector<std::string> thresholds;
+  bool no_consistent_snapshot = false;
+  bool targets_only = false;
+  std::vector<std::string> files;
+  std::string role;
+  std::string keyid;
+  tuf_repo::Expiry expiry;
+
+  tuf_repo::KeyDirs key_dirs() const {
+    tuf_repo::KeyDirs k = tuf_repo::default_key_dirs(dir);
+    if (!offline_keys.empty()) k.offline = offline_keys;
+    if (!online_keys.empty()) k.online = online_keys;
+    return k;
+  }
+};
+
+void print_lines(const std::vector<std::string>& lines) {
+  for (const auto& l : lines) std::cout << l << "\n";
+}
+
+// A root change for o.role: --scheme (one bare value or ROLE=SCHEME) and --threshold ROLE=N.
+tuf_repo::RootChangeOptions root_change(const TufRepoOpts& o, tuf_repo::RootChange change) {
+  tuf_repo::RootChangeOptions rc;
+  rc.change = change;
+  rc.role = o.role;
+  rc.keyid = o.keyid;
+  rc.targets_only = o.targets_only;
+  std::map<std::string, tuf_repo::RoleSpec> specs;
+  for (const auto& s : o.schemes) tuf_repo::apply_role_option(specs, "scheme", s);
+  for (const auto& t : o.thresholds) tuf_repo::apply_role_option(specs, "threshold", t);
+  if (!o.schemes.empty()) rc.scheme = specs[o.role].scheme;
+  for (const auto& t : o.thresholds)
+    if (t.find('=') == std::string::npos || t.rfind(o.role + "=", 0) == 0)
+      rc.threshold = specs[o.role].threshold;
+  return rc;
+}
+
+}  // namespace
+
 void add_tuf_repo_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "tuf-repo",
-      "write and sign a TUF repository (keys/, metadata/, targets/ under --dir): init, add "
-      "FILES, refresh (re-sign snapshot and timestamp), rotate ROLE. Keys are OpenSSL "
-      "ed25519 or ecdsa-p256 PEM files; root and targets keys belong offline. docs/tuf.md.");
-  struct Opts {
-    std::string dir;
-    std::string scheme = "ed25519";
-    std::vector<std::string> files;
-    std::string role;
-    tuf_repo::Expiry expiry;
-  };
-  auto o = std::make_shared<Opts>();
+      "write and sign a TUF repository (metadata/, targets/ under --dir): init, add FILES|DIRS, "
+      "refresh (re-sign snapshot and timestamp), rotate ROLE, add-key ROLE, revoke ROLE KEYID. "
+      "Keys are OpenSSL ed25519 or ecdsa-p256 PEM files in <role>/<keyid>.pem under two "
+      "directories: offline (root, targets) and online (snapshot, timestamp; all `refresh` "
+      "needs). Options go before the action. docs/tuf.md.");
+  auto o = std::make_shared<TufRepoOpts>();
   cmd->add_option("--dir", o->dir, "repository directory")->required();
-  cmd->add_option("--scheme", o->scheme,
-                  "key scheme for new keys: ed25519 (default) or "
-                  "ecdsa-sha2-nistp256");
+  cmd->add_option("--offline-keys", o->offline_keys,
+                  "directory of the root and targets keys (default DIR/keys/offline)");
+  cmd->add_option("--online-keys", o->online_keys,
+                  "directory of the snapshot and timestamp keys (default DIR/keys/online)");
+  cmd->add_option("--scheme", o->schemes,
+                  "scheme of new keys, for every role or ROLE=SCHEME (repeatable): ed25519 "
+                  "(default) or ecdsa-sha2-nistp256");
+  cmd->add_option("--keys", o->key_counts,
+                  "init: keys per role, N or ROLE=N (repeatable; default 1)");
+  cmd->add_option("--threshold", o->thresholds,
+                  "signatures a role needs, N or ROLE=N (repeatable; default 1): init, and "
+                  "rotate/add-key/revoke for their role");
+  cmd->add_flag("--no-consistent-snapshot", o->no_consistent_snapshot,
+                "init: plain metadata and target names instead of versioned metadata and "
+                "hash-prefixed targets");
+  cmd->add_flag("--targets-only", o->targets_only,
+                "add, rotate/add-key/revoke: sign targets (and root) but leave snapshot and "
+                "timestamp to `refresh` where the online keys are");
   cmd->add_option("--root-days", o->expiry.root_days, "root expiry in days (365)");
   cmd->add_option("--targets-days", o->expiry.targets_days, "targets expiry in days (90)");
   cmd->add_option("--snapshot-days", o->expiry.snapshot_days, "snapshot expiry in days (7)");
   cmd->add_option("--timestamp-days", o->expiry.timestamp_days, "timestamp expiry in days (1)");
   cmd->require_subcommand(1, 1);
-  cmd->add_subcommand("init", "create keys and version 1 of every role")->callback([o, &rc] {
-    tuf_repo::init_repository(o->dir, o->scheme, o->expiry, std::time(nullptr));
-    std::cout << "initialized TUF repository in " << o->dir << "\n";
-    rc = 0;
-  });
-  auto* add = cmd->add_subcommand("add", "add files (archives, index, wheels) as targets");
-  add->add_option("FILE", o->files, "files to publish")->required();
+
+  cmd->add_subcommand("init", "create keys and version 1 of every role; prints each key")
+      ->callback([o, &rc] {
+        tuf_repo::InitOptions io;
+        for (const auto& s : o->schemes) tuf_repo::apply_role_option(io.roles, "scheme", s);
+        for (const auto& k : o->key_counts) tuf_repo::apply_role_option(io.roles, "keys", k);
+        for (const auto& t : o->thresholds) tuf_repo::apply_role_option(io.roles, "threshold", t);
+        io.consistent_snapshot = !o->no_consistent_snapshot;
+        print_lines(
+            tuf_repo::init_repository(o->dir, o->key_dirs(), io, o->expiry, std::time(nullptr)));
+        std::cout << "initialized TUF repository in " << o->dir << "\n";
+        rc = 0;
+      });
+  auto* add = cmd->add_subcommand(
+      "add",
+      "add files, or every file under a directory (a release: index, archives, wheels, "
+      "tarballs, checksum files), as targets; new targets, snapshot and timestamp");
+  add->add_option("PATH", o->files, "files or directories to publish")->required();
   add->callback([o, &rc] {
     std::vector<std::filesystem::path> files(o->files.begin(), o->files.end());
-    for (const auto& n : tuf_repo::add_targets(o->dir, files, o->expiry, std::time(nullptr)))
+    for (const auto& n : tuf_repo::add_targets(o->dir, o->key_dirs(), files, o->targets_only,
+                                               o->expiry, std::time(nullptr)))
       std::cout << "target " << n << "\n";
     rc = 0;
   });
-  cmd->add_subcommand("refresh", "new snapshot and timestamp versions with fresh expiry")
+  cmd->add_subcommand("refresh",
+                      "new snapshot and timestamp versions with fresh expiry (online keys only)")
       ->callback([o, &rc] {
-        tuf_repo::refresh_snapshot_timestamp(o->dir, o->expiry, std::time(nullptr));
+        tuf_repo::refresh_snapshot_timestamp(o->dir, o->key_dirs(), o->expiry, std::time(nullptr));
         rc = 0;
       });
-  auto* rotate = cmd->add_subcommand("rotate", "new key for ROLE, published in root N+1");
+  auto* rotate =
+      cmd->add_subcommand("rotate", "replace every key of ROLE with a new one, in root N+1");
   rotate->add_option("ROLE", o->role, "root, targets, snapshot or timestamp")->required();
   rotate->callback([o, &rc] {
-    tuf_repo::rotate_key(o->dir, o->role, o->scheme, o->expiry, std::time(nullptr));
+    print_lines(tuf_repo::change_root(o->dir, o->key_dirs(),
+                                      root_change(*o, tuf_repo::RootChange::Rotate), o->expiry,
+                                      std::time(nullptr)));
+    rc = 0;
+  });
+  auto* add_key = cmd->add_subcommand("add-key", "add one new key to ROLE, in root N+1");
+  add_key->add_option("ROLE", o->role, "root, targets, snapshot or timestamp")->required();
+  add_key->callback([o, &rc] {
+    print_lines(tuf_repo::change_root(o->dir, o->key_dirs(),
+                                      root_change(*o, tuf_repo::RootChange::AddKey), o->expiry,
+                                      std::time(nullptr)));
+    rc = 0;
+  });
+  auto* revoke = cmd->add_subcommand(
+      "revoke", "remove KEYID (8+ leading characters) from ROLE, in root N+1; its file retires");
+  revoke->add_option("ROLE", o->role, "root, targets, snapshot or timestamp")->required();
+  revoke->add_option("KEYID", o->keyid, "the key to revoke")->required();
+  revoke->callback([o, &rc] {
+    print_lines(tuf_repo::change_root(o->dir, o->key_dirs(),
+                                      root_change(*o, tuf_repo::RootChange::Revoke), o->expiry,
+                                      std::time(nullptr)));
     rc = 0;
   });
 }

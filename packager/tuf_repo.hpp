@@ -1,13 +1,21 @@
 #pragma once
-// The repository side of TUF for kiln releases (`kiln tuf-repo`, docs/tuf.md): a directory
-//   <dir>/keys/<role>.pem      private keys (PKCS#8 PEM, 0600): root and targets are offline
-//                              keys an operator moves away; snapshot and timestamp are online
-//   <dir>/metadata/            root.json and <N>.root.json, targets.json, snapshot.json,
-//                              timestamp.json (consistent_snapshot false: plain names)
-//   <dir>/targets/<path>       the release files, as clients download them
-// Every write is atomic; versions only go up; each role is re-signed with its key file.
+// The repository side of TUF for kiln releases (`kiln tuf-repo`, docs/tuf.md). Layout:
+//   <dir>/metadata/     <N>.root.json and root.json, targets.json, snapshot.json, timestamp.json;
+//                       with consistent snapshots (the default) also <v>.targets.json and
+//                       <v>.snapshot.json, kept for clients still reading an older snapshot
+//   <dir>/targets/      the release files; with consistent snapshots as <hash>.<name> (one
+//                       hard link per hash algorithm), else under their own names
+//   offline key dir     <role>/<keyid>.pem for root and targets (default <dir>/keys/offline)
+//   online key dir      <role>/<keyid>.pem for snapshot and timestamp (default
+//                       <dir>/keys/online): all the scheduled re-sign (`refresh`) reads
+//   <key dir>/retired/<role>/<keyid>.pem   keys rotated out or revoked (never used again)
+// The published root.json is the only record of which keys and thresholds a role has; a key
+// file's scheme is the one root.json gives for its keyid. Every write is atomic, versions only
+// go up, and a role is signed only when a threshold of its keys is at hand (checked before
+// anything is written).
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,25 +28,69 @@ struct Expiry {
   int timestamp_days = 1;
 };
 
-// Keys for the four roles (`scheme`: ed25519 or ecdsa-sha2-nistp256) and version 1 of every
-// role. Throws Error{Usage} when <dir>/metadata/root.json already exists.
-void init_repository(const std::filesystem::path& dir, const std::string& scheme,
-                     const Expiry& expiry, std::time_t now);
+struct KeyDirs {
+  std::filesystem::path offline;  // root, targets
+  std::filesystem::path online;   // snapshot, timestamp
+};
+// <dir>/keys/offline and <dir>/keys/online.
+KeyDirs default_key_dirs(const std::filesystem::path& dir);
 
-// Copies each file to <dir>/targets/<name> (its file name) and lists it in targets with length
-// and sha256/sha512; then new targets, snapshot and timestamp versions. Returns the names.
-std::vector<std::string> add_targets(const std::filesystem::path& dir,
-                                     const std::vector<std::filesystem::path>& files,
-                                     const Expiry& expiry, std::time_t now);
+struct RoleSpec {
+  int keys = 1;
+  int threshold = 1;
+  std::string scheme = "ed25519";  // ed25519 or ecdsa-sha2-nistp256
+};
 
-// New snapshot and timestamp versions with fresh expiry (the scheduled re-sign).
-void refresh_snapshot_timestamp(const std::filesystem::path& dir, const Expiry& expiry,
-                                std::time_t now);
+struct InitOptions {
+  std::map<std::string, RoleSpec> roles;  // missing roles: one ed25519 key, threshold 1
+  bool consistent_snapshot = true;
+};
 
-// Replaces `role`'s key with a new one (old key file kept as <role>.pem.<N>.old) and publishes
-// root N+1, signed by root N's key and, for a root rotation, by the new root key too.
-void rotate_key(const std::filesystem::path& dir, const std::string& role,
-                const std::string& scheme, const Expiry& expiry, std::time_t now);
+// Parses "ROLE=VALUE" (or a bare VALUE for every role) options into `roles`: `what` is
+// "keys", "threshold" or "scheme". Throws Error{Usage} naming the option and the value.
+void apply_role_option(std::map<std::string, RoleSpec>& roles, const std::string& what,
+                       const std::string& option);
+
+// Keys for the four roles and version 1 of every role. Throws Error{Usage} when
+// <dir>/metadata/root.json already exists or a threshold is not in 1..keys.
+// Returns one line per key: "<role> <keyid> <scheme> <file>".
+std::vector<std::string> init_repository(const std::filesystem::path& dir, const KeyDirs& keys,
+                                         const InitOptions& options, const Expiry& expiry,
+                                         std::time_t now);
+
+// Adds files as targets with length, sha256 and sha512, then new targets, snapshot and
+// timestamp versions (`targets_only`: targets alone, for a machine without the online keys;
+// the next `refresh` publishes it). A directory adds every regular file under it, its target
+// path relative to the directory; a file is added under its file name. A path already listed
+// is replaced. Every key needed is checked before anything is written. Returns the paths.
+std::vector<std::string> add_targets(const std::filesystem::path& dir, const KeyDirs& keys,
+                                     const std::vector<std::filesystem::path>& paths,
+                                     bool targets_only, const Expiry& expiry, std::time_t now);
+
+// New snapshot and timestamp versions with fresh expiry (the scheduled re-sign): online keys
+// only.
+void refresh_snapshot_timestamp(const std::filesystem::path& dir, const KeyDirs& keys,
+                                const Expiry& expiry, std::time_t now);
+
+// A change of root: root N+1 with `role`'s keys changed, signed by a threshold of root N's
+// root keys and of its own (checked before anything is written); the role's metadata is then
+// re-signed by its new keys. Keys that leave a role move to <key dir>/retired/<role>/.
+//   Rotate:  every key of the role replaced by a new one (`scheme`, or each key's own)
+//   AddKey:  one new key (`scheme`, default ed25519)
+//   Revoke:  `keyid` (or a unique prefix of at least 8 characters) removed from the role
+// `threshold` > 0 sets the role's threshold in root N+1. Returns one line per new key.
+enum class RootChange { Rotate, AddKey, Revoke };
+struct RootChangeOptions {
+  RootChange change = RootChange::Rotate;
+  std::string role;
+  std::string scheme;  // empty: keep (Rotate) or ed25519 (AddKey)
+  std::string keyid;   // Revoke
+  int threshold = 0;
+  bool targets_only = false;  // re-sign only targets after the root (no online keys here)
+};
+std::vector<std::string> change_root(const std::filesystem::path& dir, const KeyDirs& keys,
+                                     const RootChangeOptions& options, const Expiry& expiry,
+                                     std::time_t now);
 
 std::string format_expires(std::time_t t);
 

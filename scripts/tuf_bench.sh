@@ -10,9 +10,12 @@ work="$(mktemp -d)"
 srv=""
 trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work"
-"$kiln" tuf-repo --dir repo init >/dev/null
+# The repository ci/release.sh writes: root 2-of-3 ecdsa, snapshot ecdsa, consistent snapshots.
+"$kiln" tuf-repo --dir repo --keys root=3 --threshold root=2 --scheme root=ecdsa-sha2-nistp256 \
+  --scheme snapshot=ecdsa-sha2-nistp256 init >/dev/null
 head -c 2000 /dev/urandom | base64 >kiln-0.1.0-index.json
 "$kiln" tuf-repo --dir repo add kiln-0.1.0-index.json >/dev/null
+cp kiln-0.1.0-index.json repo/  # where a digest-pinned node fetches it
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 -m http.server "$port" --bind 127.0.0.1 -d repo >/dev/null 2>&1 &
 srv=$!
@@ -25,7 +28,7 @@ for _ in $(seq "$runs"); do
   a=$(date +%s%N); "$kiln" tuf-client --metadata-dir md --metadata-url "$url/metadata" refresh
   b=$(date +%s%N); "$kiln" tuf-client --metadata-dir md --metadata-url "$url/metadata" refresh
   c=$(date +%s%N); "$kiln" --version >/dev/null
-  d=$(date +%s%N); curl -s "$url/targets/kiln-0.1.0-index.json" | sha256sum >/dev/null
+  d=$(date +%s%N); curl -fsS "$url/kiln-0.1.0-index.json" | sha256sum >/dev/null
   e=$(date +%s%N)
   echo "$(ms "$a" "$b") $(ms "$b" "$c") $(ms "$c" "$d") $(ms "$d" "$e")"
 done >times.txt

@@ -1,8 +1,11 @@
 // `kiln tuf-repo` writes a repository that kiln's own TUF client accepts through file://
-// URLs (the real transport), across a release, a scheduled re-sign and key rotations.
+// URLs (the real transport), across a release, a scheduled re-sign, key rotations,
+// revocations and thresholds; and refuses, before writing anything, what it cannot sign.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <ctime>
+#include <map>
 
 #include "test_util.hpp"
 #include "tuf_repo.hpp"
@@ -18,22 +21,43 @@ namespace fs = std::filesystem;
 
 class TufRepo : public ::testing::Test {
  protected:
+  fs::path repo() const { return dir_ / "repo"; }
+  test::RunResult repo_cmd(const std::string& args) {
+    return test::run(test::kiln_cli() + " tuf-repo --dir " + repo().string() + " " + args);
+  }
   std::string cli(const std::string& args) {
-    auto r =
-        test::run(test::kiln_cli() + " tuf-repo --dir " + (dir_ / "repo").string() + " " + args);
+    auto r = repo_cmd(args);
     EXPECT_EQ(r.exit_code, 0) << args << ": " << r.out;
     return r.out;
   }
   int client(const std::string& args) {
+    fs::create_directories(dir_ / "client");
     std::string base = test::kiln_cli() + " tuf-client --metadata-dir " +
                        (dir_ / "client").string() + " --metadata-url file://" +
-                       (dir_ / "repo" / "metadata").string() + " ";
+                       (repo() / "metadata").string() + " ";
     last_ = test::run(base + args);
     return last_.exit_code;
+  }
+  int client_init() { return client("init " + (repo() / "metadata" / "1.root.json").string()); }
+  int download(const std::string& target) {
+    fs::create_directories(dir_ / "dl");
+    return client("--target-name " + target + " --target-base-url file://" +
+                  (repo() / "targets").string() + " --target-dir " + (dir_ / "dl").string() +
+                  " download");
   }
   std::int64_t client_version(const std::string& role) {
     return json::parse(test::read_file(dir_ / "client" / (role + ".json")))["signed"]["version"]
         .get<std::int64_t>();
+  }
+  json repo_signed(const std::string& file) {
+    return json::parse(test::read_file(repo() / "metadata" / file))["signed"];
+  }
+  // Every file under the repository's metadata/, name -> bytes.
+  std::map<std::string, std::string> metadata_files() {
+    std::map<std::string, std::string> out;
+    for (const auto& e : fs::directory_iterator(repo() / "metadata"))
+      out[e.path().filename().string()] = test::read_file(e.path());
+    return out;
   }
   TempDir dir_;
   test::RunResult last_;
@@ -45,13 +69,8 @@ TEST_F(TufRepo, ClientDownloadsAReleaseAndFollowsResignsAndRotations) {
   EXPECT_NE(
       cli("add " + (dir_ / "kiln-0.1.0-index.json").string()).find("target kiln-0.1.0-index.json"),
       std::string::npos);
-  fs::create_directories(dir_ / "client");
-  fs::create_directories(dir_ / "dl");
-  ASSERT_EQ(client("init " + (dir_ / "repo" / "metadata" / "1.root.json").string()), 0);
-  std::string dl = "--target-name kiln-0.1.0-index.json --target-base-url file://" +
-                   (dir_ / "repo" / "targets").string() + " --target-dir " +
-                   (dir_ / "dl").string() + " download";
-  ASSERT_EQ(client(dl), 0) << last_.out;
+  ASSERT_EQ(client_init(), 0);
+  ASSERT_EQ(download("kiln-0.1.0-index.json"), 0) << last_.out;
   EXPECT_EQ(test::read_file(dir_ / "dl" / "kiln-0.1.0-index.json"), "{\"index\": true}\n");
   EXPECT_EQ(client_version("timestamp"), 2);
 
@@ -60,26 +79,228 @@ TEST_F(TufRepo, ClientDownloadsAReleaseAndFollowsResignsAndRotations) {
   EXPECT_EQ(client_version("timestamp"), 3);
   EXPECT_EQ(client_version("snapshot"), 3);
 
-  cli("rotate timestamp");
+  std::string old_ts_id = repo_signed("root.json")["roles"]["timestamp"]["keyids"][0];
+  std::string out = cli("rotate timestamp");
+  EXPECT_NE(out.find("retired timestamp " + old_ts_id), std::string::npos) << out;
   cli("rotate root");
   ASSERT_EQ(client("refresh"), 0) << last_.out;
   EXPECT_EQ(client_version("root"), 3);
   EXPECT_EQ(client_version("timestamp"), 4);
 
-  // A timestamp signed with the revoked key is refused.
-  std::string old_pem = test::read_file(dir_ / "repo" / "keys" / "timestamp.pem.1.old");
-  Signer old = Signer::from_private_pem(old_pem, "ecdsa-sha2-nistp256");
-  json ts = json::parse(test::read_file(dir_ / "repo" / "metadata" / "timestamp.json"))["signed"];
+  // A timestamp signed with the retired key is refused.
+  fs::path old_pem = repo() / "keys" / "online" / "retired" / "timestamp" / (old_ts_id + ".pem");
+  Signer old = Signer::from_private_pem(test::read_file(old_pem), "ecdsa-sha2-nistp256");
+  json ts = repo_signed("timestamp.json");
   ts["version"] = 5;
-  test::write_file(dir_ / "repo" / "metadata" / "timestamp.json", sign_metadata(ts, {&old}));
+  test::write_file(repo() / "metadata" / "timestamp.json", sign_metadata(ts, {&old}));
   EXPECT_EQ(client("refresh"), 1);
-  EXPECT_NE(last_.out.find("signature threshold not met"), std::string::npos) << last_.out;
+  EXPECT_NE(last_.out.find("signed by a key not trusted for the role (revoked or unknown)"),
+            std::string::npos)
+      << last_.out;
   EXPECT_EQ(client_version("timestamp"), 4);
+}
+
+TEST_F(TufRepo, ThresholdsAndBothSchemesPerRoleAreWrittenAndAccepted) {
+  std::string out = cli(
+      "--keys root=3 --threshold root=2 --keys targets=2 --threshold targets=2 --keys "
+      "snapshot=2 --scheme root=ecdsa-sha2-nistp256 --scheme snapshot=ecdsa-sha2-nistp256 init");
+  json root = repo_signed("root.json");
+  EXPECT_EQ(root["roles"]["root"]["threshold"], 2);
+  EXPECT_EQ(root["roles"]["root"]["keyids"].size(), 3u);
+  EXPECT_EQ(root["roles"]["targets"]["threshold"], 2);
+  EXPECT_EQ(root["roles"]["snapshot"]["keyids"].size(), 2u);
+  EXPECT_EQ(root["roles"]["snapshot"]["threshold"], 1);
+  EXPECT_EQ(root["consistent_snapshot"], true);
+  for (const auto& id : root["roles"]["root"]["keyids"]) {
+    EXPECT_EQ(root["keys"][id.get<std::string>()]["scheme"], "ecdsa-sha2-nistp256");
+    EXPECT_TRUE(
+        fs::exists(repo() / "keys" / "offline" / "root" / (id.get<std::string>() + ".pem")));
+  }
+  for (const auto& id : root["roles"]["timestamp"]["keyids"])
+    EXPECT_EQ(root["keys"][id.get<std::string>()]["scheme"], "ed25519");
+  EXPECT_EQ(json::parse(test::read_file(repo() / "metadata" / "1.root.json"))["signatures"].size(),
+            3u);
+  EXPECT_EQ(json::parse(test::read_file(repo() / "metadata" / "targets.json"))["signatures"].size(),
+            2u);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3 + 2 + 2 + 1 + 1) << out;
+
+  test::write_file(dir_ / "a.whl", "wheel bytes");
+  cli("add " + (dir_ / "a.whl").string());
+  ASSERT_EQ(client_init(), 0);
+  ASSERT_EQ(download("a.whl"), 0) << last_.out;
+  EXPECT_EQ(test::read_file(dir_ / "dl" / "a.whl"), "wheel bytes");
+}
+
+TEST_F(TufRepo, AddTakesAReleaseDirectoryWithLengthsHashesAndHashPrefixedNames) {
+  cli("init");
+  fs::create_directories(dir_ / "rel" / "sub");
+  test::write_file(dir_ / "rel" / "kiln-kernels-0.1.0-index.json", "{}");
+  test::write_file(dir_ / "rel" / "kiln-0.1.0-SHA256SUMS", "sums\n");
+  test::write_file(dir_ / "rel" / "sub" / "a.tar.zst", std::string(1000, 'z'));
+  std::string out = cli("add " + (dir_ / "rel").string());
+  EXPECT_NE(out.find("target sub/a.tar.zst"), std::string::npos) << out;
+  json t = repo_signed("targets.json");
+  ASSERT_EQ(t["targets"].size(), 3u);
+  json a = t["targets"]["sub/a.tar.zst"];
+  EXPECT_EQ(a["length"], 1000);
+  std::string sha256 = a["hashes"]["sha256"];
+  EXPECT_EQ(sha256, *hex_digest("sha256", std::string(1000, 'z')));
+  EXPECT_EQ(a["hashes"]["sha512"], *hex_digest("sha512", std::string(1000, 'z')));
+  // Consistent snapshots: hash-prefixed targets, versioned targets and snapshot metadata.
+  EXPECT_EQ(test::read_file(repo() / "targets" / "sub" / (sha256 + ".a.tar.zst")),
+            std::string(1000, 'z'));
+  EXPECT_FALSE(fs::exists(repo() / "targets" / "sub" / "a.tar.zst"));
+  EXPECT_EQ(test::read_file(repo() / "metadata" / "2.targets.json"),
+            test::read_file(repo() / "metadata" / "targets.json"));
+  EXPECT_TRUE(fs::exists(repo() / "metadata" / "1.targets.json"));
+  EXPECT_TRUE(fs::exists(repo() / "metadata" / "2.snapshot.json"));
+  ASSERT_EQ(client_init(), 0);
+  ASSERT_EQ(download("sub/a.tar.zst"), 0) << last_.out;
+  EXPECT_EQ(test::read_file(dir_ / "dl" / "sub%2Fa.tar.zst"), std::string(1000, 'z'));
+}
+
+TEST_F(TufRepo, WithoutConsistentSnapshotNamesArePlain) {
+  cli("--no-consistent-snapshot init");
+  test::write_file(dir_ / "x.bin", "x");
+  cli("add " + (dir_ / "x.bin").string());
+  EXPECT_EQ(repo_signed("root.json")["consistent_snapshot"], false);
+  EXPECT_EQ(test::read_file(repo() / "targets" / "x.bin"), "x");
+  EXPECT_FALSE(fs::exists(repo() / "metadata" / "2.targets.json"));
+  ASSERT_EQ(client_init(), 0);
+  ASSERT_EQ(download("x.bin"), 0) << last_.out;
+}
+
+TEST_F(TufRepo, RefreshNeedsOnlyTheOnlineKeysAndAddWithoutTargetsKeysWritesNothing) {
+  cli("init");
+  fs::rename(repo() / "keys" / "offline", dir_ / "offline-usb");
+  cli("refresh");
+  EXPECT_EQ(repo_signed("timestamp.json")["version"], 2);
+  EXPECT_EQ(repo_signed("snapshot.json")["version"], 2);
+
+  auto before = metadata_files();
+  test::write_file(dir_ / "y.bin", "y");
+  auto r = repo_cmd("add " + (dir_ / "y.bin").string());
+  EXPECT_EQ(r.exit_code, 6) << r.out;  // not-found
+  EXPECT_NE(r.out.find("signing targets needs 1 of its 1 keys"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find((repo() / "keys" / "offline" / "targets").string()), std::string::npos);
+  EXPECT_EQ(metadata_files(), before);
+
+  // With the offline keys brought back from where the operator keeps them, add works.
+  r = repo_cmd("--offline-keys " + (dir_ / "offline-usb").string() + " add " +
+               (dir_ / "y.bin").string());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(repo_signed("targets.json")["version"], 2);
+}
+
+TEST_F(TufRepo, OfflineAddSignsTargetsOnlyAndTheOnlineRefreshPublishesIt) {
+  cli("init");
+  fs::rename(repo() / "keys" / "online", dir_ / "online-host");
+  test::write_file(dir_ / "z.bin", "release 1");
+  auto before = metadata_files();
+  auto r = repo_cmd("add " + (dir_ / "z.bin").string());
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  EXPECT_NE(r.out.find("signing snapshot needs 1 of its 1 keys (threshold, root v1), found 0 in " +
+                       (repo() / "keys" / "online" / "snapshot").string()),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(metadata_files(), before);
+  EXPECT_TRUE(fs::is_empty(repo() / "targets"));
+
+  cli("--targets-only add " + (dir_ / "z.bin").string());
+  EXPECT_EQ(repo_signed("targets.json")["version"], 2);
+  EXPECT_EQ(repo_signed("snapshot.json")["meta"]["targets.json"]["version"], 1);
+
+  // On the release host: only the online keys, and refresh publishes targets v2.
+  fs::rename(repo() / "keys" / "offline", dir_ / "offline-usb");
+  cli("--online-keys " + (dir_ / "online-host").string() + " refresh");
+  EXPECT_EQ(repo_signed("snapshot.json")["meta"]["targets.json"]["version"], 2);
+  ASSERT_EQ(client_init(), 0);
+  ASSERT_EQ(download("z.bin"), 0) << last_.out;
+  EXPECT_EQ(test::read_file(dir_ / "dl" / "z.bin"), "release 1");
+}
+
+TEST_F(TufRepo, RootRotationWithoutAThresholdOfOldRootKeysWritesNothing) {
+  cli("--keys root=3 --threshold root=2 init");
+  json root = repo_signed("root.json");
+  for (int i = 0; i < 2; ++i)
+    fs::remove(repo() / "keys" / "offline" / "root" /
+               (root["roles"]["root"]["keyids"][i].get<std::string>() + ".pem"));
+  auto before = metadata_files();
+  auto r = repo_cmd("rotate root");
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  EXPECT_NE(r.out.find("signing root needs 2 of its 3 keys (threshold, root v1), found 1"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(metadata_files(), before);
+  EXPECT_FALSE(fs::exists(repo() / "metadata" / "2.root.json"));
+}
+
+TEST_F(TufRepo, RootRotationIsSignedByThresholdsOfOldAndNewRoot) {
+  cli("--keys root=3 --threshold root=2 init");
+  std::string out = cli("rotate root");
+  json v1 = repo_signed("1.root.json");
+  json v2 = json::parse(test::read_file(repo() / "metadata" / "2.root.json"));
+  EXPECT_EQ(v2["signed"]["version"], 2);
+  EXPECT_EQ(v2["signatures"].size(), 6u);  // 3 old + 3 new
+  for (const auto& id : v1["roles"]["root"]["keyids"]) {
+    EXPECT_NE(out.find("retired root " + id.get<std::string>()), std::string::npos) << out;
+    EXPECT_FALSE(v2["signed"]["keys"].contains(id.get<std::string>()));
+  }
+  ASSERT_EQ(client_init(), 0);
+  ASSERT_EQ(client("refresh"), 0) << last_.out;
+  EXPECT_EQ(client_version("root"), 2);
+}
+
+TEST_F(TufRepo, RevokeRemovesTheKeyAndRefusesToGoBelowTheThreshold) {
+  cli("--keys snapshot=2 --threshold snapshot=2 init");
+  json root = repo_signed("root.json");
+  std::string id = root["roles"]["snapshot"]["keyids"][0];
+  auto r = repo_cmd("revoke snapshot " + id.substr(0, 10));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("role snapshot: threshold 2 is more than its 1 keys left"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(repo() / "metadata" / "2.root.json"));
+
+  cli("--threshold snapshot=1 revoke snapshot " + id.substr(0, 10));
+  json v2 = repo_signed("2.root.json");
+  EXPECT_EQ(v2["roles"]["snapshot"]["keyids"].size(), 1u);
+  EXPECT_EQ(v2["roles"]["snapshot"]["threshold"], 1);
+  EXPECT_FALSE(v2["keys"].contains(id));
+  EXPECT_TRUE(fs::exists(repo() / "keys" / "online" / "retired" / "snapshot" / (id + ".pem")));
+
+  r = repo_cmd("revoke snapshot deadbeef");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("keyid \"deadbeef\" matches 0 of its keys"), std::string::npos) << r.out;
+
+  cli("--scheme ecdsa-sha2-nistp256 add-key timestamp");
+  json v3 = repo_signed("3.root.json");
+  EXPECT_EQ(v3["roles"]["timestamp"]["keyids"].size(), 2u);
+  ASSERT_EQ(client_init(), 0);
+  ASSERT_EQ(client("refresh"), 0) << last_.out;
+  EXPECT_EQ(client_version("root"), 3);
+}
+
+TEST_F(TufRepo, BadOptionsAreUsageErrorsNamingTheValue) {
+  auto r = repo_cmd("--keys root=0 init");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("--keys root=0: \"0\" is not a count"), std::string::npos) << r.out;
+  r = repo_cmd("--keys root=2 --threshold root=3 init");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("role root: threshold 3 is more than its 2 keys"), std::string::npos)
+      << r.out;
+  r = repo_cmd("--scheme rsassa-pss-sha256 init");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("scheme \"rsassa-pss-sha256\" cannot sign here"), std::string::npos);
+  r = repo_cmd("--keys mirror=2 init");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("unknown role \"mirror\""), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(repo() / "metadata"));
 }
 
 TEST_F(TufRepo, InitRefusesAnExistingRepository) {
   cli("init");
-  auto r = test::run(test::kiln_cli() + " tuf-repo --dir " + (dir_ / "repo").string() + " init");
+  auto r = repo_cmd("init");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("already a TUF repository"), std::string::npos) << r.out;
 }

@@ -330,7 +330,7 @@ TEST_F(TufClient, RootRotatedWithTooFewSignaturesIsRefused) {
   repo.root["roles"]["root"]["keyids"] = {new_root.keyid()};
   repo.publish_root({&new_root});  // not signed by root v1's key
   std::string msg = message_of([&] { refresh(); });
-  EXPECT_EQ(attack_of([&] { refresh(); }), Attack::BadSignature);
+  EXPECT_EQ(attack_of([&] { refresh(); }), Attack::UntrustedKey);
   EXPECT_NE(msg.find("root.json v2 has 0 valid signature(s) from the keys trusted root v1"),
             std::string::npos)
       << msg;
@@ -360,7 +360,7 @@ TEST_F(TufClient, RevokedTimestampKeyNoLongerSigns) {
   repo.publish_root();
   repo.timestamp["version"] = 2;
   repo.publish("timestamp", {&old});
-  EXPECT_EQ(attack_of([&] { refresh(); }), Attack::BadSignature);
+  EXPECT_EQ(attack_of([&] { refresh(); }), Attack::UntrustedKey);
   EXPECT_EQ(stored_version("root"), 2);
   EXPECT_EQ(stored_version("timestamp"), 1);
   // Fast-forward recovery: with the new key, even a timestamp v1 (after a v1 from the old
@@ -476,12 +476,12 @@ TEST_F(TufClient, DelegatedRoleReachedThroughASecondDelegatorIsVerifiedAgainstIt
   {
     Updater u(options(), fetcher, kNow);
     EXPECT_TRUE(u.get_targetinfo("team-a/x"));
-    EXPECT_EQ(attack_of([&] { u.get_targetinfo("team-b/x"); }), Attack::BadSignature);
+    EXPECT_EQ(attack_of([&] { u.get_targetinfo("team-b/x"); }), Attack::UntrustedKey);
   }  // the Updater holds the metadata dir's lock until here
   // A fresh process finds release.json stored; through parent-b it is still refused, and
   // the target through parent-a was never written anywhere by these lookups.
   Updater again(options(), fetcher, kNow);
-  EXPECT_EQ(attack_of([&] { again.get_targetinfo("team-b/x"); }), Attack::BadSignature);
+  EXPECT_EQ(attack_of([&] { again.get_targetinfo("team-b/x"); }), Attack::UntrustedKey);
   EXPECT_TRUE(target_dir_files().empty());
 }
 

@@ -22,6 +22,8 @@ const char* to_string(Attack a) {
       return "wrong role type";
     case Attack::BadSignature:
       return "signature threshold not met";
+    case Attack::UntrustedKey:
+      return "signed by a key not trusted for the role (revoked or unknown)";
     case Attack::RootVersionGap:
       return "root version not sequential";
     case Attack::Rollback:
@@ -490,10 +492,21 @@ void verify_threshold(const Envelope& env, const std::map<std::string, Key>& key
     if (k == keys.end() || s == env.signatures.end()) continue;
     if (verify_signature(k->second, s->second, env.canonical_signed)) ++valid;
   }
-  if (valid < role.threshold)
-    throw Error(Attack::BadSignature,
-                role_name + " has " + std::to_string(valid) + " valid signature(s) from the keys " +
-                    signer_name + " trusts for it, threshold is " + std::to_string(role.threshold));
+  if (valid >= role.threshold) return;
+  std::string untrusted;
+  for (const auto& [keyid, sig] : env.signatures)
+    if (std::find(role.keyids.begin(), role.keyids.end(), keyid) == role.keyids.end())
+      untrusted += (untrusted.empty() ? "" : ", ") + keyid.substr(0, 8);
+  std::string msg = role_name + " has " + std::to_string(valid) +
+                    " valid signature(s) from the keys " + signer_name +
+                    " trusts for it, threshold is " + std::to_string(role.threshold);
+  if (untrusted.empty()) throw Error(Attack::BadSignature, msg);
+  msg += "; signed by key(s) " + untrusted + " that " + signer_name + " does not list for it";
+  bool only_untrusted = valid == 0;
+  for (const auto& [keyid, sig] : env.signatures)
+    if (std::find(role.keyids.begin(), role.keyids.end(), keyid) != role.keyids.end())
+      only_untrusted = false;
+  throw Error(only_untrusted ? Attack::UntrustedKey : Attack::BadSignature, msg);
 }
 
 std::optional<std::string> hex_digest(std::string_view algorithm, std::string_view data) {

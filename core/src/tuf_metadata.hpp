@@ -24,6 +24,7 @@ enum class Attack {
   Malformed,         // not TUF metadata: bad JSON, a missing or mistyped field
   WrongType,         // "_type" is not the role asked for
   BadSignature,      // fewer valid signatures than the role's threshold
+  UntrustedKey,      // signed only by keys the role does not list (revoked, or never trusted)
   RootVersionGap,    // root N+1 is not version N+1
   Rollback,          // a version lower than the trusted one
   EqualVersion,      // timestamp version equal to the trusted one (not an attack: keep ours)
@@ -142,8 +143,10 @@ Timestamp parse_timestamp(const nlohmann::json& signed_json, const std::string& 
 Snapshot parse_snapshot(const nlohmann::json& signed_json, const std::string& what);
 Targets parse_targets(const nlohmann::json& signed_json, const std::string& what);
 
-// Throws Attack::BadSignature unless at least `role.threshold` distinct keyids of `role`
-// (found in `keys`) carry a valid signature over env.canonical_signed.
+// Throws unless at least `role.threshold` distinct keyids of `role` (found in `keys`) carry a
+// valid signature over env.canonical_signed: Attack::UntrustedKey when no signature is valid
+// and every signature comes from a keyid the role does not list (a revoked key, an attacker's
+// own key), Attack::BadSignature otherwise (too few, or invalid, signatures).
 void verify_threshold(const Envelope& env, const std::map<std::string, Key>& keys,
                       const RoleKeys& role, const std::string& role_name,
                       const std::string& signer_name);

@@ -44,6 +44,7 @@
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
+#include "loader_factory.hpp"
 #include "resolver.hpp"
 
 namespace {
@@ -88,8 +89,8 @@ struct Artifact {
 // artifact.
 std::pair<Artifact, Artifact> pick_artifacts(const kiln::LoaderConfig& cfg, int cc,
                                              const kiln::LoaderDeps& deps) {
-  kiln::Loader probe(cfg, deps);
-  kiln::Resolution r = probe.resolve("axpy_dtype_f32", cc);
+  auto probe = kiln::make_loader(cfg, deps);
+  kiln::Resolution r = probe->resolve("axpy_dtype_f32", cc);
   if (!r.chosen || r.chosen->tier != "store")
     throw kiln::Error(kiln::ErrorKind::NotFound, "the store serves no axpy_dtype_f32 for CC " +
                                                      std::to_string(cc) + ": " + r.to_json());
@@ -221,8 +222,8 @@ void cold_get(const Artifact& a, const std::string& cache, MakeLoader make,
   kiln::cold::set_phase_sink(&times);
   auto t0 = Clock::now();
   {
-    kiln::Loader l = make(cache);
-    l.get(a.uri);
+    auto l = make(cache);
+    l->get(a.uri);
     total.push_back(ns_since(t0) / 1e3);
   }
   kiln::cold::set_phase_sink(nullptr);
@@ -305,7 +306,7 @@ int main(int argc, char** argv) {
       axpy.uri = "axpy_dtype_f32";
       cold_get(
           axpy, first_cache.path.string(),
-          [&](const std::string& cache) { return kiln::Loader(store_config(store, cache), deps); },
+          [&](const std::string& cache) { return kiln::make_loader(store_config(store, cache), deps); },
           first, first_phases);
       rows.push_back({"first cold get of the process, axpy_dtype_f32", "us", stats(first),
                       "once per process: registry, driver object, OpenSSL first use, manifest "
@@ -357,8 +358,8 @@ int main(int argc, char** argv) {
       kernel_fn = driver_fn<PFN_cuKernelGetFunction_v12000>("cuKernelGetFunction", 12000);
       lib_unload = driver_fn<PFN_cuLibraryUnload_v12000>("cuLibraryUnload", 12000);
     }
-    auto make_loader = [&](const std::string& cache) {
-      return kiln::Loader(store_config(store, cache), deps);
+    auto new_loader = [&](const std::string& cache) {
+      return kiln::make_loader(store_config(store, cache), deps);
     };
     // The floor: the same file read, hashed, and (with a GPU) loaded by bare code. Returns false
     // when the driver refuses the image.
@@ -395,25 +396,25 @@ int main(int argc, char** argv) {
       {
         std::vector<double> ignore;
         std::vector<kiln::cold::PhaseTimes> ignore_p;
-        cold_get(*a, cold_cache.path.string(), make_loader, ignore, ignore_p);
+        cold_get(*a, cold_cache.path.string(), new_loader, ignore, ignore_p);
         if (!floor_once(*a, ignore)) return 1;
       }
       // Alternating, so that both see the same machine (load, caches, clock).
       for (int i = 0; i < kCold; ++i) {
-        cold_get(*a, cold_cache.path.string(), make_loader, cold, phases);
+        cold_get(*a, cold_cache.path.string(), new_loader, cold, phases);
         if (!floor_once(*a, floor)) return 1;
       }
       if (!no_gpu && a->uri.rfind("axpy_dtype_f32", 0) == 0) {
         for (int i = 0; i < kCold; ++i) {
-          kiln::Loader l = make_loader(cold_cache.path.string());
-          const kiln::KernelHandle& h = l.get(a->uri);
+          auto l = new_loader(cold_cache.path.string());
+          const kiln::KernelHandle& h = l->get(a->uri);
           long long n = 1;
           float alpha = 1.0f;
           float* buf = nullptr;
           cudaMalloc(&buf, 8);
           void* args[] = {&n, &alpha, &buf, &buf};
           auto t1 = Clock::now();
-          l.launch(h, 0, {1, 1, 1}, {256, 1, 1}, 0, nullptr, args);
+          l->launch(h, 0, {1, 1, 1}, {256, 1, 1}, 0, nullptr, args);
           cudaStreamSynchronize(nullptr);
           first_launch.push_back(ns_since(t1) / 1e3);
           cudaFree(buf);

@@ -25,6 +25,7 @@
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
 #include "lazy_libs.hpp"
+#include "loader_factory.hpp"
 #include "resolver.hpp"
 #include "test_util.hpp"
 
@@ -250,7 +251,8 @@ TEST(LazyLibs, WithoutLibcurlAndLibarchiveALocalStoreLoadsAndTheMirrorTierIsSkip
   LoaderDeps deps;  // the real fetch, index download and disk store
   deps.driver = driver;
   deps.installed_store = (tmp / "installed").string();
-  Loader loader(cfg, std::move(deps));
+  auto loader_ptr = make_loader(cfg, std::move(deps));
+  Loader& loader = *loader_ptr;
 
   const KernelHandle& h = loader.get(kUri);
   EXPECT_EQ(h.origin.rfind(artifact.parent_path().string(), 0), 0u) << h.origin;

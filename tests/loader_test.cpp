@@ -577,7 +577,8 @@ TEST(Loader, WithoutADriverGetIsUnsupportedNamingLibcuda) {
   cfg.disable_jit = true;
   kiln::LoaderDeps deps;
   deps.driver = absent_driver(tmp);
-  kiln::Loader l(cfg, std::move(deps));
+  auto lp = kiln::make_loader(cfg, std::move(deps));
+  kiln::Loader& l = *lp;
   std::string msg;
   EXPECT_EQ(get_error(l, kUri, &msg), ErrorKind::Unsupported) << msg;
   EXPECT_NE(msg.find("no CUDA driver"), std::string::npos) << msg;

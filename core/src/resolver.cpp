@@ -370,7 +370,6 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       auto t = dir_target(d.filename().string());
       if (t && !runs_on(*t, cc)) continue;
     }
-core/src/resolver.cpp
     dirs.push_back(d);
   }
   if (uri && dirs.size() > 1) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "c_api_internal.hpp"
+#include "loader_factory.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
@@ -106,7 +107,7 @@ kiln_status kiln::c_api::loader_create_with(const kiln_config* config, kiln::Loa
       if (config->log_file) lc.log_file = config->log_file;
     }
     auto l = std::make_unique<kiln_loader>();
-    l->loader = std::make_unique<kiln::Loader>(std::move(lc), std::move(deps));
+    l->loader = kiln::make_loader(std::move(lc), std::move(deps));
     *out = l.release();
   });
 }

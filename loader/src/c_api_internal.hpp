@@ -6,6 +6,7 @@
 
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
+#include "resolver.hpp"
 
 struct kiln_loader {
   std::unique_ptr<kiln::Loader> loader;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "atomic_file.hpp"
+#include "environment.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fatbin.hpp"
@@ -644,25 +645,25 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* pro
   check_targets(tk, opts.targets);
   BuildPlan full_plan = plan_build(reg, opts.targets, opts.only, source_dir);
   BuildPlan plan = opts.shard ? shard_plan(full_plan, *opts.shard) : full_plan;
-  const char* path_env = std::getenv("PATH");
-  auto ninja = find_on_path("ninja", path_env ? path_env : "");
+  const std::string path_env = read_environment().path;
+  auto ninja = find_on_path("ninja", path_env);
   if (!ninja)
     throw Error(ErrorKind::Unsupported,
-                std::string("ninja not found on PATH (") + (path_env ? path_env : "") +
+                std::string("ninja not found on PATH (") + path_env +
                     "); kiln build runs ninja to compile. Install it (apt-get install "
                     "ninja-build, or pip install ninja) or add it to PATH");
   std::string launcher;
   if (!opts.launcher.empty()) {
     auto found = opts.launcher.find('/') != std::string::npos
                      ? std::optional<std::string>(opts.launcher)
-                     : find_on_path(opts.launcher, path_env ? path_env : "");
+                     : find_on_path(opts.launcher, path_env);
     if (!found || ::access(found->c_str(), X_OK) != 0)
-      throw Error(ErrorKind::Unsupported,
-                  "compiler launcher '" + opts.launcher +
-                      "' (--launcher or KILN_COMPILER_LAUNCHER) is not an executable file" +
-                      (opts.launcher.find('/') != std::string::npos
-                           ? std::string()
-                           : " on PATH (" + std::string(path_env ? path_env : "") + ")"));
+      throw Error(
+          ErrorKind::Unsupported,
+          "compiler launcher '" + opts.launcher +
+              "' (--launcher or KILN_COMPILER_LAUNCHER) is not an executable file" +
+              (opts.launcher.find('/') != std::string::npos ? std::string()
+                                                            : " on PATH (" + path_env + ")"));
     launcher = fs::absolute(*found).string();
   }
 

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
 
@@ -14,4 +15,6 @@ struct kiln_loader {
 namespace kiln::c_api {
 // Records msg as the calling thread's last error (kiln_last_error()) and returns st.
 kiln_status fail(kiln_status st, const std::string& msg);
+// Records a kiln::Error (message and context fields) and returns the status of its kind.
+kiln_status fail(const kiln::Error& e);
 }  // namespace kiln::c_api

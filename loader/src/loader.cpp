@@ -17,6 +17,7 @@
 #include "kiln/error.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
+#include "loader_access.hpp"
 #include "log.hpp"
 #include "resolver.hpp"
 #include "untrusted_json.hpp"
@@ -293,6 +294,7 @@ struct Loader::Impl {
     FetchOptions opts;
     opts.mirrors = cfg.mirrors;
     opts.index_sha256 = cfg.index_sha256;
+    opts.ca_bundle = cfg.ca_bundle;
     opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
     return opts;
   }
@@ -472,6 +474,8 @@ Loader::Loader(LoaderConfig config, LoaderDeps deps) : impl_(std::make_unique<Im
     impl_->jit = deps.jit;
   } else {
     NvrtcConfig nc;
+    nc.library = impl_->cfg.nvrtc_library;
+    nc.cuda_home = impl_->cfg.cuda_home;
     nc.log = [](JitLogLevel l, const std::string& m) {
       log(l == JitLogLevel::Warn ? LogLevel::Warn : LogLevel::Info, m);
     };
@@ -589,6 +593,10 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
 }
 
 const LoaderConfig& Loader::config() const { return impl_->cfg; }
+
+std::uint64_t Loader::id() const { return impl_->loader_id; }
+
+Driver& LoaderAccess::driver(const Loader& loader) { return *loader.impl_->driver; }
 
 void Loader::launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
                     std::size_t shared_bytes, void* stream, void** args) const {

@@ -10,6 +10,7 @@
 
 #include "build.hpp"
 #include "commands.hpp"
+#include "environment.hpp"
 #include "kiln/error.hpp"
 #include "shard.hpp"
 #include "toolkit.hpp"
@@ -20,11 +21,11 @@ namespace {
 // Reproducible by default: SOURCE_DATE_EPOCH, else the source tree's last commit, else fixed.
 packager::BuildTime source_build_time(const std::string& source_dir) {
   std::optional<std::string> sde;
-  if (const char* v = std::getenv("SOURCE_DATE_EPOCH"); v && *v) sde = v;
+  const Environment env = read_environment();
+  if (!env.source_date_epoch.empty()) sde = env.source_date_epoch;
   std::optional<std::string> git_time;
   if (!sde) {
-    const char* path_env = std::getenv("PATH");
-    if (auto git = packager::find_on_path("git", path_env ? path_env : "")) {
+    if (auto git = packager::find_on_path("git", env.path)) {
       auto r = packager::run_process({*git, "-C", source_dir, "log", "-1", "--format=%ct"});
       if (r.exit_code == 0) git_time = r.output;
     }
@@ -138,8 +139,8 @@ void add_build_command(CLI::App& app, int& rc) {
         o->dist.empty() ? (std::filesystem::path(o->out) / dist_default).string() : o->dist;
     if (!o->launcher.empty())
       opts.launcher = o->launcher;
-    else if (const char* l = std::getenv("KILN_COMPILER_LAUNCHER"); l && *l)
-      opts.launcher = l;
+    else
+      opts.launcher = read_environment().compiler_launcher;
     opts.build_time = source_build_time(opts.source_dir).seconds;
     opts.progress =
         ::isatty(STDERR_FILENO) ? packager::ProgressStyle::Live : packager::ProgressStyle::Lines;

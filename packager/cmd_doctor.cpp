@@ -15,6 +15,7 @@
 
 #include "commands.hpp"
 #include "driver.hpp"
+#include "environment.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
@@ -37,11 +38,12 @@ struct ToolFact {
 
 std::string find_tool(const std::string& name) {
   std::vector<std::string> dirs;
-  if (const char* h = std::getenv("CUDA_HOME"); h && *h) dirs.push_back(std::string(h) + "/bin");
+  const Environment env = read_environment();  // the one table of variables (environment.hpp)
+  if (!env.cuda_home.empty()) dirs.push_back(env.cuda_home + "/bin");
   dirs.push_back("/usr/local/cuda/bin");
-  if (const char* p = std::getenv("PATH")) {
+  {
     std::string cur;
-    for (const char* c = p;; ++c) {
+    for (const char* c = env.path.c_str();; ++c) {
       if (*c == ':' || *c == 0) {
         if (!cur.empty()) dirs.push_back(cur);
         cur.clear();
@@ -162,7 +164,10 @@ void add_doctor_command(CLI::App& app, int& rc) {
     if (o->require_gpu && devs.empty()) missing.push_back("gpu (--require-gpu)");
 
     // NVRTC: the real probe compiles a test program.
-    auto jit = make_nvrtc_compiler();
+    NvrtcConfig nc;
+    nc.library = cfg.nvrtc_library;
+    nc.cuda_home = cfg.cuda_home;
+    auto jit = make_nvrtc_compiler(std::move(nc));
     JitCapability cap = jit->probe();
     j["nvrtc"] = {{"available", cap.available},
                   {"version", cap.available ? std::to_string(cap.nvrtc_major) + "." +
@@ -234,6 +239,7 @@ void add_doctor_command(CLI::App& app, int& rc) {
         FetchOptions fo;
         fo.mirrors = cfg.mirrors;
         fo.index_sha256 = cfg.index_sha256;
+        fo.ca_bundle = cfg.ca_bundle;
         for (const auto& p : probe_mirrors(fo))
           j["mirrors"].push_back(
               {{"url", p.mirror}, {"reachable", p.reachable}, {"detail", p.detail}});

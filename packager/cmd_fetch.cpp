@@ -11,6 +11,7 @@
 #include "driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
+#include "kiln/loader.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"
 #include "target_choice.hpp"
@@ -189,17 +190,12 @@ void add_fetch_command(CLI::App& app, int& rc) {
     opts.mirrors = o->mirrors;
     opts.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
     opts.download_timeout_ms = std::max(1L, std::lround(o->download_timeout_s * 1000));
-    if (opts.mirrors.empty())
-      if (const char* env = std::getenv("KILN_MIRRORS")) opts.mirrors = split_list(env);
-    if (opts.index_sha256.empty())
-      if (const char* env = std::getenv("KILN_INDEX_SHA256")) opts.index_sha256 = env;
-    if (const char* env = std::getenv("KILN_OFFLINE")) {
-      std::string v = env;
-      if (v == "1" || v == "true" || v == "yes")
-        opts.offline = true;
-      else if (!(v.empty() || v == "0" || v == "false" || v == "no"))
-        throw Error(ErrorKind::Usage, "KILN_OFFLINE='" + v + "': expected 1 or 0");
-    }
+    // The environment through the loader's one table: the same variables, values and errors.
+    const LoaderConfig env = LoaderConfig::from_env();
+    if (opts.mirrors.empty()) opts.mirrors = env.mirrors;
+    if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
+    if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
+    if (env.offline) opts.offline = true;
     // Progress goes to stderr so that --json output on stdout stays parseable.
     opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
     FetchResult r;

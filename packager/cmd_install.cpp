@@ -68,6 +68,10 @@ void add_install_command(CLI::App& app, int& rc) {
       j["input"] = input;
       j["kind"] = to_string(e.kind());
       j["message"] = e.what();
+      Json fields = Json::object();
+      for (const auto& f : e.fields())
+        if (!fields.contains(f.name)) fields[f.name] = f.value;
+      j["fields"] = std::move(fields);
       failures.push_back(std::move(j));
       worst = most_severe({{e.kind(), "", "", ""}, {worst.value_or(e.kind()), "", "", ""}});
       if (!opts->json)

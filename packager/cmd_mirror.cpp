@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "kiln/error.hpp"
+#include "kiln/loader.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
 
@@ -197,10 +198,9 @@ void add_sync(CLI::App& mirror, int& rc) {
     SyncOptions opts = o->sync;
     opts.to = o->to;
     if (opts.version.empty()) opts.version = kiln::version();
-    if (opts.index_sha256.empty())
-      if (const char* env = std::getenv("KILN_INDEX_SHA256")) opts.index_sha256 = env;
-    if (opts.ca_bundle.empty())
-      if (const char* env = std::getenv("KILN_CA_BUNDLE")) opts.ca_bundle = env;
+    const LoaderConfig env = LoaderConfig::from_env();  // the one table of variables
+    if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
+    if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
     // Progress goes to stderr so that --json output on stdout stays parseable.
     opts.log = [](const std::string& line) { std::cerr << "kiln mirror sync: " << line << "\n"; };
     SyncResult r = sync_release(opts);

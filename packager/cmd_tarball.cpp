@@ -8,6 +8,7 @@
 
 #include "build.hpp"
 #include "commands.hpp"
+#include "environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/target.hpp"
 #include "tarball.hpp"
@@ -60,7 +61,7 @@ void add_tarball_command(CLI::App& app, int& rc) {
                   "this kiln runs from a build directory, not an install tree: run `cmake "
                   "--install BUILD_DIR --prefix DIR` and pass --prefix DIR (or run DIR/bin/kiln)");
     }
-    if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde)
+    if (std::string sde = read_environment().source_date_epoch; !sde.empty())
       t.mtime = packager::parse_source_date_epoch(sde);
     t.progress = [](const std::string& s) {
       std::fprintf(stderr, "kiln tarball: %s\n", s.c_str());

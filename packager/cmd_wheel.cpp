@@ -8,6 +8,7 @@
 
 #include "build.hpp"
 #include "commands.hpp"
+#include "environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
@@ -67,7 +68,7 @@ void add_wheel_command(CLI::App& app, int& rc) {
     if (!opts->targets.empty()) {
       for (const auto& t : parse_target_list(opts->targets)) o.targets.push_back(t.str());
     }
-    if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde)
+    if (std::string sde = read_environment().source_date_epoch; !sde.empty())
       o.source_date_epoch = packager::parse_source_date_epoch(sde);
 
     auto result = wheel::build_wheels(o, [](const wheel::BuiltWheel& w) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/error.hpp"
+
 namespace kiln::cli {
 
 void add_registry_command(CLI::App& app, int& rc);
@@ -31,6 +33,12 @@ int parse_device_cc(const std::string& text, const std::string& other_words);
 // Every command's --version option checks its value with this (version_option.cpp):
 // MAJOR.MINOR.PATCH[-prerelease] or a usage error (exit 2).
 CLI::Validator package_version_option();
+
+// An Error as one line of JSON (error_json.cpp): {"error": {"kind", "exit_code", "message",
+// "fields": {name: value, ...}}}. main() prints it on stdout, after the usual line on stderr,
+// when the command that failed was given --json (json_requested).
+std::string error_json(const Error& e);
+bool json_requested(const CLI::App& app);
 
 // The source tree kiln was configured from (used by `kiln build` when --source is not given).
 std::string default_source_dir();

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   } catch (const kiln::Error& e) {
     std::fflush(stdout);
     std::cerr << "kiln: error (" << kiln::to_string(e.kind()) << "): " << e.what() << "\n";
+    if (kiln::cli::json_requested(app)) std::cout << kiln::cli::error_json(e) << std::endl;
     return kiln::exit_code(e.kind());
   } catch (const std::exception& e) {
     std::cerr << "kiln: internal error: " << e.what() << "\n";

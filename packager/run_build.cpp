@@ -14,6 +14,7 @@
 
 #include "atomic_file.hpp"
 #include "command_runner.hpp"
+#include "environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
@@ -87,19 +88,19 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   BuildPlan full_plan = plan_build(reg, opts.targets, opts.only, source_dir);
   BuildPlan plan = opts.shard ? shard_plan(full_plan, *opts.shard) : full_plan;
   runner.check_available();
-  const char* path_env = std::getenv("PATH");
+  const std::string path_env = read_environment().path;
   std::string launcher;
   if (!opts.launcher.empty()) {
     auto found = opts.launcher.find('/') != std::string::npos
                      ? std::optional<std::string>(opts.launcher)
-                     : find_on_path(opts.launcher, path_env ? path_env : "");
+                     : find_on_path(opts.launcher, path_env);
     if (!found || ::access(found->c_str(), X_OK) != 0)
-      throw Error(ErrorKind::Unsupported,
-                  "compiler launcher '" + opts.launcher +
-                      "' (--launcher or KILN_COMPILER_LAUNCHER) is not an executable file" +
-                      (opts.launcher.find('/') != std::string::npos
-                           ? std::string()
-                           : " on PATH (" + std::string(path_env ? path_env : "") + ")"));
+      throw Error(
+          ErrorKind::Unsupported,
+          "compiler launcher '" + opts.launcher +
+              "' (--launcher or KILN_COMPILER_LAUNCHER) is not an executable file" +
+              (opts.launcher.find('/') != std::string::npos ? std::string()
+                                                            : " on PATH (" + path_env + ")"));
     launcher = fs::absolute(*found).string();
   }
 
@@ -214,8 +215,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
 }
 
 BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* progress_out) {
-  const char* path_env = std::getenv("PATH");
-  auto ninja = make_ninja_runner(path_env ? path_env : "");
+  auto ninja = make_ninja_runner(read_environment().path);
   return run_build(opts, toolkit, *ninja, progress_out);
 }
 

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <set>
 
+#include "environment.hpp"
 #include "kiln/error.hpp"
 
 extern char** environ;
@@ -23,8 +24,9 @@ namespace fs = std::filesystem;
 
 ToolkitSearch ToolkitSearch::from_env() {
   ToolkitSearch s;
-  if (const char* h = std::getenv("CUDA_HOME"); h && *h) s.cuda_home = h;
-  if (const char* p = std::getenv("PATH")) s.path = p;
+  const Environment env = read_environment();  // the one table of variables (environment.hpp)
+  if (!env.cuda_home.empty()) s.cuda_home = env.cuda_home;
+  s.path = env.path;
   return s;
 }
 

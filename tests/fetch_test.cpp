@@ -537,5 +537,50 @@ TEST(RedirectRule, HttpsOnlyToHttpsAndHttpOnlyWithinItsHost) {
   EXPECT_NE(redirect_refusal("file:///srv/a", "file:///srv/b"), "");
 }
 
+// The kind is decided from what each failure was (MirrorFailure::bad_bytes), not from its words:
+// a TLS failure whose text says "distrusted" is still a mirror that did not serve (Network),
+// and a digest mismatch is Integrity, with the archive and target as fields.
+TEST_F(FetchLogic, IntegrityOrNetworkIsDecidedFromTheFailureNotItsWording) {
+  std::string a = "https://a.example";
+  transport.serve(a + "/" + index_file_name(rel.version), rel.index_json);
+  TransferResult tls = status(TransferStatus::Tls);
+  tls.message = "SSL certificate problem: certificate is distrusted (failed verification)";
+  transport.replies[a + "/" + rel.archive_name] = {{tls, ""}};
+  try {
+    fetch(options({a}));
+    FAIL() << "fetch succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Network) << e.what();
+    EXPECT_NE(std::string(e.what()).find("distrusted"), std::string::npos) << e.what();
+  }
+  fetch_detail::forget_bad_mirrors();
+  std::string bad = rel.archive_bytes;
+  bad[0] ^= 1;
+  transport.serve(a + "/" + rel.archive_name, bad);
+  try {
+    fetch(options({a}));
+    FAIL() << "fetch succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Integrity) << e.what();
+    ASSERT_NE(e.field("file"), nullptr);
+    EXPECT_EQ(*e.field("file"), rel.archive_name);
+    ASSERT_NE(e.field("target"), nullptr);
+    EXPECT_EQ(*e.field("target"), "sm_90a");
+  }
+  ASSERT_FALSE(transport.requests.empty());
+}
+
+// FetchOptions::ca_bundle reaches every request (fetch.cpp no longer reads KILN_CA_BUNDLE: its
+// callers pass LoaderConfig::ca_bundle).
+TEST_F(FetchLogic, TheCaBundleOfTheOptionsReachesEveryRequest) {
+  std::string a = "https://a.example";
+  serve_release(a);
+  FetchOptions o = options({a});
+  o.ca_bundle = "/etc/kiln/ca.pem";
+  fetch(o);
+  ASSERT_GE(transport.requests.size(), 2u);
+  for (const auto& r : transport.requests) EXPECT_EQ(r.ca_bundle, "/etc/kiln/ca.pem") << r.url;
+}
+
 }  // namespace
 }  // namespace kiln

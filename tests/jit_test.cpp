@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/error.hpp"
+#include "kiln/loader.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/sha256.hpp"
 #include "test_util.hpp"
@@ -30,7 +31,9 @@ using test::write_file;
 // before any test runs.
 [[maybe_unused]] const bool kProbeChild = [] {
   if (!std::getenv("KILN_JIT_TEST_PROBE_CHILD")) return false;
-  JitCapability cap = NvrtcCompiler().probe();
+  NvrtcConfig config;  // KILN_NVRTC_LIBRARY, through the one table, as the Loader passes it
+  config.library = kiln::LoaderConfig::from_env().nvrtc_library;
+  JitCapability cap = NvrtcCompiler(config).probe();
   std::printf("available=%d\nmissing=%s\n", cap.available ? 1 : 0, cap.missing.c_str());
   std::fflush(stdout);
   std::_Exit(0);

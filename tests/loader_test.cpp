@@ -150,6 +150,7 @@ struct Rig {
   std::vector<std::string> offered = {"sm_90"};      // what the fake pinned index lists
   std::vector<std::string> fetched;                  // targets fetch was asked for, in order
   std::atomic<int> index_fetches{0};
+  std::vector<std::string> ca_bundles;  // FetchOptions::ca_bundle of every index and fetch call
   kiln::LoaderConfig cfg;
 
   Rig() {
@@ -163,9 +164,10 @@ struct Rig {
     d.fs = fs;
     d.jit = jit;
     d.installed_store = (tmp / "installed").string();
-    d.fetch = [this](const kiln::FetchOptions&, const std::vector<std::string>& targets,
+    d.fetch = [this](const kiln::FetchOptions& o, const std::vector<std::string>& targets,
                      const std::string& dest) {
       ++fetches;
+      ca_bundles.push_back(o.ca_bundle);
       fetched.push_back(targets.at(0));
       if (!on_fetch) throw kiln::Error(ErrorKind::Network, "mirror down: HTTP 503");
       on_fetch(dest);
@@ -173,8 +175,9 @@ struct Rig {
       r.installed.push_back(dest + "/" + targets[0]);
       return r;
     };
-    d.index_targets = [this](const kiln::FetchOptions&) {
+    d.index_targets = [this](const kiln::FetchOptions& o) {
       ++index_fetches;
+      ca_bundles.push_back(o.ca_bundle);
       return offered;
     };
     return kiln::make_loader(cfg, std::move(d));
@@ -442,6 +445,17 @@ TEST(Loader, MirrorDownloadIntoTheCacheIsVerifiedAndLoaded) {
   const auto& h = l->get(kUri);
   EXPECT_EQ(rig.fetches.load(), 1);
   EXPECT_EQ(h.origin.rfind(rig.cfg.cache_dir, 0), 0u) << h.origin;
+}
+
+TEST(Loader, MirrorTierPassesTheConfiguredCaBundleToTheIndexAndTheDownload) {
+  Rig rig;
+  rig.cfg.offline = false;
+  rig.cfg.mirrors = {"https://mirror.example/kiln"};
+  rig.cfg.ca_bundle = "/etc/site/ca.pem";  // KILN_CA_BUNDLE
+  rig.on_fetch = [](const std::string& dest) { write_archive(dest, {"sm_90"}); };
+  auto l = rig.loader();
+  l->get(kUri);
+  EXPECT_EQ(rig.ca_bundles, (std::vector<std::string>{"/etc/site/ca.pem", "/etc/site/ca.pem"}));
 }
 
 TEST(Loader, FailedMirrorIsRecordedAndJitUsedWithAWarning) {

@@ -369,3 +369,40 @@ TEST(OpsCApi, BadArgumentsReturnUsageWithTheMessage) {
 }
 
 }  // namespace
+
+namespace {
+
+// gemm_f16 remembers, per loader and context, that the wgmma kernel is unusable. A Loader built
+// where a destroyed one lived (same address, placement new) must not inherit that verdict: here
+// the first loader's stores lack the wgmma kernel, the second's have it, and the second must use
+// it. Keyed by address, the second call would skip wgmma and return the tensor-core URI. It
+// also asks the loader's own driver (the fake, CC 9.0), not a driver of its own.
+TEST(OpsGemmF16, ANewLoaderAtARecycledAddressDoesNotInheritTheOldOnesFallback) {
+  Rig rig;
+  write_store(rig.tmp / "without-wgmma", {"gemm_f16_tc_bm_64_bn_64"});
+  write_store(rig.tmp / "with-wgmma", {"hopper_wgmma_bn_64", "gemm_f16_tc_bm_64_bn_64"});
+  alignas(kiln::Loader) unsigned char storage[sizeof(kiln::Loader)];
+  auto build = [&](const std::string& store) {
+    kiln::LoaderConfig cfg = rig.cfg;
+    cfg.artifact_path = {(rig.tmp / store).string()};
+    kiln::LoaderDeps d;
+    d.driver = rig.driver;
+    d.installed_store = (rig.tmp / "installed").string();
+    return kiln::make_loader_at(storage, cfg, std::move(d));
+  };
+  auto* C = static_cast<float*>(dev(1 << 20));
+  kiln::Loader* first = build("without-wgmma");
+  const std::uint64_t first_id = first->id();
+  EXPECT_EQ(ops::gemm_f16(*first, nullptr, C, dev(8192), dev(16384), 64, 64, 64),
+            "gemm_f16_tc_bm_64_bn_64");
+  first->~Loader();
+  kiln::Loader* second = build("with-wgmma");
+  ASSERT_EQ(static_cast<void*>(second), static_cast<void*>(first));
+  EXPECT_NE(second->id(), first_id) << "a loader id was reused";
+  EXPECT_EQ(ops::gemm_f16(*second, nullptr, C, dev(8192), dev(16384), 64, 64, 64),
+            "hopper_wgmma_bn_64");
+  second->~Loader();
+  EXPECT_EQ(rig.driver->launches.size(), 2u);
+}
+
+}  // namespace

@@ -126,6 +126,24 @@ TEST(InstallCli, ArchiveNotMatchingTheIndexDigestIsRefusedAndStoreStaysEmpty) {
   EXPECT_TRUE(fs::is_empty(dir / "store"));
 }
 
+// --json failures carry the error's context fields: a program reads which field differed and
+// both values without parsing the message.
+TEST(InstallCli, JsonFailureCarriesTheFieldThatDifferedAndBothValues) {
+  TempDir dir;
+  fs::path index = write_release(dir.path(), {"sm_80"});
+  fs::path archive = dir / archive_file_name(kiln::version(), "13.0", "sm_80");
+  const std::string pinned = sha256_file(archive);
+  write_archive(archive, release_members("sm_80", kiln::version(), {{"axpy_dtype_f32", "evil"}}),
+                0);
+  auto r =
+      test::run(cli("install --json " + index.string() + " --dest " + (dir / "store").string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_NE(r.out.find("\"field\": \"sha256\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"expected\": \"" + pinned + "\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"actual\": \"" + sha256_file(archive) + "\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"path\": \"" + archive.string() + "\""), std::string::npos) << r.out;
+}
+
 TEST(InstallCli, OtherVersionIsRefusedUnlessAnyVersion) {
   TempDir dir;
   write_archive(dir / "old.tar.zst", release_members("sm_80", "0.0.1"), 0);

@@ -1,9 +1,11 @@
-// LoaderConfig from the environment: one table of variables, a fixed precedence (explicit
-// fields set after from_env() win), and errors that name the variable.
+// The environment, read from one table (environment.hpp): a fixed precedence (explicit fields
+// set after from_env() win), and errors that name the variable and the value.
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 
+#include "environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/sha256.hpp"
@@ -28,68 +30,165 @@ std::vector<std::string> split(const std::string& s, const std::string& separato
   return out;
 }
 
-std::string default_cache_dir(const std::function<const char*(const char*)>& getenv) {
-  if (const char* x = getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/kiln";
-  if (const char* h = getenv("HOME"); h && *h) return std::string(h) + "/.cache/kiln";
-  // No home (some batch systems): a per-user directory that is still writable.
-  return "/tmp/kiln-cache-" + std::to_string(static_cast<long>(::getuid()));
-}
-
-}  // namespace
-
-bool parse_bool_setting(const std::string& name, const std::string& value) {
+std::optional<bool> bool_value(const std::string& value) {
   static const char* const kTrue[] = {"1", "true", "yes", "on"};
   static const char* const kFalse[] = {"0", "false", "no", "off"};
   for (const char* t : kTrue)
     if (value == t) return true;
   for (const char* f : kFalse)
     if (value == f) return false;
-  throw Error(ErrorKind::Usage, name + "='" + value +
-                                    "' is not a boolean: expected one of 0, 1, true, false, yes, "
-                                    "no, on, off");
+  return std::nullopt;
 }
 
-LoaderConfig LoaderConfig::from_env() {
-  return from_env([](const char* name) -> const char* { return std::getenv(name); });
+constexpr const char* kBoolExpected = "one of 0, 1, true, false, yes, no, on, off";
+
+template <bool LoaderConfig::*Field>
+void apply_bool(Environment& env, const std::string& name, const std::string& v) {
+  std::optional<bool> b = bool_value(v);
+  if (!b) throw bad_env_value(name, v, "a boolean", kBoolExpected);
+  env.loader.*Field = *b;
 }
+
+// One row per variable. A row's parser is a captureless lambda; the name is passed back in so
+// that messages never spell it twice.
+#define KILN_BOOL_ROW(NAME, FIELD, MEANING, DEFAULT)                                               \
+  {                                                                                                \
+    NAME, MEANING, DEFAULT,                                                                        \
+        [](Environment& e, const std::string& v) { apply_bool<&LoaderConfig::FIELD>(e, NAME, v); } \
+  }
+
+// Built on first use: the logs may read a variable from another translation unit's static
+// initialiser, before a namespace-scope table would exist.
+const std::vector<EnvVariable>& variables_table() {
+  static const std::vector<EnvVariable> table = {
+    {"KILN_ARTIFACT_PATH", "`:`-separated store directories, searched first, in order", "none",
+     [](Environment& e, const std::string& v) { e.loader.artifact_path = split(v, ":"); }},
+    {"KILN_CACHE_DIR", "writable cache: downloads (a store) and `jit/`",
+     "`$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`",
+     [](Environment& e, const std::string& v) { e.loader.cache_dir = v; }},
+    {"KILN_MIRRORS", "mirror URLs, whitespace- or `,`-separated, tried in order",
+     "none (or compiled in)",
+     [](Environment& e, const std::string& v) { e.loader.mirrors = split(v, " \t\n,"); }},
+    {"KILN_INDEX_SHA256", "digest pinning the mirror's release index", "compiled in",
+     [](Environment& e, const std::string& v) {
+       if (!is_sha256_hex(v))
+         throw bad_env_value("KILN_INDEX_SHA256", v, "a SHA-256 digest", "64 lowercase hex digits");
+       e.loader.index_sha256 = v;
+     }},
+    {"KILN_CA_BUNDLE", "PEM file of CA certificates for `https://` mirrors", "system store",
+     [](Environment& e, const std::string& v) { e.loader.ca_bundle = v; }},
+    KILN_BOOL_ROW("KILN_OFFLINE", offline, "no network access, ever", "off"),
+    KILN_BOOL_ROW("KILN_DISABLE_JIT", disable_jit, "never compile with NVRTC", "off"),
+    KILN_BOOL_ROW("KILN_ALLOW_STALE", allow_stale,
+                  "diagnostic: load stale artifacts, warned on every load", "off"),
+    {"KILN_LOG", "`error`, `warn`, `info`, `debug` for the loader's decisions", "`warn`",
+     [](Environment& e, const std::string& v) {
+       try {
+         e.loader.log_level = to_string(parse_log_level(v, "KILN_LOG"));
+       } catch (const Error&) {
+         throw bad_env_value("KILN_LOG", v, "a log level", "error, warn, info or debug");
+       }
+     }},
+    {"KILN_API_LOG", "`0..3`: kernel calls (1: name, 2+: arguments), written before the launch",
+     "`0`",
+     [](Environment& e, const std::string& v) {
+       if (v.size() != 1 || v[0] < '0' || v[0] > '3')
+         throw bad_env_value("KILN_API_LOG", v, "an API log level", "0, 1, 2 or 3");
+       e.loader.api_log = v[0] - '0';
+     }},
+    {"KILN_LOG_FILE", "log destination instead of stderr; `%p` = pid", "stderr",
+     [](Environment& e, const std::string& v) { e.loader.log_file = v; }},
+    {"KILN_NVRTC_LIBRARY", "the NVRTC library the JIT loads (only that one is tried)",
+     "`libnvrtc.so.13`, else `libnvrtc.so`",
+     [](Environment& e, const std::string& v) { e.loader.nvrtc_library = v; }},
+    {"KILN_CUDA_HOME", "toolkit whose `include/` has `cuda_fp16.h` for the JIT",
+     "`CUDA_HOME`, else `CUDA_PATH`",
+     [](Environment& e, const std::string& v) { e.loader.cuda_home = v; }},
+    {"CUDA_HOME", "toolkit: `kiln build`/`doctor` look for nvcc in its `bin/` first; JIT headers",
+     "`/usr/local/cuda`",
+     [](Environment& e, const std::string& v) {
+       e.cuda_home = v;
+       if (e.loader.cuda_home.empty()) e.loader.cuda_home = v;
+     }},
+    {"CUDA_PATH", "JIT headers, when neither `KILN_CUDA_HOME` nor `CUDA_HOME` is set", "none",
+     [](Environment& e, const std::string& v) {
+       if (e.loader.cuda_home.empty()) e.loader.cuda_home = v;
+     }},
+    {"KILN_COMPILER_LAUNCHER", "`kiln build`: the compiler launcher (e.g. `sccache`)", "none",
+     [](Environment& e, const std::string& v) { e.compiler_launcher = v; }},
+    {"SOURCE_DATE_EPOCH", "`kiln build`/`tarball`/`wheel`: the time recorded in outputs",
+     "the last git commit, else fixed",
+     [](Environment& e, const std::string& v) { e.source_date_epoch = v; }},
+    {"PATH", "`kiln build`/`doctor`: where nvcc, ninja and git are found", "none",
+     [](Environment& e, const std::string& v) { e.path = v; }},
+    {"XDG_CACHE_HOME", "default cache directory: `$XDG_CACHE_HOME/kiln`", "none",
+     [](Environment& e, const std::string& v) { e.xdg_cache_home = v; }},
+    {"HOME", "default cache directory without `XDG_CACHE_HOME`: `~/.cache/kiln`", "none",
+     [](Environment& e, const std::string& v) { e.home = v; }},
+  };
+  return table;
+}
+
+#undef KILN_BOOL_ROW
+
+void apply(Environment& env, const EnvVariable& var, const GetEnv& getenv) {
+  const char* v = getenv(var.name);
+  // An empty variable counts as unset: `KILN_OFFLINE= cmd` is a common way to clear one.
+  if (v && *v) var.apply(env, v);
+}
+
+}  // namespace
+
+Error bad_env_value(std::string_view name, std::string_view value, std::string_view what,
+                    std::string_view expected) {
+  return Error(ErrorKind::Usage,
+               std::string(name) + "='" + std::string(value) + "' is not " + std::string(what) +
+                   ": expected " + std::string(expected),
+               {{"variable", std::string(name)}, {"value", std::string(value)}});
+}
+
+bool parse_bool_setting(const std::string& name, const std::string& value) {
+  if (std::optional<bool> b = bool_value(value)) return *b;
+  throw Error(ErrorKind::Usage,
+              name + "='" + value + "' is not a boolean: expected " + kBoolExpected,
+              {{"setting", name}, {"value", value}});
+}
+
+const std::vector<EnvVariable>& env_variables() { return variables_table(); }
+
+Environment read_environment(const GetEnv& getenv) {
+  Environment env;
+  for (const auto& var : variables_table()) apply(env, var, getenv);
+  if (env.loader.cache_dir.empty()) {
+    if (!env.xdg_cache_home.empty())
+      env.loader.cache_dir = env.xdg_cache_home + "/kiln";
+    else if (!env.home.empty())
+      env.loader.cache_dir = env.home + "/.cache/kiln";
+    else  // No home (some batch systems): a per-user directory that is still writable.
+      env.loader.cache_dir = "/tmp/kiln-cache-" + std::to_string(static_cast<long>(::getuid()));
+  }
+  return env;
+}
+
+Environment read_environment() {
+  return read_environment([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+void read_env_variable(Environment& env, std::string_view name, const GetEnv& getenv) {
+  for (const auto& var : variables_table())
+    if (name == var.name) return apply(env, var, getenv);
+  throw Error(ErrorKind::Internal, "read_env_variable: " + std::string(name) +
+                                       " is not in the table of environment variables");
+}
+
+void read_env_variable(Environment& env, std::string_view name) {
+  read_env_variable(env, name, [](const char* n) -> const char* { return std::getenv(n); });
+}
+
+LoaderConfig LoaderConfig::from_env() { return read_environment().loader; }
 
 LoaderConfig LoaderConfig::from_env(const std::function<const char*(const char*)>& getenv) {
-  LoaderConfig c;
-  auto get = [&](const char* name) -> std::optional<std::string> {
-    const char* v = getenv(name);
-    if (!v) return std::nullopt;
-    return std::string(v);
-  };
-  // An empty variable counts as unset: `KILN_OFFLINE= cmd` is a common way to clear one.
-  auto boolean = [&](const char* name, bool& field) {
-    if (auto v = get(name); v && !v->empty()) field = parse_bool_setting(name, *v);
-  };
-  if (auto v = get("KILN_ARTIFACT_PATH")) c.artifact_path = split(*v, ":");
-  if (auto v = get("KILN_CACHE_DIR"); v && !v->empty())
-    c.cache_dir = *v;
-  else
-    c.cache_dir = default_cache_dir(getenv);
-  if (auto v = get("KILN_MIRRORS")) c.mirrors = split(*v, " \t\n,");
-  if (auto v = get("KILN_INDEX_SHA256"); v && !v->empty()) {
-    if (!is_sha256_hex(*v))
-      throw Error(ErrorKind::Usage, "KILN_INDEX_SHA256='" + *v +
-                                        "' is not a SHA-256 digest: expected 64 lowercase hex "
-                                        "digits");
-    c.index_sha256 = *v;
-  }
-  boolean("KILN_OFFLINE", c.offline);
-  boolean("KILN_DISABLE_JIT", c.disable_jit);
-  boolean("KILN_ALLOW_STALE", c.allow_stale);
-  if (auto v = get("KILN_LOG"); v && !v->empty())
-    c.log_level = to_string(parse_log_level(*v, "KILN_LOG"));
-  if (auto v = get("KILN_API_LOG"); v && !v->empty()) {
-    if (v->size() != 1 || (*v)[0] < '0' || (*v)[0] > '3')
-      throw Error(ErrorKind::Usage,
-                  "KILN_API_LOG='" + *v + "' is not an API log level: expected 0, 1, 2 or 3");
-    c.api_log = (*v)[0] - '0';
-  }
-  if (auto v = get("KILN_LOG_FILE")) c.log_file = *v;
-  return c;
+  return read_environment(getenv).loader;
 }
 
 }  // namespace kiln

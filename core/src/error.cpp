@@ -64,3 +64,24 @@ int exit_code(ErrorKind kind) {
 }
 
 }  // namespace kiln
+
+namespace kiln {
+
+const std::vector<ErrorField>& Error::fields() const {
+  static const std::vector<ErrorField> kNone;
+  return fields_ ? *fields_ : kNone;
+}
+
+const std::string* Error::field(std::string_view name) const {
+  for (const auto& f : fields())
+    if (f.name == name) return &f.value;
+  return nullptr;
+}
+
+Error Error::with(std::string name, std::string value) const {
+  std::vector<ErrorField> more = fields();
+  more.push_back({std::move(name), std::move(value)});
+  return Error(kind_, what(), std::move(more));
+}
+
+}  // namespace kiln

@@ -143,10 +143,13 @@ struct Context {
     std::lock_guard<std::mutex> g(mu);
     opts.log(line);
   }
-  void fail(const std::string& mirror, const std::string& url, const std::string& what) {
+  // `bad_bytes`: the mirror served bytes that failed verification (it is distrusted), as opposed
+  // to not serving them; fetch_archive decides Integrity vs Network from it.
+  void fail(const std::string& mirror, const std::string& url, const std::string& what,
+            bool bad_bytes = false) {
     {
       std::lock_guard<std::mutex> g(mu);
-      failures.push_back({mirror, url, what});
+      failures.push_back({mirror, url, what, bad_bytes});
     }
     log("mirror " + mirror + ": " + url + ": " + what);
   }
@@ -162,8 +165,6 @@ struct Context {
     r.low_speed_bytes = opts.low_speed_bytes;
     r.low_speed_seconds = opts.low_speed_seconds;
     r.ca_bundle = opts.ca_bundle;
-    if (r.ca_bundle.empty())
-      if (const char* env = std::getenv("KILN_CA_BUNDLE")) r.ca_bundle = env;
     return r;
   }
 };
@@ -198,8 +199,8 @@ TrustedIndex fetch_index(Context& cx, const std::string& version, const std::str
   std::string mismatch;
   for (const auto& mirror : cx.mirrors) {
     if (is_mirror_bad(mirror)) {
-      cx.fail(mirror, mirror + "/" + name,
-              "skipped: served bytes that failed verification earlier");
+      cx.fail(mirror, mirror + "/" + name, "skipped: served bytes that failed verification earlier",
+              true);
       continue;
     }
     std::string url = mirror + "/" + name;
@@ -219,7 +220,7 @@ TrustedIndex fetch_index(Context& cx, const std::string& version, const std::str
     bool ok = r.status == TransferStatus::Ok;
     if (too_big) {
       cx.fail(mirror, url,
-              "index larger than " + std::to_string(kMaxIndexBytes) + " bytes: refused");
+              "index larger than " + std::to_string(kMaxIndexBytes) + " bytes: refused", true);
       mark_mirror_bad(mirror);
       continue;
     }
@@ -230,7 +231,7 @@ TrustedIndex fetch_index(Context& cx, const std::string& version, const std::str
     std::string got = sha256_hex(body);
     if (got != pin) {
       mismatch = "index SHA-256 mismatch: pinned " + pin + ", served " + got;
-      cx.fail(mirror, url, mismatch);
+      cx.fail(mirror, url, mismatch, true);
       mark_mirror_bad(mirror);
       continue;
     }
@@ -286,17 +287,20 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
     case DownloadStatus::TooBig:
       cx.fail(mirror, url,
               "served more than the " + std::to_string(e.size) +
-                  " bytes the index lists: aborted, mirror distrusted");
+                  " bytes the index lists: aborted, mirror distrusted",
+              true);
       break;
     case DownloadStatus::SizeMismatch:
       cx.fail(mirror, url,
               "size mismatch: index lists " + std::to_string(e.size) + " bytes, served " +
-                  std::to_string(d.bytes) + "; mirror distrusted");
+                  std::to_string(d.bytes) + "; mirror distrusted",
+              true);
       break;
     case DownloadStatus::DigestMismatch:
       cx.fail(mirror, url,
               "SHA-256 mismatch: index pins " + e.sha256 + ", served " + d.sha256 +
-                  "; mirror distrusted");
+                  "; mirror distrusted",
+              true);
       break;
   }
   mark_mirror_bad(mirror);
@@ -347,7 +351,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
   for (const auto& mirror : cx.mirrors) {
     if (is_mirror_bad(mirror)) {
       cx.fail(mirror, mirror + "/" + e.file,
-              "skipped: served bytes that failed verification earlier");
+              "skipped: served bytes that failed verification earlier", true);
       continue;
     }
     cx.log("downloading " + mirror + "/" + e.file + " (" + std::to_string(e.size) + " bytes)");
@@ -381,15 +385,14 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
           f.url.compare(f.url.size() - e.file.size(), e.file.size(), e.file) != 0)
         continue;
       msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
-      if (f.what.find("distrusted") == std::string::npos &&
-          f.what.find("failed verification") == std::string::npos)
-        bad_bytes_only = false;
+      if (!f.bad_bytes) bad_bytes_only = false;
     }
   }
   msg << "\nNothing unverified was kept in " << cx.dest.string()
       << "; add a working mirror with --mirror / KILN_MIRRORS, or copy the archive there with "
          "`kiln fetch --mirror file:///path/to/release`.";
-  throw Error(bad_bytes_only ? ErrorKind::Integrity : ErrorKind::Network, msg.str());
+  throw Error(bad_bytes_only ? ErrorKind::Integrity : ErrorKind::Network, msg.str(),
+              {{"file", e.file}, {"target", e.target}, {"path", cx.dest.string()}});
 }
 
 }  // namespace
@@ -633,8 +636,6 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
       req.low_speed_bytes = 1;
       req.low_speed_seconds = 5;
       req.ca_bundle = opts.ca_bundle;
-      if (req.ca_bundle.empty())
-        if (const char* env = std::getenv("KILN_CA_BUNDLE")) req.ca_bundle = env;
       std::string body;
       TransferResult r = transport->get(req, [&](const char* d, std::size_t n) {
         if (body.size() + n > kMaxIndexBytes) return false;

@@ -18,6 +18,7 @@
 #include "file_lock.hpp"
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
+#include "log.hpp"
 #include "untrusted_json.hpp"
 
 #ifndef KILN_CUDA_HOME
@@ -67,7 +68,6 @@ std::map<std::string, ProbeEntry>& probe_cache() {
 
 std::vector<std::string> library_candidates(const std::string& configured) {
   if (!configured.empty()) return {configured};
-  if (const char* env = std::getenv("KILN_NVRTC_LIBRARY"); env && *env) return {env};
   return {"libnvrtc.so.13", "libnvrtc.so"};
 }
 
@@ -125,8 +125,8 @@ bool has_fp16_header(const fs::path& dir) {
 
 // NVRTC 13 ships no cuda_fp16.h; the toolkit headers are found beside the library first so
 // that headers and compiler come from one installation.
-std::string find_include_dir(const std::string& configured, const std::string& library_path,
-                             std::string& looked) {
+std::string find_include_dir(const std::string& configured, const std::string& cuda_home,
+                             const std::string& library_path, std::string& looked) {
   std::vector<fs::path> candidates;
   if (!configured.empty()) {
     candidates.push_back(configured);
@@ -137,8 +137,7 @@ std::string find_include_dir(const std::string& configured, const std::string& l
       candidates.push_back(libdir.parent_path() / "targets" / "x86_64-linux" / "include");
       candidates.push_back(libdir.parent_path() / "targets" / "sbsa-linux" / "include");
     }
-    for (const char* var : {"KILN_CUDA_HOME", "CUDA_HOME", "CUDA_PATH"})
-      if (const char* v = std::getenv(var); v && *v) candidates.push_back(fs::path(v) / "include");
+    if (!cuda_home.empty()) candidates.push_back(fs::path(cuda_home) / "include");
     if (*KILN_CUDA_HOME) candidates.push_back(fs::path(KILN_CUDA_HOME) / "include");
     candidates.push_back("/usr/local/cuda/include");
   }
@@ -192,7 +191,7 @@ JitCapability run_probe(const NvrtcConfig& config, std::shared_ptr<NvrtcApi>& ap
     return cap;
   }
   std::string looked;
-  cap.include_dir = find_include_dir(config.include_dir, api->path, looked);
+  cap.include_dir = find_include_dir(config.include_dir, config.cuda_home, api->path, looked);
   if (cap.include_dir.empty()) {
     cap.missing = "cuda_fp16.h/cuda_bf16.h not found (NVRTC has no built-in copy); looked in " +
                   looked + "; set KILN_CUDA_HOME to the CUDA toolkit";
@@ -234,7 +233,7 @@ JitCapability run_probe(const NvrtcConfig& config, std::shared_ptr<NvrtcApi>& ap
 std::pair<JitCapability, std::shared_ptr<NvrtcApi>> probe_cached(const NvrtcConfig& config) {
   std::string key;
   for (const auto& c : library_candidates(config.library)) key += c + "\n";
-  key += "include:" + config.include_dir;
+  key += "include:" + config.include_dir + "\ncuda_home:" + config.cuda_home;
   std::lock_guard<std::mutex> lock(g_probe_mutex);
   auto it = probe_cache().find(key);
   if (it == probe_cache().end()) {
@@ -246,12 +245,7 @@ std::pair<JitCapability, std::shared_ptr<NvrtcApi>> probe_cached(const NvrtcConf
 }
 
 void default_log(JitLogLevel level, const std::string& line) {
-  const char* env = std::getenv("KILN_LOG");
-  std::string configured = env && *env ? env : "warn";
-  bool show = level == JitLogLevel::Warn ? configured != "error"
-                                         : (configured == "info" || configured == "debug");
-  if (show)
-    std::cerr << "kiln: " << (level == JitLogLevel::Warn ? "warning: " : "") << line << "\n";
+  log(level == JitLogLevel::Warn ? LogLevel::Warn : LogLevel::Info, line);
 }
 
 // Cache files are untrusted local bytes: regular files of bounded size only (a FIFO or a link

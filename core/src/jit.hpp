@@ -62,19 +62,22 @@ constexpr int kJitCacheFormat = 1;
 enum class JitLogLevel { Warn, Info };
 
 struct NvrtcConfig {
-  // "" = $KILN_NVRTC_LIBRARY, else "libnvrtc.so.13" then "libnvrtc.so". When set (here or
-  // by the variable) only that one is tried.
+  // "" = "libnvrtc.so.13" then "libnvrtc.so". When set (the Loader passes
+  // LoaderConfig::nvrtc_library, KILN_NVRTC_LIBRARY) only that one is tried.
   std::string library;
   // Where compile() reads kernels/ files; null = the sources embedded in libkiln.
   std::shared_ptr<const SourceTree> sources;
   // Directory holding cuda_fp16.h (NVRTC 13 has no built-in copy); "" = found next to NVRTC,
-  // then $KILN_CUDA_HOME/include, $CUDA_HOME/include, the toolkit libkiln was built with.
+  // then <cuda_home>/include, the toolkit libkiln was built with, /usr/local/cuda.
   std::string include_dir;
+  // A toolkit to look in for headers (LoaderConfig::cuda_home: KILN_CUDA_HOME, CUDA_HOME or
+  // CUDA_PATH); "" = none.
+  std::string cuda_home;
   // Lock files go here instead of <cache_dir>/jit (e.g. off a network filesystem).
   std::string lock_dir;
   std::chrono::milliseconds lock_timeout{std::chrono::minutes(10)};
-  // Receives warnings (corrupt cache entries) and info lines (compiles); null = stderr,
-  // warnings unless KILN_LOG=error, info only with KILN_LOG=info|debug.
+  // Receives warnings (corrupt cache entries) and info lines (compiles); null = the loader's
+  // log (log.hpp: warnings unless KILN_LOG=error, info only with KILN_LOG=info|debug).
   std::function<void(JitLogLevel, const std::string&)> log;
 };
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "environment.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -35,11 +36,24 @@ void open_sink_locked(const std::string& pattern) {
   g_sink = f;
 }
 
+// The logs start before any Loader may exist, where nothing can throw: a variable is read
+// through the one table (environment.hpp), and a bad value is reported with the very message
+// LoaderConfig::from_env throws, and the default kept.
+Environment env_setting(const char* name) {
+  Environment env;
+  try {
+    read_env_variable(env, name);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "kiln [warn] %s; using the default\n", e.what());
+  }
+  return env;
+}
+
 std::FILE* sink_locked() {
   if (!g_sink_from_env_done) {
     g_sink_from_env_done = true;
-    const char* f = std::getenv("KILN_LOG_FILE");
-    if (f && *f) open_sink_locked(f);
+    std::string f = env_setting("KILN_LOG_FILE").loader.log_file;
+    if (!f.empty()) open_sink_locked(f);
   }
   return g_sink ? g_sink : stderr;
 }
@@ -91,25 +105,16 @@ std::string expand_log_path(std::string_view pattern, long pid) {
 
 namespace detail {
 
-// A bad value in the environment is reported by LoaderConfig::from_env as Error{Usage}; here,
-// where nothing can throw, it falls back to the default.
 int init_log_level() {
-  int level = static_cast<int>(LogLevel::Warn);
-  if (const char* v = std::getenv("KILN_LOG"); v && *v) {
-    try {
-      level = static_cast<int>(parse_log_level(v, "KILN_LOG"));
-    } catch (const Error&) {
-    }
-  }
+  int level =
+      static_cast<int>(parse_log_level(env_setting("KILN_LOG").loader.log_level, "KILN_LOG"));
   int expected = -1;
   g_log_level.compare_exchange_strong(expected, level);
   return g_log_level.load();
 }
 
 int init_api_log() {
-  int level = 0;
-  if (const char* v = std::getenv("KILN_API_LOG"); v && v[0] >= '0' && v[0] <= '3' && !v[1])
-    level = v[0] - '0';
+  int level = env_setting("KILN_API_LOG").loader.api_log;
   int expected = -1;
   g_api_log.compare_exchange_strong(expected, level);
   return g_api_log.load();

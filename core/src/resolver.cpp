@@ -224,7 +224,7 @@ Error resolution_failure(const std::string& uri, int cc, const std::vector<std::
     msg += c.reason;
   }
   msg += "\n" + advice;
-  return Error(kind, msg);
+  return Error(kind, msg, {{"uri", uri}, {"target", target}});
 }
 
 std::vector<Tier> resolution_plan(const TierInputs& in, int cc) {

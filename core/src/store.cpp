@@ -197,18 +197,30 @@ std::string read_verified_artifact(const fs::path& archive_dir, const ArtifactEn
     data = read_whole_file(p, limits::kMaxLocalArtifactBytes);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::NotFound)
-      throw Error(ErrorKind::NotFound, "artifact " + artifact.uri + " listed in " +
-                                           (archive_dir / kManifestName).string() +
-                                           " is missing: " + p.string());
+      throw Error(ErrorKind::NotFound,
+                  "artifact " + artifact.uri + " listed in " +
+                      (archive_dir / kManifestName).string() + " is missing: " + p.string(),
+                  {{"uri", artifact.uri}, {"path", p.string()}, {"field", "file"}});
     throw;
   }
   if (data.size() != artifact.size)
-    throw Error(ErrorKind::Integrity, p.string() + ": size is " + std::to_string(data.size()) +
-                                          " bytes, manifest says " + std::to_string(artifact.size));
+    throw Error(ErrorKind::Integrity,
+                p.string() + ": size is " + std::to_string(data.size()) + " bytes, manifest says " +
+                    std::to_string(artifact.size),
+                {{"uri", artifact.uri},
+                 {"path", p.string()},
+                 {"field", "size"},
+                 {"expected", std::to_string(artifact.size)},
+                 {"actual", std::to_string(data.size())}});
   std::string digest = sha256_hex(data);
   if (digest != artifact.sha256)
     throw Error(ErrorKind::Integrity,
-                p.string() + ": sha256 is " + digest + ", manifest says " + artifact.sha256);
+                p.string() + ": sha256 is " + digest + ", manifest says " + artifact.sha256,
+                {{"uri", artifact.uri},
+                 {"path", p.string()},
+                 {"field", "sha256"},
+                 {"expected", artifact.sha256},
+                 {"actual", digest}});
   return data;
 }
 
@@ -225,11 +237,9 @@ std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry) {
     try {
       read_verified_artifact(entry.directory, a);
     } catch (const Error& e) {
-      std::string msg = e.what();
-      std::string field = msg.find(": size is") != std::string::npos     ? "size"
-                          : msg.find(": sha256 is") != std::string::npos ? "sha256"
-                                                                         : "file";
-      problems.push_back({e.kind(), (entry.directory / a.file).string(), field, msg});
+      const std::string* field = e.field("field");
+      problems.push_back(
+          {e.kind(), (entry.directory / a.file).string(), field ? *field : "file", e.what()});
     }
   }
   std::error_code ec;
@@ -468,7 +478,11 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
     std::string digest = sha256_file(archive);
     if (digest != *expected_sha256)
       throw Error(ErrorKind::Integrity,
-                  archive.string() + ": sha256 is " + digest + ", expected " + *expected_sha256);
+                  archive.string() + ": sha256 is " + digest + ", expected " + *expected_sha256,
+                  {{"path", archive.string()},
+                   {"field", "sha256"},
+                   {"expected", *expected_sha256},
+                   {"actual", digest}});
   }
   std::error_code ec;
   fs::create_directories(dest_store / ".kiln-locks", ec);

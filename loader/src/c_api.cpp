@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "c_api_internal.hpp"
 #include "loader_factory.hpp"
@@ -19,18 +20,24 @@
 
 namespace {
 thread_local std::string t_last_error;
+thread_local std::vector<kiln::ErrorField> t_last_fields;
 }  // namespace
 
 kiln_status kiln::c_api::fail(kiln_status st, const std::string& msg) {
   t_last_error = msg;
+  t_last_fields.clear();
   return st;
+}
+
+kiln_status kiln::c_api::fail(const kiln::Error& e) {
+  t_last_error = e.what();
+  t_last_fields = e.fields();
+  return static_cast<kiln_status>(kiln::exit_code(e.kind()));
 }
 
 namespace {
 
 using kiln::c_api::fail;
-
-kiln_status from_kind(kiln::ErrorKind k) { return static_cast<kiln_status>(kiln::exit_code(k)); }
 
 template <typename F>
 kiln_status guarded(F&& f) {
@@ -38,7 +45,7 @@ kiln_status guarded(F&& f) {
     f();
     return KILN_OK;
   } catch (const kiln::Error& e) {
-    return fail(from_kind(e.kind()), e.what());
+    return fail(e);
   } catch (const std::bad_alloc&) {
     return fail(KILN_ERROR_INTERNAL, "out of memory");
   } catch (const std::exception& e) {
@@ -188,6 +195,13 @@ kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t e
 }
 
 const char* kiln_last_error(void) { return t_last_error.c_str(); }
+
+const char* kiln_last_error_field(const char* name) {
+  if (!name) return nullptr;
+  for (const auto& f : t_last_fields)
+    if (f.name == name) return f.value.c_str();
+  return nullptr;
+}
 
 const char* kiln_version(void) { return kiln::version(); }
 const char* kiln_cuda_version(void) { return kiln::cuda_version(); }

@@ -23,7 +23,7 @@ kiln_status guarded(const char* fn, kiln_loader* loader, F&& f) {
     f(*loader->loader);
     return KILN_OK;
   } catch (const kiln::Error& e) {
-    return fail(static_cast<kiln_status>(kiln::exit_code(e.kind())), e.what());
+    return fail(e);
   } catch (const std::bad_alloc&) {
     return fail(KILN_ERROR_INTERNAL, std::string(fn) + ": out of memory");
   } catch (const std::exception& e) {

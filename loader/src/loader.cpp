@@ -19,6 +19,7 @@
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
+#include "loader_access.hpp"
 #include "log.hpp"
 #include "resolver.hpp"
 #include "untrusted_json.hpp"
@@ -315,6 +316,7 @@ struct Loader::Impl {
     FetchOptions opts;
     opts.mirrors = cfg.mirrors;
     opts.index_sha256 = cfg.index_sha256;
+    opts.ca_bundle = cfg.ca_bundle;
     opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
     return opts;
   }
@@ -508,6 +510,8 @@ std::unique_ptr<Loader::Impl> make_impl(LoaderConfig config, LoaderDeps deps) {
     impl_->jit = deps.jit;
   } else {
     NvrtcConfig nc;
+    nc.library = impl_->cfg.nvrtc_library;
+    nc.cuda_home = impl_->cfg.cuda_home;
     nc.log = [](JitLogLevel l, const std::string& m) {
       log(l == JitLogLevel::Warn ? LogLevel::Warn : LogLevel::Info, m);
     };
@@ -525,10 +529,17 @@ struct LoaderFactory {
   static std::unique_ptr<Loader> make(LoaderConfig config, LoaderDeps deps) {
     return std::unique_ptr<Loader>(new Loader(make_impl(std::move(config), std::move(deps))));
   }
+  static Loader* make_at(void* storage, LoaderConfig config, LoaderDeps deps) {
+    return new (storage) Loader(make_impl(std::move(config), std::move(deps)));
+  }
 };
 
 std::unique_ptr<Loader> make_loader(LoaderConfig config, LoaderDeps deps) {
   return LoaderFactory::make(std::move(config), std::move(deps));
+}
+
+Loader* make_loader_at(void* storage, LoaderConfig config, LoaderDeps deps) {
+  return LoaderFactory::make_at(storage, std::move(config), std::move(deps));
 }
 
 Loader::Loader(LoaderConfig config) : impl_(make_impl(std::move(config), LoaderDeps{})) {}
@@ -642,6 +653,10 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
 }
 
 const LoaderConfig& Loader::config() const { return impl_->cfg; }
+
+std::uint64_t Loader::id() const { return impl_->loader_id; }
+
+Driver& LoaderAccess::driver(const Loader& loader) { return *loader.impl_->driver; }
 
 void Loader::launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
                     std::size_t shared_bytes, void* stream, void** args) const {

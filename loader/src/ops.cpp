@@ -12,6 +12,7 @@
 
 #include "driver.hpp"
 #include "kiln/error.hpp"
+#include "loader_access.hpp"
 #include "log.hpp"
 
 namespace kiln::ops {
@@ -368,14 +369,11 @@ void check_gemm(const char* op, const void* C, const void* A, const void* B, int
   if (overlap(C, c_bytes, B, b_bytes)) usage(op, "C overlaps B (not allowed)");
 }
 
-// Per (loader, context): why the wgmma kernel is not used there, so a miss is paid once.
+// Per (Loader::id(), context): why the wgmma kernel is not used there, so a miss is paid once.
+// Keyed by the loader's id, never its address: a new Loader may be built where a destroyed one
+// lived, and must not inherit its verdicts.
 std::mutex g_wgmma_mu;
-std::map<std::pair<const Loader*, void*>, std::string> g_wgmma_unusable;
-
-Driver& ops_driver() {
-  static std::shared_ptr<Driver> d = make_cuda_driver();
-  return *d;
-}
+std::map<std::pair<std::uint64_t, void*>, std::string> g_wgmma_unusable;
 
 }  // namespace
 
@@ -403,7 +401,8 @@ std::string gemm_f16(Loader& loader, void* stream, float* C, const void* A, cons
                      int N, int K) {
   const char* op = "gemm_f16";
   check_gemm(op, C, A, B, M, N, K, 2);
-  Driver& drv = ops_driver();
+  // The loader's own driver: the context and device it loads for are the ones asked about here.
+  Driver& drv = LoaderAccess::driver(loader);
   void* ctx = drv.current_context();
   std::vector<std::string> uris = choose_uris_gemm_f16(M, N, K, drv.current_device_cc());
   const KernelHandle* k = nullptr;
@@ -413,7 +412,7 @@ std::string gemm_f16(Loader& loader, void* stream, float* C, const void* A, cons
     const bool last = i + 1 == uris.size();
     if (!last) {
       std::lock_guard<std::mutex> lock(g_wgmma_mu);
-      if (g_wgmma_unusable.count({&loader, ctx})) continue;
+      if (g_wgmma_unusable.count({loader.id(), ctx})) continue;
     }
     if (last) {
       k = &loader.get(uri, stream);
@@ -438,7 +437,7 @@ std::string gemm_f16(Loader& loader, void* stream, float* C, const void* A, cons
       log(LogLevel::Warn,
           "gemm_f16: not using " + uri + ", falling back to " + uris.back() + ": " + why);
       std::lock_guard<std::mutex> lock(g_wgmma_mu);
-      g_wgmma_unusable[{&loader, ctx}] = why;
+      g_wgmma_unusable[{loader.id(), ctx}] = why;
     }
   }
   if (api_log_enabled(2))

@@ -457,10 +457,14 @@ TEST_F(FetchNginx, HttpsWithoutTrustingTheCaIsRefusedAsTls) {
   expect_only_verified(dest, {});
 }
 
+// KILN_CA_BUNDLE reaches a fetch the way every caller passes it: read by the one table into
+// LoaderConfig::ca_bundle, handed over as FetchOptions::ca_bundle (fetch.cpp reads no variable).
 TEST_F(FetchNginx, CaBundleFromEnvironmentIsUsed) {
   setenv("KILN_CA_BUNDLE", ca->ca_pem.c_str(), 1);
-  FetchResult r = fetch_targets(options({nginx->https_url()}), {"sm_80"}, dest.string());
+  FetchOptions o = options({nginx->https_url()});
+  o.ca_bundle = LoaderConfig::from_env().ca_bundle;
   unsetenv("KILN_CA_BUNDLE");
+  FetchResult r = fetch_targets(o, {"sm_80"}, dest.string());
   EXPECT_EQ(r.installed.size(), 1u);
 }
 

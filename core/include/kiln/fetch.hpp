@@ -19,7 +19,8 @@ struct FetchOptions {
   // -DKILN_TRUSTED_INDEX_SHA256; when none is compiled in either, fetching is refused
   // (Error{Usage}) rather than trusting whatever a mirror serves.
   std::string index_sha256;
-  std::string ca_bundle;  // PEM file for HTTPS; empty: $KILN_CA_BUNDLE, else the system store
+  std::string ca_bundle;  // PEM file for HTTPS; empty: the system store (callers pass
+                          // LoaderConfig::ca_bundle, KILN_CA_BUNDLE)
   int max_parallel = 4;   // archives downloading at once
   long connect_timeout_ms = 5000;
   long low_speed_bytes = 1024;    // a transfer slower than this (bytes/s) ...
@@ -49,6 +50,9 @@ struct MirrorFailure {
   std::string mirror;
   std::string url;   // what was asked for
   std::string what;  // what went wrong, e.g. "HTTP 404", "SHA-256 mismatch: expected .. got .."
+  // The mirror served bytes that failed verification (wrong size or digest, too large), or was
+  // skipped for having done so: an integrity failure, not an availability one.
+  bool bad_bytes = false;
 };
 
 struct FetchResult {

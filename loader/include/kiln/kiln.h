@@ -77,6 +77,10 @@ KILN_API kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel,
 
 /* The message of the calling thread's last failure ("" if none). Valid until its next call. */
 KILN_API const char* kiln_last_error(void);
+/* A context field of the calling thread's last failure (kiln::Error::field: "variable",
+ * "value", "uri", "target", "path", "field", "expected", "actual", ...; docs/exit-codes.md),
+ * or NULL when it has none of that name. Valid until the thread's next kiln call. */
+KILN_API const char* kiln_last_error_field(const char* name);
 
 /* Facts about this build of libkiln, for version-compatibility checks (`kiln compat --loader
  * LIB` reads them with dlsym). Strings are static; never free them. */

@@ -3,6 +3,7 @@
 // mirrors, JIT last), verifies every byte before the driver sees it, refuses stale packages.
 // Resolution order and rules: docs/loader.md and design.md.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -14,11 +15,13 @@
 namespace kiln {
 
 struct LoaderConfig {
-  // Each field defaults from its environment variable (from_env); explicit values win.
+  // Each field defaults from its environment variable (from_env, one table: docs/loader.md
+  // "Settings"); explicit values win.
   std::vector<std::string> artifact_path;  // KILN_ARTIFACT_PATH (':'-separated), searched first
   std::string cache_dir;  // KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln or ~/.cache/kiln
   std::vector<std::string> mirrors;  // KILN_MIRRORS (whitespace/','-separated URLs)
   std::string index_sha256;          // KILN_INDEX_SHA256: digest that pins a mirror's index
+  std::string ca_bundle;             // KILN_CA_BUNDLE: CA certificates for https mirrors
   bool offline = false;              // KILN_OFFLINE=1: no network access, ever
   bool disable_jit = false;          // KILN_DISABLE_JIT=1
   bool allow_stale = false;          // KILN_ALLOW_STALE=1: diagnostic bypass, warned on every use
@@ -26,6 +29,8 @@ struct LoaderConfig {
   std::string log_level = "warn";    // KILN_LOG=error|warn|info|debug
   int api_log = 0;                   // KILN_API_LOG=0..3
   std::string log_file;              // KILN_LOG_FILE (%p = pid); default stderr
+  std::string nvrtc_library;         // KILN_NVRTC_LIBRARY; "" = libnvrtc.so.13, libnvrtc.so
+  std::string cuda_home;             // KILN_CUDA_HOME, else CUDA_HOME, else CUDA_PATH: JIT headers
 
   // Throws Error{Usage} naming the variable on a bad value.
   KILN_API static LoaderConfig from_env();
@@ -73,6 +78,10 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
+  // Unique to this Loader for the life of the process, never reused (unlike its address): what
+  // per-loader state elsewhere (ops' memos) is keyed by.
+  KILN_API std::uint64_t id() const;
+
   // Loads (once per context) and returns the kernel for the current CUDA context's device.
   // Throws Error (NotFound with the full explanation, Driver, Unsupported, Stale...).
   KILN_API const KernelHandle& get(const std::string& uri);
@@ -101,6 +110,7 @@ class Loader {
   // make_loader in the private header loader/src/loader_factory.hpp, for tests.
   explicit Loader(std::unique_ptr<Impl> impl);
   friend struct LoaderFactory;
+  friend struct LoaderAccess;  // loader/src/loader_access.hpp: ops reach the loader's driver
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,0 +1,14 @@
+#pragma once
+// What the typed host functions (ops.cpp) need of a Loader beyond its public API: the driver
+// it was created with, so that they ask the same driver (a test's fake included) for the
+// current context and device. Not installed.
+#include "driver.hpp"
+#include "kiln/loader.hpp"
+
+namespace kiln {
+
+struct LoaderAccess {
+  static Driver& driver(const Loader& loader);
+};
+
+}  // namespace kiln

@@ -226,12 +226,17 @@ tier_cases() {
   check "nojit: the advice names sm_90a, an archive of this release" \
     grep -q "to get it.*sm_90a" "$out/case-nojit.log"
 
-  # stale: the shipped store with every manifest claiming package version 0.0.9.
+  # stale: the shipped store as an older release would have installed it: every manifest
+  # claiming package version 0.0.9, and each entry named after it (the store rule: a directory
+  # whose name differs from its manifest is refused as malformed, before any version check).
   local stale=$work/store-stale
   cp -r "$tree/share/kiln/artifacts" "$stale"
   chmod -R u+w "$stale"
   for m in "$stale"/*/manifest.json; do
     sed -i "s/\"package_version\": *\"$version\"/\"package_version\": \"0.0.9\"/" "$m"
+    local d
+    d=$(dirname "$m")
+    mv "$d" "${d/kiln-kernels-$version-/kiln-kernels-0.0.9-}"
   done
   case_run stale "$bare/lib" "" KILN_ARTIFACT_PATH="$stale" KILN_OFFLINE=1 KILN_DISABLE_JIT=1 \
     KILN_CACHE_DIR="$work/cache-stale" KILN_TEST_RELEASE_EXPECT=stale || rc=1

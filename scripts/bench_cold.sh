@@ -62,6 +62,18 @@ run_bench() {
   return 0
 }
 
+# A node's store was installed before its processes start; a store copied to the machine a
+# moment ago is not "settled" (core/src/identity_cache.hpp: files changed less than 1 s before a
+# read are not remembered, so every cold get would list and parse it again). Waits until the
+# newest mtime/ctime under STORE is 2 s old, and says so.
+settle() {
+  local newest now
+  newest=$(find "$1" -printf '%T@\n%C@\n' | sort -n | tail -1)
+  now=$(date +%s.%N)
+  python3 -c "import sys, time; w = 2 - ($now - $newest); time.sleep(max(0, w)); print(f'store settled: waited {max(0, w):.2f} s')" |
+    tee -a "$out/device.txt"
+}
+
 run() {
   out=${OUT:-/tmp/kiln-cold-out}
   first_rc=0
@@ -78,6 +90,7 @@ run() {
     echo "missing shared libraries (above): add them in 'prepare'" | tee -a "$out/device.txt"
   fi
   ldd "$CARRY"/lib/libkiln.so | wc -l | sed 's/^/ldd libkiln.so lines: /' | tee -a "$out/device.txt"
+  settle "$store"
   run_bench cold-inprocess "$bin/kiln_load_bench" --store "$store" --cold-only \
     --iterations "$IN_PROCESS_ITERATIONS" --out "$out/cold-inprocess.md" --json "$out/cold-inprocess.json"
   run_bench cold-fresh "$bin/kiln_cold_start" --libkiln "$root/$CARRY/lib/libkiln.so" --store "$store" \

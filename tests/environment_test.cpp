@@ -1,4 +1,4 @@
-// The one table of environment variables (loader/src/environment.hpp): docs/loader.md lists
+// The one table of environment variables (core/src/environment.hpp): docs/loader.md lists
 // exactly it, and a bad value is one Error{Usage} (same message, fields `variable` and `value`)
 // through LoaderConfig::from_env, the C API, the CLI and the logs' first use.
 #include <gtest/gtest.h>

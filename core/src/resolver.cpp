@@ -360,35 +360,44 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     names = std::move(listed);
   }
   s.readable = true;
-  std::vector<fs::path> dirs;
+  // Work on the names: a path is built only for the directories whose manifest is read.
+  struct Named {
+    const std::string* name;
+    std::optional<Target> target;
+    std::size_t rank = 0;
+  };
+  std::vector<Named> kept;
+  kept.reserve(names->size());
   for (const auto& name : *names) {
-    const fs::path d = fs::path(dir) / name;
-    if (uri) {
-      // Named for a target that cannot run here: its manifest is not even read. A name
-      // without a parseable target is read as usual. Sound because a directory whose name
-      // does not match its manifest is refused below.
-      auto t = dir_target(d.filename().string());
-      if (t && !runs_on(*t, cc)) continue;
-    }
-    dirs.push_back(d);
+    std::optional<Target> t = dir_target(name);
+    // Named for a target that cannot run here: its manifest is not even read. A name without a
+    // parseable target is read as usual. Sound because a directory whose name does not match
+    // its manifest is refused below.
+    if (uri && t && !runs_on(*t, cc)) continue;
+    kept.push_back({&name, t});
   }
-  if (uri && dirs.size() > 1) {
+  if (uri && kept.size() > 1) {
     // Best target first (the one target-choice rule over the names), so that reading can stop
     // at the first archive whose manifest lists the URI: in a store holding a whole release, a
     // cold get reads the sm_90a manifest and not compute_80's too. Unparseable names go last.
     std::vector<Target> offered;
-    for (const auto& d : dirs)
-      if (auto t = dir_target(d.filename().string())) offered.push_back(*t);
+    for (const auto& k : kept)
+      if (k.target) offered.push_back(*k.target);
     TargetChoice choice = choose_targets(cc, offered);
-    auto rank = [&](const fs::path& d) {
-      auto t = dir_target(d.filename().string());
-      for (std::size_t i = 0; t && i < choice.candidates.size(); ++i)
-        if (choice.candidates[i].target == *t) return i;
-      return choice.candidates.size();
-    };
-    std::stable_sort(dirs.begin(), dirs.end(),
-                     [&](const fs::path& x, const fs::path& y) { return rank(x) < rank(y); });
+    for (auto& k : kept) {
+      k.rank = choice.candidates.size();
+      for (std::size_t i = 0; k.target && i < choice.candidates.size(); ++i)
+        if (choice.candidates[i].target == *k.target) {
+          k.rank = i;
+          break;
+        }
+    }
+    std::stable_sort(kept.begin(), kept.end(),
+                     [](const Named& x, const Named& y) { return x.rank < y.rank; });
   }
+  std::vector<fs::path> dirs;
+  dirs.reserve(kept.size());
+  for (const auto& k : kept) dirs.push_back(fs::path(dir) / *k.name);
   for (const auto& d : dirs) {
     ArchiveScan a;
     a.dir = d.string();

@@ -141,7 +141,9 @@ struct Loader::Impl {
     std::vector<std::string> searched;
     std::vector<Rejection> rejected;
     void reject(Candidate c, ErrorKind kind) {
-      log(LogLevel::Debug, "rejected " + c.tier + " " + c.target + " " + c.path + ": " + c.reason);
+      if (log_enabled(LogLevel::Debug))
+        log_write(LogLevel::Debug,
+                  "rejected " + c.tier + " " + c.target + " " + c.path + ": " + c.reason);
       rejected.push_back({std::move(c), kind});
     }
   };
@@ -424,15 +426,16 @@ struct Loader::Impl {
     s.cc = cc;
     KernelHandle h;
     h.uri = uri;
-    bool ok = false;
-    for (const Tier& t : resolution_plan(tier_inputs(), cc)) {
+    // The store tier is always first and never skipped: tried before the rest of the plan is
+    // built, so a cold get served by a store builds none of the other tiers' refusals.
+    bool ok = try_stores_fast(s, spec, h);
+    for (const Tier& t : ok ? std::vector<Tier>{} : resolution_plan(tier_inputs(), cc)) {
+      if (t.name == "store") continue;  // tried above
       if (t.skip) {
         s.reject(t.skip->candidate, t.skip->kind);
         continue;
       }
-      ok = t.name == "store"    ? try_stores_fast(s, spec, h)
-           : t.name == "mirror" ? try_mirrors(s, spec, h)
-                                : try_jit(s, spec, h);
+      ok = t.name == "mirror" ? try_mirrors(s, spec, h) : try_jit(s, spec, h);
       if (ok) break;
     }
     if (!ok)

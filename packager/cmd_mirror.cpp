@@ -1,6 +1,6 @@
 // `kiln mirror stage|verify|sync`: put a release on a mirror, check a mirror end to end, copy a
 // release from an upstream mirror (docs/mirrors.md, "Operating a mirror"). The logic is in
-// mirror.cpp; this file parses options and prints.
+// mirror_*.cpp (mirror.hpp); this file parses options and prints.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>

@@ -115,6 +115,8 @@ SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
                                  const std::vector<std::string>& targets) {
   SyntheticDist d;
   d.dir = dir;
+  d.version = rel.version;
+  d.cuda_version = rel.cuda_version;
   fs::create_directories(dir);
   std::vector<IndexEntry> entries;
   for (const auto& t : targets) {
@@ -131,6 +133,10 @@ SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
   write_file(d.index_path, d.index_json);
   d.index_sha256 = sha256_hex(d.index_json);
   return d;
+}
+
+std::string SyntheticDist::stem(const std::string& target) const {
+  return archive_stem(version, cuda_version, target);
 }
 
 fs::path write_store_entry(const fs::path& store, const ReleaseSpec& rel,

@@ -78,11 +78,15 @@ std::filesystem::path write_release_archive(const std::filesystem::path& dir,
 // pinning them (index entries sorted by target).
 struct SyntheticDist {
   std::filesystem::path dir;
+  std::string version;       // the release's (ReleaseSpec::version)
+  std::string cuda_version;  // the release's (ReleaseSpec::cuda_version)
   std::filesystem::path index_path;
   std::string index_json;
   std::string index_sha256;
   std::map<std::string, std::string> archive;  // target -> archive file name
   std::map<std::string, std::map<std::string, std::string>> artifacts;  // target -> file -> bytes
+  // The name of `target`'s archive without .tar.zst: its store entry's directory name.
+  std::string stem(const std::string& target) const;
 };
 SyntheticDist write_release_dist(const std::filesystem::path& dir, const ReleaseSpec& rel,
                                  const std::vector<std::string>& targets);

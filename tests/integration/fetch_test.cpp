@@ -11,27 +11,25 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <set>
 #include <thread>
 
 #include "driver.hpp"
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
-#include "kiln/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/registry.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
-#include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -53,79 +51,29 @@ bool have_tool(const std::string& tool) {
 
 // --- a release directory as `kiln build --dist` writes it, with fake fatbin bytes -------------
 
-struct Release {
-  fs::path dir;
-  std::string version = kiln::version();
-  std::string index_sha256;
-  std::map<std::string, std::string> archive;                           // target -> file
-  std::map<std::string, std::map<std::string, std::string>> artifacts;  // target -> file -> bytes
-  std::string stem(const std::string& target) const {
-    return archive_stem(version, cuda_version(), target);
-  }
+// The shared fixture's dist (synthetic_release.hpp), and where a mirror serving its directory
+// serves each archive.
+struct Release : test::SyntheticDist {
   std::string url_path(const std::string& target) const { return "/" + archive.at(target); }
 };
 
-std::string random_bytes(std::size_t n, unsigned seed) {
-  std::mt19937_64 rng(seed);
-  std::string s(n, '\0');
-  for (std::size_t i = 0; i + 8 <= n; i += 8) {
-    std::uint64_t v = rng();
-    std::memcpy(&s[i], &v, 8);
-  }
-  return s;
-}
-
-// loadable = true: artifacts carry the source hash and entry symbols of the registry embedded in
-// libkiln, so a Loader accepts them as fresh (the fatbin bytes stay fake).
+// Per target, axpy_dtype_f32 and rmsnorm_dtype_f16 of `fatbin_bytes` pseudo-random bytes each
+// (other bytes for every target and artifact), archives at `zstd_level`. loadable = true:
+// artifacts carry the source hash and entry symbols of the registry embedded in libkiln, so a
+// Loader accepts them as fresh (the fatbin bytes stay fake).
 Release make_release(const fs::path& dir, const std::vector<std::string>& targets,
                      std::size_t fatbin_bytes = 20000, int zstd_level = 3, bool loadable = false) {
-  Release rel;
-  rel.dir = dir;
-  fs::create_directories(dir);
-  Index idx;
-  idx.package_version = rel.version;
-  idx.cuda_version = cuda_version();
-  unsigned seed = 1;
-  for (const auto& t : targets) {
-    Manifest m;
-    m.package_version = rel.version;
-    m.cuda_version = cuda_version();
-    m.target = t;
-    m.build_time = 1700000000;
-    std::vector<ArchiveMember> members;
-    for (std::string uri : {"axpy_dtype_f32", "rmsnorm_dtype_f16"}) {
-      std::string bytes = random_bytes(fatbin_bytes, seed++);
-      ArtifactEntry a;
-      a.uri = uri;
-      a.family = uri.substr(0, uri.find('_'));
-      a.params = {{"dtype", uri.substr(uri.rfind('_') + 1)}};
-      a.entries = {{"kiln::" + a.family + "<float>", "_Z4kiln" + a.family}};
-      a.source_hash = std::string(64, 'a');
-      if (const Specialisation* spec = embedded_registry().find(uri); spec && loadable) {
-        a.source_hash = spec->source_hash;
-        a.entries.clear();
-        for (const auto& e : spec->entries) a.entries.push_back({e, "_Z" + e});
-      }
-      a.flags = {"-O3"};
-      a.file = uri + ".fatbin";
-      a.size = bytes.size();
-      a.sha256 = sha256_hex(bytes);
-      m.artifacts.push_back(a);
-      members.push_back({a.file, bytes});
-      rel.artifacts[t][a.file] = bytes;
-    }
-    members.insert(members.begin(), ArchiveMember{"manifest.json", manifest_to_json(m)});
-    std::string file = archive_file_name(rel.version, cuda_version(), t);
-    write_archive(dir / file, members, 1700000000, zstd_level);
-    std::size_t size = 0;
-    std::string sha = sha256_file(dir / file, &size);
-    idx.archives.push_back({file, t, size, sha});
-    rel.archive[t] = file;
-  }
-  std::string json = index_to_json(idx);
-  write_file(dir / index_file_name(rel.version), json);
-  rel.index_sha256 = sha256_hex(json);
-  return rel;
+  test::ReleaseSpec spec;
+  spec.zstd_level = zstd_level;
+  spec.loadable = loadable;
+  spec.artifacts = [targets, fatbin_bytes](const std::string& target) {
+    const auto n = std::find(targets.begin(), targets.end(), target) - targets.begin();
+    const unsigned seed = 1 + 2 * static_cast<unsigned>(n);
+    return std::vector<test::SyntheticArtifact>{
+        {"axpy_dtype_f32", test::random_bytes(fatbin_bytes, seed)},
+        {"rmsnorm_dtype_f16", test::random_bytes(fatbin_bytes, seed + 1)}};
+  };
+  return Release{test::write_release_dist(dir, spec, targets)};
 }
 
 // --- child processes and ports ----------------------------------------------------------------
@@ -762,9 +710,9 @@ void repin(Release& rel, const std::string& target, const std::string& bytes) {
       e.size = bytes.size();
       e.sha256 = sha256_hex(bytes);
     }
-  std::string json = index_to_json(idx);
-  write_file(ip, json);
-  rel.index_sha256 = sha256_hex(json);
+  rel.index_json = index_to_json(idx);
+  write_file(ip, rel.index_json);
+  rel.index_sha256 = sha256_hex(rel.index_json);
 }
 
 TEST_F(Fetch, IndexPinningAnotherTargetsArchiveIsRefusedAsIntegrityAndLeavesNothing) {
@@ -787,26 +735,10 @@ TEST_F(Fetch, IndexPinningAnotherTargetsArchiveIsRefusedAsIntegrityAndLeavesNoth
 
 TEST_F(Fetch, IndexPinningAnArchiveOfAnotherReleaseIsRefusedAsStaleAndLeavesNothing) {
   // A well-formed archive for sm_90a whose manifest says release 0.0.1.
-  Manifest m;
-  m.package_version = "0.0.1";
-  m.cuda_version = cuda_version();
-  m.target = "sm_90a";
-  m.build_time = 1700000000;
-  std::string fatbin = random_bytes(4096, 99);
-  ArtifactEntry a;
-  a.uri = "axpy_dtype_f32";
-  a.family = "axpy";
-  a.params = {{"dtype", "f32"}};
-  a.entries = {{"kiln::axpy<float>", "_Z4kilnaxpy"}};
-  a.source_hash = std::string(64, 'a');
-  a.flags = {"-O3"};
-  a.file = "axpy_dtype_f32.fatbin";
-  a.size = fatbin.size();
-  a.sha256 = sha256_hex(fatbin);
-  m.artifacts.push_back(a);
-  fs::path old = tmp / "old.tar.zst";
-  write_archive(old, {{"manifest.json", manifest_to_json(m)}, {a.file, fatbin}}, 1700000000, 3);
-  repin(rel, "sm_90a", read_file(old));
+  test::ReleaseSpec old;
+  old.version = "0.0.1";
+  old.with_artifacts({{"axpy_dtype_f32", test::random_bytes(4096, 99)}});
+  repin(rel, "sm_90a", read_file(test::write_release_archive(tmp / "old", old, "sm_90a")));
   MisbehavingServer s(rel.dir, "ok");
   auto [kind, msg] =
       error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });

@@ -21,11 +21,11 @@
 #include <set>
 #include <thread>
 
-#include "kiln/archive.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 #include "wheel.hpp"
 
@@ -52,49 +52,30 @@ const std::string kWheel = "kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.wh
 const std::string kTarball = "kiln-" + kVer + "-cuda13.0-linux-x86_64.tar.zst";
 
 // A release staged into `mirror` by `kiln mirror stage`'s library half: index, two archives
-// with fake fatbins, a wheel and a tarball (opaque bytes). Returns the index digest. `seed`
-// changes the fatbin bytes (a forger's release).
+// with fake fatbins (the shared fixture, synthetic_release.hpp), a wheel and a tarball (opaque
+// bytes). Returns the index digest. `seed` changes the fatbin bytes (a forger's release).
 std::string make_mirror(const fs::path& dist, const fs::path& mirror, unsigned seed = 7) {
-  fs::create_directories(dist);
-  Index idx;
-  idx.package_version = kVer;
-  idx.cuda_version = "13.0";
-  for (const std::string t : {"sm_80", "sm_90a"}) {
-    Manifest m;
-    m.package_version = kVer;
-    m.cuda_version = "13.0";
-    m.target = t;
-    m.build_time = 1700000000;
-    std::string bytes(50000, '\0');
-    for (auto& c : bytes) c = static_cast<char>((seed = seed * 1103515245u + 12345u) >> 16);
-    ArtifactEntry a;
-    a.uri = "axpy_dtype_f32";
-    a.family = "axpy";
-    a.params = {{"dtype", "f32"}};
-    a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
-    a.source_hash = std::string(64, 'a');
-    a.file = "axpy_dtype_f32.fatbin";
-    a.size = bytes.size();
-    a.sha256 = sha256_hex(bytes);
-    m.artifacts.push_back(a);
-    std::string file = archive_file_name(kVer, "13.0", t);
-    std::vector<ArchiveMember> members{{"manifest.json", manifest_to_json(m)}, {a.file, bytes}};
-    write_archive(dist / file, members, 1700000000, 3);
-    if (t == "sm_90a")  // a real wheel: stage and sync check its RECORD
-      wheel::write_zip(dist / kWheel, wheel::wheel_contents(m, members, kVer), 1700000000);
-    std::size_t size = 0;
-    std::string sha = sha256_file(dist / file, &size);
-    idx.archives.push_back({file, t, size, sha});
-  }
-  std::string json = index_to_json(idx);
-  write_file(dist / index_file_name(kVer), json);
+  test::ReleaseSpec rel;
+  rel.version = kVer;
+  rel.cuda_version = "13.0";
+  rel.zstd_level = 3;
+  rel.artifacts = [seed](const std::string& target) {
+    return std::vector<test::SyntheticArtifact>{
+        {"axpy_dtype_f32", test::random_bytes(50000, seed * 2 + (target == "sm_90a" ? 1 : 0))}};
+  };
+  test::SyntheticDist d = test::write_release_dist(dist, rel, {"sm_80", "sm_90a"});
+  // A real wheel of the sm_90a archive: stage and sync check its RECORD.
+  wheel::write_zip(dist / kWheel,
+                   wheel::wheel_contents(test::release_manifest(rel, "sm_90a"),
+                                         test::release_members(rel, "sm_90a"), kVer),
+                   rel.build_time);
   write_file(dist / kTarball, "tarball-bytes");
   packager::StageOptions so;
   so.sources = {dist};
   so.to = mirror;
   so.version = kVer;
   packager::stage_release(so);
-  return sha256_hex(json);
+  return d.index_sha256;
 }
 
 std::map<std::string, std::string> snapshot(const fs::path& dir) {

@@ -1,0 +1,264 @@
+// A release's files (mirror.hpp): the checksum file's grammar, which names belong to a release,
+// the release version rule and a wheel's own check; and the helpers the other mirror files share
+// (mirror_internal.hpp): reading and hashing a release's files, resolving --version and pins,
+// an archive's content against its index entry.
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "index_entry_check.hpp"
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "kiln/version.hpp"
+#include "mirror.hpp"
+#include "mirror_internal.hpp"
+#include "wheel.hpp"
+
+namespace kiln::packager {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.compare(0, p.size(), p) == 0;
+}
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+}  // namespace
+
+// --- the checksum file ---------------------------------------------------------------------
+
+std::string checksums_file_name(std::string_view version) {
+  return "kiln-" + std::string(version) + "-SHA256SUMS";
+}
+
+bool is_plain_file_name(std::string_view name) {
+  if (name.empty() || name[0] == '.') return false;
+  for (char c : name) {
+    unsigned char u = static_cast<unsigned char>(c);
+    // '\' would make sha256sum escape the line; control characters break the line format.
+    if (c == '/' || c == '\\' || u < 0x20 || u == 0x7f) return false;
+  }
+  return true;
+}
+
+std::string checksums_to_text(std::vector<ChecksumEntry> entries) {
+  std::sort(entries.begin(), entries.end(),
+            [](const ChecksumEntry& a, const ChecksumEntry& b) { return a.name < b.name; });
+  std::string out;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    if (!is_plain_file_name(e.name) || !is_sha256_hex(e.sha256) ||
+        (i > 0 && entries[i - 1].name == e.name))
+      throw Error(ErrorKind::Internal, "checksum entry '" + e.name + "' / '" + e.sha256 +
+                                           "' does not fit the SHA256SUMS grammar");
+    out += e.sha256 + "  " + e.name + "\n";
+  }
+  return out;
+}
+
+std::vector<ChecksumEntry> parse_checksums(std::string_view text, const std::string& origin,
+                                           const std::string& self_name) {
+  std::vector<ChecksumEntry> out;
+  if (!text.empty() && text.back() != '\n')
+    throw Error(ErrorKind::Format, origin +
+                                       ": the last line does not end with a newline "
+                                       "(truncated?)");
+  std::size_t line_no = 0;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    ++line_no;
+    std::size_t nl = text.find('\n', pos);
+    std::string_view line = text.substr(pos, nl - pos);
+    pos = nl + 1;
+    auto bad = [&](const std::string& what) {
+      return Error(ErrorKind::Format, origin + ": line " + std::to_string(line_no) + ": " + what +
+                                          " (expected '<64 lowercase hex>  <file name>')");
+    };
+    if (line.size() < 67) throw bad("too short");
+    std::string sha(line.substr(0, 64));
+    if (!is_sha256_hex(sha)) throw bad("'" + sha + "' is not 64 lowercase hex digits");
+    if (!(line[64] == ' ' && (line[65] == ' ' || line[65] == '*')))
+      throw bad("the digest must be followed by two spaces (or ' *')");
+    std::string name(line.substr(66));
+    if (!is_plain_file_name(name))
+      throw bad("'" + name +
+                "' is not a plain file name (no '/', '\\', control characters or "
+                "leading '.')");
+    if (name == self_name) throw bad("the checksum file lists itself");
+    if (!out.empty() && !(out.back().name < name))
+      throw bad(out.back().name == name ? "'" + name + "' is listed twice"
+                                        : "'" + name + "' comes after '" + out.back().name +
+                                              "': entries must be sorted by name");
+    out.push_back({name, sha});
+  }
+  return out;
+}
+
+// --- which files belong to a release ---------------------------------------------------------
+
+const char* to_string(ReleaseFileKind kind) {
+  switch (kind) {
+    case ReleaseFileKind::Checksums:
+      return "checksums";
+    case ReleaseFileKind::Index:
+      return "index";
+    case ReleaseFileKind::Archive:
+      return "archive";
+    case ReleaseFileKind::Wheel:
+      return "wheel";
+    case ReleaseFileKind::Tarball:
+      return "tarball";
+    case ReleaseFileKind::Other:
+      return "other";
+  }
+  return "other";
+}
+
+std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
+                                                     std::string_view version) {
+  if (!is_plain_file_name(name) || version.empty()) return std::nullopt;
+  const std::string v(version);
+  if (name == checksums_file_name(v)) return ReleaseFileKind::Checksums;
+  if (name == index_file_name(v)) return ReleaseFileKind::Index;
+  if (starts_with(name, "kiln-kernels-" + v + "-cuda") && ends_with(name, ".tar.zst"))
+    return ReleaseFileKind::Archive;
+  if (ends_with(name, ".whl")) {
+    // {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl; the distribution
+    // itself holds no '-' (PEP 427 escapes it to '_').
+    std::size_t a = name.find('-');
+    std::size_t b = a == std::string_view::npos ? a : name.find('-', a + 1);
+    if (b == std::string_view::npos) return std::nullopt;
+    std::string field(name.substr(a + 1, b - a - 1));
+    std::string pep440 = v;
+    try {
+      pep440 = wheel::pep440_version(v);
+    } catch (const Error&) {
+      // no PEP 440 spelling: kiln wheel would have refused to write one for this version
+    }
+    if (field == v || field == pep440) return ReleaseFileKind::Wheel;
+    return std::nullopt;
+  }
+  if (starts_with(name, "kiln-" + v + "-cuda") && ends_with(name, ".tar.zst"))
+    return ReleaseFileKind::Tarball;
+  if (starts_with(name, "kiln-kernels-" + v + "-") || starts_with(name, "kiln-" + v + "-"))
+    return ReleaseFileKind::Other;
+  return std::nullopt;
+}
+
+void check_release_version(const std::string& version) {
+  bool ok = !version.empty() && std::isdigit(static_cast<unsigned char>(version[0]));
+  for (char c : version)
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-');
+  if (!ok)
+    throw Error(ErrorKind::Usage, "'" + version +
+                                      "' is not a release version (MAJOR.MINOR.PATCH[-PRERELEASE], "
+                                      "e.g. 0.1.0)");
+}
+
+std::vector<std::string> check_wheel(const fs::path& path) {
+  // The wheel's own RECORD: every member listed once with the right digest and size, and
+  // RECORD, WHEEL and METADATA well formed (packager/wheel.hpp).
+  std::vector<std::string> out;
+  for (const auto& p : wheel::verify_wheel(path)) out.push_back(p.file + ": " + p.what);
+  return out;
+}
+
+// --- shared by the mirror files (mirror_internal.hpp) ------------------------------------------
+
+namespace mirror_detail {
+
+std::string read_capped(const fs::path& p, std::size_t cap) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(ErrorKind::Io, "cannot open " + p.string());
+  std::string data;
+  char buf[1 << 15];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    data.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (data.size() > cap)
+      throw Error(ErrorKind::Format,
+                  p.string() + " is larger than " + std::to_string(cap) + " bytes: refused");
+  }
+  if (in.bad()) throw Error(ErrorKind::Io, "cannot read " + p.string());
+  return data;
+}
+
+Digest digest_of(const fs::path& p) {
+  Digest d;
+  std::size_t size = 0;
+  d.sha256 = sha256_file(p, &size);
+  d.size = size;
+  return d;
+}
+
+bool is_regular(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+std::string resolved_version(const std::string& v) {
+  std::string out = v.empty() ? kiln::version() : v;
+  check_release_version(out);
+  return out;
+}
+
+std::string resolved_pin(const std::string& pin, const char* option) {
+  std::string p = lower(pin);
+  if (!p.empty() && !is_sha256_hex(p))
+    throw Error(ErrorKind::Usage,
+                std::string(option) + " '" + pin + "' is not a SHA-256 digest (64 hex digits)");
+  return p;
+}
+
+std::map<std::string, ReleaseFileKind> release_files_in(const fs::path& dir,
+                                                        const std::string& version) {
+  std::map<std::string, ReleaseFileKind> out;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot list " + dir.string() + ": " + ec.message());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) throw Error(ErrorKind::Io, "cannot list " + dir.string() + ": " + ec.message());
+    std::string name = it->path().filename().string();
+    std::error_code fec;
+    if (!it->is_regular_file(fec)) continue;
+    if (auto kind = classify_release_file(name, version)) out.emplace(name, *kind);
+  }
+  return out;
+}
+
+std::vector<VerifyProblem> check_archive_content(const fs::path& path, const IndexEntry& e,
+                                                 const Index& idx, const std::string& version,
+                                                 const std::string& index_origin) {
+  Manifest m;
+  std::vector<VerifyProblem> problems = verify_archive_file(path, version, &m);
+  if (m.package_version.empty()) return problems;  // manifest unreadable: already reported
+  auto against_index = manifest_index_problems(m, e, idx, path.string(), index_origin);
+  problems.insert(problems.end(), against_index.begin(), against_index.end());
+  return problems;
+}
+
+std::string join_problems(const std::vector<VerifyProblem>& problems) {
+  std::string out;
+  for (const auto& p : problems) out += "\n  " + p.message;
+  return out;
+}
+
+}  // namespace mirror_detail
+
+}  // namespace kiln::packager

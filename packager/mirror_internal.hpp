@@ -1,0 +1,50 @@
+#pragma once
+// Shared by the `kiln mirror` files (mirror_files, mirror_verify, mirror_stage, mirror_sync):
+// reading and hashing a release's files in a directory, the options every command resolves the
+// same way, and the check of an archive's content against its index entry. Defined in
+// mirror_files.cpp.
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kiln/manifest.hpp"
+#include "kiln/store.hpp"
+#include "mirror.hpp"
+
+namespace kiln::packager::mirror_detail {
+
+// Reads a whole file, refusing one larger than `cap` (Error{Format}) or unreadable (Error{Io}).
+std::string read_capped(const std::filesystem::path& p, std::size_t cap);
+
+struct Digest {
+  std::uint64_t size = 0;
+  std::string sha256;
+};
+Digest digest_of(const std::filesystem::path& p);
+
+bool is_regular(const std::filesystem::path& p);
+
+// The release version an option names (empty: kiln::version()); Error{Usage} unless it can go
+// into file names (check_release_version).
+std::string resolved_version(const std::string& v);
+// A pin in lowercase (empty stays empty); Error{Usage} naming `option` unless 64 hex digits.
+std::string resolved_pin(const std::string& pin, const char* option = "--index-sha256");
+
+// Names of the files of `version` in `dir` (regular files, not hidden), with their kinds.
+std::map<std::string, ReleaseFileKind> release_files_in(const std::filesystem::path& dir,
+                                                        const std::string& version);
+
+// An archive's content against its index entry: members against the manifest, package version,
+// and the manifest against the index (the one check, index_entry_check.hpp).
+std::vector<VerifyProblem> check_archive_content(const std::filesystem::path& path,
+                                                 const IndexEntry& e, const Index& idx,
+                                                 const std::string& version,
+                                                 const std::string& index_origin);
+
+// Each problem's message on a line of its own ("\n  " before each), to follow a sentence.
+std::string join_problems(const std::vector<VerifyProblem>& problems);
+
+}  // namespace kiln::packager::mirror_detail

@@ -55,6 +55,16 @@ prepare() {
   local tmp
   tmp=$(mktemp -d)
   tar --zstd -xf "$CARRY"/pkg/kiln-*.tar.zst -C "$tmp"
+  # The GPU tests link libkiln's C++ API and run against the tarball's libkiln: both must come
+  # from one commit, or a changed class layout crashes them (a mixed pair did, 2026-12-01).
+  local shipped built
+  shipped=$("$tmp"/kiln-*/bin/kiln --version | sed -n 's/^commit \([0-9a-f]*\).*/\1/p')
+  built=$("$build/kiln" --version | sed -n 's/^commit \([0-9a-f]*\).*/\1/p')
+  if [ "$shipped" != "$built" ]; then
+    echo "the release is commit $shipped, $build is commit $built: build both from one commit" >&2
+    rm -rf "$tmp"
+    exit 1
+  fi
   local lazy
   lazy=$(lazy_libs "$(ls "$tmp"/kiln-*/bin/kiln)")
   { ldd "$tmp"/kiln-*/bin/kiln "$tmp"/kiln-*/lib/libkiln.so "$CARRY/bin/kiln_gpu_tests" \

@@ -383,7 +383,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     std::vector<Target> offered;
     for (const auto& k : kept)
       if (k.target) offered.push_back(*k.target);
-    TargetChoice choice = choose_targets(cc, offered);
+    TargetChoice choice = choose_targets(cc, offered, /*explain=*/false);
     for (auto& k : kept) {
       k.rank = choice.candidates.size();
       for (std::size_t i = 0; k.target && i < choice.candidates.size(); ++i)

@@ -35,7 +35,7 @@ std::string kind_words(const Target& t) {
 
 }  // namespace
 
-TargetChoice choose_targets(int cc, const std::vector<Target>& offered) {
+TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool explain) {
   TargetChoice out;
   out.cc = cc;
   std::vector<Target> seen;
@@ -43,22 +43,24 @@ TargetChoice choose_targets(int cc, const std::vector<Target>& offered) {
     if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
     seen.push_back(t);
     if (!runs_on(t, cc)) {
-      out.rejected.push_back({t, why_not_runnable(t, cc)});
+      out.rejected.push_back({t, explain ? why_not_runnable(t, cc) : std::string()});
       continue;
     }
     TargetCandidate c;
     c.target = t;
     if (t.kind == Target::Kind::Ptx) {
       c.rank = 2;
-      c.reason = "PTX " + t.str() + kind_words(t) + " of CC " + cc_string(t.arch) +
-                 " <= " + cc_string(cc) + ": the driver JIT-compiles it";
+      if (explain)
+        c.reason = "PTX " + t.str() + kind_words(t) + " of CC " + cc_string(t.arch) +
+                   " <= " + cc_string(cc) + ": the driver JIT-compiles it";
     } else if (t.arch == cc) {
       c.rank = 0;
-      c.reason = "exact SASS for CC " + cc_string(cc) + kind_words(t);
+      if (explain) c.reason = "exact SASS for CC " + cc_string(cc) + kind_words(t);
     } else {
       c.rank = 1;
-      c.reason = "SASS " + t.str() + kind_words(t) + " of the same major, CC " + cc_string(t.arch) +
-                 " <= " + cc_string(cc);
+      if (explain)
+        c.reason = "SASS " + t.str() + kind_words(t) + " of the same major, CC " +
+                   cc_string(t.arch) + " <= " + cc_string(cc);
     }
     out.candidates.push_back(std::move(c));
   }

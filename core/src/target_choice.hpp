@@ -32,7 +32,9 @@ struct TargetChoice {
 // of the same major and a lower minor, highest minor first (`f` family targets by their family
 // rule, `a` targets never: they run only on their exact arch); else PTX of a lower or equal
 // arch, highest first. Ties keep the offered order. Duplicates are listed once.
-TargetChoice choose_targets(int cc, const std::vector<Target>& offered);
+// `explain` false: the same order, with every reason left empty (the cold get's ranking of store
+// directory names, which prints nothing, builds no words).
+TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool explain = true);
 
 // The same over target strings (an index's or a manifest's); a string that is not a target is
 // rejected with "'x' is not a target".

@@ -14,6 +14,7 @@
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -156,20 +157,16 @@ class FakeTransport : public fetch_detail::Transport {
   }
 };
 
+// What the fake mirrors serve: the shared fixture's release (this kiln's version and CUDA), its
+// index pinning one sm_90a archive. The archive's bytes are a short stand-in: the installer is
+// fake and never unpacks them, and the deadline tests count its size in seconds.
 struct FakeRelease {
-  std::string version = kiln::version();
-  std::string archive_name;
+  test::ReleaseSpec spec;
+  std::string version = spec.version;
   std::string archive_bytes = "pretend this is a tar.zst";
-  std::string index_json;
-  FakeRelease() {
-    archive_name = archive_file_name(version, cuda_version(), "sm_90a");
-    Index idx;
-    idx.package_version = version;
-    idx.cuda_version = cuda_version();
-    idx.archives.push_back(
-        {archive_name, "sm_90a", archive_bytes.size(), sha256_hex(archive_bytes)});
-    index_json = index_to_json(idx);
-  }
+  IndexEntry entry = test::release_index_entry(spec, "sm_90a", archive_bytes);
+  std::string archive_name = entry.file;
+  std::string index_json = index_to_json(test::release_index(spec, {entry}));
 };
 
 class FetchLogic : public ::testing::Test {
@@ -212,13 +209,7 @@ class FetchLogic : public ::testing::Test {
   std::int64_t clock_ms = 1000000;
   int manifests_read = 0;
   // What the downloaded archive's manifest says: by default, what the index entry says.
-  std::optional<Manifest> manifest = [] {
-    Manifest m;
-    m.package_version = kiln::version();
-    m.cuda_version = cuda_version();
-    m.target = "sm_90a";
-    return m;
-  }();
+  std::optional<Manifest> manifest = test::release_manifest(rel.spec, "sm_90a");
   void serve_release(const std::string& mirror) {
     transport.serve(mirror + "/" + index_file_name(rel.version), rel.index_json);
     transport.serve(mirror + "/" + rel.archive_name, rel.archive_bytes);
@@ -386,14 +377,12 @@ TEST_F(FetchLogic, ArchiveWithoutALeadingManifestIsLeftToTheInstallerToRefuse) {
 }
 
 TEST(ManifestIndexCheck, NamesEveryDifferingFieldWithBothValuesAndTheWorstKind) {
-  Index idx;
-  idx.package_version = "1.2.0";
-  idx.cuda_version = "13.0";
-  IndexEntry e{"kiln-kernels-1.2.0-cuda13.0-sm_90a.tar.zst", "sm_90a", 1, std::string(64, 'a')};
-  Manifest m;
-  m.package_version = "1.2.0";
-  m.cuda_version = "13.0";
-  m.target = "sm_90a";
+  test::ReleaseSpec rel;
+  rel.version = "1.2.0";
+  rel.cuda_version = "13.0";
+  IndexEntry e = test::release_index_entry(rel, "sm_90a", "archive bytes");
+  Index idx = test::release_index(rel, {e});
+  Manifest m = test::release_manifest(rel, "sm_90a");
   EXPECT_TRUE(manifest_index_problems(m, e, idx, "A", "I").empty());
   EXPECT_NO_THROW(require_manifest_matches_index(m, e, idx, "A", "I"));
   m.cuda_version = "12.8";

@@ -22,6 +22,7 @@
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -106,9 +107,11 @@ class FakeJit : public kiln::JitCompiler {
   }
 };
 
-// Writes one archive directory of a store: manifest.json + <uri>.fatbin.
-struct ArchiveSpec {
-  ArchiveSpec(std::string t, std::string v = kiln::version(), std::string h = "")
+// One store entry of kUri for a target, as `kiln install` leaves it (the shared fixture's
+// write_store_entry), fresh for this build's Loader (the fixture's `loadable` mode) unless the
+// version or source hash says otherwise.
+struct EntrySpec {
+  EntrySpec(std::string t, std::string v = kiln::version(), std::string h = "")
       : target(std::move(t)), version(std::move(v)), source_hash(std::move(h)) {}
   std::string target;
   std::string version;
@@ -116,28 +119,14 @@ struct ArchiveSpec {
   std::string bytes;        // "" = "image:<target>"
 };
 
-std::string write_archive(const fs::path& store, const ArchiveSpec& a,
-                          const std::string& uri = kUri) {
-  const kiln::Specialisation* spec = kiln::embedded_registry().find(uri);
-  kiln::Manifest m;
-  m.package_version = a.version;
-  m.cuda_version = kiln::cuda_version();
-  m.target = a.target;
-  kiln::ArtifactEntry e;
-  e.uri = uri;
-  e.family = spec->family;
-  e.params = spec->params;
-  for (const auto& name : spec->entries) e.entries.push_back({name, "_Z" + name});
-  e.source_hash = a.source_hash.empty() ? spec->source_hash : a.source_hash;
-  e.file = uri + ".fatbin";
-  std::string bytes = a.bytes.empty() ? "image:" + a.target : a.bytes;
-  e.size = bytes.size();
-  e.sha256 = kiln::sha256_hex(bytes);
-  m.artifacts.push_back(e);
-  fs::path dir = store / kiln::archive_stem(a.version, kiln::cuda_version(), a.target);
-  kiln::test::write_file(dir / "manifest.json", kiln::manifest_to_json(m));
-  kiln::test::write_file(dir / e.file, bytes);
-  return (dir / e.file).string();
+// Writes the entry into `store`; returns the path of its artifact.
+std::string write_loadable_entry(const fs::path& store, const EntrySpec& a) {
+  kiln::test::ReleaseSpec rel;
+  rel.loadable = true;
+  rel.version = a.version;
+  if (!a.source_hash.empty()) rel.source_hash_override[kUri] = a.source_hash;
+  rel.with_artifacts({{kUri, a.bytes.empty() ? "image:" + a.target : a.bytes}});
+  return (kiln::test::write_store_entry(store, rel, a.target) / (kUri + ".fatbin")).string();
 }
 
 struct Rig {
@@ -238,10 +227,10 @@ TEST(Loader, OfflineMissFailsAtOnceListingEverySearchedDirectoryAndTheFetchComma
 
 TEST(Loader, LoadsTheExactSassFromTheFirstStoreAndHandsTheVerifiedBytesToTheDriver) {
   Rig rig;
-  write_archive(rig.tmp / "s1", {"sm_80"});
-  std::string want = write_archive(rig.tmp / "s1", {"sm_90"});
-  write_archive(rig.tmp / "s1", {"compute_80"});
-  write_archive(rig.tmp / "s2", {"sm_90a"});
+  write_loadable_entry(rig.tmp / "s1", {"sm_80"});
+  std::string want = write_loadable_entry(rig.tmp / "s1", {"sm_90"});
+  write_loadable_entry(rig.tmp / "s1", {"compute_80"});
+  write_loadable_entry(rig.tmp / "s2", {"sm_90a"});
   rig.cfg.artifact_path = {(rig.tmp / "s1").string(), (rig.tmp / "s2").string()};
   auto l = rig.loader();
   const kiln::KernelHandle& h = l->get(kUri);
@@ -257,8 +246,8 @@ TEST(Loader, LoadsTheExactSassFromTheFirstStoreAndHandsTheVerifiedBytesToTheDriv
 
 TEST(Loader, CorruptedArtifactIsRejectedAndTheNextCandidateIsUsed) {
   Rig rig;
-  std::string bad = write_archive(rig.tmp / "s1", {"sm_90"});
-  std::string good = write_archive(rig.tmp / "s2", {"sm_90"});
+  std::string bad = write_loadable_entry(rig.tmp / "s1", {"sm_90"});
+  std::string good = write_loadable_entry(rig.tmp / "s2", {"sm_90"});
   kiln::test::write_file(bad, "image:sm_99");  // same size, different bytes
   rig.cfg.artifact_path = {(rig.tmp / "s1").string(), (rig.tmp / "s2").string()};
   auto l = rig.loader();
@@ -275,7 +264,7 @@ TEST(Loader, CorruptedArtifactIsRejectedAndTheNextCandidateIsUsed) {
 
 TEST(Loader, CorruptedOnlyArtifactFailsWithIntegrityAndNothingReachesTheDriver) {
   Rig rig;
-  std::string bad = write_archive(rig.tmp / "s1", {"sm_90"});
+  std::string bad = write_loadable_entry(rig.tmp / "s1", {"sm_90"});
   kiln::test::write_file(bad, "image:sm_91");
   rig.cfg.artifact_path = {(rig.tmp / "s1").string()};
   auto l = rig.loader();
@@ -287,8 +276,8 @@ TEST(Loader, CorruptedOnlyArtifactFailsWithIntegrityAndNothingReachesTheDriver) 
 
 TEST(Loader, ImageThatLoadsWithZeroKernelsIsRejectedAndTheNextTargetTried) {
   Rig rig;
-  std::string misfit = write_archive(rig.tmp / "s", {"sm_90"});
-  std::string ptx = write_archive(rig.tmp / "s", {"compute_90"});
+  std::string misfit = write_loadable_entry(rig.tmp / "s", {"sm_90"});
+  std::string ptx = write_loadable_entry(rig.tmp / "s", {"compute_90"});
   rig.driver->empty_images = {"image:sm_90"};
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   auto l = rig.loader();
@@ -296,7 +285,7 @@ TEST(Loader, ImageThatLoadsWithZeroKernelsIsRejectedAndTheNextTargetTried) {
   EXPECT_EQ(rig.driver->loads.load(), 2);
 
   Rig only;
-  write_archive(only.tmp / "s", {"sm_90"});
+  write_loadable_entry(only.tmp / "s", {"sm_90"});
   only.driver->empty_images = {"image:sm_90"};
   only.cfg.artifact_path = {(only.tmp / "s").string()};
   auto l2 = only.loader();
@@ -308,7 +297,7 @@ TEST(Loader, ImageThatLoadsWithZeroKernelsIsRejectedAndTheNextTargetTried) {
 TEST(Loader, StaleSourceHashIsRejectedNamingTheFieldAndJitIsUsedNext) {
   Rig rig;
   std::string stale =
-      write_archive(rig.tmp / "s", {"sm_90", kiln::version(), std::string(64, 'b')});
+      write_loadable_entry(rig.tmp / "s", {"sm_90", kiln::version(), std::string(64, 'b')});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   rig.cfg.disable_jit = false;
   auto l = rig.loader();
@@ -327,7 +316,7 @@ TEST(Loader, StaleSourceHashIsRejectedNamingTheFieldAndJitIsUsedNext) {
 
 TEST(Loader, StaleOnlyFailsWithStaleKindAndAllowStaleLoadsIt) {
   Rig rig;
-  std::string stale = write_archive(rig.tmp / "s", {"sm_90", "0.0.1"});
+  std::string stale = write_loadable_entry(rig.tmp / "s", {"sm_90", "0.0.1"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   {
     auto l = rig.loader();
@@ -345,7 +334,7 @@ TEST(Loader, StaleOnlyFailsWithStaleKindAndAllowStaleLoadsIt) {
 
 TEST(Loader, ManifestWithNewerFormatVersionIsRejectedNamingBothValues) {
   Rig rig;
-  std::string art = write_archive(rig.tmp / "s", {"sm_90"});
+  std::string art = write_loadable_entry(rig.tmp / "s", {"sm_90"});
   fs::path manifest = fs::path(art).parent_path() / "manifest.json";
   auto j = nlohmann::json::parse(kiln::test::read_file(manifest));
   j["format_version"] = kiln::kManifestFormat + 1;
@@ -363,8 +352,8 @@ TEST(Loader, ManifestWithNewerFormatVersionIsRejectedNamingBothValues) {
 
 TEST(Loader, ReadOnlyStoreIsUsedAndLeftByteForByteUntouched) {
   Rig rig;
-  std::string art = write_archive(rig.tmp / "ro", {"sm_90"});
-  write_archive(rig.tmp / "ro", {"sm_80"});
+  std::string art = write_loadable_entry(rig.tmp / "ro", {"sm_90"});
+  write_loadable_entry(rig.tmp / "ro", {"sm_80"});
   std::string before = tree_digest(rig.tmp / "ro");
   ASSERT_EQ(kiln::test::run("chmod -R a-w '" + (rig.tmp / "ro").string() + "'").exit_code, 0);
   rig.cfg.artifact_path = {(rig.tmp / "ro").string()};
@@ -378,7 +367,7 @@ TEST(Loader, ReadOnlyStoreIsUsedAndLeftByteForByteUntouched) {
 
 TEST(Loader, ConcurrentGetsOfOneUriIn16ThreadsLoadOnce) {
   Rig rig;
-  write_archive(rig.tmp / "s", {"sm_90"});
+  write_loadable_entry(rig.tmp / "s", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   auto l = rig.loader();
   std::vector<const kiln::KernelHandle*> got(16);
@@ -391,7 +380,7 @@ TEST(Loader, ConcurrentGetsOfOneUriIn16ThreadsLoadOnce) {
 
 TEST(Loader, EachContextGetsItsOwnEntry) {
   Rig rig;
-  write_archive(rig.tmp / "s", {"sm_90"});
+  write_loadable_entry(rig.tmp / "s", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   auto l = rig.loader();
   const auto& a = l->get(kUri);
@@ -407,7 +396,7 @@ TEST(Loader, EachContextGetsItsOwnEntry) {
 
 TEST(Loader, MissDuringStreamCaptureFailsWithoutReadingAnythingAndPrefetchFixesIt) {
   Rig rig;
-  write_archive(rig.tmp / "s", {"sm_90"});
+  write_loadable_entry(rig.tmp / "s", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   auto l = rig.loader();
   rig.driver->capturing = true;
@@ -440,7 +429,7 @@ TEST(Loader, MirrorDownloadIntoTheCacheIsVerifiedAndLoaded) {
   Rig rig;
   rig.cfg.offline = false;
   rig.cfg.mirrors = {"file:///srv/mirror"};
-  rig.on_fetch = [](const std::string& dest) { write_archive(dest, {"sm_90"}); };
+  rig.on_fetch = [](const std::string& dest) { write_loadable_entry(dest, {"sm_90"}); };
   auto l = rig.loader();
   const auto& h = l->get(kUri);
   EXPECT_EQ(rig.fetches.load(), 1);
@@ -452,7 +441,7 @@ TEST(Loader, MirrorTierPassesTheConfiguredCaBundleToTheIndexAndTheDownload) {
   rig.cfg.offline = false;
   rig.cfg.mirrors = {"https://mirror.example/kiln"};
   rig.cfg.ca_bundle = "/etc/site/ca.pem";  // KILN_CA_BUNDLE
-  rig.on_fetch = [](const std::string& dest) { write_archive(dest, {"sm_90"}); };
+  rig.on_fetch = [](const std::string& dest) { write_loadable_entry(dest, {"sm_90"}); };
   auto l = rig.loader();
   l->get(kUri);
   EXPECT_EQ(rig.ca_bundles, (std::vector<std::string>{"/etc/site/ca.pem", "/etc/site/ca.pem"}));
@@ -491,7 +480,7 @@ TEST(Loader, JitUnavailableIsNamedInTheFailure) {
 
 TEST(Loader, WarmGetIsFast) {
   Rig rig;
-  write_archive(rig.tmp / "s", {"sm_90"});
+  write_loadable_entry(rig.tmp / "s", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   auto l = rig.loader();
   l->get(kUri);
@@ -506,7 +495,7 @@ TEST(Loader, WarmGetIsFast) {
 
 TEST(Loader, WarmHitsFromManyThreadsReturnTheOneHandleWithoutLoadingAgain) {
   Rig rig;
-  write_archive(rig.tmp / "s", {"sm_90"});
+  write_loadable_entry(rig.tmp / "s", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   auto l = rig.loader();
   const kiln::KernelHandle* first = &l->get(kUri);
@@ -527,7 +516,7 @@ TEST(Loader, ANewLoaderNeverSeesTheHandlesOfADestroyedOne) {
   Rig rig;
   for (int i = 0; i < 4; ++i) {
     fs::path store = rig.tmp / ("s" + std::to_string(i));
-    std::string want = write_archive(store, {"sm_90"});
+    std::string want = write_loadable_entry(store, {"sm_90"});
     rig.cfg.artifact_path = {store.string()};
     auto l = rig.loader();
     EXPECT_EQ(l->get(kUri).origin, want);
@@ -538,12 +527,12 @@ TEST(Loader, ANewLoaderNeverSeesTheHandlesOfADestroyedOne) {
 
 TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) {
   Rig rig;
-  write_archive(rig.tmp / "s1", {"sm_80"});
+  write_loadable_entry(rig.tmp / "s1", {"sm_80"});
   fs::path bad_dir =
       rig.tmp / "s1" / kiln::archive_stem(kiln::version(), kiln::cuda_version(), "sm_80");
   kiln::test::write_file(bad_dir / "manifest.json", "not json");
-  std::string want = write_archive(rig.tmp / "s1", {"sm_90"});
-  std::string later = write_archive(rig.tmp / "s2", {"sm_90"});
+  std::string want = write_loadable_entry(rig.tmp / "s1", {"sm_90"});
+  std::string later = write_loadable_entry(rig.tmp / "s2", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s1").string(), (rig.tmp / "s2").string()};
   auto l = rig.loader();
   EXPECT_EQ(l->get(kUri).origin, want);
@@ -563,8 +552,8 @@ TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) 
 
 TEST(Loader, FailedColdGetStillListsTheRejectionsOfAFullScan) {
   Rig rig;
-  std::string sm80 = write_archive(rig.tmp / "s", {"sm_80"});
-  std::string bad = write_archive(rig.tmp / "s", {"sm_90"});
+  std::string sm80 = write_loadable_entry(rig.tmp / "s", {"sm_80"});
+  std::string bad = write_loadable_entry(rig.tmp / "s", {"sm_90"});
   kiln::test::write_file(bad, "image:sm_99");
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   auto l = rig.loader();
@@ -601,9 +590,9 @@ TEST(Loader, WithoutADriverGetIsUnsupportedNamingLibcuda) {
 
 TEST(ResolveCli, JsonForAnAbsentDeviceNamesChoiceAndEveryRejection) {
   TempDir tmp;
-  std::string want = write_archive(tmp / "store", {"sm_90"});
-  write_archive(tmp / "store", {"sm_100"});
-  write_archive(tmp / "store", {"sm_80"});
+  std::string want = write_loadable_entry(tmp / "store", {"sm_90"});
+  write_loadable_entry(tmp / "store", {"sm_100"});
+  write_loadable_entry(tmp / "store", {"sm_80"});
   std::string env = "KILN_ARTIFACT_PATH='" + (tmp / "store").string() + "' KILN_CACHE_DIR='" +
                     (tmp / "cache").string() + "' KILN_OFFLINE=1 KILN_DISABLE_JIT=1 KILN_MIRRORS= ";
   auto r = kiln::test::run(env + kiln::test::kiln_cli() + " resolve " + kUri +
@@ -662,7 +651,9 @@ TEST(Loader, MirrorTierFetchesTheBestTargetTheIndexOffersNotTheDeviceName) {
   rig.cfg.offline = false;
   rig.cfg.mirrors = {"http://127.0.0.1:1/mirror"};
   rig.offered = kReleaseTargets;  // no sm_90 archive: the real release
-  rig.on_fetch = [&rig](const std::string& dest) { write_archive(dest, {rig.fetched.back()}); };
+  rig.on_fetch = [&rig](const std::string& dest) {
+    write_loadable_entry(dest, {rig.fetched.back()});
+  };
   auto l = rig.loader();
   const auto& h = l->get(kUri);
   EXPECT_EQ(rig.index_fetches.load(), 1);
@@ -680,7 +671,7 @@ TEST(Loader, MirrorTierTriesTheNextTargetWhenTheBestCannotBeFetched) {
   rig.on_fetch = [&rig](const std::string& dest) {
     if (rig.fetched.back() == "sm_86")
       throw kiln::Error(ErrorKind::Integrity, "SHA-256 mismatch: index pins a, served b");
-    write_archive(dest, {rig.fetched.back()});
+    write_loadable_entry(dest, {rig.fetched.back()});
   };
   auto l = rig.loader();
   EXPECT_EQ(l->get(kUri).origin.rfind(rig.cfg.cache_dir, 0), 0u);
@@ -762,9 +753,9 @@ void expect_same_story(Rig& rig) {
 
 TEST(Loader, ResolveExplainAndAFailingGetReportTheSameCandidatesAndReasonsOffline) {
   Rig rig;  // offline, JIT disabled
-  write_archive(rig.tmp / "s1", {"sm_80"});
-  write_archive(rig.tmp / "s1", {"sm_90", "0.0.1"});
-  std::string bad = write_archive(rig.tmp / "s2", {"compute_80"});
+  write_loadable_entry(rig.tmp / "s1", {"sm_80"});
+  write_loadable_entry(rig.tmp / "s1", {"sm_90", "0.0.1"});
+  std::string bad = write_loadable_entry(rig.tmp / "s2", {"compute_80"});
   kiln::test::write_file(bad, "image:compute_81");
   rig.cfg.artifact_path = {(rig.tmp / "s1").string(), (rig.tmp / "s2").string(),
                            (rig.tmp / "missing").string()};
@@ -777,8 +768,8 @@ TEST(Loader, ResolveExplainAndAFailingGetReportTheSameCandidatesAndReasonsWithou
   rig.cfg.offline = false;  // no mirror configured
   rig.cfg.disable_jit = false;
   rig.jit->available = false;
-  write_archive(rig.tmp / "s1", {"sm_100"});
-  std::string bad = write_archive(rig.tmp / "s1", {"sm_90a"});
+  write_loadable_entry(rig.tmp / "s1", {"sm_100"});
+  std::string bad = write_loadable_entry(rig.tmp / "s1", {"sm_90a"});
   kiln::test::write_file(bad, "image:sm_90b");
   rig.cfg.artifact_path = {(rig.tmp / "s1").string()};
   expect_same_story(rig);
@@ -791,7 +782,7 @@ void let_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(1100))
 
 TEST(Loader, ASettledManifestIsNotReadAgainButEveryLoadStillHashesTheArtifact) {
   Rig rig;
-  std::string art = write_archive(rig.tmp / "s", {"sm_90"});
+  std::string art = write_loadable_entry(rig.tmp / "s", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   let_settle();
   EXPECT_EQ(rig.loader()->get(kUri).origin, art);
@@ -808,15 +799,15 @@ TEST(Loader, ASettledManifestIsNotReadAgainButEveryLoadStillHashesTheArtifact) {
 
 TEST(Loader, AManifestRewrittenAfterItWasRememberedIsReadAgain) {
   Rig rig;
-  ArchiveSpec first("sm_90");
+  EntrySpec first("sm_90");
   first.bytes = "first image";
-  std::string art = write_archive(rig.tmp / "s", first);
+  std::string art = write_loadable_entry(rig.tmp / "s", first);
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   let_settle();
   rig.loader()->get(kUri);
-  ArchiveSpec second("sm_90");
+  EntrySpec second("sm_90");
   second.bytes = "second image, longer";
-  EXPECT_EQ(write_archive(rig.tmp / "s", second), art);  // manifest and artifact rewritten
+  EXPECT_EQ(write_loadable_entry(rig.tmp / "s", second), art);  // manifest and artifact rewritten
   rig.loader()->get(kUri);
   std::lock_guard<std::mutex> lock(rig.driver->mu);
   ASSERT_EQ(rig.driver->images.size(), 2u);
@@ -825,18 +816,18 @@ TEST(Loader, AManifestRewrittenAfterItWasRememberedIsReadAgain) {
 
 TEST(Loader, AnArchiveAddedToARememberedStoreIsFound) {
   Rig rig;
-  write_archive(rig.tmp / "s", {"sm_80"});
+  write_loadable_entry(rig.tmp / "s", {"sm_80"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   let_settle();
   std::string msg;
   EXPECT_EQ(get_error(*rig.loader(), kUri, &msg), ErrorKind::NotFound);
-  std::string art = write_archive(rig.tmp / "s", {"sm_90"});
+  std::string art = write_loadable_entry(rig.tmp / "s", {"sm_90"});
   EXPECT_EQ(rig.loader()->get(kUri).origin, art);
 }
 
 TEST(Loader, ColdGetPhasesCoverTheStoreWorkAndAddUpToItsTime) {
   Rig rig;
-  write_archive(rig.tmp / "s", {"sm_90"});
+  write_loadable_entry(rig.tmp / "s", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   kiln::cold::PhaseTimes t;
   kiln::cold::set_phase_sink(&t);
@@ -866,9 +857,9 @@ TEST(Loader, ColdGetPhasesCoverTheStoreWorkAndAddUpToItsTime) {
 
 TEST(Loader, ColdGetOfAWholeReleaseReadsOnlyTheBestArchivesManifest) {
   Rig rig;
-  write_archive(rig.tmp / "s", {"compute_80"});
-  std::string sass = write_archive(rig.tmp / "s", {"sm_90"});
-  write_archive(rig.tmp / "s", {"sm_80"});
+  write_loadable_entry(rig.tmp / "s", {"compute_80"});
+  std::string sass = write_loadable_entry(rig.tmp / "s", {"sm_90"});
+  write_loadable_entry(rig.tmp / "s", {"sm_80"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   EXPECT_EQ(rig.loader()->get(kUri).origin, sass);
   EXPECT_EQ(rig.fs->reads.load(), 2);  // the sm_90 manifest and its artifact: not compute_80's
@@ -876,8 +867,8 @@ TEST(Loader, ColdGetOfAWholeReleaseReadsOnlyTheBestArchivesManifest) {
 
 TEST(Loader, WhenTheBestArchiveFailsTheColdGetFallsBackToTheNextTargetOfTheSameStore) {
   Rig rig;
-  std::string ptx = write_archive(rig.tmp / "s", {"compute_80"});
-  std::string sass = write_archive(rig.tmp / "s", {"sm_90"});
+  std::string ptx = write_loadable_entry(rig.tmp / "s", {"compute_80"});
+  std::string sass = write_loadable_entry(rig.tmp / "s", {"sm_90"});
   kiln::test::write_file(sass, "image:sm_99");  // same size, other bytes
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   EXPECT_EQ(rig.loader()->get(kUri).origin, ptx);

@@ -93,6 +93,10 @@ SyntheticDist write_release_dist(const std::filesystem::path& dir, const Release
 
 // The index of `rel` listing `entries` (sorted by target).
 Index release_index(const ReleaseSpec& rel, std::vector<IndexEntry> entries);
+// The index entry pinning `archive_bytes` as `target`'s archive of `rel`: its derived file name,
+// size and sha256 (for tests whose archives are stand-in bytes, never unpacked).
+IndexEntry release_index_entry(const ReleaseSpec& rel, const std::string& target,
+                               const std::string& archive_bytes);
 
 // An unpacked store entry, as `kiln install` leaves it: `store`/<archive stem>/manifest.json
 // and each artifact's file. Returns the directory.

@@ -32,7 +32,7 @@ ArchiveScan archive(const std::string& store, const std::string& target,
   m.artifacts.push_back(a);
   ArchiveScan s;
   s.dir = store + "/kiln-kernels-" + version + "-cuda13.0-" + target;
-  s.manifest = m;
+  s.manifest = std::make_shared<const kiln::Manifest>(m);
   return s;
 }
 
@@ -157,13 +157,16 @@ TEST(Resolver, MissingStoresEmptyStoresAndArchivesWithoutTheUriAreRejectedWithRe
   empty.dir = "/empty";
   empty.readable = true;
   StoreScan other = store("/other", {"sm_90"});
-  other.archives[0].manifest->artifacts.clear();
-  other.archives[0].manifest->skipped = {{"axpy", "supports only sm_100a"}};
+  {
+    kiln::Manifest m = *other.archives[0].manifest;
+    m.artifacts.clear();
+    m.skipped = {{"axpy", "supports only sm_100a"}};
+    other.archives[0].manifest = std::make_shared<const kiln::Manifest>(std::move(m));
+  }
   StoreScan broken;
   broken.dir = "/broken";
   broken.readable = true;
-  broken.archives.push_back(
-      {"/broken/kiln-kernels-x", std::nullopt, ErrorKind::Format, "bad json"});
+  broken.archives.push_back({"/broken/kiln-kernels-x", nullptr, ErrorKind::Format, "bad json"});
   auto plan = kiln::plan_stores(kUri, 90, identity(), {missing, empty, other, broken}, false);
   ASSERT_EQ(plan.rejected.size(), 4u);
   EXPECT_EQ(plan.rejected[0].candidate.path, "/nope");

@@ -417,33 +417,9 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
           remembered = std::shared_ptr<const Manifest>(parsed, &parsed->manifest);
           if (mid) manifests_by_identity().put(mpath, *mid, mread_start, remembered);
         }
-        if (uri) {
-          // Only what plan_stores reads for this URI: the header, skipped, its artifact.
-          const Manifest& full = *remembered;
-          Manifest m;
-          m.format_version = full.format_version;
-          m.package_version = full.package_version;
-          m.git_commit = full.git_commit;
-          m.cuda_version = full.cuda_version;
-          m.target = full.target;
-          m.build_time = full.build_time;
-          m.skipped = full.skipped;
-          if (const ArtifactEntry* art = full.find(*uri)) {
-            // Not its params and flags: nothing on get()'s path reads them.
-            ArtifactEntry e;
-            e.uri = art->uri;
-            e.family = art->family;
-            e.entries = art->entries;
-            e.source_hash = art->source_hash;
-            e.file = art->file;
-            e.size = art->size;
-            e.sha256 = art->sha256;
-            m.artifacts.push_back(std::move(e));
-          }
-          a.manifest = std::move(m);
-        } else {
-          a.manifest = *remembered;
-        }
+        // The remembered manifest itself, shared: no copy per cold get (plan_stores reads only
+        // the URI's artifact and the header).
+        a.manifest = std::move(remembered);
       } catch (const Error& e) {
         a.error_kind = e.kind();
         a.error = e.kind() == ErrorKind::Stale
@@ -459,7 +435,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     // The fast path stops at an archive that lists the URI for this release and format (the
     // rest of the freshness check is plan_stores'); if it does not serve after all, get()
     // rescans the store in full.
-    bool lists_uri = uri && a.manifest && !a.manifest->artifacts.empty() &&
+    bool lists_uri = uri && a.manifest && a.manifest->find(*uri) &&
                      a.manifest->package_version == version() &&
                      a.manifest->format_version == kManifestFormat;
     s.archives.push_back(std::move(a));

@@ -49,7 +49,8 @@ std::string declared_format(const std::string& text);
 // One archive directory inside a store, as read from disk.
 struct ArchiveScan {
   std::string dir;
-  std::optional<Manifest> manifest;
+  // Shared with the process-wide memory of parsed manifests (identity_cache.hpp): immutable.
+  std::shared_ptr<const Manifest> manifest;
   ErrorKind error_kind = ErrorKind::Format;  // when !manifest
   std::string error;                         // why the manifest cannot be used
 };

@@ -281,9 +281,13 @@ TEST(LibkilnNeeded, OnlyLibcryptoLibzstdAndTheCAndCxxRuntime) {
     GTEST_SKIP() << "libkiln is built static (KILN_SHARED=OFF): no NEEDED entries";
   test::RunResult r = test::run("readelf -d '" + lib + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  const std::vector<std::string> allowed = {"libcrypto.so.", "libzstd.so.",  "libstdc++.so.",
-                                            "libm.so.",      "libgcc_s.so.", "libc.so.",
-                                            "ld-linux"};
+  std::vector<std::string> allowed = {"libcrypto.so.", "libzstd.so.", "libstdc++.so.", "libm.so.",
+                                      "libgcc_s.so.",  "libc.so.",    "ld-linux"};
+#ifdef KILN_SANITIZED
+  // -DKILN_SANITIZE builds link the sanitizer runtimes into every binary; no release does.
+  for (const char* rt : {"libasan.so.", "libubsan.so.", "libtsan.so.", "liblsan.so."})
+    allowed.push_back(rt);
+#endif
   std::vector<std::string> needed, extra;
   const std::string tag = "Shared library: [";
   for (std::size_t p = r.out.find(tag); p != std::string::npos; p = r.out.find(tag, p + 1)) {
@@ -301,6 +305,24 @@ TEST(LibkilnNeeded, OnlyLibcryptoLibzstdAndTheCAndCxxRuntime) {
   EXPECT_TRUE(extra.empty()) << lib << " needs libraries outside the allow-list (libcrypto, "
                              << "libzstd, the C and C++ runtime):" << list
                              << "; what only mirrors or archives need is loaded by lazy_libs";
+}
+
+// libkiln holds process-wide state until exit (the CUDA driver, the libraries it dlopened, its
+// caches): it is linked -z nodelete, so a dlclose leaves it mapped. A copy in another directory
+// is a separate instance nothing else holds: loaded, closed, and still there.
+TEST(LibkilnUnload, DlcloseLeavesItLoaded) {
+  std::string lib = KILN_LIB_PATH;
+  if (lib.size() < 3 || lib.compare(lib.size() - 2, 2, ".a") == 0)
+    GTEST_SKIP() << "libkiln is built static (KILN_SHARED=OFF)";
+  TempDir dir;
+  fs::path copy = dir / "libkiln.so";
+  fs::copy_file(lib, copy);
+  void* h = ::dlopen(copy.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << ::dlerror();
+  ASSERT_EQ(::dlclose(h), 0) << ::dlerror();
+  void* again = ::dlopen(copy.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(again, nullptr) << copy << " was unloaded by dlclose";
+  if (again) ::dlclose(again);
 }
 
 TEST(DoctorCli, ReportsThatLibcurlAndLibarchiveLoadWithTheirSonames) {

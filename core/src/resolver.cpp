@@ -63,7 +63,7 @@ std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art
 }
 
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
-                      const std::vector<StoreScan>& stores, bool allow_stale) {
+                      const std::vector<StoreScan>& stores, bool allow_stale, bool explain) {
   StorePlan plan;
   for (const auto& store : stores) {
     if (!store.readable) {
@@ -82,7 +82,7 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
     for (const auto& ar : store.archives)
       if (ar.manifest)
         if (auto t = parse_target(ar.manifest->target)) offered.push_back(*t);
-    TargetChoice choice = choose_targets(cc, offered);
+    TargetChoice choice = choose_targets(cc, offered, explain);
     struct Ranked {
       std::size_t pos;
       StoreCandidate c;
@@ -395,12 +395,10 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     std::stable_sort(kept.begin(), kept.end(),
                      [](const Named& x, const Named& y) { return x.rank < y.rank; });
   }
-  std::vector<fs::path> dirs;
-  dirs.reserve(kept.size());
-  for (const auto& k : kept) dirs.push_back(fs::path(dir) / *k.name);
-  for (const auto& d : dirs) {
+  const bool slash = !dir.empty() && dir.back() == '/';
+  for (const auto& k : kept) {
     ArchiveScan a;
-    a.dir = d.string();
+    a.dir = slash ? dir + *k.name : dir + "/" + *k.name;  // what fs::path(dir) / name gives
     std::string mpath = a.dir + "/manifest.json";
     cold::PhaseTimer timer(cold::Phase::ManifestParse);
     try {
@@ -412,7 +410,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       try {
         if (!remembered) {
           auto parsed = parse_manifest_cached(text, mpath);
-          if (auto problem = archive_dir_name_problem(d, parsed->manifest))
+          if (auto problem = archive_dir_name_problem(fs::path(a.dir), parsed->manifest))
             throw Error(ErrorKind::Format, *problem);
           remembered = std::shared_ptr<const Manifest>(parsed, &parsed->manifest);
           if (mid) manifests_by_identity().put(mpath, *mid, mread_start, remembered);

@@ -126,8 +126,10 @@ struct StorePlan {
 
 // Pure: every artifact of `uri` in `stores` ranked for device cc, with the stale ones and
 // the ones that do not run on cc rejected (the field that differed and both values named).
+// `explain` false: the same candidates and rejections in the same order, the candidates'
+// reasons left empty (get()'s fast path, which shows none of them).
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
-                      const std::vector<StoreScan>& stores, bool allow_stale);
+                      const std::vector<StoreScan>& stores, bool allow_stale, bool explain = true);
 
 // Pure: "" when `bytes` matches the manifest's size and digest; else the mismatch in words.
 std::string verify_artifact(const std::string& bytes, std::uint64_t size,

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <shared_mutex>
 #include <string_view>
 #include <unordered_map>
@@ -217,8 +218,14 @@ struct Loader::Impl {
 
   bool try_store_candidate(Search& s, const StoreCandidate& sc, const std::string& tier,
                            std::size_t entries, KernelHandle& out) {
-    Candidate c = sc.candidate;
-    c.tier = tier;
+    // Copied only when the tier differs from the plan's ("store"): the cold get's path copies
+    // no strings before the load.
+    std::optional<Candidate> retiered;
+    if (sc.candidate.tier != tier) {
+      retiered = sc.candidate;
+      retiered->tier = tier;
+    }
+    const Candidate& c = retiered ? *retiered : sc.candidate;
     if (sc.symbols.size() != entries) {
       s.reject({c.tier, c.target, c.path,
                 "the manifest lists " + std::to_string(sc.symbols.size()) +
@@ -290,10 +297,12 @@ struct Loader::Impl {
         cold::PhaseTimer t(cold::Phase::StoreScan);
         one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
       }
-      StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale);
+      // Without words: the fast plan's reasons and rejections are never shown (a failure is
+      // explained by the full scan below).
+      StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
       for (const auto& c : plan.usable) {
-        tried_paths.push_back(c.candidate.path);
         if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) return true;
+        tried_paths.push_back(c.candidate.path);
       }
     }
     // Nothing served: the full scan, for the explanation.

@@ -125,7 +125,9 @@ struct Context {
   }
   // Ends the fetch once its deadline has passed, naming it, `doing` and every failure so far.
   void check_deadline(const std::string& doing) {
-    if (now() < deadline_ms) return;
+    // Passed within the transport's slack too: a request that curl ended a millisecond before
+    // the command's deadline by this clock ended at it (http_transport.hpp, kDeadlineSlackMs).
+    if (now() + kDeadlineSlackMs < deadline_ms) return;
     std::ostringstream msg;
     msg << "kiln fetch passed its deadline of " << opts.timeout_ms
         << " ms (--timeout, FetchOptions::timeout_ms) while " << doing;

@@ -391,8 +391,12 @@ class CurlTransport final : public Transport {
       r.message = st.redirect_refused;
       return r;
     }
+    // curl's timer fires up to a millisecond early by this clock (seen: 1499 ms for a 1500 ms
+    // deadline, then retried as a plain timeout under load); kDeadlineSlackMs keeps it a
+    // Deadline. fetch's command deadline uses the same slack (fetch.cpp, check_deadline), so a
+    // request curl ends early at the command's deadline ends the command, as one on time does.
     if (rc == CURLE_OPERATION_TIMEDOUT && req.total_timeout_ms > 0 &&
-        elapsed_ms >= req.total_timeout_ms) {
+        elapsed_ms + kDeadlineSlackMs >= req.total_timeout_ms) {
       curl_off_t got = 0;
       api_.easy_getinfo(c, CURLINFO_SIZE_DOWNLOAD_T, &got);
       r.status = TransferStatus::Deadline;

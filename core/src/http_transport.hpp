@@ -25,6 +25,10 @@ enum class TransferStatus {
 };
 const char* to_string(TransferStatus s);
 
+// How early a timer may fire by steady_clock and still count as the deadline reached: curl's
+// does by up to a millisecond. Used for a request's deadline and for fetch's command deadline.
+constexpr long kDeadlineSlackMs = 10;
+
 struct TransferRequest {
   std::string url;
   bool head = false;  // probe only: no body

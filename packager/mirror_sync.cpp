@@ -370,7 +370,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
 }
 
 SyncResult sync_release(const SyncOptions& opts) {
-  auto transport = fetch_detail::make_curl_transport();
+  auto transport = fetch_detail::make_curl_transport("syncing a mirror (kiln mirror sync)");
   std::function<void(long)> sleep_ms = [](long ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   };

@@ -180,9 +180,11 @@ StageResult stage_release(const StageOptions& opts) {
     try {
       previous = parse_checksums(previous_text, sums_path.string(), sums_name);
     } catch (const Error& e) {
-      throw Error(e.kind(), std::string(e.what()) + "\nFix or remove " + sums_path.string() +
-                                " (`kiln mirror verify " + opts.to.string() + "` shows what the " +
-                                "mirror holds) and stage again.");
+      throw Error(e.kind(),
+                  std::string(e.what()) + "\nFix or remove " + sums_path.string() +
+                      " (`kiln mirror verify " + opts.to.string() + "` shows what the " +
+                      "mirror holds) and stage again.",
+                  e.fields());
     }
   }
   StageResult result;

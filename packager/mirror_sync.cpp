@@ -261,7 +261,8 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   try {
     plan = plan_sync(entries, sums_text, idx, version, !pin.empty(), !sums_pin.empty(), sums_url);
   } catch (const Error& e) {
-    throw Error(e.kind(), std::string(e.what()) + "\nNothing was written to " + to.string() + ".");
+    throw Error(e.kind(), std::string(e.what()) + "\nNothing was written to " + to.string() + ".",
+                e.fields());
   }
   listed.clear();
   std::map<std::string, std::string> covered_by;
@@ -357,11 +358,13 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
     result.bytes_transferred = bytes;
   } catch (const Error& e) {
     if (created_to) fs::remove(to, ec);  // only if still empty
-    throw Error(e.kind(), std::string(e.what()) +
-                              (committing ? "\nFiles renamed before this one are in place and "
-                                            "verified; the index and checksum file come last."
-                                          : "\nNothing was changed in " + to.string() +
-                                                " (staged downloads removed)."));
+    throw Error(
+        e.kind(),
+        std::string(e.what()) + (committing ? "\nFiles renamed before this one are in place and "
+                                              "verified; the index and checksum file come last."
+                                            : "\nNothing was changed in " + to.string() +
+                                                  " (staged downloads removed)."),
+        e.fields());
   }
   result.bytes_downloaded = sx.bytes_downloaded();
   sx.log(std::to_string(result.transferred.size()) + " files transferred, " +

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "atomic_file.hpp"
+#include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
@@ -112,14 +113,9 @@ BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEn
   if (!problems.empty())
     throw Error(*most_severe(problems),
                 "refusing to make a wheel of " + as + ":\n  " + join_problems(problems));
-  auto agree = [&](const char* field, const std::string& in_manifest, const std::string& in_index) {
-    if (in_manifest != in_index)
-      throw Error(ErrorKind::Integrity, as + ": manifest " + field + " is " + in_manifest + ", " +
-                                            ip + " says " + in_index);
-  };
-  agree("target", m.target, entry.target);
-  agree("package_version", m.package_version, idx.package_version);
-  agree("cuda_version", m.cuda_version, idx.cuda_version);
+  // The one manifest-against-index rule (index_entry_check.hpp): another target's bytes are
+  // integrity, another release's are stale, as kiln verify, install and compat say.
+  require_manifest_matches_index(m, entry, idx, as, ip, "make a wheel of");
 
   auto files = wheel_contents(m, members, kiln::version());
   members.clear();

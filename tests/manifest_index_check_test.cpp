@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "compat.hpp"
 #include "index_entry_check.hpp"
@@ -154,6 +155,40 @@ TEST(ManifestIndexCheck, ArchiveOfAnotherTargetIsIntegrityNamingBothTargetsEvery
   for (const auto& f : report.files)
     named |= f.detail.find("manifest target is sm_80") != std::string::npos;
   EXPECT_TRUE(named);
+}
+
+// kiln wheel used to keep its own copy of the check, calling every disagreement integrity
+// (exit 3); it now says what verify, install and compat say: another release is stale (exit 4).
+// kiln install's error carries the differing field and both values as fields (--json).
+TEST(ManifestIndexCheck, WheelAndInstallRefuseAnotherToolkitsArchiveAsStaleWithItsFields) {
+  TempDir dir;
+  fs::path index = write_release(dir.path(), "sm_90a", "sm_90a", "12.8");
+  const std::string archive = (dir.path() / archive_file_name(kVer, "13.0", "sm_90a")).string();
+  const std::string says =
+      archive + ": manifest cuda_version is 12.8, " + index.string() + " says 13.0";
+
+  auto w = test::run(test::kiln_cli() + " wheel --dist " + dir.path().string() + " --out " +
+                     (dir / "wheels").string() + " 2>&1");
+  EXPECT_EQ(w.exit_code, exit_code(ErrorKind::Stale)) << w.out;
+  EXPECT_NE(w.out.find("refusing to make a wheel of " + archive), std::string::npos) << w.out;
+  EXPECT_NE(w.out.find(says), std::string::npos) << w.out;
+  EXPECT_FALSE(
+      fs::exists(dir / "wheels" / ("kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl")));
+
+  auto i = test::run(test::kiln_cli() + " install " + index.string() + " --dest " +
+                     (dir / "store").string() + " --json 2>/dev/null");
+  EXPECT_EQ(i.exit_code, exit_code(ErrorKind::Stale)) << i.out;
+  ASSERT_NE(i.out.find("\"fields\""), std::string::npos) << i.out;
+  auto j = nlohmann::json::parse(i.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << i.out;
+  ASSERT_EQ(j["failed"].size(), 1u) << i.out;
+  EXPECT_EQ(j["failed"][0]["kind"], "stale") << i.out;
+  const auto& f = j["failed"][0]["fields"];
+  EXPECT_EQ(f["path"], archive) << i.out;
+  EXPECT_EQ(f["index"], index.string()) << i.out;
+  EXPECT_EQ(f["field"], "cuda_version") << i.out;
+  EXPECT_EQ(f["actual"], "12.8") << i.out;
+  EXPECT_EQ(f["expected"], "13.0") << i.out;
 }
 
 }  // namespace

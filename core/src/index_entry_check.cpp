@@ -43,14 +43,25 @@ std::vector<VerifyProblem> manifest_index_problems(const Manifest& manifest,
 
 void require_manifest_matches_index(const Manifest& manifest, const IndexEntry& entry,
                                     const Index& index, const std::string& archive_origin,
-                                    const std::string& index_origin) {
+                                    const std::string& index_origin, const std::string& action) {
   std::vector<VerifyProblem> problems =
       manifest_index_problems(manifest, entry, index, archive_origin, index_origin);
   if (problems.empty()) return;
-  std::string msg = "refusing to install " + archive_origin + ": its manifest disagrees with " +
-                    index_origin + ", which pins its bytes:";
+  std::string msg = "refusing to " + action + " " + archive_origin +
+                    ": its manifest disagrees with " + index_origin + ", which pins its bytes:";
   for (const auto& p : problems) msg += "\n  " + p.message;
-  throw Error(*most_severe(problems), msg);
+  // The fields of the first (in rule order) mismatch of the most severe kind, so a caller reads
+  // which field and both values without parsing the message.
+  const ErrorKind kind = *most_severe(problems);
+  std::vector<ErrorField> fields = {{"path", archive_origin}, {"index", index_origin}};
+  for (const auto& m : manifest_index_mismatches(manifest, entry, index))
+    if (m.kind == kind) {
+      fields.push_back({"field", m.field});
+      fields.push_back({"actual", m.in_manifest});
+      fields.push_back({"expected", m.in_index});
+      break;
+    }
+  throw Error(kind, msg, std::move(fields));
 }
 
 std::optional<Manifest> read_leading_manifest(const fs::path& archive) {

@@ -44,9 +44,12 @@ std::vector<VerifyProblem> manifest_index_problems(const Manifest& manifest,
 
 // As above, throwing Error of the most severe kind (Integrity before Stale) with every problem
 // in the message; returns when the manifest agrees with the index.
+// `action` completes "refusing to <action> <archive>" in the message ("install", "make a wheel
+// of"). The error's fields: path, index, field, actual (manifest), expected (index).
 void require_manifest_matches_index(const Manifest& manifest, const IndexEntry& entry,
                                     const Index& index, const std::string& archive_origin,
-                                    const std::string& index_origin);
+                                    const std::string& index_origin,
+                                    const std::string& action = "install");
 
 // The largest manifest.json read_leading_manifest accepts.
 constexpr std::uint64_t kMaxLeadingManifestBytes = std::uint64_t{16} << 20;

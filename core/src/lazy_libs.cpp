@@ -81,8 +81,9 @@ std::optional<std::string> override_file(Library lib) {
                                                 " (it provides " + f.soname + ")";
   std::string instead =
       f.name == "libcurl"
-          ? "or load from a local store instead (KILN_ARTIFACT_PATH, or a cache directory "
-            "filled by `kiln fetch` on a machine that has " +
+          ? "a program that only loads kernels can do without it: load from a local store "
+            "(KILN_ARTIFACT_PATH, or a cache directory filled by `kiln fetch` on a machine that "
+            "has " +
                 f.name + ") and set KILN_OFFLINE=1 so that no mirror is tried"
           : "stores that are already unpacked (KILN_ARTIFACT_PATH, the installed store, the "
             "cache directory) load without it";
@@ -125,8 +126,8 @@ LibraryFacts facts(Library lib) {
             "downloads from mirrors: the mirror tier, kiln fetch, kiln mirror sync, the TUF "
             "client, kiln doctor's mirror probe"};
   return {"libarchive", KILN_ARCHIVE_SONAME, KILN_ARCHIVE_PACKAGE, ARCHIVE_VERSION_ONLY_STRING,
-          "reading and writing archives (.tar.zst): installing a fetched archive into a "
-          "store, kiln install, pack, verify, inspect"};
+          "reading and writing archives (.tar.zst) and wheels: installing a fetched archive "
+          "into a store, and kiln install, verify, inspect, compat, wheel, tarball, mirror"};
 }
 
 const CurlApi& curl(const std::string& needed_for) {

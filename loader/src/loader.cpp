@@ -681,8 +681,10 @@ void Loader::launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Di
     impl_->driver->launch(kernel.functions[entry], g, b, static_cast<unsigned>(shared_bytes),
                           stream, args);
   } catch (const Error& e) {
-    throw Error(e.kind(), std::string(e.what()) + " (launching " + kernel.uri + " entry " +
-                              std::to_string(entry) + ")");
+    throw Error(e.kind(),
+                std::string(e.what()) + " (launching " + kernel.uri + " entry " +
+                    std::to_string(entry) + ")",
+                e.fields());
   }
 }
 

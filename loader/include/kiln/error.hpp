@@ -3,9 +3,8 @@
 // maps kinds to exit codes (see docs/exit-codes.md) and prints the fields with --json.
 //
 // Context fields are an ordered list of (name, value) pairs. Code that decides something from
-// an error reads kind() and field(), never the message text, which is for people. Names in use
-// (docs/exit-codes.md): variable, value, uri, target, path, url, mirror, field, expected,
-// actual, file, reason.
+// an error reads kind() and field(), never the message text, which is for people. The names in
+// use are listed in docs/exit-codes.md.
 #include <memory>
 #include <stdexcept>
 #include <string>

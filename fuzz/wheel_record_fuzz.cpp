@@ -1,7 +1,8 @@
-// RECORD (packager/wheel.cpp verify_wheel) with everything around it well formed: the input is
-// the RECORD text of a real kiln wheel (wheel_contents of a one-kernel manifest), written as a
-// zip, so the fuzzer spends its time in the RECORD rows (csv quoting, hash, size, paths) rather
-// than in the zip reader. The wheel's own RECORD must give no problem: the target can fail.
+// RECORD (verify_wheel, packager/wheel_verify.cpp) with everything around it well formed: the
+// input is the RECORD text of a real kiln wheel (wheel_contents of a one-kernel manifest),
+// written as a zip, so the fuzzer spends its time in the RECORD rows (csv quoting, hash, size,
+// paths) rather than in the zip reader. The wheel's own RECORD must give no problem: the target
+// can fail.
 #include "fuzz_util.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/manifest.hpp"

@@ -2,7 +2,8 @@
 # Creates (idempotently) a Python venv holding the tools the wheel integration tests check
 # kiln's wheels with: `wheel` (wheel unpack verifies RECORD hashes) and check-wheel-contents;
 # and python-tuf (`tuf`, with securesystemslib's crypto extra) for the TUF interoperability
-# tests (tests/integration/tuf_interop_test.cpp, docs/tuf.md).
+# tests (the TufInterop tests in tests/integration/tuf_loopback_test.cpp, which run
+# scripts/tuf_interop.py; docs/tuf.md).
 #   scripts/python_tools.sh [VENV]      VENV defaults to build/pytools (under the repo root)
 # Then: KILN_TEST_PYTOOLS=VENV ctest -L integration   (docs/wheels.md)
 # Versions are pinned so that CI checks against the same tools every run; PYTHON picks the

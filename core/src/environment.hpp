@@ -4,7 +4,7 @@
 // use, the JIT, the mirror tier and every CLI command read variables through it and nowhere
 // else, so a bad value is the same Error{Usage} (naming the variable and the value, with fields
 // `variable` and `value`) wherever it is met. docs/loader.md "Settings" lists exactly this
-// table (EnvironmentTable.DocsListExactlyTheTable).
+// table (EnvironmentTable.DocsListExactlyTheTableInOrder).
 #include <functional>
 #include <string>
 #include <string_view>

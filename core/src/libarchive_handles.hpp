@@ -1,6 +1,6 @@
 #pragma once
 // Owning handles for libarchive objects and its error text, for code that only the CLI runs and
-// that links libarchive directly (the packager's wheel.cpp and tarball.cpp). Code in libkiln
+// that links libarchive directly (the packager's wheel_zip.cpp and tarball.cpp). Code in libkiln
 // (archive.cpp, index_entry_check.cpp) must not use these: it calls libarchive through the
 // table lazy_libs.hpp loads on first use, so that libkiln.so does not need libarchive.
 // Internal: public headers never include libarchive.

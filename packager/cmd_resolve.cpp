@@ -32,8 +32,10 @@ void add_resolve_command(CLI::App& app, int& rc) {
       "resolve",
       "show where the loader would take a kernel from for a device, and why every other "
       "candidate was rejected (local stores, then mirrors, then JIT; nothing is loaded, "
-      "downloaded or compiled). Reads the same settings as libkiln: KILN_ARTIFACT_PATH, "
-      "KILN_CACHE_DIR, KILN_MIRRORS, KILN_OFFLINE, KILN_DISABLE_JIT, KILN_ALLOW_STALE. "
+      "downloaded or compiled). Reads the same settings as libkiln, every KILN_* variable of "
+      "docs/loader.md (those that decide the answer: KILN_ARTIFACT_PATH, KILN_CACHE_DIR, "
+      "KILN_MIRRORS, KILN_INDEX_SHA256, KILN_OFFLINE, KILN_DISABLE_JIT, KILN_ALLOW_STALE); a bad "
+      "value is a usage error (exit 2). "
       "Exit 0 when a source was found, 6 when none.");
   struct Opts {
     std::string uri;

@@ -27,6 +27,7 @@
 #include "lazy_libs.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -211,28 +212,13 @@ class FakeDriver : public Driver {
   void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
 };
 
-// One unpacked archive directory (manifest.json + <uri>.fatbin) for sm_90 in `store`.
+// One unpacked archive directory (manifest.json + <uri>.fatbin) for sm_90 in `store`, fresh
+// for this build's registry. Returns the artifact's path.
 fs::path write_store(const fs::path& store) {
-  const Specialisation* spec = embedded_registry().find(kUri);
-  Manifest m;
-  m.package_version = version();
-  m.cuda_version = cuda_version();
-  m.target = "sm_90";
-  ArtifactEntry e;
-  e.uri = kUri;
-  e.family = spec->family;
-  e.params = spec->params;
-  for (const auto& name : spec->entries) e.entries.push_back({name, "_Z" + name});
-  e.source_hash = spec->source_hash;
-  e.file = kUri + ".fatbin";
-  std::string bytes = "image:sm_90";
-  e.size = bytes.size();
-  e.sha256 = sha256_hex(bytes);
-  m.artifacts.push_back(e);
-  fs::path dir = store / archive_stem(version(), cuda_version(), "sm_90");
-  test::write_file(dir / "manifest.json", manifest_to_json(m));
-  test::write_file(dir / e.file, bytes);
-  return dir / e.file;
+  test::ReleaseSpec rel;
+  rel.loadable = true;
+  rel.with_artifacts({{kUri, "image:sm_90"}});
+  return test::write_store_entry(store, rel, "sm_90") / (kUri + ".fatbin");
 }
 
 TEST(LazyLibs, WithoutLibcurlAndLibarchiveALocalStoreLoadsAndTheMirrorTierIsSkippedNamingLibcurl) {

@@ -16,6 +16,7 @@
 #include "kiln/version.hpp"
 #include "loader_facts.hpp"
 #include "mirror.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -28,42 +29,26 @@ const std::string kVer = kiln::version();
 
 // A release directory: an index listing one archive for `index_target` with CUDA 13.0, whose
 // manifest says `manifest_target` and `manifest_cuda`; the checksum file beside it.
-// Returns the index path.
+// Returns the index path. The archive is built from one release (the manifest's) and named and
+// pinned by another (the index's): that is the disagreement under test.
 fs::path write_release(const fs::path& dir, const std::string& index_target,
                        const std::string& manifest_target, const std::string& manifest_cuda) {
-  Manifest m;
-  m.package_version = kVer;
-  m.git_commit = "3f9c2a1";
-  m.cuda_version = manifest_cuda;
-  m.target = manifest_target;
-  m.build_time = 1764403200;
-  ArtifactEntry a;
-  a.uri = "axpy_dtype_f32";
-  a.family = "axpy";
-  a.params = {{"dtype", "f32"}};
-  a.entries = {{"kiln::axpy_kernel<float>", "_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"}};
-  a.source_hash = std::string(64, 'c');
-  a.file = "axpy_dtype_f32.fatbin";
-  const std::string image = "f32-image";
-  a.size = image.size();
-  a.sha256 = sha256_hex(image);
-  m.artifacts.push_back(a);
-  fs::create_directories(dir);
-  const std::string name = archive_file_name(kVer, "13.0", index_target);
-  write_archive(dir / name, {{"manifest.json", manifest_to_json(m)}, {a.file, image}}, 0);
-  Index idx;
-  idx.package_version = kVer;
-  idx.git_commit = "3f9c2a1";
-  idx.cuda_version = "13.0";
-  std::size_t size = 0;
-  std::string sha = sha256_file(dir / name, &size);
-  idx.archives.push_back({name, index_target, size, sha});
-  const std::string index_json = index_to_json(idx);
+  test::ReleaseSpec manifest_rel;
+  manifest_rel.version = kVer;
+  manifest_rel.cuda_version = manifest_cuda;
+  manifest_rel.with_artifacts({{"axpy_dtype_f32", "f32-image"}});
+  test::ReleaseSpec index_rel = manifest_rel;
+  index_rel.cuda_version = "13.0";
+  const fs::path archive = test::write_release_archive(
+      dir, index_rel, index_target, test::release_members(manifest_rel, manifest_target));
+  const IndexEntry entry =
+      test::release_index_entry(index_rel, index_target, test::read_file(archive));
+  const std::string index_json = index_to_json(test::release_index(index_rel, {entry}));
   const fs::path index = dir / index_file_name(kVer);
   test::write_file(index, index_json);
   test::write_file(dir / packager::checksums_file_name(kVer),
-                   packager::checksums_to_text(
-                       {{index.filename().string(), sha256_hex(index_json)}, {name, sha}}));
+                   packager::checksums_to_text({{index.filename().string(), sha256_hex(index_json)},
+                                                {entry.file, entry.sha256}}));
   return index;
 }
 

@@ -21,6 +21,7 @@
 #include "loader_factory.hpp"
 #include "log.hpp"
 #include "resolver.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -83,30 +84,19 @@ class RecordingDriver : public kiln::Driver {
   }
 };
 
-// One archive for the host's target with the given URIs (the bytes are never run).
+// One archive for the host's target with the given URIs (the bytes are never run), each
+// fresh for this build's registry.
 void write_store(const fs::path& store, const std::vector<std::string>& uris) {
-  kiln::Manifest m;
-  m.package_version = kiln::version();
-  m.cuda_version = kiln::cuda_version();
-  m.target = "sm_90";
-  fs::path dir = store / kiln::archive_stem(m.package_version, m.cuda_version, m.target);
+  std::vector<kiln::test::SyntheticArtifact> artifacts;
   for (const auto& uri : uris) {
-    const kiln::Specialisation* spec = kiln::embedded_registry().find(uri);
-    ASSERT_NE(spec, nullptr) << uri;
-    kiln::ArtifactEntry e;
-    e.uri = uri;
-    e.family = spec->family;
-    e.params = spec->params;
-    for (const auto& name : spec->entries) e.entries.push_back({name, "_Z" + name});
-    e.source_hash = spec->source_hash;
-    e.file = uri + ".fatbin";
-    std::string bytes = "image of " + uri;
-    e.size = bytes.size();
-    e.sha256 = kiln::sha256_hex(bytes);
-    m.artifacts.push_back(e);
-    kiln::test::write_file(dir / e.file, bytes);
+    // `loadable` falls back to made-up fields for a URI the registry lacks: refuse it here.
+    ASSERT_NE(kiln::embedded_registry().find(uri), nullptr) << uri;
+    artifacts.push_back({uri, "image of " + uri});
   }
-  kiln::test::write_file(dir / "manifest.json", kiln::manifest_to_json(m));
+  kiln::test::ReleaseSpec rel;
+  rel.loadable = true;
+  rel.with_artifacts(std::move(artifacts));
+  kiln::test::write_store_entry(store, rel, "sm_90");
 }
 
 struct Rig {

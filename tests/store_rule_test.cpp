@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
 #include "store_scan.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -19,27 +19,12 @@ using test::TempDir;
 
 const std::string kUri = "rmsnorm_dtype_bf16_block_256";
 
-// An archive directory `name` in `store` whose manifest is for `target` of this release.
-void write_archive_dir(const fs::path& store, const std::string& name, const std::string& target) {
-  Manifest m;
-  m.package_version = kiln::version();
-  m.git_commit = "3f9c2a1";
-  m.cuda_version = kiln::cuda_version();
-  m.target = target;
-  m.build_time = 1764403200;
-  ArtifactEntry a;
-  a.uri = kUri;
-  a.family = "rmsnorm";
-  a.params = {{"dtype", "bf16"}, {"block", "256"}};
-  a.entries = {{"kiln::rmsnorm", "_Z7rmsnormv"}};
-  a.source_hash = std::string(64, 'c');
-  a.file = kUri + ".fatbin";
-  const std::string bytes = "fatbin-bytes";
-  a.size = bytes.size();
-  a.sha256 = sha256_hex(bytes);
-  m.artifacts.push_back(a);
-  test::write_file(store / name / "manifest.json", manifest_to_json(m));
-  test::write_file(store / name / a.file, bytes);
+// This release's store entry for `target` in `store`, one artifact (kUri), in the directory
+// that `kiln install` names for it.
+fs::path write_archive_dir(const fs::path& store, const std::string& target) {
+  test::ReleaseSpec rel;
+  rel.with_artifacts({{kUri, "fatbin-bytes"}});
+  return test::write_store_entry(store, rel, target);
 }
 
 struct Views {
@@ -63,7 +48,8 @@ TEST(StoreRule, DirectoryNamedForAnotherTargetThanItsManifestIsRefusedByLoaderAn
   // Named for sm_90, holding sm_80's manifest: the old loader used it as sm_80 on a full scan
   // and skipped it on the fast path (by its name); `kiln verify` refused it.
   const std::string name = archive_stem(kiln::version(), kiln::cuda_version(), "sm_90");
-  write_archive_dir(dir / "store", name, "sm_80");
+  // The deliberate mismatch: sm_80's entry as install writes it, then renamed to sm_90's name.
+  fs::rename(write_archive_dir(dir / "store", "sm_80"), dir / "store" / name);
   Views v = both_views(dir);
   const std::string why = (dir / "store" / name).string() +
                           ": directory name does not match its manifest (expected '" +
@@ -79,7 +65,7 @@ TEST(StoreRule, CacheJitDirectoryAndOtherDirectoriesAreNotArchivesForLoaderOrCli
   // A cache directory as the loader leaves it, plus a directory an operator put there: the old
   // `kiln verify` reported each as an archive without a manifest.
   const std::string good = archive_stem(kiln::version(), kiln::cuda_version(), "sm_80");
-  write_archive_dir(dir / "store", good, "sm_80");
+  write_archive_dir(dir / "store", "sm_80");
   fs::create_directories(dir / "store" / "jit" / "sm_80");
   fs::create_directories(dir / "store" / "notes");
   Views v = both_views(dir);

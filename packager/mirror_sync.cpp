@@ -66,13 +66,6 @@ ErrorKind kind_of(const TransferResult& r) {
   return ErrorKind::Network;
 }
 
-void fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
-}
-
 // The staging directory inside the destination; removed unless every file was moved out.
 class StagingDir {
  public:
@@ -353,7 +346,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
         throw Error(ErrorKind::Io, "cannot rename " + (staging.path() / name).string() + " to " +
                                        (to / name).string() + ": " + std::strerror(errno));
     }
-    fsync_dir(to);
+    sync_directory(to);
     result.transferred = todo;
     result.bytes_transferred = bytes;
   } catch (const Error& e) {

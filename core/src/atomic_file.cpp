@@ -89,12 +89,14 @@ void AtomicFile::commit() {
   }
   committed_ = true;
   // The rename itself is durable only once the directory is synced; best effort.
-  std::filesystem::path dir = path_.has_parent_path() ? path_.parent_path() : ".";
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  sync_directory(path_.has_parent_path() ? path_.parent_path() : ".");
+}
+
+void sync_directory(const std::filesystem::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view data) {

@@ -44,6 +44,11 @@ class AtomicFile {
 std::string read_whole_file(const std::filesystem::path& path,
                             std::uint64_t max_bytes = limits::kMaxLocalWholeFileBytes);
 
+// fsync of a directory, which makes the renames and creations inside it durable. Best effort
+// (the rename has already happened): a directory that cannot be opened is left alone. The one
+// place every committing path (AtomicFile, installs, mirror sync) does it.
+void sync_directory(const std::filesystem::path& dir);
+
 // Convenience: the whole of `data` written atomically to `path`.
 void write_file_atomically(const std::filesystem::path& path, std::string_view data);
 

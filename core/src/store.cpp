@@ -71,13 +71,6 @@ void write_file_exclusive(const fs::path& p, const std::string& data) {
     throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(errno));
 }
 
-void fsync_dir(const fs::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // best effort: the rename itself already happened
-  ::fsync(fd);
-  ::close(fd);
-}
-
 // Removes the install's temp directory unless it was renamed into place.
 class TempDirGuard {
  public:
@@ -527,11 +520,11 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
   }
   if (::chmod(tmp.path().c_str(), 0755) != 0)
     throw Error(ErrorKind::Io, "cannot chmod " + tmp.path().string() + ": " + std::strerror(errno));
-  fsync_dir(tmp.path());
+  sync_directory(tmp.path());
 
   if (::rename(tmp.path().c_str(), result.directory.c_str()) == 0) {
     tmp.release();
-    fsync_dir(dest_store);
+    sync_directory(dest_store);
     result.action = InstallResult::Action::Installed;
     return result;
   }
@@ -559,7 +552,7 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
     }
     tmp.release();
   }
-  fsync_dir(dest_store);
+  sync_directory(dest_store);
   result.action = InstallResult::Action::Replaced;
   return result;
 }

@@ -1,3 +1,8 @@
+// The build's pure logic (design rule 8): the plan (which URI for which target, the stub
+// sources, the ninja file text, the flags recorded in manifests), sharding of that plan, and the
+// parsers of what a build reads (targets files, /proc/meminfo, SOURCE_DATE_EPOCH, --shard, ninja
+// status lines, a compile result's entry symbols). No I/O: run_build.cpp runs it through a
+// CommandRunner, publish.cpp writes the release.
 #include "build.hpp"
 
 #include <fnmatch.h>

@@ -403,51 +403,6 @@ const Registry& embedded_registry() {
   return reg;
 }
 
-namespace {
-
-// The embedded registry for the loader's cold path: parsed once, each family hashed when one of
-// its specialisations is first asked for (hash_families, so the value is the full registry's).
-struct LazyEmbeddedRegistry {
-  Registry reg;
-  std::mutex mu;
-  std::set<std::string> hashed;  // families
-};
-
-LazyEmbeddedRegistry& lazy_embedded_registry() {
-  static auto* lazy = [] {
-    auto* l = new LazyEmbeddedRegistry;
-    for (const auto& f : embedded::files())
-      if (std::string_view(f.path) == "registry/kernels.json")
-        l->reg = parse_registry(f.data, "registry/kernels.json (embedded)");
-    if (l->reg.specialisations.empty())
-      throw Error(ErrorKind::Internal, "libkiln was built without an embedded registry");
-    return l;
-  }();
-  return *lazy;
-}
-
-}  // namespace
-
-const Specialisation* embedded_spec(std::string_view uri) {
-  LazyEmbeddedRegistry& lazy = lazy_embedded_registry();
-  const Specialisation* s = lazy.reg.find(uri);
-  if (!s) return nullptr;
-  std::lock_guard<std::mutex> lock(lazy.mu);
-  if (!lazy.hashed.count(s->family)) {
-    std::string family = s->family;
-    hash_families(lazy.reg, EmbeddedSourceTree(),
-                  [&](const Family& f) { return f.name == family; });
-    lazy.hashed.insert(family);
-  }
-  return s;
-}
-
-std::vector<std::string> embedded_uris() {
-  std::vector<std::string> out;
-  for (const auto& s : lazy_embedded_registry().reg.specialisations) out.push_back(s.uri);
-  return out;
-}
-
 std::string registry_to_json(const Registry& reg) {
   json arr = json::array();
   for (const auto& s : reg.specialisations) {

@@ -3,7 +3,9 @@
 // process-wide driver, and the single-read file reader.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
+#include <algorithm>
 
 #include <chrono>
 #include <string>
@@ -111,7 +113,9 @@ TEST(IdentityCache, IdentityOfAFileRewrittenInPlaceWithItsOldMtimeStillDiffers) 
   EXPECT_FALSE(identity_of((tmp / "absent").string()));
 }
 
-TEST(EmbeddedSpec, HashingOneFamilyGivesEveryUriTheFullRegistrysSourceHash) {
+// embedded_spec reads the table made at build time (registry/table_gen.cpp); embedded_registry
+// parses kernels.json and hashes the sources at run time. Every URI must get the same values.
+TEST(EmbeddedSpec, TheBuildTimeTableGivesEveryUriTheFullRegistrysValues) {
   // Asked first, before the full registry exists: nothing shared between the two paths.
   const Specialisation* axpy = embedded_spec("axpy_dtype_f32");
   ASSERT_NE(axpy, nullptr);
@@ -125,7 +129,10 @@ TEST(EmbeddedSpec, HashingOneFamilyGivesEveryUriTheFullRegistrysSourceHash) {
     EXPECT_EQ(lazy->source_hash.size(), 64u) << s.uri;
     EXPECT_EQ(lazy->entries, s.entries) << s.uri;
     EXPECT_EQ(lazy->family, s.family) << s.uri;
+    EXPECT_EQ(lazy->params, s.params) << s.uri;
+    EXPECT_EQ(lazy->uri, s.uri);
   }
+  EXPECT_TRUE(std::is_sorted(uris.begin(), uris.end()));
   EXPECT_EQ(embedded_spec("axpy_dtype_f32"), axpy);  // stable for the process
   EXPECT_EQ(embedded_spec("axpy_dtype_f99"), nullptr);
 }

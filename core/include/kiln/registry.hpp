@@ -88,9 +88,10 @@ std::vector<std::string> quoted_includes(std::string_view source);
 Registry load_registry(const std::string& repo_root);
 // The registry this libkiln was built with (embedded), parsed and hashed once.
 const Registry& embedded_registry();
-// For the loader's cold path: one specialisation of the embedded registry, with the source hash
-// embedded_registry() gives it, hashing only its family's sources (each family once per
-// process); nullptr for an unknown URI. The pointer stays valid for the process.
+// For the loader's cold path: one specialisation of the embedded registry from the table made at
+// build time (registry/embedded_table.hpp: the values embedded_registry() gives, with nothing
+// parsed or hashed at run time); nullptr for an unknown URI. The pointer stays valid for the
+// process.
 const Specialisation* embedded_spec(std::string_view uri);
 // Every URI of the embedded registry, sorted (nothing hashed).
 std::vector<std::string> embedded_uris();

@@ -1,10 +1,10 @@
 // The manifest-against-index check, and the manifest read it needs before anything is unpacked.
 #include "index_entry_check.hpp"
 
-#include <cerrno>
-
+#include "archive_stream.hpp"
 #include "kiln/error.hpp"
 #include "lazy_libs.hpp"
+#include "limits.hpp"
 
 namespace kiln {
 
@@ -68,44 +68,21 @@ std::optional<Manifest> read_leading_manifest(const fs::path& archive) {
   const std::string where = archive.string();
   std::error_code ec;
   if (!fs::exists(archive, ec)) throw Error(ErrorKind::NotFound, "archive not found: " + where);
-  if (!fs::is_regular_file(archive, ec)) throw Error(ErrorKind::Io, "not a regular file: " + where);
-  const lazy_libs::ArchiveApi& la = lazy_libs::archive("reading the manifest of " + where);
-  lazy_libs::ReadHandle a(la.read_new(), {&la});
-  if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_read_new failed");
-  if (la.read_support_filter_zstd(a.get()) != ARCHIVE_OK ||
-      la.read_support_format_tar(a.get()) != ARCHIVE_OK)
-    throw Error(ErrorKind::Internal,
-                "libarchive cannot read zstd-compressed tar here: " + la.error_text(a.get()));
-  if (la.read_open_filename(a.get(), archive.c_str(), 1 << 16) != ARCHIVE_OK) {
-    int err = la.error_number(a.get());
-    ErrorKind kind =
-        (err == EACCES || err == EIO || err == EISDIR) ? ErrorKind::Io : ErrorKind::Format;
-    throw Error(kind, "cannot open archive " + where + ": " + la.error_text(a.get()));
-  }
-  archive_entry* e = nullptr;
-  if (la.read_next_header(a.get(), &e) != ARCHIVE_OK) return std::nullopt;
-  const char* raw = la.entry_pathname(e);
-  if (!raw || std::string(raw) != kLeadingManifestName || la.entry_filetype(e) != AE_IFREG)
-    return std::nullopt;
+  // libarchive named for this use when it is missing (the stream would say "unpacking").
+  lazy_libs::archive("reading the manifest of " + where);
+  // The archive stream install_archive reads with: the same header checks and limits, so an
+  // archive is refused here in the words and kinds the install would use. Only the first member
+  // is read; nothing else is decompressed.
+  ArchiveStream r = ArchiveStream::open_file(archive);
+  auto first = r.next();
+  if (!first || first->name != kLeadingManifestName) return std::nullopt;
   const std::string origin = where + ":" + kLeadingManifestName;
-  if (la.entry_size_is_set(e) &&
-      static_cast<std::uint64_t>(la.entry_size(e)) > kMaxLeadingManifestBytes)
-    throw Error(ErrorKind::Format, origin + ": declares " + std::to_string(la.entry_size(e)) +
-                                       " bytes, more than the limit of " +
-                                       std::to_string(kMaxLeadingManifestBytes));
-  std::string data;
-  char buf[1 << 16];
-  for (;;) {
-    la_ssize_t n = la.read_data(a.get(), buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0)
-      throw Error(ErrorKind::Format, origin + ": cannot read data: " + la.error_text(a.get()));
-    if (data.size() + static_cast<std::size_t>(n) > kMaxLeadingManifestBytes)
-      throw Error(ErrorKind::Format, origin + ": larger than the limit of " +
-                                         std::to_string(kMaxLeadingManifestBytes) + " bytes");
-    data.append(buf, static_cast<std::size_t>(n));
-  }
-  return parse_manifest(data, origin);
+  if (first->size > limits::kMaxManifestBytes)
+    throw Error(ErrorKind::Limit, origin + ": declared size " + std::to_string(first->size) +
+                                      " exceeds the limit of " +
+                                      std::to_string(limits::kMaxManifestBytes) +
+                                      " (docs/security.md)");
+  return parse_manifest(r.read_data_whole(limits::kMaxManifestBytes), origin);
 }
 
 }  // namespace kiln

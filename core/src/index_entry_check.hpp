@@ -5,7 +5,6 @@
 // (kiln fetch, the loader's mirror tier, kiln install INDEX, kiln verify INDEX, kiln mirror
 // verify/stage/sync, kiln tarball, kiln compat INDEX) calls this one rule, so they refuse the
 // same archives with the same kinds and words.
-#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -51,14 +50,13 @@ void require_manifest_matches_index(const Manifest& manifest, const IndexEntry& 
                                     const std::string& index_origin,
                                     const std::string& action = "install");
 
-// The largest manifest.json read_leading_manifest accepts.
-constexpr std::uint64_t kMaxLeadingManifestBytes = std::uint64_t{16} << 20;
-
-// The manifest of a tar.zst archive read from its first member alone, without decompressing the
-// rest: what a caller needs to decide before unpacking. nullopt when the first member is not a
-// regular file named manifest.json (install_archive refuses such an archive as Format anyway).
-// Throws Error{Format} for a manifest larger than kMaxLeadingManifestBytes or one that does not
-// parse (Stale for a foreign format version), Error{NotFound}/{Io} when the file cannot be read.
+// The manifest of a tar.zst archive read from its first member alone, through the archive
+// stream install_archive uses, without decompressing the rest: what a caller needs to decide
+// before unpacking. nullopt when the first member is not named manifest.json (install_archive
+// refuses such an archive as Format anyway). Throws Error{Format} for an entry the stream
+// refuses or a manifest that does not parse (Stale for a foreign format version), Error{Limit}
+// for a manifest larger than limits::kMaxManifestBytes, Error{NotFound}/{Io} when the file
+// cannot be read.
 std::optional<Manifest> read_leading_manifest(const std::filesystem::path& archive);
 
 }  // namespace kiln

@@ -12,15 +12,8 @@
 set -uo pipefail
 CARRY=.carry/ops  # inside the git-ignored .carry/, which others may use too
 
-# libkiln dlopens libcurl and libarchive on first use (docs/loader.md), so ldd does not name
-# them: their paths, from the SONAMEs `kiln doctor --json` reports, to carry with what they need.
-lazy_libs() {
-  { "$1" doctor --json 2>/dev/null || true; } | python3 -c 'import json, sys
-for l in json.load(sys.stdin)["libraries"]: print(l["soname"])' |
-    while read -r so; do
-      "$(command -v ldconfig || echo /sbin/ldconfig)" -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}'
-    done
-}
+# lazy_libs KILN: the libraries libkiln dlopens on first use, which ldd does not list.
+source "$(dirname "${BASH_SOURCE[0]}")/lazy_libs.sh"
 
 prepare() {
   local build=${1:?usage: gpu_run.sh prepare BUILD_DIR}

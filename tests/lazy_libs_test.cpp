@@ -56,16 +56,7 @@ class Unloadable {
   Library lib_;
 };
 
-std::string error_of(ErrorKind kind, const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::error_of;
 
 #define EXPECT_CONTAINS(haystack, needle)               \
   EXPECT_NE((haystack).find(needle), std::string::npos) \

@@ -58,16 +58,7 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   return out;
 }
 
-std::string error_of(ErrorKind kind, const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return "";
-}
+using test::error_of;
 
 TEST(Store, InstallUnpacksManifestAndArtifactsUnderTheArchiveStem) {
   TempDir dir;

@@ -3,13 +3,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
+
+#include "kiln/error.hpp"
 
 namespace kiln::test {
 
@@ -86,5 +91,17 @@ inline std::string nvrtc_child_env() {
 #endif
 }
 inline std::string source_dir() { return KILN_TEST_SOURCE_DIR; }
+
+// The message of the kiln::Error `fn` throws, which must be of `kind` (a failure otherwise).
+inline std::string error_of(ErrorKind kind, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return "";
+}
 
 }  // namespace kiln::test

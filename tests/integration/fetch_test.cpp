@@ -18,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "child_process.hpp"
 #include "driver.hpp"
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
@@ -78,76 +79,8 @@ Release make_release(const fs::path& dir, const std::vector<std::string>& target
 
 // --- child processes and ports ----------------------------------------------------------------
 
-class Child {
- public:
-  Child(const std::vector<std::string>& argv, const fs::path& log) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Child() { stop(); }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  pid_t pid() const { return pid_; }
-  bool running() {
-    if (pid_ <= 0) return false;
-    int st = 0;
-    if (waitpid(pid_, &st, WNOHANG) == 0) return true;
-    status_ = st;
-    pid_ = -1;
-    return false;
-  }
-  // Exit code, or -signal.
-  int wait() {
-    if (pid_ > 0) {
-      waitpid(pid_, &status_, 0);
-      pid_ = -1;
-    }
-    return WIFEXITED(status_) ? WEXITSTATUS(status_) : -WTERMSIG(status_);
-  }
-  void signal(int sig) {
-    if (pid_ > 0) ::kill(pid_, sig);
-  }
-  void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 100 && running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (running()) {
-      ::kill(pid_, SIGKILL);
-      wait();
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-  int status_ = 0;
-};
-
-int free_port() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof(a);
-  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    std::abort();
-  int port = ntohs(a.sin_port);
-  close(s);
-  return port;
-}
+using test::Child;
+using test::free_port;
 
 bool port_open(int port) {
   int s = socket(AF_INET, SOCK_STREAM, 0);

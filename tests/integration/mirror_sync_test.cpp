@@ -21,6 +21,7 @@
 #include <set>
 #include <thread>
 
+#include "child_process.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
@@ -122,64 +123,13 @@ bool has_staging_dir(const fs::path& dir) {
   return false;
 }
 
-int free_port() {
-  int s = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(a);
-  if (bind(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    std::abort();
-  int port = ntohs(a.sin_port);
-  close(s);
-  return port;
-}
+using test::free_port;
 
 bool have_tool(const std::string& tool) {
   return test::run("command -v " + tool + " >/dev/null").exit_code == 0;
 }
 
-// A child process with its output in a log file; stopped (TERM, then KILL) on destruction.
-class Child {
- public:
-  Child(const std::vector<std::string>& argv, const fs::path& log) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 100 && running(); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (running()) {
-      ::kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  bool running() {
-    if (pid_ <= 0) return false;
-    if (waitpid(pid_, nullptr, WNOHANG) == 0) return true;
-    pid_ = -1;
-    return false;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
+using test::Child;
 
 // tests/misbehaving_server/server.py on a port the OS picked.
 class Server {

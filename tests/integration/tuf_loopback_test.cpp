@@ -13,10 +13,12 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
+#include "child_process.hpp"
 #include "test_util.hpp"
 #include "tuf_metadata.hpp"
 #include "tuf_signer.hpp"
@@ -42,31 +44,13 @@ class LoopbackMirror {
         "--count-file", (dir_ / "count").string(),
         "--mode",       mode,
         "--match",      match};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
     fs::path log = dir_ / "log";
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-      }
-      execvp(args[0], args.data());
-      _exit(127);
-    }
+    server_ = std::make_unique<test::Child>(argv, log);
     for (int i = 0; i < 500 && !fs::exists(dir_ / "port"); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     if (!fs::exists(dir_ / "port"))
       throw std::runtime_error("server.py did not start: " + test::read_file(log));
     port_ = std::stoi(test::read_file(dir_ / "port"));
-  }
-  ~LoopbackMirror() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
   }
   LoopbackMirror(const LoopbackMirror&) = delete;
   LoopbackMirror& operator=(const LoopbackMirror&) = delete;
@@ -74,7 +58,7 @@ class LoopbackMirror {
 
  private:
   TempDir dir_;
-  pid_t pid_ = -1;
+  std::unique_ptr<test::Child> server_;  // stopped on destruction
   int port_ = 0;
 };
 

@@ -7,7 +7,8 @@
 // libkiln, libcrypto nor libcuda: every library either mode needs is dlopen'ed from main(), so
 // the two differ only in what they do there. Each child prints its phases on one line:
 //   start_to_main  posix_spawn to main(): exec, dynamic linking, static initialisers
-//   dlopen         floor: dlopen(libcrypto.so.3) + dlsym; kiln: dlopen(libkiln.so) + dlsym
+//   dlopen         floor: dlopen(libcrypto.so.3) + dlsym; kiln: dlopen(libkiln.so) and
+//                  dlopen(libkiln-kernels.so, the reference package) + dlsym
 //   driver         dlopen(libcuda.so.1) + cuInit + device 0's primary context made current
 //                  (the same code in both modes)
 //   first_result   floor: read + SHA-256 (OpenSSL) + compare with the manifest's digest +
@@ -43,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/kernels.h"
 #include "kiln/kiln.h"
 
 extern char** environ;
@@ -243,8 +245,16 @@ int child(const std::string& mode, std::int64_t t0, const std::map<std::string, 
     auto launch = reinterpret_cast<decltype(&kiln_launch)>(must_sym(kiln, "kiln_launch"));
     auto last_error =
         reinterpret_cast<decltype(&kiln_last_error)>(must_sym(kiln, "kiln_last_error"));
-    auto source_hash =
-        reinterpret_cast<decltype(&kiln_source_hash)>(must_sym(kiln, "kiln_source_hash"));
+    auto source_hash = reinterpret_cast<decltype(&kiln_package_source_hash)>(
+        must_sym(kiln, "kiln_package_source_hash"));
+    // The reference package's description lives in libkiln-kernels, beside libkiln: an
+    // application of kiln's own kernels opens both.
+    std::string kernels_lib =
+        (fs::path(o.at("libkiln")).parent_path() / "libkiln-kernels.so").string();
+    void* kernels = dlopen(kernels_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!kernels) die("dlopen " + kernels_lib + ": " + dlerror());
+    auto package = reinterpret_cast<decltype(&kiln_kernels_package)>(
+        must_sym(kernels, "kiln_kernels_package"));
     mark("dlopen");
     Cuda c{};
     AxpyBuffers b;
@@ -261,9 +271,11 @@ int child(const std::string& mode, std::int64_t t0, const std::map<std::string, 
     cfg.disable_jit = 1;
     cfg.log_level = "error";
     kiln_loader* loader = nullptr;
-    if (create(&cfg, &loader) != KILN_OK) die(std::string("kiln_loader_create: ") + last_error());
+    if (create(package(), &cfg, &loader) != KILN_OK)
+      die(std::string("kiln_loader_create: ") + last_error());
     if (no_gpu) {
-      if (!source_hash(o.at("uri").c_str())) die("kiln_source_hash: unknown " + o.at("uri"));
+      if (!source_hash(package(), o.at("uri").c_str()))
+        die("kiln_package_source_hash: unknown " + o.at("uri"));
     } else {
       kiln_kernel* k = nullptr;
       if (get(loader, o.at("uri").c_str(), &k) != KILN_OK)

@@ -42,6 +42,7 @@
 #include "driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
+#include "kiln/kernels.h"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "loader_factory.hpp"
@@ -89,7 +90,7 @@ struct Artifact {
 // artifact.
 std::pair<Artifact, Artifact> pick_artifacts(const kiln::LoaderConfig& cfg, int cc,
                                              const kiln::LoaderDeps& deps) {
-  auto probe = kiln::make_loader(cfg, deps);
+  auto probe = kiln::make_loader(*kiln_kernels_package(), cfg, deps);
   kiln::Resolution r = probe->resolve("axpy_dtype_f32", cc);
   if (!r.chosen || r.chosen->tier != "store")
     throw kiln::Error(kiln::ErrorKind::NotFound, "the store serves no axpy_dtype_f32 for CC " +
@@ -306,7 +307,7 @@ int main(int argc, char** argv) {
       axpy.uri = "axpy_dtype_f32";
       cold_get(
           axpy, first_cache.path.string(),
-          [&](const std::string& cache) { return kiln::make_loader(store_config(store, cache), deps); },
+          [&](const std::string& cache) { return kiln::make_loader(*kiln_kernels_package(), store_config(store, cache), deps); },
           first, first_phases);
       rows.push_back({"first cold get of the process, axpy_dtype_f32", "us", stats(first),
                       "once per process: registry, driver object, OpenSSL first use, manifest "
@@ -319,7 +320,7 @@ int main(int argc, char** argv) {
     // (a) warm get: one thread, then 16 threads, each timing batches of calls.
     if (!cold_only) {
       TempDir cache;
-      kiln::Loader l(store_config(store, cache.path.string()));
+      kiln::Loader l(*kiln_kernels_package(), store_config(store, cache.path.string()));
       l.get(small.uri);
       const int kBatch = 10000, kBatches = 200;
       auto run_batches = [&](std::vector<double>& per_call) {
@@ -359,7 +360,7 @@ int main(int argc, char** argv) {
       lib_unload = driver_fn<PFN_cuLibraryUnload_v12000>("cuLibraryUnload", 12000);
     }
     auto new_loader = [&](const std::string& cache) {
-      return kiln::make_loader(store_config(store, cache), deps);
+      return kiln::make_loader(*kiln_kernels_package(), store_config(store, cache), deps);
     };
     // The floor: the same file read, hashed, and (with a GPU) loaded by bare code. Returns false
     // when the driver refuses the image.
@@ -450,7 +451,7 @@ int main(int argc, char** argv) {
         kiln::LoaderConfig c =
             store_config((tmp.path / "empty").string(), (tmp.path / "cache").string());
         c.disable_jit = false;
-        kiln::Loader l(c);
+        kiln::Loader l(*kiln_kernels_package(), c);
         auto t0 = Clock::now();
         const kiln::KernelHandle& h = l.get(a->uri);
         jit.push_back(ns_since(t0) / 1e3);
@@ -484,7 +485,7 @@ int main(int argc, char** argv) {
         c.offline = false;
         c.mirrors = {mirror};
         c.index_sha256 = pin;
-        kiln::Loader l(c);
+        kiln::Loader l(*kiln_kernels_package(), c);
         auto t0 = Clock::now();
         const kiln::KernelHandle& h = l.get(small.uri);
         fetch.push_back(ns_since(t0) / 1e3);

@@ -4,7 +4,7 @@
 # Everything lands under release/ (or $KILN_RELEASE_DIR):
 #   release/stage/    the kiln install tree packed into the tarball (bin, lib, include, lib/cmake)
 #   release/dist/     index, one archive per target, the tarball, one wheel per target
-#   release/mirror/   what to upload to a static file server, with kiln-<version>-SHA256SUMS
+#   release/mirror/   what to upload to a static file server, with kiln-kernels-<version>-SHA256SUMS
 #   release/tuf/      the mirror as a signed TUF repository (metadata/, targets/; docs/tuf.md),
 #                     signed with THROWAWAY test keys from release/tuf-THROWAWAY-TEST-KEYS/:
 #                     a real pipeline signs with its own keys, root and targets kept offline
@@ -110,9 +110,9 @@ printf 'Keys made by ci/release.sh for testing only: never publish or trust them
 tuf_repo add "$out/mirror"
 # The two pins a node or a mirror operator needs (docs/mirrors.md): the index covers the
 # archives, the checksum file covers the wheels and the tarball.
-printf '\nrelease %s: %s\nindex sha256: %s (--index-sha256, KILN_INDEX_SHA256)\nkiln-%s-SHA256SUMS sha256: %s (--sums-sha256 for kiln mirror sync/verify)\n' \
+printf '\nrelease %s: %s\nindex sha256: %s (--index-sha256, KILN_INDEX_SHA256)\nkiln-kernels-%s-SHA256SUMS sha256: %s (--sums-sha256 for kiln mirror sync/verify)\n' \
   "$version" "$out/mirror" "$(sha256sum "$out/mirror/kiln-kernels-$version-index.json" | cut -c1-64)" \
-  "$version" "$(sha256sum "$out/mirror/kiln-$version-SHA256SUMS" | cut -c1-64)"
+  "$version" "$(sha256sum "$out/mirror/kiln-kernels-$version-SHA256SUMS" | cut -c1-64)"
 printf 'TUF repository: %s (THROWAWAY test keys)\nTUF root %s sha256: %s (kiln tuf-client init)\n' \
   "$out/tuf" "$out/tuf/metadata/1.root.json" \
   "$(sha256sum "$out/tuf/metadata/1.root.json" | cut -c1-64)"

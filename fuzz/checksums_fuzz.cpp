@@ -8,13 +8,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace kiln;
   using namespace kiln::packager;
   const std::string origin = "fuzz-SHA256SUMS";
-  const std::string self = checksums_file_name("0.1.0");
+  const std::string self = checksums_file_name("kiln-kernels", "0.1.0");
   std::vector<ChecksumEntry> entries;
   if (!fuzz::refuses_cleanly(
           [&] { entries = parse_checksums(fuzz::as_text(data, size), origin, self); },
           {ErrorKind::Format}, origin))
     return 0;
-  for (const auto& e : entries) (void)classify_release_file(e.name, "0.1.0");
+  for (const auto& e : entries) (void)classify_release_file(e.name, "kiln-kernels", "0.1.0");
   std::string text;
   if (!fuzz::refuses_cleanly([&] { text = checksums_to_text(entries); }, {})) return 0;
   std::vector<ChecksumEntry> again;

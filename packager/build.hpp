@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kiln/manifest.hpp"
+#include "kiln/package.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/target.hpp"
 #include "toolkit.hpp"
@@ -172,15 +173,17 @@ struct BuildResult {
   std::vector<PublishedArchive> archives;
 };
 
-// What identifies a release's archives. Today one package (kiln-kernels) at kiln's version;
-// kept as values so a project's own package identity (issue 14) is a small change.
+// What identifies a release's archives: the project's package name and version (its
+// registry/package.json and VERSION), its git commit, and the CUDA toolkit.
 struct PackageIdentity {
   std::string name;  // "kiln-kernels"
   std::string version;
   std::string git_commit;
   std::string cuda_version;
 };
-PackageIdentity this_package();
+// The project's git commit: kiln's own compiled-in one for kiln's tree, else `git rev-parse HEAD`
+// in the project, else "" (not a git checkout).
+PackageIdentity package_identity(const Project& project);
 
 // One archive's content: its manifest (every field set, artifacts sorted by URI) and the bytes
 // of each artifact, in the manifest's order.

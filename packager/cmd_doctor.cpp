@@ -129,8 +129,10 @@ void add_doctor_command(CLI::App& app, int& rc) {
   struct Opts {
     bool json = false;
     bool require_gpu = false;
+    PackageOptions pkg;
   };
   auto o = std::make_shared<Opts>();
+  add_package_options(cmd, o->pkg);
   cmd->add_flag("--json", o->json, "machine-readable output");
   cmd->add_flag("--require-gpu", o->require_gpu,
                 "exit 5 unless the driver loads and reports at least one device");
@@ -206,7 +208,16 @@ void add_doctor_command(CLI::App& app, int& rc) {
         {"path", cfg.cache_dir}, {"writable", cache_problem.empty()}, {"detail", cache_problem}};
     if (!cache_problem.empty()) missing.push_back("writable cache directory " + cfg.cache_dir);
 
-    DiskStoreFs disk;
+    // The package whose stores and mirror index are judged (--source/--package/--version, or
+    // the default project's); without one, every package's archives are counted.
+    std::optional<ChosenPackage> chosen;
+    try {
+      chosen = choose_package(o->pkg);
+    } catch (const Error& e) {
+      if (!o->pkg.source.empty() || !o->pkg.package.empty()) throw;
+    }
+    j["package"] = chosen ? Json{{"name", chosen->name}, {"version", chosen->version}} : Json();
+    DiskStoreFs disk = chosen ? DiskStoreFs(chosen->name, chosen->version) : DiskStoreFs();
     j["stores"] = Json::array();
     auto add_store = [&](const std::string& dir, const std::string& source, bool required) {
       StoreScan s = disk.scan(dir, source);
@@ -222,8 +233,10 @@ void add_doctor_command(CLI::App& app, int& rc) {
     };
     for (const auto& d : cfg.artifact_path) add_store(d, "artifact path", true);
     if (cfg.use_installed_store) {
-      std::string inst = installed_store_dir();
-      if (!inst.empty()) add_store(inst, "installed beside libkiln", false);
+      // Beside this kiln (<prefix>/bin/kiln -> <prefix>/share/kiln/artifacts), where a tarball
+      // puts libkiln, the reference package and their store.
+      std::string inst = installed_store_dir(reinterpret_cast<const void*>(&add_doctor_command));
+      if (!inst.empty()) add_store(inst, "installed beside this kiln", false);
     }
     add_store(cfg.cache_dir, "cache directory", false);
 
@@ -240,6 +253,10 @@ void add_doctor_command(CLI::App& app, int& rc) {
         fo.mirrors = cfg.mirrors;
         fo.index_sha256 = cfg.index_sha256;
         fo.ca_bundle = cfg.ca_bundle;
+        if (chosen) {
+          fo.package = chosen->name;
+          fo.version = chosen->version;
+        }
         for (const auto& p : probe_mirrors(fo))
           j["mirrors"].push_back(
               {{"url", p.mirror}, {"reachable", p.reachable}, {"detail", p.detail}});

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "commands.hpp"
+#include "kiln/kernels.h"
 #include "driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
@@ -59,9 +60,10 @@ int device_cc(const std::string& device) {
 FetchResult fetch_for_device(const FetchOptions& opts, const std::string& device,
                              const std::string& dest, int& cc, std::string& chosen) {
   cc = device_cc(device);
-  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  const std::string release = opts.package + " " + opts.version;
   std::vector<std::string> offered;
-  if (opts.offline && version == kiln::version())
+  // Offline, the targets compiled in as the release's are kiln's own package's.
+  if (opts.offline && opts.package == KILN_KERNELS_PACKAGE_NAME && opts.version == kiln::version())
     offered = release_targets();
   else
     offered = fetch_index_targets(opts);
@@ -73,7 +75,7 @@ FetchResult fetch_for_device(const FetchOptions& opts, const std::string& device
   if (choice.candidates.empty()) {
     std::string all;
     for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
-    throw Error(ErrorKind::Unsupported, "no archive of release " + version + " can run on CC " +
+    throw Error(ErrorKind::Unsupported, "no archive of release " + release + " can run on CC " +
                                             cc_string(cc) + " (it offers " +
                                             (all.empty() ? "none" : all) + ")");
   }
@@ -92,7 +94,7 @@ FetchResult fetch_for_device(const FetchOptions& opts, const std::string& device
       if (!kind) kind = e.kind();
     }
   }
-  throw Error(*kind, "no archive of release " + version + " that can run on CC " + cc_string(cc) +
+  throw Error(*kind, "no archive of release " + release + " that can run on CC " + cc_string(cc) +
                          " could be fetched:" + failures);
 }
 
@@ -122,6 +124,7 @@ void add_fetch_command(CLI::App& app, int& rc) {
     std::string dest;
     std::vector<std::string> mirrors;
     FetchOptions fetch;
+    PackageOptions pkg;
     bool json = false;
     double timeout_s = 0;           // --timeout; set from FetchOptions' defaults below
     double download_timeout_s = 0;  // --download-timeout
@@ -141,8 +144,7 @@ void add_fetch_command(CLI::App& app, int& rc) {
   cmd->add_option("--mirror", o->mirrors,
                   "mirror URL (http://, https://, file:// or an absolute directory); repeat to "
                   "give several, tried in order");
-  cmd->add_option("--version", o->fetch.version, "release to fetch (default: this kiln's version)")
-      ->check(package_version_option());
+  add_package_options(cmd, o->pkg);
   cmd->add_option("--index-sha256", o->fetch.index_sha256,
                   "SHA-256 (hex) that pins the release index");
   cmd->add_option("--ca-bundle", o->fetch.ca_bundle,
@@ -187,6 +189,9 @@ void add_fetch_command(CLI::App& app, int& rc) {
 
   cmd->callback([o, &rc] {
     FetchOptions opts = o->fetch;
+    ChosenPackage chosen_pkg = choose_package(o->pkg);
+    opts.package = chosen_pkg.name;
+    opts.version = chosen_pkg.version;
     opts.mirrors = o->mirrors;
     opts.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
     opts.download_timeout_ms = std::max(1L, std::lround(o->download_timeout_s * 1000));
@@ -215,6 +220,8 @@ void add_fetch_command(CLI::App& app, int& rc) {
         j["device"] = device_target(cc);
         j["target"] = chosen;
       }
+      j["package"] = opts.package;
+      j["version"] = opts.version;
       j["installed"] = r.installed;
       j["already_present"] = r.already_present;
       j["failures"] = nlohmann::ordered_json::array();
@@ -223,8 +230,8 @@ void add_fetch_command(CLI::App& app, int& rc) {
       std::cout << j.dump(2) << "\n";
     } else {
       if (!chosen.empty())
-        std::cout << "CC " << cc_string(cc) << ": " << chosen << " of release "
-                  << (opts.version.empty() ? kiln::version() : opts.version) << "\n";
+        std::cout << "CC " << cc_string(cc) << ": " << chosen << " of release " << opts.package
+                  << " " << opts.version << "\n";
       for (const auto& d : r.installed) std::cout << "installed " << d << "\n";
       for (const auto& d : r.already_present) std::cout << "present, verified " << d << "\n";
       if (!r.failures.empty())

@@ -41,13 +41,15 @@ void add_install_command(CLI::App& app, int& rc) {
       "verify archives and unpack them into a store directory (--dest). Given an index, installs "
       "every archive listed in it from the index's directory, each checked against the index's "
       "sha256; given archives, checks each against its manifest. A refused archive leaves the "
-      "store as it was. Archives of another kiln version are refused (exit 4) unless "
-      "--any-version.");
+      "store as it was. Archives of another package or version than the project's (--source, "
+      "default: the current directory's or kiln's own; or --package and --version) are refused "
+      "(exit 4) unless --any-version.");
   struct Opts {
     std::vector<std::string> inputs;
     std::string dest;
     bool json = false;
     bool any_version = false;
+    PackageOptions pkg;
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_option("INPUT", opts->inputs, "archives (.tar.zst) and/or indexes (index.json)")
@@ -56,10 +58,15 @@ void add_install_command(CLI::App& app, int& rc) {
       ->required();
   cmd->add_flag("--json", opts->json, "machine-readable report");
   cmd->add_flag("--any-version", opts->any_version,
-                "install archives whatever their package version (for mirrors and stores that "
-                "serve several releases)");
+                "install archives whatever their package and version (for mirrors and stores "
+                "that serve several packages and releases; each keeps its own directory)");
+  add_package_options(cmd, opts->pkg);
   cmd->callback([opts, &rc] {
-    const std::string required = opts->any_version ? "" : kiln::version();
+    RequiredRelease required;
+    if (!opts->any_version) {
+      ChosenPackage c = choose_package(opts->pkg);
+      required = {c.name, c.version};
+    }
     Json installed = Json::array();
     Json failures = Json::array();
     std::optional<ErrorKind> worst;
@@ -102,9 +109,15 @@ void add_install_command(CLI::App& app, int& rc) {
           one(p, std::nullopt, nullptr, nullptr, "");
         } else if (kind == PathKind::Index) {
           Index idx = parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string());
-          if (!required.empty() && idx.package_version != required)
+          if (!required.package.empty() && idx.package != required.package)
+            throw Error(ErrorKind::Stale, p.string() + ": the index of package " + idx.package +
+                                              ", not " + required.package +
+                                              " (name it with --package or --source, or pass "
+                                              "--any-version)");
+          if (!required.version.empty() && idx.package_version != required.version)
             throw Error(ErrorKind::Stale, p.string() + ": package_version is " +
-                                              idx.package_version + ", this kiln is " + required +
+                                              idx.package_version + ", " + required.package +
+                                              " wanted is " + required.version +
                                               " (pass --any-version to install it anyway)");
           if (idx.archives.empty())
             throw Error(ErrorKind::NotFound, p.string() + " lists no archives");

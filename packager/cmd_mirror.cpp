@@ -25,13 +25,13 @@ void add_stage(CLI::App& mirror, int& rc) {
       "stage",
       "copy a release from dist directories into a mirror directory: the index of --version, the\n"
       "archives it lists, and the wheels and tarballs of that version, each verified first\n"
-      "(index, archive digests, manifests, artifacts). Writes kiln-<version>-SHA256SUMS last,\n"
+      "(index, archive digests, manifests, artifacts). Writes <package>-<version>-SHA256SUMS last,\n"
       "atomically. A file of the same name and other bytes already in the mirror is refused\n"
       "(exit 3) before anything is copied; identical files are left alone.");
   struct Opts {
     std::vector<std::string> sources;
     std::string to;
-    std::string version;
+    PackageOptions pkg;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -39,20 +39,22 @@ void add_stage(CLI::App& mirror, int& rc) {
                   "dist directories (kiln build --dist, kiln wheel, kiln tarball)")
       ->required();
   cmd->add_option("--to", o->to, "the mirror directory (created if missing)")->required();
-  cmd->add_option("--version", o->version, "release to stage (default: this kiln's version)")
-      ->check(package_version_option());
+  add_package_options(cmd, o->pkg);
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
   cmd->callback([o, &rc] {
     StageOptions opts;
     for (const auto& s : o->sources) opts.sources.push_back(s);
     opts.to = o->to;
-    opts.version = o->version.empty() ? kiln::version() : o->version;
+    ChosenPackage chosen = choose_package(o->pkg);
+    opts.package = chosen.name;
+    opts.version = chosen.version;
     opts.log = [](const std::string& line) { std::cerr << "kiln mirror stage: " << line << "\n"; };
     StageResult r = stage_release(opts);
-    const std::string sums = checksums_file_name(opts.version);
+    const std::string sums = checksums_file_name(opts.package, opts.version);
     if (o->json) {
       Json j = Json::object();
       j["to"] = o->to;
+      j["package"] = opts.package;
       j["version"] = opts.version;
       j["copied"] = r.copied;
       j["unchanged"] = r.unchanged;
@@ -76,7 +78,7 @@ void add_verify(CLI::App& mirror, int& rc) {
   auto* cmd = mirror.add_subcommand(
       "verify",
       "check a mirror directory end to end and report every file of the release, good or bad:\n"
-      "kiln-<version>-SHA256SUMS present and well formed, every file it lists present with its\n"
+      "<package>-<version>-SHA256SUMS present and well formed, every file it lists present with its\n"
       "digest, the index (version, --index-sha256, its SHA256SUMS line), each archive it lists\n"
       "(size, digest, manifest, artifacts), and files of the release that nothing lists.\n"
       "With --index-sha256 and/or --sums-sha256, every file must also be covered by a pin: the\n"
@@ -87,26 +89,31 @@ void add_verify(CLI::App& mirror, int& rc) {
   struct Opts {
     std::string dir;
     VerifyMirrorOptions verify;
+    PackageOptions pkg;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("DIR", o->dir, "the mirror directory")->required();
-  cmd->add_option("--version", o->verify.version, "release to check (default: this kiln's)")
-      ->check(package_version_option());
+  add_package_options(cmd, o->pkg);
   cmd->add_option("--index-sha256", o->verify.index_sha256,
                   "SHA-256 (hex) the index must have, e.g. the digest the loaders pin");
   cmd->add_option("--sums-sha256", o->verify.sums_sha256,
-                  "SHA-256 (hex) kiln-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
+                  "SHA-256 (hex) <package>-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
                   "it); covers wheels and tarballs");
   cmd->add_flag("--json", o->json, "machine-readable report");
   cmd->callback([o, &rc] {
-    MirrorReport r = verify_mirror(o->dir, o->verify);
+    VerifyMirrorOptions vo = o->verify;
+    ChosenPackage chosen = choose_package(o->pkg);
+    vo.package = chosen.name;
+    vo.version = chosen.version;
+    MirrorReport r = verify_mirror(o->dir, vo);
     auto worst = r.worst();
     std::size_t bad = 0;
     for (const auto& f : r.files) bad += f.error ? 1 : 0;
     if (o->json) {
       Json j = Json::object();
       j["dir"] = o->dir;
+      j["package"] = r.package;
       j["version"] = r.version;
       j["ok"] = !worst.has_value();
       j["exit_code"] = worst ? exit_code(*worst) : 0;
@@ -145,7 +152,7 @@ void add_sync(CLI::App& mirror, int& rc) {
       "sync",
       "copy a release from an upstream mirror (http://, https://, file://) into a directory,\n"
       "all or nothing. Needs a pin: --index-sha256 (covers the index and its archives) and/or\n"
-      "--sums-sha256 (covers every file kiln-<version>-SHA256SUMS lists). SHA256SUMS first\n"
+      "--sums-sha256 (covers every file <package>-<version>-SHA256SUMS lists). SHA256SUMS first\n"
       "(against --sums-sha256), then the index (against --index-sha256 / KILN_INDEX_SHA256 and\n"
       "its SHA256SUMS line). Every SHA256SUMS line must be a file of --version (else exit 10,\n"
       "nothing written). Wheels and tarballs are published only under a pinned SHA256SUMS;\n"
@@ -158,6 +165,7 @@ void add_sync(CLI::App& mirror, int& rc) {
   struct Opts {
     SyncOptions sync;
     std::string to;
+    PackageOptions pkg;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -165,12 +173,11 @@ void add_sync(CLI::App& mirror, int& rc) {
                   "upstream mirror URL (http://, https://, file:// or an absolute directory)")
       ->required();
   cmd->add_option("--to", o->to, "the local mirror directory (created if missing)")->required();
-  cmd->add_option("--version", o->sync.version, "release to copy (default: this kiln's version)")
-      ->check(package_version_option());
+  add_package_options(cmd, o->pkg);
   cmd->add_option("--index-sha256", o->sync.index_sha256,
                   "SHA-256 (hex) the index must have (also KILN_INDEX_SHA256)");
   cmd->add_option("--sums-sha256", o->sync.sums_sha256,
-                  "SHA-256 (hex) kiln-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
+                  "SHA-256 (hex) <package>-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
                   "it); without it wheels and tarballs are not published");
   cmd->add_option("--ca-bundle", o->sync.ca_bundle,
                   "PEM file of CA certificates for https (default: KILN_CA_BUNDLE, else the "
@@ -197,7 +204,9 @@ void add_sync(CLI::App& mirror, int& rc) {
   cmd->callback([o, &rc] {
     SyncOptions opts = o->sync;
     opts.to = o->to;
-    if (opts.version.empty()) opts.version = kiln::version();
+    ChosenPackage chosen = choose_package(o->pkg);
+    opts.package = chosen.name;
+    opts.version = chosen.version;
     const LoaderConfig env = LoaderConfig::from_env();  // the one table of variables
     if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
     if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;

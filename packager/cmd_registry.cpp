@@ -2,16 +2,19 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "kiln/package.hpp"
 #include "kiln/registry.hpp"
 
 namespace kiln::cli {
 
 std::string default_source_dir() {
+  std::error_code ec;
+  if (std::filesystem::exists("registry/package.json", ec)) return ".";
 #ifdef KILN_SOURCE_DIR
-  return KILN_SOURCE_DIR;
-#else
-  return ".";
+  if (std::filesystem::exists(std::filesystem::path(KILN_SOURCE_DIR) / "registry" / "package.json", ec))
+    return KILN_SOURCE_DIR;
 #endif
+  return ".";
 }
 
 void add_registry_command(CLI::App& app, int& rc) {
@@ -26,15 +29,12 @@ void add_registry_command(CLI::App& app, int& rc) {
   auto opts = std::make_shared<Opts>();
   list->add_flag("--json", opts->json, "machine-readable output (stable bytes)");
   list->add_option("--source", opts->source,
-                   "read registry/kernels.json and kernels/ from this source tree instead of "
-                   "the registry embedded in this kiln");
+                   "the kernel project (VERSION, registry/, kernels/) to list (default: the "
+                   "current directory when it holds registry/package.json, else the tree this "
+                   "kiln was built from)");
   list->callback([opts, &rc] {
-    Registry owned;
-    const Registry* r = &embedded_registry();
-    if (!opts->source.empty()) {
-      owned = load_registry(opts->source);
-      r = &owned;
-    }
+    Project project = load_project(opts->source.empty() ? default_source_dir() : opts->source);
+    const Registry* r = &project.registry;
     if (opts->json) {
       std::cout << registry_to_json(*r);
     } else {
@@ -45,8 +45,9 @@ void add_registry_command(CLI::App& app, int& rc) {
         std::printf("%-44s %-14s %-10s %.12s\n", s.uri.c_str(), s.family.c_str(), targets.c_str(),
                     s.source_hash.c_str());
       }
-      std::printf("%zu specialisations in %zu families (%s)\n", r->specialisations.size(),
-                  r->families.size(), r->origin.c_str());
+      std::printf("%zu specialisations in %zu families of package %s %s (%s)\n",
+                  r->specialisations.size(), r->families.size(), project.name.c_str(),
+                  project.version.c_str(), r->origin.c_str());
     }
     rc = 0;
   });

@@ -3,6 +3,8 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "kiln/package.hpp"
+#include "resolver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/target.hpp"
@@ -42,8 +44,14 @@ void add_resolve_command(CLI::App& app, int& rc) {
     std::string device = "auto";
     bool explain = false;
     bool json = false;
+    std::string source;
   };
   auto o = std::make_shared<Opts>();
+  cmd->add_option("--source", o->source,
+                  "the kernel project whose package is resolved (its URIs, version and source "
+                  "hashes, as its library's generated description gives them; default: the "
+                  "current directory when it holds registry/package.json, else the tree this "
+                  "kiln was built from)");
   cmd->add_option("uri", o->uri, "kernel URI, e.g. rmsnorm_dtype_bf16_block_256")->required();
   cmd->add_option("--device", o->device,
                   "sm_<arch> or a compute capability (9.0) to answer for a GPU that is not "
@@ -56,7 +64,13 @@ void add_resolve_command(CLI::App& app, int& rc) {
   cmd->callback([o, &rc] {
     std::optional<int> cc;
     if (o->device != "auto") cc = parse_device_cc(o->device, "auto");
-    Loader loader(LoaderConfig::from_env());
+    Project project = load_project(o->source.empty() ? default_source_dir() : o->source);
+    PackageData data(project);
+    LoaderConfig cfg = LoaderConfig::from_env();
+    // The store a tarball installs beside this kiln (<prefix>/share/kiln/artifacts), as the
+    // package's library installed there would find it.
+    cfg.installed_store = installed_store_dir(reinterpret_cast<const void*>(&add_resolve_command));
+    Loader loader(*data.get(), cfg);
     Resolution r = loader.resolve(o->uri, cc);
     rc = r.chosen ? 0 : exit_code(ErrorKind::NotFound);
     if (o->json) {

@@ -58,14 +58,18 @@ void add_verify_command(CLI::App& app, int& rc) {
   struct Opts {
     std::string path;
     bool json = false;
+    PackageOptions pkg;
   };
   auto opts = std::make_shared<Opts>();
+  add_package_options(cmd, opts->pkg);
   cmd->add_option("PATH", opts->path, "archive, index, store directory or one unpacked archive")
       ->required();
   cmd->add_flag("--json", opts->json, "machine-readable report");
   cmd->callback([opts, &rc] {
     fs::path p = opts->path;
-    const std::string version = kiln::version();
+    // The package version archives must have: the project's (--source, or the default one), or
+    // --version.
+    const std::string version = choose_package(opts->pkg).version;
     PathKind kind = classify_path(p);
     Checked c;
     switch (kind) {

@@ -40,7 +40,28 @@ CLI::Validator package_version_option();
 std::string error_json(const Error& e);
 bool json_requested(const CLI::App& app);
 
-// The source tree kiln was configured from (used by `kiln build` when --source is not given).
+// The kernel project a command acts on when --source is not given: the current directory when it
+// holds registry/package.json, else the tree this kiln was configured from (its reference
+// package) when that still exists, else "." (and load_project names what is missing).
 std::string default_source_dir();
+
+// A command's package (package_option.cpp): --source PROJECT, --package NAME, --version V.
+// With both --package and --version no project is read; otherwise the project's (--source, or
+// default_source_dir()) name and version fill what was not given.
+struct PackageOptions {
+  std::string source;
+  std::string package;
+  std::string version;
+};
+// Adds --source and --package (and --version unless the command has its own).
+void add_package_options(CLI::App* cmd, PackageOptions& o, bool with_version = true);
+struct ChosenPackage {
+  std::string name;
+  std::string version;
+  std::string project_dir;  // "" when named by --package and --version alone
+};
+ChosenPackage choose_package(const PackageOptions& o);
+CLI::Validator package_name_option();
+void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (cmd_package.cpp)
 
 }  // namespace kiln::cli

@@ -50,7 +50,8 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
     problem(ErrorKind::Stale, f.field, f.package_value, f.loader_value, prefix + f.message);
   };
   for (const auto& f :
-       stale_fields(m, ArtifactEntry{}, {loader.version, loader.manifest_format, ""}))
+       stale_fields(m, ArtifactEntry{},
+                    {loader.package, loader.package_version, loader.manifest_format, ""}))
     report(f, "");
   for (const auto& a : m.artifacts) {
     auto want = loader.source_hash(a.uri);
@@ -58,12 +59,13 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
       ++cm.unknown_uris;
       continue;
     }
-    for (const auto& f : stale_fields(m, a, {loader.version, loader.manifest_format, *want}))
+    for (const auto& f : stale_fields(
+             m, a, {loader.package, loader.package_version, loader.manifest_format, *want}))
       if (f.field == "source_hash") report(f, a.uri + ": ");
   }
   if (cm.unknown_uris)
     pkg.notes.push_back(origin + ": " + std::to_string(cm.unknown_uris) +
-                        " kernel(s) unknown to this libkiln's registry (never requested by it)");
+                        " kernel(s) unknown to package " + loader.package + " (never requested by its loader)");
   if (m.cuda_version != loader.cuda_version)
     pkg.notes.push_back(origin + ": built with CUDA " + m.cuda_version + ", libkiln with CUDA " +
                         loader.cuda_version + " (not checked by the loader; the driver decides)");
@@ -117,10 +119,16 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
                             std::to_string(loader.index_format), e.what()});
     return;
   }
-  if (idx.package_version != loader.version)
+  if (idx.package != loader.package)
+    pkg.problems.push_back({ErrorKind::Stale, "package", p.string(), idx.package, loader.package,
+                            "package: index is of " + idx.package + ", the loader serves " +
+                                loader.package});
+  if (idx.package_version != loader.package_version)
     pkg.problems.push_back(
-        {ErrorKind::Stale, "package_version", p.string(), idx.package_version, loader.version,
-         "package_version: index is " + idx.package_version + ", libkiln is " + loader.version});
+        {ErrorKind::Stale, "package_version", p.string(), idx.package_version,
+         loader.package_version,
+         "package_version: index is " + idx.package_version + ", " + loader.package + " is " +
+             loader.package_version});
   // Source hashes live in the archives' manifests: check those that sit beside the index.
   for (const auto& a : idx.archives) {
     fs::path ap = p.parent_path() / a.file;
@@ -214,14 +222,14 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
         for (const auto& m : wheel::wheel_manifests(p))
           check_manifest(
               loader, m,
-              p.string() + ":" + archive_stem(m.package_version, m.cuda_version, m.target), pkg);
+              p.string() + ":" + archive_stem(m.package, m.package_version, m.cuda_version, m.target), pkg);
       } else if (kind == PathKind::Archive && name.rfind("kiln-kernels-", 0) != 0 &&
                  ends_with(name, ".tar.zst")) {
         pkg.kind = "tarball";
         for (const auto& m : tarball_manifests(p))
           check_manifest(
               loader, m,
-              p.string() + ":" + archive_stem(m.package_version, m.cuda_version, m.target), pkg);
+              p.string() + ":" + archive_stem(m.package, m.package_version, m.cuda_version, m.target), pkg);
         if (pkg.manifests.empty()) pkg.notes.push_back("the tarball ships no kernel store");
       } else if (kind == PathKind::Archive) {
         check_archive(loader, p, pkg);
@@ -265,6 +273,8 @@ std::string CompatReport::to_json() const {
   Json j = Json::object();
   j["loader"] = {{"library", loader.library},
                  {"version", loader.version},
+                 {"package", loader.package},
+                 {"package_version", loader.package_version},
                  {"cuda_version", loader.cuda_version},
                  {"manifest_format", loader.manifest_format},
                  {"index_format", loader.index_format}};
@@ -304,7 +314,8 @@ std::string CompatReport::to_json() const {
 
 std::string CompatReport::to_table() const {
   std::ostringstream s;
-  s << "loader  " << loader.library << "\n        kiln " << loader.version << ", CUDA "
+  s << "loader  " << loader.library << "\n        kiln " << loader.version << " serving "
+    << loader.package << " " << loader.package_version << ", CUDA "
     << loader.cuda_version << ", manifest format " << loader.manifest_format << ", index format "
     << loader.index_format << "\n";
   s << "device  ";

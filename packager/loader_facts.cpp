@@ -17,7 +17,6 @@ struct FactsApi {
   const char* (*cuda_version)() = nullptr;
   int (*manifest_format)() = nullptr;
   int (*index_format)() = nullptr;
-  LoaderFacts::SourceHashFn source_hash = nullptr;
 };
 
 LoaderFacts ask(const FactsApi& api, std::shared_ptr<void> handle) {
@@ -34,7 +33,6 @@ LoaderFacts ask(const FactsApi& api, std::shared_ptr<void> handle) {
   f.cuda_version = api.cuda_version();
   f.manifest_format = api.manifest_format();
   f.index_format = api.index_format();
-  f.source_hash_fn = api.source_hash;
   f.handle = std::move(handle);
   return f;
 }
@@ -42,14 +40,20 @@ LoaderFacts ask(const FactsApi& api, std::shared_ptr<void> handle) {
 }  // namespace
 
 std::optional<std::string> LoaderFacts::source_hash(const std::string& uri) const {
-  const char* h = source_hash_fn ? source_hash_fn(uri.c_str()) : nullptr;
-  if (!h) return std::nullopt;
-  return std::string(h);
+  auto it = source_hashes.find(uri);
+  if (it == source_hashes.end()) return std::nullopt;
+  return it->second;
+}
+
+void set_package(LoaderFacts& facts, const Project& project) {
+  facts.package = project.name;
+  facts.package_version = project.version;
+  facts.source_hashes.clear();
+  for (const auto& s : project.registry.specialisations) facts.source_hashes[s.uri] = s.source_hash;
 }
 
 LoaderFacts this_loader_facts() {
-  return ask({&kiln_version, &kiln_cuda_version, &kiln_manifest_format, &kiln_index_format,
-              &kiln_source_hash},
+  return ask({&kiln_version, &kiln_cuda_version, &kiln_manifest_format, &kiln_index_format},
              nullptr);
 }
 
@@ -78,7 +82,6 @@ LoaderFacts open_loader_facts(const fs::path& library) {
   api.cuda_version = reinterpret_cast<const char* (*)()>(sym("kiln_cuda_version"));
   api.manifest_format = reinterpret_cast<int (*)()>(sym("kiln_manifest_format"));
   api.index_format = reinterpret_cast<int (*)()>(sym("kiln_index_format"));
-  api.source_hash = reinterpret_cast<LoaderFacts::SourceHashFn>(sym("kiln_source_hash"));
   if (!missing.empty())
     throw Error(ErrorKind::Unsupported, abs.string() +
                                             " is not a libkiln this kiln can question: missing " +

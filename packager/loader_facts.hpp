@@ -1,12 +1,16 @@
 #pragma once
-// What a build of libkiln accepts: its version, the formats it reads and the source hash it
-// expects for each kernel. Read from the libkiln linked into this process, or from another
-// build opened with dlopen (`kiln compat --loader LIB`, `kiln tarball` checking what it packs),
-// through the C ABI facts in kiln/kiln.h.
+// What a loader accepts: libkiln's version and the formats it reads (from the libkiln linked into
+// this process, or another build opened with dlopen: `kiln compat --loader LIB`, `kiln tarball`
+// checking what it packs, through the C ABI facts in kiln/kiln.h), and the package it serves:
+// its name, version and the source hash it expects for each kernel (from the project, as its
+// generated description gives them).
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
+
+#include "kiln/package.hpp"
 
 namespace kiln::cli {
 
@@ -16,13 +20,17 @@ struct LoaderFacts {
   std::string cuda_version;  // "13.0"
   int manifest_format = 0;
   int index_format = 0;
-  // nullopt: that libkiln's registry has no such URI.
+  std::string package;          // the package served ("" until set_package)
+  std::string package_version;  // its version
+  std::map<std::string, std::string> source_hashes;  // uri -> hash
+  // nullopt: the package has no such URI.
   std::optional<std::string> source_hash(const std::string& uri) const;
 
-  using SourceHashFn = const char* (*)(const char*);
-  SourceHashFn source_hash_fn = nullptr;
   std::shared_ptr<void> handle;  // keeps a dlopen'ed library open while the facts live
 };
+
+// The package a loader will serve, from its project (every URI and source hash).
+void set_package(LoaderFacts& facts, const Project& project);
 
 // The libkiln this process runs with.
 LoaderFacts this_loader_facts();

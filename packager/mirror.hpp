@@ -43,8 +43,8 @@ struct ChecksumEntry {
   bool operator==(const ChecksumEntry& o) const { return name == o.name && sha256 == o.sha256; }
 };
 
-// kiln-<version>-SHA256SUMS
-std::string checksums_file_name(std::string_view version);
+// <package>-<version>-SHA256SUMS
+std::string checksums_file_name(std::string_view package, std::string_view version);
 // The largest checksum file accepted: an upstream streaming garbage is cut off here.
 constexpr std::size_t kMaxChecksumsBytes = 1u << 20;
 
@@ -62,18 +62,21 @@ bool is_plain_file_name(std::string_view name);
 enum class ReleaseFileKind { Checksums, Index, Archive, Wheel, Tarball, Other };
 const char* to_string(ReleaseFileKind kind);
 
-// The kind of `name` when it is a file of release `version`, decided from the name alone:
-//   Checksums  kiln-<ver>-SHA256SUMS
-//   Index      kiln-kernels-<ver>-index.json
-//   Archive    kiln-kernels-<ver>-cuda*.tar.zst
-//   Wheel      *.whl whose version field (the second '-'-separated field) is <ver> or its
-//              PEP 440 spelling (0.1.0-rc1 -> 0.1.0rc1)
-//   Tarball    kiln-<ver>-cuda*.tar.zst (as `kiln tarball` names it; kiln-<ver>-rc1-cuda... is
-//              not a tarball of <ver>)
-//   Other      any other name starting with kiln-kernels-<ver>- or kiln-<ver>- (which includes
-//              files of a release <ver>-<prerelease>: `mirror sync` refuses to write Other)
-// nullopt: not a file of this release (another version, hidden, unrelated).
+// The kind of `name` when it is a file of release `version` of `package`, decided from the name
+// alone (several packages share a mirror; one's files are never another's):
+//   Checksums  <pkg>-<ver>-SHA256SUMS
+//   Index      <pkg>-<ver>-index.json
+//   Archive    <pkg>-<ver>-cuda*.tar.zst
+//   Wheel      <dist>-<ver>-*.whl: <dist> is <pkg> with '-' as '_' then "_cu" (the package's
+//              wheels), <ver> the version or its PEP 440 spelling (0.1.0-rc1 -> 0.1.0rc1)
+//   Tarball    kiln-<ver>-cuda*.tar.zst, for the reference package kiln-kernels only (kiln's own
+//              install tree, as `kiln tarball` names it; kiln-<ver>-rc1-cuda... is not one of <ver>)
+//   Other      any other name starting with <pkg>-<ver>- (or kiln-<ver>- for kiln-kernels),
+//              which includes files of a release <ver>-<prerelease>: `mirror sync` refuses to
+//              write Other
+// nullopt: not a file of this release (another package or version, hidden, unrelated).
 std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
+                                                     std::string_view package,
                                                      std::string_view version);
 
 // Throws Error{Usage} unless `version` can go into file names (MAJOR.MINOR.PATCH[-PRERELEASE]).
@@ -107,14 +110,18 @@ struct MirrorFileReport {
 
 struct MirrorReport {
   std::filesystem::path dir;
+  std::string package;
   std::string version;
   std::vector<MirrorFileReport> files;  // sorted by name
   std::optional<ErrorKind> worst() const;
   bool ok() const { return !worst().has_value(); }
 };
 
+// Every mirror command acts on one release of one package: `package` and `version` are both
+// required (Error{Usage}); the CLI fills them from the project or --package/--version.
 struct VerifyMirrorOptions {
-  std::string version;       // empty: kiln::version()
+  std::string package;
+  std::string version;
   std::string index_sha256;  // empty: the index is checked against SHA256SUMS only
   std::string sums_sha256;   // pin for kiln-<ver>-SHA256SUMS; covers wheels and tarballs
   // With either pin, every file must be covered by a pin (Uncovered otherwise); with none the
@@ -131,7 +138,8 @@ MirrorReport verify_mirror(const std::filesystem::path& dir, const VerifyMirrorO
 struct StageOptions {
   std::vector<std::filesystem::path> sources;  // dist directories, searched in order
   std::filesystem::path to;                    // the mirror directory (created if missing)
-  std::string version;                         // empty: kiln::version()
+  std::string package;
+  std::string version;
   std::function<void(const std::string&)> log;
 };
 
@@ -184,13 +192,15 @@ struct SyncPlan {
 // index, an archive, a wheel or a tarball of `version`: another release's files, index.html, ...),
 // and Error{Integrity} when the index and the checksum file disagree about an archive.
 SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string& sums_text,
-                   const Index& index, const std::string& version, bool index_pinned,
+                   const Index& index, const std::string& package, const std::string& version,
+                   bool index_pinned,
                    bool sums_pinned, const std::string& sums_origin);
 
 struct SyncOptions {
   std::string from;          // upstream mirror: http://, https://, file:// or an absolute dir
   std::filesystem::path to;  // local mirror directory (created if missing)
-  std::string version;       // empty: kiln::version()
+  std::string package;
+  std::string version;
   std::string index_sha256;  // pin for the index (covers it and its archives)
   std::string sums_sha256;   // pin for the checksum file (covers every file it lists)
   // At least one pin is required (Error{Usage} otherwise): nothing unpinned is published.

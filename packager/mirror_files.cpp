@@ -18,6 +18,7 @@
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
+#include "kiln/kernels.h"
 #include "mirror_internal.hpp"
 #include "wheel.hpp"
 
@@ -44,8 +45,8 @@ std::string lower(std::string s) {
 
 // --- the checksum file ---------------------------------------------------------------------
 
-std::string checksums_file_name(std::string_view version) {
-  return "kiln-" + std::string(version) + "-SHA256SUMS";
+std::string checksums_file_name(std::string_view package, std::string_view version) {
+  return std::string(package) + "-" + std::string(version) + "-SHA256SUMS";
 }
 
 bool is_plain_file_name(std::string_view name) {
@@ -132,14 +133,19 @@ const char* to_string(ReleaseFileKind kind) {
 }
 
 std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
+                                                     std::string_view package,
                                                      std::string_view version) {
-  if (!is_plain_file_name(name) || version.empty()) return std::nullopt;
-  const std::string v(version);
-  if (name == checksums_file_name(v)) return ReleaseFileKind::Checksums;
-  if (name == index_file_name(v)) return ReleaseFileKind::Index;
-  if (starts_with(name, "kiln-kernels-" + v + "-cuda") && ends_with(name, ".tar.zst"))
+  if (!is_plain_file_name(name) || version.empty() || package.empty()) return std::nullopt;
+  const std::string v(version), p(package);
+  const bool reference = p == KILN_KERNELS_PACKAGE_NAME;
+  if (name == checksums_file_name(p, v)) return ReleaseFileKind::Checksums;
+  if (name == index_file_name(p, v)) return ReleaseFileKind::Index;
+  if (starts_with(name, p + "-" + v + "-cuda") && ends_with(name, ".tar.zst"))
     return ReleaseFileKind::Archive;
   if (ends_with(name, ".whl")) {
+    std::string dist = p;
+    std::replace(dist.begin(), dist.end(), '-', '_');
+    if (!starts_with(name, dist + "_cu")) return std::nullopt;
     // {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl; the distribution
     // itself holds no '-' (PEP 427 escapes it to '_').
     std::size_t a = name.find('-');
@@ -155,9 +161,9 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
     if (field == v || field == pep440) return ReleaseFileKind::Wheel;
     return std::nullopt;
   }
-  if (starts_with(name, "kiln-" + v + "-cuda") && ends_with(name, ".tar.zst"))
+  if (reference && starts_with(name, "kiln-" + v + "-cuda") && ends_with(name, ".tar.zst"))
     return ReleaseFileKind::Tarball;
-  if (starts_with(name, "kiln-kernels-" + v + "-") || starts_with(name, "kiln-" + v + "-"))
+  if (starts_with(name, p + "-" + v + "-") || (reference && starts_with(name, "kiln-" + v + "-")))
     return ReleaseFileKind::Other;
   return std::nullopt;
 }
@@ -212,10 +218,15 @@ bool is_regular(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
-std::string resolved_version(const std::string& v) {
-  std::string out = v.empty() ? kiln::version() : v;
-  check_release_version(out);
-  return out;
+ReleaseName resolved_release(const std::string& package, const std::string& version) {
+  if (package.empty() || !is_package_name(package))
+    throw Error(ErrorKind::Usage, package.empty() ? std::string("no package named for the mirror "
+                                                                "release (--package or --source)")
+                                                  : "'" + package + "': " + kPackageNameRule);
+  if (version.empty())
+    throw Error(ErrorKind::Usage, "no version of " + package + " named (--version or --source)");
+  check_release_version(version);
+  return {package, version};
 }
 
 std::string resolved_pin(const std::string& pin, const char* option) {
@@ -227,6 +238,7 @@ std::string resolved_pin(const std::string& pin, const char* option) {
 }
 
 std::map<std::string, ReleaseFileKind> release_files_in(const fs::path& dir,
+                                                        const std::string& package,
                                                         const std::string& version) {
   std::map<std::string, ReleaseFileKind> out;
   std::error_code ec;
@@ -237,7 +249,7 @@ std::map<std::string, ReleaseFileKind> release_files_in(const fs::path& dir,
     std::string name = it->path().filename().string();
     std::error_code fec;
     if (!it->is_regular_file(fec)) continue;
-    if (auto kind = classify_release_file(name, version)) out.emplace(name, *kind);
+    if (auto kind = classify_release_file(name, package, version)) out.emplace(name, *kind);
   }
   return out;
 }

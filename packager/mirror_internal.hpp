@@ -29,12 +29,17 @@ bool is_regular(const std::filesystem::path& p);
 
 // The release version an option names (empty: kiln::version()); Error{Usage} unless it can go
 // into file names (check_release_version).
-std::string resolved_version(const std::string& v);
+// Both required, checked as file-name parts (Error{Usage} naming the missing or bad one).
+struct ReleaseName {
+  std::string package;
+  std::string version;
+};
+ReleaseName resolved_release(const std::string& package, const std::string& version);
 // A pin in lowercase (empty stays empty); Error{Usage} naming `option` unless 64 hex digits.
 std::string resolved_pin(const std::string& pin, const char* option = "--index-sha256");
 
 // Names of the files of `version` in `dir` (regular files, not hidden), with their kinds.
-std::map<std::string, ReleaseFileKind> release_files_in(const std::filesystem::path& dir,
+std::map<std::string, ReleaseFileKind> release_files_in(const std::filesystem::path& dir, const std::string& package,
                                                         const std::string& version);
 
 // An archive's content against its index entry: members against the manifest, package version,

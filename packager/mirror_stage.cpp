@@ -73,7 +73,9 @@ int copy_order(ReleaseFileKind k) {
 }  // namespace
 
 StageResult stage_release(const StageOptions& opts) {
-  const std::string version = resolved_version(opts.version);
+  const ReleaseName release = resolved_release(opts.package, opts.version);
+  const std::string& package = release.package;
+  const std::string& version = release.version;
   if (opts.sources.empty()) throw Error(ErrorKind::Usage, "no dist directory to stage from");
   if (opts.to.empty()) throw Error(ErrorKind::Usage, "no mirror directory given (--to)");
   auto log = [&](const std::string& line) {
@@ -101,7 +103,7 @@ StageResult stage_release(const StageOptions& opts) {
     std::error_code ec;
     if (!fs::is_directory(src, ec))
       throw Error(ErrorKind::NotFound, "dist directory " + src.string() + " does not exist");
-    for (const auto& [name, kind] : release_files_in(src, version)) {
+    for (const auto& [name, kind] : release_files_in(src, package, version)) {
       switch (kind) {
         case ReleaseFileKind::Index:
         case ReleaseFileKind::Wheel:
@@ -120,7 +122,7 @@ StageResult stage_release(const StageOptions& opts) {
   }
 
   // The index and every archive it lists, verified before anything is copied.
-  const std::string index_name = index_file_name(version);
+  const std::string index_name = index_file_name(package, version);
   if (cand.count(index_name)) {
     const fs::path ip = cand[index_name].path;
     Index idx = parse_index(read_capped(ip, fetch_detail::kMaxIndexBytes), ip.string());
@@ -171,7 +173,7 @@ StageResult stage_release(const StageOptions& opts) {
   if (ec || !fs::is_directory(opts.to, ec))
     throw Error(ErrorKind::Io, "cannot create the mirror directory " + opts.to.string() +
                                    (ec ? ": " + ec.message() : ""));
-  const std::string sums_name = checksums_file_name(version);
+  const std::string sums_name = checksums_file_name(package, version);
   const fs::path sums_path = opts.to / sums_name;
   std::vector<ChecksumEntry> previous;
   std::string previous_text;

@@ -199,7 +199,9 @@ class Syncer {
 
 SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& transport,
                              const std::function<void(long ms)>& sleep_ms) {
-  const std::string version = resolved_version(opts.version);
+  const ReleaseName release = resolved_release(opts.package, opts.version);
+  const std::string& package = release.package;
+  const std::string& version = release.version;
   const std::string pin = resolved_pin(opts.index_sha256);
   const std::string sums_pin = resolved_pin(opts.sums_sha256, "--sums-sha256");
   if (opts.from.empty()) throw Error(ErrorKind::Usage, "no upstream mirror given (--from)");
@@ -215,7 +217,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   Syncer sx(opts, transport, sleep_ms);
 
   // 1. The checksum file, then the index it lists.
-  const std::string sums_name = checksums_file_name(version);
+  const std::string sums_name = checksums_file_name(package, version);
   const std::string sums_url = base + "/" + sums_name;
   sx.log("fetching " + sums_url);
   const std::string sums_text = sx.fetch_small(sums_name, sums_url, kMaxChecksumsBytes);
@@ -228,7 +230,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   std::map<std::string, std::string> listed;
   for (const auto& e : entries) listed[e.name] = e.sha256;
 
-  const std::string index_name = index_file_name(version);
+  const std::string index_name = index_file_name(package, version);
   const std::string index_url = base + "/" + index_name;
   if (!listed.count(index_name))
     throw Error(ErrorKind::Format,
@@ -252,7 +254,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   for (const auto& e : idx.archives) archives[e.file] = &e;
   SyncPlan plan;
   try {
-    plan = plan_sync(entries, sums_text, idx, version, !pin.empty(), !sums_pin.empty(), sums_url);
+    plan = plan_sync(entries, sums_text, idx, package, version, !pin.empty(), !sums_pin.empty(), sums_url);
   } catch (const Error& e) {
     throw Error(e.kind(), std::string(e.what()) + "\nNothing was written to " + to.string() + ".",
                 e.fields());
@@ -326,7 +328,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
       sx.log("downloading " + url + (size ? " (" + std::to_string(*size) + " bytes)" : ""));
       bytes += sx.download(name, url, staged, listed[name], size);
       std::vector<VerifyProblem> problems;
-      const auto kind = classify_release_file(name, version).value_or(ReleaseFileKind::Other);
+      const auto kind = classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
       if (arch != archives.end())
         problems = check_archive_content(staged, *arch->second, idx, version, index_url);
       if (kind == ReleaseFileKind::Wheel)

@@ -13,10 +13,11 @@
 namespace kiln::packager {
 
 SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string& sums_text,
-                   const Index& index, const std::string& version, bool index_pinned,
+                   const Index& index, const std::string& package, const std::string& version,
+                   bool index_pinned,
                    bool sums_pinned, const std::string& sums_origin) {
-  const std::string index_name = index_file_name(version);
-  const std::string sums_name = checksums_file_name(version);
+  const std::string index_name = index_file_name(package, version);
+  const std::string sums_name = checksums_file_name(package, version);
   std::map<std::string, const IndexEntry*> archives;
   for (const auto& e : index.archives) archives[e.file] = &e;
   const std::string index_cover = index_pinned
@@ -28,7 +29,7 @@ SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string&
     const ChecksumEntry& e = entries[i];
     listed.insert(e.name);
     // parse_checksums refuses empty lines: entry i is line i + 1.
-    const auto kind = classify_release_file(e.name, version);
+    const auto kind = classify_release_file(e.name, package, version);
     if (!kind || *kind == ReleaseFileKind::Other || *kind == ReleaseFileKind::Checksums)
       throw Error(ErrorKind::Format,
                   sums_origin + ": line " + std::to_string(i + 1) + ": '" + e.name +

@@ -105,7 +105,9 @@ class ReportBuilder {
 }  // namespace
 
 MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts) {
-  const std::string version = resolved_version(opts.version);
+  const ReleaseName release = resolved_release(opts.package, opts.version);
+  const std::string& package = release.package;
+  const std::string& version = release.version;
   const std::string pin = resolved_pin(opts.index_sha256);
   const std::string sums_pin = resolved_pin(opts.sums_sha256, "--sums-sha256");
   // With a pin, "consistent" is not enough: every file must be covered by what was pinned.
@@ -118,9 +120,10 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
 
   MirrorReport report;
   report.dir = dir;
+  report.package = package;
   report.version = version;
   ReportBuilder rb;
-  const auto present = release_files_in(dir, version);
+  const auto present = release_files_in(dir, package, version);
   std::map<std::string, Digest> digests;
   // The digest of a present file, once; nullopt (and a problem reported) when unreadable.
   auto digest = [&](const std::string& name, ReleaseFileKind kind) -> std::optional<Digest> {
@@ -135,7 +138,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   };
 
   // 1. The checksum file.
-  const std::string sums_name = checksums_file_name(version);
+  const std::string sums_name = checksums_file_name(package, version);
   std::optional<std::map<std::string, std::string>> sums;
   bool sums_trusted = false;  // parsed, and matching --sums-sha256
   if (!present.count(sums_name)) {
@@ -184,7 +187,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   };
 
   // 2. The index.
-  const std::string index_name = index_file_name(version);
+  const std::string index_name = index_file_name(package, version);
   std::optional<Index> idx;
   if (!present.count(index_name)) {
     bool listed = sums && sums->count(index_name);
@@ -247,7 +250,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   if (sums) {
     for (const auto& [name, sha] : *sums) {
       if (name == index_name || in_index.count(name)) continue;
-      const auto kind = classify_release_file(name, version).value_or(ReleaseFileKind::Other);
+      const auto kind = classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
       if (!is_regular(dir / name)) {
         rb.problem(name, kind, ErrorKind::NotFound, FileStatus::Missing,
                    "listed in " + sums_name + " (sha256 " + sha + ") but not found");

@@ -14,6 +14,8 @@
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "environment.hpp"
+#include "toolkit.hpp"
 
 namespace kiln::packager {
 namespace fs = std::filesystem;
@@ -42,8 +44,20 @@ std::string archive_tmp_name(const std::string& final_name) {
 
 }  // namespace
 
-PackageIdentity this_package() {
-  return {"kiln-kernels", kiln::version(), kiln::git_commit(), kiln::cuda_version()};
+PackageIdentity package_identity(const Project& project) {
+  std::string commit;
+  std::error_code ec;
+  fs::path kiln_tree = fs::weakly_canonical(KILN_SOURCE_DIR, ec);
+  if (!ec && fs::weakly_canonical(project.root, ec) == kiln_tree && !ec) {
+    commit = kiln::git_commit();
+  } else if (auto git = find_on_path("git", read_environment().path)) {
+    ProcessResult r = run_process({*git, "-C", project.root.string(), "rev-parse", "HEAD"});
+    if (r.exit_code == 0) {
+      commit = r.output;
+      while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+    }
+  }
+  return {project.name, project.version, commit, kiln::cuda_version()};
 }
 
 std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
@@ -60,6 +74,7 @@ std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
   std::vector<std::pair<fs::path, fs::path>> pending;  // temp -> final
   std::vector<PublishedArchive> out;
   Index index;
+  index.package = id.name;
   index.package_version = id.version;
   index.git_commit = id.git_commit;
   index.cuda_version = id.cuda_version;
@@ -72,7 +87,7 @@ std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
       std::sort(files.begin(), files.end(),
                 [](const ArchiveMember& x, const ArchiveMember& y) { return x.name < y.name; });
       files.insert(files.begin(), ArchiveMember{"manifest.json", manifest_to_json(m)});
-      std::string name = archive_file_name(id.version, id.cuda_version, m.target);
+      std::string name = archive_file_name(id.name, id.version, id.cuda_version, m.target);
       PublishedArchive pa;
       pa.path = (dist_dir / name).string();
       auto target = parse_target(m.target);
@@ -101,7 +116,7 @@ std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
                     "cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
     }
     pending.clear();
-    fs::path idx = dist_dir / index_file_name(id.version);
+    fs::path idx = dist_dir / index_file_name(id.name, id.version);
     write_file_atomically(idx, index_to_json(index));
     if (index_path) *index_path = idx.string();
   } catch (...) {

@@ -79,7 +79,8 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   fs::path out_dir = fs::absolute(opts.out_dir).lexically_normal();
   fs::path dist_dir = fs::absolute(opts.dist_dir).lexically_normal();
 
-  Registry reg = load_registry(source_dir);
+  Project project = load_project(source_dir);
+  const Registry& reg = project.registry;
 
   // Every capability is checked before the first compile.
   const ToolkitInfo& tk = toolkit.info();
@@ -157,11 +158,12 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   // Every result is checked before anything is packed: a corrupt result (a bad cache entry
   // from the launcher, a truncated file) fails the build naming the artifact, and is removed
   // so that the next build compiles it again.
-  PackageIdentity id = this_package();
+  PackageIdentity id = package_identity(project);
   std::vector<ArchiveContent> contents;
   for (const auto& tp : plan.targets) {
     ArchiveContent c;
     Manifest& m = c.manifest;
+    m.package = id.name;
     m.package_version = id.version;
     m.git_commit = id.git_commit;
     m.cuda_version = id.cuda_version;

@@ -1,5 +1,7 @@
 #include "tarball.hpp"
 
+#include "kiln/kernels.h"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <sys/stat.h>
@@ -112,11 +114,20 @@ void add_install_tree(Tree& tree, const fs::path& prefix) {
   std::error_code ec;
   fs::path exe = prefix / "bin" / "kiln";
   if (!fs::is_regular_file(exe, ec)) missing.push_back(exe.string());
+  // libkiln and the reference package's library (its description: kiln_kernels_package()).
   std::vector<fs::path> libs;
+  bool kernels_lib = false;
   for (auto it = fs::directory_iterator(prefix / "lib", ec); !ec && it != fs::directory_iterator();
-       it.increment(ec))
-    if (it->path().filename().string().rfind("libkiln.so", 0) == 0) libs.push_back(it->path());
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name.rfind("libkiln.so", 0) == 0) libs.push_back(it->path());
+    if (name.rfind("libkiln-kernels.so", 0) == 0) {
+      libs.push_back(it->path());
+      kernels_lib = true;
+    }
+  }
   if (libs.empty()) missing.push_back((prefix / "lib" / "libkiln.so*").string());
+  if (!kernels_lib) missing.push_back((prefix / "lib" / "libkiln-kernels.so*").string());
   fs::path header = prefix / "include" / "kiln" / "kiln.h";
   if (!fs::is_regular_file(header, ec)) missing.push_back(header.string());
   fs::path config = prefix / "lib" / "cmake" / "kiln" / "kilnConfig.cmake";
@@ -173,7 +184,9 @@ TarballResult build_tarball(const TarballOptions& opts) {
     if (opts.progress) opts.progress(s);
   };
   const std::string version = opts.version.empty() ? kiln::version() : opts.version;
-  fs::path index_path = opts.dist / index_file_name(version);
+  // A tarball is kiln's own install tree: the tool, libkiln and the reference package, with the
+  // reference package's stores.
+  fs::path index_path = opts.dist / index_file_name(KILN_KERNELS_PACKAGE_NAME, version);
   std::error_code ec;
   if (!fs::is_regular_file(index_path, ec))
     throw Error(ErrorKind::NotFound,
@@ -231,7 +244,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   TarballResult res;
   for (const IndexEntry* a : chosen) {
     say("unpacking " + a->file);
-    InstallResult ir = install_archive(opts.dist / a->file, scratch.path(), a->sha256, version);
+    InstallResult ir = install_archive(opts.dist / a->file, scratch.path(), a->sha256, RequiredRelease{KILN_KERNELS_PACKAGE_NAME, version});
     newest = std::max(newest, ir.manifest.build_time);
     add_dir_recursive(tree, "share/kiln/artifacts/" + ir.directory.filename().string(),
                       ir.directory);

@@ -5,9 +5,13 @@
 //   kiln-0.1.0-cuda13.0-linux-x86_64
 //     bin/kiln                                    RPATH $ORIGIN/../lib
 //     lib/libkiln.so -> libkiln.so.<M.m> -> libkiln.so.<version>
-//     lib/cmake/kiln/kilnConfig*.cmake, kilnTargets*.cmake    find_package(kiln), kiln::kiln
+//     lib/libkiln-kernels.so -> ...               the reference package (kiln/kernels.h)
+//     lib/cmake/kiln/kilnConfig*.cmake, kilnTargets*.cmake, KilnPackage.cmake
+//                                                 find_package(kiln): kiln::kiln, kiln::kernels,
+//                                                 kiln::cli, kiln_add_kernel_package
 //     include/kiln/*.h*
-//     share/kiln/artifacts/<archive stem>/...     verified stores, found by libkiln by itself
+//     share/kiln/artifacts/<archive stem>/...     verified stores of the reference package, found
+//                                                 beside libkiln-kernels by itself
 //
 // tar (pax restricted) + zstd; entries sorted, mtime fixed, uid/gid 0, modes 0755/0644: the
 // same inputs give the same bytes.

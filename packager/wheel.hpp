@@ -27,8 +27,10 @@ namespace kiln::wheel {
 
 // --- names (pure) ---
 
-// "kiln-kernels-cu13-sm90a" for CUDA "13.0" and target "sm_90a".
-std::string distribution_name(std::string_view cuda_version, std::string_view target);
+// "<package>-cu13-sm90a" for CUDA "13.0" and target "sm_90a" (kiln-kernels-cu13-sm90a for the
+// reference package).
+std::string distribution_name(std::string_view package, std::string_view cuda_version,
+                              std::string_view target);
 // The distribution name as wheel file and .dist-info names spell it: PEP 503 normalisation,
 // then '-' to '_': "kiln_kernels_cu13_sm90a". Also the import package name.
 std::string wheel_name_component(std::string_view distribution);
@@ -36,8 +38,8 @@ std::string wheel_name_component(std::string_view distribution);
 // Throws Error{Format} for a version PEP 440 has no spelling for.
 std::string pep440_version(std::string_view package_version);
 // "kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl"
-std::string wheel_file_name(std::string_view package_version, std::string_view cuda_version,
-                            std::string_view target);
+std::string wheel_file_name(std::string_view package, std::string_view package_version,
+                            std::string_view cuda_version, std::string_view target);
 // RECORD's hash field: "sha256=" + urlsafe base64 of the digest without '=' padding.
 std::string record_hash(std::string_view data);
 
@@ -73,7 +75,7 @@ std::vector<WheelFile> read_zip(const std::filesystem::path& zip);
 // --- building wheels from a dist directory ---
 
 struct BuildOptions {
-  std::filesystem::path dist;        // holds kiln-kernels-<ver>-index.json and the archives
+  std::filesystem::path dist;        // holds <package>-<ver>-index.json and the archives
   std::vector<std::string> targets;  // empty: every target in the index
   std::filesystem::path out;         // created when missing
   // Timestamp of every zip entry; nullopt: each archive's manifest build_time.
@@ -98,7 +100,7 @@ struct BuildResult {
   std::vector<FailedWheel> failed;
 };
 
-// The index in `dist` (exactly one kiln-kernels-*-index.json) is parsed; each chosen target's
+// The index in `dist` (exactly one <package>-<ver>-index.json) is parsed; each chosen target's
 // archive is read once, its bytes checked against the index (size, sha256), its members against
 // its manifest, the manifest against the index entry; only then is its wheel written. A target
 // that fails is recorded in `failed` and the others go on. Throws (before writing anything)

@@ -16,6 +16,7 @@
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"
+#include "store_scan.hpp"
 #include "wheel.hpp"
 
 namespace kiln::wheel {
@@ -31,15 +32,16 @@ fs::path find_index(const fs::path& dist) {
   std::vector<fs::path> found;
   for (fs::directory_iterator it(dist, ec), end; !ec && it != end; it.increment(ec)) {
     std::string n = it->path().filename().string();
-    const std::string prefix = "kiln-kernels-", suffix = "-index.json";
-    if (n.size() > prefix.size() + suffix.size() && n.compare(0, prefix.size(), prefix) == 0 &&
-        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0)
+    const std::string suffix = "-index.json";
+    if (n.size() > suffix.size() &&
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        archive_name_package(std::string_view(n).substr(0, n.size() - suffix.size())))
       found.push_back(it->path());
   }
   if (ec) throw Error(ErrorKind::Io, "cannot list " + dist.string() + ": " + ec.message());
   std::sort(found.begin(), found.end());
   if (found.empty())
-    throw Error(ErrorKind::NotFound, "no kiln-kernels-<version>-index.json in " + dist.string() +
+    throw Error(ErrorKind::NotFound, "no <package>-<version>-index.json in " + dist.string() +
                                          " (kiln build --dist DIR writes one)");
   if (found.size() > 1) {
     std::string names;
@@ -119,7 +121,7 @@ BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEn
 
   auto files = wheel_contents(m, members, kiln::version());
   members.clear();
-  const fs::path whl = options.out / wheel_file_name(m.package_version, m.cuda_version, m.target);
+  const fs::path whl = options.out / wheel_file_name(m.package, m.package_version, m.cuda_version, m.target);
   std::string written = write_zip(whl, files, options.source_date_epoch.value_or(m.build_time));
   // What was written is checked as a user would check it before anyone else sees it.
   auto wheel_problems = verify_wheel(whl);

@@ -34,7 +34,7 @@ std::string init_py(const Manifest& m) {
     << "), built ahead of time by kiln.\n\n"
     << "Data only: libkiln reads the fatbins under artifact_dir(). Point it there with\n"
     << "KILN_ARTIFACT_PATH=$(python -c 'import "
-    << wheel_name_component(distribution_name(m.cuda_version, m.target))
+    << wheel_name_component(distribution_name(m.package, m.cuda_version, m.target))
     << " as k; print(k.artifact_dir())')\n\"\"\"\n\n"
     << "import os\n\n"
     << "__version__ = \"" << v << "\"\n"
@@ -56,11 +56,11 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
   require_plain("CUDA version", manifest.cuda_version);
   require_plain("target", manifest.target);
   require_plain("kiln version", generator_version);
-  const std::string dist = distribution_name(manifest.cuda_version, manifest.target);
+  const std::string dist = distribution_name(manifest.package, manifest.cuda_version, manifest.target);
   const std::string pkg = wheel_name_component(dist);
   const std::string version = pep440_version(manifest.package_version);
   const std::string stem =
-      archive_stem(manifest.package_version, manifest.cuda_version, manifest.target);
+      archive_stem(manifest.package, manifest.package_version, manifest.cuda_version, manifest.target);
   const std::string dist_info = pkg + "-" + version + ".dist-info";
 
   std::vector<WheelFile> files;

@@ -69,12 +69,13 @@ bool is_plain_path(const std::string& p) {
   }
 }
 
-std::string distribution_name(std::string_view cuda_version, std::string_view target) {
+std::string distribution_name(std::string_view package, std::string_view cuda_version,
+                              std::string_view target) {
   auto t = parse_target(target);
   if (!t) throw Error(ErrorKind::Usage, "'" + std::string(target) + "' is not a target");
   std::string compact = t->str();
   compact.erase(std::remove(compact.begin(), compact.end(), '_'), compact.end());
-  return "kiln-kernels-cu" + cuda_major(cuda_version) + "-" + compact;
+  return std::string(package) + "-cu" + cuda_major(cuda_version) + "-" + compact;
 }
 
 std::string wheel_name_component(std::string_view distribution) {
@@ -112,9 +113,9 @@ std::string pep440_version(std::string_view package_version) {
   return std::string(m[1]) + pre + std::to_string(std::stoull(m[3]));
 }
 
-std::string wheel_file_name(std::string_view package_version, std::string_view cuda_version,
-                            std::string_view target) {
-  return wheel_name_component(distribution_name(cuda_version, target)) + "-" +
+std::string wheel_file_name(std::string_view package, std::string_view package_version,
+                            std::string_view cuda_version, std::string_view target) {
+  return wheel_name_component(distribution_name(package, cuda_version, target)) + "-" +
          pep440_version(package_version) + "-py3-none-any.whl";
 }
 

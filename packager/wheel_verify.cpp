@@ -277,7 +277,7 @@ std::vector<Manifest> wheel_manifests(const fs::path& whl) {
     if (parts.size() != 4 || parts[1] != "artifacts" || parts[3] != kManifestName) continue;
     const std::string origin = whl.string() + ":" + f.path;
     Manifest m = parse_manifest(f.data, origin);
-    std::string stem = archive_stem(m.package_version, m.cuda_version, m.target);
+    std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
     if (parts[2] != stem)
       throw Error(ErrorKind::Format, origin + ": directory " + parts[2] +
                                          " does not match the manifest, which names " + stem);

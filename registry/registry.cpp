@@ -9,7 +9,6 @@
 #include <set>
 #include <sstream>
 
-#include "embedded_sources.hpp"
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
 
@@ -371,13 +370,6 @@ std::optional<std::string> DiskSourceTree::read(const std::string& relpath) cons
   return ss.str();
 }
 
-std::optional<std::string> EmbeddedSourceTree::read(const std::string& relpath) const {
-  std::string want = "kernels/" + relpath;
-  for (const auto& f : embedded::files())
-    if (want == f.path) return std::string(f.data);
-  return std::nullopt;
-}
-
 Registry load_registry(const std::string& repo_root) {
   std::filesystem::path file = std::filesystem::path(repo_root) / "registry" / "kernels.json";
   std::ifstream in(file, std::ios::binary);
@@ -387,19 +379,6 @@ Registry load_registry(const std::string& repo_root) {
   Registry reg = parse_registry(ss.str(), file.string());
   compute_source_hashes(reg,
                         DiskSourceTree((std::filesystem::path(repo_root) / "kernels").string()));
-  return reg;
-}
-
-const Registry& embedded_registry() {
-  static const Registry reg = [] {
-    for (const auto& f : embedded::files()) {
-      if (std::string_view(f.path) != "registry/kernels.json") continue;
-      Registry r = parse_registry(f.data, "registry/kernels.json (embedded)");
-      compute_source_hashes(r, EmbeddedSourceTree());
-      return r;
-    }
-    throw Error(ErrorKind::Internal, "libkiln was built without an embedded registry");
-  }();
   return reg;
 }
 

@@ -62,7 +62,7 @@ prepare() {
   lazy=$(lazy_libs "$(ls "$tmp"/kiln-*/bin/kiln)")
   { ldd "$tmp"/kiln-*/bin/kiln "$tmp"/kiln-*/lib/libkiln.so "$CARRY/bin/kiln_gpu_tests" \
     "$CARRY/bin/zstd" $lazy | awk '/=> \// {print $3}'; for l in $lazy; do echo "$l"; done; } | sort -u |
-    grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libkiln)\.so' |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libkiln|libkiln-kernels)\.so' |
     while read -r lib; do cp -L "$lib" "$CARRY/syslib/"; done
   rm -rf "$tmp"
   du -sh "$CARRY" "$CARRY"/*
@@ -244,7 +244,7 @@ tier_cases() {
   case_run stale "$bare/lib" "" KILN_ARTIFACT_PATH="$stale" KILN_OFFLINE=1 KILN_DISABLE_JIT=1 \
     KILN_CACHE_DIR="$work/cache-stale" KILN_TEST_RELEASE_EXPECT=stale || rc=1
   check "stale: package_version and both values named" \
-    grep -q "package_version differs: archive has 0.0.9, this libkiln is $version" "$out/case-stale.log"
+    grep -q "package_version differs: archive has 0.0.9, this loader.s package kiln-kernels is $version" "$out/case-stale.log"
 
   # corrupt: the shipped store with one byte of every artifact altered.
   local corrupt=$work/store-corrupt

@@ -323,6 +323,8 @@ TEST(BuildEntries, MatchesEachEntryBySymbolDemangledName) {
 
 TEST(BuildRun, UnsupportedTargetFailsBeforeWritingOrCompilingAnything) {
   TempDir src, out;
+  write_file(src / "VERSION", "0.1.0\n");
+  write_file(src / "registry/package.json", "{\"format\": 1, \"name\": \"acme-norm\"}\n");
   write_file(src / "registry/kernels.json", kRegistry);
   write_file(src / "kernels/norm.cu", "// norm\n");
   write_file(src / "kernels/hopper.cu", "// hopper\n");

@@ -47,7 +47,7 @@ kiln_config offline_config(const std::string& cache) {
 }
 
 TEST(CApi, NullArgumentsAreUsageErrorsNamingTheArgument) {
-  EXPECT_EQ(kiln_loader_create(nullptr, nullptr), KILN_ERROR_USAGE);
+  EXPECT_EQ(kiln_loader_create(kiln_kernels_package(), nullptr, nullptr), KILN_ERROR_USAGE);
   EXPECT_NE(last().find("out is NULL"), std::string::npos) << last();
   kiln_kernel* k = nullptr;
   EXPECT_EQ(kiln_get(nullptr, "axpy_dtype_f32", &k), KILN_ERROR_USAGE);
@@ -63,7 +63,7 @@ TEST(CApi, NullArgumentsAreUsageErrorsNamingTheArgument) {
 TEST(CApi, ConfigWithoutStructSizeIsRejected) {
   kiln_config c{};
   kiln_loader* l = nullptr;
-  EXPECT_EQ(kiln_loader_create(&c, &l), KILN_ERROR_USAGE);
+  EXPECT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_ERROR_USAGE);
   EXPECT_EQ(l, nullptr);
   EXPECT_NE(last().find("kiln_config_init"), std::string::npos) << last();
 }
@@ -71,7 +71,7 @@ TEST(CApi, ConfigWithoutStructSizeIsRejected) {
 TEST(CApi, BadEnvironmentBooleanIsUsageNamingTheVariable) {
   ScopedEnv e("KILN_OFFLINE", "maybe");
   kiln_loader* l = nullptr;
-  EXPECT_EQ(kiln_loader_create(nullptr, &l), KILN_ERROR_USAGE);
+  EXPECT_EQ(kiln_loader_create(kiln_kernels_package(), nullptr, &l), KILN_ERROR_USAGE);
   EXPECT_EQ(l, nullptr);
   EXPECT_NE(last().find("KILN_OFFLINE='maybe'"), std::string::npos) << last();
 }
@@ -82,7 +82,7 @@ TEST(CApi, BadConfigBooleanIsUsageNamingTheField) {
   kiln_config c = offline_config(cache);
   c.allow_stale = 7;
   kiln_loader* l = nullptr;
-  EXPECT_EQ(kiln_loader_create(&c, &l), KILN_ERROR_USAGE);
+  EXPECT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_ERROR_USAGE);
   EXPECT_NE(last().find("allow_stale"), std::string::npos) << last();
 }
 
@@ -91,7 +91,7 @@ TEST(CApi, UnknownUriIsNotFoundWithNearMatches) {
   std::string cache = (tmp / "cache").string();
   kiln_config c = offline_config(cache);
   kiln_loader* l = nullptr;
-  ASSERT_EQ(kiln_loader_create(&c, &l), KILN_OK) << last();
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
   kiln_kernel* k = nullptr;
   EXPECT_EQ(kiln_get(l, "axpy_dtype_f33", &k), KILN_ERROR_NOT_FOUND);
   EXPECT_EQ(k, nullptr);
@@ -110,7 +110,7 @@ TEST(CApi, WithoutADriverGetIsUnsupportedNamingLibcuda) {
   kiln::LoaderDeps deps;
   deps.driver = kiln::make_cuda_driver((tmp / "no-driver-here" / "libcuda.so.1").string());
   kiln_loader* l = nullptr;
-  ASSERT_EQ(kiln::c_api::loader_create_with(&c, std::move(deps), &l), KILN_OK) << last();
+  ASSERT_EQ(kiln::c_api::loader_create_with(kiln_kernels_package(), &c, std::move(deps), &l), KILN_OK) << last();
   kiln_kernel* k = reinterpret_cast<kiln_kernel*>(&c);  // must come back NULL
   kiln_status st = kiln_get(l, "axpy_dtype_f32", &k);
   std::string msg = last();
@@ -122,7 +122,7 @@ TEST(CApi, WithoutADriverGetIsUnsupportedNamingLibcuda) {
 }
 
 TEST(CApi, LastErrorIsPerThread) {
-  kiln_loader_create(nullptr, nullptr);
+  kiln_loader_create(kiln_kernels_package(), nullptr, nullptr);
   std::string mine = last();
   std::string other;
   std::thread t([&] {

@@ -117,13 +117,13 @@ TEST(IdentityCache, IdentityOfAFileRewrittenInPlaceWithItsOldMtimeStillDiffers) 
 // parses kernels.json and hashes the sources at run time. Every URI must get the same values.
 TEST(EmbeddedSpec, TheBuildTimeTableGivesEveryUriTheFullRegistrysValues) {
   // Asked first, before the full registry exists: nothing shared between the two paths.
-  const Specialisation* axpy = embedded_spec("axpy_dtype_f32");
+  const Specialisation* axpy = kiln::test::reference_package().spec("axpy_dtype_f32");
   ASSERT_NE(axpy, nullptr);
-  const Registry& full = embedded_registry();
-  std::vector<std::string> uris = embedded_uris();
+  const Registry& full = kiln::test::reference_package().registry();
+  std::vector<std::string> uris = kiln::test::reference_package().uris();
   ASSERT_EQ(uris.size(), full.specialisations.size());
   for (const auto& s : full.specialisations) {
-    const Specialisation* lazy = embedded_spec(s.uri);
+    const Specialisation* lazy = kiln::test::reference_package().spec(s.uri);
     ASSERT_NE(lazy, nullptr) << s.uri;
     EXPECT_EQ(lazy->source_hash, s.source_hash) << s.uri;
     EXPECT_EQ(lazy->source_hash.size(), 64u) << s.uri;
@@ -133,8 +133,8 @@ TEST(EmbeddedSpec, TheBuildTimeTableGivesEveryUriTheFullRegistrysValues) {
     EXPECT_EQ(lazy->uri, s.uri);
   }
   EXPECT_TRUE(std::is_sorted(uris.begin(), uris.end()));
-  EXPECT_EQ(embedded_spec("axpy_dtype_f32"), axpy);  // stable for the process
-  EXPECT_EQ(embedded_spec("axpy_dtype_f99"), nullptr);
+  EXPECT_EQ(kiln::test::reference_package().spec("axpy_dtype_f32"), axpy);  // stable for the process
+  EXPECT_EQ(kiln::test::reference_package().spec("axpy_dtype_f99"), nullptr);
 }
 
 TEST(UntrustedJson, BuildsExactlyTheTreeNlohmannBuildsAndFailsWithItsMessage) {

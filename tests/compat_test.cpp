@@ -105,7 +105,7 @@ TEST(CompatCli, ChangedKernelSourceHashIsStaleNamingTheUriAndBothHashes) {
   const Json* p = find_problem(r.j["packages"][0], "source_hash");
   ASSERT_NE(p, nullptr) << r.out;
   EXPECT_EQ((*p)["package"], std::string(64, 'e'));
-  EXPECT_EQ((*p)["loader"], kiln_source_hash(kUri16));
+  EXPECT_EQ((*p)["loader"], kiln_package_source_hash(kiln_kernels_package(), kUri16));
   EXPECT_NE((*p)["message"].get<std::string>().find(kUri16), std::string::npos);
   // Only the changed kernel is named.
   EXPECT_EQ(r.j["packages"][0]["problems"].size(), 1u) << r.out;
@@ -147,6 +147,7 @@ TEST(CompatCli, IndexChecksTheArchivesBesideItAndStoreChecksEveryArchiveDirector
   s90.hash_override[kUri32] = std::string(64, 'd');
   fs::path a90 = write_archive_for(dir.path(), s90);
   Index idx;
+  idx.package = "kiln-kernels";
   idx.package_version = kiln::version();
   idx.git_commit = "3f9c2a1";
   idx.cuda_version = kiln::cuda_version();
@@ -155,7 +156,7 @@ TEST(CompatCli, IndexChecksTheArchivesBesideItAndStoreChecksEveryArchiveDirector
     std::string sha = sha256_file(p, &size);
     idx.archives.push_back({p.filename().string(), t, size, sha});
   }
-  fs::path index = dir / index_file_name(kiln::version());
+  fs::path index = dir / index_file_name("kiln-kernels", kiln::version());
   test::write_file(index, index_to_json(idx));
 
   auto r = compat("--device sm_90 " + index.string());
@@ -195,7 +196,7 @@ TEST(CompatCli, EveryPackageIsReportedAndTheTableNamesTheProblem) {
                      stale.string());
   EXPECT_EQ(t.exit_code, 4);
   EXPECT_NE(t.out.find("INCOMPATIBLE"), std::string::npos) << t.out;
-  EXPECT_NE(t.out.find("package_version differs: archive has 0.0.9, this libkiln is " +
+  EXPECT_NE(t.out.find("package_version differs: archive has 0.0.9, this loader's package kiln-kernels is " +
                        std::string(kiln::version())),
             std::string::npos)
       << t.out;
@@ -230,9 +231,9 @@ TEST(CompatCAbi, FactsMatchTheCppSide) {
   EXPECT_STREQ(kiln_cuda_version(), kiln::cuda_version());
   EXPECT_EQ(kiln_manifest_format(), kManifestFormat);
   EXPECT_EQ(kiln_index_format(), kIndexFormat);
-  EXPECT_EQ(std::string(kiln_source_hash(kUri32)), embedded_registry().find(kUri32)->source_hash);
-  EXPECT_EQ(kiln_source_hash("no_such_kernel"), nullptr);
-  EXPECT_EQ(kiln_source_hash(nullptr), nullptr);
+  EXPECT_EQ(std::string(kiln_package_source_hash(kiln_kernels_package(), kUri32)), kiln::test::reference_package().registry().find(kUri32)->source_hash);
+  EXPECT_EQ(kiln_package_source_hash(kiln_kernels_package(), "no_such_kernel"), nullptr);
+  EXPECT_EQ(kiln_package_source_hash(kiln_kernels_package(), nullptr), nullptr);
 }
 
 }  // namespace

@@ -127,7 +127,7 @@ TEST(EnvironmentTable, BadValueIsTheSameErrorThroughTheLoaderTheCApiAndTheCli) {
     // C++: the default Loader constructor reads the environment.
     ::setenv(name.c_str(), bad.c_str(), 1);
     try {
-      kiln::Loader loader;
+      kiln::Loader loader(kiln::test::reference_description());
       ADD_FAILURE() << "Loader() accepted " << name << "=" << bad;
     } catch (const kiln::Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Usage);
@@ -135,7 +135,7 @@ TEST(EnvironmentTable, BadValueIsTheSameErrorThroughTheLoaderTheCApiAndTheCli) {
     }
     // C: a NULL config takes everything from the environment.
     kiln_loader* l = nullptr;
-    EXPECT_EQ(kiln_loader_create(nullptr, &l), KILN_ERROR_USAGE);
+    EXPECT_EQ(kiln_loader_create(kiln_kernels_package(), nullptr, &l), KILN_ERROR_USAGE);
     EXPECT_EQ(l, nullptr);
     EXPECT_EQ(std::string(kiln_last_error()), message);
     ASSERT_NE(kiln_last_error_field("variable"), nullptr);

@@ -162,6 +162,7 @@ class FakeTransport : public fetch_detail::Transport {
 // fake and never unpacks them, and the deadline tests count its size in seconds.
 struct FakeRelease {
   test::ReleaseSpec spec;
+  std::string package = spec.package;
   std::string version = spec.version;
   std::string archive_bytes = "pretend this is a tar.zst";
   IndexEntry entry = test::release_index_entry(spec, "sm_90a", archive_bytes);
@@ -198,6 +199,8 @@ class FetchLogic : public ::testing::Test {
   FetchOptions options(std::vector<std::string> mirrors) {
     FetchOptions o;
     o.mirrors = std::move(mirrors);
+    o.package = rel.package;
+    o.version = rel.version;
     o.index_sha256 = sha256_hex(rel.index_json);
     return o;
   }
@@ -211,7 +214,7 @@ class FetchLogic : public ::testing::Test {
   // What the downloaded archive's manifest says: by default, what the index entry says.
   std::optional<Manifest> manifest = test::release_manifest(rel.spec, "sm_90a");
   void serve_release(const std::string& mirror) {
-    transport.serve(mirror + "/" + index_file_name(rel.version), rel.index_json);
+    transport.serve(mirror + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
     transport.serve(mirror + "/" + rel.archive_name, rel.archive_bytes);
   }
   std::vector<std::string> store_files() const {
@@ -230,7 +233,7 @@ TEST_F(FetchLogic, OfflineFailsAtOnceWithoutAnyTransferAndNamesTheCommand) {
     FAIL() << "offline fetch succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::NotFound);
-    EXPECT_NE(std::string(e.what()).find("kiln fetch --targets sm_90a"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--targets sm_90a"), std::string::npos)
         << e.what();
   }
   EXPECT_TRUE(transport.calls.empty());
@@ -238,8 +241,8 @@ TEST_F(FetchLogic, OfflineFailsAtOnceWithoutAnyTransferAndNamesTheCommand) {
 
 TEST_F(FetchLogic, CorruptFirstMirrorFallsBackAndIsNotAskedAgain) {
   std::string a = "https://a.example", b = "https://b.example";
-  transport.serve(a + "/" + index_file_name(rel.version), rel.index_json);
-  transport.serve(b + "/" + index_file_name(rel.version), rel.index_json);
+  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
+  transport.serve(b + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
   std::string bad = rel.archive_bytes;
   bad[3] ^= 1;
   transport.serve(a + "/" + rel.archive_name, bad);
@@ -254,7 +257,7 @@ TEST_F(FetchLogic, CorruptFirstMirrorFallsBackAndIsNotAskedAgain) {
   // A second run in this process skips the distrusted mirror, even for the index.
   installed.clear();
   FetchResult r2 = fetch(options({a, b}));
-  EXPECT_EQ(transport.calls[a + "/" + index_file_name(rel.version)], 1);
+  EXPECT_EQ(transport.calls[a + "/" + index_file_name("kiln-kernels", rel.version)], 1);
   EXPECT_EQ(transport.calls[a + "/" + rel.archive_name], 1);
   EXPECT_EQ(r2.installed.size(), 1u);
 }
@@ -262,7 +265,7 @@ TEST_F(FetchLogic, CorruptFirstMirrorFallsBackAndIsNotAskedAgain) {
 TEST_F(FetchLogic, IndexNotMatchingThePinIsRefusedNamingBothDigests) {
   std::string a = "https://a.example";
   std::string forged = rel.index_json + " ";
-  transport.serve(a + "/" + index_file_name(rel.version), forged);
+  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), forged);
   try {
     fetch(options({a}));
     FAIL();
@@ -277,7 +280,7 @@ TEST_F(FetchLogic, IndexNotMatchingThePinIsRefusedNamingBothDigests) {
 
 TEST_F(FetchLogic, ServerErrorIsRetriedThenSucceeds) {
   std::string a = "https://a.example";
-  transport.serve(a + "/" + index_file_name(rel.version), rel.index_json);
+  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
   transport.replies[a + "/" + rel.archive_name] = {{http(500), ""},
                                                    {status(TransferStatus::Ok), rel.archive_bytes}};
   FetchOptions o = options({a});
@@ -290,7 +293,7 @@ TEST_F(FetchLogic, ServerErrorIsRetriedThenSucceeds) {
 
 TEST_F(FetchLogic, NotFoundIsNotRetriedAndTheErrorNamesEveryMirror) {
   std::string a = "https://a.example", b = "http://b.example";
-  transport.serve(a + "/" + index_file_name(rel.version), rel.index_json);
+  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
   try {
     fetch(options({a, b}));
     FAIL();
@@ -319,7 +322,7 @@ TEST_F(FetchLogic, NoPinnedDigestRefusesBeforeAnyTransfer) {
 }
 
 TEST_F(FetchLogic, AlreadyInstalledNeedsNoNetwork) {
-  installed.insert(archive_stem(rel.version, cuda_version(), "sm_90a"));
+  installed.insert(archive_stem("kiln-kernels", rel.version, cuda_version(), "sm_90a"));
   FetchOptions o = options({"https://a.example"});
   FetchResult r = fetch(o);
   EXPECT_EQ(r.already_present.size(), 1u);
@@ -531,7 +534,7 @@ TEST(RedirectRule, HttpsOnlyToHttpsAndHttpOnlyWithinItsHost) {
 // and a digest mismatch is Integrity, with the archive and target as fields.
 TEST_F(FetchLogic, IntegrityOrNetworkIsDecidedFromTheFailureNotItsWording) {
   std::string a = "https://a.example";
-  transport.serve(a + "/" + index_file_name(rel.version), rel.index_json);
+  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
   TransferResult tls = status(TransferStatus::Tls);
   tls.message = "SSL certificate problem: certificate is distrusted (failed verification)";
   transport.replies[a + "/" + rel.archive_name] = {{tls, ""}};

@@ -410,9 +410,11 @@ TEST_F(Jit, LockHeldPastTheTimeoutIsIoErrorNamingTheLock) {
 }
 
 TEST_F(Jit, EmbeddedKernelSourcesCompileThroughTheDefaultCompiler) {
-  // The loader's configuration: embedded sources and registry, NVRTC found by name.
-  const Registry& reg = embedded_registry();
-  auto compiler = make_nvrtc_compiler();
+  // The loader's configuration: the package's sources and registry, NVRTC found by name.
+  const Registry& reg = kiln::test::reference_package().registry();
+  NvrtcConfig config;
+  config.sources = kiln::test::reference_package().sources();
+  auto compiler = make_nvrtc_compiler(config);
   for (const char* uri : {"axpy_dtype_bf16", "hopper_wgmma_bn_64"}) {
     const Specialisation* s = reg.find(uri);
     ASSERT_NE(s, nullptr) << uri;

@@ -126,6 +126,8 @@ TEST(LazyLibs, KilnFetchWithoutLibcurlFailsUnsupportedAndWritesNothing) {
   Unloadable no_curl(Library::Curl);
   TempDir tmp;
   FetchOptions opts;
+  opts.package = "kiln-kernels";
+  opts.version = "0.1.0";
   opts.mirrors = {"http://127.0.0.1:9/kiln"};
   opts.index_sha256 = std::string(64, 'a');
   std::string msg = error_of(ErrorKind::Unsupported,
@@ -228,7 +230,7 @@ TEST(LazyLibs, WithoutLibcurlAndLibarchiveALocalStoreLoadsAndTheMirrorTierIsSkip
   LoaderDeps deps;  // the real fetch, index download and disk store
   deps.driver = driver;
   deps.installed_store = (tmp / "installed").string();
-  auto loader_ptr = make_loader(cfg, std::move(deps));
+  auto loader_ptr = make_loader(kiln::test::reference_description(), cfg, std::move(deps));
   Loader& loader = *loader_ptr;
 
   const KernelHandle& h = loader.get(kUri);

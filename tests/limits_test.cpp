@@ -133,7 +133,7 @@ TEST(LimitsCli, DeepIndexIsRefusedByVerifyInspectInstallAndPinnedFetchWithExit12
   std::string text =
       "{\"format\": \"kiln-index\", \"format_version\": 1, \"package_version\": " + deep(100000) +
       "}\n";
-  fs::path idx = dir / "mirror" / index_file_name(kiln::version());
+  fs::path idx = dir / "mirror" / index_file_name("kiln-kernels", kiln::version());
   test::write_file(idx, text);
   for (const std::string& cmd :
        {"verify " + idx.string(), "inspect " + idx.string(),
@@ -145,7 +145,7 @@ TEST(LimitsCli, DeepIndexIsRefusedByVerifyInspectInstallAndPinnedFetchWithExit12
     EXPECT_NE(r.out.find("error (limit)"), std::string::npos) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("nests deeper than the limit of 64"), std::string::npos) << r.out;
   }
-  EXPECT_FALSE(fs::exists(dir / "fstore" / archive_stem(kiln::version(), "13.0", "sm_80")));
+  EXPECT_FALSE(fs::exists(dir / "fstore" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
 }
 
 TEST(LimitsCli, DeepManifestInsideAnArchiveIsRefusedByVerifyInspectInstall) {
@@ -159,7 +159,7 @@ TEST(LimitsCli, DeepManifestInsideAnArchiveIsRefusedByVerifyInspectInstall) {
     EXPECT_NE(r.out.find(a.string() + ":manifest.json"), std::string::npos) << cmd << r.out;
   }
   // A store whose manifest.json is the deep one: scanned, reported, no crash.
-  fs::path sd = dir / "store" / archive_stem(kiln::version(), "13.0", "sm_80");
+  fs::path sd = dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80");
   test::write_file(sd / "manifest.json", deep_manifest_text(100000));
   auto r = test::run(cli("verify " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 12) << r.out;
@@ -252,10 +252,10 @@ TEST(LocalReads, FifoAndDevZeroAreRefusedWithoutBlocking) {
 
 TEST(LocalReads, StoreManifestThatIsAFifoOrDevZeroIsReportedNotRead) {
   TempDir dir;
-  fs::path sd = dir / "store" / archive_stem(kiln::version(), "13.0", "sm_80");
+  fs::path sd = dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80");
   fs::create_directories(sd);
   ASSERT_EQ(::mkfifo((sd / "manifest.json").c_str(), 0644), 0);
-  fs::path sd2 = dir / "store" / archive_stem(kiln::version(), "13.0", "sm_90a");
+  fs::path sd2 = dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a");
   fs::create_directories(sd2);
   fs::create_symlink("/dev/zero", sd2 / "manifest.json");
   // `timeout`: a blocking open on the FIFO would hang here (exit 124) rather than fail.
@@ -401,7 +401,7 @@ TEST(ArchiveBomb, LargeArtifactIsStreamedWithSmallPeakMemory) {
   EXPECT_EQ(rc2, 0);
   EXPECT_LT(rss2, kStreamRssBoundKib) << "install peaked at " << rss2 << " KiB";
   EXPECT_EQ(
-      fs::file_size(dir / "store" / archive_stem(kiln::version(), "13.0", "sm_80") / "big.fatbin"),
+      fs::file_size(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") / "big.fatbin"),
       size);
 }
 
@@ -462,7 +462,7 @@ TEST(InstallKill, SigkillMidUnpackLeavesNothingTheNextInstallDoesNotRemove) {
   EXPECT_FALSE(has_temp_dir(store));
   for (const auto& e : fs::directory_iterator(store)) {
     std::string name = e.path().filename().string();
-    EXPECT_TRUE(name == ".kiln-locks" || name == archive_stem(kiln::version(), "13.0", "sm_80"))
+    EXPECT_TRUE(name == ".kiln-locks" || name == archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80"))
         << "left behind: " << name;
   }
   EXPECT_EQ(scan_store(store).size(), 1u);

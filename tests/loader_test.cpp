@@ -169,7 +169,7 @@ struct Rig {
       ca_bundles.push_back(o.ca_bundle);
       return offered;
     };
-    return kiln::make_loader(cfg, std::move(d));
+    return kiln::make_loader(kiln::test::reference_description(), cfg, std::move(d));
   }
 };
 
@@ -214,7 +214,8 @@ TEST(Loader, OfflineMissFailsAtOnceListingEverySearchedDirectoryAndTheFetchComma
   EXPECT_NE(msg.find("offline"), std::string::npos) << msg;
   EXPECT_NE(msg.find("KILN_DISABLE_JIT"), std::string::npos) << msg;
   // The advice names an archive the release really has (ci/targets.txt has sm_90a, no sm_90).
-  EXPECT_NE(msg.find("kiln fetch --device sm_90 --dest " + rig.cfg.cache_dir), std::string::npos)
+  EXPECT_NE(msg.find("kiln fetch --package kiln-kernels --version " + std::string(kiln::version()) +
+                     " --device sm_90 --dest " + rig.cfg.cache_dir), std::string::npos)
       << msg;
   EXPECT_NE(msg.find(std::string("kiln-kernels-") + kiln::version() + "-cuda" +
                      kiln::cuda_version() + "-sm_90a.tar.zst"),
@@ -322,7 +323,7 @@ TEST(Loader, StaleOnlyFailsWithStaleKindAndAllowStaleLoadsIt) {
     auto l = rig.loader();
     std::string msg;
     EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Stale);
-    EXPECT_NE(msg.find("package_version differs: archive has 0.0.1, this libkiln is " +
+    EXPECT_NE(msg.find("package_version differs: archive has 0.0.1, this loader's package kiln-kernels is " +
                        std::string(kiln::version())),
               std::string::npos)
         << msg;
@@ -529,7 +530,7 @@ TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) 
   Rig rig;
   write_loadable_entry(rig.tmp / "s1", {"sm_80"});
   fs::path bad_dir =
-      rig.tmp / "s1" / kiln::archive_stem(kiln::version(), kiln::cuda_version(), "sm_80");
+      rig.tmp / "s1" / kiln::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
   kiln::test::write_file(bad_dir / "manifest.json", "not json");
   std::string want = write_loadable_entry(rig.tmp / "s1", {"sm_90"});
   std::string later = write_loadable_entry(rig.tmp / "s2", {"sm_90"});
@@ -580,7 +581,7 @@ TEST(Loader, WithoutADriverGetIsUnsupportedNamingLibcuda) {
   cfg.disable_jit = true;
   kiln::LoaderDeps deps;
   deps.driver = absent_driver(tmp);
-  auto lp = kiln::make_loader(cfg, std::move(deps));
+  auto lp = kiln::make_loader(kiln::test::reference_description(), cfg, std::move(deps));
   kiln::Loader& l = *lp;
   std::string msg;
   EXPECT_EQ(get_error(l, kUri, &msg), ErrorKind::Unsupported) << msg;
@@ -709,7 +710,7 @@ TEST(Loader, MirrorTierWithNoArchiveThatCanRunFetchesNothing) {
   std::string msg;
   EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::NotFound);
   EXPECT_EQ(rig.fetches.load(), 0);
-  EXPECT_NE(msg.find(std::string("no archive of release ") + kiln::version() +
+  EXPECT_NE(msg.find(std::string("no archive of kiln-kernels ") + kiln::version() +
                      " can run on CC 9.0 (the index lists: sm_100, sm_120)"),
             std::string::npos)
       << msg;

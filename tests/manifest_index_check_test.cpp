@@ -44,9 +44,9 @@ fs::path write_release(const fs::path& dir, const std::string& index_target,
   const IndexEntry entry =
       test::release_index_entry(index_rel, index_target, test::read_file(archive));
   const std::string index_json = index_to_json(test::release_index(index_rel, {entry}));
-  const fs::path index = dir / index_file_name(kVer);
+  const fs::path index = dir / index_file_name("kiln-kernels", kVer);
   test::write_file(index, index_json);
-  test::write_file(dir / packager::checksums_file_name(kVer),
+  test::write_file(dir / packager::checksums_file_name("kiln-kernels", kVer),
                    packager::checksums_to_text({{index.filename().string(), sha256_hex(index_json)},
                                                 {entry.file, entry.sha256}}));
   return index;
@@ -60,9 +60,11 @@ const VerifyProblem* problem_on(const std::vector<VerifyProblem>& ps, const std:
 TEST(ManifestIndexCheck, FieldsAndKindsComeFromOneRule) {
   Manifest m;
   m.target = "sm_80";
+  m.package = "kiln-kernels";
   m.package_version = "0.0.1";
   m.cuda_version = "12.8";
   Index idx;
+  idx.package = "kiln-kernels";
   idx.package_version = "0.1.0";
   idx.cuda_version = "13.0";
   IndexEntry e{"x.tar.zst", "sm_90a", 1, std::string(64, 'a')};
@@ -79,6 +81,7 @@ TEST(ManifestIndexCheck, FieldsAndKindsComeFromOneRule) {
   EXPECT_EQ(got[2].in_manifest, "12.8");
   EXPECT_EQ(got[2].in_index, "13.0");
   m.target = "sm_90a";
+  m.package = "kiln-kernels";
   m.package_version = "0.1.0";
   m.cuda_version = "13.0";
   EXPECT_TRUE(manifest_index_mismatches(m, e, idx).empty());
@@ -87,7 +90,7 @@ TEST(ManifestIndexCheck, FieldsAndKindsComeFromOneRule) {
 TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) {
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_90a", "12.8");
-  const std::string archive = (dir.path() / archive_file_name(kVer, "13.0", "sm_90a")).string();
+  const std::string archive = (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
   const std::string says =
       archive + ": manifest cuda_version is 12.8, " + index.string() + " says 13.0";
 
@@ -98,7 +101,7 @@ TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) 
   EXPECT_EQ(p->message, says);
   EXPECT_EQ(most_severe(problems), ErrorKind::Stale);
 
-  packager::MirrorReport report = packager::verify_mirror(dir.path(), {});
+  packager::MirrorReport report = packager::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
   auto row = std::find_if(report.files.begin(), report.files.end(), [&](const auto& f) {
     return f.kind == packager::ReleaseFileKind::Archive;
   });
@@ -109,6 +112,8 @@ TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) 
 
   cli::LoaderFacts facts;
   facts.version = kVer;
+  facts.package = "kiln-kernels";
+  facts.package_version = kVer;
   facts.cuda_version = "13.0";
   facts.manifest_format = kManifestFormat;
   facts.index_format = kIndexFormat;
@@ -127,14 +132,14 @@ TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) 
 TEST(ManifestIndexCheck, ArchiveOfAnotherTargetIsIntegrityNamingBothTargetsEverywhere) {
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_80", "13.0");
-  const std::string says = (dir.path() / archive_file_name(kVer, "13.0", "sm_90a")).string() +
+  const std::string says = (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string() +
                            ": manifest target is sm_80, " + index.string() + " says sm_90a";
   auto problems = verify_index_file(index, kVer, nullptr);
   const VerifyProblem* p = problem_on(problems, "target");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->kind, ErrorKind::Integrity);
   EXPECT_EQ(p->message, says);
-  packager::MirrorReport report = packager::verify_mirror(dir.path(), {});
+  packager::MirrorReport report = packager::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
   EXPECT_EQ(report.worst(), ErrorKind::Integrity);
   bool named = false;
   for (const auto& f : report.files)
@@ -148,7 +153,7 @@ TEST(ManifestIndexCheck, ArchiveOfAnotherTargetIsIntegrityNamingBothTargetsEvery
 TEST(ManifestIndexCheck, WheelAndInstallRefuseAnotherToolkitsArchiveAsStaleWithItsFields) {
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_90a", "12.8");
-  const std::string archive = (dir.path() / archive_file_name(kVer, "13.0", "sm_90a")).string();
+  const std::string archive = (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
   const std::string says =
       archive + ": manifest cuda_version is 12.8, " + index.string() + " says 13.0";
 

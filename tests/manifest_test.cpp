@@ -13,6 +13,7 @@ const std::string kHashB(64, 'b');
 
 Manifest sample_manifest() {
   Manifest m;
+  m.package = "kiln-kernels";
   m.package_version = "0.1.0";
   m.git_commit = "3f9c2a1";
   m.cuda_version = "13.0";
@@ -43,6 +44,7 @@ Manifest sample_manifest() {
 
 Index sample_index() {
   Index idx;
+  idx.package = "kiln-kernels";
   idx.package_version = "0.1.0";
   idx.git_commit = "3f9c2a1";
   idx.cuda_version = "13.0";
@@ -72,8 +74,8 @@ void replace_once(std::string& s, const std::string& from, const std::string& to
 
 TEST(Manifest, SerialisesCanonicallyWithMarkerFirstAndTrailingNewline) {
   std::string text = manifest_to_json(sample_manifest());
-  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-manifest\",\n  \"format_version\": 1,\n"
-                       "  \"package_version\": \"0.1.0\",\n",
+  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-manifest\",\n  \"format_version\": 2,\n"
+                       "  \"package\": \"kiln-kernels\",\n  \"package_version\": \"0.1.0\",\n",
                        0),
             0u)
       << text;
@@ -99,19 +101,46 @@ TEST(Manifest, RoundTripGivesSameBytesAndValues) {
 
 TEST(Manifest, NewerFormatVersionIsStaleSayingTooNewAndWhatThisKilnReads) {
   std::string text = manifest_to_json(sample_manifest());
-  replace_once(text, "\"format_version\": 1", "\"format_version\": 2");
+  replace_once(text, "\"format_version\": 2", "\"format_version\": 3");
   // Unknown fields of the newer format must not hide the version message.
   replace_once(text, "\"git_commit\"", "\"signature\": \"x\",\n  \"git_commit\"");
   std::string msg = error_of(ErrorKind::Stale, [&] { parse_manifest(text, "dir/manifest.json"); });
   EXPECT_NE(msg.find("dir/manifest.json"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("format version 2 is too new; this kiln reads 1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("format version 3 is too new; this kiln reads 2"), std::string::npos) << msg;
 }
 
 TEST(Manifest, OlderFormatVersionIsStaleSayingTooOld) {
   std::string text = manifest_to_json(sample_manifest());
-  replace_once(text, "\"format_version\": 1", "\"format_version\": 0");
+  replace_once(text, "\"format_version\": 2", "\"format_version\": 0");
   std::string msg = error_of(ErrorKind::Stale, [&] { parse_manifest(text, "m.json"); });
   EXPECT_NE(msg.find("format version 0 is too old"), std::string::npos) << msg;
+}
+
+// Format 1 (kiln 0.1.0) had no package name: refused as too old, before its missing field.
+TEST(Manifest, FormatOneWithoutAPackageNameIsRefusedAsTooOld) {
+  std::string text = manifest_to_json(sample_manifest());
+  replace_once(text, "\"format_version\": 2", "\"format_version\": 1");
+  replace_once(text, "  \"package\": \"kiln-kernels\",\n", "");
+  std::string msg = error_of(ErrorKind::Stale, [&] { parse_manifest(text, "m.json"); });
+  EXPECT_NE(msg.find("manifest format version 1 is too old; this kiln reads 2"), std::string::npos)
+      << msg;
+  std::string idx = index_to_json(sample_index());
+  replace_once(idx, "\"format_version\": 2", "\"format_version\": 1");
+  msg = error_of(ErrorKind::Stale, [&] { parse_index(idx, "i.json"); });
+  EXPECT_NE(msg.find("index format version 1 is too old; this kiln reads 2"), std::string::npos)
+      << msg;
+}
+
+TEST(Manifest, PackageNameMustBeAPackageName) {
+  for (const char* bad : {"Kiln", "1kiln", "kiln-", "-kiln", "kiln--x", "kiln_x", "kiln-1x", ""}) {
+    std::string text = manifest_to_json(sample_manifest());
+    replace_once(text, "\"package\": \"kiln-kernels\"", std::string("\"package\": \"") + bad + "\"");
+    std::string msg = error_of(ErrorKind::Format, [&] { parse_manifest(text, "m.json"); });
+    EXPECT_NE(msg.find("'package'"), std::string::npos) << bad << ": " << msg;
+  }
+  EXPECT_TRUE(is_package_name("kiln-kernels"));
+  EXPECT_TRUE(is_package_name("acme-scale2"));
+  EXPECT_FALSE(is_package_name(std::string(65, 'a')));
 }
 
 TEST(Manifest, IndexGivenAsManifestIsRefusedNamingTheMarker) {
@@ -165,7 +194,7 @@ TEST(Manifest, NotJsonIsFormatErrorNamingOrigin) {
 
 TEST(Index, RoundTripSortsArchivesByTargetAndKeepsBytes) {
   std::string text = index_to_json(sample_index());
-  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 1,\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 2,\n", 0), 0u);
   EXPECT_LT(text.find("sm_80.tar.zst"), text.find("sm_90a.tar.zst"));
   Index back = parse_index(text, "i.json");
   EXPECT_EQ(index_to_json(back), text);
@@ -185,17 +214,17 @@ TEST(Index, ArchiveFileMustBeTheNameDerivedFromVersionCudaAndTarget) {
 
 TEST(Index, NewerIndexFormatIsStale) {
   std::string text = index_to_json(sample_index());
-  replace_once(text, "\"format_version\": 1", "\"format_version\": 7");
+  replace_once(text, "\"format_version\": 2", "\"format_version\": 7");
   std::string msg = error_of(ErrorKind::Stale, [&] { parse_index(text, "i.json"); });
-  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 1"), std::string::npos)
+  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 2"), std::string::npos)
       << msg;
 }
 
 TEST(Names, ArchiveIndexAndStemFollowTheGrammar) {
-  EXPECT_EQ(archive_file_name("0.1.0", "13.0", "sm_90a"),
+  EXPECT_EQ(archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
             "kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst");
-  EXPECT_EQ(archive_stem("0.1.0", "13.0", "compute_80"), "kiln-kernels-0.1.0-cuda13.0-compute_80");
-  EXPECT_EQ(index_file_name("0.1.0"), "kiln-kernels-0.1.0-index.json");
+  EXPECT_EQ(archive_stem("kiln-kernels", "0.1.0", "13.0", "compute_80"), "kiln-kernels-0.1.0-cuda13.0-compute_80");
+  EXPECT_EQ(index_file_name("kiln-kernels", "0.1.0"), "kiln-kernels-0.1.0-index.json");
 }
 
 TEST(Examples, CheckedInExamplesParseAndAreCanonical) {

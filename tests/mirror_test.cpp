@@ -37,11 +37,11 @@ using Json = nlohmann::json;
 const std::string kVer = kiln::version();
 
 std::string archive_name(const std::string& target) {
-  return archive_file_name(kVer, "13.0", target);
+  return archive_file_name("kiln-kernels", kVer, "13.0", target);
 }
 std::string wheel_name() { return "kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl"; }
 std::string tarball_name() { return "kiln-" + kVer + "-cuda13.0-linux-x86_64.tar.zst"; }
-std::string sums_name() { return packager::checksums_file_name(kVer); }
+std::string sums_name() { return packager::checksums_file_name("kiln-kernels", kVer); }
 
 // The release the dist holds: two axpy artifacts per target, archives at zstd level 3.
 test::ReleaseSpec release() {
@@ -139,30 +139,57 @@ TEST(MirrorChecksums, MalformedLinesAreFormatErrorsNamingTheLine) {
 
 TEST(MirrorNames, ReleaseFilesAreRecognisedByNameAndOtherVersionsAreNot) {
   using packager::classify_release_file;
-  EXPECT_EQ(classify_release_file("kiln-0.1.0-SHA256SUMS", "0.1.0"), ReleaseFileKind::Checksums);
-  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-SHA256SUMS", "kiln-kernels", "0.1.0"),
+            ReleaseFileKind::Checksums);
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Index);
-  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Archive);
-  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Wheel);
-  EXPECT_EQ(classify_release_file("kiln_kernels_cu13-0.2.0rc1-py3-none-any.whl", "0.2.0-rc1"),
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13-0.2.0rc1-py3-none-any.whl", "kiln-kernels", "0.2.0-rc1"),
             ReleaseFileKind::Wheel);
-  EXPECT_EQ(classify_release_file("kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Tarball);
-  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json.tmp.12ab", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json.tmp.12ab", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Other);
-  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.1-index.json", "0.1.0"), std::nullopt);
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.1-index.json", "kiln-kernels", "0.1.0"), std::nullopt);
   // Files of the release 0.1.0-rc1 are not files of 0.1.0 of a known kind.
-  EXPECT_EQ(classify_release_file("kiln-0.1.0-rc1-cuda13.0-linux-x86_64.tar.zst", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln-0.1.0-rc1-cuda13.0-linux-x86_64.tar.zst", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Other);
-  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-rc1-index.json", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-rc1-index.json", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Other);
-  EXPECT_EQ(classify_release_file("kiln-0.1.0-rc1-SHA256SUMS", "0.1.0"), ReleaseFileKind::Other);
-  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.1-py3-none-any.whl", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-rc1-SHA256SUMS", "kiln-kernels", "0.1.0"),
+            ReleaseFileKind::Other);
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.1-py3-none-any.whl", "kiln-kernels", "0.1.0"),
             std::nullopt);
-  EXPECT_EQ(classify_release_file("notes.txt", "0.1.0"), std::nullopt);
-  EXPECT_EQ(classify_release_file(".kiln-0.1.0-SHA256SUMS", "0.1.0"), std::nullopt);
+  EXPECT_EQ(classify_release_file("notes.txt", "kiln-kernels", "0.1.0"), std::nullopt);
+  EXPECT_EQ(classify_release_file(".kiln-kernels-0.1.0-SHA256SUMS", "kiln-kernels", "0.1.0"),
+            std::nullopt);
+}
+
+// Several packages share one mirror: each release's files are its own, never another's.
+TEST(MirrorNames, ReleasesOfTwoPackagesInOneMirrorNeverClaimEachOthersFiles) {
+  using packager::classify_release_file;
+  EXPECT_EQ(classify_release_file("acme-scale-2.0.0-SHA256SUMS", "acme-scale", "2.0.0"),
+            ReleaseFileKind::Checksums);
+  EXPECT_EQ(classify_release_file("acme-scale-2.0.0-index.json", "acme-scale", "2.0.0"),
+            ReleaseFileKind::Index);
+  EXPECT_EQ(classify_release_file("acme-scale-2.0.0-cuda13.0-sm_90a.tar.zst", "acme-scale", "2.0.0"),
+            ReleaseFileKind::Archive);
+  EXPECT_EQ(classify_release_file("acme_scale_cu13_sm90a-2.0.0-py3-none-any.whl", "acme-scale",
+                                  "2.0.0"),
+            ReleaseFileKind::Wheel);
+  // kiln's own tarball belongs to the reference package only.
+  EXPECT_EQ(classify_release_file("kiln-2.0.0-cuda13.0-linux-x86_64.tar.zst", "acme-scale", "2.0.0"),
+            std::nullopt);
+  // Same version, other package: not a file of this release.
+  for (const char* other : {"kiln-kernels-2.0.0-index.json", "kiln-kernels-2.0.0-SHA256SUMS",
+                            "kiln-kernels-2.0.0-cuda13.0-sm_90a.tar.zst",
+                            "kiln_kernels_cu13_sm90a-2.0.0-py3-none-any.whl",
+                            "acme-2.0.0-index.json"})
+    EXPECT_EQ(classify_release_file(other, "acme-scale", "2.0.0"), std::nullopt) << other;
+  EXPECT_EQ(classify_release_file("acme-scale-2.0.0-index.json", "acme", "2.0.0"), std::nullopt);
 }
 
 // --- stage + verify ----------------------------------------------------------------------------
@@ -187,7 +214,7 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(mirror)) names.insert(e.path().filename().string());
-  EXPECT_EQ(names, (std::set<std::string>{sums_name(), index_file_name(kVer), archive_name("sm_80"),
+  EXPECT_EQ(names, (std::set<std::string>{sums_name(), index_file_name("kiln-kernels", kVer), archive_name("sm_80"),
                                           archive_name("sm_90a"), wheel_name(), tarball_name()}));
   std::string expected;
   for (const auto& n : names)
@@ -298,7 +325,7 @@ TEST_F(Mirror, VerifyReportsEveryKindOfDamageTogetherWithTheWorstExitCode) {
   EXPECT_EQ(files[extra]["status"], "unlisted");
   EXPECT_EQ(files[extra]["error"], "integrity");
   EXPECT_EQ(files[wheel_name()]["status"], "ok");
-  EXPECT_EQ(files[index_file_name(kVer)]["status"], "ok");
+  EXPECT_EQ(files[index_file_name("kiln-kernels", kVer)]["status"], "ok");
   EXPECT_EQ(files.count("README"), 0u);
   EXPECT_EQ(files.count("kiln-kernels-0.0.1-index.json"), 0u);
   Json j = Json::parse(r.out.substr(r.out.find('{')));
@@ -404,7 +431,7 @@ TEST_F(Mirror, VerifyWithAnIndexPinReportsWheelsAndTarballsAsUncovered) {
     EXPECT_EQ(files[name]["error"], "integrity") << name;
     EXPECT_CONTAINS(files[name]["detail"].get<std::string>(), "--sums-sha256");
   }
-  for (const auto& name : {index_file_name(kVer), archive_name("sm_80"), archive_name("sm_90a")})
+  for (const auto& name : {index_file_name("kiln-kernels", kVer), archive_name("sm_80"), archive_name("sm_90a")})
     EXPECT_EQ(files[name]["status"], "ok") << name;
 }
 
@@ -419,7 +446,7 @@ TEST_F(Mirror, VerifyWithAWrongSumsPinNamesBothDigestsAndCoversNothing) {
                   "pinned sha256 " + wrong + " (--sums-sha256), the file has " +
                       sha256_file(mirror / sums_name()));
   EXPECT_EQ(files[wheel_name()]["status"], "uncovered");
-  EXPECT_EQ(files[index_file_name(kVer)]["status"], "uncovered");
+  EXPECT_EQ(files[index_file_name("kiln-kernels", kVer)]["status"], "uncovered");
 }
 
 // --- what a sync may publish (plan_sync, no I/O) -------------------------------------------------
@@ -427,18 +454,19 @@ TEST_F(Mirror, VerifyWithAWrongSumsPinNamesBothDigestsAndCoversNothing) {
 class SyncPlanTest : public ::testing::Test {
  protected:
   SyncPlanTest() {
+    idx.package = "kiln-kernels";
     idx.package_version = "0.1.0";
     idx.cuda_version = "13.0";
-    idx.archives.push_back({archive_file_name("0.1.0", "13.0", "sm_90a"), "sm_90a", 10, sha('a')});
+    idx.archives.push_back({archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), "sm_90a", 10, sha('a')});
     entries = {{"kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", sha('b')},
-               {archive_file_name("0.1.0", "13.0", "sm_90a"), sha('a')},
+               {archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), sha('a')},
                {"kiln-kernels-0.1.0-index.json", sha('c')},
                {"kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", sha('d')}};
   }
   static std::string sha(char c) { return std::string(64, c); }
   packager::SyncPlan plan(bool sums_pinned, const std::vector<ChecksumEntry>& e) {
-    return packager::plan_sync(e, packager::checksums_to_text(e), idx, "0.1.0", true, sums_pinned,
-                               "UP/kiln-0.1.0-SHA256SUMS");
+    return packager::plan_sync(e, packager::checksums_to_text(e), idx, "kiln-kernels", "0.1.0", true, sums_pinned,
+                               "UP/kiln-kernels-0.1.0-SHA256SUMS");
   }
   std::string error_of(const std::vector<ChecksumEntry>& e) {
     try {
@@ -458,7 +486,7 @@ TEST_F(SyncPlanTest, IndexPinAlonePublishesIndexAndArchivesAndWithholdsWheelsAnd
   auto p = plan(false, entries);
   std::vector<std::string> published;
   for (const auto& f : p.publish) published.push_back(f.name);
-  EXPECT_EQ(published, (std::vector<std::string>{archive_file_name("0.1.0", "13.0", "sm_90a"),
+  EXPECT_EQ(published, (std::vector<std::string>{archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
                                                  "kiln-kernels-0.1.0-index.json"}));
   EXPECT_EQ(p.publish[0].size, std::optional<std::uint64_t>(10));
   ASSERT_EQ(p.withheld.size(), 2u);
@@ -467,7 +495,7 @@ TEST_F(SyncPlanTest, IndexPinAlonePublishesIndexAndArchivesAndWithholdsWheelsAnd
   EXPECT_EQ(p.withheld[1].kind, ReleaseFileKind::Wheel);
   EXPECT_CONTAINS(p.withheld[1].reason, "is not pinned (--sums-sha256");
   // The checksum file written lists only what is published.
-  EXPECT_EQ(p.checksums_text, sha('a') + "  " + archive_file_name("0.1.0", "13.0", "sm_90a") +
+  EXPECT_EQ(p.checksums_text, sha('a') + "  " + archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a") +
                                   "\n" + sha('c') + "  kiln-kernels-0.1.0-index.json\n");
 }
 
@@ -490,7 +518,7 @@ TEST_F(SyncPlanTest, ALineThatIsNotAFileOfTheReleaseIsRefusedNamingLineAndFile) 
               [](const ChecksumEntry& a, const ChecksumEntry& b) { return a.name < b.name; });
     std::size_t line = 0;
     while (e[line].name != name) ++line;
-    EXPECT_CONTAINS(error_of(e), "UP/kiln-0.1.0-SHA256SUMS: line " + std::to_string(line + 1) +
+    EXPECT_CONTAINS(error_of(e), "UP/kiln-kernels-0.1.0-SHA256SUMS: line " + std::to_string(line + 1) +
                                      ": '" + name + "' is not a file of release 0.1.0");
   }
 }
@@ -538,7 +566,7 @@ TEST_F(MirrorSyncFile, FirstRunCopiesEverythingAndSecondTransfersNothing) {
   EXPECT_TRUE(j["already_good"].empty()) << r.out;
   EXPECT_GT(j["bytes_transferred"].get<std::uint64_t>(), 0u);
   // The index and the checksum file are renamed into place last.
-  EXPECT_EQ(j["transferred"][4], index_file_name(kVer));
+  EXPECT_EQ(j["transferred"][4], index_file_name("kiln-kernels", kVer));
   EXPECT_EQ(j["transferred"][5], sums_name());
   EXPECT_EQ(snapshot(dest), snapshot(mirror));
   EXPECT_FALSE(has_staging_dir(dest));
@@ -602,13 +630,13 @@ TEST_F(MirrorSyncFile, IndexPinAlonePublishesIndexAndArchivesAndNamesEachWithhel
   ASSERT_EQ(r.exit_code, 0) << r.out;
   Json j = Json::parse(r.out.substr(r.out.find('{')));
   EXPECT_EQ(j["transferred"], Json::array({archive_name("sm_80"), archive_name("sm_90a"),
-                                           index_file_name(kVer), sums_name()}));
+                                           index_file_name("kiln-kernels", kVer), sums_name()}));
   ASSERT_EQ(j["withheld"].size(), 2u) << r.out;
   EXPECT_EQ(j["withheld"][0]["name"], tarball_name());
   EXPECT_EQ(j["withheld"][1]["name"], wheel_name());
   EXPECT_CONTAINS(r.out, "kiln mirror sync: not published: " + wheel_name() + " (wheel): ");
   EXPECT_CONTAINS(r.out, "kiln mirror sync: verified " + archive_name("sm_80") + " (covered by " +
-                             index_file_name(kVer) +
+                             index_file_name("kiln-kernels", kVer) +
                              " (size and sha256), trusted through the pinned index digest "
                              "(--index-sha256))");
   EXPECT_FALSE(fs::exists(dest / wheel_name()));
@@ -617,7 +645,7 @@ TEST_F(MirrorSyncFile, IndexPinAlonePublishesIndexAndArchivesAndNamesEachWithhel
   EXPECT_EQ(read_file(dest / sums_name()),
             sha256_file(mirror / archive_name("sm_80")) + "  " + archive_name("sm_80") + "\n" +
                 sha256_file(mirror / archive_name("sm_90a")) + "  " + archive_name("sm_90a") +
-                "\n" + index_sha + "  " + index_file_name(kVer) + "\n");
+                "\n" + index_sha + "  " + index_file_name("kiln-kernels", kVer) + "\n");
   auto v = test::run(cli("verify " + dest.string() + " --index-sha256 " + index_sha));
   EXPECT_EQ(v.exit_code, 0) << v.out;
 }

@@ -90,7 +90,7 @@ void write_store(const fs::path& store, const std::vector<std::string>& uris) {
   std::vector<kiln::test::SyntheticArtifact> artifacts;
   for (const auto& uri : uris) {
     // `loadable` falls back to made-up fields for a URI the registry lacks: refuse it here.
-    ASSERT_NE(kiln::embedded_registry().find(uri), nullptr) << uri;
+    ASSERT_NE(kiln::test::reference_package().registry().find(uri), nullptr) << uri;
     artifacts.push_back({uri, "image of " + uri});
   }
   kiln::test::ReleaseSpec rel;
@@ -114,7 +114,7 @@ struct Rig {
     kiln::LoaderDeps d;
     d.driver = driver;
     d.installed_store = (tmp / "installed").string();
-    return kiln::make_loader(cfg, std::move(d));
+    return kiln::make_loader(kiln::test::reference_description(), cfg, std::move(d));
   }
 };
 
@@ -162,7 +162,7 @@ TEST(OpsUri, GemmF16PrefersWgmmaOnlyOnComputeCapability90) {
 }
 
 TEST(OpsUri, EveryChosenUriExistsInTheEmbeddedRegistry) {
-  const kiln::Registry& reg = kiln::embedded_registry();
+  const kiln::Registry& reg = kiln::test::reference_package().registry();
   std::set<std::string> chosen;
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     chosen.insert(ops::choose_uri_axpy(t));
@@ -338,7 +338,7 @@ TEST(OpsCApi, BadArgumentsReturnUsageWithTheMessage) {
   c.offline = 1;
   c.disable_jit = 1;
   kiln_loader* l = nullptr;
-  ASSERT_EQ(kiln_loader_create(&c, &l), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << kiln_last_error();
   EXPECT_EQ(
       kiln_op_rmsnorm(l, nullptr, nullptr, dev(4096), dev(8192), 2, 4, 1e-6f, KILN_DTYPE_BF16),
       KILN_ERROR_USAGE);
@@ -378,7 +378,7 @@ TEST(OpsGemmF16, ANewLoaderAtARecycledAddressDoesNotInheritTheOldOnesFallback) {
     kiln::LoaderDeps d;
     d.driver = rig.driver;
     d.installed_store = (rig.tmp / "installed").string();
-    return kiln::make_loader_at(storage, cfg, std::move(d));
+    return kiln::make_loader_at(storage, kiln::test::reference_description(), cfg, std::move(d));
   };
   auto* C = static_cast<float*>(dev(1 << 20));
   kiln::Loader* first = build("without-wgmma");

@@ -199,7 +199,7 @@ TEST(Registry, RepositoryRegistryIsValidAndMatchesEmbeddedCopy) {
   for (auto& s : disk.specialisations) uris.insert(s.uri);
   EXPECT_EQ(uris.size(), disk.specialisations.size());
   // libkiln carries the registry it was built from: same URIs and source hashes.
-  const Registry& emb = embedded_registry();
+  const Registry& emb = kiln::test::reference_package().registry();
   ASSERT_EQ(emb.specialisations.size(), disk.specialisations.size());
   for (size_t i = 0; i < emb.specialisations.size(); ++i) {
     EXPECT_EQ(emb.specialisations[i].uri, disk.specialisations[i].uri);

@@ -13,11 +13,12 @@ using kiln::StoreScan;
 const std::string kUri = "axpy_dtype_f32";
 const std::string kHash(64, 'a');
 
-kiln::BuildIdentity identity() { return {"0.1.0", kiln::kManifestFormat, kHash}; }
+kiln::BuildIdentity identity() { return {"kiln-kernels", "0.1.0", kiln::kManifestFormat, kHash}; }
 
 ArchiveScan archive(const std::string& store, const std::string& target,
                     const std::string& version = "0.1.0", const std::string& hash = kHash) {
   kiln::Manifest m;
+  m.package = "kiln-kernels";
   m.package_version = version;
   m.cuda_version = "13.0";
   m.target = target;
@@ -123,7 +124,7 @@ TEST(Resolver, StalePackageVersionIsRejectedNamingFieldAndBothValues) {
   ASSERT_EQ(plan.rejected.size(), 1u);
   EXPECT_EQ(plan.rejected[0].kind, ErrorKind::Stale);
   EXPECT_NE(plan.rejected[0].candidate.reason.find(
-                "package_version differs: archive has 0.0.9, this libkiln is 0.1.0"),
+                "package_version differs: archive has 0.0.9, this loader's package kiln-kernels is 0.1.0"),
             std::string::npos)
       << plan.rejected[0].candidate.reason;
 }

@@ -145,6 +145,9 @@ struct BuildRig {
   FakeRunner runner;
   BuildOptions opts;
   BuildRig() {
+    // A project that is not kiln's: its own package name and version name everything built.
+    write_file(src / "VERSION", "2.3.4\n");
+    write_file(src / "registry/package.json", "{\"format\": 1, \"name\": \"acme-scale\"}\n");
     write_file(src / "registry/kernels.json", kRegistry);
     write_file(src / "kernels/scale.cu", "// scale\n");
     opts.source_dir = src.path().string();
@@ -193,12 +196,17 @@ TEST(BuildRun, CompilesThroughTheRunnerAndPublishesEveryCheckedResult) {
   EXPECT_EQ(r.total, 4u);
   EXPECT_EQ(r.compiled, 4u);
   ASSERT_EQ(r.archives.size(), 2u);
-  EXPECT_EQ(r.index_path, (rig.out / "dist" / index_file_name(kiln::version())).string());
+  EXPECT_EQ(r.index_path, (rig.out / "dist" / index_file_name("acme-scale", "2.3.4")).string());
   auto members = read_archive(r.archives[0].path);
   ASSERT_EQ(members.size(), 3u);
   EXPECT_EQ(members[0].name, "manifest.json");
   Manifest m = parse_manifest(members[0].data, r.archives[0].path);
   EXPECT_EQ(m.target, "compute_80");
+  // The project's own identity, not kiln's.
+  EXPECT_EQ(m.package, "acme-scale");
+  EXPECT_EQ(m.package_version, "2.3.4");
+  EXPECT_EQ(fs::path(r.archives[0].path).filename(),
+            archive_file_name("acme-scale", "2.3.4", kiln::cuda_version(), "compute_80"));
   ASSERT_EQ(m.artifacts.size(), 2u);
   EXPECT_EQ(m.artifacts[0].uri, "scale_dtype_f16");
   ASSERT_EQ(m.artifacts[0].entries.size(), 1u);
@@ -232,11 +240,11 @@ TEST(BuildRun, FailingCompilesAreEachReportedNamingFamilyUriAndTargetAndNothingI
 TEST(BuildRun, FailedCompileLeavesThePreviousDistByteForByte) {
   BuildRig rig;
   rig.build();
-  std::string index = read_file(rig.out / "dist" / index_file_name(kiln::version()));
+  std::string index = read_file(rig.out / "dist" / index_file_name("acme-scale", "2.3.4"));
   std::size_t files = std::distance(fs::directory_iterator(rig.out / "dist"), {});
   rig.runner.fail["compute_90/scale_dtype_f32"] = "error: boom\n";
   EXPECT_EQ(rig.build_error().kind(), ErrorKind::Compile);
-  EXPECT_EQ(read_file(rig.out / "dist" / index_file_name(kiln::version())), index);
+  EXPECT_EQ(read_file(rig.out / "dist" / index_file_name("acme-scale", "2.3.4")), index);
   EXPECT_EQ(std::distance(fs::directory_iterator(rig.out / "dist"), {}),
             static_cast<std::ptrdiff_t>(files));
 }

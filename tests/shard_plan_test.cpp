@@ -114,6 +114,7 @@ std::vector<ShardInput> shards(int n) {
     m.work = plan_work(p);
     for (const auto& tp : shard_plan(p, {i, n}).targets) {
       Manifest t;
+      t.package = "kiln-kernels";
       t.package_version = m.package_version;
       t.git_commit = m.git_commit;
       t.cuda_version = m.cuda_version;

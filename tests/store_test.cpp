@@ -93,8 +93,8 @@ TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
   TempDir dir;
   write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
   install_archive(dir / "a.tar.zst", dir / "store");
-  fs::create_directories(dir / "store" / "kiln-kernels-aaa-no-manifest");
-  test::write_file(dir / "store" / "kiln-kernels-bbb-bad-json" / "manifest.json", "{not json");
+  fs::create_directories(dir / "store" / "kiln-kernels-9.9.9a-no-manifest");
+  test::write_file(dir / "store" / "kiln-kernels-9.9.9b-bad-json" / "manifest.json", "{not json");
   test::write_file(dir / "store" / "kiln-kernels-9.9.9-cuda13.0-sm_80" / "manifest.json",
                    manifest_to_json(manifest_for(kArtifacts)));  // name does not match
   fs::create_directories(dir / "store" / ".tmp-abcdef");
@@ -107,11 +107,11 @@ TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
   EXPECT_EQ(entries[1].error_kind, ErrorKind::Format);
   EXPECT_NE(entries[1].error.find("expected '" + std::string(kStem) + "'"), std::string::npos)
       << entries[1].error;
-  EXPECT_EQ(entries[2].directory.filename(), "kiln-kernels-aaa-no-manifest");
+  EXPECT_EQ(entries[2].directory.filename(), "kiln-kernels-9.9.9a-no-manifest");
   EXPECT_EQ(entries[2].error_kind, ErrorKind::NotFound);
   EXPECT_NE(entries[2].error.find("no manifest.json"), std::string::npos) << entries[2].error;
   EXPECT_EQ(entries[3].error_kind, ErrorKind::Format);
-  EXPECT_NE(entries[3].error.find("kiln-kernels-bbb-bad-json"), std::string::npos)
+  EXPECT_NE(entries[3].error.find("kiln-kernels-9.9.9b-bad-json"), std::string::npos)
       << entries[3].error;
 }
 
@@ -287,8 +287,8 @@ TEST_F(StoreRefusal, LinksDevicesAndEscapingNames) {
 
 TEST_F(StoreRefusal, NewerManifestFormatIsStale) {
   auto members = members_for(kArtifacts);
-  auto pos = members[0].data.find("\"format_version\": 1");
-  members[0].data.replace(pos, 19, "\"format_version\": 2");
+  auto pos = members[0].data.find("\"format_version\": 2");
+  members[0].data.replace(pos, 19, "\"format_version\": 3");
   write_archive(dir / "a.tar.zst", members, 0);
   std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Stale);
   EXPECT_NE(msg.find("too new"), std::string::npos) << msg;

@@ -46,6 +46,7 @@ std::vector<SyntheticArtifact> release_artifacts(const ReleaseSpec& rel,
 Manifest release_manifest(const ReleaseSpec& rel, const std::string& target) {
   Manifest m;
   m.format_version = rel.format_version;
+  m.package = rel.package;
   m.package_version = rel.version;
   m.git_commit = rel.git_commit;
   m.cuda_version = rel.cuda_version;
@@ -54,7 +55,7 @@ Manifest release_manifest(const ReleaseSpec& rel, const std::string& target) {
   for (const auto& art : release_artifacts(rel, target)) {
     ArtifactEntry a;
     a.uri = art.uri;
-    const Specialisation* spec = embedded_registry().find(art.uri);
+    const Specialisation* spec = reference_package().spec(art.uri);
     // A URI the registry does not know: "<family>_..._<dtype>".
     a.family = spec ? spec->family : art.uri.substr(0, art.uri.find('_'));
     a.params = spec ? spec->params
@@ -90,7 +91,7 @@ fs::path write_release_archive(const fs::path& dir, const ReleaseSpec& rel,
                                const std::string& target,
                                const std::vector<ArchiveMember>& members) {
   fs::create_directories(dir);
-  fs::path p = dir / archive_file_name(rel.version, rel.cuda_version, target);
+  fs::path p = dir / archive_file_name(rel.package, rel.version, rel.cuda_version, target);
   write_archive(p, members, rel.archive_mtime, rel.zstd_level);
   return p;
 }
@@ -102,6 +103,7 @@ fs::path write_release_archive(const fs::path& dir, const ReleaseSpec& rel,
 
 Index release_index(const ReleaseSpec& rel, std::vector<IndexEntry> entries) {
   Index idx;
+  idx.package = rel.package;
   idx.package_version = rel.version;
   idx.git_commit = rel.git_commit;
   idx.cuda_version = rel.cuda_version;
@@ -113,7 +115,7 @@ Index release_index(const ReleaseSpec& rel, std::vector<IndexEntry> entries) {
 
 IndexEntry release_index_entry(const ReleaseSpec& rel, const std::string& target,
                                const std::string& archive_bytes) {
-  return {archive_file_name(rel.version, rel.cuda_version, target), target, archive_bytes.size(),
+  return {archive_file_name(rel.package, rel.version, rel.cuda_version, target), target, archive_bytes.size(),
           sha256_hex(archive_bytes)};
 }
 
@@ -121,6 +123,7 @@ SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
                                  const std::vector<std::string>& targets) {
   SyntheticDist d;
   d.dir = dir;
+  d.package = rel.package;
   d.version = rel.version;
   d.cuda_version = rel.cuda_version;
   fs::create_directories(dir);
@@ -135,19 +138,19 @@ SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
       d.artifacts[t][art.uri + ".fatbin"] = art.bytes;
   }
   d.index_json = index_to_json(release_index(rel, std::move(entries)));
-  d.index_path = dir / index_file_name(rel.version);
+  d.index_path = dir / index_file_name(rel.package, rel.version);
   write_file(d.index_path, d.index_json);
   d.index_sha256 = sha256_hex(d.index_json);
   return d;
 }
 
 std::string SyntheticDist::stem(const std::string& target) const {
-  return archive_stem(version, cuda_version, target);
+  return archive_stem(package, version, cuda_version, target);
 }
 
 fs::path write_store_entry(const fs::path& store, const ReleaseSpec& rel,
                            const std::string& target) {
-  fs::path dir = store / archive_stem(rel.version, rel.cuda_version, target);
+  fs::path dir = store / archive_stem(rel.package, rel.version, rel.cuda_version, target);
   write_file(dir / "manifest.json", manifest_to_json(release_manifest(rel, target)));
   for (const auto& art : release_artifacts(rel, target))
     write_file(dir / (art.uri + ".fatbin"), art.bytes);

@@ -30,6 +30,7 @@ struct SyntheticArtifact {
 
 // Everything about a release that the tests vary.
 struct ReleaseSpec {
+  std::string package = "kiln-kernels";  // the reference package's name unless a test says
   std::string version;       // default: this kiln's version
   std::string cuda_version;  // default: this kiln's CUDA version
   std::string git_commit = "3f9c2a1";
@@ -37,8 +38,8 @@ struct ReleaseSpec {
   int format_version = kManifestFormat;
   // Every artifact's source hash...
   std::string source_hash = std::string(64, 'c');
-  // ...unless `loadable`: then family, params, source hash and entries are what the registry
-  // embedded in libkiln gives the URI, so a Loader of this build accepts the artifact as fresh.
+  // ...unless `loadable`: then family, params, source hash and entries are what the reference
+  // package (kiln_kernels_package()) gives the URI, so a Loader of it accepts the artifact.
   bool loadable = false;
   std::map<std::string, std::string> source_hash_override;  // uri -> hash (stale releases)
   std::vector<std::string> flags;                           // every artifact's compile flags
@@ -78,6 +79,7 @@ std::filesystem::path write_release_archive(const std::filesystem::path& dir,
 // pinning them (index entries sorted by target).
 struct SyntheticDist {
   std::filesystem::path dir;
+  std::string package;       // the release's (ReleaseSpec::package)
   std::string version;       // the release's (ReleaseSpec::version)
   std::string cuda_version;  // the release's (ReleaseSpec::cuda_version)
   std::filesystem::path index_path;

@@ -194,7 +194,7 @@ TEST(TargetChoice, ReleaseTargetsCompiledInAreCiTargetsTxt) {
 }
 
 TEST(TargetChoice, MirrorChoiceFetchesTheBestFirstAndExplainsTheRest) {
-  auto m = kiln::choose_mirror_targets(90, "0.1.0", kDefault, "http://m");
+  auto m = kiln::choose_mirror_targets(90, "kiln-kernels", "0.1.0", kDefault, "http://m");
   EXPECT_EQ(m.fetch, (V{"sm_90a", "compute_80"}));
   ASSERT_EQ(m.rejected.size(), 5u);
   EXPECT_EQ(m.rejected[0].candidate.tier, "mirror");
@@ -202,28 +202,28 @@ TEST(TargetChoice, MirrorChoiceFetchesTheBestFirstAndExplainsTheRest) {
   EXPECT_EQ(m.rejected[0].candidate.path, "http://m");
   EXPECT_EQ(m.rejected[0].kind, kiln::ErrorKind::Unsupported);
 
-  auto none = kiln::choose_mirror_targets(75, "0.1.0", kDefault, "http://m");
+  auto none = kiln::choose_mirror_targets(75, "kiln-kernels", "0.1.0", kDefault, "http://m");
   EXPECT_TRUE(none.fetch.empty());
   EXPECT_EQ(none.rejected.back().candidate.reason,
-            "no archive of release 0.1.0 can run on CC 7.5 (the index lists: sm_80, sm_86, "
+            "no archive of kiln-kernels 0.1.0 can run on CC 7.5 (the index lists: sm_80, sm_86, "
             "sm_89, sm_90a, sm_100, sm_120, compute_80)");
 }
 
 TEST(TargetChoice, FetchAdviceNamesATargetTheReleaseHas) {
-  std::string a = kiln::fetch_advice(90, "0.1.0", kDefault, "/c");
-  EXPECT_NE(a.find("kiln fetch --device sm_90 --dest /c"), std::string::npos) << a;
+  std::string a = kiln::fetch_advice(90, "kiln-kernels", "0.1.0", kDefault, "/c");
+  EXPECT_NE(a.find("kiln fetch --package kiln-kernels --version 0.1.0 --device sm_90 --dest /c"), std::string::npos) << a;
   EXPECT_NE(
       a.find(std::string("kiln-kernels-0.1.0-cuda") + kiln::cuda_version() + "-sm_90a.tar.zst"),
       std::string::npos)
       << a;
   EXPECT_EQ(a.find("--targets sm_90 "), std::string::npos) << a;
-  std::string b = kiln::fetch_advice(110, "0.1.0", kDefault, "/c");
+  std::string b = kiln::fetch_advice(110, "kiln-kernels", "0.1.0", kDefault, "/c");
   EXPECT_NE(b.find("-compute_80.tar.zst"), std::string::npos) << b;
-  std::string n = kiln::fetch_advice(75, "0.1.0", kDefault, "/c");
-  EXPECT_NE(n.find("no archive of release 0.1.0 can run on CC 7.5"), std::string::npos) << n;
+  std::string n = kiln::fetch_advice(75, "kiln-kernels", "0.1.0", kDefault, "/c");
+  EXPECT_NE(n.find("no archive of kiln-kernels 0.1.0 can run on CC 7.5"), std::string::npos) << n;
   EXPECT_EQ(n.find("kiln fetch"), std::string::npos) << n;
-  std::string u = kiln::fetch_advice(90, "0.1.0", {}, "/c");
-  EXPECT_NE(u.find("kiln fetch --device sm_90 --dest /c"), std::string::npos) << u;
+  std::string u = kiln::fetch_advice(90, "kiln-kernels", "0.1.0", {}, "/c");
+  EXPECT_NE(u.find("kiln fetch --package kiln-kernels --version 0.1.0 --device sm_90 --dest /c"), std::string::npos) << u;
 }
 
 TEST(ResolutionPlan, TiersInOrderWithOneMessageEachWhenSkipped) {

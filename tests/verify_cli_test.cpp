@@ -71,8 +71,8 @@ TEST(VerifyCli, OtherPackageVersionIsStaleNamingBothVersions) {
 TEST(VerifyCli, IndexReportsMissingAndTamperedArchivesTogether) {
   TempDir dir;
   fs::path index = write_release(dir.path(), {"sm_80", "sm_90a", "compute_80"});
-  fs::remove(dir / archive_file_name(kiln::version(), "13.0", "sm_90a"));
-  fs::path tampered = dir / archive_file_name(kiln::version(), "13.0", "compute_80");
+  fs::remove(dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_90a"));
+  fs::path tampered = dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "compute_80");
   write_archive(tampered,
                 release_members("compute_80", kiln::version(), {{"axpy_dtype_f64", "other"}}), 0);
   auto r = test::run(cli("verify --json " + index.string()));
@@ -98,7 +98,7 @@ TEST(InstallCli, IndexInstallsEveryArchiveThenStoreVerifies) {
       test::run(cli("install --json " + index.string() + " --dest " + (dir / "store").string()));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\"action\": \"installed\""), std::string::npos) << r.out;
-  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem(kiln::version(), "13.0", "sm_90a") /
+  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a") /
                          "axpy_dtype_f16.fatbin"));
   r = test::run(cli("verify " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -107,7 +107,7 @@ TEST(InstallCli, IndexInstallsEveryArchiveThenStoreVerifies) {
   EXPECT_NE(r.out.find("unchanged"), std::string::npos) << r.out;
   // A corrupted store is caught by verify.
   test::write_file(
-      dir / "store" / archive_stem(kiln::version(), "13.0", "sm_80") / "axpy_dtype_f32.fatbin",
+      dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") / "axpy_dtype_f32.fatbin",
       "f32-IMAGE");
   r = test::run(cli("verify " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;
@@ -117,7 +117,7 @@ TEST(InstallCli, IndexInstallsEveryArchiveThenStoreVerifies) {
 TEST(InstallCli, ArchiveNotMatchingTheIndexDigestIsRefusedAndStoreStaysEmpty) {
   TempDir dir;
   fs::path index = write_release(dir.path(), {"sm_80"});
-  write_archive(dir / archive_file_name(kiln::version(), "13.0", "sm_80"),
+  write_archive(dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"),
                 release_members("sm_80", kiln::version(), {{"axpy_dtype_f32", "evil"}}), 0);
   fs::create_directories(dir / "store");
   auto r = test::run(cli("install " + index.string() + " --dest " + (dir / "store").string()));
@@ -131,7 +131,7 @@ TEST(InstallCli, ArchiveNotMatchingTheIndexDigestIsRefusedAndStoreStaysEmpty) {
 TEST(InstallCli, JsonFailureCarriesTheFieldThatDifferedAndBothValues) {
   TempDir dir;
   fs::path index = write_release(dir.path(), {"sm_80"});
-  fs::path archive = dir / archive_file_name(kiln::version(), "13.0", "sm_80");
+  fs::path archive = dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80");
   const std::string pinned = sha256_file(archive);
   write_archive(archive, release_members("sm_80", kiln::version(), {{"axpy_dtype_f32", "evil"}}),
                 0);
@@ -150,11 +150,11 @@ TEST(InstallCli, OtherVersionIsRefusedUnlessAnyVersion) {
   auto r = test::run(
       cli("install " + (dir / "old.tar.zst").string() + " --dest " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 4) << r.out;
-  EXPECT_FALSE(fs::exists(dir / "store" / archive_stem("0.0.1", "13.0", "sm_80")));
+  EXPECT_FALSE(fs::exists(dir / "store" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80")));
   r = test::run(cli("install --any-version " + (dir / "old.tar.zst").string() + " --dest " +
                     (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("0.0.1", "13.0", "sm_80") / "manifest.json"));
+  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") / "manifest.json"));
 }
 
 TEST(InspectCli, ArchiveShowsManifestFieldsAndMembersInOrder) {

@@ -48,7 +48,7 @@ fs::path write_dist(const fs::path& dir, const std::vector<std::string>& targets
 }
 
 std::string whl_name(const std::string& target) {
-  return wheel::wheel_file_name(kiln::version(), "13.0", target);
+  return wheel::wheel_file_name("kiln-kernels", kiln::version(), "13.0", target);
 }
 
 std::vector<std::string> paths_of(const std::vector<wheel::WheelFile>& files) {
@@ -100,12 +100,12 @@ std::string cli(const std::string& args) { return test::kiln_cli() + " " + args;
 // ---------------------------------------------------------------- names
 
 TEST(WheelNames, CudaMajorGoesInTheNameAndTheUnderscoreLeavesTheTarget) {
-  EXPECT_EQ(wheel::distribution_name("13.0", "sm_90a"), "kiln-kernels-cu13-sm90a");
-  EXPECT_EQ(wheel::distribution_name("13.0", "compute_80"), "kiln-kernels-cu13-compute80");
+  EXPECT_EQ(wheel::distribution_name("kiln-kernels", "13.0", "sm_90a"), "kiln-kernels-cu13-sm90a");
+  EXPECT_EQ(wheel::distribution_name("kiln-kernels", "13.0", "compute_80"), "kiln-kernels-cu13-compute80");
   EXPECT_EQ(wheel::wheel_name_component("kiln-kernels-cu13-sm90a"), "kiln_kernels_cu13_sm90a");
-  EXPECT_EQ(wheel::wheel_file_name("0.1.0", "13.0", "sm_90a"),
+  EXPECT_EQ(wheel::wheel_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
             "kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl");
-  EXPECT_EQ(wheel::wheel_file_name("0.1.0", "12.8", "sm_100f"),
+  EXPECT_EQ(wheel::wheel_file_name("kiln-kernels", "0.1.0", "12.8", "sm_100f"),
             "kiln_kernels_cu12_sm100f-0.1.0-py3-none-any.whl");
 }
 
@@ -136,7 +136,7 @@ TEST(WheelContents, StoreLayoutUnderThePackageAndDistInfoLastWithRecordLast) {
   Manifest m = parse_manifest(members[0].data, "manifest.json");
   auto files = wheel::wheel_contents(m, members, "9.9.9");
   const std::string pkg = "kiln_kernels_cu13_sm90a";
-  const std::string stem = archive_stem(kiln::version(), "13.0", "sm_90a");
+  const std::string stem = archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a");
   const std::string di = pkg + "-" + std::string(kiln::version()) + ".dist-info";
   EXPECT_EQ(paths_of(files), (std::vector<std::string>{
                                  pkg + "/__init__.py",
@@ -255,7 +255,7 @@ TEST(WheelBuild, ZipHoldsFilesInContentOrderAndReadsBackExactly) {
   o.out = dir / "out";
   wheel::build_wheels(o);
   auto files = wheel::read_zip(dir / "out" / whl_name("sm_80"));
-  auto members = read_archive(dir / "dist" / archive_file_name(kiln::version(), "13.0", "sm_80"));
+  auto members = read_archive(dir / "dist" / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"));
   auto expected =
       wheel::wheel_contents(parse_manifest(members[0].data, "m"), members, kiln::version());
   ASSERT_EQ(paths_of(files), paths_of(expected));
@@ -446,7 +446,7 @@ TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
   TempDir dir;
   write_dist(dir / "dist", {"sm_80", "sm_90a"});
   // Same name, other bytes: the index's sha256 no longer matches.
-  write_archive(dir / "dist" / archive_file_name(kiln::version(), "13.0", "sm_90a"),
+  write_archive(dir / "dist" / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_90a"),
                 members_for("sm_90a", {{"axpy_dtype_f32", "evil"}}), kBuildTime);
   auto r = test::run(
       "(" +
@@ -460,7 +460,7 @@ TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
   EXPECT_EQ(j["failed"][0]["target"], "sm_90a");
   EXPECT_EQ(j["failed"][0]["kind"], "integrity");
   EXPECT_NE(
-      j["failed"][0]["message"].get<std::string>().find(index_file_name(kiln::version()) + " says"),
+      j["failed"][0]["message"].get<std::string>().find(index_file_name("kiln-kernels", kiln::version()) + " says"),
       std::string::npos)
       << r.out;
   EXPECT_EQ(files_in(dir / "out"), std::vector<std::string>{whl_name("sm_80")});  // no temp
@@ -472,13 +472,13 @@ TEST(WheelRefuse, ArchiveWhoseMemberDiffersFromItsManifestIsIntegrity) {
   // Re-pin the index to a corrupt archive: the index matches, the manifest does not.
   auto members = members_for("sm_80");
   members[1].data[0] ^= 1;
-  std::string name = archive_file_name(kiln::version(), "13.0", "sm_80");
+  std::string name = archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80");
   write_archive(dir / "dist" / name, members, kBuildTime);
-  Index idx = parse_index(test::read_file(dir / "dist" / index_file_name(kiln::version())), "i");
+  Index idx = parse_index(test::read_file(dir / "dist" / index_file_name("kiln-kernels", kiln::version())), "i");
   std::size_t size = 0;
   idx.archives[0].sha256 = sha256_file(dir / "dist" / name, &size);
   idx.archives[0].size = size;
-  test::write_file(dir / "dist" / index_file_name(kiln::version()), index_to_json(idx));
+  test::write_file(dir / "dist" / index_file_name("kiln-kernels", kiln::version()), index_to_json(idx));
   wheel::BuildOptions o;
   o.dist = dir / "dist";
   o.out = dir / "out";

@@ -190,13 +190,34 @@ RetryLoop retry_loop(Context& cx, const std::string& mirror, const std::string& 
   return loop;
 }
 
+const std::string& required_package(const FetchOptions& opts) {
+  if (opts.package.empty())
+    throw Error(ErrorKind::Usage, "no package named: a fetch asks for <package>-<version>-index.json "
+                                  "(kiln fetch --package NAME, or --source PROJECT)");
+  if (!is_package_name(opts.package))
+    throw Error(ErrorKind::Usage, "'" + opts.package + "': " + kPackageNameRule)
+        .with("package", opts.package);
+  return opts.package;
+}
+
+const std::string& required_version(const FetchOptions& opts) {
+  if (opts.version.empty())
+    throw Error(ErrorKind::Usage, "no version of package " + opts.package +
+                                      " named (kiln fetch --version V, or --source PROJECT)");
+  if (!is_package_version(opts.version))
+    throw Error(ErrorKind::Usage, "'" + opts.version + "' is not MAJOR.MINOR.PATCH[-prerelease]")
+        .with("version", opts.version);
+  return opts.version;
+}
+
 struct TrustedIndex {
   Index index;
   std::string mirror;
 };
 
-TrustedIndex fetch_index(Context& cx, const std::string& version, const std::string& pin) {
-  std::string name = index_file_name(version);
+TrustedIndex fetch_index(Context& cx, const std::string& package, const std::string& version,
+                         const std::string& pin) {
+  std::string name = index_file_name(package, version);
   bool only_bad_bytes = true;
   std::string mismatch;
   for (const auto& mirror : cx.mirrors) {
@@ -238,6 +259,9 @@ TrustedIndex fetch_index(Context& cx, const std::string& version, const std::str
       continue;
     }
     TrustedIndex t{parse_index(body, url), mirror};
+    if (t.index.package != package)
+      throw Error(ErrorKind::Stale, url + " matches the pinned digest but is the index of package " +
+                                        t.index.package + ", not " + package);
     if (t.index.package_version != version)
       throw Error(ErrorKind::Stale, url +
                                         " matches the pinned digest but is the index of release " +
@@ -440,13 +464,14 @@ std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, cons
   // The same whole-command deadline as fetch_targets: the index alone must not drip forever.
   start_deadline(cx, opts);
   cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
-  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  const std::string& package = required_package(opts);
+  const std::string& version = required_version(opts);
   if (opts.offline)
-    throw Error(ErrorKind::NotFound, "offline: the index of release " + version +
+    throw Error(ErrorKind::NotFound, "offline: the index of release " + package + " " + version +
                                          " was not fetched (no mirror is contacted offline)");
-  set_mirrors(cx, opts, "the index of release " + version);
+  set_mirrors(cx, opts, "the index of release " + package + " " + version);
   std::string pin = trusted_index_pin(opts, version);
-  TrustedIndex ti = fetch_index(cx, version, pin);
+  TrustedIndex ti = fetch_index(cx, package, version, pin);
   std::vector<std::string> out;
   for (const auto& e : ti.index.archives) out.push_back(e.target);
   return out;
@@ -466,14 +491,15 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
       throw Error(ErrorKind::Usage, "'" + t + "' is not a target (e.g. sm_90a, compute_80)");
     canon.push_back(parsed->str());
   }
-  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  const std::string& package = required_package(opts);
+  const std::string& version = required_version(opts);
   if (dest_store.empty()) throw Error(ErrorKind::Usage, "no destination store given");
 
   FetchResult result;
   // What is already installed needs no index and no network: offline and re-runs end here.
   std::vector<std::string> missing;
   for (const auto& t : canon) {
-    std::string stem = archive_stem(version, kiln::cuda_version(), t);
+    std::string stem = archive_stem(package, version, kiln::cuda_version(), t);
     if (deps.verified_present(cx.dest, stem))
       result.already_present.push_back((cx.dest / stem).string());
     else
@@ -485,10 +511,10 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   for (const auto& t : missing) joined += (joined.empty() ? "" : ",") + t;
   if (opts.offline)
     throw Error(ErrorKind::NotFound,
-                "offline: the archives of release " + version + " for " + joined + " are not in " +
+                "offline: the archives of release " + package + " " + version + " for " + joined + " are not in " +
                     dest_store +
                     " and no mirror was contacted. On a connected machine run `kiln fetch "
-                    "--targets " +
+                    "--package " + package + " --version " + version + " --targets " +
                     joined + " --dest " + dest_store + "`, or unset KILN_OFFLINE.");
 
   set_mirrors(cx, opts, joined);
@@ -500,9 +526,9 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
     throw Error(ErrorKind::Io, "destination store " + dest_store + " is not a writable directory" +
                                    (ec ? ": " + ec.message() : ""));
 
-  TrustedIndex ti = fetch_index(cx, version, pin);
+  TrustedIndex ti = fetch_index(cx, package, version, pin);
   cx.index = ti.index;
-  cx.index_url = ti.mirror + "/" + index_file_name(version);
+  cx.index_url = ti.mirror + "/" + index_file_name(package, version);
   std::vector<IndexEntry> todo;
   for (const auto& t : missing) {
     auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
@@ -510,7 +536,7 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
     if (it == ti.index.archives.end()) {
       std::string have;
       for (const auto& e : ti.index.archives) have += (have.empty() ? "" : ", ") + e.target;
-      throw Error(ErrorKind::NotFound, "release " + version + " has no archive for " + t +
+      throw Error(ErrorKind::NotFound, "release " + package + " " + version + " has no archive for " + t +
                                            " (index from " + ti.mirror +
                                            " lists: " + (have.empty() ? "none" : have) + ")");
     }
@@ -620,7 +646,8 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
     for (const auto& m : mirrors) out.push_back({m, "", false, 0, e.what()});
     return out;
   }
-  std::string version = opts.version.empty() ? kiln::version() : opts.version;
+  const std::string& package = required_package(opts);
+  const std::string& version = required_version(opts);
   std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
   std::transform(pin.begin(), pin.end(), pin.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -629,7 +656,7 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
     p.mirror = raw;
     try {
       std::string m = normalise_mirror(raw);
-      p.url = m + "/" + index_file_name(version);
+      p.url = m + "/" + index_file_name(package, version);
       TransferRequest req;
       req.url = p.url;
       // doctor must answer quickly: a short connect and total timeout, no retries.

@@ -24,6 +24,7 @@ std::vector<ManifestIndexMismatch> manifest_index_mismatches(const Manifest& man
     if (in_manifest != in_index) out.push_back({kind, field, in_manifest, in_index});
   };
   compare(ErrorKind::Integrity, "target", manifest.target, entry.target);
+  compare(ErrorKind::Stale, "package", manifest.package, index.package);
   compare(ErrorKind::Stale, "package_version", manifest.package_version, index.package_version);
   compare(ErrorKind::Stale, "cuda_version", manifest.cuda_version, index.cuda_version);
   return out;

@@ -74,7 +74,6 @@ std::vector<std::string> nvrtc_options(const Family& family, const Target& targe
 }
 
 NvrtcCompiler::NvrtcCompiler(NvrtcConfig config) : config_(std::move(config)) {
-  if (!config_.sources) config_.sources = std::make_shared<EmbeddedSourceTree>();
   if (!config_.log) config_.log = default_log;
 }
 
@@ -108,6 +107,9 @@ JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& famil
 
   // Sources: a generated main file including the family's sources, every kernels/ file it
   // reaches passed as a named header.
+  if (!config_.sources)
+    throw Error(ErrorKind::Unsupported, "JIT for " + spec.uri +
+                                            ": no kernel sources were given to this compiler");
   const SourceTree& tree = *config_.sources;
   std::string main_name = "kiln_jit_" + family.name + ".cu";
   std::string main_text;

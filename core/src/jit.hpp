@@ -65,7 +65,8 @@ struct NvrtcConfig {
   // "" = "libnvrtc.so.13" then "libnvrtc.so". When set (the Loader passes
   // LoaderConfig::nvrtc_library, KILN_NVRTC_LIBRARY) only that one is tried.
   std::string library;
-  // Where compile() reads kernels/ files; null = the sources embedded in libkiln.
+  // Where compile() reads kernels/ files (the loader's package: PackageSourceTree); null =
+  // none, and compile() fails with Error{Unsupported}.
   std::shared_ptr<const SourceTree> sources;
   // Directory holding cuda_fp16.h (NVRTC 13 has no built-in copy); "" = found next to NVRTC,
   // then <cuda_home>/include, the toolkit libkiln was built with, /usr/local/cuda.
@@ -95,7 +96,7 @@ class NvrtcCompiler : public JitCompiler {
   std::atomic<int> compiles_{0};
 };
 
-std::unique_ptr<JitCompiler> make_nvrtc_compiler();  // NvrtcConfig defaults: embedded sources
+std::unique_ptr<JitCompiler> make_nvrtc_compiler();  // NvrtcConfig defaults: no sources
 std::unique_ptr<JitCompiler> make_nvrtc_compiler(NvrtcConfig config);
 
 // Pure: the cache key for one compile (hex SHA-256).

@@ -122,8 +122,10 @@ void check_header(const Json& root, const char* marker, int supported, const std
                                       ". Rebuild the package with this kiln.");
 }
 
-void check_common(const std::string& package_version, const std::string& cuda,
-                  const std::string& origin) {
+void check_common(const std::string& package, const std::string& package_version,
+                  const std::string& cuda, const std::string& origin) {
+  if (!is_package_name(package))
+    fail(origin, "package", std::string(kPackageNameRule) + ", found '" + package + "'");
   if (!is_package_version(package_version))
     fail(origin, "package_version",
          "expected MAJOR.MINOR.PATCH[-prerelease], found '" + package_version + "'");
@@ -244,6 +246,7 @@ std::string manifest_to_json(const Manifest& m) {
   Json root = Json::object();
   root["format"] = kManifestMarker;
   root["format_version"] = m.format_version;
+  root["package"] = m.package;
   root["package_version"] = m.package_version;
   root["git_commit"] = m.git_commit;
   root["cuda_version"] = m.cuda_version;
@@ -267,15 +270,16 @@ Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
   Json root = parse_root(json_text, origin);
   check_header(root, kManifestMarker, kManifestFormat, "manifest", origin);
   check_keys(root,
-             {"format", "format_version", "package_version", "git_commit", "cuda_version", "target",
-              "build_time", "artifacts", "skipped"},
+             {"format", "format_version", "package", "package_version", "git_commit",
+              "cuda_version", "target", "build_time", "artifacts", "skipped"},
              origin, "");
   Manifest m;
   m.format_version = root["format_version"].get<int>();
+  m.package = get_string(root, "package", origin, "");
   m.package_version = get_string(root, "package_version", origin, "");
   m.git_commit = get_string(root, "git_commit", origin, "", /*allow_empty=*/true);
   m.cuda_version = get_string(root, "cuda_version", origin, "");
-  check_common(m.package_version, m.cuda_version, origin);
+  check_common(m.package, m.package_version, m.cuda_version, origin);
   m.target = get_target(root, origin, "").str();
   const Json& bt = member(root, "build_time", origin, "");
   if (!bt.is_number_integer() || bt.get<std::int64_t>() < 0)
@@ -319,6 +323,7 @@ std::string index_to_json(const Index& idx) {
   Json root = Json::object();
   root["format"] = kIndexMarker;
   root["format_version"] = idx.format_version;
+  root["package"] = idx.package;
   root["package_version"] = idx.package_version;
   root["git_commit"] = idx.git_commit;
   root["cuda_version"] = idx.cuda_version;
@@ -340,14 +345,16 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
   check_header(root, kIndexMarker, kIndexFormat, "index", origin);
   check_keys(
       root,
-      {"format", "format_version", "package_version", "git_commit", "cuda_version", "archives"},
+      {"format", "format_version", "package", "package_version", "git_commit", "cuda_version",
+       "archives"},
       origin, "");
   Index idx;
   idx.format_version = root["format_version"].get<int>();
+  idx.package = get_string(root, "package", origin, "");
   idx.package_version = get_string(root, "package_version", origin, "");
   idx.git_commit = get_string(root, "git_commit", origin, "", /*allow_empty=*/true);
   idx.cuda_version = get_string(root, "cuda_version", origin, "");
-  check_common(idx.package_version, idx.cuda_version, origin);
+  check_common(idx.package, idx.package_version, idx.cuda_version, origin);
   const Json& arcs = member(root, "archives", origin, "");
   if (!arcs.is_array()) fail(origin, "archives", "expected an array");
   std::set<std::string> targets;
@@ -363,7 +370,7 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
     e.sha256 = get_sha256(arcs[i], "sha256", origin, where);
     // The name is derived from the fields, so an entry cannot point at another target's
     // archive or at a path outside the index's directory.
-    std::string expected = archive_file_name(idx.package_version, idx.cuda_version, e.target);
+    std::string expected = archive_file_name(idx.package, idx.package_version, idx.cuda_version, e.target);
     if (e.file != expected)
       fail(origin, where + "file", "expected '" + expected + "', found '" + e.file + "'");
     if (!targets.insert(e.target).second)
@@ -373,18 +380,36 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
   return idx;
 }
 
-std::string archive_stem(std::string_view version, std::string_view cuda, std::string_view target) {
-  return "kiln-kernels-" + std::string(version) + "-cuda" + std::string(cuda) + "-" +
+bool is_package_name(std::string_view s) {
+  if (s.empty() || s.size() > kMaxPackageNameLength) return false;
+  bool segment_start = true;
+  for (char c : s) {
+    bool lower = c >= 'a' && c <= 'z', digit = c >= '0' && c <= '9';
+    if (segment_start) {
+      if (!lower) return false;
+      segment_start = false;
+    } else if (c == '-') {
+      segment_start = true;
+    } else if (!lower && !digit) {
+      return false;
+    }
+  }
+  return !segment_start;
+}
+
+std::string archive_stem(std::string_view package, std::string_view version, std::string_view cuda,
+                         std::string_view target) {
+  return std::string(package) + "-" + std::string(version) + "-cuda" + std::string(cuda) + "-" +
          std::string(target);
 }
 
-std::string archive_file_name(std::string_view version, std::string_view cuda,
-                              std::string_view target) {
-  return archive_stem(version, cuda, target) + ".tar.zst";
+std::string archive_file_name(std::string_view package, std::string_view version,
+                              std::string_view cuda, std::string_view target) {
+  return archive_stem(package, version, cuda, target) + ".tar.zst";
 }
 
-std::string index_file_name(std::string_view version) {
-  return "kiln-kernels-" + std::string(version) + "-index.json";
+std::string index_file_name(std::string_view package, std::string_view version) {
+  return std::string(package) + "-" + std::string(version) + "-index.json";
 }
 
 }  // namespace kiln

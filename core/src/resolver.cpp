@@ -46,10 +46,14 @@ std::string declared_format(const std::string& text) {
 std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art,
                                      const BuildIdentity& id) {
   std::vector<StaleField> out;
+  if (!id.package.empty() && m.package != id.package)
+    out.push_back({"package", m.package, id.package,
+                   "package differs: archive is of " + m.package + ", this loader serves " +
+                       id.package});
   if (m.package_version != id.package_version)
     out.push_back({"package_version", m.package_version, id.package_version,
                    "package_version differs: archive has " + m.package_version +
-                       ", this libkiln is " + id.package_version});
+                       ", this loader's package " + id.package + " is " + id.package_version});
   if (m.format_version != id.manifest_format)
     out.push_back({"format_version", std::to_string(m.format_version),
                    std::to_string(id.manifest_format),
@@ -58,7 +62,7 @@ std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art
   if (art.source_hash != id.source_hash)
     out.push_back({"source_hash", art.source_hash, id.source_hash,
                    "source_hash differs: artifact has " + art.source_hash +
-                       ", this libkiln was built with " + id.source_hash});
+                       ", this loader's package has " + id.source_hash});
   return out;
 }
 
@@ -72,7 +76,9 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
     }
     if (store.archives.empty()) {
       plan.rejected.push_back(
-          {{"store", "", store.dir, "holds no archive (no kiln-kernels-* directory)"},
+          {{"store", "", store.dir, "holds no archive of " + (id.package.empty() ? std::string("any package") : id.package) +
+               " (no " + (id.package.empty() ? std::string("<package>") : id.package) +
+               "-<version>-* directory)"},
            ErrorKind::NotFound});
       continue;
     }
@@ -95,6 +101,7 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
         continue;
       }
       const Manifest& m = *ar.manifest;
+      if (!id.package.empty() && m.package != id.package) continue;  // another package's
       auto target = parse_target(m.target);
       if (!target) {
         plan.rejected.push_back(
@@ -124,7 +131,7 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
       if (!stale.empty() && !allow_stale) {
         plan.rejected.push_back(
             {{"store", m.target, path,
-              "stale: " + stale + ". Install the package of kiln " + id.package_version +
+              "stale: " + stale + ". Install " + id.package + " " + id.package_version +
                   " (kiln fetch), or set KILN_ALLOW_STALE=1 to diagnose"},
              ErrorKind::Stale});
         continue;
@@ -184,20 +191,22 @@ std::vector<std::string> near_matches(const std::string& uri, const std::vector<
   return out;
 }
 
-std::string fetch_advice(int cc, const std::string& version,
+std::string fetch_advice(int cc, const std::string& package, const std::string& version,
                          const std::vector<std::string>& offered, const std::string& cache_dir) {
-  std::string cmd = "kiln fetch --device " + device_target(cc) + " --dest " + cache_dir;
+  std::string cmd = "kiln fetch --package " + package + " --version " + version + " --device " +
+                    device_target(cc) + " --dest " + cache_dir;
   std::string copy = " (then copy that directory here, or add it to KILN_ARTIFACT_PATH)";
   if (offered.empty()) return "to get it on a machine with network access: " + cmd + copy;
   NamedChoice choice = choose_named_targets(cc, offered);
   std::string all;
   for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
   if (choice.candidates.empty())
-    return "no archive of release " + version + " can run on CC " + cc_string(cc) + " (it offers " +
+    return "no archive of " + package + " " + version + " can run on CC " + cc_string(cc) +
+           " (it offers " +
            all + "); only JIT (NVRTC) can serve this device";
   const auto& best = choice.candidates.front();
   return "to get it on a machine with network access: " + cmd + copy + "; it fetches " +
-         archive_stem(version, cuda_version(), best.first) + ".tar.zst (" + best.first + ": " +
+         archive_file_name(package, version, cuda_version(), best.first) + " (" + best.first + ": " +
          best.second + ")";
 }
 
@@ -260,7 +269,7 @@ std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc) {
   return std::nullopt;
 }
 
-MirrorChoice choose_mirror_targets(int cc, const std::string& version,
+MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std::string& version,
                                    const std::vector<std::string>& offered,
                                    const std::string& where) {
   MirrorChoice out;
@@ -276,7 +285,7 @@ MirrorChoice choose_mirror_targets(int cc, const std::string& version,
     for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
     out.rejected.push_back(
         {{"mirror", "", where,
-          "no archive of release " + version + " can run on CC " + cc_string(cc) +
+          "no archive of " + package + " " + version + " can run on CC " + cc_string(cc) +
               " (the index lists: " + (all.empty() ? "none" : all) + ")"},
          ErrorKind::Unsupported});
   }
@@ -345,18 +354,20 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
   s.source = source;
   std::int64_t read_start = realtime_ns();
   std::optional<FileIdentity> dir_id = identity_of(dir);
+  // A listing is of one package's directories (or all): the key says which.
+  const std::string listing_key = package_ + '\n' + dir;
   std::shared_ptr<const std::vector<std::string>> names =
-      dir_id ? store_listings().find(dir, *dir_id) : nullptr;
+      dir_id ? store_listings().find(listing_key, *dir_id) : nullptr;
   if (!names) {
     // Which entries are archive directories is the one rule of store_scan.hpp, as for the CLI.
-    StoreListing listing = list_store_archive_dirs(dir);
+    StoreListing listing = list_store_archive_dirs(dir, package_);
     if (!listing.readable) {
       s.problem = listing.problem;
       return s;
     }
     auto listed = std::make_shared<std::vector<std::string>>();
     for (const auto& d : listing.archive_dirs) listed->push_back(d.filename().string());
-    if (dir_id) store_listings().put(dir, *dir_id, read_start, listed);
+    if (dir_id) store_listings().put(listing_key, *dir_id, read_start, listed);
     names = std::move(listed);
   }
   s.readable = true;
@@ -434,7 +445,8 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     // rest of the freshness check is plan_stores'); if it does not serve after all, get()
     // rescans the store in full.
     bool lists_uri = uri && a.manifest && a.manifest->find(*uri) &&
-                     a.manifest->package_version == version() &&
+                     (package_.empty() || a.manifest->package == package_) &&
+                     (version_.empty() || a.manifest->package_version == version_) &&
                      a.manifest->format_version == kManifestFormat;
     s.archives.push_back(std::move(a));
     if (lists_uri) break;
@@ -448,9 +460,9 @@ std::string DiskStoreFs::read_file(const std::string& path) const {
   return read_whole_file(path, limits::kMaxLocalArtifactBytes);
 }
 
-std::string installed_store_dir() {
+std::string installed_store_dir(const void* address) {
   Dl_info info{};
-  if (!::dladdr(reinterpret_cast<void*>(&installed_store_dir), &info) || !info.dli_fname) return "";
+  if (!::dladdr(address, &info) || !info.dli_fname) return "";
   std::error_code ec;
   fs::path lib = fs::weakly_canonical(info.dli_fname, ec);
   if (ec) lib = info.dli_fname;

@@ -22,9 +22,10 @@ namespace kiln {
 class Driver;
 class JitCompiler;
 
-// What this libkiln was built with; a candidate differing in any of these is stale.
+// What the loader's package is; a candidate differing in any of these is stale.
 struct BuildIdentity {
-  std::string package_version;  // kiln::version()
+  std::string package;          // the package's name: archives of another package are skipped
+  std::string package_version;  // the package's version
   int manifest_format = kManifestFormat;
   std::string source_hash;  // of the URI being resolved, from the embedded registry
 };
@@ -86,10 +87,13 @@ class StoreFs {
   }
 };
 
-// Real disk. Archive directories are the subdirectories named kiln-kernels-*; others (the
-// cache's jit/ directory) are not archives.
+// Real disk, by the store rule (store_scan.hpp). Given a package, only that package's archive
+// directories are read (and the fast scan stops at one of `version`); without, every package's.
 class DiskStoreFs : public StoreFs {
  public:
+  DiskStoreFs() = default;
+  DiskStoreFs(std::string package, std::string version)
+      : package_(std::move(package)), version_(std::move(version)) {}
   StoreScan scan(const std::string& dir, const std::string& source) const override;
   std::string read_file(const std::string& path) const override;
   StoreScan scan_for(const std::string& dir, const std::string& source, const std::string& uri,
@@ -99,6 +103,7 @@ class DiskStoreFs : public StoreFs {
   // uri == nullptr: every archive, whole manifests (scan()).
   StoreScan scan_impl(const std::string& dir, const std::string& source, const std::string* uri,
                       int cc) const;
+  std::string package_, version_;
 };
 
 // Target choice (choose_targets, device_target, cc_string, why_not_runnable) is in
@@ -142,7 +147,7 @@ std::vector<std::string> near_matches(const std::string& uri, const std::vector<
 // Pure: the "to get it" advice of a failed get() on a device of compute capability cc, from the
 // targets release `version` offers (release_targets(); empty when unknown): `kiln fetch --device`
 // with the archive the target-choice rule picks, or "no archive of release V can run on CC X.Y".
-std::string fetch_advice(int cc, const std::string& version,
+std::string fetch_advice(int cc, const std::string& package, const std::string& version,
                          const std::vector<std::string>& offered, const std::string& cache_dir);
 
 // Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
@@ -179,7 +184,7 @@ struct MirrorChoice {
   std::vector<std::string> reasons;
   std::vector<Rejection> rejected;
 };
-MirrorChoice choose_mirror_targets(int cc, const std::string& version,
+MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std::string& version,
                                    const std::vector<std::string>& offered,
                                    const std::string& where);
 
@@ -198,7 +203,8 @@ struct LoaderDeps {
   std::optional<std::string> installed_store;
 };
 
-// <dir of the file holding libkiln>/../share/kiln/artifacts ("" when it cannot be found).
-std::string installed_store_dir();
+// <dir of the file holding `address`>/../share/kiln/artifacts ("" when it cannot be found):
+// with a package description's address, the store installed beside the package's library.
+std::string installed_store_dir(const void* address);
 
 }  // namespace kiln

@@ -459,7 +459,7 @@ fs::path store_install_lock_path(const fs::path& store) {
 
 InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
                               const std::optional<std::string>& expected_sha256,
-                              const std::string& required_package_version) {
+                              const RequiredRelease& required) {
   // A pinned digest is checked before a single byte is decompressed: a forged archive never
   // reaches libarchive and never touches the store.
   if (expected_sha256) {
@@ -506,12 +506,25 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
                                             ", expected " + *expected_sha256);
   }
   const Manifest& m = result.manifest;
-  if (!required_package_version.empty() && m.package_version != required_package_version)
+  if (!required.package.empty() && m.package != required.package)
+    throw Error(ErrorKind::Stale,
+                "refusing to install " + archive.string() + ": it is an archive of package " +
+                    m.package + ", not " + required.package +
+                    " (name the package with --package or --source, or pass --any-version)",
+                {{"path", archive.string()},
+                 {"field", "package"},
+                 {"expected", required.package},
+                 {"actual", m.package}});
+  if (!required.version.empty() && m.package_version != required.version)
     throw Error(ErrorKind::Stale,
                 "refusing to install " + archive.string() + ": package_version is " +
-                    m.package_version + ", this kiln is " + required_package_version +
-                    "; fetch the archives of release " + required_package_version);
-  std::string stem = archive_stem(m.package_version, m.cuda_version, m.target);
+                    m.package_version + ", the package " + m.package + " wanted is " +
+                    required.version + "; fetch the archives of release " + required.version,
+                {{"path", archive.string()},
+                 {"field", "package_version"},
+                 {"expected", required.version},
+                 {"actual", m.package_version}});
+  std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
   result.directory = dest_store / stem;
 
   if (directory_matches(result.directory, tmp.path())) {

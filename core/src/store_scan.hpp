@@ -5,12 +5,14 @@
 // functions, so the loader and the CLI see the same archives and refuse the same ones.
 //
 //   an entry of a store directory is an archive directory when
-//     its name starts with "kiln-kernels-" (archive_stem's prefix): hidden entries (.tmp-*
-//       installs in progress, .kiln-locks), the cache's jit/ and anything else put there are
-//       not archives and are skipped without a word;
+//     its name is "<package>-<version>-..." (archive_stem's shape: a package name, then a part
+//       starting with a digit), and, for a loader, <package> is its own package's name (several
+//       packages share a store; one never reads another's): hidden entries (.tmp-* installs in
+//       progress, .kiln-locks), the cache's jit/ and tuf/ and anything else put there are not
+//       archives and are skipped without a word;
 //     and it is a directory, or a symbolic link to one (stores assembled from links work);
 //   an archive directory is usable when its manifest.json parses and its name is
-//     archive_stem(package_version, cuda_version, target) of that manifest. A directory whose
+//     archive_stem(package, package_version, cuda_version, target) of that manifest. A directory whose
 //     name says another target or release than its manifest is refused (Format), never used:
 //     the loader's fast path skips directories by the target in their name, so a name that lies
 //     would make the fast and the full scan disagree.
@@ -24,11 +26,14 @@
 
 namespace kiln {
 
-// The prefix every archive directory's name starts with (archive_stem in manifest.cpp).
-inline constexpr std::string_view kArchiveDirPrefix = "kiln-kernels-";
+// Pure: the package an archive directory name (or archive file stem) is for: the '-'-separated
+// parts before the first one starting with a digit, when they make a package name and a
+// version part follows; nullopt otherwise.
+std::optional<std::string_view> archive_name_package(std::string_view name);
 
 // Pure: does an entry of this name count as an archive directory (when it is a directory)?
-bool is_archive_dir_name(std::string_view name);
+// `package` empty: of any package.
+bool is_archive_dir_name(std::string_view name, std::string_view package = {});
 
 struct StoreListing {
   bool readable = false;
@@ -38,7 +43,8 @@ struct StoreListing {
 
 // The archive directories of `store` by the rule above. Never throws: a store that does not
 // exist, is not a directory or cannot be listed is reported in `problem`.
-StoreListing list_store_archive_dirs(const std::filesystem::path& store);
+StoreListing list_store_archive_dirs(const std::filesystem::path& store,
+                                     std::string_view package = {});
 
 // Pure: why the archive directory `dir` cannot be used with `manifest` (its name is not the
 // stem the manifest gives), naming the directory and the expected name; nullopt when it can.

@@ -3,11 +3,13 @@
 #include "kiln/kiln.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "c_api_internal.hpp"
+#include "kiln/package.hpp"
 #include "loader_factory.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
@@ -73,10 +75,15 @@ void kiln_config_init(kiln_config* c) {
 
 }  // extern "C"
 
-kiln_status kiln::c_api::loader_create_with(const kiln_config* config, kiln::LoaderDeps deps,
+kiln_status kiln::c_api::loader_create_with(const kiln_package* package,
+                                            const kiln_config* config, kiln::LoaderDeps deps,
                                             kiln_loader** out) {
   if (!out) return fail(KILN_ERROR_USAGE, "kiln_loader_create: out is NULL");
   *out = nullptr;
+  if (!package)
+    return fail(KILN_ERROR_USAGE,
+                "kiln_loader_create: package is NULL (pass a package description, e.g. "
+                "kiln_kernels_package() from kiln/kernels.h, or your project's generated one)");
   if (config && config->struct_size != sizeof(kiln_config))
     return fail(KILN_ERROR_USAGE,
                 "kiln_loader_create: config->struct_size is " +
@@ -114,15 +121,16 @@ kiln_status kiln::c_api::loader_create_with(const kiln_config* config, kiln::Loa
       if (config->log_file) lc.log_file = config->log_file;
     }
     auto l = std::make_unique<kiln_loader>();
-    l->loader = kiln::make_loader(std::move(lc), std::move(deps));
+    l->loader = kiln::make_loader(*package, std::move(lc), std::move(deps));
     *out = l.release();
   });
 }
 
 extern "C" {
 
-kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out) {
-  return kiln::c_api::loader_create_with(config, kiln::LoaderDeps{}, out);
+kiln_status kiln_loader_create(const kiln_package* package, const kiln_config* config,
+                               kiln_loader** out) {
+  return kiln::c_api::loader_create_with(package, config, kiln::LoaderDeps{}, out);
 }
 
 void kiln_loader_destroy(kiln_loader* loader) { delete loader; }
@@ -208,12 +216,15 @@ const char* kiln_cuda_version(void) { return kiln::cuda_version(); }
 int kiln_manifest_format(void) { return kiln::kManifestFormat; }
 int kiln_index_format(void) { return kiln::kIndexFormat; }
 
-const char* kiln_source_hash(const char* uri) {
-  if (!uri) return nullptr;
+const char* kiln_package_source_hash(const kiln_package* package, const char* uri) {
+  if (!package || !uri) return nullptr;
   try {
-    // The registry is built once and lives for the process: its strings are stable.
-    const kiln::Specialisation* s = kiln::embedded_spec(uri);
-    return s ? s->source_hash.c_str() : nullptr;
+    // Checked like a Loader checks it; the hash is the description's own static string.
+    kiln::Package pkg(package);
+    const kiln_package_kernel* end = package->kernels + package->kernel_count;
+    for (const kiln_package_kernel* k = package->kernels; k != end; ++k)
+      if (std::strcmp(k->uri, uri) == 0) return k->source_hash;
+    return nullptr;
   } catch (...) {
     return nullptr;
   }

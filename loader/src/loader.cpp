@@ -17,6 +17,7 @@
 #include "driver.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
+#include "kiln/package.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
 #include "loader_access.hpp"
@@ -48,19 +49,19 @@ std::string Resolution::to_json() const {
 
 namespace {
 
-// The embedded registry's entry for uri, hashing only its family (a fresh process's first get()
-// does not hash every family's sources).
-const Specialisation& find_spec(const std::string& uri) {
-  if (const Specialisation* s = embedded_spec(uri)) return *s;
-  std::vector<std::string> all = embedded_uris();
+// The package's entry for uri (a table lookup: a fresh process's first get() parses no registry
+// and hashes no source).
+const Specialisation& find_spec(const Package& pkg, const std::string& uri) {
+  if (const Specialisation* s = pkg.spec(uri)) return *s;
+  std::vector<std::string> all = pkg.uris();
   auto near = near_matches(uri, all);
-  std::string msg = "no kernel " + uri + " in the registry embedded in this libkiln (" +
+  std::string msg = "no kernel " + uri + " in package " + pkg.name() + " " + pkg.version() + " (" +
                     std::to_string(all.size()) + " specialisations; `kiln registry list`)";
   if (!near.empty()) {
     msg += "; did you mean:";
     for (const auto& n : near) msg += " " + n;
   }
-  throw Error(ErrorKind::NotFound, msg);
+  throw Error(ErrorKind::NotFound, msg).with("uri", uri).with("package", pkg.name());
 }
 
 std::string summary(const std::vector<Rejection>& rejected) {
@@ -106,16 +107,11 @@ HitCache& hit_cache() {
   return cache;
 }
 
-// Where libkiln lies does not change while it is loaded: found (dladdr, canonical path) once.
-const std::string& installed_store_once() {
-  static const std::string dir = installed_store_dir();
-  return dir;
-}
-
 }  // namespace
 
 struct Loader::Impl {
   const std::uint64_t loader_id = g_next_loader_id.fetch_add(1, std::memory_order_relaxed);
+  std::unique_ptr<const Package> pkg;
   LoaderConfig cfg;
   std::shared_ptr<Driver> driver;
   std::shared_ptr<StoreFs> fs;
@@ -158,7 +154,7 @@ struct Loader::Impl {
       dirs.emplace_back(d, source);
     };
     for (const auto& d : cfg.artifact_path) add(d, "artifact path");
-    if (cfg.use_installed_store) add(installed, "installed beside libkiln");
+    if (cfg.use_installed_store) add(installed, "installed beside the package's library");
     add(cfg.cache_dir, "cache directory");
     return dirs;
   }
@@ -268,7 +264,7 @@ struct Loader::Impl {
 
   bool try_stores(Search& s, const std::vector<StoreScan>& scans, const std::string& tier,
                   const Specialisation& spec, KernelHandle& out) {
-    BuildIdentity id{version(), kManifestFormat, spec.source_hash};
+    BuildIdentity id{pkg->name(), pkg->version(), kManifestFormat, spec.source_hash};
     StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
     for (auto& r : plan.rejected) {
       r.candidate.tier = tier;
@@ -286,7 +282,7 @@ struct Loader::Impl {
   // lists the same rejections, in the same order, as a full scan (plan rejections, then the
   // candidates tried), and any usable candidate the fast scan left out is still tried.
   bool try_stores_fast(Search& s, const Specialisation& spec, KernelHandle& out) {
-    BuildIdentity id{version(), kManifestFormat, spec.source_hash};
+    BuildIdentity id{pkg->name(), pkg->version(), kManifestFormat, spec.source_hash};
     Search tried;  // rejections of candidates tried, in order
     tried.uri = s.uri;
     tried.cc = s.cc;
@@ -325,6 +321,8 @@ struct Loader::Impl {
 
   FetchOptions mirror_options() const {
     FetchOptions opts;
+    opts.package = pkg->name();
+    opts.version = pkg->version();
     opts.mirrors = cfg.mirrors;
     opts.index_sha256 = cfg.index_sha256;
     opts.ca_bundle = cfg.ca_bundle;
@@ -354,7 +352,7 @@ struct Loader::Impl {
       s.reject({"mirror", "", list, e.what()}, e.kind());
       return false;
     }
-    MirrorChoice choice = choose_mirror_targets(s.cc, version(), offered, list);
+    MirrorChoice choice = choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list);
     for (const auto& r : choice.rejected) s.reject(r.candidate, r.kind);
     for (std::size_t i = 0; i < choice.fetch.size(); ++i) {
       const std::string& target = choice.fetch[i];
@@ -391,9 +389,11 @@ struct Loader::Impl {
     }
     log(LogLevel::Warn, "fast path missed for " + s.uri + " on " + target +
                             ", compiling with NVRTC: " + summary(s.rejected));
-    const Family* fam = embedded_registry().family(spec.family);
     JitResult res;
     try {
+      const Family* fam = pkg->registry().family(spec.family);
+      if (!fam)
+        throw Error(ErrorKind::Format, "package " + pkg->name() + " has no family " + spec.family);
       res = jit->compile(spec, *fam, s.cc, cfg.cache_dir);
     } catch (const Error& e) {
       s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
@@ -449,7 +449,7 @@ struct Loader::Impl {
     }
     if (!ok)
       throw resolution_failure(uri, cc, s.searched, s.rejected,
-                               fetch_advice(cc, version(), release_targets(), cfg.cache_dir));
+                               fetch_advice(cc, pkg->name(), pkg->version(), release_targets(), cfg.cache_dir));
     e.handle = std::move(h);
     e.ready.store(true, std::memory_order_release);
   }
@@ -459,7 +459,7 @@ struct Loader::Impl {
     try {
       ctx = driver->current_context();
     } catch (const Error&) {
-      find_spec(uri);  // an unknown URI is the more useful answer than "no driver"
+      find_spec(*pkg, uri);  // an unknown URI is the more useful answer than "no driver"
       throw;
     }
     HitCache::Slot& slot_tls = hit_cache().slots[HitCache::index(loader_id, ctx, uri)];
@@ -473,7 +473,7 @@ struct Loader::Impl {
     cold::PhaseTimer whole(cold::Phase::Other);
     const Specialisation& spec = [&]() -> const Specialisation& {
       cold::PhaseTimer t(cold::Phase::Registry);
-      return find_spec(uri);
+      return find_spec(*pkg, uri);
     }();
     if (check_capture && driver->stream_is_capturing(stream))
       throw Error(ErrorKind::Usage,
@@ -507,9 +507,11 @@ struct Loader::Impl {
 
 namespace {
 
-std::unique_ptr<Loader::Impl> make_impl(LoaderConfig config, LoaderDeps deps) {
+std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfig config,
+                                        LoaderDeps deps) {
   cold::PhaseTimer timer(cold::Phase::LoaderCreate);
   auto impl_ = std::make_unique<Loader::Impl>();
+  impl_->pkg = std::make_unique<const Package>(&package);
   if (config.api_log < 0 || config.api_log > 3)
     throw Error(ErrorKind::Usage, "api_log=" + std::to_string(config.api_log) +
                                       " is not an API log level: expected 0, 1, 2 or 3");
@@ -517,13 +519,15 @@ std::unique_ptr<Loader::Impl> make_impl(LoaderConfig config, LoaderDeps deps) {
                     config.log_file);
   impl_->cfg = std::move(config);
   impl_->driver = deps.driver ? deps.driver : make_cuda_driver();
-  impl_->fs = deps.fs ? deps.fs : std::make_shared<DiskStoreFs>();
+  impl_->fs = deps.fs ? deps.fs
+                      : std::make_shared<DiskStoreFs>(impl_->pkg->name(), impl_->pkg->version());
   if (deps.jit) {
     impl_->jit = deps.jit;
   } else {
     NvrtcConfig nc;
     nc.library = impl_->cfg.nvrtc_library;
     nc.cuda_home = impl_->cfg.cuda_home;
+    nc.sources = impl_->pkg->sources();
     nc.log = [](JitLogLevel l, const std::string& m) {
       log(l == JitLogLevel::Warn ? LogLevel::Warn : LogLevel::Info, m);
     };
@@ -531,30 +535,40 @@ std::unique_ptr<Loader::Impl> make_impl(LoaderConfig config, LoaderDeps deps) {
   }
   impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
   impl_->index_targets = deps.index_targets ? deps.index_targets : fetch_index_targets;
-  impl_->installed = deps.installed_store ? *deps.installed_store : installed_store_once();
+  impl_->installed = deps.installed_store            ? *deps.installed_store
+                     : !impl_->cfg.installed_store.empty() ? impl_->cfg.installed_store
+                                                         : installed_store_dir(&package);
   return impl_;
 }
 
 }  // namespace
 
 struct LoaderFactory {
-  static std::unique_ptr<Loader> make(LoaderConfig config, LoaderDeps deps) {
-    return std::unique_ptr<Loader>(new Loader(make_impl(std::move(config), std::move(deps))));
+  static std::unique_ptr<Loader> make(const kiln_package& package, LoaderConfig config,
+                                      LoaderDeps deps) {
+    return std::unique_ptr<Loader>(
+        new Loader(make_impl(package, std::move(config), std::move(deps))));
   }
-  static Loader* make_at(void* storage, LoaderConfig config, LoaderDeps deps) {
-    return new (storage) Loader(make_impl(std::move(config), std::move(deps)));
+  static Loader* make_at(void* storage, const kiln_package& package, LoaderConfig config,
+                         LoaderDeps deps) {
+    return new (storage) Loader(make_impl(package, std::move(config), std::move(deps)));
   }
 };
 
-std::unique_ptr<Loader> make_loader(LoaderConfig config, LoaderDeps deps) {
-  return LoaderFactory::make(std::move(config), std::move(deps));
+std::unique_ptr<Loader> make_loader(const kiln_package& package, LoaderConfig config,
+                                    LoaderDeps deps) {
+  return LoaderFactory::make(package, std::move(config), std::move(deps));
 }
 
-Loader* make_loader_at(void* storage, LoaderConfig config, LoaderDeps deps) {
-  return LoaderFactory::make_at(storage, std::move(config), std::move(deps));
+Loader* make_loader_at(void* storage, const kiln_package& package, LoaderConfig config,
+                       LoaderDeps deps) {
+  return LoaderFactory::make_at(storage, package, std::move(config), std::move(deps));
 }
 
-Loader::Loader(LoaderConfig config) : impl_(make_impl(std::move(config), LoaderDeps{})) {}
+Loader::Loader(const kiln_package& package, LoaderConfig config)
+    : impl_(make_impl(package, std::move(config), LoaderDeps{})) {}
+
+const kiln_package& Loader::package() const { return *impl_->pkg->c(); }
 
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -587,7 +601,7 @@ void Loader::prefetch(const std::vector<std::string>& uris) {
 
 Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const {
   Impl& im = *impl_;
-  const Specialisation& spec = find_spec(uri);
+  const Specialisation& spec = find_spec(*im.pkg, uri);
   Resolution r;
   r.uri = uri;
   if (!cc) {
@@ -612,7 +626,7 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
     }
     if (t.name == "store") {
       auto scans = im.scan_stores(s);
-      BuildIdentity id{version(), kManifestFormat, spec.source_hash};
+      BuildIdentity id{im.pkg->name(), im.pkg->version(), kManifestFormat, spec.source_hash};
       StorePlan plan = plan_stores(uri, *cc, id, scans, im.cfg.allow_stale);
       for (auto& x : plan.rejected) s.rejected.push_back(std::move(x));
       // Digests are checked here too, so the answer says what get() would really load.
@@ -647,7 +661,7 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
                              "offers (this libkiln does not know the release's targets)"};
         break;
       }
-      MirrorChoice choice = choose_mirror_targets(*cc, version(), offered, list);
+      MirrorChoice choice = choose_mirror_targets(*cc, im.pkg->name(), im.pkg->version(), offered, list);
       for (const auto& x : choice.rejected) s.reject(x.candidate, x.kind);
       if (!choice.fetch.empty())
         r.chosen = Candidate{"mirror", choice.fetch.front(), list,

@@ -9,9 +9,11 @@
 
 namespace kiln {
 
-std::unique_ptr<Loader> make_loader(LoaderConfig config, LoaderDeps deps);
+std::unique_ptr<Loader> make_loader(const kiln_package& package, LoaderConfig config,
+                                    LoaderDeps deps);
 // The same, constructed in `storage` (aligned, sizeof(Loader) bytes; the caller destroys it):
 // lets a test build a second Loader at the address of a destroyed one.
-Loader* make_loader_at(void* storage, LoaderConfig config, LoaderDeps deps);
+Loader* make_loader_at(void* storage, const kiln_package& package, LoaderConfig config,
+                       LoaderDeps deps);
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -12,6 +13,7 @@
 
 #include "driver.hpp"
 #include "kiln/error.hpp"
+#include "kiln/kernels.h"
 #include "loader_access.hpp"
 #include "log.hpp"
 
@@ -80,8 +82,21 @@ unsigned ceil_div(long long a, long long b) { return static_cast<unsigned>((a + 
 
 int gemm_tile(int dim) { return dim >= 2048 ? 128 : 64; }
 
+// The typed functions know the reference package's URIs and launch shapes: a loader of another
+// package would load someone else's kernel under one of those names.
+void require_reference(const Loader& loader, const std::string& uri) {
+  const char* name = loader.package().name;
+  if (std::strcmp(name, KILN_KERNELS_PACKAGE_NAME) != 0)
+    throw Error(ErrorKind::Usage, "kiln::ops launch the reference package " +
+                                      std::string(KILN_KERNELS_PACKAGE_NAME) + "'s kernels (" +
+                                      uri + "); this loader serves package " + name +
+                                      ": create one with kiln_kernels_package() (kiln/kernels.h)")
+        .with("package", name);
+}
+
 void launch_one(Loader& loader, const std::string& uri, std::size_t entry, const Launch& l,
                 void* stream, void** args) {
+  require_reference(loader, uri);
   const KernelHandle& k = loader.get(uri, stream);
   loader.launch(k, entry, l.grid, l.block, 0, stream, args);
 }
@@ -401,6 +416,7 @@ std::string gemm_f16(Loader& loader, void* stream, float* C, const void* A, cons
                      int N, int K) {
   const char* op = "gemm_f16";
   check_gemm(op, C, A, B, M, N, K, 2);
+  require_reference(loader, "gemm_f16");
   // The loader's own driver: the context and device it loads for are the ones asked about here.
   Driver& drv = LoaderAccess::driver(loader);
   void* ctx = drv.current_context();

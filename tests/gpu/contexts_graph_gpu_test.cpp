@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "gpu_util.hpp"
+#include "kiln/kernels.h"
 #include "spec_check.hpp"
 
 namespace {
@@ -43,8 +44,8 @@ TEST(GpuContexts, TwoContextsOnOneDeviceEachLoadTheirOwnModuleAndComputeCorrectl
   ASSERT_NE(primary, created);
 
   kiln::test::TempDir cache;
-  kiln::Loader l(store_only_config(store, cache.path().string()));
-  const kiln::Specialisation* spec = kiln::embedded_registry().find("rmsnorm_dtype_f16_block_256");
+  kiln::Loader l(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
+  const kiln::Specialisation* spec = kiln::test::reference_package().registry().find("rmsnorm_dtype_f16_block_256");
   ASSERT_NE(spec, nullptr);
 
   std::vector<const kiln::KernelHandle*> handles(2);
@@ -119,7 +120,7 @@ TEST(GpuGraphs, PrefetchedKernelsCapturedOnceGiveCorrectResultsOnEveryReplay) {
   std::string store = sm90_store(&problem);
   ASSERT_FALSE(store.empty()) << problem;
   kiln::test::TempDir cache;
-  kiln::Loader l(store_only_config(store, cache.path().string()));
+  kiln::Loader l(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
   l.prefetch({ops::choose_uri_axpy(DType::F32), ops::choose_uri_reduce_sum(DType::F32),
               ops::choose_uri_rmsnorm(DType::BF16, GraphBuffers::kCols)});
   GraphBuffers b;
@@ -158,7 +159,7 @@ TEST(GpuGraphs, MissDuringCaptureFailsAsUsageWithoutReadingFetchingOrCompiling) 
   cfg.offline = false;
   cfg.mirrors = {"http://127.0.0.1:9/kiln"};
   cfg.disable_jit = false;
-  kiln::Loader l(cfg);
+  kiln::Loader l(*kiln_kernels_package(), cfg);
   l.prefetch({ops::choose_uri_axpy(DType::F32)});
   const std::string missing = ops::choose_uri_softmax(DType::F16, 4096);
 

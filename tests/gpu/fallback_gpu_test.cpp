@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "gpu_util.hpp"
+#include "kiln/kernels.h"
 #include "spec_check.hpp"
 
 namespace {
@@ -28,11 +29,11 @@ TEST(GpuJit, EmptyStoreOfflineCompilesWithNvrtcAndASecondProcessReusesTheCache) 
   kiln::test::TempDir tmp;
   fs::create_directories(tmp / "empty");
   const std::string cache = (tmp / "cache").string();
-  kiln::Loader l(jit_config((tmp / "empty").string(), cache));
+  kiln::Loader l(*kiln_kernels_package(), jit_config((tmp / "empty").string(), cache));
   kiln::Resolution r = l.resolve(kJitUri);
   ASSERT_TRUE(r.chosen.has_value()) << r.to_json();
   EXPECT_EQ(r.chosen->tier, "jit") << r.to_json();
-  const kiln::Specialisation* spec = kiln::embedded_registry().find(kJitUri);
+  const kiln::Specialisation* spec = kiln::test::reference_package().registry().find(kJitUri);
   EXPECT_TRUE(check_spec(l, *spec, nullptr, 0));
   EXPECT_TRUE(check_spec(l, *spec, nullptr, 1));
   const kiln::KernelHandle& h = l.get(kJitUri);
@@ -65,8 +66,8 @@ TEST(GpuJit, ChildProcessLoadsFromJitCache) {
   KILN_REQUIRE_GPU();
   kiln::LoaderConfig c = jit_config(store, cache);
   c.log_level = "info";
-  kiln::Loader l(c);
-  const kiln::Specialisation* spec = kiln::embedded_registry().find(kJitUri);
+  kiln::Loader l(*kiln_kernels_package(), c);
+  const kiln::Specialisation* spec = kiln::test::reference_package().registry().find(kJitUri);
   EXPECT_TRUE(check_spec(l, *spec, nullptr, 1));
   std::cout << "child origin " << l.get(kJitUri).origin << std::endl;
 }
@@ -90,14 +91,14 @@ TEST(GpuForwardCompat, PtxOnlyCompute80StoreRunsThroughTheDriverJit) {
                               << r.out;
     store = (tmp / "store").string();
   }
-  kiln::Loader l(store_only_config(store, (tmp / "cache").string()));
+  kiln::Loader l(*kiln_kernels_package(), store_only_config(store, (tmp / "cache").string()));
   for (const char* uri : {"rmsnorm_dtype_bf16_block_512", "softmax_dtype_f32_block_128"}) {
     kiln::Resolution r = l.resolve(uri);
     ASSERT_TRUE(r.chosen.has_value()) << r.to_json();
     EXPECT_EQ(r.chosen->tier, "store") << r.to_json();
     EXPECT_EQ(r.chosen->target, "compute_80") << r.to_json();
     EXPECT_EQ(r.device, "sm_90");
-    const kiln::Specialisation* spec = kiln::embedded_registry().find(uri);
+    const kiln::Specialisation* spec = kiln::test::reference_package().registry().find(uri);
     EXPECT_TRUE(check_spec(l, *spec, nullptr, 0)) << uri;
     EXPECT_TRUE(check_spec(l, *spec, nullptr, 1)) << uri;
     EXPECT_NE(l.get(uri).origin.find("compute_80"), std::string::npos) << l.get(uri).origin;

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "gpu_util.hpp"
+#include "kiln/kernels.h"
 #include "spec_check.hpp"
 
 namespace {
@@ -12,13 +13,13 @@ using namespace kiln::gpu_test;
 // One loader for the whole suite, as an application would hold it.
 kiln::Loader& shared_loader(const std::string& store) {
   static kiln::test::TempDir cache;
-  static kiln::Loader l(store_only_config(store, cache.path().string()));
+  static kiln::Loader l(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
   return l;
 }
 
 std::vector<std::string> all_uris() {
   std::vector<std::string> v;
-  for (const auto& s : kiln::embedded_registry().specialisations) v.push_back(s.uri);
+  for (const auto& s : kiln::test::reference_package().registry().specialisations) v.push_back(s.uri);
   return v;
 }
 
@@ -29,7 +30,7 @@ TEST_P(EverySpecialisation, FromTheSm90StoreMatchesItsCpuReference) {
   std::string problem;
   std::string store = sm90_store(&problem);
   ASSERT_FALSE(store.empty()) << problem;
-  const kiln::Specialisation* spec = kiln::embedded_registry().find(GetParam());
+  const kiln::Specialisation* spec = kiln::test::reference_package().registry().find(GetParam());
   ASSERT_NE(spec, nullptr);
   kiln::Loader& l = shared_loader(store);
   // The chosen artifact is the store's exact SASS for CC 9.0, never JIT or a mirror. With both
@@ -57,7 +58,7 @@ TEST_P(EverySpecialisation, FromTheSm90StoreMatchesItsCpuReference) {
   const char* only = std::getenv("KILN_TEST_GPU_SM90_ONLY_STORE");
   if (!only || !*only || spec->family == "hopper_wgmma") return;
   kiln::test::TempDir cache;
-  kiln::Loader plain(store_only_config(only, cache.path().string()));
+  kiln::Loader plain(*kiln_kernels_package(), store_only_config(only, cache.path().string()));
   kiln::Resolution rp = plain.resolve(spec->uri);
   ASSERT_TRUE(rp.chosen.has_value()) << rp.to_json();
   EXPECT_EQ(rp.chosen->tier, "store") << rp.to_json();
@@ -76,7 +77,7 @@ TEST(GpuStore, HoldsEveryRegisteredSpecialisationForSm90) {
   ASSERT_FALSE(store.empty()) << problem;
   kiln::Loader& l = shared_loader(store);
   std::set<std::string> missing;
-  for (const auto& s : kiln::embedded_registry().specialisations) {
+  for (const auto& s : kiln::test::reference_package().registry().specialisations) {
     kiln::Resolution r = l.resolve(s.uri, 90);
     if (!r.chosen || (r.chosen->tier != "store" && r.chosen->tier != "memory"))
       missing.insert(s.uri);

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "gpu_util.hpp"
+#include "kiln/kernels.h"
 #include "spec_check.hpp"
 
 namespace {
@@ -28,8 +29,8 @@ TEST(GpuMultiDevice, ThreadsOnTwoDevicesGetTheirOwnModuleAndCorrectResults) {
   std::string store = sm90_store(&problem);
   ASSERT_FALSE(store.empty()) << problem;
   kiln::test::TempDir cache;
-  kiln::Loader l(store_only_config(store, cache.path().string()));
-  const kiln::Specialisation* spec = kiln::embedded_registry().find("softmax_dtype_bf16_block_256");
+  kiln::Loader l(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
+  const kiln::Specialisation* spec = kiln::test::reference_package().registry().find("softmax_dtype_bf16_block_256");
   ASSERT_NE(spec, nullptr);
   const kiln::KernelHandle* handle[2] = {nullptr, nullptr};
   std::string failures[2];
@@ -69,7 +70,7 @@ TEST(GpuMultiDevice, PrefetchOnBothDevicesThenAGraphPerDeviceReplaysCorrectly) {
   std::string store = sm90_store(&problem);
   ASSERT_FALSE(store.empty()) << problem;
   kiln::test::TempDir cache;
-  kiln::Loader l(store_only_config(store, cache.path().string()));
+  kiln::Loader l(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
   const std::string uri = ops::choose_uri_axpy(DType::F32);
   std::string failures[2];
   auto worker = [&](int dev) {

@@ -1,6 +1,7 @@
 // The typed kernel API (kiln/ops.hpp, kiln/kiln_ops.h) on the GPU: the URI it picks runs and
 // matches the CPU reference; on CC 9.0 gemm_f16 takes the sm_90a wgmma kernel.
 #include "gpu_util.hpp"
+#include "kiln/kernels.h"
 #include "kiln/kiln_ops.h"
 #include "spec_check.hpp"
 
@@ -16,7 +17,7 @@ struct OpsRig {
   bool init() {
     std::string store = sm90_store(&problem);
     if (store.empty()) return false;
-    loader = std::make_unique<kiln::Loader>(store_only_config(store, cache.path().string()));
+    loader = std::make_unique<kiln::Loader>(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
     return true;
   }
 };
@@ -142,7 +143,7 @@ TEST(GpuOps, CAbiRunsRmsnormAndReportsAMissingArtifactAsNotFound) {
   c.offline = 1;
   c.disable_jit = 1;
   kiln_loader* l = nullptr;
-  ASSERT_EQ(kiln_loader_create(&c, &l), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << kiln_last_error();
   const int rows = 3, cols = 700;
   auto in = random_values(static_cast<std::size_t>(rows) * cols, -3, 3, DType::BF16);
   auto w = random_values(cols, 0.5f, 1.5f, DType::BF16);
@@ -169,7 +170,7 @@ TEST(GpuOps, CAbiRunsRmsnormAndReportsAMissingArtifactAsNotFound) {
   e.cache_dir = cache.c_str();
   e.offline = 1;
   e.disable_jit = 1;
-  ASSERT_EQ(kiln_loader_create(&e, &l), KILN_OK) << kiln_last_error();
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &e, &l), KILN_OK) << kiln_last_error();
   EXPECT_EQ(kiln_op_rmsnorm(l, nullptr, dout.get(), din.get(), dw.get(), rows, cols, 1e-6f,
                             KILN_DTYPE_BF16),
             KILN_ERROR_NOT_FOUND);

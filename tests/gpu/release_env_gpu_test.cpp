@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "gpu_util.hpp"
+#include "kiln/kernels.h"
 #include "spec_check.hpp"
 
 namespace {
@@ -33,9 +34,9 @@ TEST(ReleaseFromEnvironment, EverySpecialisationAsConfigured) {
   std::ofstream origins;
   if (!origins_file.empty()) origins.open(origins_file);
 
-  kiln::Loader loader(kiln::LoaderConfig::from_env());
+  kiln::Loader loader(*kiln_kernels_package(), kiln::LoaderConfig::from_env());
   int checked = 0;
-  for (const auto& spec : kiln::embedded_registry().specialisations) {
+  for (const auto& spec : kiln::test::reference_package().registry().specialisations) {
     if (!expect.empty()) {
       try {
         loader.get(spec.uri);
@@ -66,7 +67,7 @@ TEST(ReleaseFromEnvironment, EverySpecialisationAsConfigured) {
   std::cout << "checked " << checked << " specialisations"
             << (expect.empty() ? " against their CPU references" : ", each failing with " + expect)
             << "\n";
-  EXPECT_EQ(checked, static_cast<int>(kiln::embedded_registry().specialisations.size()));
+  EXPECT_EQ(checked, static_cast<int>(kiln::test::reference_package().registry().specialisations.size()));
 }
 
 }  // namespace

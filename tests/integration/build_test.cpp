@@ -35,7 +35,7 @@ class KilnBuild : public ::testing::Test {
   }
 
   static std::string archive(const std::string& target) {
-    return archive_file_name(kiln::version(), kiln::cuda_version(), target);
+    return archive_file_name(kPackage, kVersion, kiln::cuda_version(), target);
   }
 
   static std::vector<std::string> dir_names(const fs::path& dir) {
@@ -55,9 +55,9 @@ TEST_F(KilnBuild, PublishesOneArchivePerTargetWithManifestFirstAndTheIndex) {
   EXPECT_NE(r.out.find("compiled 5 of 5"), std::string::npos) << r.out;
   fs::path dist = work_ / "b/dist";
   EXPECT_EQ(dir_names(dist), (std::vector<std::string>{archive("sm_80"), archive("sm_90a"),
-                                                       index_file_name(kiln::version())}));
+                                                       index_file_name(kPackage, kVersion)}));
 
-  Index idx = parse_index(read_file(dist / index_file_name(kiln::version())), "index");
+  Index idx = parse_index(read_file(dist / index_file_name(kPackage, kVersion)), "index");
   ASSERT_EQ(idx.archives.size(), 2u);
   for (const auto& e : idx.archives) {
     std::size_t size = 0;
@@ -72,7 +72,8 @@ TEST_F(KilnBuild, PublishesOneArchivePerTargetWithManifestFirstAndTheIndex) {
   EXPECT_EQ(members[2].name, "scale_dtype_f32.fatbin");
   Manifest m = parse_manifest(members[0].data, "manifest.json");
   EXPECT_EQ(m.target, "sm_80");
-  EXPECT_EQ(m.package_version, kiln::version());
+  EXPECT_EQ(m.package, kPackage);
+  EXPECT_EQ(m.package_version, kVersion);
   EXPECT_EQ(m.cuda_version, kiln::cuda_version());
   EXPECT_EQ(m.build_time, 1700000000);
   ASSERT_EQ(m.skipped.size(), 1u);

@@ -23,6 +23,7 @@
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
 #include "kiln/error.hpp"
+#include "kiln/version.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
@@ -280,6 +281,8 @@ class Fetch : public ::testing::Test {
   FetchOptions options(std::vector<std::string> mirrors) {
     FetchOptions o;
     o.mirrors = std::move(mirrors);
+    o.package = rel.package;
+    o.version = rel.version;
     o.index_sha256 = rel.index_sha256;
     o.connect_timeout_ms = 2000;
     o.low_speed_bytes = 1024;
@@ -452,7 +455,7 @@ TEST_F(Fetch, EndlessIndexIsCutAtTheIndexLimit) {
 
 TEST_F(Fetch, ForgedIndexIsRefusedShowingPinnedAndServedDigests) {
   MisbehavingServer s(rel.dir, "flip", {"--match", "index.json"});
-  std::string index = read_file(rel.dir / index_file_name(rel.version));
+  std::string index = read_file(rel.dir / index_file_name("kiln-kernels", rel.version));
   index[index.size() / 2] ^= 1;
   auto [kind, msg] =
       error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
@@ -566,7 +569,8 @@ TEST_F(Fetch, OfflineWithNothingLocalFailsAtOnceAndAsksNoServer) {
   auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_LT(seconds_since(t0), 0.5);
   EXPECT_EQ(kind, ErrorKind::NotFound);
-  EXPECT_CONTAINS(msg, "kiln fetch --targets sm_90a --dest " + dest.string());
+  EXPECT_CONTAINS(msg, "kiln fetch --package kiln-kernels --version " + std::string(kiln::version()) +
+                           " --targets sm_90a --dest " + dest.string());
   EXPECT_EQ(s.total(), 0);
   // The CLI honours KILN_OFFLINE too.
   auto r =
@@ -635,7 +639,7 @@ TEST_F(Fetch, IndexWithoutTheTargetIsNotFoundListingWhatItHas) {
 // Puts `bytes` where the index's `target` entry points and re-pins size, digest and index, as an
 // index made by mistake (or by someone who controls it) would.
 void repin(Release& rel, const std::string& target, const std::string& bytes) {
-  fs::path ip = rel.dir / index_file_name(rel.version);
+  fs::path ip = rel.dir / index_file_name("kiln-kernels", rel.version);
   Index idx = parse_index(read_file(ip), ip.string());
   for (auto& e : idx.archives)
     if (e.target == target) {
@@ -656,7 +660,7 @@ TEST_F(Fetch, IndexPinningAnotherTargetsArchiveIsRefusedAsIntegrityAndLeavesNoth
   EXPECT_EQ(kind, ErrorKind::Integrity);
   EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a"));
   EXPECT_CONTAINS(msg, "manifest target is sm_80");
-  EXPECT_CONTAINS(msg, s.url() + "/" + index_file_name(rel.version) + " says sm_90a");
+  EXPECT_CONTAINS(msg, s.url() + "/" + index_file_name("kiln-kernels", rel.version) + " says sm_90a");
   expect_only_verified(dest, {});  // no sm_80 directory, no archive, no temp file
   // The CLI: exit 3, the same words.
   auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
@@ -720,8 +724,8 @@ TEST_F(Fetch, DrippingIndexMovesTheCliToTheSecondMirror) {
                      " --low-speed-bytes 1 --download-timeout 1 --min-rate 1000000000 2>&1");
   EXPECT_LT(seconds_since(t0), 5.0);
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_CONTAINS(r.out, drip.url() + "/" + index_file_name(rel.version) + ": deadline passed");
-  EXPECT_EQ(drip.count("/" + index_file_name(rel.version)), 1);
+  EXPECT_CONTAINS(r.out, drip.url() + "/" + index_file_name("kiln-kernels", rel.version) + ": deadline passed");
+  EXPECT_EQ(drip.count("/" + index_file_name("kiln-kernels", rel.version)), 1);
   expect_only_verified(dest, {rel.stem("sm_90a")});
 }
 
@@ -760,8 +764,8 @@ TEST_F(Fetch, RedirectFromHttpToAnotherHostIsRefused) {
   EXPECT_CONTAINS(msg, "redirect refused");
   EXPECT_CONTAINS(msg, "to another host localhost");
   // --match kiln-kernels covers the index too: refused there, not retried, nothing else asked.
-  EXPECT_CONTAINS(msg, s.url() + "/" + index_file_name(rel.version));
-  EXPECT_EQ(s.count("/" + index_file_name(rel.version)), 1);
+  EXPECT_CONTAINS(msg, s.url() + "/" + index_file_name("kiln-kernels", rel.version));
+  EXPECT_EQ(s.count("/" + index_file_name("kiln-kernels", rel.version)), 1);
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 0);
   EXPECT_EQ(other.total(), 0);
   expect_only_verified(dest, {});
@@ -773,7 +777,7 @@ TEST_F(Fetch, RedirectWithinTheSameHttpHostIsFollowed) {
                       {"--match", "kiln-kernels", "--redirect-to", other.url()});
   FetchResult r = fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
   EXPECT_EQ(r.installed.size(), 1u);
-  EXPECT_EQ(other.count("/" + index_file_name(rel.version)), 1);
+  EXPECT_EQ(other.count("/" + index_file_name("kiln-kernels", rel.version)), 1);
   EXPECT_EQ(other.count(rel.url_path("sm_90a")), 1);
   expect_only_verified(dest, {rel.stem("sm_90a")});
 }
@@ -878,7 +882,7 @@ class MirrorTier : public Fetch {
     cfg.use_installed_store = false;
     LoaderDeps d;  // the real fetch and index fetch, over loopback HTTP
     d.driver = std::move(drv);
-    return make_loader(cfg, std::move(d));
+    return make_loader(kiln::test::reference_description(), cfg, std::move(d));
   }
 };
 
@@ -923,7 +927,7 @@ TEST_F(MirrorTier, TamperedArchiveOnTheFirstMirrorIsTakenFromTheSecond) {
   cfg.use_installed_store = false;
   LoaderDeps d;
   d.driver = drv;
-  std::unique_ptr<Loader> owned = make_loader(cfg, std::move(d));
+  std::unique_ptr<Loader> owned = make_loader(kiln::test::reference_description(), cfg, std::move(d));
   Loader& l = *owned;
   EXPECT_EQ(l.get("axpy_dtype_f32").origin,
             (dest / rel.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
@@ -956,7 +960,7 @@ TEST_F(MirrorTier, CliFetchDeviceWithNothingThatRunsOrNoGpuIsUnsupported) {
   auto r = test::run(test::kiln_cli() + " fetch --device sm_75 --dest " + dest.string() +
                      " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
   EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Unsupported)) << r.out;
-  EXPECT_CONTAINS(r.out, "no archive of release " + rel.version + " can run on CC 7.5");
+  EXPECT_CONTAINS(r.out, "no archive of release " + rel.package + " " + rel.version + " can run on CC 7.5");
   auto a =
       test::run("CUDA_VISIBLE_DEVICES= " + test::kiln_cli() + " fetch --device auto --dest " +
                 dest.string() + " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);

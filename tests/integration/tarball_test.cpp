@@ -93,7 +93,8 @@ TEST_F(KilnTarball, PacksTheSameBytesTwiceUnpacksAnywhereAndWorksWithoutEnvironm
       tarball_name().substr(0, tarball_name().size() - std::string(".tar.zst").size());
   fs::path root = prefix / top;
   for (const char* rel :
-       {"bin/kiln", "lib/libkiln.so", "include/kiln/loader.hpp", "include/kiln/kiln.h",
+       {"bin/kiln", "lib/libkiln.so", "lib/libkiln-kernels.so", "include/kiln/kernels.h",
+        "include/kiln/package.h", "lib/cmake/kiln/KilnPackage.cmake", "include/kiln/loader.hpp", "include/kiln/kiln.h",
         "lib/cmake/kiln/kilnConfig.cmake", "lib/cmake/kiln/kilnConfigVersion.cmake"})
     EXPECT_TRUE(fs::exists(root / rel)) << rel;
   EXPECT_TRUE(fs::is_symlink(root / "lib" / "libkiln.so"));
@@ -103,13 +104,13 @@ TEST_F(KilnTarball, PacksTheSameBytesTwiceUnpacksAnywhereAndWorksWithoutEnvironm
   EXPECT_TRUE(fs::exists(store / stem90 / "manifest.json"));
   EXPECT_TRUE(fs::exists(store / stem90 / "axpy_dtype_f32.fatbin"));
 
-  // kiln doctor from the unpacked tree: the store beside libkiln, found with no variable.
+  // kiln doctor from the unpacked tree: the store beside it, found with no variable.
   std::string ukiln = "'" + (root / "bin" / "kiln").string() + "'";
   auto doc = test::run("(" + clean_env() + ukiln + " doctor --json 2>/dev/null)");
   auto dj = Json::parse(doc.out);
   bool found = false;
   for (const auto& s : dj["stores"])
-    if (s["source"] == "installed beside libkiln") {
+    if (s["source"] == "installed beside this kiln") {
       found = true;
       EXPECT_EQ(fs::weakly_canonical(s["dir"].get<std::string>()), fs::weakly_canonical(store));
       EXPECT_EQ(s["archives"], 2) << doc.out;
@@ -138,15 +139,16 @@ project(consumer LANGUAGES CXX)
 set(CMAKE_CXX_STANDARD 17)
 find_package(kiln 0.1 REQUIRED)
 add_executable(consumer main.cpp)
-target_link_libraries(consumer PRIVATE kiln::kiln)
+target_link_libraries(consumer PRIVATE kiln::kiln kiln::kernels)
 file(WRITE ${CMAKE_BINARY_DIR}/found.txt "${kiln_VERSION} ${kiln_CUDA_VERSION}")
 )");
-  test::write_file(consumer / "main.cpp", R"(#include <kiln/kiln.h>
+  test::write_file(consumer / "main.cpp", R"(#include <kiln/kernels.h>
+#include <kiln/kiln.h>
 #include <kiln/loader.hpp>
 #include <kiln/version.hpp>
 #include <iostream>
 int main() {
-  kiln::Loader loader(kiln::LoaderConfig::from_env());
+  kiln::Loader loader(*kiln_kernels_package(), kiln::LoaderConfig::from_env());
   kiln::Resolution r = loader.resolve("axpy_dtype_f32", 90);
   std::cout << kiln::version() << " " << kiln_version() << " "
             << (r.chosen ? r.chosen->tier + " " + r.chosen->path : std::string("none")) << "\n";

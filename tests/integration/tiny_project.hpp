@@ -3,6 +3,7 @@
 // families, `scale` (f32/f16, sm_80+, including a shared header) and `hop` (sm_90a only): five
 // compiles for sm_80,sm_90a. One copy, so the tests build the same tree.
 #include <filesystem>
+#include <string>
 
 #include "test_util.hpp"
 
@@ -47,7 +48,13 @@ __global__ void hop_kernel(float* x) { x[threadIdx.x] += 1.0f; }
 )";
 
 // Writes the project (registry/kernels.json, kernels/common.cuh, scale.cu, hop.cu) under src.
+// The tiny project is not kiln's: it has its own package name and version.
+inline const std::string kPackage = "tiny-kernels";
+inline const std::string kVersion = "0.3.0";
+
 inline void write_project(const std::filesystem::path& src) {
+  write_file(src / "VERSION", kVersion + "\n");
+  write_file(src / "registry/package.json", "{\"format\": 1, \"name\": \"" + kPackage + "\"}\n");
   write_file(src / "registry/kernels.json", kRegistry);
   write_file(src / "kernels/common.cuh", kCommon);
   write_file(src / "kernels/scale.cu", kScale);

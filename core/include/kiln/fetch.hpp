@@ -14,7 +14,10 @@ namespace kiln {
 struct FetchOptions {
   // Tried in order. Empty: the list compiled in with -DKILN_DEFAULT_MIRRORS (may be empty).
   std::vector<std::string> mirrors;
-  std::string version;  // release to fetch; empty: kiln::version()
+  // The package and release to fetch: <package>-<version>-index.json and its archives. Both
+  // required (Error{Usage} naming the missing one).
+  std::string package;
+  std::string version;
   // Hex SHA-256 that pins the release index. Empty: the digest compiled in with
   // -DKILN_TRUSTED_INDEX_SHA256; when none is compiled in either, fetching is refused
   // (Error{Usage}) rather than trusting whatever a mirror serves.

@@ -2,6 +2,7 @@
 // The on-disk formats shared by the packager and the loader: archive manifest, release
 // index, and the names of archives. Written down in manifests/README.md (grammar, fields,
 // version history); keep the two in step.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,9 +12,10 @@
 
 namespace kiln {
 
-// Version history: 1 = first release (kiln 0.1.0).
-constexpr int kManifestFormat = 1;
-constexpr int kIndexFormat = 1;
+// Version history: 1 = first release (kiln 0.1.0, kiln's own kernels only); 2 = a top-level
+// "package" (the kernel package's name), which every archive, index and store name carries.
+constexpr int kManifestFormat = 2;
+constexpr int kIndexFormat = 2;
 
 struct ArtifactEntry {
   struct Entry {
@@ -38,6 +40,7 @@ struct SkippedFamily {
 
 struct Manifest {
   int format_version = kManifestFormat;
+  std::string package;  // the kernel package's name (is_package_name)
   std::string package_version;
   std::string git_commit;
   std::string cuda_version;              // toolkit major.minor, e.g. "13.0"
@@ -58,6 +61,7 @@ struct IndexEntry {
 
 struct Index {
   int format_version = kIndexFormat;
+  std::string package;
   std::string package_version;
   std::string git_commit;
   std::string cuda_version;
@@ -77,12 +81,23 @@ Index parse_index(std::string_view json_text, const std::string& origin);
 // and every --version the CLI takes.
 bool is_package_version(std::string_view s);
 
-// kiln-kernels-<version>-cuda<major>.<minor>-<target>.tar.zst
-std::string archive_file_name(std::string_view version, std::string_view cuda,
-                              std::string_view target);
+// A kernel package's name: lowercase ASCII letters, digits and '-', each '-'-separated segment
+// starting with a letter, at most 64 characters ("kiln-kernels", "acme-scale"). Versions start with
+// a digit, so "<name>-<version>-..." splits one way only, and one package's names never start
+// with another's ("acme-" + "1.0.0" vs "acme-scale-1.0.0").
+inline constexpr std::size_t kMaxPackageNameLength = 64;
+inline constexpr const char* kPackageNameRule =
+    "expected a package name: lowercase letters, digits and '-', each '-'-separated part "
+    "starting with a letter, at most 64 characters";
+bool is_package_name(std::string_view s);
+
+// <package>-<version>-cuda<major>.<minor>-<target>.tar.zst
+std::string archive_file_name(std::string_view package, std::string_view version,
+                              std::string_view cuda, std::string_view target);
 // the archive name without ".tar.zst": the directory an archive unpacks to inside a store
-std::string archive_stem(std::string_view version, std::string_view cuda, std::string_view target);
-// kiln-kernels-<version>-index.json
-std::string index_file_name(std::string_view version);
+std::string archive_stem(std::string_view package, std::string_view version, std::string_view cuda,
+                         std::string_view target);
+// <package>-<version>-index.json
+std::string index_file_name(std::string_view package, std::string_view version);
 
 }  // namespace kiln

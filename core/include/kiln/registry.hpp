@@ -40,7 +40,8 @@ struct Specialisation {
   std::string source_hash;
 };
 
-// Read access to kernels/ files by relative path (disk, or the copy embedded in libkiln).
+// Read access to kernels/ files by relative path (disk, or a package description's copy:
+// PackageSourceTree in kiln/package.hpp).
 class SourceTree {
  public:
   virtual ~SourceTree() = default;
@@ -56,12 +57,6 @@ class DiskSourceTree : public SourceTree {
 
  private:
   std::string dir_;
-};
-
-class EmbeddedSourceTree : public SourceTree {
- public:
-  std::optional<std::string> read(const std::string& relpath) const override;
-  std::string describe() const override { return "sources embedded in libkiln"; }
 };
 
 struct Registry {
@@ -86,16 +81,6 @@ std::vector<std::string> quoted_includes(std::string_view source);
 
 // Reads <root>/registry/kernels.json and hashes <root>/kernels/.
 Registry load_registry(const std::string& repo_root);
-// The registry this libkiln was built with (embedded), parsed and hashed once.
-const Registry& embedded_registry();
-// For the loader's cold path: one specialisation of the embedded registry from the table made at
-// build time (registry/embedded_table.hpp: the values embedded_registry() gives, with nothing
-// parsed or hashed at run time); nullptr for an unknown URI. The pointer stays valid for the
-// process.
-const Specialisation* embedded_spec(std::string_view uri);
-// Every URI of the embedded registry, sorted (nothing hashed).
-std::vector<std::string> embedded_uris();
-
 std::string registry_to_json(const Registry& reg);  // `kiln registry list --json`, stable bytes
 
 }  // namespace kiln

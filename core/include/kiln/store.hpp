@@ -93,12 +93,16 @@ struct InstallResult {
 // limit).
 // Error kinds: Integrity (digests), Format (archive/manifest), Stale (format version),
 // NotFound (archive), Io (store not writable).
-// When `required_package_version` is not empty, an archive of another package version is
-// refused with Error{Stale} naming both versions, before the store is touched.
+// An archive of another package or package version than `required` names (empty fields: not
+// checked) is refused with Error{Stale} naming both values, before the store is touched.
+struct RequiredRelease {
+  std::string package;
+  std::string version;
+};
 InstallResult install_archive(const std::filesystem::path& archive,
                               const std::filesystem::path& dest_store,
                               const std::optional<std::string>& expected_sha256 = std::nullopt,
-                              const std::string& required_package_version = "");
+                              const RequiredRelease& required = {});
 
 // Whole-file checks used by `kiln verify` (and anyone re-checking a download). Every problem is
 // collected; nothing stops at the first. `expected_package_version` empty: any version passes;

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "kiln/export.h"
+#include "kiln/package.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -52,9 +53,12 @@ typedef struct kiln_config {
 /* Fills *config with "everything from the environment". */
 KILN_API void kiln_config_init(kiln_config* config);
 
-/* config NULL: everything from the environment. A bad environment value is KILN_ERROR_USAGE
- * with the variable named. */
-KILN_API kiln_status kiln_loader_create(const kiln_config* config, kiln_loader** out);
+/* A loader serving `package` (kiln/package.h: a project's generated description, e.g.
+ * kiln_kernels_package() of kiln/kernels.h); it must outlive the loader. config NULL: everything
+ * from the environment. A bad environment value is KILN_ERROR_USAGE with the variable named; so
+ * is a NULL or malformed package. */
+KILN_API kiln_status kiln_loader_create(const kiln_package* package, const kiln_config* config,
+                                        kiln_loader** out);
 KILN_API void kiln_loader_destroy(kiln_loader* loader);
 
 /* Loads (once per CUDA context) the kernel `uri` for the current context's device. */
@@ -92,9 +96,9 @@ KILN_API const char* kiln_cuda_version(void);
 KILN_API int kiln_manifest_format(void);
 /* release index format version it reads */
 KILN_API int kiln_index_format(void);
-/* The source hash ("sha256:<hex>") this libkiln's embedded registry gives `uri`: a packaged
- * artifact with another hash is stale for it. NULL when the registry has no such URI. */
-KILN_API const char* kiln_source_hash(const char* uri);
+/* The source hash `package` gives `uri` (its description's string): a packaged artifact with
+ * another hash is stale for it. NULL when the package has no such URI or is malformed. */
+KILN_API const char* kiln_package_source_hash(const kiln_package* package, const char* uri);
 /* "not-found", "usage", ... */
 KILN_API const char* kiln_status_name(kiln_status status);
 

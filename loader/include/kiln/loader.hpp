@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kiln/export.h"
+#include "kiln/package.h"
 
 namespace kiln {
 
@@ -25,7 +26,10 @@ struct LoaderConfig {
   bool offline = false;              // KILN_OFFLINE=1: no network access, ever
   bool disable_jit = false;          // KILN_DISABLE_JIT=1
   bool allow_stale = false;          // KILN_ALLOW_STALE=1: diagnostic bypass, warned on every use
-  bool use_installed_store = true;   // the store installed beside the library
+  bool use_installed_store = true;   // the store installed beside the package's library
+  // That store's directory; "" = <dir of the library defining the package>/../share/kiln/artifacts
+  // (dladdr). For a description not in a library of an install tree (e.g. linked statically).
+  std::string installed_store;
   std::string log_level = "warn";    // KILN_LOG=error|warn|info|debug
   int api_log = 0;                   // KILN_API_LOG=0..3
   std::string log_file;              // KILN_LOG_FILE (%p = pid); default stderr
@@ -70,10 +74,18 @@ struct KernelHandle {
   std::string origin;            // where the image came from (path or "jit:<key>")
 };
 
-// Only the members marked KILN_API are libkiln's API; Impl stays private to the library.
+// Serves one kernel package (kiln/package.h: a project's generated description, e.g.
+// kiln_kernels_package() for kiln's own kernels): its URIs, its stores (archives named for it),
+// its staleness rule (its version and source hashes). Several Loaders of different packages live
+// side by side in one process. Only the members marked KILN_API are libkiln's API; Impl stays
+// private to the library.
 class Loader {
  public:
-  KILN_API explicit Loader(LoaderConfig config = LoaderConfig::from_env());
+  // Throws Error{Usage} for a description that does not hold together (wrong abi_version,
+  // name, version, unsorted kernels) and for bad configuration. `package` must outlive the Loader
+  // (a generated description is static data of its library).
+  KILN_API explicit Loader(const kiln_package& package,
+                           LoaderConfig config = LoaderConfig::from_env());
   KILN_API ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -94,6 +106,8 @@ class Loader {
   KILN_API Resolution resolve(const std::string& uri, std::optional<int> cc = std::nullopt) const;
 
   KILN_API const LoaderConfig& config() const;
+  // The package this Loader serves.
+  KILN_API const kiln_package& package() const;
 
   struct Dim3 {
     unsigned x = 1, y = 1, z = 1;

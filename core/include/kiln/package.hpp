@@ -1,0 +1,115 @@
+#pragma once
+// A kernel package: a project's kernels under the project's own name and version.
+//
+//   <project>/VERSION                 MAJOR.MINOR.PATCH[-prerelease], one line
+//   <project>/registry/package.json   {"format": 1, "name": "<package name>"}
+//   <project>/registry/kernels.json   the registry (docs/registry.md)
+//   <project>/kernels/                the sources it names
+//
+// The packager reads a project (load_project); a library carries its package as the generated
+// C description of kiln/package.h (PackageData::to_c_source, run by `kiln package-source` for
+// kiln_add_kernel_package); the loader serves one package through Package, a checked view of
+// such a description. docs/packages.md.
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/package.h"
+#include "kiln/registry.hpp"
+
+namespace kiln {
+
+constexpr int kPackageFileFormat = 1;
+
+// registry/package.json parsed; throws Error{Format} naming origin and field.
+struct PackageFile {
+  std::string name;
+};
+PackageFile parse_package_file(std::string_view json_text, const std::string& origin);
+// A VERSION file's one line; throws Error{Format} naming the file when it is not a version.
+std::string parse_version_file(std::string_view text, const std::string& origin);
+
+struct Project {
+  std::filesystem::path root;
+  std::string name;
+  std::string version;
+  Registry registry;  // hashed
+};
+// Reads and checks every file above; throws Error{NotFound} naming the file looked for when one
+// is missing (with what a project holds), Error{Format} when one is malformed.
+Project load_project(const std::filesystem::path& root);
+
+// A project's package description with the storage it points into: what the generator writes
+// out as C, and what the CLI hands to an in-process Loader for a project on disk.
+class PackageData {
+ public:
+  explicit PackageData(const Project& project);
+  PackageData(const PackageData&) = delete;
+  PackageData& operator=(const PackageData&) = delete;
+  const kiln_package* get() const { return &desc_; }
+  // A C source defining `const kiln_package* <symbol>(void)` (and nothing else with linkage).
+  std::string to_c_source(const std::string& symbol) const;
+  // Every file the description was made from (for a build system's depfile).
+  const std::vector<std::filesystem::path>& inputs() const { return inputs_; }
+
+ private:
+  struct Kernel {
+    std::string uri, family, source_hash;
+    std::vector<std::string> params, entries;
+    std::vector<const char*> param_ptrs, entry_ptrs;
+  };
+  std::string name_, version_;
+  std::vector<Kernel> kernels_;
+  std::vector<std::pair<std::string, std::string>> files_;  // path, bytes
+  std::vector<kiln_package_kernel> ckernels_;
+  std::vector<kiln_package_file> cfiles_;
+  std::vector<std::filesystem::path> inputs_;
+  kiln_package desc_{};
+};
+
+// A C identifier is what `--symbol` and kiln_add_kernel_package's SYMBOL must be.
+bool is_c_identifier(std::string_view s);
+
+// The loader's view of one package description: checked once (throws Error{Usage} naming what
+// does not hold together), then read without copies. Lookups are memoised per URI.
+class Package {
+ public:
+  explicit Package(const kiln_package* desc);
+  const std::string& name() const { return name_; }
+  const std::string& version() const { return version_; }
+  const kiln_package* c() const { return desc_; }
+  // nullptr for a URI the package does not have. The pointer lives as long as this Package.
+  const Specialisation* spec(std::string_view uri) const;
+  std::vector<std::string> uris() const;  // sorted
+  // The full registry parsed from the description's files and hashed (the JIT tier); throws
+  // Error{Format} when the files disagree with the kernel table.
+  const Registry& registry() const;
+  std::shared_ptr<const SourceTree> sources() const;
+  // The shared library (or executable) that defines the description (dladdr), "" if unknown:
+  // the store installed beside it is <dir>/../share/kiln/artifacts.
+  std::string library_path() const;
+
+ private:
+  const kiln_package* desc_;
+  std::string name_, version_;
+  mutable std::mutex mu_;
+  mutable std::map<const kiln_package_kernel*, std::unique_ptr<const Specialisation>> specs_;
+  mutable std::unique_ptr<const Registry> registry_;
+};
+
+// Reads files of a package description (path relative to kernels/, as SourceTree says).
+class PackageSourceTree : public SourceTree {
+ public:
+  explicit PackageSourceTree(const kiln_package* desc) : desc_(desc) {}
+  std::optional<std::string> read(const std::string& relpath) const override;
+  std::string describe() const override;
+
+ private:
+  const kiln_package* desc_;
+};
+
+}  // namespace kiln

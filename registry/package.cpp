@@ -1,0 +1,342 @@
+// Kernel packages: the project files, the generated description and the loader's view of it
+// (kiln/package.hpp).
+#include "kiln/package.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kiln/error.hpp"
+#include "kiln/manifest.hpp"
+
+namespace kiln {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& origin, const std::string& field,
+                       const std::string& what) {
+  Error e(ErrorKind::Format,
+          origin + ": " + (field.empty() ? "" : "field '" + field + "': ") + what);
+  throw e.with("path", origin).with("field", field);
+}
+
+std::optional<std::string> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const char* kProjectLayout =
+    "a kernel project holds VERSION, registry/package.json ({\"format\": 1, \"name\": ...}), "
+    "registry/kernels.json and kernels/ (docs/packages.md)";
+
+std::string read_required(const fs::path& root, const char* rel) {
+  fs::path p = root / rel;
+  std::optional<std::string> text = read_file(p);
+  if (!text)
+    throw Error(ErrorKind::NotFound, "no " + std::string(rel) + " in " + root.string() +
+                                         " (looked for " + p.string() + "): " + kProjectLayout)
+        .with("path", p.string());
+  return *text;
+}
+
+// A C string literal of arbitrary bytes: printable ASCII as is, everything else as three-digit
+// octal escapes (never followed by a digit that would extend them), split every 96 bytes.
+std::string c_literal(std::string_view bytes) {
+  std::string out = "\"";
+  std::size_t col = 0;
+  bool last_octal = false;
+  for (unsigned char c : bytes) {
+    if (col >= 96) {
+      out += "\"\n    \"";
+      col = 0;
+      last_octal = false;
+    }
+    bool digit = c >= '0' && c <= '9';
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      last_octal = false;
+    } else if (c >= 0x20 && c < 0x7f && c != '?' && !(last_octal && digit)) {
+      out += static_cast<char>(c);  // '?' escaped: no trigraphs
+      last_octal = false;
+    } else {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\%03o", c);
+      out += buf;
+      last_octal = true;
+    }
+    ++col;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+bool is_c_identifier(std::string_view s) {
+  if (s.empty()) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
+  }
+  return true;
+}
+
+PackageFile parse_package_file(std::string_view text, const std::string& origin) {
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(origin, "", std::string("not valid JSON: ") + e.what());
+  }
+  if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
+  for (auto it = root.begin(); it != root.end(); ++it)
+    if (it.key() != "format" && it.key() != "name" && it.key() != "comment")
+      fail(origin, it.key(), "unknown field (allowed: format, name, comment)");
+  if (!root.contains("format") || !root["format"].is_number_integer())
+    fail(origin, "format", "missing or not an integer");
+  int format = root["format"].get<int>();
+  if (format != kPackageFileFormat)
+    fail(origin, "format",
+         "version " + std::to_string(format) + " is too " +
+             (format < kPackageFileFormat ? "old" : "new (upgrade kiln)") +
+             "; this kiln reads version " + std::to_string(kPackageFileFormat));
+  if (!root.contains("name") || !root["name"].is_string()) fail(origin, "name", "missing");
+  PackageFile pf;
+  pf.name = root["name"].get<std::string>();
+  if (!is_package_name(pf.name))
+    fail(origin, "name", std::string(kPackageNameRule) + ", found '" + pf.name + "'");
+  return pf;
+}
+
+std::string parse_version_file(std::string_view text, const std::string& origin) {
+  std::string v(text);
+  while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.pop_back();
+  if (!is_package_version(v))
+    throw Error(ErrorKind::Format, origin + ": expected one line MAJOR.MINOR.PATCH[-prerelease], found '" +
+                                       v + "'")
+        .with("path", origin);
+  return v;
+}
+
+Project load_project(const fs::path& root_in) {
+  std::error_code ec;
+  fs::path root = fs::absolute(root_in, ec).lexically_normal();
+  if (ec) root = root_in;
+  if (!fs::is_directory(root, ec))
+    throw Error(ErrorKind::NotFound, "kernel project " + root.string() + " is not a directory: " +
+                                         kProjectLayout)
+        .with("path", root.string());
+  Project p;
+  p.root = root;
+  p.version = parse_version_file(read_required(root, "VERSION"), (root / "VERSION").string());
+  p.name = parse_package_file(read_required(root, "registry/package.json"),
+                              (root / "registry" / "package.json").string())
+               .name;
+  read_required(root, "registry/kernels.json");
+  p.registry = load_registry(root.string());
+  return p;
+}
+
+PackageData::PackageData(const Project& project) : name_(project.name), version_(project.version) {
+  const Registry& reg = project.registry;
+  inputs_ = {project.root / "VERSION", project.root / "registry" / "package.json",
+             project.root / "registry" / "kernels.json"};
+  files_.emplace_back("registry/kernels.json",
+                      read_required(project.root, "registry/kernels.json"));
+  std::set<std::string> hashed;
+  for (const auto& f : reg.families) hashed.insert(f.hashed_files.begin(), f.hashed_files.end());
+  for (const auto& rel : hashed) {
+    fs::path p = project.root / "kernels" / rel;
+    std::optional<std::string> bytes = read_file(p);
+    if (!bytes)
+      throw Error(ErrorKind::NotFound, "cannot read " + p.string()).with("path", p.string());
+    files_.emplace_back("kernels/" + rel, std::move(*bytes));
+    inputs_.push_back(p);
+  }
+  kernels_.reserve(reg.specialisations.size());
+  for (const auto& s : reg.specialisations) {
+    Kernel k;
+    k.uri = s.uri;
+    k.family = s.family;
+    k.source_hash = s.source_hash;
+    for (const auto& [key, value] : s.params) {
+      k.params.push_back(key);
+      k.params.push_back(value);
+    }
+    k.entries = s.entries;
+    kernels_.push_back(std::move(k));
+  }
+  std::sort(kernels_.begin(), kernels_.end(),
+            [](const Kernel& a, const Kernel& b) { return std::strcmp(a.uri.c_str(), b.uri.c_str()) < 0; });
+  for (auto& k : kernels_) {
+    for (const auto& s : k.params) k.param_ptrs.push_back(s.c_str());
+    for (const auto& s : k.entries) k.entry_ptrs.push_back(s.c_str());
+    ckernels_.push_back({k.uri.c_str(), k.family.c_str(), k.param_ptrs.data(), k.params.size() / 2,
+                         k.entry_ptrs.data(), k.entry_ptrs.size(), k.source_hash.c_str()});
+  }
+  for (const auto& [path, bytes] : files_)
+    cfiles_.push_back({path.c_str(), bytes.data(), bytes.size()});
+  desc_.abi_version = KILN_PACKAGE_ABI_VERSION;
+  desc_.name = name_.c_str();
+  desc_.version = version_.c_str();
+  desc_.kernels = ckernels_.data();
+  desc_.kernel_count = ckernels_.size();
+  desc_.files = cfiles_.data();
+  desc_.file_count = cfiles_.size();
+}
+
+std::string PackageData::to_c_source(const std::string& symbol) const {
+  if (!is_c_identifier(symbol))
+    throw Error(ErrorKind::Usage, "symbol '" + symbol + "' is not a C identifier");
+  std::ostringstream o;
+  o << "/* Generated by `kiln package-source` from the kernel project " << name_ << " "
+    << version_ << ". Do not edit. */\n#include <kiln/package.h>\n\n";
+  std::size_t i = 0;
+  for (const auto& k : kernels_) {
+    o << "static const char* const kiln_p" << i << "[] = {";
+    for (const auto& s : k.params) o << c_literal(s) << ", ";
+    o << "0};\nstatic const char* const kiln_e" << i << "[] = {";
+    for (const auto& s : k.entries) o << c_literal(s) << ", ";
+    o << "0};\n";
+    ++i;
+  }
+  o << "static const kiln_package_kernel kiln_kernels[] = {\n";
+  i = 0;
+  for (const auto& k : kernels_) {
+    o << "  {" << c_literal(k.uri) << ", " << c_literal(k.family) << ", kiln_p" << i << ", "
+      << k.params.size() / 2 << ", kiln_e" << i << ", " << k.entries.size() << ", "
+      << c_literal(k.source_hash) << "},\n";
+    ++i;
+  }
+  o << "};\n";
+  i = 0;
+  for (const auto& [path, bytes] : files_) {
+    o << "static const char kiln_f" << i << "[] =\n    " << c_literal(bytes) << ";\n";
+    ++i;
+  }
+  o << "static const kiln_package_file kiln_files[] = {\n";
+  i = 0;
+  for (const auto& [path, bytes] : files_) {
+    o << "  {" << c_literal(path) << ", kiln_f" << i << ", " << bytes.size() << "},\n";
+    ++i;
+  }
+  o << "};\nstatic const kiln_package kiln_package_description = {\n  KILN_PACKAGE_ABI_VERSION, "
+    << c_literal(name_) << ", " << c_literal(version_) << ",\n  kiln_kernels, "
+    << kernels_.size() << ", kiln_files, " << files_.size() << "};\n\n"
+    << "#ifdef __cplusplus\nextern \"C\"\n#endif\n"
+    << "#if defined(__GNUC__)\n__attribute__((visibility(\"default\")))\n#endif\n"
+    << "const kiln_package* " << symbol << "(void) { return &kiln_package_description; }\n";
+  return o.str();
+}
+
+Package::Package(const kiln_package* d) : desc_(d) {
+  auto bad = [](const std::string& what) {
+    throw Error(ErrorKind::Usage, "package description refused: " + what +
+                                      " (descriptions are generated by kiln_add_kernel_package; "
+                                      "docs/packages.md)");
+  };
+  if (!d) bad("null pointer");
+  if (d->abi_version != KILN_PACKAGE_ABI_VERSION)
+    bad("abi_version " + std::to_string(d->abi_version) + ", this libkiln reads " +
+        std::to_string(KILN_PACKAGE_ABI_VERSION) + " (regenerate it with this kiln)");
+  if (!d->name || !is_package_name(d->name))
+    bad(std::string("name '") + (d->name ? d->name : "(null)") + "': " + kPackageNameRule);
+  if (!d->version || !is_package_version(d->version))
+    bad(std::string("version '") + (d->version ? d->version : "(null)") +
+        "' is not MAJOR.MINOR.PATCH[-prerelease]");
+  name_ = d->name;
+  version_ = d->version;
+  if (d->kernel_count && !d->kernels) bad("kernels is null");
+  if (d->file_count && !d->files) bad("files is null");
+  for (std::size_t i = 0; i < d->kernel_count; ++i) {
+    const kiln_package_kernel& k = d->kernels[i];
+    if (!k.uri || !k.family || !k.source_hash || (k.param_pairs && !k.params) ||
+        (k.entry_count && !k.entries))
+      bad("kernel " + std::to_string(i) + " has a null field");
+    if (i > 0 && std::strcmp(d->kernels[i - 1].uri, k.uri) >= 0)
+      bad(std::string("kernels not sorted by uri at '") + k.uri + "'");
+  }
+  for (std::size_t i = 0; i < d->file_count; ++i)
+    if (!d->files[i].path || (d->files[i].size && !d->files[i].data))
+      bad("file " + std::to_string(i) + " has a null field");
+}
+
+const Specialisation* Package::spec(std::string_view uri) const {
+  const kiln_package_kernel* end = desc_->kernels + desc_->kernel_count;
+  const kiln_package_kernel* it = std::lower_bound(
+      desc_->kernels, end, uri,
+      [](const kiln_package_kernel& k, std::string_view u) { return std::string_view(k.uri) < u; });
+  if (it == end || std::string_view(it->uri) != uri) return nullptr;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = specs_[it];
+  if (!slot) {
+    auto s = std::make_unique<Specialisation>();
+    s->uri = it->uri;
+    s->family = it->family;
+    for (std::size_t i = 0; i < it->param_pairs; ++i)
+      s->params.emplace_back(it->params[2 * i], it->params[2 * i + 1]);
+    s->entries.assign(it->entries, it->entries + it->entry_count);
+    s->source_hash = it->source_hash;
+    slot = std::move(s);
+  }
+  return slot.get();
+}
+
+std::vector<std::string> Package::uris() const {
+  std::vector<std::string> out;
+  out.reserve(desc_->kernel_count);
+  for (std::size_t i = 0; i < desc_->kernel_count; ++i) out.emplace_back(desc_->kernels[i].uri);
+  return out;
+}
+
+const Registry& Package::registry() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!registry_) {
+    std::string origin = "registry/kernels.json of package " + name_ + " " + version_;
+    const kiln_package_file* reg = nullptr;
+    for (std::size_t i = 0; i < desc_->file_count; ++i)
+      if (std::strcmp(desc_->files[i].path, "registry/kernels.json") == 0) reg = &desc_->files[i];
+    if (!reg)
+      throw Error(ErrorKind::Format, "package " + name_ + " " + version_ +
+                                         " carries no registry/kernels.json (regenerate it)");
+    auto r = std::make_unique<Registry>(
+        parse_registry(std::string_view(reg->data, reg->size), origin));
+    compute_source_hashes(*r, PackageSourceTree(desc_));
+    registry_ = std::move(r);
+  }
+  return *registry_;
+}
+
+std::shared_ptr<const SourceTree> Package::sources() const {
+  return std::make_shared<PackageSourceTree>(desc_);
+}
+
+std::string Package::library_path() const {
+  Dl_info info{};
+  if (!::dladdr(static_cast<const void*>(desc_), &info) || !info.dli_fname) return "";
+  return info.dli_fname;
+}
+
+std::optional<std::string> PackageSourceTree::read(const std::string& relpath) const {
+  std::string want = "kernels/" + relpath;
+  for (std::size_t i = 0; i < desc_->file_count; ++i)
+    if (want == desc_->files[i].path) return std::string(desc_->files[i].data, desc_->files[i].size);
+  return std::nullopt;
+}
+
+std::string PackageSourceTree::describe() const {
+  return std::string("sources of package ") + desc_->name + " " + desc_->version;
+}
+
+}  // namespace kiln

@@ -35,6 +35,7 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
   CompatManifest cm;
   cm.origin = origin;
   cm.target = m.target;
+  cm.package = m.package;
   cm.package_version = m.package_version;
   cm.cuda_version = m.cuda_version;
   cm.format_version = m.format_version;
@@ -139,6 +140,7 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
       CompatManifest cm;
       cm.origin = ap.string();
       cm.target = a.target;
+      cm.package = idx.package;
       cm.package_version = idx.package_version;
       cm.cuda_version = idx.cuda_version;
       pkg.manifests.push_back(cm);
@@ -154,6 +156,7 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
       // The one manifest-against-index check (index_entry_check.hpp), as kiln verify has it.
       Manifest read;
       read.target = m.target;
+      read.package = m.package;
       read.package_version = m.package_version;
       read.cuda_version = m.cuda_version;
       for (const auto& x : manifest_index_mismatches(read, a, idx))
@@ -292,6 +295,7 @@ std::string CompatReport::to_json() const {
     for (const auto& m : p.manifests)
       jp["manifests"].push_back({{"origin", m.origin},
                                  {"target", m.target},
+                                 {"package", m.package},
                                  {"package_version", m.package_version},
                                  {"format_version", m.format_version},
                                  {"cuda_version", m.cuda_version},

@@ -24,7 +24,7 @@ struct CompatProblem {
 
 struct CompatManifest {
   std::string origin;  // file (and member) the manifest came from
-  std::string target, package_version, cuda_version;
+  std::string target, package, package_version, cuda_version;
   int format_version = 0;
   std::size_t artifacts = 0;
   std::size_t unknown_uris = 0;  // URIs this libkiln's registry does not have (never asked for)

@@ -1,0 +1,306 @@
+// Kernel packages (kiln/package.h, kiln/package.hpp): a project's own identity, the generated
+// description, and several packages served side by side in one process from shared stores.
+#include "kiln/package.hpp"
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "driver.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kiln.h"
+#include "kiln/loader.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/version.hpp"
+#include "loader_factory.hpp"
+#include "resolver.hpp"
+#include "synthetic_release.hpp"
+#include "test_util.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::ErrorKind;
+using kiln::test::TempDir;
+using kiln::test::write_file;
+
+const std::string kUri = "axpy_dtype_f32";
+
+// Records the images handed to it; every image holds one kernel.
+class RecordingDriver : public kiln::Driver {
+ public:
+  std::mutex mu;
+  std::vector<std::string> images;
+  void init() override {}
+  int driver_version() override { return 13000; }
+  std::vector<kiln::DeviceInfo> devices() override { return {{0, "Fake GPU", 90}}; }
+  void* current_context() override { return reinterpret_cast<void*>(0x100); }
+  int current_device_cc() override { return 90; }
+  bool stream_is_capturing(void*) override { return false; }
+  void* load_library(const std::string& image) override {
+    std::lock_guard<std::mutex> lock(mu);
+    images.push_back(image);
+    return reinterpret_cast<void*>(images.size());
+  }
+  unsigned kernel_count(void*) override { return 1; }
+  void* get_kernel(void* lib, const std::string&) override { return lib; }
+  void* kernel_function(void* k) override { return k; }
+  void unload_library(void*) noexcept override {}
+  void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
+};
+
+// A project that is not kiln's: acme-kernels 1.2.0 with kiln's axpy family under the same URIs,
+// its source changed (so its source hashes differ from the reference package's).
+fs::path write_acme_project(const fs::path& dir) {
+  write_file(dir / "VERSION", "1.2.0\n");
+  write_file(dir / "registry" / "package.json", "{\"format\": 1, \"name\": \"acme-kernels\"}\n");
+  write_file(dir / "registry" / "kernels.json",
+             kiln::test::read_file(fs::path(kiln::test::source_dir()) / "registry" /
+                                   "kernels.json"));
+  for (const char* f : {"common.cuh", "axpy.cu", "gemm_f16_tc.cu", "gemm_f32.cu",
+                        "hopper_wgmma.cu", "reduce_sum.cu", "rmsnorm.cu", "silu_and_mul.cu",
+                        "softmax.cu"})
+    write_file(dir / "kernels" / f,
+               kiln::test::read_file(fs::path(kiln::test::source_dir()) / "kernels" / f));
+  write_file(dir / "kernels" / "axpy.cu",
+             kiln::test::read_file(dir / "kernels" / "axpy.cu") + "// acme's own axpy\n");
+  return dir;
+}
+
+// A store entry of `uri` for sm_90 of a package, fresh for a loader of that package.
+fs::path write_entry(const fs::path& store, const kiln::Package& pkg, const std::string& version,
+                     const std::string& bytes) {
+  kiln::test::ReleaseSpec rel;
+  rel.package = pkg.name();
+  rel.version = version;
+  rel.loadable = true;  // entries as the reference package names them (acme's are the same)
+  rel.source_hash_override[kUri] = pkg.spec(kUri)->source_hash;
+  rel.with_artifacts({{kUri, bytes}});
+  return kiln::test::write_store_entry(store, rel, "sm_90");
+}
+
+struct TwoPackages {
+  TempDir tmp;
+  kiln::Project acme_project = kiln::load_project(write_acme_project(tmp / "acme"));
+  kiln::PackageData acme_data{acme_project};
+  kiln::Package acme{acme_data.get()};
+  const kiln::Package& reference = kiln::test::reference_package();
+  std::shared_ptr<RecordingDriver> driver = std::make_shared<RecordingDriver>();
+  kiln::LoaderConfig cfg;
+
+  TwoPackages() {
+    cfg.artifact_path = {(tmp / "shared-store").string()};
+    cfg.cache_dir = (tmp / "shared-cache").string();
+    cfg.offline = true;
+    cfg.disable_jit = true;
+  }
+  std::unique_ptr<kiln::Loader> loader(const kiln_package& desc) {
+    kiln::LoaderDeps d;
+    d.driver = driver;
+    d.installed_store = (tmp / "none").string();
+    return kiln::make_loader(desc, cfg, std::move(d));
+  }
+};
+
+TEST(Packages, AProjectsOwnNameAndVersionComeFromItsFiles) {
+  TempDir tmp;
+  kiln::Project p = kiln::load_project(write_acme_project(tmp / "acme"));
+  EXPECT_EQ(p.name, "acme-kernels");
+  EXPECT_EQ(p.version, "1.2.0");
+  EXPECT_NE(p.registry.find(kUri)->source_hash,
+            kiln::test::reference_package().spec(kUri)->source_hash);
+  // The reference package is kiln's tree, described at build time like any project.
+  kiln::Project kiln_tree = kiln::load_project(kiln::test::source_dir());
+  EXPECT_EQ(kiln_tree.name, KILN_KERNELS_PACKAGE_NAME);
+  EXPECT_EQ(kiln_tree.version, kiln::version());
+  EXPECT_EQ(kiln::test::reference_package().name(), kiln_tree.name);
+  EXPECT_EQ(kiln::test::reference_package().uris().size(), kiln_tree.registry.specialisations.size());
+}
+
+TEST(Packages, AProjectWithoutItsPackageFileIsNotFoundNamingWhatWasLookedFor) {
+  TempDir tmp;
+  write_acme_project(tmp / "acme");
+  fs::remove(tmp / "acme" / "registry" / "package.json");
+  std::string msg = kiln::test::error_of(ErrorKind::NotFound, [&] {
+    kiln::load_project(tmp / "acme");
+  });
+  EXPECT_NE(msg.find((tmp / "acme" / "registry" / "package.json").string()), std::string::npos)
+      << msg;
+  write_file(tmp / "acme" / "registry" / "package.json", "{\"format\": 1, \"name\": \"Acme\"}");
+  msg = kiln::test::error_of(ErrorKind::Format, [&] { kiln::load_project(tmp / "acme"); });
+  EXPECT_NE(msg.find("field 'name'"), std::string::npos) << msg;
+  write_file(tmp / "acme" / "registry" / "package.json", "{\"format\": 1, \"name\": \"acme\"}");
+  write_file(tmp / "acme" / "VERSION", "one\n");
+  msg = kiln::test::error_of(ErrorKind::Format, [&] { kiln::load_project(tmp / "acme"); });
+  EXPECT_NE(msg.find("VERSION"), std::string::npos) << msg;
+}
+
+// Two packages with the same URIs, one store and one cache directory: each loader loads its own
+// package's bytes, and neither reads, rejects or even names the other's archive.
+TEST(Packages, TwoPackagesInOneProcessShareAStoreAndEachLoadsOnlyItsOwn) {
+  TwoPackages t;
+  fs::path store = t.tmp / "shared-store";
+  fs::path ref_dir = write_entry(store, t.reference, kiln::version(), "reference-axpy");
+  fs::path acme_dir = write_entry(store, t.acme, "1.2.0", "acme-axpy");
+  EXPECT_EQ(ref_dir.filename().string().rfind("kiln-kernels-", 0), 0u);
+  EXPECT_EQ(acme_dir.filename().string().rfind("acme-kernels-1.2.0-", 0), 0u);
+
+  auto ref = t.loader(*kiln_kernels_package());
+  auto acme = t.loader(*t.acme_data.get());
+  EXPECT_EQ(ref->get(kUri).origin, (ref_dir / (kUri + ".fatbin")).string());
+  EXPECT_EQ(acme->get(kUri).origin, (acme_dir / (kUri + ".fatbin")).string());
+  ASSERT_EQ(t.driver->images.size(), 2u);
+  EXPECT_EQ(t.driver->images[0], "reference-axpy");
+  EXPECT_EQ(t.driver->images[1], "acme-axpy");
+  EXPECT_STREQ(acme->package().name, "acme-kernels");
+
+  for (auto* l : {ref.get(), acme.get()}) {
+    kiln::Resolution r = l->resolve(kUri, 90);
+    const std::string other = l == ref.get() ? "acme-kernels" : "kiln-kernels";
+    for (const auto& c : r.rejected)
+      EXPECT_EQ(c.path.find(other), std::string::npos) << c.path << ": " << c.reason;
+  }
+}
+
+TEST(Packages, StaleIsJudgedAgainstTheLoadersOwnPackage) {
+  TwoPackages t;
+  fs::path store = t.tmp / "shared-store";
+  write_entry(store, t.reference, kiln::version(), "reference-axpy");
+  write_entry(store, t.acme, "1.1.0", "old-acme-axpy");  // an older acme release
+  auto acme = t.loader(*t.acme_data.get());
+  try {
+    acme->get(kUri);
+    FAIL() << "loaded a stale archive";
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Stale) << e.what();
+    EXPECT_NE(std::string(e.what()).find(
+                  "package_version differs: archive has 1.1.0, this loader's package "
+                  "acme-kernels is 1.2.0"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("kiln fetch --package acme-kernels --version 1.2.0"),
+              std::string::npos)
+        << e.what();
+  }
+  // The reference package's loader does not care about acme's stale archive.
+  EXPECT_EQ(t.loader(*kiln_kernels_package())->get(kUri).origin.find("kiln-kernels-"),
+            (t.tmp / "shared-store").string().size() + 1);
+}
+
+TEST(Packages, AnUnknownUriNamesThePackageItWasAskedOf) {
+  TwoPackages t;
+  auto acme = t.loader(*t.acme_data.get());
+  std::string msg = kiln::test::error_of(ErrorKind::NotFound, [&] { acme->get("axpy_dtype_f33"); });
+  EXPECT_NE(msg.find("no kernel axpy_dtype_f33 in package acme-kernels 1.2.0"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("did you mean: axpy_dtype_f32"), std::string::npos) << msg;
+}
+
+TEST(Packages, ADescriptionThatDoesNotHoldTogetherIsRefusedAsUsage) {
+  kiln_package bad = *kiln_kernels_package();
+  bad.abi_version = KILN_PACKAGE_ABI_VERSION + 1;
+  std::string msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package p(&bad); });
+  EXPECT_NE(msg.find("abi_version"), std::string::npos) << msg;
+  bad = *kiln_kernels_package();
+  bad.name = "Kiln Kernels";
+  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Loader l(bad); });
+  EXPECT_NE(msg.find("name 'Kiln Kernels'"), std::string::npos) << msg;
+  bad = *kiln_kernels_package();
+  bad.version = "1.0";
+  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package p(&bad); });
+  EXPECT_NE(msg.find("version '1.0'"), std::string::npos) << msg;
+  // Kernels out of order: lookups would miss, so the description is refused.
+  std::vector<kiln_package_kernel> swapped(kiln_kernels_package()->kernels,
+                                           kiln_kernels_package()->kernels + 2);
+  std::swap(swapped[0], swapped[1]);
+  bad = *kiln_kernels_package();
+  bad.kernels = swapped.data();
+  bad.kernel_count = swapped.size();
+  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package p(&bad); });
+  EXPECT_NE(msg.find("not sorted"), std::string::npos) << msg;
+
+  // The C ABI: NULL and a bad description are usage errors with a message, no loader.
+  kiln_loader* l = reinterpret_cast<kiln_loader*>(0x1);
+  EXPECT_EQ(kiln_loader_create(nullptr, nullptr, &l), KILN_ERROR_USAGE);
+  EXPECT_EQ(l, nullptr);
+  EXPECT_NE(std::string(kiln_last_error()).find("package is NULL"), std::string::npos);
+  bad = *kiln_kernels_package();
+  bad.abi_version = 0;
+  EXPECT_EQ(kiln_loader_create(&bad, nullptr, &l), KILN_ERROR_USAGE);
+  EXPECT_NE(std::string(kiln_last_error()).find("abi_version 0"), std::string::npos);
+  EXPECT_EQ(kiln_package_source_hash(&bad, kUri.c_str()), nullptr);
+  EXPECT_STREQ(kiln_package_source_hash(kiln_kernels_package(), kUri.c_str()),
+               kiln::test::reference_package().spec(kUri)->source_hash.c_str());
+}
+
+// The generator's C, compiled by the system's C compiler into a shared library and opened: the
+// same description, field by field; and a loader of it finds the store installed beside that
+// library (<prefix>/share/kiln/artifacts) with no variable.
+TEST(Packages, GeneratedSourceCompilesToTheSameDescriptionAndItsInstalledStoreIsFound) {
+  TwoPackages t;
+  fs::path prefix = t.tmp / "prefix";
+  fs::create_directories(prefix / "lib");
+  fs::path c = t.tmp / "acme_package.c";
+  write_file(c, t.acme_data.to_c_source("acme_kernels_package"));
+  fs::path so = prefix / "lib" / "libacme-kernels.so";
+  std::string cmd = "cc -std=c11 -Wall -Werror -shared -fPIC -I'" +
+                    std::string(kiln::test::source_dir()) + "/loader/include' -o '" + so.string() +
+                    "' '" + c.string() + "' 2>&1";
+  auto r = kiln::test::run(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << ::dlerror();
+  auto fn = reinterpret_cast<const kiln_package* (*)()>(::dlsym(h, "acme_kernels_package"));
+  ASSERT_NE(fn, nullptr);
+  const kiln_package* got = fn();
+  const kiln_package* want = t.acme_data.get();
+  EXPECT_EQ(got->abi_version, want->abi_version);
+  EXPECT_STREQ(got->name, want->name);
+  EXPECT_STREQ(got->version, want->version);
+  ASSERT_EQ(got->kernel_count, want->kernel_count);
+  for (std::size_t i = 0; i < got->kernel_count; ++i) {
+    const kiln_package_kernel &g = got->kernels[i], &w = want->kernels[i];
+    EXPECT_STREQ(g.uri, w.uri);
+    EXPECT_STREQ(g.family, w.family);
+    EXPECT_STREQ(g.source_hash, w.source_hash);
+    ASSERT_EQ(g.param_pairs, w.param_pairs);
+    for (std::size_t k = 0; k < 2 * g.param_pairs; ++k) EXPECT_STREQ(g.params[k], w.params[k]);
+    ASSERT_EQ(g.entry_count, w.entry_count);
+    for (std::size_t k = 0; k < g.entry_count; ++k) EXPECT_STREQ(g.entries[k], w.entries[k]);
+  }
+  ASSERT_EQ(got->file_count, want->file_count);
+  for (std::size_t i = 0; i < got->file_count; ++i) {
+    EXPECT_STREQ(got->files[i].path, want->files[i].path);
+    ASSERT_EQ(got->files[i].size, want->files[i].size);
+    EXPECT_EQ(std::memcmp(got->files[i].data, want->files[i].data, got->files[i].size), 0)
+        << got->files[i].path;
+  }
+  // The JIT tier's registry, parsed back from the description's own files, hashes the same.
+  kiln::Package from_library(got);
+  EXPECT_EQ(from_library.registry().find(kUri)->source_hash,
+            t.acme_project.registry.find(kUri)->source_hash);
+
+  // The store installed beside the library that defines the description.
+  kiln::Package pkg(got);
+  fs::path installed = write_entry(prefix / "share" / "kiln" / "artifacts", pkg, "1.2.0", "x");
+  kiln::LoaderConfig cfg = t.cfg;
+  cfg.artifact_path.clear();
+  kiln::LoaderDeps d;
+  d.driver = t.driver;  // no installed_store: found with dladdr, as an application's would be
+  auto loader = kiln::make_loader(*got, cfg, std::move(d));
+  kiln::Resolution res = loader->resolve(kUri, 90);
+  ASSERT_TRUE(res.chosen) << res.to_json();
+  EXPECT_EQ(fs::weakly_canonical(res.chosen->path),
+            fs::weakly_canonical(installed / (kUri + ".fatbin")));
+  bool named = false;
+  for (const auto& s : res.searched)
+    named = named || s.find("installed beside the package's library") != std::string::npos;
+  EXPECT_TRUE(named) << res.to_json();
+}
+
+}  // namespace

@@ -236,11 +236,7 @@ void add_doctor_command(CLI::App& app, int& rc) {
                                   {"reachable", nullptr},
                                   {"detail", "not contacted: offline (KILN_OFFLINE=1)"}});
       } else {
-        FetchOptions fo;
-        fo.mirrors = cfg.mirrors;
-        fo.index_sha256 = cfg.index_sha256;
-        fo.ca_bundle = cfg.ca_bundle;
-        for (const auto& p : probe_mirrors(fo))
+        for (const auto& p : probe_mirrors(mirror_fetch_options(cfg, installed_tuf_root())))
           j["mirrors"].push_back(
               {{"url", p.mirror}, {"reachable", p.reachable}, {"detail", p.detail}});
       }

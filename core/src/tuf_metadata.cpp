@@ -50,6 +50,42 @@ const char* to_string(Attack a) {
   return "?";
 }
 
+const char* attack_id(Attack a) {
+  switch (a) {
+    case Attack::Malformed:
+      return "malformed";
+    case Attack::WrongType:
+      return "wrong-type";
+    case Attack::BadSignature:
+      return "threshold";
+    case Attack::UntrustedKey:
+      return "untrusted-key";
+    case Attack::RootVersionGap:
+      return "root-version-gap";
+    case Attack::Rollback:
+      return "rollback";
+    case Attack::EqualVersion:
+      return "equal-version";
+    case Attack::Expired:
+      return "freeze";
+    case Attack::SnapshotMismatch:
+      return "snapshot-mismatch";
+    case Attack::MixAndMatch:
+      return "mix-and-match";
+    case Attack::TooLarge:
+      return "endless-data";
+    case Attack::TargetMismatch:
+      return "target-mismatch";
+    case Attack::NotDelegated:
+      return "not-delegated";
+    case Attack::TargetNotFound:
+      return "target-not-found";
+    case Attack::Network:
+      return "unreachable";
+  }
+  return "?";
+}
+
 namespace {
 
 ErrorKind kind_of(Attack a) {
@@ -283,7 +319,8 @@ PkeyPtr load_pem_public_key(const std::string& pem) {
 }  // namespace
 
 Error::Error(Attack attack, const std::string& message)
-    : kiln::Error(kind_of(attack), std::string("tuf: ") + to_string(attack) + ": " + message),
+    : kiln::Error(kind_of(attack), std::string("tuf: ") + to_string(attack) + ": " + message,
+                  {{"attack", attack_id(attack)}}),
       attack_(attack) {}
 
 std::string canonical_json(const json& j) {

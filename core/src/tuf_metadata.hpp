@@ -38,7 +38,12 @@ enum class Attack {
   Network,           // the repository did not answer
 };
 const char* to_string(Attack a);
+// The attack as one word for programs: the value of the error's "attack" field
+// ("rollback", "freeze", "mix-and-match", ...; docs/tuf.md "Errors").
+const char* attack_id(Attack a);
 
+// Carries the field attack=<attack_id>, so the attack survives a copy into a plain kiln::Error
+// (Error::with, the loader's resolution failure, `kiln fetch --json`).
 class Error : public kiln::Error {
  public:
   Error(Attack attack, const std::string& message);

@@ -2,18 +2,19 @@
 // thread-local message.
 #include "kiln/kiln.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 #include <string>
 #include <vector>
 
 #include "c_api_internal.hpp"
-#include "loader_factory.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
+#include "loader_factory.hpp"
 #include "resolver.hpp"
 
 // kiln_kernel stays incomplete: a kiln_kernel* is the address of the loader's KernelHandle.
@@ -77,7 +78,9 @@ kiln_status kiln::c_api::loader_create_with(const kiln_config* config, kiln::Loa
                                             kiln_loader** out) {
   if (!out) return fail(KILN_ERROR_USAGE, "kiln_loader_create: out is NULL");
   *out = nullptr;
-  if (config && config->struct_size != sizeof(kiln_config))
+  // A caller built against the header before tuf_root passes the smaller size: still accepted.
+  constexpr std::size_t kBeforeTufRoot = offsetof(kiln_config, tuf_root);
+  if (config && config->struct_size != sizeof(kiln_config) && config->struct_size != kBeforeTufRoot)
     return fail(KILN_ERROR_USAGE,
                 "kiln_loader_create: config->struct_size is " +
                     std::to_string(config->struct_size) + ", this libkiln expects " +
@@ -112,6 +115,7 @@ kiln_status kiln::c_api::loader_create_with(const kiln_config* config, kiln::Loa
       if (config->log_level) lc.log_level = config->log_level;
       if (config->api_log != KILN_FROM_ENV) lc.api_log = config->api_log;
       if (config->log_file) lc.log_file = config->log_file;
+      if (config->struct_size > kBeforeTufRoot && config->tuf_root) lc.tuf_root = config->tuf_root;
     }
     auto l = std::make_unique<kiln_loader>();
     l->loader = kiln::make_loader(std::move(lc), std::move(deps));

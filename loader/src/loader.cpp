@@ -111,6 +111,10 @@ const std::string& installed_store_once() {
   static const std::string dir = installed_store_dir();
   return dir;
 }
+const std::string& installed_tuf_root_once() {
+  static const std::string root = installed_tuf_root();
+  return root;
+}
 
 }  // namespace
 
@@ -125,6 +129,7 @@ struct Loader::Impl {
       fetch;
   std::function<std::vector<std::string>(const FetchOptions&)> index_targets;
   std::string installed;
+  std::string installed_tuf_root;
 
   struct Entry {
     std::mutex load_mu;  // one loader per (context, URI); others wait for its result
@@ -145,7 +150,12 @@ struct Loader::Impl {
       if (log_enabled(LogLevel::Debug))
         log_write(LogLevel::Debug,
                   "rejected " + c.tier + " " + c.target + " " + c.path + ": " + c.reason);
-      rejected.push_back({std::move(c), kind});
+      rejected.push_back({std::move(c), kind, {}});
+    }
+    // Keeps the error's fields (a TUF mirror's attack=...), so the failure of get() carries them.
+    void reject(Candidate c, const Error& e) {
+      reject(std::move(c), e.kind());
+      rejected.back().fields = e.fields();
     }
   };
 
@@ -324,10 +334,7 @@ struct Loader::Impl {
   TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
 
   FetchOptions mirror_options() const {
-    FetchOptions opts;
-    opts.mirrors = cfg.mirrors;
-    opts.index_sha256 = cfg.index_sha256;
-    opts.ca_bundle = cfg.ca_bundle;
+    FetchOptions opts = mirror_fetch_options(cfg, installed_tuf_root);
     opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
     return opts;
   }
@@ -351,7 +358,7 @@ struct Loader::Impl {
     try {
       offered = index_targets(opts);
     } catch (const Error& e) {
-      s.reject({"mirror", "", list, e.what()}, e.kind());
+      s.reject({"mirror", "", list, e.what()}, e);
       return false;
     }
     MirrorChoice choice = choose_mirror_targets(s.cc, version(), offered, list);
@@ -363,7 +370,7 @@ struct Loader::Impl {
       try {
         fetch(opts, {target}, cfg.cache_dir);
       } catch (const Error& e) {
-        s.reject({"mirror", target, list, e.what()}, e.kind());
+        s.reject({"mirror", target, list, e.what()}, e);
         continue;
       }
       StoreScan scan = fs->scan(cfg.cache_dir, "cache directory");
@@ -532,6 +539,7 @@ std::unique_ptr<Loader::Impl> make_impl(LoaderConfig config, LoaderDeps deps) {
   impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
   impl_->index_targets = deps.index_targets ? deps.index_targets : fetch_index_targets;
   impl_->installed = deps.installed_store ? *deps.installed_store : installed_store_once();
+  impl_->installed_tuf_root = installed_tuf_root_once();
   return impl_;
 }
 

@@ -1,0 +1,408 @@
+// Mirrors as TUF repositories (issue 15, items 2 and 5): a kiln release staged as a mirror and
+// made a TUF repository by ci/tuf_repo.sh (the commands ci/release.sh runs), served on
+// 127.0.0.1 by tests/misbehaving_server/server.py, and fetched by the loader's mirror tier
+// (a CC 9.0 stand-in driver, the real fetch over loopback) and by `kiln fetch --tuf-root`.
+//  - TufMirror.*: no digest pin needed; the trust anchor rule (both or neither is refused);
+//    offline asks no server.
+//  - TufMirrorAttack.*: each attack refused by both with its own kind, message and "attack"
+//    field, and nothing written to the store (its entries compared, not just its success).
+#include <gtest/gtest.h>
+
+#include <ctime>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "fetch_internal.hpp"
+#include "http_transport.hpp"
+#include "kiln/error.hpp"
+#include "kiln/fetch.hpp"
+#include "kiln/loader.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/store.hpp"
+#include "loader_factory.hpp"
+#include "misbehaving_server.hpp"
+#include "resolver.hpp"
+#include "stand_in_driver.hpp"
+#include "synthetic_release.hpp"
+#include "test_util.hpp"
+#include "tuf_metadata.hpp"
+#include "tuf_signer.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using test::Cc90Driver;
+using test::MisbehavingServer;
+using test::TempDir;
+
+#define EXPECT_CONTAINS(hay, needle)                          \
+  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
+      << "missing: " << (needle) << "\nin: " << (hay)
+
+const char* kUri = "axpy_dtype_f32";
+constexpr std::time_t kThreeDays = 3 * 24 * 3600;
+
+// The entries of a store directory that are not its lock directory or TUF metadata: archive
+// directories, and anything a failed fetch could have left (temp files, temp directories).
+std::set<std::string> store_entries(const fs::path& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (name != ".kiln-locks" && name != "tuf") out.insert(name);
+  }
+  return out;
+}
+
+class TufMirror : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fetch_detail::forget_bad_mirrors();
+    test::ReleaseSpec spec;
+    spec.loadable = true;  // the registry's source hashes: the loader takes the artifacts
+    dist_ = test::write_release_dist(tmp / "dist", spec, {"sm_80", "sm_90a"});
+    auto staged = test::run(test::kiln_cli() + " mirror stage " + (tmp / "dist").string() +
+                            " --to " + (tmp / "mirror").string());
+    ASSERT_EQ(staged.exit_code, 0) << staged.out;
+    auto made =
+        test::run(test::source_dir() + "/ci/tuf_repo.sh " + test::kiln_cli() + " " +
+                  (tmp / "mirror").string() + " " + repo().string() + " " + keys().string());
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+    root = repo() / "metadata" / "1.root.json";
+  }
+
+  fs::path repo() const { return tmp / "tuf"; }
+  fs::path keys() const { return tmp / "keys"; }
+  fs::path cache() const { return tmp / "loader-cache"; }
+  fs::path cli_cache() const { return tmp / "cli-cache"; }
+  fs::path cli_store() const { return tmp / "cli-store"; }
+
+  // A loader whose only source is the TUF mirror at `url`: no store, no JIT, a CC 9.0 device.
+  // `clock_shift` moves the time TUF expiry is checked against (the real fetch otherwise).
+  std::unique_ptr<Loader> loader(const std::string& url, std::shared_ptr<Cc90Driver> drv,
+                                 std::time_t clock_shift = 0) {
+    LoaderConfig cfg;
+    cfg.cache_dir = cache().string();
+    cfg.mirrors = {url};
+    cfg.tuf_root = root.string();
+    cfg.disable_jit = true;
+    cfg.use_installed_store = false;
+    LoaderDeps d;
+    d.driver = std::move(drv);
+    if (clock_shift != 0) {
+      auto shifted = [clock_shift](FetchOptions o) {
+        o.tuf_clock = [clock_shift] { return std::time(nullptr) + clock_shift; };
+        return o;
+      };
+      d.fetch = [shifted](const FetchOptions& o, const std::vector<std::string>& t,
+                          const std::string& dest) { return fetch_targets(shifted(o), t, dest); };
+      d.index_targets = [shifted](const FetchOptions& o) {
+        return fetch_index_targets(shifted(o));
+      };
+    }
+    return make_loader(cfg, std::move(d));
+  }
+
+  // `kiln fetch` of sm_90a from `url` into cli_store() with the TUF root, its metadata in
+  // cli_cache(); `prefix` goes before the command (faketime, variables).
+  test::RunResult cli_fetch(const std::string& url, const std::string& args = "",
+                            const std::string& prefix = "") {
+    return test::run(prefix + "env KILN_CACHE_DIR=" + cli_cache().string() + " " +
+                     test::kiln_cli() + " fetch --targets sm_90a --dest " + cli_store().string() +
+                     " --mirror " + url + " --tuf-root " + root.string() + " " + args);
+  }
+
+  // A refresh of both caches' TUF metadata (loader's and CLI's) from `url`, fetching sm_80 into
+  // throwaway stores: what a node trusted before an attack. sm_80 cannot run on CC 9.0, so the
+  // loader still needs the mirror afterwards.
+  void refresh_both(const std::string& url) {
+    for (const fs::path& c : {cache(), cli_cache()}) {
+      // A store of its own each: an archive already present is not fetched, nor refreshed for.
+      auto r = test::run("env KILN_CACHE_DIR=" + c.string() + " " + test::kiln_cli() +
+                         " fetch --targets sm_80 --dest " + (c.string() + "-elsewhere") +
+                         " --mirror " + url + " --tuf-root " + root.string());
+      ASSERT_EQ(r.exit_code, 0) << r.out;
+    }
+  }
+
+  std::string tuf_repo(const std::string& args) {
+    auto r = test::run(test::kiln_cli() + " tuf-repo --dir " + repo().string() +
+                       " --offline-keys " + (keys() / "offline").string() + " --online-keys " +
+                       (keys() / "online").string() + " " + args);
+    EXPECT_EQ(r.exit_code, 0) << args << ": " << r.out;
+    return r.out;
+  }
+  // A new targets version (release 2 of the repository): one more file signed in.
+  void next_release() {
+    test::write_file(tmp / "notes" / "kiln-release-notes.txt", "release 2\n");
+    tuf_repo("add " + (tmp / "notes").string());
+  }
+  std::string metadata(const std::string& file) {
+    return test::read_file(repo() / "metadata" / file);
+  }
+  json signed_of(const std::string& file) { return json::parse(metadata(file))["signed"]; }
+  // The private keys of `role` (`sub`: "retired" for keys that left it).
+  std::vector<tuf::Signer> keys_of(const std::string& role, const std::string& sub = "") {
+    std::string base = role == "root" || role == "targets" ? "offline" : "online";
+    json r = signed_of("root.json");
+    std::vector<tuf::Signer> out;
+    for (const auto& e : fs::directory_iterator(keys() / base / sub / role)) {
+      std::string id = e.path().stem().string();
+      std::string scheme = r["keys"].contains(id) ? r["keys"][id]["scheme"] : "ed25519";
+      out.push_back(tuf::Signer::from_private_pem(test::read_file(e.path()), scheme));
+    }
+    return out;
+  }
+  static std::vector<const tuf::Signer*> ptrs(const std::vector<tuf::Signer>& v,
+                                              std::size_t n = 99) {
+    std::vector<const tuf::Signer*> out;
+    for (std::size_t i = 0; i < v.size() && i < n; ++i) out.push_back(&v[i]);
+    return out;
+  }
+
+  // Both clients refuse what `url` serves: the loader's get() with Error{Integrity} carrying
+  // attack=`attack`, `kiln fetch --json` with exit 3 and the same field; each message holds
+  // every one of `parts`; neither store gains an entry and no image reaches the driver.
+  void expect_refused(const std::string& url, const std::string& attack,
+                      const std::vector<std::string>& parts, std::time_t clock_shift = 0,
+                      const std::string& cli_prefix = "") {
+    auto drv = std::make_shared<Cc90Driver>();
+    auto before = store_entries(cache());
+    try {
+      loader(url, drv, clock_shift)->get(kUri);
+      ADD_FAILURE() << "the loader took a kernel from a refused repository";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Integrity) << e.what();
+      ASSERT_NE(e.field("attack"), nullptr) << e.what();
+      EXPECT_EQ(*e.field("attack"), attack);
+      EXPECT_EQ(*e.field("uri"), kUri);
+      for (const auto& p : parts) EXPECT_CONTAINS(e.what(), p);
+    }
+    EXPECT_TRUE(drv->images.empty());
+    EXPECT_EQ(store_entries(cache()), before);
+
+    auto r = cli_fetch(url, "--json", cli_prefix);
+    EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Integrity)) << r.out;
+    json err;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("{\"error\"", 0) == 0) err = json::parse(line)["error"];
+    ASSERT_TRUE(err.is_object()) << r.out;
+    EXPECT_EQ(err["kind"], "integrity");
+    EXPECT_EQ(err["fields"]["attack"], attack) << r.out;
+    for (const auto& p : parts) EXPECT_CONTAINS(err["message"].get<std::string>(), p);
+    EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{});
+  }
+
+  TempDir tmp;
+  test::SyntheticDist dist_;
+  fs::path root;
+};
+
+// --- the happy path and the trust anchor rule ------------------------------------------------
+
+TEST_F(TufMirror, LoaderGetsTheKernelFromATufMirrorWithNoDigestPin) {
+  MisbehavingServer s(repo(), "ok");
+  auto drv = std::make_shared<Cc90Driver>();
+  auto l = loader(s.url(), drv);
+  const KernelHandle& h = l->get(kUri);
+  EXPECT_EQ(h.origin, (cache() / dist_.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
+  EXPECT_EQ(drv->images,
+            std::vector<std::string>{dist_.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]});
+  EXPECT_EQ(store_entries(cache()), std::set<std::string>{dist_.stem("sm_90a")});
+  // The metadata of the refresh, kept per root under the cache: the next refresh's reference.
+  fs::path md = cache() / "tuf" / sha256_hex(test::read_file(root));
+  EXPECT_TRUE(fs::exists(md / "timestamp.json"));
+  EXPECT_TRUE(fs::exists(md / "targets.json"));
+  EXPECT_GE(s.count("/metadata/timestamp.json"), 1);
+  // The archive came from its hash-prefixed target name (consistent snapshots), not the plain one.
+  json targets = signed_of("targets.json")["targets"];
+  std::string archive = dist_.archive.at("sm_90a");
+  std::string sha = targets[archive]["hashes"]["sha256"];
+  EXPECT_EQ(s.count("/targets/" + sha + "." + archive), 1);
+  EXPECT_EQ(s.count("/targets/" + archive), 0);
+}
+
+TEST_F(TufMirror, CliFetchesFromTheRepositoryCiReleaseWritesWithTheTufRootAlone) {
+  MisbehavingServer s(repo(), "ok");
+  auto r = cli_fetch(s.url(), "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "length and hashes match the targets metadata");
+  EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{dist_.stem("sm_90a")});
+  EXPECT_TRUE(store_has_verified(cli_store(), dist_.stem("sm_90a")));
+  // --device chooses among the targets the TUF-verified index lists; a second run only refreshes.
+  auto d = test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + test::kiln_cli() +
+                     " fetch --device 8.0 --dest " + cli_store().string() + " --mirror " + s.url() +
+                     " --tuf-root " + root.string());
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  EXPECT_EQ(store_entries(cli_store()),
+            (std::set<std::string>{dist_.stem("sm_80"), dist_.stem("sm_90a")}));
+  // KILN_TUF_ROOT does what --tuf-root does.
+  auto env =
+      test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " KILN_TUF_ROOT=" + root.string() +
+                " " + test::kiln_cli() + " fetch --targets sm_90a --dest " +
+                (tmp / "other").string() + " --mirror " + s.url());
+  ASSERT_EQ(env.exit_code, 0) << env.out;
+  EXPECT_TRUE(store_has_verified(tmp / "other", dist_.stem("sm_90a")));
+}
+
+TEST_F(TufMirror, BothTrustAnchorsOrNeitherAreUsageErrorsNamingWhatToDo) {
+  MisbehavingServer s(repo(), "ok");
+  auto both = cli_fetch(s.url(), "--index-sha256 " + dist_.index_sha256);
+  EXPECT_EQ(both.exit_code, exit_code(ErrorKind::Usage)) << both.out;
+  EXPECT_CONTAINS(both.out, "two trust anchors are configured");
+  EXPECT_CONTAINS(both.out, root.string());
+  EXPECT_CONTAINS(both.out, dist_.index_sha256);
+  // The variable and a flag of the other kind: the same refusal.
+  auto mixed = test::run("env KILN_CACHE_DIR=" + cli_cache().string() +
+                         " KILN_INDEX_SHA256=" + dist_.index_sha256 + " " + test::kiln_cli() +
+                         " fetch --targets sm_90a --dest " + cli_store().string() + " --mirror " +
+                         s.url() + " --tuf-root " + root.string());
+  EXPECT_EQ(mixed.exit_code, exit_code(ErrorKind::Usage)) << mixed.out;
+  auto neither =
+      test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + test::kiln_cli() +
+                " fetch --targets sm_90a --dest " + cli_store().string() + " --mirror " + s.url());
+  EXPECT_EQ(neither.exit_code, exit_code(ErrorKind::Usage)) << neither.out;
+  EXPECT_CONTAINS(neither.out, "pass --tuf-root FILE");
+  EXPECT_CONTAINS(neither.out, "--index-sha256 HEX");
+  EXPECT_EQ(s.total(), 0);
+  EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{});
+}
+
+TEST_F(TufMirror, OfflineAsksNoServerAndNamesTheFetchCommand) {
+  MisbehavingServer s(repo(), "ok");
+  LoaderConfig cfg;
+  cfg.cache_dir = cache().string();
+  cfg.mirrors = {s.url()};
+  cfg.tuf_root = root.string();
+  cfg.offline = true;
+  cfg.disable_jit = true;
+  cfg.use_installed_store = false;
+  LoaderDeps d;
+  d.driver = std::make_shared<Cc90Driver>();
+  std::string msg = test::error_of(ErrorKind::NotFound, [&] { make_loader(cfg, d)->get(kUri); });
+  EXPECT_CONTAINS(msg, "offline mode");
+  auto r = cli_fetch(s.url(), "--offline");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::NotFound)) << r.out;
+  EXPECT_CONTAINS(r.out, "no mirror was contacted");
+  EXPECT_EQ(s.total(), 0);
+  EXPECT_FALSE(fs::exists(cache() / "tuf"));
+  EXPECT_FALSE(fs::exists(cli_cache() / "tuf"));
+}
+
+// --- attacks -----------------------------------------------------------------------------------
+
+using TufMirrorAttack = TufMirror;
+
+TEST_F(TufMirrorAttack, TimestampReplayedPastItsExpiryIsRefusedAsFreeze) {
+  ASSERT_EQ(test::run("command -v faketime").exit_code, 0)
+      << "faketime is missing (a Debian package: scripts/bootstrap.sh installs it)";
+  // The mirror serves the timestamp it was given (1 day expiry); the clients look 3 days later.
+  MisbehavingServer s(repo(), "ok");
+  expect_refused(s.url(), "freeze",
+                 {"tuf: expired metadata (freeze): timestamp.json v2: field \"expires\" is " +
+                  signed_of("timestamp.json")["expires"].get<std::string>() + ", now is past it"},
+                 kThreeDays, "faketime -f +3d ");
+}
+
+TEST_F(TufMirrorAttack, OlderTimestampAfterANewerOneIsRefusedAsRollback) {
+  std::string old_timestamp = metadata("timestamp.json");
+  next_release();
+  MisbehavingServer s(repo(), "ok");
+  refresh_both(s.url());
+  test::write_file(repo() / "metadata" / "timestamp.json", old_timestamp);
+  expect_refused(s.url(), "rollback",
+                 {"tuf: rollback: timestamp.json: field \"version\" is 2, trusted version is 3"});
+}
+
+TEST_F(TufMirrorAttack, OlderSnapshotResignedWithStolenOnlineKeysIsRefusedAsRollback) {
+  json old_snapshot = signed_of("snapshot.json");  // names targets v2
+  next_release();
+  MisbehavingServer s(repo(), "ok");
+  refresh_both(s.url());
+  auto snap_keys = keys_of("snapshot");
+  auto ts_keys = keys_of("timestamp");
+  old_snapshot["version"] = 4;
+  std::string snap = tuf::sign_metadata(old_snapshot, ptrs(snap_keys));
+  test::write_file(repo() / "metadata" / "4.snapshot.json", snap);
+  json ts = signed_of("timestamp.json");
+  ts["version"] = 4;
+  ts["meta"]["snapshot.json"] = {{"version", 4},
+                                 {"length", snap.size()},
+                                 {"hashes", {{"sha256", *tuf::hex_digest("sha256", snap)}}}};
+  test::write_file(repo() / "metadata" / "timestamp.json", tuf::sign_metadata(ts, ptrs(ts_keys)));
+  expect_refused(s.url(), "rollback",
+                 {"tuf: rollback: snapshot.json v4: meta \"targets.json\" version is 2, trusted "
+                  "snapshot has 3"});
+}
+
+TEST_F(TufMirrorAttack, TargetsMetadataMixedFromTwoReleasesIsRefused) {
+  std::string release1_targets = metadata("targets.json");
+  next_release();
+  // Release 2's snapshot names targets v3; the mirror serves release 1's under that name.
+  test::write_file(repo() / "metadata" / "3.targets.json", release1_targets);
+  MisbehavingServer s(repo(), "ok");
+  expect_refused(s.url(), "mix-and-match",
+                 {"tuf: targets role differs from snapshot (mix-and-match): targets.json "
+                  "(snapshot v3 meta)"});
+}
+
+TEST_F(TufMirrorAttack, RootRotatedWithTooFewSignaturesIsRefused) {
+  // One stolen root key (threshold 2 of 3) signs a root v2 handing timestamp to the thief.
+  auto root_keys = keys_of("root");
+  tuf::Signer thief = tuf::Signer::generate("ed25519");
+  json r = signed_of("root.json");
+  r["version"] = 2;
+  r["keys"][thief.keyid()] = tuf::key_to_json(thief.public_key());
+  r["roles"]["timestamp"]["keyids"] = {thief.keyid()};
+  test::write_file(repo() / "metadata" / "2.root.json", tuf::sign_metadata(r, ptrs(root_keys, 1)));
+  MisbehavingServer s(repo(), "ok");
+  expect_refused(s.url(), "threshold",
+                 {"tuf: signature threshold not met: root.json v2 has 1 valid signature(s) from "
+                  "the keys trusted root v1 trusts for it, threshold is 2"});
+}
+
+TEST_F(TufMirrorAttack, TimestampSignedWithARevokedKeyIsRefused) {
+  std::string revoked = signed_of("root.json")["roles"]["timestamp"]["keyids"][0];
+  tuf_repo("add-key timestamp");
+  tuf_repo("revoke timestamp " + revoked.substr(0, 12));
+  MisbehavingServer s(repo(), "ok");
+  refresh_both(s.url());  // both clients now trust root v3, which no longer lists the key
+  auto retired = keys_of("timestamp", "retired");
+  ASSERT_EQ(retired.size(), 1u);
+  json ts = signed_of("timestamp.json");
+  ts["version"] = ts["version"].get<int>() + 1;
+  test::write_file(repo() / "metadata" / "timestamp.json", tuf::sign_metadata(ts, ptrs(retired)));
+  expect_refused(s.url(), "untrusted-key",
+                 {"tuf: signed by a key not trusted for the role (revoked or unknown): "
+                  "timestamp.json v" +
+                      std::to_string(ts["version"].get<int>()) + " has 0 valid signature(s)",
+                  "signed by key(s) " + revoked.substr(0, 8) + " that root v3 does not list"});
+}
+
+TEST_F(TufMirrorAttack, EndlessTimestampResponseIsCutAtItsBound) {
+  MisbehavingServer s(repo(), "endless", {"--match", "timestamp.json"});
+  auto t0 = std::chrono::steady_clock::now();
+  expect_refused(s.url(), "endless-data",
+                 {"tuf: response too large (endless data): " + s.url() +
+                  "/metadata/timestamp.json: more than 16384 bytes served"});
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 20.0);
+}
+
+TEST_F(TufMirrorAttack, WrongArchiveBytesAreRefusedAgainstTheTargetsMetadata) {
+  MisbehavingServer s(repo(), "flip", {"--match", ".tar.zst"});
+  std::string archive = dist_.archive.at("sm_90a");
+  std::string sha = signed_of("targets.json")["targets"][archive]["hashes"]["sha256"];
+  expect_refused(s.url(), "target-mismatch",
+                 {"tuf: target bytes differ from metadata: target " + archive + ": sha256 is ",
+                  ", metadata says " + sha});
+}
+
+}  // namespace
+}  // namespace kiln

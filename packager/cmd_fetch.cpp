@@ -33,7 +33,19 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-namespace {
+FetchOptions with_environment(FetchOptions opts) {
+  // The loader's one table and the mirror tier's own mapping: the same variables, values and
+  // errors as libkiln.
+  const FetchOptions env = mirror_fetch_options(LoaderConfig::from_env(), installed_tuf_root());
+  if (opts.mirrors.empty()) opts.mirrors = env.mirrors;
+  if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
+  if (opts.tuf_root.empty()) opts.tuf_root = env.tuf_root;
+  if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
+  opts.installed_tuf_root = env.installed_tuf_root;
+  opts.tuf_metadata_dir = env.tuf_metadata_dir;
+  if (env.offline) opts.offline = true;
+  return opts;
+}
 
 int device_cc(const std::string& device) {
   if (device != "auto") return parse_device_cc(device, "auto");
@@ -53,6 +65,8 @@ int device_cc(const std::string& device) {
                 "--device sm_90");
   return devs.front().cc;
 }
+
+namespace {
 
 // --device: the targets the release offers (its pinned index; offline: the ones compiled in
 // for this kiln's own release), ordered by the loader's target-choice rule, fetched best first
@@ -201,16 +215,7 @@ void add_fetch_command(CLI::App& app, int& rc) {
     opts.mirrors = o->mirrors;
     opts.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
     opts.download_timeout_ms = std::max(1L, std::lround(o->download_timeout_s * 1000));
-    // The environment through the loader's one table and the mirror tier's own mapping: the
-    // same variables, values and errors; a flag given here replaces its variable.
-    const FetchOptions env = mirror_fetch_options(LoaderConfig::from_env(), installed_tuf_root());
-    if (opts.mirrors.empty()) opts.mirrors = env.mirrors;
-    if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
-    if (opts.tuf_root.empty()) opts.tuf_root = env.tuf_root;
-    if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
-    opts.installed_tuf_root = env.installed_tuf_root;
-    opts.tuf_metadata_dir = env.tuf_metadata_dir;
-    if (env.offline) opts.offline = true;
+    opts = with_environment(std::move(opts));
     // Progress goes to stderr so that --json output on stdout stays parseable.
     opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
     FetchResult r;

@@ -805,6 +805,25 @@ FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::strin
   return fetch_detail::fetch_targets_with(opts, targets, dest_store, deps);
 }
 
+FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std::string>& targets,
+                                const std::string& dir) {
+  std::unique_ptr<Transport> transport;
+  if (!opts.offline)
+    transport = std::make_unique<OnFirstUseTransport>(
+        downloading_from(opts, "the release index and archives"));
+  FetchDeps deps;
+  deps.transport = transport.get();
+  deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  deps.verified_present = [](const fs::path&, const std::string&) { return false; };
+  // The verified archive stays where the download renamed it.
+  deps.install = [](const fs::path& archive, const fs::path&, const std::string&) {
+    return archive.string();
+  };
+  deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
+  deps.keep_archives = true;
+  return fetch_detail::fetch_targets_with(opts, targets, dir, deps);
+}
+
 std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
   // Offline must not even initialise libcurl.
   std::unique_ptr<Transport> transport;

@@ -53,6 +53,10 @@ class Error : public kiln::Error {
   Attack attack_;
 };
 
+// A UTC time as TUF writes "expires": YYYY-MM-DDTHH:MM:SSZ; nullopt for anything else.
+std::optional<std::time_t> parse_utc_time(std::string_view text);
+std::string format_utc_time(std::time_t t);
+
 // OLPC canonical JSON as securesystemslib writes it: objects with keys sorted (by code
 // point), no whitespace, strings with only '"' and '\\' escaped, integers only (a float is
 // refused: Attack::Malformed).

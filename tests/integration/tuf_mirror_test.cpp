@@ -404,5 +404,177 @@ TEST_F(TufMirrorAttack, WrongArchiveBytesAreRefusedAgainstTheTargetsMetadata) {
                   ", metadata says " + sha});
 }
 
+// --- air-gapped bundles --------------------------------------------------------------------
+
+class TufBundle : public TufMirror {
+ protected:
+  // `kiln bundle` from `url` (its TUF metadata in its own cache); `extra` picks the archives.
+  test::RunResult bundle(const std::string& url, const fs::path& out,
+                         const std::string& extra = "--device 9.0") {
+    return test::run("env KILN_CACHE_DIR=" + (tmp / "bundler-cache").string() + " " +
+                     test::kiln_cli() + " bundle --mirror " + url + " --tuf-root " + root.string() +
+                     " --out " + out.string() + " " + extra);
+  }
+  // `kiln install --bundle` on "the air-gapped machine": offline, its own cache (its TUF
+  // metadata for the root) and store.
+  test::RunResult install(const fs::path& b, const std::string& extra = "",
+                          const std::string& prefix = "") {
+    return test::run(prefix + "env KILN_OFFLINE=1 KILN_CACHE_DIR=" + node_cache().string() + " " +
+                     test::kiln_cli() + " install --bundle " + b.string() + " --tuf-root " +
+                     root.string() + " --dest " + node_store().string() + " " + extra);
+  }
+  fs::path node_cache() const { return tmp / "node-cache"; }
+  fs::path node_store() const { return tmp / "node-store"; }
+  static json error_of_run(const test::RunResult& r) {
+    json err;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("{\"error\"", 0) == 0) err = json::parse(line)["error"];
+    return err;
+  }
+};
+
+TEST_F(TufBundle, ABundleMadeOnlineInstallsOfflineAfterItsMetadataAndArchivesVerify) {
+  fs::path b = tmp / "bundle";
+  {
+    MisbehavingServer s(repo(), "ok");
+    auto made = bundle(s.url(), b, "--device 9.0 --json");
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+    EXPECT_CONTAINS(made.out, "\"targets\": [\n    \"sm_90a\"\n  ]");
+  }  // the mirror is gone: the node has no network
+  std::set<std::string> files;
+  for (const auto& e : fs::directory_iterator(b)) files.insert(e.path().filename().string());
+  // Consistent snapshots: snapshot and targets under their versioned names, as on the mirror.
+  EXPECT_EQ(files, (std::set<std::string>{"1.root.json", "timestamp.json", "2.snapshot.json",
+                                          "2.targets.json", index_file_name(dist_.version),
+                                          dist_.archive.at("sm_90a")}));
+  auto r = install(b, "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "verified " + b.string() + " against root v1");
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{dist_.stem("sm_90a")});
+  EXPECT_TRUE(store_has_verified(node_store(), dist_.stem("sm_90a")));
+  // The node keeps what it verified for that root: the reference for its next bundle.
+  EXPECT_TRUE(
+      fs::exists(node_cache() / "tuf" / sha256_hex(test::read_file(root)) / "timestamp.json"));
+}
+
+TEST_F(TufBundle, ATarballBundleWithARotatedRootCarriesTheChainAndInstallsTheSame) {
+  tuf_repo("rotate timestamp");  // root v2, signed by v1's keys: the node still holds v1
+  fs::path b = tmp / "bundle.tar.zst";
+  {
+    MisbehavingServer s(repo(), "ok");
+    auto made = bundle(s.url(), b, "--targets sm_80,sm_90a");
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+  }
+  ASSERT_TRUE(fs::is_regular_file(b));
+  auto r = install(b);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "against root v2");
+  EXPECT_EQ(store_entries(node_store()),
+            (std::set<std::string>{dist_.stem("sm_80"), dist_.stem("sm_90a")}));
+}
+
+TEST_F(TufBundle, ExpiredMetadataIsRefusedUnlessAnExpiryReferenceIsGivenAndThatIsLoud) {
+  ASSERT_EQ(test::run("command -v faketime").exit_code, 0)
+      << "faketime is missing (a Debian package: scripts/bootstrap.sh installs it)";
+  fs::path b = tmp / "bundle";
+  {
+    MisbehavingServer s(repo(), "ok");
+    ASSERT_EQ(bundle(s.url(), b).exit_code, 0);
+  }
+  std::string expires = signed_of("timestamp.json")["expires"];
+  // Three days later the bundle's timestamp (1 day) has expired: a freeze, nothing installed.
+  auto late = install(b, "--json", "faketime -f +3d ");
+  EXPECT_EQ(late.exit_code, exit_code(ErrorKind::Integrity)) << late.out;
+  EXPECT_EQ(error_of_run(late)["fields"]["attack"], "freeze") << late.out;
+  EXPECT_CONTAINS(late.out, "expired metadata (freeze): timestamp.json v2");
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
+  // The operator says which time to check against: accepted, and every expired role is named.
+  std::string when = tuf::format_utc_time(std::time(nullptr));
+  auto ok = install(b, "--json --expiry-reference " + when, "faketime -f +3d ");
+  ASSERT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_CONTAINS(ok.out, "WARNING: --expiry-reference " + when);
+  EXPECT_CONTAINS(ok.out, "not protected against a replayed (frozen) bundle");
+  EXPECT_CONTAINS(ok.out,
+                  "WARNING: accepted expired metadata because of --expiry-reference: "
+                  "timestamp.json v2 expired " +
+                      expires);
+  EXPECT_CONTAINS(ok.out, "\"expired_accepted\": [\n    \"timestamp.json v2 expired " + expires);
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{dist_.stem("sm_90a")});
+  auto bad = install(b, "--expiry-reference yesterday");
+  EXPECT_EQ(bad.exit_code, exit_code(ErrorKind::Usage)) << bad.out;
+}
+
+TEST_F(TufBundle, ATamperedBundleInstallsNothingEvenFromItsIntactArchives) {
+  fs::path b = tmp / "bundle";
+  {
+    MisbehavingServer s(repo(), "ok");
+    ASSERT_EQ(bundle(s.url(), b, "--targets sm_80,sm_90a").exit_code, 0);
+  }
+  fs::path archive = b / dist_.archive.at("sm_90a");
+  std::string bytes = test::read_file(archive);
+  bytes[bytes.size() / 2] ^= 1;
+  test::write_file(archive, bytes);
+  auto r = install(b, "--json");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Integrity)) << r.out;
+  EXPECT_EQ(error_of_run(r)["fields"]["attack"], "target-mismatch") << r.out;
+  EXPECT_CONTAINS(r.out, "target bytes differ from metadata: target " + dist_.archive.at("sm_90a") +
+                             ": sha256 is ");
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});  // not even sm_80
+  // Metadata signed by keys the node's root does not trust: the bundle of another repository.
+  fs::path other = tmp / "other-repo";
+  ASSERT_EQ(test::run(test::source_dir() + "/ci/tuf_repo.sh " + test::kiln_cli() + " " +
+                      (tmp / "mirror").string() + " " + other.string() + " " +
+                      (tmp / "other-keys").string())
+                .exit_code,
+            0);
+  fs::path forged = tmp / "forged";
+  fs::copy(b, forged);
+  test::write_file(forged / dist_.archive.at("sm_90a"),
+                   test::read_file(tmp / "mirror" / dist_.archive.at("sm_90a")));
+  fs::copy_file(other / "metadata" / "timestamp.json", forged / "timestamp.json",
+                fs::copy_options::overwrite_existing);
+  auto f = install(forged, "--json");
+  EXPECT_EQ(f.exit_code, exit_code(ErrorKind::Integrity)) << f.out;
+  EXPECT_EQ(error_of_run(f)["fields"]["attack"], "untrusted-key") << f.out;
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
+}
+
+TEST_F(TufBundle, AnOlderBundleAfterANewerOneIsRefusedAsRollback) {
+  fs::path old_bundle = tmp / "bundle-1";
+  fs::path new_bundle = tmp / "bundle-2";
+  {
+    MisbehavingServer s(repo(), "ok");
+    ASSERT_EQ(bundle(s.url(), old_bundle).exit_code, 0);
+  }
+  next_release();
+  {
+    MisbehavingServer s(repo(), "ok");
+    auto made = bundle(s.url(), new_bundle);
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+  }
+  ASSERT_EQ(install(new_bundle).exit_code, 0);
+  fs::remove_all(node_store());
+  auto r = install(old_bundle, "--json");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Integrity)) << r.out;
+  EXPECT_EQ(error_of_run(r)["fields"]["attack"], "rollback") << r.out;
+  EXPECT_CONTAINS(r.out,
+                  "tuf: rollback: timestamp.json: field \"version\" is 2, trusted version is 3");
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
+}
+
+TEST_F(TufBundle, ABundleNeedsATufRootAndANewPath) {
+  MisbehavingServer s(repo(), "ok");
+  auto no_root =
+      test::run("env KILN_CACHE_DIR=" + (tmp / "c").string() + " " + test::kiln_cli() +
+                " bundle --mirror " + s.url() + " --device 9.0 --out " + (tmp / "b").string());
+  EXPECT_EQ(no_root.exit_code, exit_code(ErrorKind::Usage)) << no_root.out;
+  EXPECT_CONTAINS(no_root.out, "a bundle is made and verified with a TUF root");
+  fs::create_directories(tmp / "exists");
+  auto exists = bundle(s.url(), tmp / "exists");
+  EXPECT_EQ(exists.exit_code, exit_code(ErrorKind::Usage)) << exists.out;
+  EXPECT_EQ(s.total(), 0);
+}
+
 }  // namespace
 }  // namespace kiln

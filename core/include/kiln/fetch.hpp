@@ -96,6 +96,12 @@ struct FetchResult {
 FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
                           const std::string& dest_store);
 
+// As fetch_targets, but each verified archive (digest, and its manifest against the index
+// entry) is left as <dir>/<archive file> instead of being unpacked (`kiln bundle`); nothing in
+// `dir` counts as present. FetchResult::installed lists the archive files.
+FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std::string>& targets,
+                                const std::string& dir);
+
 // The targets release opts.version offers, as its index lists them, in index order: one
 // fetch of the index from the first mirror that serves it with the pinned digest (no archive
 // is downloaded). Callers choose among them with the target-choice rule (`kiln fetch --device`,

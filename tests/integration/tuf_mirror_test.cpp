@@ -8,12 +8,17 @@
 //    field, and nothing written to the store (its entries compared, not just its success).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
+#include "child_process.hpp"
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
 #include "kiln/error.hpp"
@@ -66,6 +71,7 @@ class TufMirror : public ::testing::Test {
     fetch_detail::forget_bad_mirrors();
     test::ReleaseSpec spec;
     spec.loadable = true;  // the registry's source hashes: the loader takes the artifacts
+    adjust(spec);
     dist_ = test::write_release_dist(tmp / "dist", spec, {"sm_80", "sm_90a"});
     auto staged = test::run(test::kiln_cli() + " mirror stage " + (tmp / "dist").string() +
                             " --to " + (tmp / "mirror").string());
@@ -76,6 +82,8 @@ class TufMirror : public ::testing::Test {
     ASSERT_EQ(made.exit_code, 0) << made.out;
     root = repo() / "metadata" / "1.root.json";
   }
+
+  virtual void adjust(test::ReleaseSpec&) {}  // what a derived fixture changes in the release
 
   fs::path repo() const { return tmp / "tuf"; }
   fs::path keys() const { return tmp / "keys"; }
@@ -574,6 +582,76 @@ TEST_F(TufBundle, ABundleNeedsATufRootAndANewPath) {
   auto exists = bundle(s.url(), tmp / "exists");
   EXPECT_EQ(exists.exit_code, exit_code(ErrorKind::Usage)) << exists.out;
   EXPECT_EQ(s.total(), 0);
+}
+
+// --- the cost of TUF on the fetch path (scripts/tuf_bench.sh, docs/performance.md) ----------
+
+// Artifacts of KILN_BENCH_KB (1024) incompressible KiB each: an archive of about twice that.
+class TufBench : public TufMirror {
+ protected:
+  void adjust(test::ReleaseSpec& spec) override {
+    std::size_t kb = 1024;
+    if (const char* env = std::getenv("KILN_BENCH_KB")) kb = std::stoul(env);
+    spec.artifacts = [kb](const std::string& target) {
+      unsigned seed = target == "sm_80" ? 1 : 3;
+      return std::vector<test::SyntheticArtifact>{
+          {"axpy_dtype_f32", test::random_bytes(kb << 10, seed)},
+          {"axpy_dtype_f16", test::random_bytes(kb << 10, seed + 1)}};
+    };
+    spec.zstd_level = 1;
+  }
+};
+
+// `kiln fetch` of one archive on loopback, each run into a new store: pinned by the index digest,
+// through TUF with no metadata yet (a node's first fetch: root chain, timestamp, snapshot,
+// targets), and through TUF with the metadata of the previous run (timestamp only, the rest
+// still valid). One python3 http.server serves the flat mirror and the TUF repository, as the
+// refresh rows of tuf_bench.sh are measured. Whole processes, median of KILN_BENCH_RUNS (9).
+TEST_F(TufBench, DISABLED_FetchThroughTufAgainstADigestPin) {
+  int runs = 9;
+  if (const char* env = std::getenv("KILN_BENCH_RUNS")) runs = std::max(1, std::atoi(env));
+  int port = test::free_port();
+  test::Child server({"python3", "-m", "http.server", std::to_string(port), "--bind", "127.0.0.1",
+                      "-d", tmp.path().string()},
+                     tmp / "server.log");
+  std::string url = "http://127.0.0.1:" + std::to_string(port);
+  for (int i = 0;
+       i < 200 &&
+       test::run("curl -fs " + url + "/tuf/metadata/1.root.json -o /dev/null").exit_code != 0;
+       ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  auto timed = [](const std::string& cmd) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = test::run(cmd);
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.out;
+    return ms;
+  };
+  std::map<std::string, std::vector<double>> ms;
+  const std::string kiln = test::kiln_cli();
+  for (int i = 0; i < runs; ++i) {
+    std::string n = std::to_string(i);
+    ms["a pinned"].push_back(timed(kiln + " fetch --targets sm_90a --dest " +
+                                   (tmp / ("pin-" + n)).string() + " --mirror " + url +
+                                   "/mirror --index-sha256 " + dist_.index_sha256));
+    std::string tuf =
+        " fetch --targets sm_90a --mirror " + url + "/tuf --tuf-root " + root.string() + " --dest ";
+    ms["b tuf, no metadata yet"].push_back(
+        timed("env KILN_CACHE_DIR=" + (tmp / ("cold-" + n)).string() + " " + kiln + tuf +
+              (tmp / ("cold-store-" + n)).string()));
+    ms["c tuf, metadata of the last run"].push_back(
+        timed("env KILN_CACHE_DIR=" + (tmp / "warm").string() + " " + kiln + tuf +
+              (tmp / ("warm-store-" + n)).string()));
+    ms["d kiln --version"].push_back(timed(kiln + " --version"));
+  }
+  std::uint64_t size = fs::file_size(tmp / "mirror" / dist_.archive.at("sm_90a"));
+  std::printf("kiln fetch of one archive (%llu bytes) on loopback, median of %d runs:\n",
+              static_cast<unsigned long long>(size), runs);
+  for (auto& [what, v] : ms) {
+    std::sort(v.begin(), v.end());
+    std::printf("  %-34s %6.1f ms\n", what.substr(2).c_str(), v[v.size() / 2]);
+  }
 }
 
 }  // namespace

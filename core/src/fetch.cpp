@@ -417,7 +417,9 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& version,
       return t;
     } catch (const tuf::Error& e) {
       bool bad_bytes = e.kind() != ErrorKind::Network && e.kind() != ErrorKind::NotFound;
-      cx.fail(mirror, metadata_url, e.what(), bad_bytes, tuf::attack_id(e.attack()));
+      // An unreachable mirror attacked nothing: its failure names no attack.
+      cx.fail(mirror, metadata_url, e.what(), bad_bytes,
+              e.attack() == tuf::Attack::Network ? "" : tuf::attack_id(e.attack()));
       if (bad_bytes) {
         mark_mirror_bad(mirror);
         if (!first_attack) first_attack = e;

@@ -304,6 +304,30 @@ TEST_F(TufMirror, OfflineAsksNoServerAndNamesTheFetchCommand) {
   EXPECT_FALSE(fs::exists(cli_cache() / "tuf"));
 }
 
+TEST_F(TufMirror, AnAttackedMirrorIsDistrustedAndTheNextOneServes) {
+  MisbehavingServer bad(repo(), "endless", {"--match", "timestamp.json"});
+  MisbehavingServer down(repo(), "404", {"--match", "/"});
+  MisbehavingServer good(repo(), "ok");
+  auto r = test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + test::kiln_cli() +
+                     " fetch --json --targets sm_90a --dest " + cli_store().string() +
+                     " --tuf-root " + root.string() + " --mirror " + bad.url() + " --mirror " +
+                     down.url() + " --mirror " + good.url());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  json out = json::parse(r.out.substr(r.out.find("{\n")));
+  // The metadata of the first two mirrors, then the archive: the distrusted mirror is skipped,
+  // the unreachable one asked again.
+  ASSERT_EQ(out["failures"].size(), 4u) << r.out;
+  EXPECT_EQ(out["failures"][0]["mirror"], bad.url());
+  EXPECT_EQ(out["failures"][0]["attack"], "endless-data");
+  EXPECT_EQ(out["failures"][1]["mirror"], down.url());
+  EXPECT_FALSE(out["failures"][1].contains("attack")) << r.out;  // unreachable attacks nothing
+  EXPECT_EQ(out["failures"][2]["mirror"], bad.url());
+  EXPECT_EQ(out["failures"][2]["what"], "skipped: served bytes that failed verification earlier");
+  EXPECT_EQ(out["failures"][3]["mirror"], down.url());
+  EXPECT_EQ(bad.total(), 2);  // 2.root.json and the endless timestamp.json, nothing after
+  EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{dist_.stem("sm_90a")});
+}
+
 // --- attacks -----------------------------------------------------------------------------------
 
 using TufMirrorAttack = TufMirror;

@@ -283,6 +283,29 @@ TEST_F(TufMirror, BothTrustAnchorsOrNeitherAreUsageErrorsNamingWhatToDo) {
   EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{});
 }
 
+TEST_F(TufMirror, ARootInstalledBesideKilnIsTheAnchorWhenNoneIsConfigured) {
+  // An install tree: bin/kiln (the core linked in) and share/kiln/tuf/root.json beside it.
+  fs::path prefix = tmp / "prefix";
+  fs::create_directories(prefix / "bin");
+  fs::copy_file(test::kiln_cli(), prefix / "bin" / "kiln");
+  test::write_file(prefix / "share" / "kiln" / "tuf" / "root.json", test::read_file(root));
+  std::string kiln = (prefix / "bin" / "kiln").string();
+  MisbehavingServer tuf(repo(), "ok");
+  auto r = test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + kiln +
+                     " fetch --targets sm_90a --dest " + cli_store().string() + " --mirror " +
+                     tuf.url());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "length and hashes match the targets metadata");
+  EXPECT_TRUE(store_has_verified(cli_store(), dist_.stem("sm_90a")));
+  // A configured pin beats the installed root: the flat mirror, read by its index digest.
+  MisbehavingServer flat(tmp / "mirror", "ok");
+  auto p = test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + kiln +
+                     " fetch --targets sm_80 --dest " + cli_store().string() + " --mirror " +
+                     flat.url() + " --index-sha256 " + dist_.index_sha256);
+  ASSERT_EQ(p.exit_code, 0) << p.out;
+  EXPECT_CONTAINS(p.out, "SHA-256 matches the pin");
+}
+
 TEST_F(TufMirror, OfflineAsksNoServerAndNamesTheFetchCommand) {
   MisbehavingServer s(repo(), "ok");
   LoaderConfig cfg;

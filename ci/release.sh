@@ -98,21 +98,12 @@ step "compat: the release against the libkiln it ships"
 "$kiln" compat --device none "$out/mirror/kiln-kernels-$version-index.json" \
   "$out"/mirror/kiln-"$version"-cuda*.tar.zst "$out"/mirror/*.whl
 step "TUF repository of the mirror (THROWAWAY test keys, never published)"
-tufkeys="$out/tuf-THROWAWAY-TEST-KEYS"
-tuf_repo() {
-  "$kiln" tuf-repo --dir "$out/tuf" --offline-keys "$tufkeys/offline" \
-    --online-keys "$tufkeys/online" "$@" >/dev/null
-}
-tuf_repo --keys root=3 --threshold root=2 --scheme root=ecdsa-sha2-nistp256 \
-  --scheme snapshot=ecdsa-sha2-nistp256 init
-printf 'Keys made by ci/release.sh for testing only: never publish or trust them.\n' \
-  >"$tufkeys/README"
-tuf_repo add "$out/mirror"
+ci/tuf_repo.sh "$kiln" "$out/mirror" "$out/tuf" "$out/tuf-THROWAWAY-TEST-KEYS"
 # The two pins a node or a mirror operator needs (docs/mirrors.md): the index covers the
 # archives, the checksum file covers the wheels and the tarball.
 printf '\nrelease %s: %s\nindex sha256: %s (--index-sha256, KILN_INDEX_SHA256)\nkiln-kernels-%s-SHA256SUMS sha256: %s (--sums-sha256 for kiln mirror sync/verify)\n' \
   "$version" "$out/mirror" "$(sha256sum "$out/mirror/kiln-kernels-$version-index.json" | cut -c1-64)" \
   "$version" "$(sha256sum "$out/mirror/kiln-kernels-$version-SHA256SUMS" | cut -c1-64)"
-printf 'TUF repository: %s (THROWAWAY test keys)\nTUF root %s sha256: %s (kiln tuf-client init)\n' \
+printf 'TUF repository: %s (THROWAWAY test keys)\nTUF root %s sha256: %s (kiln fetch --tuf-root, KILN_TUF_ROOT)\n' \
   "$out/tuf" "$out/tuf/metadata/1.root.json" \
   "$(sha256sum "$out/tuf/metadata/1.root.json" | cut -c1-64)"

@@ -249,10 +249,7 @@ void add_doctor_command(CLI::App& app, int& rc) {
                                   {"reachable", nullptr},
                                   {"detail", "not contacted: offline (KILN_OFFLINE=1)"}});
       } else {
-        FetchOptions fo;
-        fo.mirrors = cfg.mirrors;
-        fo.index_sha256 = cfg.index_sha256;
-        fo.ca_bundle = cfg.ca_bundle;
+        FetchOptions fo = mirror_fetch_options(cfg, installed_tuf_root());
         if (chosen) {
           fo.package = chosen->name;
           fo.version = chosen->version;

@@ -15,6 +15,7 @@
 #include "kiln/loader.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"
+#include "resolver.hpp"
 #include "target_choice.hpp"
 
 namespace kiln::cli {
@@ -33,7 +34,19 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-namespace {
+FetchOptions with_environment(FetchOptions opts) {
+  // The loader's one table and the mirror tier's own mapping: the same variables, values and
+  // errors as libkiln.
+  const FetchOptions env = mirror_fetch_options(LoaderConfig::from_env(), installed_tuf_root());
+  if (opts.mirrors.empty()) opts.mirrors = env.mirrors;
+  if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
+  if (opts.tuf_root.empty()) opts.tuf_root = env.tuf_root;
+  if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
+  opts.installed_tuf_root = env.installed_tuf_root;
+  opts.tuf_metadata_dir = env.tuf_metadata_dir;
+  if (env.offline) opts.offline = true;
+  return opts;
+}
 
 int device_cc(const std::string& device) {
   if (device != "auto") return parse_device_cc(device, "auto");
@@ -53,6 +66,8 @@ int device_cc(const std::string& device) {
                 "--device sm_90");
   return devs.front().cc;
 }
+
+namespace {
 
 // --device: the targets the release offers (its pinned index; offline: the ones compiled in
 // for this kiln's own release), ordered by the loader's target-choice rule, fetched best first
@@ -110,12 +125,18 @@ void add_fetch_command(CLI::App& app, int& rc) {
       "minor, else PTX of a lower or equal arch; the best one, then the next on failure.\n"
       "Re-running is a no-op that re-verifies what is there.\n"
       "Mirrors: --mirror, else KILN_MIRRORS, else the build's default list.\n"
-      "The index digest: --index-sha256, else KILN_INDEX_SHA256, else the build's pin.\n"
+      "Trust: --index-sha256 / KILN_INDEX_SHA256 (a digest pinning the index), or\n"
+      "--tuf-root / KILN_TUF_ROOT (a TUF root: each mirror is then a TUF repository as\n"
+      "`kiln tuf-repo` writes it, and the index and archives are verified through its signed\n"
+      "metadata, kept in $KILN_CACHE_DIR/tuf/); not both. With neither: the root installed\n"
+      "beside kiln (<prefix>/share/kiln/tuf/root.json), else the build's pin, else refused.\n"
       "Each archive's manifest must name the target, release and CUDA version of its index\n"
       "entry. Deadlines: --timeout for the whole command, --download-timeout + size/--min-rate\n"
       "per request.\n"
       "Exit codes: 0 ok, 2 usage, 3 integrity (bad bytes everywhere, or an archive filed under\n"
-      "another target), 4 stale (an archive of another release), 5 unsupported (--device: no\n"
+      "another target; under TUF every attack: rollback, freeze, mix-and-match, bad or too few\n"
+      "signatures, endless data, wrong target bytes, named in the error's \"attack\" field),\n"
+      "4 stale (an archive of another release), 5 unsupported (--device: no\n"
       "archive of the release runs there; auto: no GPU), 6 not found (offline, or no archive\n"
       "for a target), 8 network (no mirror could serve, or --timeout passed), 9 io.");
   struct Opts {
@@ -147,6 +168,10 @@ void add_fetch_command(CLI::App& app, int& rc) {
   add_package_options(cmd, o->pkg);
   cmd->add_option("--index-sha256", o->fetch.index_sha256,
                   "SHA-256 (hex) that pins the release index");
+  cmd->add_option("--tuf-root", o->fetch.tuf_root,
+                  "a TUF root.json: each mirror is a TUF repository (<mirror>/metadata, "
+                  "<mirror>/targets) and its signed metadata verifies the index and archives; "
+                  "not with --index-sha256 (docs/tuf.md)");
   cmd->add_option("--ca-bundle", o->fetch.ca_bundle,
                   "PEM file of CA certificates for https mirrors (default: KILN_CA_BUNDLE, "
                   "else the system store)");
@@ -195,12 +220,7 @@ void add_fetch_command(CLI::App& app, int& rc) {
     opts.mirrors = o->mirrors;
     opts.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
     opts.download_timeout_ms = std::max(1L, std::lround(o->download_timeout_s * 1000));
-    // The environment through the loader's one table: the same variables, values and errors.
-    const LoaderConfig env = LoaderConfig::from_env();
-    if (opts.mirrors.empty()) opts.mirrors = env.mirrors;
-    if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
-    if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
-    if (env.offline) opts.offline = true;
+    opts = with_environment(std::move(opts));
     // Progress goes to stderr so that --json output on stdout stays parseable.
     opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
     FetchResult r;
@@ -225,8 +245,11 @@ void add_fetch_command(CLI::App& app, int& rc) {
       j["installed"] = r.installed;
       j["already_present"] = r.already_present;
       j["failures"] = nlohmann::ordered_json::array();
-      for (const auto& f : r.failures)
-        j["failures"].push_back({{"mirror", f.mirror}, {"url", f.url}, {"what", f.what}});
+      for (const auto& f : r.failures) {
+        nlohmann::ordered_json one = {{"mirror", f.mirror}, {"url", f.url}, {"what", f.what}};
+        if (!f.attack.empty()) one["attack"] = f.attack;
+        j["failures"].push_back(std::move(one));
+      }
       std::cout << j.dump(2) << "\n";
     } else {
       if (!chosen.empty())

@@ -1,16 +1,20 @@
 // `kiln install ARCHIVE|INDEX... --dest DIR`: verify archives and unpack them into a store.
 // An index pins each archive beside it by sha256; a bare archive is checked against its own
 // manifest. One refused archive does not stop the others; the exit code is the worst failure.
+// `kiln install --bundle B --tuf-root ROOT --dest DIR`: an air-gapped bundle (bundle.hpp),
+// verified whole against the TUF root before anything is installed.
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "atomic_file.hpp"
+#include "bundle.hpp"
 #include "commands.hpp"
 #include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
+#include "tuf_metadata.hpp"
 
 namespace kiln::cli {
 
@@ -43,17 +47,36 @@ void add_install_command(CLI::App& app, int& rc) {
       "sha256; given archives, checks each against its manifest. A refused archive leaves the "
       "store as it was. Archives of another package or version than the project's (--source, "
       "default: the current directory's or kiln's own; or --package and --version) are refused "
-      "(exit 4) unless --any-version.");
+      "(exit 4) unless --any-version.\n"
+      "--bundle B (from `kiln bundle`): verifies B's TUF metadata against the root (--tuf-root, "
+      "else KILN_TUF_ROOT, else the root installed beside kiln: signatures, thresholds, "
+      "versions against what this machine trusted before, expiry, lengths and hashes of the "
+      "index and every archive) before installing anything; metadata expiry is checked against "
+      "the clock, and only --expiry-reference TIME accepts metadata that has expired since, "
+      "with a warning naming each expired role. A refused bundle installs nothing (exit 3 for "
+      "an attack, named in the error's \"attack\" field).");
   struct Opts {
     std::vector<std::string> inputs;
     std::string dest;
     bool json = false;
     bool any_version = false;
     PackageOptions pkg;
+    std::string bundle;
+    std::string tuf_root;
+    std::string expiry_reference;
   };
   auto opts = std::make_shared<Opts>();
-  cmd->add_option("INPUT", opts->inputs, "archives (.tar.zst) and/or indexes (index.json)")
-      ->required();
+  auto* inputs =
+      cmd->add_option("INPUT", opts->inputs, "archives (.tar.zst) and/or indexes (index.json)");
+  auto* bundle = cmd->add_option("--bundle", opts->bundle,
+                                 "an air-gapped bundle from `kiln bundle` (directory or .tar.zst)");
+  inputs->excludes(bundle);
+  cmd->add_option("--tuf-root", opts->tuf_root, "--bundle: the TUF root.json it is verified with")
+      ->needs(bundle);
+  cmd->add_option("--expiry-reference", opts->expiry_reference,
+                  "--bundle: check TUF expiry against this time (YYYY-MM-DDTHH:MM:SSZ) instead "
+                  "of the clock: the only way to accept expired metadata, logged as a warning")
+      ->needs(bundle);
   cmd->add_option("--dest", opts->dest, "store directory to install into (created if missing)")
       ->required();
   cmd->add_flag("--json", opts->json, "machine-readable report");
@@ -62,6 +85,50 @@ void add_install_command(CLI::App& app, int& rc) {
                 "that serve several packages and releases; each keeps its own directory)");
   add_package_options(cmd, opts->pkg);
   cmd->callback([opts, &rc] {
+    if (!opts->bundle.empty()) {
+      packager::BundleInstallRequest req;
+      FetchOptions trust;
+      trust.tuf_root = opts->tuf_root;
+      req.trust = with_environment(std::move(trust));
+      req.bundle = opts->bundle;
+      ChosenPackage c = choose_package(opts->pkg);
+      req.package = c.name;
+      req.version = c.version;
+      req.dest = opts->dest;
+      if (!opts->expiry_reference.empty()) {
+        req.expiry_reference = tuf::parse_utc_time(opts->expiry_reference);
+        if (!req.expiry_reference)
+          throw Error(ErrorKind::Usage, "--expiry-reference '" + opts->expiry_reference +
+                                            "' is not a time YYYY-MM-DDTHH:MM:SSZ (UTC)");
+      }
+      req.log = [](const std::string& line) { std::cerr << "kiln install: " << line << "\n"; };
+      packager::BundleInstallResult r = packager::install_bundle(req);
+      if (opts->json) {
+        Json out = Json::object();
+        out["dest"] = opts->dest;
+        out["bundle"] = opts->bundle;
+        out["ok"] = true;
+        out["root_version"] = r.root_version;
+        out["timestamp_version"] = r.timestamp_version;
+        out["expiry_reference"] =
+            opts->expiry_reference.empty() ? Json(nullptr) : Json(opts->expiry_reference);
+        out["expired_accepted"] = r.expired_accepted;
+        Json installed = Json::array();
+        for (const auto& i : r.installed)
+          installed.push_back({{"target", i.manifest.target},
+                               {"directory", i.directory.string()},
+                               {"action", action_name(i.action)}});
+        out["installed"] = std::move(installed);
+        std::cout << out.dump(2) << "\n";
+      } else {
+        for (const auto& i : r.installed)
+          std::printf("%-9s %s\n", action_name(i.action), i.directory.c_str());
+      }
+      rc = 0;
+      return;
+    }
+    if (opts->inputs.empty())
+      throw Error(ErrorKind::Usage, "kiln install needs INPUT... or --bundle B (see --help)");
     RequiredRelease required;
     if (!opts->any_version) {
       ChosenPackage c = choose_package(opts->pkg);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
+#include "kiln/fetch.hpp"
 
 namespace kiln::cli {
 
@@ -21,6 +22,7 @@ void add_mirror_command(CLI::App& app, int& rc);      // mirror verify|sync|stag
 void add_compat_command(CLI::App& app, int& rc);      // cmd_compat.cpp
 void add_tuf_client_command(CLI::App& app, int& rc);  // cmd_tuf_client.cpp
 void add_tuf_repo_command(CLI::App& app, int& rc);    // cmd_tuf_repo.cpp
+void add_bundle_command(CLI::App& app, int& rc);      // cmd_bundle.cpp
 
 // "a, b c" -> {"a", "b", "c"}: a list option or variable split at commas and whitespace.
 std::vector<std::string> split_list(const std::string& s);
@@ -29,6 +31,15 @@ std::vector<std::string> split_list(const std::string& s);
 // Error{Usage} naming the value and the accepted forms, ending with `other_words` (the
 // command's own keywords, e.g. "auto").
 int parse_device_cc(const std::string& text, const std::string& other_words);
+
+// A --device value of `kiln fetch` and `kiln bundle`: parse_device_cc's forms, or "auto" (the
+// first GPU the CUDA driver reports; Error{Unsupported} without one).
+int device_cc(const std::string& device);
+
+// `kiln fetch` and `kiln bundle` options completed from the environment (LoaderConfig::from_env
+// through mirror_fetch_options): mirrors, index pin, TUF root, CA bundle where no flag gave one;
+// the root installed beside kiln, the TUF metadata directory under the cache, offline.
+FetchOptions with_environment(FetchOptions flags);
 
 // Every command's --version option checks its value with this (version_option.cpp):
 // MAJOR.MINOR.PATCH[-prerelease] or a usage error (exit 2).

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_tuf_client_command(app, rc);
   kiln::cli::add_tuf_repo_command(app, rc);
   kiln::cli::add_package_command(app, rc);
+  kiln::cli::add_bundle_command(app, rc);
   try {
     app.parse(argc, argv);
     if (show_version) {

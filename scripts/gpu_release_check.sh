@@ -25,6 +25,11 @@
 #   nojit      offline and empty, JIT disabled: not-found, the advice naming a release target
 #   stale      a store whose manifests say another package version: stale, both versions named
 #   corrupt    a store with every artifact's bytes altered: integrity, both digests named
+#   packages   examples/acme-kernels (a project that is not kiln's), built here against the
+#              unpacked tarball through find_package(kiln), its archives built for sm_90a and
+#              compute_80 by the tarball's kiln and installed beside its library: acme_demo runs
+#              acme's kernels and kiln::ops::axpy of the reference package in one process, each
+#              from its own store, and checks every result
 set -uo pipefail
 CARRY=.carry/release
 
@@ -36,7 +41,7 @@ prepare() {
   local build=${2:?usage: gpu_release_check.sh prepare RELEASE_MIRROR BUILD_DIR}
   set -e
   rm -rf "$CARRY"
-  mkdir -p "$CARRY/pkg" "$CARRY/bin" "$CARRY/syslib"
+  mkdir -p "$CARRY/pkg" "$CARRY/bin" "$CARRY/syslib" "$CARRY/acme"
   git check-ignore -q "$CARRY" || { echo "$CARRY is not git-ignored" >&2; exit 1; }
   cp "$mirror"/kiln-*-linux-*.tar.zst "$mirror"/*.whl "$CARRY/pkg/"
   # The whole staged mirror, served from loopback on the GPU machine for the mirror cases.
@@ -58,6 +63,17 @@ prepare() {
     rm -rf "$tmp"
     exit 1
   fi
+  # The example project against the unpacked tarball, as its maintainers would build it.
+  local ukiln acme=$PWD/$CARRY/acme
+  ukiln=$(ls "$tmp"/kiln-*/bin/kiln)
+  cmake -S examples/acme-kernels -B "$tmp/acme-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$(dirname "$(dirname "$ukiln")")" >/dev/null
+  cmake --build "$tmp/acme-build" >/dev/null
+  cmake --install "$tmp/acme-build" --prefix "$acme" --strip >/dev/null
+  "$ukiln" build --source examples/acme-kernels --targets sm_90a,compute_80 \
+    --out "$tmp/acme-kernels-build" --dist "$tmp/acme-dist" >/dev/null
+  "$ukiln" install --source examples/acme-kernels "$tmp"/acme-dist/acme-kernels-*-index.json \
+    --dest "$acme/share/kiln/artifacts" >/dev/null
   local lazy
   lazy=$(lazy_libs "$(ls "$tmp"/kiln-*/bin/kiln)")
   { ldd "$tmp"/kiln-*/bin/kiln "$tmp"/kiln-*/lib/libkiln.so "$CARRY/bin/kiln_gpu_tests" \
@@ -110,6 +126,14 @@ run() {
     "$CARRY/bin/kiln_gpu_tests" --gtest_filter='Registry/EverySpecialisation.*' \
     --gtest_output="xml:$out/release-gpu-tests.xml" 2>&1 | tee "$out/release-gpu-tests.log"
   [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+  # packages: acme-kernels and the reference package in one process, each from its own store.
+  echo "--- packages: acme_demo --require-gpu (acme-kernels + kiln-kernels in one process)" |
+    tee -a "$log"
+  "${env_clean[@]}" LD_LIBRARY_PATH="$tree/lib:$root/$CARRY/acme/lib:$root/$CARRY/syslib" \
+    "$root/$CARRY/acme/bin/acme_demo" --require-gpu 2>&1 | tee "$out/packages.log" | tee -a "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "FAILED: packages" | tee -a "$log"; }
+  grep -q "scale_dtype_f32 from $root/$CARRY/acme/share/kiln/artifacts/acme-kernels-" \
+    "$out/packages.log" || { rc=1; echo "FAILED: packages: acme's kernel not from its store" | tee -a "$log"; }
   tier_cases "$tree" "$out" || rc=1
   echo "release check exit: $rc" | tee -a "$out/release-check.log"
   return $rc

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Cost of `kiln tuf-client refresh` on loopback against a digest-pinned index fetch
-# (docs/tuf.md "Cost of a refresh"). Prints the median of RUNS (default 9) runs, in ms.
+# Cost of TUF on loopback (docs/tuf.md "Cost of a refresh", docs/performance.md):
+#  1. `kiln tuf-client refresh` against a digest-pinned index fetch (curl | sha256sum);
+#  2. `kiln fetch` of one archive through TUF (no metadata yet, and the metadata of the run
+#     before) against `kiln fetch --index-sha256`, from the integration test binary beside KILN
+#     (TufBench.DISABLED_FetchThroughTufAgainstADigestPin; KILN_BENCH_KB sets the artifact size).
+# Prints the median of RUNS (default 9) runs, in ms.
 #   scripts/tuf_bench.sh [KILN] [RUNS]
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -39,3 +43,11 @@ names = ["cold refresh", "warm refresh", "kiln --version", "curl | sha256sum ind
 for i, n in enumerate(names):
     print(f"{n}: median {statistics.median(r[i] for r in rows)} ms")
 PY
+tests="$(dirname "$kiln")/tests/kiln_integration_tests"
+if [ -x "$tests" ]; then
+  KILN_BENCH_RUNS="$runs" "$tests" --gtest_also_run_disabled_tests \
+    --gtest_filter='TufBench.DISABLED_FetchThroughTufAgainstADigestPin' 2>&1 |
+    grep -vE '^\[|^Running main|^Note:|^$'
+else
+  echo "fetch rows skipped: $tests not built (ninja -C $(dirname "$kiln") kiln_integration_tests)"
+fi

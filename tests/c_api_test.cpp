@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -66,6 +67,24 @@ TEST(CApi, ConfigWithoutStructSizeIsRejected) {
   EXPECT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_ERROR_USAGE);
   EXPECT_EQ(l, nullptr);
   EXPECT_NE(last().find("kiln_config_init"), std::string::npos) << last();
+}
+
+TEST(CApi, TufRootReachesTheLoaderAndAConfigSizedBeforeItTakesItFromTheEnvironment) {
+  kiln::test::TempDir tmp;
+  const std::string cache = (tmp / "cache").string();
+  ScopedEnv e("KILN_TUF_ROOT", "/from/env/root.json");
+  kiln_config c = offline_config(cache);
+  c.tuf_root = "/etc/kiln/root.json";
+  kiln_loader* l = nullptr;
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_EQ(l->loader->config().tuf_root, "/etc/kiln/root.json");
+  kiln_loader_destroy(l);
+  // A caller compiled against the header before tuf_root: its config ends there.
+  c.struct_size = offsetof(kiln_config, tuf_root);
+  c.tuf_root = "/must/not/be/read";
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_EQ(l->loader->config().tuf_root, "/from/env/root.json");
+  kiln_loader_destroy(l);
 }
 
 TEST(CApi, BadEnvironmentBooleanIsUsageNamingTheVariable) {

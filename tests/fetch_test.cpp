@@ -16,6 +16,8 @@
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
+#include "tuf_metadata.hpp"
+#include "tuf_mirror.hpp"
 
 namespace kiln {
 namespace {
@@ -572,6 +574,101 @@ TEST_F(FetchLogic, TheCaBundleOfTheOptionsReachesEveryRequest) {
   fetch(o);
   ASSERT_GE(transport.requests.size(), 2u);
   for (const auto& r : transport.requests) EXPECT_EQ(r.ca_bundle, "/etc/kiln/ca.pem") << r.url;
+}
+
+// --- the trust anchor rule (tuf_mirror.hpp) --------------------------------------------------
+
+using fetch_detail::choose_trust_anchor;
+using fetch_detail::TrustAnchor;
+
+const std::string kPin(64, 'a');
+
+TEST(TrustAnchor, AConfiguredRootOrPinIsTakenAsGiven) {
+  FetchOptions o;
+  o.tuf_root = "/etc/kiln/root.json";
+  o.installed_tuf_root = "/opt/kiln/share/kiln/tuf/root.json";
+  TrustAnchor a = choose_trust_anchor(o, kPin, true, "0.1.0");
+  EXPECT_EQ(a.kind, TrustAnchor::Kind::TufRoot);
+  EXPECT_EQ(a.value, "/etc/kiln/root.json");
+  EXPECT_EQ(a.source, "--tuf-root / KILN_TUF_ROOT");
+  // A configured pin beats an installed root: configuration wins over what was installed.
+  FetchOptions p;
+  p.index_sha256 = std::string(64, 'B');
+  p.installed_tuf_root = o.installed_tuf_root;
+  a = choose_trust_anchor(p, "", true, "0.1.0");
+  EXPECT_EQ(a.kind, TrustAnchor::Kind::IndexPin);
+  EXPECT_EQ(a.value, std::string(64, 'b'));
+}
+
+TEST(TrustAnchor, BothConfiguredIsAUsageErrorNamingBothAndNothingIsGuessed) {
+  FetchOptions o;
+  o.tuf_root = "/etc/kiln/root.json";
+  o.index_sha256 = kPin;
+  std::string m =
+      test::error_of(ErrorKind::Usage, [&] { choose_trust_anchor(o, "", false, "0.1.0"); });
+  EXPECT_NE(m.find("two trust anchors"), std::string::npos) << m;
+  EXPECT_NE(m.find("/etc/kiln/root.json"), std::string::npos) << m;
+  EXPECT_NE(m.find(kPin), std::string::npos) << m;
+  EXPECT_NE(m.find("unset one"), std::string::npos) << m;
+}
+
+TEST(TrustAnchor, WithNothingConfiguredTheInstalledRootThenTheCompiledPinThenARefusal) {
+  FetchOptions o;
+  o.installed_tuf_root = "/opt/kiln/share/kiln/tuf/root.json";
+  TrustAnchor a = choose_trust_anchor(o, kPin, true, "0.1.0");
+  EXPECT_EQ(a.kind, TrustAnchor::Kind::TufRoot);
+  EXPECT_EQ(a.value, o.installed_tuf_root);
+  EXPECT_EQ(a.source, "the root installed beside libkiln");
+  a = choose_trust_anchor(o, kPin, false, "0.1.0");  // not there after all
+  EXPECT_EQ(a.kind, TrustAnchor::Kind::IndexPin);
+  EXPECT_EQ(a.source, "built in (-DKILN_TRUSTED_INDEX_SHA256)");
+  std::string m =
+      test::error_of(ErrorKind::Usage, [&] { choose_trust_anchor(o, "", false, "0.1.0"); });
+  EXPECT_NE(m.find("no trust anchor for the index of release 0.1.0"), std::string::npos) << m;
+  EXPECT_NE(m.find("--tuf-root FILE"), std::string::npos) << m;
+  EXPECT_NE(m.find("--index-sha256 HEX"), std::string::npos) << m;
+  EXPECT_NE(m.find(o.installed_tuf_root), std::string::npos) << m;
+  EXPECT_NE(m.find("kiln never trusts an unpinned index"), std::string::npos) << m;
+  FetchOptions bad;
+  bad.index_sha256 = "abc";
+  test::error_of(ErrorKind::Usage, [&] { choose_trust_anchor(bad, "", false, "0.1.0"); });
+}
+
+TEST(TufMirrorLayout, MetadataIsKeptPerRootAndTargetsAreFetchedByTheirHashName) {
+  EXPECT_EQ(fetch_detail::tuf_metadata_dir("/c/tuf", "root bytes"),
+            std::filesystem::path("/c/tuf") / sha256_hex("root bytes"));
+  tuf::TargetFile t;
+  t.path = "kiln-kernels-0.1.0-index.json";
+  t.length = 10;
+  t.hashes = {{"sha256", std::string(64, '1')}, {"sha512", std::string(128, '2')}};
+  EXPECT_EQ(fetch_detail::tuf_target_url("http://m", t, true),
+            "http://m/targets/" + std::string(64, '1') + ".kiln-kernels-0.1.0-index.json");
+  EXPECT_EQ(fetch_detail::tuf_target_url("http://m", t, false),
+            "http://m/targets/kiln-kernels-0.1.0-index.json");
+  fetch_detail::DownloadExpect e = fetch_detail::tuf_download_expect(t);
+  EXPECT_EQ(e.sha256, std::string(64, '1'));
+  EXPECT_EQ(e.exact_size, 10u);
+  EXPECT_EQ(e.other_hashes,
+            (std::map<std::string, std::string>{{"sha512", std::string(128, '2')}}));
+  t.hashes = {{"sha512", std::string(128, '2')}};
+  try {
+    fetch_detail::tuf_download_expect(t);
+    FAIL() << "a target without sha256 was accepted";
+  } catch (const tuf::Error& err) {
+    EXPECT_EQ(err.attack(), tuf::Attack::Malformed);
+  }
+}
+
+// A refusal under TUF names its attack in the error's fields; a plain kiln::Error copy keeps it.
+TEST(TufMirrorLayout, ATufErrorCarriesItsAttackAsAField) {
+  tuf::Error e(tuf::Attack::Rollback,
+               "timestamp.json: field \"version\" is 1, trusted version is 2");
+  Error copy = e.with("mirror", "http://m");
+  ASSERT_NE(copy.field("attack"), nullptr);
+  EXPECT_EQ(*copy.field("attack"), "rollback");
+  EXPECT_EQ(copy.kind(), ErrorKind::Integrity);
+  EXPECT_EQ(std::string(tuf::attack_id(tuf::Attack::Expired)), "freeze");
+  EXPECT_EQ(std::string(tuf::attack_id(tuf::Attack::TooLarge)), "endless-data");
 }
 
 }  // namespace

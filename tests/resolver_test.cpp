@@ -218,4 +218,19 @@ TEST(Resolver, FailureIsStaleWhenOnlyStaleCandidatesExistedElseNotFound) {
   EXPECT_NE(m.find("\nto get it: ADVICE"), std::string::npos) << m;
 }
 
+TEST(Resolver, FailureCarriesTheFieldsOfTheRejectionThatDecidedItsKind) {
+  kiln::Rejection none{
+      {"store", "", "/c", "holds no archive"}, ErrorKind::NotFound, {{"path", "/c"}}};
+  kiln::Rejection refused{{"mirror", "", "http://m", "tuf: rollback: ..."},
+                          ErrorKind::Integrity,
+                          {{"attack", "rollback"}, {"target", "sm_90a"}, {"file", "index.json"}}};
+  kiln::Error e = kiln::resolution_failure(kUri, 90, {}, {none, refused}, "advice");
+  EXPECT_EQ(e.kind(), ErrorKind::Integrity);
+  ASSERT_NE(e.field("attack"), nullptr);
+  EXPECT_EQ(*e.field("attack"), "rollback");
+  EXPECT_EQ(*e.field("file"), "index.json");
+  EXPECT_EQ(*e.field("target"), "sm_90");  // the resolution's own fields come first
+  EXPECT_EQ(e.field("path"), nullptr);     // a rejection that decided nothing adds nothing
+}
+
 }  // namespace

@@ -15,6 +15,7 @@
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
 #include "test_util.hpp"
+#include "tuf_metadata.hpp"
 
 namespace kiln {
 namespace {
@@ -137,6 +138,23 @@ TEST_F(VerifiedDownload, WrongDigestIsReportedWithWhatCameAndLeavesNoFile) {
   EXPECT_EQ(r.status, DownloadStatus::DigestMismatch);
   EXPECT_EQ(r.sha256, sha256_hex("other bytes of the same length!!"));
   EXPECT_EQ(r.attempts, 1);  // bad bytes are not retried
+  EXPECT_TRUE(names_in(dir.path()).empty());
+}
+
+TEST_F(VerifiedDownload, EveryOtherDigestAskedIsCheckedAndAMismatchKeepsNothing) {
+  const std::string sha512 = *tuf::hex_digest("sha512", body);
+  transport.replies = {ok(body)};
+  DownloadExpect good = expect_of(body);
+  good.other_hashes = {{"sha512", sha512}};
+  EXPECT_EQ(download(good).status, DownloadStatus::Verified);
+  fs::remove(dest);
+  // The SHA-256 matches, the SHA-512 a TUF target lists does not: refused all the same.
+  transport.replies = {ok(body)};
+  DownloadExpect bad = expect_of(body);
+  bad.other_hashes = {{"sha512", std::string(128, '0')}};
+  DownloadResult r = download(bad);
+  EXPECT_EQ(r.status, DownloadStatus::DigestMismatch);
+  EXPECT_EQ(r.other_mismatch, "sha512 is " + sha512 + ", expected " + std::string(128, '0'));
   EXPECT_TRUE(names_in(dir.path()).empty());
 }
 

@@ -75,6 +75,10 @@ const std::vector<EnvVariable>& variables_table() {
          throw bad_env_value("KILN_INDEX_SHA256", v, "a SHA-256 digest", "64 lowercase hex digits");
        e.loader.index_sha256 = v;
      }},
+    {"KILN_TUF_ROOT",
+     "TUF root file: mirrors are TUF repositories (docs/tuf.md); not with `KILN_INDEX_SHA256`",
+     "`<prefix>/share/kiln/tuf/root.json` if installed",
+     [](Environment& e, const std::string& v) { e.loader.tuf_root = v; }},
     {"KILN_CA_BUNDLE", "PEM file of CA certificates for `https://` mirrors", "system store",
      [](Environment& e, const std::string& v) { e.loader.ca_bundle = v; }},
     KILN_BOOL_ROW("KILN_OFFLINE", offline, "no network access, ever", "off"),

@@ -18,6 +18,13 @@
 //   no mirror left --> Error naming every mirror and what went wrong
 // Every request's deadline is also capped by what is left of the whole fetch's deadline; once
 // that has passed, the fetch ends with Error{Network} naming it.
+//
+// The index comes from the first mirror that serves a trusted one: pinned by its digest, or,
+// when a TUF root is the trust anchor (tuf_mirror.hpp), as a target of the mirror's TUF
+// repository (refresh <mirror>/metadata through tuf::Updater, then the index bounded by its
+// length and checked against every hash the targets metadata lists). Under TUF each archive is
+// downloaded from <mirror>/targets/ against its targets metadata (length, sha256, sha512) as
+// well as its index entry; a refused repository distrusts that mirror and names the attack.
 #include "kiln/fetch.hpp"
 
 #include <unistd.h>
@@ -25,8 +32,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <exception>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -41,6 +50,8 @@
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"
+#include "tuf_mirror.hpp"
+#include "tuf_updater.hpp"
 #include "verified_download.hpp"
 
 #ifndef KILN_DEFAULT_MIRRORS
@@ -110,9 +121,16 @@ struct Context {
   std::vector<MirrorFailure> failures;
   Index index;                   // the trusted index, once fetched
   std::string index_url;         // where it came from, for messages
+  std::string index_json;        // its bytes
   std::int64_t deadline_ms = 0;  // of the whole fetch, on now()'s clock
+  TrustAnchor anchor;
+  // Under TUF: the trusted target of each archive to fetch, by file name, and whether the
+  // repository stores targets under hash-prefixed names (consistent snapshots).
+  std::map<std::string, tuf::TargetFile> tuf_archives;
+  bool tuf_consistent = false;
 
   Context(const FetchOptions& o, const FetchDeps& d) : opts(o), deps(d) {}
+  bool tuf() const { return anchor.kind == TrustAnchor::Kind::TufRoot; }
 
   std::int64_t now() const {
     if (deps.now_ms) return deps.now_ms();
@@ -148,10 +166,10 @@ struct Context {
   // `bad_bytes`: the mirror served bytes that failed verification (it is distrusted), as opposed
   // to not serving them; fetch_archive decides Integrity vs Network from it.
   void fail(const std::string& mirror, const std::string& url, const std::string& what,
-            bool bad_bytes = false) {
+            bool bad_bytes = false, const std::string& attack = "") {
     {
       std::lock_guard<std::mutex> g(mu);
-      failures.push_back({mirror, url, what, bad_bytes});
+      failures.push_back({mirror, url, what, bad_bytes, attack});
     }
     log("mirror " + mirror + ": " + url + ": " + what);
   }
@@ -213,10 +231,11 @@ const std::string& required_version(const FetchOptions& opts) {
 struct TrustedIndex {
   Index index;
   std::string mirror;
+  std::string url;  // where the index was read
 };
 
-TrustedIndex fetch_index(Context& cx, const std::string& package, const std::string& version,
-                         const std::string& pin) {
+TrustedIndex fetch_index(Context& cx, const std::string& package, const std::string& version) {
+  const std::string& pin = cx.anchor.value;
   std::string name = index_file_name(package, version);
   bool only_bad_bytes = true;
   std::string mismatch;
@@ -258,7 +277,7 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
       mark_mirror_bad(mirror);
       continue;
     }
-    TrustedIndex t{parse_index(body, url), mirror};
+    TrustedIndex t{parse_index(body, url), mirror, url};
     if (t.index.package != package)
       throw Error(ErrorKind::Stale, url + " matches the pinned digest but is the index of package " +
                                         t.index.package + ", not " + package);
@@ -267,18 +286,193 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
                                         " matches the pinned digest but is the index of release " +
                                         t.index.package_version + ", not " + version);
     cx.log("index " + url + ": SHA-256 matches the pin");
+    cx.index_json = std::move(body);
     return t;
   }
   std::ostringstream msg;
   msg << "no mirror served a trusted index " << name << ":";
   for (const auto& f : cx.failures) msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
   if (only_bad_bytes && !mismatch.empty()) {
-    msg << "\nThe pinned digest comes from --index-sha256, KILN_INDEX_SHA256 or the build; check "
-           "it belongs to release "
+    msg << "\nThe pinned digest comes from " << cx.anchor.source << "; check it belongs to release "
         << version;
     throw Error(ErrorKind::Integrity, msg.str());
   }
   throw Error(ErrorKind::Network, msg.str());
+}
+
+// The TUF client's requests through the fetch's transport, deadlines and retry rule (the one
+// retry loop). "Not there" (404, 403, a missing file) is an answer, not a failure: the root
+// chain ends on one. Other failures and too many bytes are tuf::Errors, as from CurlFetcher.
+class TransportFetcher final : public tuf::Fetcher {
+ public:
+  TransportFetcher(Context& cx, std::string mirror) : cx_(cx), mirror_(std::move(mirror)) {}
+
+  std::optional<std::string> get(const std::string& url, std::size_t max_bytes) override {
+    RetryLoop loop;
+    loop.transport = cx_.deps.transport;
+    loop.policy = cx_.policy;
+    loop.sleep_ms = cx_.deps.sleep_ms;
+    loop.remaining_ms = [this] { return cx_.remaining_ms(); };
+    loop.on_failure = [this, url](const TransferResult& r, const RetryDecision& d, int) {
+      if (d.retry)
+        cx_.log("mirror " + mirror_ + ": " + url + ": " + describe(r) + " (retrying in " +
+                std::to_string(d.delay_ms) + " ms)");
+      cx_.check_deadline("fetching " + url);
+    };
+    std::string body;
+    bool too_big = false;
+    TransferResult r = get_with_retries(
+        loop, [&] { return cx_.request(url, max_bytes); },
+        [&] {
+          body.clear();
+          too_big = false;
+        },
+        [&](const char* d, std::size_t n) {
+          if (body.size() + n > max_bytes) return !(too_big = true);
+          body.append(d, n);
+          return true;
+        });
+    if (too_big)
+      throw tuf::Error(tuf::Attack::TooLarge, url + ": more than " + std::to_string(max_bytes) +
+                                                  " bytes served, the bound for this file");
+    if (r.status == TransferStatus::Ok) return body;
+    if (r.status == TransferStatus::Missing ||
+        (r.status == TransferStatus::Http && (r.http_status == 404 || r.http_status == 403)))
+      return std::nullopt;
+    throw tuf::Error(tuf::Attack::Network, url + ": " + describe(r));
+  }
+
+  // Targets are downloaded through download_verified, never here; bounded in memory.
+  bool stream(const std::string& url, std::size_t max_bytes,
+              const std::function<bool(const char*, std::size_t)>& sink) override {
+    std::optional<std::string> body = get(url, max_bytes);
+    if (!body) return false;
+    if (!sink(body->data(), body->size()))
+      throw Error(ErrorKind::Io, url + ": writing the download failed");
+    return true;
+  }
+
+ private:
+  Context& cx_;
+  std::string mirror_;
+};
+
+std::string short_hex(const std::string& hex) { return hex.substr(0, 12) + "..."; }
+
+// The index through TUF: per mirror, refresh <mirror>/metadata into the root's metadata
+// directory (under its lock), look the index up as a target, download it bounded by its length
+// and check every hash; then the archives of `targets` are looked up too, so each is downloaded
+// against the targets metadata. A repository refused for an attack (every tuf::Error but an
+// unreachable mirror or a missing target) distrusts the mirror.
+TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std::string& version,
+                             const std::vector<std::string>& targets) {
+  const std::string name = index_file_name(package, version);
+  if (cx.opts.tuf_metadata_dir.empty())
+    throw Error(ErrorKind::Usage,
+                "a TUF root is the trust anchor but no metadata directory was given "
+                "(FetchOptions::tuf_metadata_dir: the cache directory's tuf/)");
+  const std::string anchor_root = read_anchor_root(cx.anchor);
+  const fs::path md = tuf_metadata_dir(cx.opts.tuf_metadata_dir, anchor_root);
+  prepare_metadata_dir(md, anchor_root);
+  const std::time_t now = cx.opts.tuf_clock ? cx.opts.tuf_clock() : std::time(nullptr);
+  std::optional<tuf::Error> first_attack;
+  for (const auto& mirror : cx.mirrors) {
+    std::string metadata_url = mirror + "/" + kTufMetadataDir;
+    if (is_mirror_bad(mirror)) {
+      cx.fail(mirror, metadata_url, "skipped: served bytes that failed verification earlier", true);
+      continue;
+    }
+    try {
+      TransportFetcher fetcher(cx, mirror);
+      tuf::UpdaterOptions uo;
+      uo.metadata_dir = md;
+      uo.metadata_url = metadata_url;
+      uo.keep_root_history = true;  // the chain a bundle carries (kiln bundle)
+      tuf::Updater updater(uo, fetcher, now);
+      updater.refresh();
+      const tuf::TrustedSet& trusted = updater.trusted();
+      bool consistent = trusted.root().consistent_snapshot;
+      std::optional<tuf::TargetFile> info = updater.get_targetinfo(name);
+      if (!info)
+        throw tuf::Error(tuf::Attack::TargetNotFound, "no trusted targets role of " + metadata_url +
+                                                          " lists " + name + ": release " +
+                                                          package + " " + version +
+                                                          " is not in this repository");
+      if (static_cast<std::uint64_t>(info->length) > kMaxIndexBytes)
+        throw tuf::Error(tuf::Attack::TooLarge,
+                         "target " + name + ": length " + std::to_string(info->length) +
+                             " is more than the " + std::to_string(kMaxIndexBytes) +
+                             " bytes an index may have");
+      std::string url = tuf_target_url(mirror, *info, consistent);
+      std::optional<std::string> body = fetcher.get(url, static_cast<std::size_t>(info->length));
+      if (!body) throw tuf::Error(tuf::Attack::Network, url + ": not found on the mirror");
+      tuf::verify_length_and_hashes(*body, info->length, info->hashes, tuf::Attack::TargetMismatch,
+                                    "target " + name);
+      TrustedIndex t{parse_index(*body, url), mirror, url};
+      if (t.index.package != package)
+        throw Error(ErrorKind::Stale, url + " is the target " + name +
+                                          " but holds the index of package " + t.index.package +
+                                          ", not " + package);
+      if (t.index.package_version != version)
+        throw Error(ErrorKind::Stale, url + " is the target " + name +
+                                          " but holds the index of release " +
+                                          t.index.package_version + ", not " + version);
+      for (const auto& target : targets) {
+        auto e = std::find_if(t.index.archives.begin(), t.index.archives.end(),
+                              [&](const IndexEntry& x) { return x.target == target; });
+        if (e == t.index.archives.end()) continue;  // NotFound, reported by the caller
+        std::optional<tuf::TargetFile> a = updater.get_targetinfo(e->file);
+        if (!a)
+          throw tuf::Error(tuf::Attack::TargetNotFound, "the index lists " + e->file +
+                                                            " but no trusted targets role of " +
+                                                            metadata_url + " does");
+        auto sha = a->hashes.find("sha256");
+        if (static_cast<std::uint64_t>(a->length) != e->size || sha == a->hashes.end() ||
+            sha->second != e->sha256)
+          throw tuf::Error(tuf::Attack::TargetMismatch,
+                           "target " + e->file + ": the index lists " + std::to_string(e->size) +
+                               " bytes, sha256 " + e->sha256 + "; the targets metadata says " +
+                               std::to_string(a->length) + " bytes, sha256 " +
+                               (sha == a->hashes.end() ? std::string("(none)") : sha->second));
+        cx.tuf_archives[e->file] = *a;
+      }
+      cx.tuf_consistent = consistent;
+      cx.index_json = std::move(*body);
+      cx.log("index " + url + ": length and hashes match the targets metadata (root v" +
+             std::to_string(trusted.root().version) + ", timestamp v" +
+             std::to_string(trusted.timestamp()->version) + ", sha256 " +
+             short_hex(info->hashes.at("sha256")) + ")");
+      return t;
+    } catch (const tuf::Error& e) {
+      bool bad_bytes = e.kind() != ErrorKind::Network && e.kind() != ErrorKind::NotFound;
+      // An unreachable mirror attacked nothing: its failure names no attack.
+      cx.fail(mirror, metadata_url, e.what(), bad_bytes,
+              e.attack() == tuf::Attack::Network ? "" : tuf::attack_id(e.attack()));
+      if (bad_bytes) {
+        mark_mirror_bad(mirror);
+        if (!first_attack) first_attack = e;
+      }
+    }
+  }
+  std::ostringstream msg;
+  msg << "no mirror served a trusted index " << name << " through TUF (root " << cx.anchor.value
+      << ", " << cx.anchor.source << "):";
+  bool only_bad_bytes = true, only_not_found = true;
+  for (const auto& f : cx.failures) {
+    msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
+    if (!f.bad_bytes) only_bad_bytes = false;
+    if (f.bad_bytes || f.attack != tuf::attack_id(tuf::Attack::TargetNotFound))
+      only_not_found = false;
+  }
+  std::vector<ErrorField> fields;
+  if (first_attack) fields.push_back({"attack", tuf::attack_id(first_attack->attack())});
+  fields.push_back({"file", name});
+  if (first_attack && only_bad_bytes) {
+    msg << "\nThe repository's metadata was refused: nothing from it was used.";
+    throw Error(first_attack->kind(), msg.str(), std::move(fields));
+  }
+  throw Error(only_not_found ? ErrorKind::NotFound : ErrorKind::Network, msg.str(),
+              std::move(fields));
 }
 
 // Removes <archive>.tmp.* left by a writer that died. Safe only while holding the lock.
@@ -297,12 +491,26 @@ void remove_orphans(Context& cx, const std::string& file) {
 }
 
 // Downloads one archive from one mirror into <dest>/<file> through the one verified download;
-// true once renamed into place. Bytes that are not the pinned ones distrust the mirror.
+// true once renamed into place. Bytes that are not the pinned ones distrust the mirror. Under
+// TUF the archive is the target <mirror>/targets/[<sha256>.]<file>, checked against its length
+// and every hash of the targets metadata (which agrees with the index entry: fetch_index_tuf).
 bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) {
-  std::string url = mirror + "/" + e.file;
+  const tuf::TargetFile* info = cx.tuf() ? &cx.tuf_archives.at(e.file) : nullptr;
+  std::string url = info ? tuf_target_url(mirror, *info, cx.tuf_consistent) : mirror + "/" + e.file;
+  DownloadExpect expect =
+      info ? tuf_download_expect(*info) : DownloadExpect{e.sha256, e.size, e.size};
+  cx.log("downloading " + url + " (" + std::to_string(e.size) + " bytes)");
   DownloadResult d = download_verified(
       retry_loop(cx, mirror, url, "downloading "), [&] { return cx.request(url, e.size); },
-      cx.dest / e.file, DownloadExpect{e.sha256, e.size, e.size});
+      cx.dest / e.file, expect);
+  // Under TUF a refusal is worded as the client's own (tuf::Error) and names its attack.
+  auto refuse = [&](tuf::Attack attack, const std::string& tuf_what, const std::string& what) {
+    if (info)
+      cx.fail(mirror, url, std::string(tuf::Error(attack, tuf_what).what()) + "; mirror distrusted",
+              true, tuf::attack_id(attack));
+    else
+      cx.fail(mirror, url, what, true);
+  };
   switch (d.status) {
     case DownloadStatus::Verified:
       return true;
@@ -311,22 +519,27 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
     case DownloadStatus::WriteFailed:
       throw Error(ErrorKind::Io, d.write_error);
     case DownloadStatus::TooBig:
-      cx.fail(mirror, url,
-              "served more than the " + std::to_string(e.size) +
-                  " bytes the index lists: aborted, mirror distrusted",
-              true);
+      refuse(tuf::Attack::TooLarge,
+             url + ": more than the " + std::to_string(e.size) +
+                 " bytes the targets metadata lists: aborted",
+             "served more than the " + std::to_string(e.size) +
+                 " bytes the index lists: aborted, mirror distrusted");
       break;
     case DownloadStatus::SizeMismatch:
-      cx.fail(mirror, url,
-              "size mismatch: index lists " + std::to_string(e.size) + " bytes, served " +
-                  std::to_string(d.bytes) + "; mirror distrusted",
-              true);
+      refuse(tuf::Attack::TargetMismatch,
+             "target " + e.file + ": length is " + std::to_string(d.bytes) +
+                 " bytes, metadata says " + std::to_string(e.size),
+             "size mismatch: index lists " + std::to_string(e.size) + " bytes, served " +
+                 std::to_string(d.bytes) + "; mirror distrusted");
       break;
     case DownloadStatus::DigestMismatch:
-      cx.fail(mirror, url,
-              "SHA-256 mismatch: index pins " + e.sha256 + ", served " + d.sha256 +
-                  "; mirror distrusted",
-              true);
+      refuse(tuf::Attack::TargetMismatch,
+             "target " + e.file + ": " +
+                 (d.other_mismatch.empty()
+                      ? "sha256 is " + d.sha256 + ", metadata says " + expect.sha256
+                      : d.other_mismatch),
+             "SHA-256 mismatch: index pins " + e.sha256 + ", served " + d.sha256 +
+                 "; mirror distrusted");
       break;
   }
   mark_mirror_bad(mirror);
@@ -380,7 +593,6 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
               "skipped: served bytes that failed verification earlier", true);
       continue;
     }
-    cx.log("downloading " + mirror + "/" + e.file + " (" + std::to_string(e.size) + " bytes)");
     if (!download_from(cx, mirror, e)) continue;
     fs::path archive = cx.dest / e.file;
     cx.log("verified " + e.file + " (SHA-256 " + e.sha256.substr(0, 12) + "...), unpacking");
@@ -396,7 +608,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
     }
     // The unpacked store directory is the verified copy; keeping the archive would double the
     // disk a cache needs.
-    fs::remove(archive, ec);
+    if (!cx.deps.keep_archives) fs::remove(archive, ec);
     out.installed = true;
     cx.log("installed " + out.store_dir);
     return out;
@@ -404,6 +616,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
   std::ostringstream msg;
   msg << "could not fetch " << e.file << " (" << e.target << ") from any mirror:";
   bool bad_bytes_only = true;
+  std::string attack;
   {
     std::lock_guard<std::mutex> g(cx.mu);
     for (const auto& f : cx.failures) {
@@ -412,13 +625,17 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
         continue;
       msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
       if (!f.bad_bytes) bad_bytes_only = false;
+      if (attack.empty()) attack = f.attack;
     }
   }
   msg << "\nNothing unverified was kept in " << cx.dest.string()
       << "; add a working mirror with --mirror / KILN_MIRRORS, or copy the archive there with "
          "`kiln fetch --mirror file:///path/to/release`.";
+  std::vector<ErrorField> fields{
+      {"file", e.file}, {"target", e.target}, {"path", cx.dest.string()}};
+  if (!attack.empty()) fields.insert(fields.begin(), {"attack", attack});
   throw Error(bad_bytes_only ? ErrorKind::Integrity : ErrorKind::Network, msg.str(),
-              {{"file", e.file}, {"target", e.target}, {"path", cx.dest.string()}});
+              std::move(fields));
 }
 
 }  // namespace
@@ -445,18 +662,18 @@ void set_mirrors(Context& cx, const FetchOptions& opts, const std::string& what)
                                       " from: pass --mirror URL or set KILN_MIRRORS");
 }
 
-std::string trusted_index_pin(const FetchOptions& opts, const std::string& version) {
-  std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
-  std::transform(pin.begin(), pin.end(), pin.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (pin.empty())
-    throw Error(ErrorKind::Usage,
-                "no trusted digest for the index of release " + version +
-                    ": pass --index-sha256 HEX or set KILN_INDEX_SHA256 (this kiln was built "
-                    "without -DKILN_TRUSTED_INDEX_SHA256); kiln never trusts an unpinned index");
-  if (!is_sha256_hex(pin))
-    throw Error(ErrorKind::Usage, "index digest '" + pin + "' is not 64 hex digits");
-  return pin;
+void set_anchor(Context& cx, const FetchOptions& opts, const std::string& version) {
+  std::error_code ec;
+  bool installed =
+      !opts.installed_tuf_root.empty() && fs::is_regular_file(opts.installed_tuf_root, ec);
+  cx.anchor = choose_trust_anchor(opts, default_index_sha256(), installed, version);
+}
+
+TrustedIndex fetch_trusted_index(Context& cx, const std::string& package,
+                                 const std::string& version,
+                                 const std::vector<std::string>& targets) {
+  if (cx.tuf()) return fetch_index_tuf(cx, package, version, targets);
+  return fetch_index(cx, package, version);
 }
 
 std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, const FetchDeps& deps) {
@@ -470,8 +687,8 @@ std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, cons
     throw Error(ErrorKind::NotFound, "offline: the index of release " + package + " " + version +
                                          " was not fetched (no mirror is contacted offline)");
   set_mirrors(cx, opts, "the index of release " + package + " " + version);
-  std::string pin = trusted_index_pin(opts, version);
-  TrustedIndex ti = fetch_index(cx, package, version, pin);
+  set_anchor(cx, opts, version);
+  TrustedIndex ti = fetch_trusted_index(cx, package, version, {});
   std::vector<std::string> out;
   for (const auto& e : ti.index.archives) out.push_back(e.target);
   return out;
@@ -518,7 +735,7 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
                     joined + " --dest " + dest_store + "`, or unset KILN_OFFLINE.");
 
   set_mirrors(cx, opts, joined);
-  std::string pin = trusted_index_pin(opts, version);
+  set_anchor(cx, opts, version);
 
   std::error_code ec;
   fs::create_directories(cx.dest, ec);
@@ -526,9 +743,9 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
     throw Error(ErrorKind::Io, "destination store " + dest_store + " is not a writable directory" +
                                    (ec ? ": " + ec.message() : ""));
 
-  TrustedIndex ti = fetch_index(cx, package, version, pin);
+  TrustedIndex ti = fetch_trusted_index(cx, package, version, missing);
   cx.index = ti.index;
-  cx.index_url = ti.mirror + "/" + index_file_name(package, version);
+  cx.index_url = ti.url;
   std::vector<IndexEntry> todo;
   for (const auto& t : missing) {
     auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
@@ -562,6 +779,7 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   for (auto& t : pool) t.join();
 
   result.failures = cx.failures;
+  result.index_json = cx.index_json;
   for (auto& o : outcomes) {
     if (o.error) std::rethrow_exception(o.error);
     (o.installed ? result.installed : result.already_present).push_back(o.store_dir);
@@ -620,6 +838,25 @@ FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::strin
   return fetch_detail::fetch_targets_with(opts, targets, dest_store, deps);
 }
 
+FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std::string>& targets,
+                                const std::string& dir) {
+  std::unique_ptr<Transport> transport;
+  if (!opts.offline)
+    transport = std::make_unique<OnFirstUseTransport>(
+        downloading_from(opts, "the release index and archives"));
+  FetchDeps deps;
+  deps.transport = transport.get();
+  deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  deps.verified_present = [](const fs::path&, const std::string&) { return false; };
+  // The verified archive stays where the download renamed it.
+  deps.install = [](const fs::path& archive, const fs::path&, const std::string&) {
+    return archive.string();
+  };
+  deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
+  deps.keep_archives = true;
+  return fetch_detail::fetch_targets_with(opts, targets, dir, deps);
+}
+
 std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
   // Offline must not even initialise libcurl.
   std::unique_ptr<Transport> transport;
@@ -651,12 +888,25 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
   std::string pin = opts.index_sha256.empty() ? default_index_sha256() : opts.index_sha256;
   std::transform(pin.begin(), pin.end(), pin.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // A TUF mirror serves the index under a hashed name: its timestamp is what doctor asks for.
+  bool tuf = false;
+  try {
+    std::error_code ec;
+    tuf = choose_trust_anchor(
+              opts, default_index_sha256(),
+              !opts.installed_tuf_root.empty() && fs::is_regular_file(opts.installed_tuf_root, ec),
+              version)
+              .kind == TrustAnchor::Kind::TufRoot;
+  } catch (const Error&) {
+    // No anchor, or two: a fetch says so; the probe only asks for the index.
+  }
   for (const auto& raw : mirrors) {
     MirrorProbe p;
     p.mirror = raw;
     try {
       std::string m = normalise_mirror(raw);
-      p.url = m + "/" + index_file_name(package, version);
+      p.url = tuf ? m + "/" + kTufMetadataDir + "/timestamp.json"
+                  : m + "/" + index_file_name(package, version);
       TransferRequest req;
       req.url = p.url;
       // doctor must answer quickly: a short connect and total timeout, no retries.
@@ -675,6 +925,10 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
       if (r.status != TransferStatus::Ok) {
         p.detail =
             r.status == TransferStatus::Aborted ? "index larger than the limit" : describe(r);
+      } else if (tuf) {
+        p.reachable = true;
+        p.detail = "TUF timestamp served (" + std::to_string(body.size()) +
+                   " bytes); signatures and expiry are checked when fetching";
       } else if (pin.empty()) {
         p.reachable = true;
         p.detail = "index served (" + std::to_string(body.size()) +

@@ -28,6 +28,9 @@ struct FetchDeps {
   std::function<std::optional<Manifest>(const std::filesystem::path& archive)> read_manifest;
   // Monotonic milliseconds, for the deadlines. Empty: std::chrono::steady_clock.
   std::function<std::int64_t()> now_ms;
+  // Leave each verified archive at <dest>/<file> after install() instead of removing it
+  // (`kiln bundle`, whose install() keeps it as is).
+  bool keep_archives = false;
 };
 
 FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,

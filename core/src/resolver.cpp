@@ -233,7 +233,17 @@ Error resolution_failure(const std::string& uri, int cc, const std::vector<std::
     msg += c.reason;
   }
   msg += "\n" + advice;
-  return Error(kind, msg, {{"uri", uri}, {"target", target}});
+  std::vector<ErrorField> fields{{"uri", uri}, {"target", target}};
+  if (decisive && !mixed)
+    for (const auto& r : rejected) {
+      if (r.kind != kind || r.fields.empty()) continue;
+      for (const auto& f : r.fields)
+        if (std::none_of(fields.begin(), fields.end(),
+                         [&](const ErrorField& have) { return have.name == f.name; }))
+          fields.push_back(f);
+      break;
+    }
+  return Error(kind, msg, std::move(fields));
 }
 
 std::vector<Tier> resolution_plan(const TierInputs& in, int cc) {
@@ -460,15 +470,50 @@ std::string DiskStoreFs::read_file(const std::string& path) const {
   return read_whole_file(path, limits::kMaxLocalArtifactBytes);
 }
 
-std::string installed_store_dir(const void* address) {
+namespace {
+
+// <dir of the file holding `address`>/../share/kiln: what an install tree puts beside a library.
+// For the main executable dladdr gives the name it was started by (argv[0]): with no '/' it was
+// found on PATH, and /proc/self/exe is the file.
+fs::path share_dir_beside(const void* address) {
   Dl_info info{};
-  if (!::dladdr(address, &info) || !info.dli_fname) return "";
+  if (!::dladdr(address, &info) || !info.dli_fname) return {};
+  fs::path file = info.dli_fname;
   std::error_code ec;
-  fs::path lib = fs::weakly_canonical(info.dli_fname, ec);
-  if (ec) lib = info.dli_fname;
-  return (lib.parent_path().parent_path() / "share" / "kiln" / "artifacts")
-      .lexically_normal()
-      .string();
+  if (file.string().find('/') == std::string::npos) {
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return {};
+    file = exe;
+  }
+  fs::path lib = fs::weakly_canonical(file, ec);
+  if (ec) lib = file;
+  return (lib.parent_path().parent_path() / "share" / "kiln").lexically_normal();
+}
+
+}  // namespace
+
+std::string installed_store_dir(const void* address) {
+  fs::path share = share_dir_beside(address);
+  return share.empty() ? "" : (share / "artifacts").string();
+}
+
+FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& installed_root) {
+  FetchOptions opts;
+  opts.mirrors = cfg.mirrors;
+  opts.index_sha256 = cfg.index_sha256;
+  opts.tuf_root = cfg.tuf_root;
+  opts.installed_tuf_root = installed_root;
+  // Beside the cache's stores: a store scan reads only <package>-<version>-* entries.
+  if (!cfg.cache_dir.empty()) opts.tuf_metadata_dir = (fs::path(cfg.cache_dir) / "tuf").string();
+  opts.ca_bundle = cfg.ca_bundle;
+  opts.offline = cfg.offline;
+  return opts;
+}
+
+// The TUF root is libkiln's install's: beside libkiln (or the kiln binary, which carries the core).
+std::string installed_tuf_root() {
+  fs::path share = share_dir_beside(reinterpret_cast<const void*>(&installed_tuf_root));
+  return share.empty() ? "" : (share / "tuf" / "root.json").string();
 }
 
 }  // namespace kiln

@@ -120,8 +120,12 @@ struct StoreCandidate {
 };
 
 struct Rejection {
+  Rejection() = default;
+  Rejection(Candidate c, ErrorKind k, std::vector<ErrorField> f = {})
+      : candidate(std::move(c)), kind(k), fields(std::move(f)) {}
   Candidate candidate;
   ErrorKind kind = ErrorKind::NotFound;  // Stale, Integrity, Unsupported, Driver, ...
+  std::vector<ErrorField> fields;        // of the error that rejected it (e.g. attack=rollback)
 };
 
 struct StorePlan {
@@ -152,7 +156,9 @@ std::string fetch_advice(int cc, const std::string& package, const std::string& 
 
 // Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
 // every candidate that would have run failed for that reason, else NotFound), message naming
-// the URI, device target, every directory searched, every rejection and fetch_advice().
+// the URI, device target, every directory searched, every rejection and fetch_advice(). Fields:
+// uri and target, then those of the first rejection of the deciding kind (a TUF mirror's
+// attack=..., an archive's file=...) under names not already taken.
 Error resolution_failure(const std::string& uri, int cc, const std::vector<std::string>& searched,
                          const std::vector<Rejection>& rejected, const std::string& advice);
 
@@ -206,5 +212,15 @@ struct LoaderDeps {
 // <dir of the file holding `address`>/../share/kiln/artifacts ("" when it cannot be found):
 // with a package description's address, the store installed beside the package's library.
 std::string installed_store_dir(const void* address);
+// What the mirror tier fetches with under `cfg`: its mirrors, trust anchors (index pin, TUF
+// root, `installed_root` from installed_tuf_root(), metadata under <cache dir>/tuf), CA bundle
+// and offline switch. The loader's mirror tier, `kiln fetch`, `kiln bundle` and `kiln doctor`'s
+// probe start from it, so they read one configuration the same way.
+FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& installed_root);
+
+// <dir of the file holding libkiln>/../share/kiln/tuf/root.json, the TUF root a tarball or
+// package installs beside the library ("" when the library cannot be found; the file may not
+// exist).
+std::string installed_tuf_root();
 
 }  // namespace kiln

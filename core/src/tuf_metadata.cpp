@@ -50,6 +50,42 @@ const char* to_string(Attack a) {
   return "?";
 }
 
+const char* attack_id(Attack a) {
+  switch (a) {
+    case Attack::Malformed:
+      return "malformed";
+    case Attack::WrongType:
+      return "wrong-type";
+    case Attack::BadSignature:
+      return "threshold";
+    case Attack::UntrustedKey:
+      return "untrusted-key";
+    case Attack::RootVersionGap:
+      return "root-version-gap";
+    case Attack::Rollback:
+      return "rollback";
+    case Attack::EqualVersion:
+      return "equal-version";
+    case Attack::Expired:
+      return "freeze";
+    case Attack::SnapshotMismatch:
+      return "snapshot-mismatch";
+    case Attack::MixAndMatch:
+      return "mix-and-match";
+    case Attack::TooLarge:
+      return "endless-data";
+    case Attack::TargetMismatch:
+      return "target-mismatch";
+    case Attack::NotDelegated:
+      return "not-delegated";
+    case Attack::TargetNotFound:
+      return "target-not-found";
+    case Attack::Network:
+      return "unreachable";
+  }
+  return "?";
+}
+
 namespace {
 
 ErrorKind kind_of(Attack a) {
@@ -165,22 +201,9 @@ std::vector<std::string> get_string_list(const json& v, const std::string& what,
 }
 
 std::time_t parse_expires(const std::string& s, const std::string& what) {
-  int y, mo, d, h, mi, se;
-  char tail = 0;
-  if (s.size() != 20 ||
-      std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &se, &tail) != 7 ||
-      tail != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
-    malformed(what, "\"expires\" is not YYYY-MM-DDTHH:MM:SSZ: \"" + s + "\"");
-  std::tm tm{};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = se;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60)
-    malformed(what, "\"expires\" is not a valid date: \"" + s + "\"");
-  return timegm(&tm);
+  std::optional<std::time_t> t = parse_utc_time(s);
+  if (!t) malformed(what, "\"expires\" is not a valid YYYY-MM-DDTHH:MM:SSZ date: \"" + s + "\"");
+  return *t;
 }
 
 void parse_common(const json& j, const char* expected_type, const std::string& what, Common& c) {
@@ -283,8 +306,36 @@ PkeyPtr load_pem_public_key(const std::string& pem) {
 }  // namespace
 
 Error::Error(Attack attack, const std::string& message)
-    : kiln::Error(kind_of(attack), std::string("tuf: ") + to_string(attack) + ": " + message),
+    : kiln::Error(kind_of(attack), std::string("tuf: ") + to_string(attack) + ": " + message,
+                  {{"attack", attack_id(attack)}}),
       attack_(attack) {}
+
+std::optional<std::time_t> parse_utc_time(std::string_view text) {
+  std::string s(text);
+  int y, mo, d, h, mi, se;
+  char tail = 0;
+  if (s.size() != 20 ||
+      std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &se, &tail) != 7 ||
+      tail != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':')
+    return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = y - 1900;
+  tm.tm_mon = mo - 1;
+  tm.tm_mday = d;
+  tm.tm_hour = h;
+  tm.tm_min = mi;
+  tm.tm_sec = se;
+  return timegm(&tm);
+}
+
+std::string format_utc_time(std::time_t t) {
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 std::string canonical_json(const json& j) {
   std::string out;

@@ -38,7 +38,12 @@ enum class Attack {
   Network,           // the repository did not answer
 };
 const char* to_string(Attack a);
+// The attack as one word for programs: the value of the error's "attack" field
+// ("rollback", "freeze", "mix-and-match", ...; docs/tuf.md "Errors").
+const char* attack_id(Attack a);
 
+// Carries the field attack=<attack_id>, so the attack survives a copy into a plain kiln::Error
+// (Error::with, the loader's resolution failure, `kiln fetch --json`).
 class Error : public kiln::Error {
  public:
   Error(Attack attack, const std::string& message);
@@ -47,6 +52,10 @@ class Error : public kiln::Error {
  private:
   Attack attack_;
 };
+
+// A UTC time as TUF writes "expires": YYYY-MM-DDTHH:MM:SSZ; nullopt for anything else.
+std::optional<std::time_t> parse_utc_time(std::string_view text);
+std::string format_utc_time(std::time_t t);
 
 // OLPC canonical JSON as securesystemslib writes it: objects with keys sorted (by code
 // point), no whitespace, strings with only '"' and '\\' escaped, integers only (a float is

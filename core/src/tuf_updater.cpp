@@ -128,6 +128,8 @@ void Updater::load_root() {
     if (!body) break;
     trusted_->update_root(*body);
     persist("root", *body);
+    if (opts_.keep_root_history)
+      write_file_atomically(opts_.metadata_dir / (std::to_string(next) + ".root.json"), *body);
     log(LogLevel::Debug, "tuf: trusted root v" + std::to_string(next));
   }
 }
@@ -254,17 +256,20 @@ std::optional<fs::path> Updater::find_cached_target(const TargetFile& info) cons
   return p;
 }
 
+std::string remote_target_path(const TargetFile& info, bool consistent_snapshot) {
+  if (!consistent_snapshot || info.hashes.empty()) return info.path;
+  auto slash = info.path.rfind('/');
+  std::string dir = slash == std::string::npos ? "" : info.path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? info.path : info.path.substr(slash + 1);
+  return dir + info.hashes.begin()->second + "." + base;
+}
+
 fs::path Updater::download_target(const TargetFile& info) {
   if (opts_.target_base_url.empty())
     throw kiln::Error(ErrorKind::Usage, "tuf: no target base URL given for " + info.path);
-  std::string remote = info.path;
-  if (trusted_->root().consistent_snapshot && opts_.prefix_targets_with_hash) {
-    auto slash = remote.rfind('/');
-    std::string dir = slash == std::string::npos ? "" : remote.substr(0, slash + 1);
-    std::string base = slash == std::string::npos ? remote : remote.substr(slash + 1);
-    remote = dir + info.hashes.begin()->second + "." + base;
-  }
-  std::string url = opts_.target_base_url + remote;
+  std::string url =
+      opts_.target_base_url + remote_target_path(info, trusted_->root().consistent_snapshot &&
+                                                           opts_.prefix_targets_with_hash);
   fs::path dest = target_path_for(info);
   AtomicFile out(dest);
   MultiHasher hasher(info.hashes, "target " + info.path);

@@ -56,7 +56,14 @@ struct UpdaterOptions {
   std::string target_base_url;  // a trailing '/' is added when missing
   Limits limits;
   bool prefix_targets_with_hash = true;  // "<hash>.<name>" under consistent snapshots
+  // Also store each root reached as "<N>.root.json": the chain a bundle carries to a node that
+  // trusts an older root (the conformance client keeps only root.json, as python-tuf does).
+  bool keep_root_history = false;
 };
+
+// Where a target lies under the repository's target base URL: its path, with the first hash's
+// hex digest before the file name under consistent snapshots ("dir/<sha256>.name").
+std::string remote_target_path(const TargetFile& info, bool consistent_snapshot);
 
 class Updater {
  public:

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <exception>
+#include <memory>
 #include <string_view>
 
 #include "atomic_file.hpp"
 #include "kiln/sha256.hpp"
+#include "tuf_metadata.hpp"
 
 namespace kiln::fetch_detail {
 
@@ -38,11 +40,14 @@ DownloadResult download_verified(const RetryLoop& loop,
   DownloadResult out;
   std::optional<AtomicFile> tmp;
   std::optional<Sha256> hash;
+  std::unique_ptr<tuf::MultiHasher> others;
   bool too_big = false;
   auto reset = [&] {
     tmp.reset();  // removes the previous attempt's temp file
     tmp.emplace(dest);
     hash.emplace();
+    if (!expect.other_hashes.empty())
+      others = std::make_unique<tuf::MultiHasher>(expect.other_hashes, dest.filename().string());
     out.bytes = 0;
     out.write_error.clear();
     too_big = false;
@@ -57,6 +62,7 @@ DownloadResult download_verified(const RetryLoop& loop,
       return false;
     }
     hash->update(data, len);
+    if (others) others->update(std::string_view(data, len));
     out.bytes += len;
     return true;
   };
@@ -69,9 +75,16 @@ DownloadResult download_verified(const RetryLoop& loop,
     out.status = DownloadStatus::TransferFailed;
   } else {
     out.sha256 = hash->hex();
+    if (others)
+      for (const auto& [alg, got] : others->finish())
+        if (got != expect.other_hashes.at(alg) && out.other_mismatch.empty())
+          out.other_mismatch = alg + " is " + got + ", expected " + expect.other_hashes.at(alg);
     if (expect.exact_size && out.bytes != *expect.exact_size) {
       out.status = DownloadStatus::SizeMismatch;
     } else if (out.sha256 != expect.sha256) {
+      out.other_mismatch.clear();  // the SHA-256 is the mismatch to report
+      out.status = DownloadStatus::DigestMismatch;
+    } else if (!out.other_mismatch.empty()) {
       out.status = DownloadStatus::DigestMismatch;
     } else {
       tmp->commit();

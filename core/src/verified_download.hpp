@@ -14,7 +14,7 @@
 //                        deadline, the caller's own error); then sleep the delay (capped by
 //                        remaining_ms) and attempt n+1, or TransferFailed when not retried
 //     transfer complete: length != exact size                   -> SizeMismatch
-//                        SHA-256 != expected                    -> DigestMismatch
+//                        SHA-256 (or another digest asked) != expected -> DigestMismatch
 //                        both match -> rename onto <dest>       -> Verified
 //   anything but Verified removes the temp file: a failed download leaves no trace.
 //
@@ -24,8 +24,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "http_transport.hpp"
 
@@ -52,9 +54,19 @@ TransferResult get_with_retries(const RetryLoop& loop,
 
 // What the downloaded bytes must be.
 struct DownloadExpect {
+  DownloadExpect() = default;
+  DownloadExpect(std::string sha, std::optional<std::uint64_t> exact, std::uint64_t max,
+                 std::map<std::string, std::string> others = {})
+      : sha256(std::move(sha)),
+        exact_size(exact),
+        max_bytes(max),
+        other_hashes(std::move(others)) {}
   std::string sha256;                       // lowercase hex
   std::optional<std::uint64_t> exact_size;  // known length (an index entry): one byte more aborts
   std::uint64_t max_bytes = 0;              // without exact_size: the most accepted
+  // Further digests the bytes must have, computed while streaming: TUF algorithm name ->
+  // lowercase hex (a TUF target's sha512). Empty for pinned index entries.
+  std::map<std::string, std::string> other_hashes;
 };
 
 enum class DownloadStatus {
@@ -71,6 +83,8 @@ struct DownloadResult {
   TransferResult transfer;  // the last attempt's
   std::uint64_t bytes = 0;  // received by the last attempt
   std::string sha256;       // of those bytes, when the transfer completed
+  // DigestMismatch on one of other_hashes (sha256 matched): "sha512 is <got>, expected <want>".
+  std::string other_mismatch;
   std::string write_error;  // WriteFailed: what the write said
   int attempts = 0;
 };

@@ -2,6 +2,7 @@
 // thread-local message.
 #include "kiln/kiln.h"
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -16,6 +17,7 @@
 #include "kiln/manifest.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
+#include "loader_factory.hpp"
 #include "resolver.hpp"
 
 // kiln_kernel stays incomplete: a kiln_kernel* is the address of the loader's KernelHandle.
@@ -84,7 +86,9 @@ kiln_status kiln::c_api::loader_create_with(const kiln_package* package,
     return fail(KILN_ERROR_USAGE,
                 "kiln_loader_create: package is NULL (pass a package description, e.g. "
                 "kiln_kernels_package() from kiln/kernels.h, or your project's generated one)");
-  if (config && config->struct_size != sizeof(kiln_config))
+  // A caller built against the header before tuf_root passes the smaller size: still accepted.
+  constexpr std::size_t kBeforeTufRoot = offsetof(kiln_config, tuf_root);
+  if (config && config->struct_size != sizeof(kiln_config) && config->struct_size != kBeforeTufRoot)
     return fail(KILN_ERROR_USAGE,
                 "kiln_loader_create: config->struct_size is " +
                     std::to_string(config->struct_size) + ", this libkiln expects " +
@@ -119,6 +123,7 @@ kiln_status kiln::c_api::loader_create_with(const kiln_package* package,
       if (config->log_level) lc.log_level = config->log_level;
       if (config->api_log != KILN_FROM_ENV) lc.api_log = config->api_log;
       if (config->log_file) lc.log_file = config->log_file;
+      if (config->struct_size > kBeforeTufRoot && config->tuf_root) lc.tuf_root = config->tuf_root;
     }
     auto l = std::make_unique<kiln_loader>();
     l->loader = kiln::make_loader(*package, std::move(lc), std::move(deps));

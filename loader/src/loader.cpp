@@ -107,6 +107,12 @@ HitCache& hit_cache() {
   return cache;
 }
 
+// Where libkiln lies does not change while it is loaded: its TUF root found (dladdr) once.
+const std::string& installed_tuf_root_once() {
+  static const std::string root = installed_tuf_root();
+  return root;
+}
+
 }  // namespace
 
 struct Loader::Impl {
@@ -121,6 +127,7 @@ struct Loader::Impl {
       fetch;
   std::function<std::vector<std::string>(const FetchOptions&)> index_targets;
   std::string installed;
+  std::string installed_tuf_root;
 
   struct Entry {
     std::mutex load_mu;  // one loader per (context, URI); others wait for its result
@@ -141,7 +148,12 @@ struct Loader::Impl {
       if (log_enabled(LogLevel::Debug))
         log_write(LogLevel::Debug,
                   "rejected " + c.tier + " " + c.target + " " + c.path + ": " + c.reason);
-      rejected.push_back({std::move(c), kind});
+      rejected.push_back({std::move(c), kind, {}});
+    }
+    // Keeps the error's fields (a TUF mirror's attack=...), so the failure of get() carries them.
+    void reject(Candidate c, const Error& e) {
+      reject(std::move(c), e.kind());
+      rejected.back().fields = e.fields();
     }
   };
 
@@ -320,12 +332,9 @@ struct Loader::Impl {
   TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
 
   FetchOptions mirror_options() const {
-    FetchOptions opts;
+    FetchOptions opts = mirror_fetch_options(cfg, installed_tuf_root);
     opts.package = pkg->name();
     opts.version = pkg->version();
-    opts.mirrors = cfg.mirrors;
-    opts.index_sha256 = cfg.index_sha256;
-    opts.ca_bundle = cfg.ca_bundle;
     opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
     return opts;
   }
@@ -349,7 +358,7 @@ struct Loader::Impl {
     try {
       offered = index_targets(opts);
     } catch (const Error& e) {
-      s.reject({"mirror", "", list, e.what()}, e.kind());
+      s.reject({"mirror", "", list, e.what()}, e);
       return false;
     }
     MirrorChoice choice = choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list);
@@ -361,7 +370,7 @@ struct Loader::Impl {
       try {
         fetch(opts, {target}, cfg.cache_dir);
       } catch (const Error& e) {
-        s.reject({"mirror", target, list, e.what()}, e.kind());
+        s.reject({"mirror", target, list, e.what()}, e);
         continue;
       }
       StoreScan scan = fs->scan(cfg.cache_dir, "cache directory");
@@ -538,6 +547,7 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
   impl_->installed = deps.installed_store            ? *deps.installed_store
                      : !impl_->cfg.installed_store.empty() ? impl_->cfg.installed_store
                                                          : installed_store_dir(&package);
+  impl_->installed_tuf_root = installed_tuf_root_once();
   return impl_;
 }
 

@@ -30,7 +30,9 @@
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
 #include "loader_factory.hpp"
+#include "misbehaving_server.hpp"
 #include "resolver.hpp"
+#include "stand_in_driver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 
@@ -117,47 +119,15 @@ struct TestCa {
   }
 };
 
-// tests/misbehaving_server/server.py as a child process on a port the OS picked.
-class MisbehavingServer {
- public:
-  MisbehavingServer(const fs::path& root, const std::string& mode,
-                    std::vector<std::string> extra = {}, const TestCa* tls = nullptr) {
-    std::vector<std::string> argv = {
-        "python3",      test::source_dir() + "/tests/misbehaving_server/server.py",
-        "--root",       root.string(),
-        "--port",       "0",
-        "--port-file",  (dir_ / "port").string(),
-        "--count-file", (dir_ / "count").string(),
-        "--mode",       mode};
-    if (tls) {
-      argv.insert(argv.end(),
-                  {"--tls-cert", tls->server_pem.string(), "--tls-key", tls->server_key.string()});
-      scheme_ = "https";
-    }
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    child_ = std::make_unique<Child>(argv, dir_ / "log");
-    for (int i = 0; i < 500 && !fs::exists(dir_ / "port"); ++i) {
-      if (!child_->running())
-        throw std::runtime_error("misbehaving server exited: " + read_file(dir_ / "log"));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (!fs::exists(dir_ / "port"))
-      throw std::runtime_error("misbehaving server did not start: " + read_file(dir_ / "log"));
-    port_ = std::stoi(read_file(dir_ / "port"));
-  }
-  std::string url() const { return scheme_ + "://127.0.0.1:" + std::to_string(port_); }
-  int count(const std::string& path) const {
-    auto j = nlohmann::json::parse(read_file(dir_ / "count"));
-    return j["paths"].contains(path) ? j["paths"][path].get<int>() : 0;
-  }
-  int total() const { return nlohmann::json::parse(read_file(dir_ / "count"))["total"].get<int>(); }
+using test::MisbehavingServer;
 
- private:
-  TempDir dir_;
-  std::string scheme_ = "http";
-  int port_ = 0;
-  std::unique_ptr<Child> child_;
-};
+// The misbehaving server over HTTPS with a certificate from `ca`.
+std::unique_ptr<MisbehavingServer> tls_server(const fs::path& root, const std::string& mode,
+                                              std::vector<std::string> extra, const TestCa& ca) {
+  extra.insert(extra.end(),
+               {"--tls-cert", ca.server_pem.string(), "--tls-key", ca.server_key.string()});
+  return std::make_unique<MisbehavingServer>(root, mode, extra, "https");
+}
 
 // nginx serving `root` over HTTPS (certificate from `ca`) and plain HTTP, as a child process
 // with its config, pid file and logs in a temp prefix.
@@ -522,13 +492,13 @@ TEST_F(Fetch, StalledBodyIsAbortedByTheLowSpeedLimit) {
 TEST_F(Fetch, RedirectFromHttpsToHttpIsRefused) {
   TestCa ca(tmp / "ca");
   MisbehavingServer plain(rel.dir, "ok");
-  MisbehavingServer tls(rel.dir, "redirect",
-                        {"--match", "kiln-kernels", "--redirect-to", plain.url()}, &ca);
-  FetchOptions o = options({tls.url()});
+  auto tls = tls_server(rel.dir, "redirect",
+                        {"--match", "kiln-kernels", "--redirect-to", plain.url()}, ca);
+  FetchOptions o = options({tls->url()});
   o.ca_bundle = ca.ca_pem.string();
   auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Network);
-  EXPECT_CONTAINS(msg, tls.url());
+  EXPECT_CONTAINS(msg, tls->url());
   EXPECT_CONTAINS(msg, "redirect refused");
   EXPECT_EQ(plain.total(), 0);
   expect_only_verified(dest, {});
@@ -841,26 +811,7 @@ TEST(FetchBench, DISABLED_LargeArchiveFromNginxVersusCurl) {
 
 // --- the mirror tier and `kiln fetch --device` choose among the targets the pinned index offers
 
-// A CUDA driver for a CC 9.0 device with no GPU behind it: it records the images handed to it.
-class Cc90Driver : public Driver {
- public:
-  std::vector<std::string> images;
-  void init() override {}
-  int driver_version() override { return 13000; }
-  std::vector<DeviceInfo> devices() override { return {{0, "CC 9.0 stand-in", 90}}; }
-  void* current_context() override { return this; }
-  int current_device_cc() override { return 90; }
-  bool stream_is_capturing(void*) override { return false; }
-  void* load_library(const std::string& image) override {
-    images.push_back(image);
-    return reinterpret_cast<void*>(images.size());
-  }
-  unsigned kernel_count(void*) override { return 1; }
-  void* get_kernel(void* lib, const std::string&) override { return lib; }
-  void* kernel_function(void* k) override { return k; }
-  void unload_library(void*) noexcept override {}
-  void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
-};
+using test::Cc90Driver;
 
 // The real release's targets (ci/targets.txt): no sm_90 archive.
 const std::vector<std::string> kShippedTargets = {"sm_80",  "sm_86",  "sm_89",     "sm_90a",

@@ -26,6 +26,7 @@
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
+#include "misbehaving_server.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 #include "wheel.hpp"
@@ -132,40 +133,7 @@ bool have_tool(const std::string& tool) {
 
 using test::Child;
 
-// tests/misbehaving_server/server.py on a port the OS picked.
-class Server {
- public:
-  Server(const fs::path& root, const std::string& mode, std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {
-        "python3",      test::source_dir() + "/tests/misbehaving_server/server.py",
-        "--root",       root.string(),
-        "--port",       "0",
-        "--port-file",  (dir_ / "port").string(),
-        "--count-file", (dir_ / "count").string(),
-        "--mode",       mode};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    child_ = std::make_unique<Child>(argv, dir_ / "log");
-    for (int i = 0; i < 500 && !fs::exists(dir_ / "port"); ++i) {
-      if (!child_->running())
-        throw std::runtime_error("misbehaving server exited: " + read_file(dir_ / "log"));
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    if (!fs::exists(dir_ / "port"))
-      throw std::runtime_error("misbehaving server did not start: " + read_file(dir_ / "log"));
-    port_ = std::stoi(read_file(dir_ / "port"));
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  int count(const std::string& path) const {
-    auto j = Json::parse(read_file(dir_ / "count"));
-    return j["paths"].contains(path) ? j["paths"][path].get<int>() : 0;
-  }
-  int total() const { return Json::parse(read_file(dir_ / "count"))["total"].get<int>(); }
-
- private:
-  TempDir dir_;
-  int port_ = 0;
-  std::unique_ptr<Child> child_;
-};
+using Server = test::MisbehavingServer;
 
 class MirrorSyncHttp : public ::testing::Test {
  protected:

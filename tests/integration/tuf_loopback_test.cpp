@@ -18,7 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "child_process.hpp"
+#include "misbehaving_server.hpp"
 #include "test_util.hpp"
 #include "tuf_metadata.hpp"
 #include "tuf_signer.hpp"
@@ -30,36 +30,13 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using test::TempDir;
 
-// server.py serving `root` on a port the OS picked; `mode` applies to paths containing
-// `match` (server.py's --mode/--match), every other path is served as is.
-class LoopbackMirror {
+// server.py serving `root`; `mode` applies to paths containing `match`, every other path is
+// served as is.
+class LoopbackMirror : public test::MisbehavingServer {
  public:
   explicit LoopbackMirror(const fs::path& root, const std::string& mode = "ok",
-                          const std::string& match = ".none") {
-    std::vector<std::string> argv = {
-        "python3",      test::source_dir() + "/tests/misbehaving_server/server.py",
-        "--root",       root.string(),
-        "--port",       "0",
-        "--port-file",  (dir_ / "port").string(),
-        "--count-file", (dir_ / "count").string(),
-        "--mode",       mode,
-        "--match",      match};
-    fs::path log = dir_ / "log";
-    server_ = std::make_unique<test::Child>(argv, log);
-    for (int i = 0; i < 500 && !fs::exists(dir_ / "port"); ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (!fs::exists(dir_ / "port"))
-      throw std::runtime_error("server.py did not start: " + test::read_file(log));
-    port_ = std::stoi(test::read_file(dir_ / "port"));
-  }
-  LoopbackMirror(const LoopbackMirror&) = delete;
-  LoopbackMirror& operator=(const LoopbackMirror&) = delete;
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
- private:
-  TempDir dir_;
-  std::unique_ptr<test::Child> server_;  // stopped on destruction
-  int port_ = 0;
+                          const std::string& match = ".none")
+      : MisbehavingServer(root, mode, {"--match", match}) {}
 };
 
 // Every regular file under `d` (relative path -> bytes) but the lock file (it names the last

@@ -1,10 +1,14 @@
 #pragma once
 // Verified downloads from trusted mirrors (docs/mirrors.md). A mirror is a plain static file
 // server (http, https or file://) holding a release directory as `kiln build --dist` wrote
-// it. The mirror is trusted for availability only: the index is accepted only if its SHA-256
-// matches a pinned digest, and every archive only if its size and SHA-256 match that index.
-// Downloads stream into a temp file in the destination directory while being hashed and are
-// renamed into place only after the digest matches.
+// it, or, when a TUF root is the trust anchor, a TUF repository as `kiln tuf-repo` writes it
+// (docs/tuf.md). The mirror is trusted for availability only: the index is accepted only if
+// its SHA-256 matches a pinned digest (or the TUF targets metadata, verified from the root,
+// lists its length and hashes), and every archive only if its size and digests match that
+// index (and, under TUF, the targets metadata). Downloads stream into a temp file in the
+// destination directory while being hashed and are renamed into place only after the digest
+// matches.
+#include <ctime>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +26,20 @@ struct FetchOptions {
   // -DKILN_TRUSTED_INDEX_SHA256; when none is compiled in either, fetching is refused
   // (Error{Usage}) rather than trusting whatever a mirror serves.
   std::string index_sha256;
+  // A TUF root.json file: each mirror is then a TUF repository (<mirror>/metadata,
+  // <mirror>/targets) and the index and archives are its targets, verified through
+  // tuf::Updater instead of the index pin. Setting both this and index_sha256 is Error{Usage};
+  // with neither, `installed_tuf_root` (when that file exists), else the compiled-in pin
+  // (tuf_mirror.hpp, choose_trust_anchor).
+  std::string tuf_root;
+  // The root installed beside libkiln (<prefix>/share/kiln/tuf/root.json, installed_tuf_root()
+  // in resolver.hpp); callers fill it. Empty: none.
+  std::string installed_tuf_root;
+  // Where TUF metadata is kept: <tuf_metadata_dir>/<sha256 of the root file>/ (callers pass
+  // <cache dir>/tuf). Required when a TUF root is the anchor.
+  std::string tuf_metadata_dir;
+  // The time TUF expiry is checked against. Empty: time(). Tests move it; nothing else does.
+  std::function<std::time_t()> tuf_clock;
   std::string ca_bundle;  // PEM file for HTTPS; empty: the system store (callers pass
                           // LoaderConfig::ca_bundle, KILN_CA_BUNDLE)
   int max_parallel = 4;   // archives downloading at once
@@ -56,24 +74,36 @@ struct MirrorFailure {
   // The mirror served bytes that failed verification (wrong size or digest, too large), or was
   // skipped for having done so: an integrity failure, not an availability one.
   bool bad_bytes = false;
+  // Under TUF, the attack the bytes were refused as (tuf::attack_id: "rollback", "freeze",
+  // "target-mismatch", ...); empty otherwise.
+  std::string attack;
 };
 
 struct FetchResult {
   std::vector<std::string> installed;        // store directories unpacked by this call
   std::vector<std::string> already_present;  // store directories found verified, left as they were
   std::vector<MirrorFailure> failures;  // every failed attempt, also when another mirror served
+  std::string index_json;               // the trusted index as served, when it was fetched
 };
 
 // Downloads, verifies and unpacks the archive of each target into dest_store (a store: one
 // directory per archive). Targets already installed and verified are not downloaded again.
-// Throws Error: Usage (no mirror, no trusted digest, bad target), Integrity (the index digest
-// differs from the pinned one on every mirror, both digests named), NotFound (offline, or the
-// index lists no archive for a target), Network (every mirror failed, each failure named; or
-// timeout_ms passed), Integrity / Stale (an archive whose manifest names another target /
-// another package or CUDA version than its index entry: refused before it is unpacked),
-// Io (destination not writable).
+// Throws Error: Usage (no mirror, no trust anchor or two of them, bad target), Integrity (the
+// index digest differs from the pinned one on every mirror, both digests named), NotFound
+// (offline, or the index lists no archive for a target), Network (every mirror failed, each
+// failure named; or timeout_ms passed), Integrity / Stale (an archive whose manifest names
+// another target / another package or CUDA version than its index entry: refused before it is
+// unpacked), Io (destination not writable). Under TUF, a refused repository is the tuf::Error's
+// kind (integrity for every attack, format for malformed metadata) with the field
+// attack=<tuf::attack_id>, the message naming the attack, role, field and both values.
 FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
                           const std::string& dest_store);
+
+// As fetch_targets, but each verified archive (digest, and its manifest against the index
+// entry) is left as <dir>/<archive file> instead of being unpacked (`kiln bundle`); nothing in
+// `dir` counts as present. FetchResult::installed lists the archive files.
+FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std::string>& targets,
+                                const std::string& dir);
 
 // The targets release opts.version offers, as its index lists them, in index order: one
 // fetch of the index from the first mirror that serves it with the pinned digest (no archive

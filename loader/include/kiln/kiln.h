@@ -48,6 +48,8 @@ typedef struct kiln_config {
   const char* log_level;     /* KILN_LOG: error|warn|info|debug */
   int api_log;               /* KILN_API_LOG 0..3, or KILN_FROM_ENV */
   const char* log_file;      /* KILN_LOG_FILE, %p = pid */
+  /* Later fields: a struct_size that ends before one takes it from the environment. */
+  const char* tuf_root; /* KILN_TUF_ROOT: TUF root.json; mirrors are TUF repositories */
 } kiln_config;
 
 /* Fills *config with "everything from the environment". */

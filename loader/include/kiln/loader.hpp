@@ -22,6 +22,10 @@ struct LoaderConfig {
   std::string cache_dir;  // KILN_CACHE_DIR, default $XDG_CACHE_HOME/kiln or ~/.cache/kiln
   std::vector<std::string> mirrors;  // KILN_MIRRORS (whitespace/','-separated URLs)
   std::string index_sha256;          // KILN_INDEX_SHA256: digest that pins a mirror's index
+  // KILN_TUF_ROOT: a TUF root.json; mirrors are then TUF repositories and the index and archives
+  // are verified through TUF metadata (docs/tuf.md). Empty: the root installed beside libkiln
+  // (<prefix>/share/kiln/tuf/root.json) if any, unless index_sha256 is set. Both set: refused.
+  std::string tuf_root;
   std::string ca_bundle;             // KILN_CA_BUNDLE: CA certificates for https mirrors
   bool offline = false;              // KILN_OFFLINE=1: no network access, ever
   bool disable_jit = false;          // KILN_DISABLE_JIT=1

@@ -1,0 +1,110 @@
+#include "tuf_mirror.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <system_error>
+
+#include "atomic_file.hpp"
+#include "file_lock.hpp"
+#include "kiln/error.hpp"
+#include "kiln/sha256.hpp"
+#include "tuf_updater.hpp"
+
+namespace kiln::fetch_detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kPinSource = "--index-sha256 / KILN_INDEX_SHA256";
+const char* kRootSource = "--tuf-root / KILN_TUF_ROOT";
+
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+TrustAnchor pin(const std::string& value, const std::string& source) {
+  std::string hex = lowercase(value);
+  if (!is_sha256_hex(hex))
+    throw Error(ErrorKind::Usage,
+                "index digest '" + value + "' (" + source + ") is not 64 hex digits");
+  return {TrustAnchor::Kind::IndexPin, hex, source};
+}
+
+}  // namespace
+
+TrustAnchor choose_trust_anchor(const FetchOptions& opts, const std::string& compiled_pin,
+                                bool installed_root_exists, const std::string& version) {
+  if (!opts.tuf_root.empty() && !opts.index_sha256.empty())
+    throw Error(ErrorKind::Usage,
+                "two trust anchors are configured for the index of release " + version +
+                    ": a TUF root (" + kRootSource + ": " + opts.tuf_root +
+                    ") and an index digest (" + kPinSource + ": " + opts.index_sha256 +
+                    "). kiln trusts one per fetch and does not guess which was meant: unset one "
+                    "(docs/tuf.md, \"Trust anchors\")");
+  if (!opts.tuf_root.empty()) return {TrustAnchor::Kind::TufRoot, opts.tuf_root, kRootSource};
+  if (!opts.index_sha256.empty()) return pin(opts.index_sha256, kPinSource);
+  if (!opts.installed_tuf_root.empty() && installed_root_exists)
+    return {TrustAnchor::Kind::TufRoot, opts.installed_tuf_root,
+            "the root installed beside libkiln"};
+  if (!compiled_pin.empty()) return pin(compiled_pin, "built in (-DKILN_TRUSTED_INDEX_SHA256)");
+  throw Error(ErrorKind::Usage,
+              "no trust anchor for the index of release " + version +
+                  ": pass --tuf-root FILE (a TUF root; KILN_TUF_ROOT) or --index-sha256 HEX "
+                  "(KILN_INDEX_SHA256). This kiln has no root installed beside it" +
+                  (opts.installed_tuf_root.empty() ? "" : " (" + opts.installed_tuf_root + ")") +
+                  " and was built without -DKILN_TRUSTED_INDEX_SHA256; kiln never trusts an "
+                  "unpinned index");
+}
+
+fs::path tuf_metadata_dir(const fs::path& parent, std::string_view anchor_root) {
+  return parent / sha256_hex(anchor_root);
+}
+
+std::string read_anchor_root(const TrustAnchor& anchor) {
+  try {
+    return read_whole_file(anchor.value, tuf::Limits{}.root);
+  } catch (const Error& e) {
+    throw Error(e.kind(),
+                std::string("the TUF root (") + anchor.source + ") cannot be read: " + e.what(),
+                {{"path", anchor.value}});
+  }
+}
+
+void prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw Error(ErrorKind::Io,
+                "cannot create the TUF metadata directory " + dir.string() + ": " + ec.message(),
+                {{"path", dir.string()}});
+  FileLock lock = FileLock::acquire(dir / ".tuf.lock", std::chrono::seconds(60));
+  if (!fs::exists(dir / "root.json", ec)) write_file_atomically(dir / "root.json", anchor_root);
+}
+
+std::string tuf_target_url(const std::string& mirror, const tuf::TargetFile& info,
+                           bool consistent_snapshot) {
+  return mirror + "/" + kTufTargetsDir + "/" + tuf::remote_target_path(info, consistent_snapshot);
+}
+
+DownloadExpect tuf_download_expect(const tuf::TargetFile& info) {
+  auto sha = info.hashes.find("sha256");
+  if (sha == info.hashes.end())
+    throw tuf::Error(tuf::Attack::Malformed,
+                     "target " + info.path +
+                         " lists no sha256 hash: kiln verifies every download by it (kiln "
+                         "tuf-repo writes sha256 and sha512)");
+  DownloadExpect e;
+  e.sha256 = sha->second;
+  e.exact_size = static_cast<std::uint64_t>(info.length);
+  e.max_bytes = e.exact_size.value();
+  for (const auto& [alg, hex] : info.hashes)
+    if (alg != "sha256") e.other_hashes[alg] = hex;
+  // An algorithm this build cannot compute is refused here, before any byte is requested.
+  if (!e.other_hashes.empty()) tuf::MultiHasher check(e.other_hashes, "target " + info.path);
+  return e;
+}
+
+}  // namespace kiln::fetch_detail

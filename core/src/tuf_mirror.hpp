@@ -1,0 +1,71 @@
+#pragma once
+// A mirror as a TUF repository (docs/tuf.md, "Mirrors as TUF repositories"): the rule that
+// picks a fetch's trust anchor, where a root's metadata lives in the cache, and where a target
+// lies on a mirror. fetch.cpp runs the client over these; `kiln bundle` and `kiln install
+// --bundle` use the same anchor rule and metadata directory.
+//
+// Mirror layout, as `kiln tuf-repo` writes it:
+//   <mirror>/metadata/   <N>.root.json, timestamp.json, [<v>.]snapshot.json, [<v>.]targets.json
+//   <mirror>/targets/    [<sha256>.]<file> for every file of the release (index, archives, ...)
+// The index and each archive are targets named by their release file names (index_file_name,
+// archive_file_name), so a release added with `kiln tuf-repo add <mirror dir>` is what a node
+// fetches.
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "kiln/fetch.hpp"
+#include "tuf_metadata.hpp"
+#include "verified_download.hpp"
+
+namespace kiln::fetch_detail {
+
+constexpr const char* kTufMetadataDir = "metadata";
+constexpr const char* kTufTargetsDir = "targets";
+
+// What a fetch trusts the index through: a pinned digest, or a TUF root.
+struct TrustAnchor {
+  enum class Kind { IndexPin, TufRoot };
+  Kind kind = Kind::IndexPin;
+  std::string value;   // the lowercase hex digest, or the root file's path
+  std::string source;  // where it came from, for messages: "--tuf-root / KILN_TUF_ROOT", ...
+};
+
+// Pure: the anchor for a fetch of release `version`. Precedence:
+//   1. what the caller configured: opts.tuf_root (--tuf-root, KILN_TUF_ROOT,
+//      LoaderConfig::tuf_root) or opts.index_sha256 (--index-sha256, KILN_INDEX_SHA256,
+//      LoaderConfig::index_sha256); both configured is Error{Usage} naming both: kiln does not
+//      guess which one the operator meant;
+//   2. otherwise a root installed beside libkiln (opts.installed_tuf_root, when
+//      `installed_root_exists`);
+//   3. otherwise the digest compiled in (`compiled_pin`, -DKILN_TRUSTED_INDEX_SHA256);
+//   4. otherwise Error{Usage}: kiln never trusts an unpinned index.
+// A pin that is not 64 hex digits is Error{Usage}.
+TrustAnchor choose_trust_anchor(const FetchOptions& opts, const std::string& compiled_pin,
+                                bool installed_root_exists, const std::string& version);
+
+// The metadata directory of the repository whose trust starts at `anchor_root` (the root
+// file's bytes): <parent>/<sha256 of those bytes>. One directory per root, not per mirror: every
+// mirror of a repository serves copies of the same metadata, so what one mirror served is the
+// rollback reference for all of them.
+std::filesystem::path tuf_metadata_dir(const std::filesystem::path& parent,
+                                       std::string_view anchor_root);
+
+// Reads the root file the anchor names (bounded like a root from a mirror); Error{NotFound} or
+// Error{Io} naming it and `source`.
+std::string read_anchor_root(const TrustAnchor& anchor);
+
+// Creates `dir` and stores `anchor_root` as its root.json unless it has one (a root reached
+// through the chain from it), atomically under <dir>/.tuf.lock. Error{Io} naming the directory.
+void prepare_metadata_dir(const std::filesystem::path& dir, std::string_view anchor_root);
+
+// <mirror>/targets/[<sha256>.]<path>.
+std::string tuf_target_url(const std::string& mirror, const tuf::TargetFile& info,
+                           bool consistent_snapshot);
+
+// What download_verified must see for a target: exactly its length, its sha256 and every other
+// hash it lists. A target without sha256 is refused (tuf::Error, Attack::Malformed): kiln's
+// verified download is keyed by it, and `kiln tuf-repo` always writes it.
+DownloadExpect tuf_download_expect(const tuf::TargetFile& info);
+
+}  // namespace kiln::fetch_detail

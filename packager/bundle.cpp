@@ -1,0 +1,426 @@
+// Air-gapped bundles: written from a TUF mirror by `kiln bundle`, verified and installed by
+// `kiln install --bundle` (bundle.hpp has the layout and the expiry rule).
+#include "bundle.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "archive_stream.hpp"
+#include "atomic_file.hpp"
+#include "file_lock.hpp"
+#include "index_entry_check.hpp"
+#include "kiln/archive.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "target_choice.hpp"
+#include "tuf_metadata.hpp"
+#include "tuf_mirror.hpp"
+#include "tuf_updater.hpp"
+
+namespace kiln::packager {
+
+namespace {
+
+namespace fs = std::filesystem;
+using fetch_detail::TrustAnchor;
+
+constexpr const char* kBundleUrl = "bundle:/";
+
+// A directory made for this call and removed on every way out.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const fs::path& pattern) {
+    std::string tmpl = pattern.string() + "XXXXXX";
+    if (!::mkdtemp(tmpl.data()))
+      throw Error(ErrorKind::Io,
+                  "cannot create a scratch directory " + tmpl + ": " + std::strerror(errno));
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const fs::path& path() const { return path_; }
+  void release() { path_.clear(); }  // the directory was renamed into place
+
+ private:
+  fs::path path_;
+};
+
+// The bundle's files through the TUF client's Fetcher interface: "<kBundleUrl><name>" is
+// <dir>/<name>, a missing file is "not there" (it ends the root chain), and a file is read only
+// when it is a regular file no larger than the bound for it.
+class DirectoryFetcher final : public tuf::Fetcher {
+ public:
+  explicit DirectoryFetcher(fs::path dir) : dir_(std::move(dir)) {}
+
+  std::optional<std::string> get(const std::string& url, std::size_t max_bytes) override {
+    std::string name = url.substr(std::string(kBundleUrl).size());
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      return std::nullopt;
+    fs::path p = dir_ / name;
+    std::error_code ec;
+    if (!fs::exists(p, ec)) return std::nullopt;
+    try {
+      return read_whole_file(p, max_bytes);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Limit) throw;
+      throw tuf::Error(tuf::Attack::TooLarge, p.string() + ": more than " +
+                                                  std::to_string(max_bytes) +
+                                                  " bytes, the bound for this file");
+    }
+  }
+
+  bool stream(const std::string& url, std::size_t max_bytes,
+              const std::function<bool(const char*, std::size_t)>& sink) override {
+    std::optional<std::string> body = get(url, max_bytes);
+    if (!body) return false;
+    return sink(body->data(), body->size());
+  }
+
+ private:
+  fs::path dir_;
+};
+
+// The trust anchor of a bundle: a TUF root, by the fetch's precedence (configured, else the
+// one installed beside kiln); an index pin cannot verify a bundle.
+TrustAnchor bundle_anchor(const FetchOptions& trust, const std::string& version) {
+  FetchOptions o = trust;
+  o.index_sha256.clear();
+  std::error_code ec;
+  bool installed = !o.installed_tuf_root.empty() && fs::is_regular_file(o.installed_tuf_root, ec);
+  try {
+    return fetch_detail::choose_trust_anchor(o, "", installed, version);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Usage) throw;
+    throw Error(ErrorKind::Usage,
+                "a bundle is made and verified with a TUF root: pass --tuf-root FILE or set "
+                "KILN_TUF_ROOT" +
+                    (o.installed_tuf_root.empty()
+                         ? std::string()
+                         : " (no root is installed beside kiln at " + o.installed_tuf_root + ")"));
+  }
+}
+
+// Length and every hash of a target file, reading at most one byte past its length: a regular
+// file only (no FIFO or device behind a name). Throws tuf::Error(TargetMismatch).
+void verify_target_file(const fs::path& p, const tuf::TargetFile& info) {
+  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw Error(ErrorKind::Io, "cannot open " + p.string() + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorKind::Io, "not a regular file: " + p.string());
+  }
+  tuf::MultiHasher hasher(info.hashes, "target " + info.path);
+  std::int64_t size = 0;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      ::close(fd);
+      throw Error(ErrorKind::Io, "cannot read " + p.string() + ": " + std::strerror(errno));
+    }
+    if (n == 0) break;
+    size += n;
+    if (size > info.length) break;  // the length decides; no need to read the rest
+    hasher.update(std::string_view(buf, static_cast<std::size_t>(n)));
+  }
+  ::close(fd);
+  if (size != info.length)
+    throw tuf::Error(tuf::Attack::TargetMismatch,
+                     "target " + info.path + ": " + p.string() + " holds " +
+                         (size > info.length ? "more than " + std::to_string(info.length)
+                                             : std::to_string(size)) +
+                         " bytes, metadata says " + std::to_string(info.length));
+  for (const auto& [alg, got] : hasher.finish())
+    if (got != info.hashes.at(alg))
+      throw tuf::Error(tuf::Attack::TargetMismatch, "target " + info.path + ": " + alg + " is " +
+                                                        got + ", metadata says " +
+                                                        info.hashes.at(alg));
+}
+
+struct VerifiedBundle {
+  Index index;
+  fs::path index_path;
+  std::vector<std::pair<IndexEntry, fs::path>> archives;  // those the bundle carries
+  std::int64_t root_version = 0;
+  std::int64_t timestamp_version = 0;
+  std::string timestamp_expires;
+  std::vector<std::string> expired;  // by `clock`, while `now` accepted them
+};
+
+// Every check of install_bundle but the install: the TUF workflow over the bundle's files with
+// `md` as the trusted metadata, expiry against `now`; then the index and each carried archive
+// against the targets metadata, and each archive's index entry against its target.
+VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std::string& package,
+                             const std::string& version,
+                             std::time_t now, std::time_t clock) {
+  DirectoryFetcher fetcher(dir);
+  tuf::UpdaterOptions uo;
+  uo.metadata_dir = md;
+  uo.metadata_url = kBundleUrl;
+  uo.keep_root_history = true;
+  tuf::Updater updater(uo, fetcher, now);
+  updater.refresh();
+
+  VerifiedBundle out;
+  const tuf::TrustedSet& trusted = updater.trusted();
+  out.root_version = trusted.root().version;
+  out.timestamp_version = trusted.timestamp()->version;
+  out.timestamp_expires = trusted.timestamp()->expires_text;
+  auto note_expired = [&](const char* role, const tuf::Common& c) {
+    if (c.expired(clock))
+      out.expired.push_back(std::string(role) + " v" + std::to_string(c.version) + " expired " +
+                            c.expires_text);
+  };
+  note_expired("root.json", trusted.root());
+  note_expired("timestamp.json", *trusted.timestamp());
+  note_expired("snapshot.json", *trusted.snapshot());
+  if (const tuf::Targets* t = trusted.trusted_targets("targets", "root"))
+    note_expired("targets.json", *t);
+
+  const std::string name = index_file_name(package, version);
+  std::optional<tuf::TargetFile> info = updater.get_targetinfo(name);
+  if (!info)
+    throw tuf::Error(tuf::Attack::TargetNotFound,
+                     "no trusted targets role of the bundle " + dir.string() + " lists " + name +
+                         ": it is not a bundle of release " + package + " " + version +
+                         " (--package, --version)");
+  out.index_path = dir / tuf::quote_name(name);
+  if (!fs::exists(out.index_path))
+    throw Error(ErrorKind::NotFound, "the bundle " + dir.string() + " lacks " + name,
+                {{"path", out.index_path.string()}});
+  verify_target_file(out.index_path, *info);
+  out.index = parse_index(read_whole_file(out.index_path, limits::kMaxLocalFileBytes),
+                          out.index_path.string());
+  if (out.index.package_version != version)
+    throw Error(ErrorKind::Stale, out.index_path.string() + " is the target " + name +
+                                      " but holds the index of release " +
+                                      out.index.package_version + ", not " + version);
+  for (const auto& e : out.index.archives) {
+    fs::path p = dir / tuf::quote_name(e.file);
+    std::error_code ec;
+    if (!fs::exists(p, ec)) continue;  // not carried: the bundle was made for other targets
+    std::optional<tuf::TargetFile> a = updater.get_targetinfo(e.file);
+    if (!a)
+      throw tuf::Error(tuf::Attack::TargetNotFound,
+                       "the bundle carries " + e.file + " but no trusted targets role lists it");
+    auto sha = a->hashes.find("sha256");
+    if (static_cast<std::uint64_t>(a->length) != e.size || sha == a->hashes.end() ||
+        sha->second != e.sha256)
+      throw tuf::Error(tuf::Attack::TargetMismatch, "target " + e.file + ": the index lists " +
+                                                        std::to_string(e.size) + " bytes, sha256 " +
+                                                        e.sha256 + "; the targets metadata says " +
+                                                        std::to_string(a->length) + " bytes");
+    verify_target_file(p, *a);
+    out.archives.emplace_back(e, p);
+  }
+  if (out.archives.empty())
+    throw Error(ErrorKind::NotFound,
+                "the bundle " + dir.string() + " carries no archive of release " + version +
+                    " (its index lists " + std::to_string(out.index.archives.size()) + ")");
+  return out;
+}
+
+// Unpacks a .tar.zst bundle into `into` through kiln's archive reader (plain names only,
+// every size and count bounded: docs/security.md).
+void unpack_bundle(const fs::path& tarball, const fs::path& into) {
+  ArchiveStream in = ArchiveStream::open_file(tarball);
+  while (auto h = in.next()) {
+    AtomicFile f(into / h->name);
+    in.read_data([&](const char* d, std::size_t n) { f.write(std::string_view(d, n)); });
+    f.commit();
+  }
+  in.finish();
+}
+
+std::int64_t root_version_of(const std::string& root_bytes) {
+  tuf::Envelope env = tuf::parse_envelope(root_bytes, "the TUF root");
+  return tuf::parse_root(env.signed_json, "the TUF root").version;
+}
+
+bool is_tarball(const fs::path& p) {
+  std::string s = p.filename().string();
+  return s.size() > 8 && s.compare(s.size() - 8, 8, ".tar.zst") == 0;
+}
+
+}  // namespace
+
+BundleResult write_bundle(const BundleRequest& req) {
+  const std::string& package = req.fetch.package;
+  const std::string& version = req.fetch.version;
+  if (package.empty() || version.empty())
+    throw Error(ErrorKind::Usage, "kiln bundle: no package and version named (--source, or "
+                                  "--package and --version)");
+  const TrustAnchor anchor = bundle_anchor(req.fetch, version);
+  if (req.targets.empty() && req.devices.empty())
+    throw Error(ErrorKind::Usage, "kiln bundle needs --targets LIST or --device D (see --help)");
+  std::error_code ec;
+  if (fs::exists(req.out, ec))
+    throw Error(ErrorKind::Usage, req.out.string() + " exists: a bundle is written to a new path",
+                {{"path", req.out.string()}});
+  fs::path parent = req.out.parent_path().empty() ? fs::path(".") : req.out.parent_path();
+  fs::create_directories(parent, ec);
+  ScratchDir staging(parent / ("." + req.out.filename().string() + ".tmp-"));
+
+  FetchOptions o = req.fetch;
+  o.index_sha256.clear();
+  o.tuf_root = anchor.value;  // the fetch takes the same root, whatever its default would be
+  std::vector<std::string> offered = fetch_index_targets(o);
+  std::set<std::string> chosen;
+  for (const auto& t : req.targets) chosen.insert(t);
+  for (int cc : req.devices) {
+    NamedChoice c = choose_named_targets(cc, offered);
+    if (c.candidates.empty())
+      throw Error(ErrorKind::Unsupported,
+                  "no archive of release " + version + " can run on CC " + cc_string(cc));
+    chosen.insert(c.candidates.front().first);
+    if (o.log) o.log("for CC " + cc_string(cc) + ": " + c.candidates.front().first);
+  }
+  FetchResult r = fetch_archive_files(o, {chosen.begin(), chosen.end()}, staging.path().string());
+  fs::remove_all(staging.path() / ".kiln-locks", ec);
+
+  auto add = [&](const std::string& name, std::string_view bytes) {
+    if (fs::exists(staging.path() / name))
+      throw Error(ErrorKind::Format, "two files of the bundle would be named " + name);
+    write_file_atomically(staging.path() / name, bytes);
+  };
+  add(tuf::quote_name(index_file_name(package, version)), r.index_json);
+  // The trusted metadata, copied under its lock so no refresh changes it halfway.
+  const std::string anchor_root = fetch_detail::read_anchor_root(anchor);
+  const fs::path md = fetch_detail::tuf_metadata_dir(o.tuf_metadata_dir, anchor_root);
+  {
+    FileLock lock = FileLock::acquire(md / ".tuf.lock", std::chrono::seconds(60));
+    // Under consistent snapshots a client asks for "<version>.<role>.json" but for timestamp
+    // and roots: the bundle names them as the repository does.
+    bool consistent =
+        tuf::parse_root(
+            tuf::parse_envelope(read_whole_file(md / "root.json"), "root.json").signed_json,
+            "root.json")
+            .consistent_snapshot;
+    for (const auto& e : fs::directory_iterator(md)) {
+      std::string name = e.path().filename().string();
+      if (!e.is_regular_file() || name == "root.json" || name.size() < 5 ||
+          name.compare(name.size() - 5, 5, ".json") != 0)
+        continue;
+      std::string bytes = read_whole_file(e.path(), limits::kMaxLocalFileBytes);
+      bool versioned_name =
+          name == "timestamp.json" || name.find(".root.json") != std::string::npos;
+      if (consistent && !versioned_name)
+        name = std::to_string(
+                   tuf::parse_envelope(bytes, name).signed_json.at("version").get<std::int64_t>()) +
+               "." + name;
+      add(name, bytes);
+    }
+    std::string own = std::to_string(root_version_of(anchor_root)) + ".root.json";
+    if (!fs::exists(staging.path() / own)) add(own, anchor_root);
+  }
+
+  // The bundle as a node will see it, before it is published.
+  ScratchDir scratch(fs::temp_directory_path() / "kiln-bundle-check-");
+  fetch_detail::prepare_metadata_dir(scratch.path(), anchor_root);
+  std::time_t now = o.tuf_clock ? o.tuf_clock() : std::time(nullptr);
+  VerifiedBundle check = verify_bundle(staging.path(), scratch.path(), package, version, now, now);
+
+  BundleResult out;
+  out.version = version;
+  for (const auto& [e, p] : check.archives) out.targets.push_back(e.target);
+  std::sort(out.targets.begin(), out.targets.end());
+  out.root_version = check.root_version;
+  out.timestamp_version = check.timestamp_version;
+  out.timestamp_expires = check.timestamp_expires;
+  std::vector<ArchiveMember> members;
+  for (const auto& e : fs::directory_iterator(staging.path())) {
+    out.files.push_back(e.path().filename().string());
+    if (is_tarball(req.out)) members.push_back({out.files.back(), read_whole_file(e.path())});
+  }
+  std::sort(out.files.begin(), out.files.end());
+  std::sort(members.begin(), members.end(),
+            [](const ArchiveMember& a, const ArchiveMember& b) { return a.name < b.name; });
+  if (is_tarball(req.out)) {
+    // The archives inside are compressed already: a low level costs little and saves nothing.
+    write_archive(req.out, members, req.mtime, 3);
+  } else {
+    fs::rename(staging.path(), req.out, ec);
+    if (ec)
+      throw Error(ErrorKind::Io, "cannot rename " + staging.path().string() + " to " +
+                                     req.out.string() + ": " + ec.message());
+    staging.release();
+    sync_directory(parent);
+  }
+  return out;
+}
+
+BundleInstallResult install_bundle(const BundleInstallRequest& req) {
+  const std::string& package = req.package;
+  const std::string& version = req.version;
+  if (package.empty() || version.empty())
+    throw Error(ErrorKind::Usage, "kiln install --bundle: no package and version named (--source, "
+                                  "or --package and --version)");
+  auto say = [&](const std::string& m) {
+    if (req.log) req.log(m);
+  };
+  const TrustAnchor anchor = bundle_anchor(req.trust, version);
+  if (req.trust.tuf_metadata_dir.empty())
+    throw Error(ErrorKind::Usage, "no TUF metadata directory (the cache directory's tuf/)");
+  const std::string anchor_root = fetch_detail::read_anchor_root(anchor);
+  const fs::path md = fetch_detail::tuf_metadata_dir(req.trust.tuf_metadata_dir, anchor_root);
+  fetch_detail::prepare_metadata_dir(md, anchor_root);
+
+  std::error_code ec;
+  if (!fs::exists(req.bundle, ec))
+    throw Error(ErrorKind::NotFound, "bundle not found: " + req.bundle.string(),
+                {{"path", req.bundle.string()}});
+  std::optional<ScratchDir> unpacked;
+  fs::path dir = req.bundle;
+  if (!fs::is_directory(req.bundle, ec)) {
+    unpacked.emplace(fs::temp_directory_path() / "kiln-bundle-");
+    unpack_bundle(req.bundle, unpacked->path());
+    dir = unpacked->path();
+  }
+
+  const std::time_t clock = std::time(nullptr);
+  std::time_t now = clock;
+  if (req.expiry_reference) {
+    now = *req.expiry_reference;
+    say("WARNING: --expiry-reference " + tuf::format_utc_time(now) +
+        ": TUF metadata expiry is checked against that time, not the clock (" +
+        tuf::format_utc_time(clock) +
+        "): metadata that has expired is accepted, so this install is not protected against a "
+        "replayed (frozen) bundle. Signatures, thresholds, versions and hashes are checked as "
+        "always.");
+  }
+  VerifiedBundle vb = verify_bundle(dir, md, package, version, now, clock);
+  for (const auto& e : vb.expired)
+    say("WARNING: accepted expired metadata because of --expiry-reference: " + e);
+  say("verified " + req.bundle.string() + " against root v" + std::to_string(vb.root_version) +
+      " (" + anchor.source + "): timestamp v" + std::to_string(vb.timestamp_version) + ", " +
+      std::to_string(vb.archives.size()) + " archive(s)");
+
+  // Every manifest against its index entry before the first install.
+  for (const auto& [e, p] : vb.archives)
+    if (std::optional<Manifest> m = read_leading_manifest(p))
+      require_manifest_matches_index(*m, e, vb.index, p.string(), vb.index_path.string());
+  BundleInstallResult out;
+  out.root_version = vb.root_version;
+  out.timestamp_version = vb.timestamp_version;
+  out.expired_accepted = vb.expired;
+  for (const auto& [e, p] : vb.archives) {
+    out.installed.push_back(install_archive(p, req.dest, e.sha256, RequiredRelease{package, version}));
+    say("installed " + out.installed.back().directory.string());
+  }
+  return out;
+}
+
+}  // namespace kiln::packager

@@ -1,0 +1,94 @@
+// `kiln bundle`: the trusted TUF metadata of a release and the archives some devices or targets
+// need, gathered from a TUF mirror into a directory or a .tar.zst for an air-gapped machine,
+// where `kiln install --bundle` verifies and installs it (bundle.hpp, docs/tuf.md "Bundles").
+#include <cmath>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "build.hpp"
+#include "bundle.hpp"
+#include "commands.hpp"
+#include "environment.hpp"
+#include "kiln/error.hpp"
+
+namespace kiln::cli {
+
+void add_bundle_command(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand(
+      "bundle",
+      "gather, from a TUF mirror (kiln tuf-repo), the signed metadata of a release (root chain,\n"
+      "timestamp, snapshot, targets, delegations) and the archives chosen by --targets or\n"
+      "--device into OUT, a new directory or a FILE.tar.zst, for `kiln install --bundle OUT\n"
+      "--tuf-root ROOT` on a machine without network. Everything is fetched and verified as\n"
+      "`kiln fetch --tuf-root` does (same root, metadata in $KILN_CACHE_DIR/tuf/), and the bundle\n"
+      "is verified as an installer would before it is written. Trust: --tuf-root, else\n"
+      "KILN_TUF_ROOT, else the root installed beside kiln; an index pin cannot make a bundle.\n"
+      "Exit codes as kiln fetch (docs/exit-codes.md).");
+  struct Opts {
+    std::string out;
+    std::string targets;
+    std::vector<std::string> devices;
+    std::vector<std::string> mirrors;
+    FetchOptions fetch;
+    PackageOptions pkg;
+    bool json = false;
+    double timeout_s = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  o->timeout_s = static_cast<double>(o->fetch.timeout_ms) / 1000;
+  cmd->add_option("--out", o->out, "the bundle to write: a new directory, or FILE.tar.zst")
+      ->required();
+  cmd->add_option("--targets", o->targets, "comma-separated targets, e.g. sm_90a,sm_80");
+  cmd->add_option("--device", o->devices,
+                  "a device to carry the best archive for: sm_XX, a compute capability (9.0), or "
+                  "auto; repeat for several")
+      ->take_all();
+  cmd->add_option("--mirror", o->mirrors, "TUF mirror URL (repeat: tried in order)");
+  cmd->add_option("--tuf-root", o->fetch.tuf_root, "the TUF root.json the bundle is verified with");
+  add_package_options(cmd, o->pkg);
+  cmd->add_option("--ca-bundle", o->fetch.ca_bundle, "PEM file of CA certificates for https");
+  cmd->add_option("--timeout", o->timeout_s, "seconds the whole fetch may take")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
+  cmd->callback([o, &rc] {
+    packager::BundleRequest req;
+    FetchOptions flags = o->fetch;
+    flags.mirrors = o->mirrors;
+    flags.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
+    ChosenPackage chosen = choose_package(o->pkg);
+    flags.package = chosen.name;
+    flags.version = chosen.version;
+    req.fetch = with_environment(std::move(flags));
+    req.fetch.log = [](const std::string& line) { std::cerr << "kiln bundle: " << line << "\n"; };
+    req.targets = split_list(o->targets);
+    for (const auto& d : o->devices) req.devices.push_back(device_cc(d));
+    req.out = o->out;
+    if (std::string sde = read_environment().source_date_epoch; !sde.empty())
+      req.mtime = packager::parse_source_date_epoch(sde);
+    packager::BundleResult r = packager::write_bundle(req);
+    if (o->json) {
+      nlohmann::ordered_json j;
+      j["out"] = o->out;
+      j["package"] = req.fetch.package;
+      j["version"] = r.version;
+      j["targets"] = r.targets;
+      j["root_version"] = r.root_version;
+      j["timestamp_version"] = r.timestamp_version;
+      j["timestamp_expires"] = r.timestamp_expires;
+      j["files"] = r.files;
+      std::cout << j.dump(2) << "\n";
+    } else {
+      std::cout << "bundle " << o->out << ": release " << req.fetch.package << " " << r.version << ", root v" << r.root_version
+                << ", timestamp v" << r.timestamp_version << " (expires " << r.timestamp_expires
+                << ")\n";
+      for (const auto& f : r.files) std::cout << "  " << f << "\n";
+      std::cout << "install it offline: kiln install --bundle " << o->out
+                << " --tuf-root ROOT --dest STORE (before " << r.timestamp_expires
+                << ", or with --expiry-reference)\n";
+    }
+    rc = 0;
+  });
+}
+
+}  // namespace kiln::cli

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -13,12 +14,14 @@
 
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
+#include "resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
 namespace {
 
+namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 const std::string kOrigin = "store/kiln-kernels-x/manifest.json";
 
@@ -424,6 +427,46 @@ TEST(ManifestEntries, ConvertsEachUrisArtifactOnceAndSharesIt) {
   auto absent = e->for_uri("rmsnorm");
   EXPECT_TRUE(absent->artifacts.empty());
   EXPECT_EQ(absent->target, "sm_90a");
+}
+
+// The fast scan of get() reads manifests with ManifestEntries: it keeps the URI's entry only,
+// yet refuses a manifest that breaks a rule in another artifact, with parse_manifest's message
+// and kind, as the full scan does.
+TEST(ManifestEntries, GetsFastScanKeepsOneEntryAndRefusesAManifestBrokenElsewhere) {
+  test::TempDir tmp;
+  test::ReleaseSpec rel;
+  fs::path dir = test::write_store_entry(tmp.path(), rel, "sm_80");
+  DiskStoreFs disk;
+  StoreScan fast = disk.scan_for(tmp.path().string(), "test", "axpy_dtype_f32", 80);
+  ASSERT_EQ(fast.archives.size(), 1u);
+  ASSERT_TRUE(fast.archives[0].manifest) << fast.archives[0].error;
+  ASSERT_EQ(fast.archives[0].manifest->artifacts.size(), 1u);
+  EXPECT_EQ(fast.archives[0].manifest->artifacts[0].uri, "axpy_dtype_f32");
+  StoreScan full = disk.scan(tmp.path().string(), "test");
+  ASSERT_TRUE(full.archives.at(0).manifest);
+  EXPECT_EQ(full.archives[0].manifest->artifacts.size(), 2u);
+
+  // axpy_dtype_f16 (the first artifact, not the one asked for) gets a digest of the wrong form.
+  std::string text = test::read_file(dir / "manifest.json");
+  auto pos = text.find("\"sha256\": \"");
+  ASSERT_NE(pos, std::string::npos);
+  text.insert(pos + 11, "X");
+  test::write_file(dir / "manifest.json", text);
+  std::string want;
+  try {
+    parse_manifest(text, (dir / "manifest.json").string());
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Format);
+    want = e.what();
+  }
+  ASSERT_NE(want.find("artifacts[0].sha256"), std::string::npos) << want;
+  fast = disk.scan_for(tmp.path().string(), "test", "axpy_dtype_f32", 80);
+  ASSERT_EQ(fast.archives.size(), 1u);
+  EXPECT_FALSE(fast.archives[0].manifest);
+  EXPECT_EQ(fast.archives[0].error_kind, ErrorKind::Format);
+  EXPECT_EQ(fast.archives[0].error, want);
+  full = disk.scan(tmp.path().string(), "test");
+  EXPECT_EQ(full.archives.at(0).error, want);
 }
 
 }  // namespace

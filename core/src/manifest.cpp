@@ -1,7 +1,7 @@
 #include "kiln/manifest.hpp"
 
 #include <algorithm>
-#include <initializer_list>
+#include <array>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
@@ -9,6 +9,7 @@
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/target.hpp"
+#include "manifest_rules.hpp"
 #include "untrusted_json.hpp"
 
 namespace kiln {
@@ -17,9 +18,14 @@ namespace {
 // ordered_json keeps keys in insertion order: that order is the canonical one, and parsing
 // with it keeps "params" in registry order.
 using Json = nlohmann::ordered_json;
+using namespace manifest_rules;
 
-constexpr const char* kManifestMarker = "kiln-manifest";
-constexpr const char* kIndexMarker = "kiln-index";
+constexpr std::string_view kIndexMarker = "kiln-index";
+constexpr std::array<std::string_view, 7> kIndexFields = {
+    "format",     "format_version", "package", "package_version",
+    "git_commit", "cuda_version",   "archives"};
+constexpr std::array<std::string_view, 4> kIndexArchiveFields = {"file", "target", "size",
+                                                                 "sha256"};
 
 [[noreturn]] void fail(const std::string& origin, const std::string& field,
                        const std::string& what) {
@@ -37,11 +43,11 @@ const Json& member(const Json& obj, const std::string& key, const std::string& o
 // Unknown keys are refused: a typo ("sha265") must not silently drop a checked field. New
 // fields come with a format version bump.
 // string_views of literals: called once per artifact and entry, it allocates nothing.
-void check_keys(const Json& obj, std::initializer_list<std::string_view> allowed,
+template <std::size_t N>
+void check_keys(const Json& obj, const std::array<std::string_view, N>& allowed,
                 const std::string& origin, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (std::find(allowed.begin(), allowed.end(), std::string_view(it.key())) != allowed.end())
-      continue;
+    if (field_index(allowed, it.key())) continue;
     std::string list;
     for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
     fail(origin, where + it.key(), "unknown field (allowed: " + list + ")");
@@ -73,28 +79,6 @@ std::string get_sha256(const Json& obj, const std::string& key, const std::strin
   return s;
 }
 
-bool is_dotted_number(const std::string& s, int parts) {
-  int seen = 0;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = i;
-    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
-    if (j == i) return false;
-    ++seen;
-    if (j == s.size()) break;
-    if (s[j] != '.') return false;
-    i = j + 1;
-    if (i == s.size()) return false;
-  }
-  return seen == parts;
-}
-
-// A file name that stays inside the directory it is unpacked to.
-bool is_plain_file_name(const std::string& s) {
-  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
-         s.find('\\') == std::string::npos && s.find('\0') == std::string::npos;
-}
-
 Json parse_root(std::string_view text, const std::string& origin) {
   Json root = parse_untrusted_json<Json>(text, origin);
   if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
@@ -103,7 +87,7 @@ Json parse_root(std::string_view text, const std::string& origin) {
 
 // The marker and version are checked before anything else, so a file from a newer kiln is
 // reported as "too new" rather than as a list of unknown fields.
-void check_header(const Json& root, const char* marker, int supported, const std::string& what,
+void check_header(const Json& root, std::string_view marker, int supported, const std::string& what,
                   const std::string& origin) {
   std::string found = get_string(root, "format", origin, "");
   if (found != marker)
@@ -129,14 +113,14 @@ void check_common(const std::string& package, const std::string& package_version
   if (!is_package_version(package_version))
     fail(origin, "package_version",
          "expected MAJOR.MINOR.PATCH[-prerelease], found '" + package_version + "'");
-  if (!is_dotted_number(cuda, 2))
+  if (!is_cuda_version(cuda))
     fail(origin, "cuda_version", "expected MAJOR.MINOR (e.g. 13.0), found '" + cuda + "'");
 }
 
 Target get_target(const Json& obj, const std::string& origin, const std::string& where) {
   std::string t = get_string(obj, "target", origin, where);
-  auto parsed = parse_target(t);
-  if (!parsed || parsed->str() != t)
+  auto parsed = canonical_target(t);
+  if (!parsed)
     fail(origin, where + "target",
          "expected an SM target like sm_90a or compute_80, found '" + t + "'");
   return *parsed;
@@ -168,9 +152,7 @@ Json artifact_to_json(const ArtifactEntry& a) {
 ArtifactEntry artifact_from_json(const Json& j, const std::string& origin,
                                  const std::string& where) {
   if (!j.is_object()) fail(origin, where.substr(0, where.size() - 1), "expected an object");
-  check_keys(
-      j, {"uri", "family", "params", "entries", "source_hash", "flags", "file", "size", "sha256"},
-      origin, where);
+  check_keys(j, kArtifactFields, origin, where);
   ArtifactEntry a;
   a.uri = get_string(j, "uri", origin, where);
   a.family = get_string(j, "family", origin, where);
@@ -188,7 +170,7 @@ ArtifactEntry artifact_from_json(const Json& j, const std::string& origin,
   for (size_t i = 0; i < entries.size(); ++i) {
     std::string w = where + "entries[" + std::to_string(i) + "].";
     if (!entries[i].is_object()) fail(origin, w.substr(0, w.size() - 1), "expected an object");
-    check_keys(entries[i], {"name", "symbol"}, origin, w);
+    check_keys(entries[i], kEntryFields, origin, w);
     a.entries.push_back(
         {get_string(entries[i], "name", origin, w), get_string(entries[i], "symbol", origin, w)});
   }
@@ -201,7 +183,7 @@ ArtifactEntry artifact_from_json(const Json& j, const std::string& origin,
     a.flags.push_back(flags[i].get<std::string>());
   }
   a.file = get_string(j, "file", origin, where);
-  if (!is_plain_file_name(a.file) || a.file == "manifest.json")
+  if (!is_artifact_file_name(a.file))
     fail(
         origin, where + "file",
         "expected a plain file name (no '/', not '..', not manifest.json), found '" + a.file + "'");
@@ -211,6 +193,41 @@ ArtifactEntry artifact_from_json(const Json& j, const std::string& origin,
 }
 
 }  // namespace
+
+namespace manifest_rules {
+
+bool is_dotted_number(std::string_view s, int parts) {
+  int seen = 0;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = i;
+    while (j < s.size() && s[j] >= '0' && s[j] <= '9') ++j;
+    if (j == i) return false;
+    ++seen;
+    if (j == s.size()) break;
+    if (s[j] != '.') return false;
+    i = j + 1;
+    if (i == s.size()) return false;
+  }
+  return seen == parts;
+}
+
+bool is_plain_file_name(std::string_view s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string_view::npos &&
+         s.find('\\') == std::string_view::npos && s.find('\0') == std::string_view::npos;
+}
+
+bool is_artifact_file_name(std::string_view s) {
+  return is_plain_file_name(s) && s != "manifest.json";
+}
+
+std::optional<Target> canonical_target(std::string_view s) {
+  auto t = parse_target(s);
+  if (!t || t->str() != s) return std::nullopt;
+  return t;
+}
+
+}  // namespace manifest_rules
 
 // Package versions are MAJOR.MINOR.PATCH with an optional -prerelease (no build metadata: a
 // '+' would not survive in wheel and URL names).
@@ -244,7 +261,7 @@ std::string manifest_to_json(const Manifest& m) {
       [](const SkippedFamily* x, const SkippedFamily* y) { return x->family < y->family; });
 
   Json root = Json::object();
-  root["format"] = kManifestMarker;
+  root["format"] = std::string(kMarker);
   root["format_version"] = m.format_version;
   root["package"] = m.package;
   root["package_version"] = m.package_version;
@@ -268,11 +285,8 @@ std::string manifest_to_json(const Manifest& m) {
 
 Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
   Json root = parse_root(json_text, origin);
-  check_header(root, kManifestMarker, kManifestFormat, "manifest", origin);
-  check_keys(root,
-             {"format", "format_version", "package", "package_version", "git_commit",
-              "cuda_version", "target", "build_time", "artifacts", "skipped"},
-             origin, "");
+  check_header(root, kMarker, kManifestFormat, "manifest", origin);
+  check_keys(root, kRootFields, origin, "");
   Manifest m;
   m.format_version = root["format_version"].get<int>();
   m.package = get_string(root, "package", origin, "");
@@ -303,7 +317,7 @@ Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
     std::string where = "skipped[" + std::to_string(i) + "].";
     if (!skipped[i].is_object())
       fail(origin, "skipped[" + std::to_string(i) + "]", "expected an object");
-    check_keys(skipped[i], {"family", "reason"}, origin, where);
+    check_keys(skipped[i], kSkippedFields, origin, where);
     m.skipped.push_back({get_string(skipped[i], "family", origin, where),
                          get_string(skipped[i], "reason", origin, where)});
   }
@@ -321,7 +335,7 @@ std::string index_to_json(const Index& idx) {
     return x->file < y->file;
   });
   Json root = Json::object();
-  root["format"] = kIndexMarker;
+  root["format"] = std::string(kIndexMarker);
   root["format_version"] = idx.format_version;
   root["package"] = idx.package;
   root["package_version"] = idx.package_version;
@@ -343,11 +357,7 @@ std::string index_to_json(const Index& idx) {
 Index parse_index(std::string_view json_text, const std::string& origin) {
   Json root = parse_root(json_text, origin);
   check_header(root, kIndexMarker, kIndexFormat, "index", origin);
-  check_keys(
-      root,
-      {"format", "format_version", "package", "package_version", "git_commit", "cuda_version",
-       "archives"},
-      origin, "");
+  check_keys(root, kIndexFields, origin, "");
   Index idx;
   idx.format_version = root["format_version"].get<int>();
   idx.package = get_string(root, "package", origin, "");
@@ -362,7 +372,7 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
     std::string where = "archives[" + std::to_string(i) + "].";
     if (!arcs[i].is_object())
       fail(origin, "archives[" + std::to_string(i) + "]", "expected an object");
-    check_keys(arcs[i], {"file", "target", "size", "sha256"}, origin, where);
+    check_keys(arcs[i], kIndexArchiveFields, origin, where);
     IndexEntry e;
     e.file = get_string(arcs[i], "file", origin, where);
     e.target = get_target(arcs[i], origin, where).str();

@@ -21,6 +21,7 @@
 #include "jit.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "manifest_entry.hpp"
 #include "store_scan.hpp"
 #include "untrusted_json.hpp"
 
@@ -328,14 +329,38 @@ std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& t
   return p;
 }
 
+// The same for get()'s fast path, which reads a manifest for one URI at a time
+// (manifest_entry.hpp): the text and its header are kept, each URI's entry converted when asked.
+// Takes `text` only when it returns (ManifestEntries::read).
+std::shared_ptr<const ManifestEntries> read_manifest_entries_cached(std::string&& text,
+                                                                    const std::string& path) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const ManifestEntries>> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(path);
+    if (it != cache.end() && it->second->text() == text) return it->second;
+  }
+  auto p = ManifestEntries::read(std::move(text), path);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() >= 256) cache.clear();
+  cache[path] = p;
+  return p;
+}
+
 // What the store tier read before, while unchanged on disk (identity_cache.hpp): a store's
-// archive directory names (every kiln-kernels-* subdirectory, sorted) and parsed manifests.
+// archive directory names (every kiln-kernels-* subdirectory, sorted), parsed manifests (full
+// scans) and manifests read for lookups by URI (get()'s fast path).
 IdentityCache<std::vector<std::string>>& store_listings() {
   static IdentityCache<std::vector<std::string>> cache;
   return cache;
 }
 IdentityCache<Manifest>& manifests_by_identity() {
   static IdentityCache<Manifest> cache;
+  return cache;
+}
+IdentityCache<ManifestEntries>& manifest_entries_by_identity() {
+  static IdentityCache<ManifestEntries> cache;
   return cache;
 }
 
@@ -427,9 +452,21 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       std::optional<FileIdentity> mid = identity_of(mpath);
       std::shared_ptr<const Manifest> remembered =
           mid ? manifests_by_identity().find(mpath, *mid) : nullptr;
-      std::string text = remembered ? std::string() : read_file(mpath);
+      // The fast path reads the header and the URI's entry only; a whole manifest remembered
+      // by a full scan serves it as well.
+      std::shared_ptr<const ManifestEntries> entries =
+          uri && mid && !remembered ? manifest_entries_by_identity().find(mpath, *mid) : nullptr;
+      std::string text = remembered || entries ? std::string() : read_file(mpath);
       try {
-        if (!remembered) {
+        if (uri && !remembered) {
+          if (!entries) {
+            entries = read_manifest_entries_cached(std::move(text), mpath);
+            if (auto problem = archive_dir_name_problem(fs::path(a.dir), entries->header()))
+              throw Error(ErrorKind::Format, *problem);
+            if (mid) manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
+          }
+          remembered = entries->for_uri(*uri);
+        } else if (!remembered) {
           auto parsed = parse_manifest_cached(text, mpath);
           if (auto problem = archive_dir_name_problem(fs::path(a.dir), parsed->manifest))
             throw Error(ErrorKind::Format, *problem);

@@ -21,11 +21,13 @@ dist="$work/kb/dist"
 cp "$dist/kiln-kernels-$v-index.json" "$c/index/release-index.json"
 cp manifests/examples/index.json "$c/index/example-index.json"
 cp manifests/examples/manifest.json "$c/manifest/example-manifest.json"
+cp manifests/examples/manifest.json "$c/manifest_entry/example-manifest.json"
 for t in sm_80 compute_80; do
   a="$(ls "$dist"/kiln-kernels-"$v"-cuda*-"$t".tar.zst)"
   cp "$a" "$c/archive/release-$t.tar.zst"
   zstd -q -d -c "$a" >"$c/archive/release-$t.tar"
   tar -I zstd -xOf "$a" manifest.json >"$c/manifest/release-$t-manifest.json"
+  cp "$c/manifest/release-$t-manifest.json" "$c/manifest_entry/"
   tar -I zstd -xOf "$a" axpy_dtype_f32.fatbin >"$c/fatbin/release-$t.fatbin"
 done
 # Raw cubin and PTX of the same stub, for the ELF and PTX readers behind the fatbin reader.
@@ -37,5 +39,5 @@ stub="$work/kb/stubs/axpy_dtype_f32.kiln-stub.cu"
   -o "$c/fatbin/nvcc-sm_90a-compressed.fatbin" "$stub"
 cp "$dist"/*.whl "$c/wheel/release-sm_80.whl"
 unzip -p "$dist"/*.whl '*.dist-info/RECORD' >"$c/wheel_record/release-RECORD"
-cp "$work/mirror/kiln-$v-SHA256SUMS" "$c/checksums/release-SHA256SUMS"
+cp "$work/mirror/kiln-kernels-$v-SHA256SUMS" "$c/checksums/release-SHA256SUMS"
 ls -l "$c"/*/

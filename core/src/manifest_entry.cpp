@@ -1,0 +1,356 @@
+#include "manifest_entry.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/error.hpp"
+#include "kiln/sha256.hpp"
+#include "limits.hpp"
+#include "manifest_rules.hpp"
+
+namespace kiln {
+namespace {
+
+using namespace manifest_rules;
+
+// What the strict reader accepts nests 5 levels (root, artifacts, artifact, entries, entry), so
+// it never needs the depth check that parse_manifest makes first.
+static_assert(limits::kMaxJsonDepth >= 5);
+
+// The bytes a string may hold here: printable ASCII but '"' (its end) and '\\' (an escape).
+constexpr std::array<bool, 256> kPlainStringByte = [] {
+  std::array<bool, 256> plain{};
+  for (int c = 0x20; c < 0x7f; ++c) plain[c] = c != '"' && c != '\\';
+  return plain;
+}();
+
+// Reads the documents parse_manifest accepts, in the subset of JSON described in the header,
+// by the rules of manifest_rules.hpp. Every method returns false as soon as the text leaves
+// that subset or breaks a rule: the caller then asks parse_manifest. It never throws.
+class StrictReader {
+ public:
+  explicit StrictReader(std::string_view text, std::size_t pos = 0) : t_(text), p_(pos) {}
+
+  std::size_t pos() const { return p_; }
+
+  // The whole text: a manifest object and nothing after it but whitespace. Fills m's fields
+  // but the artifacts, and one span per artifact.
+  template <class Span>
+  bool manifest(Manifest& m, std::vector<Span>& spans) {
+    if (t_.size() > limits::kMaxJsonBytes) return false;
+    unsigned seen = 0;
+    bool ok = object([&](std::string_view key) {
+      auto f = field<RootField>(kRootFields, key, seen);
+      if (!f) return false;
+      std::string_view s;
+      std::uint64_t n = 0;
+      switch (*f) {
+        case RootField::format:
+          return string(s) && s == kMarker;
+        case RootField::format_version:
+          if (!unsigned_integer(n) || n != static_cast<std::uint64_t>(kManifestFormat))
+            return false;
+          m.format_version = kManifestFormat;
+          return true;
+        case RootField::package:
+          if (!non_empty(s) || !is_package_name(s)) return false;
+          m.package = s;
+          return true;
+        case RootField::package_version:
+          if (!non_empty(s) || !is_package_version(s)) return false;
+          m.package_version = s;
+          return true;
+        case RootField::git_commit:
+          if (!string(s)) return false;
+          m.git_commit = s;
+          return true;
+        case RootField::cuda_version:
+          if (!non_empty(s) || !is_cuda_version(s)) return false;
+          m.cuda_version = s;
+          return true;
+        case RootField::target:
+          if (!non_empty(s) || !canonical_target(s)) return false;
+          m.target = s;
+          return true;
+        case RootField::build_time:
+          if (!unsigned_integer(n) || n > std::numeric_limits<std::int64_t>::max()) return false;
+          m.build_time = static_cast<std::int64_t>(n);
+          return true;
+        case RootField::artifacts:
+          return artifacts(spans);
+        case RootField::skipped:
+          return skipped(m.skipped);
+      }
+      return false;
+    });
+    if (!ok || seen != all_fields(kRootFields)) return false;
+    skip_space();
+    return p_ == t_.size();
+  }
+
+  // One artifact object; `out` (may be null) receives its values.
+  bool artifact(ArtifactEntry* out, std::string_view& uri, std::string_view& file) {
+    unsigned seen = 0;
+    bool ok = object([&](std::string_view key) {
+      auto f = field<ArtifactField>(kArtifactFields, key, seen);
+      if (!f) return false;
+      std::string_view s;
+      switch (*f) {
+        case ArtifactField::uri:
+          if (!non_empty(uri)) return false;
+          if (out) out->uri = uri;
+          return true;
+        case ArtifactField::family:
+          if (!non_empty(s)) return false;
+          if (out) out->family = s;
+          return true;
+        case ArtifactField::params:
+          return params(out);
+        case ArtifactField::entries:
+          return entries(out);
+        case ArtifactField::source_hash:
+          if (!string(s) || !is_sha256_hex(s)) return false;
+          if (out) out->source_hash = s;
+          return true;
+        case ArtifactField::flags:
+          return array([&] {
+            if (!string(s)) return false;
+            if (out) out->flags.emplace_back(s);
+            return true;
+          });
+        case ArtifactField::file:
+          if (!string(file) || !is_artifact_file_name(file)) return false;
+          if (out) out->file = file;
+          return true;
+        case ArtifactField::size: {
+          std::uint64_t n = 0;
+          if (!unsigned_integer(n)) return false;
+          if (out) out->size = n;
+          return true;
+        }
+        case ArtifactField::sha256:
+          if (!string(s) || !is_sha256_hex(s)) return false;
+          if (out) out->sha256 = s;
+          return true;
+      }
+      return false;
+    });
+    return ok && seen == all_fields(kArtifactFields);
+  }
+
+ private:
+  template <std::size_t N>
+  static constexpr unsigned all_fields(const std::array<std::string_view, N>&) {
+    return (1u << N) - 1;
+  }
+
+  // The field `key` names, marked seen; nullopt for an unknown or repeated key (parse_manifest
+  // keeps a repeated key's last value: not this reader's business). Kiln writes fields in table
+  // order, so the one after the last seen is tried first.
+  template <class Field, std::size_t N>
+  static std::optional<Field> field(const std::array<std::string_view, N>& fields,
+                                    std::string_view key, unsigned& seen) {
+    std::size_t next = 0;
+    while (next < N && (seen >> next)) ++next;
+    std::optional<std::size_t> i;
+    if (next < N && fields[next] == key)
+      i = next;
+    else
+      i = field_index(fields, key);
+    if (!i || (seen & (1u << *i))) return std::nullopt;
+    seen |= 1u << *i;
+    return static_cast<Field>(*i);
+  }
+
+  template <class Span>
+  bool artifacts(std::vector<Span>& spans) {
+    std::vector<std::string_view> files;
+    bool ok = array([&] {
+      skip_space();
+      Span s;
+      s.begin = p_;
+      std::string_view uri, file;
+      if (!artifact(nullptr, uri, file)) return false;
+      s.end = p_;
+      s.uri_pos = static_cast<std::size_t>(uri.data() - t_.data());
+      s.uri_len = uri.size();
+      spans.push_back(s);
+      files.push_back(file);
+      return true;
+    });
+    if (!ok) return false;
+    // Unique URIs and files, as parse_manifest requires.
+    std::sort(spans.begin(), spans.end(),
+              [&](const Span& a, const Span& b) { return uri_of(a) < uri_of(b); });
+    for (std::size_t i = 1; i < spans.size(); ++i)
+      if (uri_of(spans[i - 1]) == uri_of(spans[i])) return false;
+    std::sort(files.begin(), files.end());
+    return std::adjacent_find(files.begin(), files.end()) == files.end();
+  }
+
+  template <class Span>
+  std::string_view uri_of(const Span& s) const {
+    return t_.substr(s.uri_pos, s.uri_len);
+  }
+
+  bool params(ArtifactEntry* out) {
+    std::vector<std::string_view> keys;
+    bool ok = object([&](std::string_view key) {
+      std::string_view value;
+      if (!string(value)) return false;
+      keys.push_back(key);
+      if (out) out->params.emplace_back(key, value);
+      return true;
+    });
+    if (!ok) return false;
+    std::sort(keys.begin(), keys.end());
+    return std::adjacent_find(keys.begin(), keys.end()) == keys.end();
+  }
+
+  bool entries(ArtifactEntry* out) {
+    std::size_t count = 0;
+    bool ok = array([&] {
+      ++count;
+      unsigned seen = 0;
+      std::string_view name, symbol;
+      bool entry_ok = object([&](std::string_view key) {
+        auto f = field<EntryField>(kEntryFields, key, seen);
+        if (!f) return false;
+        return non_empty(*f == EntryField::name ? name : symbol);
+      });
+      if (!entry_ok || seen != all_fields(kEntryFields)) return false;
+      if (out) out->entries.push_back({std::string(name), std::string(symbol)});
+      return true;
+    });
+    return ok && count > 0;
+  }
+
+  bool skipped(std::vector<SkippedFamily>& out) {
+    return array([&] {
+      unsigned seen = 0;
+      std::string_view family, reason;
+      bool ok = object([&](std::string_view key) {
+        auto f = field<SkippedField>(kSkippedFields, key, seen);
+        if (!f) return false;
+        return non_empty(*f == SkippedField::family ? family : reason);
+      });
+      if (!ok || seen != all_fields(kSkippedFields)) return false;
+      out.push_back({std::string(family), std::string(reason)});
+      return true;
+    });
+  }
+
+  // '{' [key ':' value (',' key ':' value)*] '}'; member(key) reads the value.
+  template <class Member>
+  bool object(Member&& member) {
+    if (!next_is('{')) return false;
+    if (next_is('}')) return true;
+    do {
+      std::string_view key;
+      if (!string(key) || !next_is(':') || !member(key)) return false;
+    } while (next_is(','));
+    return next_is('}');
+  }
+
+  // '[' [value (',' value)*] ']'; element() reads one value.
+  template <class Element>
+  bool array(Element&& element) {
+    if (!next_is('[')) return false;
+    if (next_is(']')) return true;
+    do {
+      if (!element()) return false;
+    } while (next_is(','));
+    return next_is(']');
+  }
+
+  void skip_space() {
+    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\n' || t_[p_] == '\r' || t_[p_] == '\t'))
+      ++p_;
+  }
+
+  bool next_is(char c) {
+    skip_space();
+    if (p_ >= t_.size() || t_[p_] != c) return false;
+    ++p_;
+    return true;
+  }
+
+  // A string of printable ASCII without escapes: its bytes are its value.
+  bool string(std::string_view& out) {
+    if (!next_is('"')) return false;
+    std::size_t begin = p_;
+    while (p_ < t_.size() && kPlainStringByte[static_cast<unsigned char>(t_[p_])]) ++p_;
+    if (p_ == t_.size() || t_[p_] != '"') return false;
+    out = t_.substr(begin, p_ - begin);
+    ++p_;
+    return true;
+  }
+
+  bool non_empty(std::string_view& out) { return string(out) && !out.empty(); }
+
+  // 0 or [1-9][0-9]*, at most 19 digits (below 2^64), not followed by a fraction or exponent.
+  bool unsigned_integer(std::uint64_t& out) {
+    skip_space();
+    std::size_t begin = p_;
+    std::uint64_t v = 0;
+    while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') v = v * 10 + (t_[p_++] - '0');
+    std::size_t digits = p_ - begin;
+    if (digits == 0 || digits > 19 || (digits > 1 && t_[begin] == '0')) return false;
+    if (p_ < t_.size() && (t_[p_] == '.' || t_[p_] == 'e' || t_[p_] == 'E')) return false;
+    out = v;
+    return true;
+  }
+
+  std::string_view t_;
+  std::size_t p_;
+};
+
+}  // namespace
+
+std::shared_ptr<const ManifestEntries> ManifestEntries::read(std::string&& text,
+                                                             const std::string& origin) {
+  std::shared_ptr<ManifestEntries> e(new ManifestEntries());
+  e->origin_ = origin;
+  auto header = std::make_shared<Manifest>();
+  if (!StrictReader(text).manifest(*header, e->spans_)) {
+    // Outside the strict reader's subset, or refused: parse_manifest decides, and its error is
+    // the error.
+    e->spans_.clear();
+    e->full_ = std::make_shared<const Manifest>(parse_manifest(text, origin));
+    *header = *e->full_;
+    header->artifacts.clear();
+  }
+  // Spans are offsets: they stay valid in the moved string.
+  e->text_ = std::move(text);
+  e->header_ = std::move(header);
+  return e;
+}
+
+std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri) const {
+  if (full_) return full_;
+  auto it = std::lower_bound(spans_.begin(), spans_.end(), std::string_view(uri),
+                             [&](const Span& s, std::string_view u) { return s.uri(text_) < u; });
+  if (it == spans_.end() || it->uri(text_) != uri) return header_;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = by_uri_[uri];
+  if (!slot) {
+    auto m = std::make_shared<Manifest>(*header_);
+    ArtifactEntry a;
+    std::string_view u, file;
+    StrictReader r(text_, it->begin);
+    // The text was accepted whole: reading one of its artifacts again cannot fail.
+    if (!r.artifact(&a, u, file) || r.pos() != it->end)
+      throw Error(ErrorKind::Internal, origin_ + ": artifact " + uri + " read differently twice");
+    m->artifacts.push_back(std::move(a));
+    slot = std::move(m);
+  }
+  return slot;
+}
+
+}  // namespace kiln

@@ -204,6 +204,10 @@ VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std:
   verify_target_file(out.index_path, *info);
   out.index = parse_index(read_whole_file(out.index_path, limits::kMaxLocalFileBytes),
                           out.index_path.string());
+  if (out.index.package != package)
+    throw Error(ErrorKind::Stale, out.index_path.string() + " is the target " + name +
+                                      " but holds the index of package " + out.index.package +
+                                      ", not " + package);
   if (out.index.package_version != version)
     throw Error(ErrorKind::Stale, out.index_path.string() + " is the target " + name +
                                       " but holds the index of release " +

@@ -101,8 +101,9 @@ void add_build_command(CLI::App& app, int& rc) {
   cmd->add_option("--dist", o->dist,
                   "where archives and the index are published (default <out>/dist)");
   cmd->add_option("--source", o->source,
-                  "source tree holding registry/kernels.json and kernels/ (default: the tree "
-                  "this kiln was configured from)");
+                  "the kernel project (VERSION, registry/package.json, registry/kernels.json, "
+                  "kernels/; default: the current directory when it holds registry/package.json, "
+                  "else the tree this kiln was built from)");
   cmd->add_flag("--json", o->json, "print a JSON summary on stdout (progress stays on stderr)");
   cmd->add_option("--shard", o->shard,
                   "build only part I of N of the work (round-robin over targets x URIs) into a "

@@ -217,6 +217,7 @@ void add_sync(CLI::App& mirror, int& rc) {
       Json j = Json::object();
       j["from"] = opts.from;
       j["to"] = o->to;
+      j["package"] = opts.package;
       j["version"] = opts.version;
       j["transferred"] = r.transferred;
       j["already_good"] = r.already_good;

@@ -23,10 +23,12 @@ using Json = nlohmann::ordered_json;
 void add_tarball_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "tarball",
-      "pack a relocatable install tree for this CUDA version: bin/kiln, lib/libkiln.so*, "
-      "include/kiln, lib/cmake/kiln (find_package(kiln) -> kiln::kiln) and "
-      "share/kiln/artifacts (the verified stores of the chosen targets, which libkiln finds "
-      "beside itself with no environment variable). Reproducible: with SOURCE_DATE_EPOCH (or "
+      "pack kiln's relocatable install tree for this CUDA version: bin/kiln, lib/libkiln.so*, "
+      "lib/libkiln-kernels.so* (the reference package kiln-kernels), include/kiln, "
+      "lib/cmake/kiln (find_package(kiln) -> kiln::kiln, kiln::kernels, kiln::cli, "
+      "kiln_add_kernel_package) and share/kiln/artifacts (the verified stores of the reference "
+      "package's chosen targets, which a loader of libkiln-kernels finds beside it with no "
+      "environment variable). Reproducible: with SOURCE_DATE_EPOCH (or "
       "the archives' build time) the same inputs give the same bytes.");
   struct Opts {
     std::string dist, out, prefix, version, targets;

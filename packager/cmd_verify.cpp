@@ -23,7 +23,10 @@ struct Checked {
   std::vector<VerifyProblem> problems;
 };
 
-void verify_store_dir(const fs::path& p, bool single, const std::string& version, Checked& out) {
+// Every archive directory's bytes are checked; the package version only of the chosen
+// package's (a store shared by several packages holds other releases, which their own loaders
+// judge).
+void verify_store_dir(const fs::path& p, bool single, const ChosenPackage& pkg, Checked& out) {
   std::vector<StoreArchive> entries;
   if (single) {
     // One unpacked archive directory, read as a store scan reads each of its entries.
@@ -35,11 +38,18 @@ void verify_store_dir(const fs::path& p, bool single, const std::string& version
     out.items.push_back(e.directory.string());
     auto probs = verify_store_archive(e);
     out.problems.insert(out.problems.end(), probs.begin(), probs.end());
-    if (e.manifest && e.manifest->package_version != version)
+    if (!e.manifest) continue;
+    if (single && e.manifest->package != pkg.name)
+      out.problems.push_back({ErrorKind::Stale, (e.directory / "manifest.json").string(),
+                              "package",
+                              e.directory.string() + ": an archive of package " +
+                                  e.manifest->package + ", not " + pkg.name});
+    else if (e.manifest->package == pkg.name && e.manifest->package_version != pkg.version)
       out.problems.push_back({ErrorKind::Stale, (e.directory / "manifest.json").string(),
                               "package_version",
                               e.directory.string() + ": package_version is " +
-                                  e.manifest->package_version + ", this kiln is " + version});
+                                  e.manifest->package_version + ", " + pkg.name + " is " +
+                                  pkg.version});
   }
 }
 
@@ -49,10 +59,12 @@ void add_verify_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "verify",
       "check PATH and report every problem: an archive (.tar.zst: manifest first, format "
-      "version, every artifact's size and sha256, package version equal to this kiln's), an "
+      "version, every artifact's size and sha256, package and version those of the project "
+      "(--source, default the current directory's or kiln's own; or --package/--version)), an "
       "index (each archive beside it: present, size and sha256 as pinned, manifest agreeing "
       "with the index, then as an archive), or a store directory (each manifest and artifact "
-      "digest). Exit 0 when all is well, else the code of the most severe problem: 3 integrity, "
+      "digest; the version of the chosen package's archives; other packages' are left to their "
+      "own loaders). Exit 0 when all is well, else the code of the most severe problem: 3 integrity, "
       "4 stale, 10 format, 6 not found, 9 io, 12 limit (a size, depth or count bound of "
       "docs/security.md exceeded).");
   struct Opts {
@@ -69,30 +81,42 @@ void add_verify_command(CLI::App& app, int& rc) {
     fs::path p = opts->path;
     // The package version archives must have: the project's (--source, or the default one), or
     // --version.
-    const std::string version = choose_package(opts->pkg).version;
+    const ChosenPackage pkg = choose_package(opts->pkg);
+    const std::string& version = pkg.version;
     PathKind kind = classify_path(p);
     Checked c;
     switch (kind) {
       case PathKind::Archive:
         c.items.push_back(p.string());
-        c.problems = verify_archive_file(p, version);
+        {
+          Manifest m;
+          c.problems = verify_archive_file(p, version, &m);
+          if (!m.package.empty() && m.package != pkg.name)
+            c.problems.push_back({ErrorKind::Stale, p.string(), "package",
+                                  p.string() + ": an archive of package " + m.package + ", not " +
+                                      pkg.name + " (name it with --source or --package)"});
+        }
         break;
       case PathKind::Index: {
         Index idx;
         c.problems = verify_index_file(p, version, &idx);
+        if (!idx.package.empty() && idx.package != pkg.name)
+          c.problems.push_back({ErrorKind::Stale, p.string(), "package",
+                                p.string() + ": the index of package " + idx.package + ", not " +
+                                    pkg.name + " (name it with --source or --package)"});
         c.items.push_back(p.string());
         for (const auto& a : idx.archives) c.items.push_back((p.parent_path() / a.file).string());
         break;
       }
       case PathKind::Store:
-        verify_store_dir(p, false, version, c);
+        verify_store_dir(p, false, pkg, c);
         // An empty store verifies nothing; saying "OK" would hide a failed install.
         if (c.items.empty())
           c.problems.push_back({ErrorKind::NotFound, p.string(), "archives",
                                 p.string() + ": no archive directories in this store"});
         break;
       case PathKind::StoreArchive:
-        verify_store_dir(p, true, version, c);
+        verify_store_dir(p, true, pkg, c);
         break;
       default:
         throw Error(ErrorKind::Usage, "kiln verify checks archives, indexes and stores; " +

@@ -52,7 +52,7 @@ void add_wheel_command(CLI::App& app, int& rc) {
   };
   auto opts = std::make_shared<Opts>();
   cmd->add_option("--dist", opts->dist,
-                  "directory holding kiln-kernels-<version>-index.json and its archives")
+                  "directory holding one <package>-<version>-index.json and its archives")
       ->required();
   cmd->add_option("--targets", opts->targets,
                   "comma-separated targets from the index (default: every target it lists)");

@@ -73,6 +73,6 @@ struct ChosenPackage {
 };
 ChosenPackage choose_package(const PackageOptions& o);
 CLI::Validator package_name_option();
-void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (cmd_package.cpp)
+void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (package_option.cpp)
 
 }  // namespace kiln::cli

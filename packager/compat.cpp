@@ -13,6 +13,7 @@
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
 #include "resolver.hpp"
+#include "store_scan.hpp"
 #include "tarball.hpp"
 #include "wheel.hpp"
 
@@ -176,7 +177,15 @@ void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
   pkg.kind = "store";
   auto entries = scan_store(p);
   if (entries.empty()) throw Error(ErrorKind::NotFound, p.string() + " holds no archive directory");
+  std::size_t others = 0;
   for (const auto& e : entries) {
+    // Several packages share a store; a loader reads only its own package's directories.
+    const std::string dir_name = e.directory.filename().string();
+    auto owner = archive_name_package(dir_name);
+    if (owner && *owner != loader.package) {
+      ++others;
+      continue;
+    }
     fs::path mf = e.directory / "manifest.json";
     std::error_code ec;
     if (!fs::exists(mf, ec)) {
@@ -185,6 +194,13 @@ void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
     }
     check_manifest_text(loader, read_whole_file(mf), mf.string(), pkg);
   }
+  if (others)
+    pkg.notes.push_back(std::to_string(others) + " archive director" +
+                        (others == 1 ? "y" : "ies") + " of other packages in " + p.string() +
+                        " (a loader of " + loader.package + " never reads them)");
+  if (pkg.manifests.empty() && pkg.problems.empty())
+    throw Error(ErrorKind::NotFound,
+                p.string() + " holds no archive directory of package " + loader.package);
 }
 
 void check_device(const std::vector<int>& ccs, CompatPackage& pkg) {
@@ -226,8 +242,7 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
           check_manifest(
               loader, m,
               p.string() + ":" + archive_stem(m.package, m.package_version, m.cuda_version, m.target), pkg);
-      } else if (kind == PathKind::Archive && name.rfind("kiln-kernels-", 0) != 0 &&
-                 ends_with(name, ".tar.zst")) {
+      } else if (kind == PathKind::Archive && is_kiln_tarball_name(name)) {
         pkg.kind = "tarball";
         for (const auto& m : tarball_manifests(p))
           check_manifest(

@@ -145,7 +145,13 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
   if (ends_with(name, ".whl")) {
     std::string dist = p;
     std::replace(dist.begin(), dist.end(), '-', '_');
-    if (!starts_with(name, dist + "_cu")) return std::nullopt;
+    // <dist>_cu<digits>_<target>-: "acme_cutlass_cu13_..." is not a wheel of "acme".
+    std::string_view rest = name.substr(std::min(name.size(), dist.size() + 3));
+    std::size_t digits = 0;
+    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
+    if (!starts_with(name, dist + "_cu") || digits == 0 || digits >= rest.size() ||
+        (rest[digits] != '_' && rest[digits] != '-'))
+      return std::nullopt;
     // {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl; the distribution
     // itself holds no '-' (PEP 427 escapes it to '_').
     std::size_t a = name.find('-');

@@ -27,9 +27,7 @@ Digest digest_of(const std::filesystem::path& p);
 
 bool is_regular(const std::filesystem::path& p);
 
-// The release version an option names (empty: kiln::version()); Error{Usage} unless it can go
-// into file names (check_release_version).
-// Both required, checked as file-name parts (Error{Usage} naming the missing or bad one).
+// The package and release version a mirror command acts on. Both required, checked as file-name parts (Error{Usage} naming the missing or bad one).
 struct ReleaseName {
   std::string package;
   std::string version;

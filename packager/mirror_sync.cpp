@@ -247,6 +247,9 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
                                           ": sha256 mismatch: " + sums_name + " lists " +
                                           listed[index_name] + ", served " + index_sha);
   const Index idx = parse_index(index_text, index_url);
+  if (idx.package != package)
+    throw Error(ErrorKind::Stale,
+                index_url + ": package is " + idx.package + ", expected " + package);
   if (idx.package_version != version)
     throw Error(ErrorKind::Stale, index_url + ": package_version is " + idx.package_version +
                                       ", expected " + version);

@@ -207,7 +207,10 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
     try {
       Index parsed =
           parse_index(read_capped(dir / index_name, fetch_detail::kMaxIndexBytes), index_name);
-      if (parsed.package_version != version)
+      if (parsed.package != package)
+        rb.problem(index_name, ReleaseFileKind::Index, ErrorKind::Stale, FileStatus::Invalid,
+                   "package is " + parsed.package + ", expected " + package);
+      else if (parsed.package_version != version)
         rb.problem(index_name, ReleaseFileKind::Index, ErrorKind::Stale, FileStatus::Invalid,
                    "package_version is " + parsed.package_version + ", expected " + version);
       idx = std::move(parsed);

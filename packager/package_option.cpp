@@ -53,7 +53,7 @@ void add_package_command(CLI::App& app, int& rc) {
       "`const kiln_package* SYMBOL(void)`: the name, version, every specialisation (URI,\n"
       "parameters, entries, source hash) and the sources the JIT tier compiles from. Run by\n"
       "kiln_add_kernel_package (CMake); the output is rewritten only when it changes.\n"
-      "Exit codes: 0 ok, 2 usage, 6 a project file missing, 7 a malformed one, 9 io.");
+      "Exit codes: 0 ok, 2 usage, 6 a project file missing, 10 a malformed one, 9 io.");
   struct Opts {
     std::string source, symbol, output, depfile;
   };

@@ -164,6 +164,12 @@ std::string host_platform() {
 #endif
 }
 
+bool is_kiln_tarball_name(const std::string& name) {
+  const std::string suffix = ".tar.zst";
+  return name.size() > 5 + suffix.size() && name.compare(0, 5, "kiln-") == 0 && name[5] >= '0' &&
+         name[5] <= '9' && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 std::string tarball_file_name(const std::string& version, const std::string& cuda,
                               const std::string& platform) {
   return "kiln-" + version + "-cuda" + cuda + "-" + platform + ".tar.zst";

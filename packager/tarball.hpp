@@ -51,6 +51,9 @@ TarballResult build_tarball(const TarballOptions& opts);
 
 // "linux-x86_64", "linux-aarch64": the platform this kiln was built for.
 std::string host_platform();
+// Whether a file name is a kiln tarball's: "kiln-" then a version (a digit): no package can be
+// named "kiln" (is_package_name refuses it), so no archive name reads this way.
+bool is_kiln_tarball_name(const std::string& name);
 // kiln-<version>-cuda<M.m>-<platform>.tar.zst
 std::string tarball_file_name(const std::string& version, const std::string& cuda,
                               const std::string& platform);

@@ -132,7 +132,8 @@ TEST(Manifest, FormatOneWithoutAPackageNameIsRefusedAsTooOld) {
 }
 
 TEST(Manifest, PackageNameMustBeAPackageName) {
-  for (const char* bad : {"Kiln", "1kiln", "kiln-", "-kiln", "kiln--x", "kiln_x", "kiln-1x", ""}) {
+  for (const char* bad :
+       {"Kiln", "1kiln", "kiln-", "-kiln", "kiln--x", "kiln_x", "kiln-1x", "", "kiln"}) {
     std::string text = manifest_to_json(sample_manifest());
     replace_once(text, "\"package\": \"kiln-kernels\"", std::string("\"package\": \"") + bad + "\"");
     std::string msg = error_of(ErrorKind::Format, [&] { parse_manifest(text, "m.json"); });

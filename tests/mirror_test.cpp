@@ -190,6 +190,11 @@ TEST(MirrorNames, ReleasesOfTwoPackagesInOneMirrorNeverClaimEachOthersFiles) {
                             "acme-2.0.0-index.json"})
     EXPECT_EQ(classify_release_file(other, "acme-scale", "2.0.0"), std::nullopt) << other;
   EXPECT_EQ(classify_release_file("acme-scale-2.0.0-index.json", "acme", "2.0.0"), std::nullopt);
+  // A wheel of "acme-cutlass" is not one of "acme".
+  EXPECT_EQ(classify_release_file("acme_cutlass_cu13_sm90a-2.0.0-py3-none-any.whl", "acme", "2.0.0"),
+            std::nullopt);
+  EXPECT_EQ(classify_release_file("acme_cu13_sm90a-2.0.0-py3-none-any.whl", "acme", "2.0.0"),
+            ReleaseFileKind::Wheel);
 }
 
 // --- stage + verify ----------------------------------------------------------------------------

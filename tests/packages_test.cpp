@@ -304,3 +304,58 @@ TEST(Packages, GeneratedSourceCompilesToTheSameDescriptionAndItsInstalledStoreIs
 }
 
 }  // namespace
+
+namespace {
+
+// The CLI on a project that is not kiln's: build nothing (synthetic archives of acme-kernels,
+// with acme's real source hashes), then verify, compat and install act on acme's package; a
+// store shared with kiln-kernels is judged per package.
+TEST(PackagesCli, VerifyCompatAndInstallActOnTheProjectsPackageInASharedStore) {
+  TwoPackages t;
+  fs::path project = t.tmp / "acme";
+  kiln::test::ReleaseSpec rel;
+  rel.package = "acme-kernels";
+  rel.version = "1.2.0";
+  rel.loadable = true;
+  rel.source_hash_override[kUri] = t.acme.spec(kUri)->source_hash;
+  rel.with_artifacts({{kUri, "acme-image"}});
+  auto dist = kiln::test::write_release_dist(t.tmp / "dist", rel, {"sm_90a"});
+  const std::string kiln = kiln::test::kiln_cli();
+  const std::string src = " --source '" + project.string() + "'";
+  fs::path store = t.tmp / "shared";
+
+  // Another package's archive is not a "kiln tarball": compat reads it as an archive.
+  auto c = kiln::test::run(kiln + " compat --device sm_90" + src + " '" +
+                           (dist.dir / dist.archive.at("sm_90a")).string() + "' 2>&1");
+  EXPECT_EQ(c.exit_code, 0) << c.out;
+  EXPECT_NE(c.out.find("serving acme-kernels 1.2.0"), std::string::npos) << c.out;
+
+  // Install into a store that already holds the reference package's archive.
+  kiln::test::ReleaseSpec ref;
+  ref.loadable = true;
+  kiln::test::write_store_entry(store, ref, "sm_90");
+  auto i = kiln::test::run(kiln + " install" + src + " '" + dist.index_path.string() +
+                           "' --dest '" + store.string() + "' 2>&1");
+  ASSERT_EQ(i.exit_code, 0) << i.out;
+  // Without naming acme's project, kiln's own package is the one asked for: refused, nothing
+  // written.
+  auto wrong = kiln::test::run(kiln + " install '" + dist.index_path.string() + "' --dest '" +
+                               (t.tmp / "other").string() + "' 2>&1");
+  EXPECT_EQ(wrong.exit_code, 4) << wrong.out;
+  EXPECT_NE(wrong.out.find("the index of package acme-kernels, not kiln-kernels"),
+            std::string::npos)
+      << wrong.out;
+  EXPECT_FALSE(fs::exists(t.tmp / "other" / dist.stem("sm_90a")));
+
+  // The shared store verifies for either package: each one's version is its own.
+  for (const std::string& s : {src, std::string()}) {
+    auto v = kiln::test::run(kiln + " verify" + s + " '" + store.string() + "' 2>&1");
+    EXPECT_EQ(v.exit_code, 0) << s << "\n" << v.out;
+  }
+  auto cs = kiln::test::run(kiln + " compat --device sm_90" + src + " '" + store.string() +
+                            "' --json 2>/dev/null");
+  EXPECT_EQ(cs.exit_code, 0) << cs.out;
+  EXPECT_NE(cs.out.find("1 archive directory of other packages"), std::string::npos) << cs.out;
+}
+
+}  // namespace

@@ -392,6 +392,7 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
 
 bool is_package_name(std::string_view s) {
   if (s.empty() || s.size() > kMaxPackageNameLength) return false;
+  if (s == "kiln") return false;  // kiln-<version>-... names kiln's own tarballs and checksums
   bool segment_start = true;
   for (char c : s) {
     bool lower = c >= 'a' && c <= 'z', digit = c >= '0' && c <= '9';

@@ -17,6 +17,7 @@
 #include "driver.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
+#include "kiln/kernels.h"
 #include "kiln/package.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
@@ -329,6 +330,14 @@ struct Loader::Impl {
     return false;
   }
 
+  // The targets compiled in as the release's are the reference package's (ci/targets.txt of
+  // kiln's tree); for any other package they are unknown here (the pinned index says).
+  std::vector<std::string> known_release_targets() const {
+    if (pkg->name() == KILN_KERNELS_PACKAGE_NAME && pkg->version() == version())
+      return release_targets();
+    return {};
+  }
+
   TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
 
   FetchOptions mirror_options() const {
@@ -458,7 +467,7 @@ struct Loader::Impl {
     }
     if (!ok)
       throw resolution_failure(uri, cc, s.searched, s.rejected,
-                               fetch_advice(cc, pkg->name(), pkg->version(), release_targets(), cfg.cache_dir));
+                               fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(), cfg.cache_dir));
     e.handle = std::move(h);
     e.ready.store(true, std::memory_order_release);
   }
@@ -664,7 +673,7 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
       // Not contacted: the choice is made over the targets compiled in as the release's
       // (release_targets()); get() makes it over the pinned index, which lists the same.
       std::string list = im.mirror_list(s);
-      std::vector<std::string> offered = release_targets();
+      std::vector<std::string> offered = im.known_release_targets();
       if (offered.empty()) {
         r.chosen = Candidate{"mirror", "", list,
                              "not contacted; get() chooses among the targets the pinned index "

@@ -254,6 +254,7 @@ void reduce_sum(Loader& loader, void* stream, void* out, const void* in, long lo
   else if (api_log_enabled(1))
     api_log(op);
   // Both entries are resolved before the first launch, so a failure leaves no half-done sum.
+  require_reference(loader, uri);
   const KernelHandle& k = loader.get(uri, stream);
   const void* inp = in;
   float* ws = static_cast<float*>(workspace);

@@ -82,13 +82,14 @@ Index parse_index(std::string_view json_text, const std::string& origin);
 bool is_package_version(std::string_view s);
 
 // A kernel package's name: lowercase ASCII letters, digits and '-', each '-'-separated segment
-// starting with a letter, at most 64 characters ("kiln-kernels", "acme-scale"). Versions start with
-// a digit, so "<name>-<version>-..." splits one way only, and one package's names never start
-// with another's ("acme-" + "1.0.0" vs "acme-scale-1.0.0").
+// starting with a letter, at most 64 characters ("kiln-kernels", "acme-scale"); not "kiln" itself
+// (kiln-<version>-... names kiln's tarballs). Versions start with a digit, so
+// "<name>-<version>-..." splits one way only, and one package's names never start with
+// another's ("acme-" + "1.0.0" vs "acme-scale-1.0.0").
 inline constexpr std::size_t kMaxPackageNameLength = 64;
 inline constexpr const char* kPackageNameRule =
     "expected a package name: lowercase letters, digits and '-', each '-'-separated part "
-    "starting with a letter, at most 64 characters";
+    "starting with a letter, at most 64 characters, not \"kiln\"";
 bool is_package_name(std::string_view s);
 
 // <package>-<version>-cuda<major>.<minor>-<target>.tar.zst

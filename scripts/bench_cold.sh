@@ -39,14 +39,17 @@ prepare() {
   "$kiln" install "$CARRY"/dist/*-sm_90a.tar.zst --dest "$CARRY/store"
   cp "$build/bench/kiln_load_bench" "$build/bench/kiln_cold_start" "$CARRY/bin/"
   strip --strip-debug "$CARRY"/bin/*
-  cp -L "$build"/libkiln.so.*.*.* "$CARRY/lib/"
-  (cd "$CARRY/lib" && for f in libkiln.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln.so; done)
+  # libkiln and the reference package's description (libkiln-kernels: kiln_cold_start opens both,
+  # as an application of kiln's kernels does).
+  cp -L "$build"/libkiln.so.*.*.* "$build"/libkiln-kernels.so.*.*.* "$CARRY/lib/"
+  (cd "$CARRY/lib" && for f in libkiln.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln.so; done
+   for f in libkiln-kernels.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln-kernels.so; done)
   # Every non-system library the binaries and libkiln need, resolved here; libcrypto too (the
   # floor of kiln_cold_start dlopens it, so both modes load the same one).
   ldd "$CARRY"/bin/* "$build"/libkiln.so | awk '/=> \// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda)\.so' |
     while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
-  strip --strip-debug "$CARRY"/lib/libkiln.so*
+  strip --strip-debug "$CARRY"/lib/libkiln.so* "$CARRY"/lib/libkiln-kernels.so*
   du -sh "$CARRY" "$CARRY"/*  # the whole carried tree must stay under 64 MiB
 }
 

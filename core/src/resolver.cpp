@@ -512,9 +512,16 @@ namespace {
 // <dir of the file holding `address`>/../share/kiln: what an install tree puts beside a library.
 // For the main executable dladdr gives the name it was started by (argv[0]): with no '/' it was
 // found on PATH, and /proc/self/exe is the file.
+// Every Loader asks (with its package description's address): dladdr is cheap, the canonical
+// path is not (a realpath of each component), so it is remembered per file name dladdr gives.
 fs::path share_dir_beside(const void* address) {
   Dl_info info{};
   if (!::dladdr(address, &info) || !info.dli_fname) return {};
+  static std::mutex mu;
+  static auto* known = new std::unordered_map<std::string, fs::path>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto hit = known->find(info.dli_fname);
+  if (hit != known->end()) return hit->second;
   fs::path file = info.dli_fname;
   std::error_code ec;
   if (file.string().find('/') == std::string::npos) {
@@ -524,7 +531,9 @@ fs::path share_dir_beside(const void* address) {
   }
   fs::path lib = fs::weakly_canonical(file, ec);
   if (ec) lib = file;
-  return (lib.parent_path().parent_path() / "share" / "kiln").lexically_normal();
+  fs::path share = (lib.parent_path().parent_path() / "share" / "kiln").lexically_normal();
+  if (known->size() < 64) known->emplace(info.dli_fname, share);
+  return share;
 }
 
 }  // namespace

@@ -267,7 +267,7 @@ BundleResult write_bundle(const BundleRequest& req) {
   if (package.empty() || version.empty())
     throw Error(ErrorKind::Usage, "kiln bundle: no package and version named (--source, or "
                                   "--package and --version)");
-  const TrustAnchor anchor = bundle_anchor(req.fetch, version);
+  const TrustAnchor anchor = bundle_anchor(req.fetch, package + " " + version);
   if (req.targets.empty() && req.devices.empty())
     throw Error(ErrorKind::Usage, "kiln bundle needs --targets LIST or --device D (see --help)");
   std::error_code ec;
@@ -375,7 +375,7 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   auto say = [&](const std::string& m) {
     if (req.log) req.log(m);
   };
-  const TrustAnchor anchor = bundle_anchor(req.trust, version);
+  const TrustAnchor anchor = bundle_anchor(req.trust, package + " " + version);
   if (req.trust.tuf_metadata_dir.empty())
     throw Error(ErrorKind::Usage, "no TUF metadata directory (the cache directory's tuf/)");
   const std::string anchor_root = fetch_detail::read_anchor_root(anchor);

@@ -254,7 +254,16 @@ void add_doctor_command(CLI::App& app, int& rc) {
           fo.package = chosen->name;
           fo.version = chosen->version;
         }
-        for (const auto& p : probe_mirrors(fo))
+        std::vector<MirrorProbe> probes;
+        if (chosen) {
+          probes = probe_mirrors(fo);
+        } else {
+          for (const auto& m : cfg.mirrors)
+            probes.push_back({m, "", false, 0,
+                              "not probed: no kernel project here to name the release's index "
+                              "(--source, or --package and --version)"});
+        }
+        for (const auto& p : probes)
           j["mirrors"].push_back(
               {{"url", p.mirror}, {"reachable", p.reachable}, {"detail", p.detail}});
       }

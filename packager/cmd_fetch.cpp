@@ -136,7 +136,7 @@ void add_fetch_command(CLI::App& app, int& rc) {
       "Exit codes: 0 ok, 2 usage, 3 integrity (bad bytes everywhere, or an archive filed under\n"
       "another target; under TUF every attack: rollback, freeze, mix-and-match, bad or too few\n"
       "signatures, endless data, wrong target bytes, named in the error's \"attack\" field),\n"
-      "4 stale (an archive of another release), 5 unsupported (--device: no\n"
+      "4 stale (an index or archive of another package or release), 5 unsupported (--device: no\n"
       "archive of the release runs there; auto: no GPU), 6 not found (offline, or no archive\n"
       "for a target), 8 network (no mirror could serve, or --timeout passed), 9 io.");
   struct Opts {

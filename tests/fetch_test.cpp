@@ -618,7 +618,7 @@ TEST(TrustAnchor, WithNothingConfiguredTheInstalledRootThenTheCompiledPinThenARe
   TrustAnchor a = choose_trust_anchor(o, kPin, true, "0.1.0");
   EXPECT_EQ(a.kind, TrustAnchor::Kind::TufRoot);
   EXPECT_EQ(a.value, o.installed_tuf_root);
-  EXPECT_EQ(a.source, "the root installed beside libkiln");
+  EXPECT_EQ(a.source, "the root installed beside libkiln or bin/kiln (share/kiln/tuf/root.json)");
   a = choose_trust_anchor(o, kPin, false, "0.1.0");  // not there after all
   EXPECT_EQ(a.kind, TrustAnchor::Kind::IndexPin);
   EXPECT_EQ(a.source, "built in (-DKILN_TRUSTED_INDEX_SHA256)");

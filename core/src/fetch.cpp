@@ -662,11 +662,12 @@ void set_mirrors(Context& cx, const FetchOptions& opts, const std::string& what)
                                       " from: pass --mirror URL or set KILN_MIRRORS");
 }
 
-void set_anchor(Context& cx, const FetchOptions& opts, const std::string& version) {
+// `release`: "<package> <version>", for the messages.
+void set_anchor(Context& cx, const FetchOptions& opts, const std::string& release) {
   std::error_code ec;
   bool installed =
       !opts.installed_tuf_root.empty() && fs::is_regular_file(opts.installed_tuf_root, ec);
-  cx.anchor = choose_trust_anchor(opts, default_index_sha256(), installed, version);
+  cx.anchor = choose_trust_anchor(opts, default_index_sha256(), installed, release);
 }
 
 TrustedIndex fetch_trusted_index(Context& cx, const std::string& package,
@@ -687,7 +688,7 @@ std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, cons
     throw Error(ErrorKind::NotFound, "offline: the index of release " + package + " " + version +
                                          " was not fetched (no mirror is contacted offline)");
   set_mirrors(cx, opts, "the index of release " + package + " " + version);
-  set_anchor(cx, opts, version);
+  set_anchor(cx, opts, package + " " + version);
   TrustedIndex ti = fetch_trusted_index(cx, package, version, {});
   std::vector<std::string> out;
   for (const auto& e : ti.index.archives) out.push_back(e.target);
@@ -735,7 +736,7 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
                     joined + " --dest " + dest_store + "`, or unset KILN_OFFLINE.");
 
   set_mirrors(cx, opts, joined);
-  set_anchor(cx, opts, version);
+  set_anchor(cx, opts, package + " " + version);
 
   std::error_code ec;
   fs::create_directories(cx.dest, ec);
@@ -895,7 +896,7 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
     tuf = choose_trust_anchor(
               opts, default_index_sha256(),
               !opts.installed_tuf_root.empty() && fs::is_regular_file(opts.installed_tuf_root, ec),
-              version)
+              package + " " + version)
               .kind == TrustAnchor::Kind::TufRoot;
   } catch (const Error&) {
     // No anchor, or two: a fetch says so; the probe only asks for the index.

@@ -218,9 +218,9 @@ std::string installed_store_dir(const void* address);
 // probe start from it, so they read one configuration the same way.
 FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& installed_root);
 
-// <dir of the file holding libkiln>/../share/kiln/tuf/root.json, the TUF root a tarball or
-// package installs beside the library ("" when the library cannot be found; the file may not
-// exist).
+// <dir of the file holding libkiln (or bin/kiln)>/../share/kiln/tuf/root.json: the TUF root an
+// operator installs beside the library (kiln tarball ships none); "" when the library cannot be
+// found; the file may not exist.
 std::string installed_tuf_root();
 
 }  // namespace kiln

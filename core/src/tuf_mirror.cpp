@@ -48,7 +48,7 @@ TrustAnchor choose_trust_anchor(const FetchOptions& opts, const std::string& com
   if (!opts.index_sha256.empty()) return pin(opts.index_sha256, kPinSource);
   if (!opts.installed_tuf_root.empty() && installed_root_exists)
     return {TrustAnchor::Kind::TufRoot, opts.installed_tuf_root,
-            "the root installed beside libkiln"};
+            "the root installed beside libkiln or bin/kiln (share/kiln/tuf/root.json)"};
   if (!compiled_pin.empty()) return pin(compiled_pin, "built in (-DKILN_TRUSTED_INDEX_SHA256)");
   throw Error(ErrorKind::Usage,
               "no trust anchor for the index of release " + version +

@@ -29,15 +29,16 @@ prepare() {
   "$kiln" install "$build"/gpu-ptx-dist/*-index.json --dest "$CARRY/store-ptx"
   cp "$kiln" "$build/tests/kiln_gpu_tests" "$build/bench/kiln_load_bench" "$CARRY/bin/"
   strip --strip-debug "$CARRY"/bin/*
-  cp -L "$build"/libkiln.so.*.*.* "$CARRY/lib/"
-  (cd "$CARRY/lib" && for f in libkiln.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln.so; done)
+  cp -L "$build"/libkiln.so.*.*.* "$build"/libkiln-kernels.so.*.*.* "$CARRY/lib/"
+  (cd "$CARRY/lib" && for f in libkiln.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln.so; done
+   for f in libkiln-kernels.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln-kernels.so; done)
   # Every non-system library the binaries need, resolved here.
   local lazy
   lazy=$(lazy_libs "$kiln")
   { ldd "$CARRY"/bin/* "$build"/libkiln.so $lazy | awk '/=> \// {print $3}'; for l in $lazy; do echo "$l"; done; } | sort -u |
-    grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda)\.so' |
+    grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libkiln-kernels)\.so' |
     while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
-  strip --strip-debug "$CARRY"/lib/libkiln.so*
+  strip --strip-debug "$CARRY"/lib/libkiln.so* "$CARRY"/lib/libkiln-kernels.so*
   du -sh "$CARRY" "$CARRY"/*  # the whole carried tree must stay under 64 MiB
 }
 

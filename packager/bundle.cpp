@@ -99,7 +99,9 @@ TrustAnchor bundle_anchor(const FetchOptions& trust, const std::string& version)
   std::error_code ec;
   bool installed = !o.installed_tuf_root.empty() && fs::is_regular_file(o.installed_tuf_root, ec);
   try {
-    return fetch_detail::choose_trust_anchor(o, "", installed, version);
+    TrustAnchor a = fetch_detail::choose_trust_anchor(o, "", installed, version);
+    fetch_detail::materialize_anchor(a, o.tuf_metadata_dir);
+    return a;
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Usage) throw;
     throw Error(ErrorKind::Usage,

@@ -634,6 +634,42 @@ TEST(TrustAnchor, WithNothingConfiguredTheInstalledRootThenTheCompiledPinThenARe
   test::error_of(ErrorKind::Usage, [&] { choose_trust_anchor(bad, "", false, "0.1.0"); });
 }
 
+// -DKILN_TRUSTED_TUF_ROOT=FILE: after a configured anchor and an installed root, before the
+// compiled pin; written once into the metadata directory so the rest reads a file.
+TEST(TrustAnchor, ACompiledRootComesAfterAnInstalledOneAndIsWrittenOnceAsAFile) {
+  const std::string root = "{\"signed\": {\"_type\": \"root\"}, \"signatures\": []}";
+  FetchOptions o;
+  o.installed_tuf_root = "/opt/kiln/share/kiln/tuf/root.json";
+  TrustAnchor a = choose_trust_anchor(o, kPin, false, "kiln-kernels 0.1.0", root);
+  EXPECT_EQ(a.kind, TrustAnchor::Kind::TufRoot);
+  EXPECT_EQ(a.source, "the root compiled in (-DKILN_TRUSTED_TUF_ROOT)");
+  EXPECT_EQ(fetch_detail::read_anchor_root(a), root);
+  EXPECT_EQ(choose_trust_anchor(o, kPin, true, "kiln-kernels 0.1.0", root).value,
+            o.installed_tuf_root);  // an installed root comes first
+  FetchOptions pinned;
+  pinned.index_sha256 = std::string(64, 'b');
+  EXPECT_EQ(choose_trust_anchor(pinned, "", false, "kiln-kernels 0.1.0", root).kind,
+            TrustAnchor::Kind::IndexPin);  // what the caller configured comes first
+  EXPECT_EQ(choose_trust_anchor(FetchOptions{}, kPin, false, "kiln-kernels 0.1.0", "").kind,
+            TrustAnchor::Kind::IndexPin);  // none compiled in: the compiled pin
+
+  test::TempDir dir;
+  std::string md = (dir / "tuf").string();
+  EXPECT_EQ(test::error_of(ErrorKind::Usage, [&] { fetch_detail::materialize_anchor(a, ""); })
+                .find("metadata directory"),
+            std::string("the compiled-in TUF root needs a ").size());
+  fetch_detail::materialize_anchor(a, md);
+  EXPECT_EQ(a.value, (dir / "tuf" / ("compiled-root-" + sha256_hex(root) + ".json")).string());
+  EXPECT_EQ(test::read_file(a.value), root);
+  auto before = std::filesystem::last_write_time(a.value);
+  TrustAnchor again = choose_trust_anchor(o, kPin, false, "kiln-kernels 0.1.0", root);
+  fetch_detail::materialize_anchor(again, md);
+  EXPECT_EQ(again.value, a.value);
+  EXPECT_EQ(std::filesystem::last_write_time(a.value), before);  // written once
+  // The build's own: empty unless configured with -DKILN_TRUSTED_TUF_ROOT.
+  EXPECT_TRUE(fetch_detail::compiled_tuf_root().empty());
+}
+
 TEST(TufMirrorLayout, MetadataIsKeptPerRootAndTargetsAreFetchedByTheirHashName) {
   EXPECT_EQ(fetch_detail::tuf_metadata_dir("/c/tuf", "root bytes"),
             std::filesystem::path("/c/tuf") / sha256_hex("root bytes"));

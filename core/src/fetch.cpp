@@ -668,6 +668,7 @@ void set_anchor(Context& cx, const FetchOptions& opts, const std::string& releas
   bool installed =
       !opts.installed_tuf_root.empty() && fs::is_regular_file(opts.installed_tuf_root, ec);
   cx.anchor = choose_trust_anchor(opts, default_index_sha256(), installed, release);
+  materialize_anchor(cx.anchor, opts.tuf_metadata_dir);
 }
 
 TrustedIndex fetch_trusted_index(Context& cx, const std::string& package,

@@ -30,13 +30,14 @@ TrustAnchor pin(const std::string& value, const std::string& source) {
   if (!is_sha256_hex(hex))
     throw Error(ErrorKind::Usage,
                 "index digest '" + value + "' (" + source + ") is not 64 hex digits");
-  return {TrustAnchor::Kind::IndexPin, hex, source};
+  return {TrustAnchor::Kind::IndexPin, hex, source, ""};
 }
 
 }  // namespace
 
 TrustAnchor choose_trust_anchor(const FetchOptions& opts, const std::string& compiled_pin,
-                                bool installed_root_exists, const std::string& version) {
+                                bool installed_root_exists, const std::string& version,
+                                std::string_view compiled_root) {
   if (!opts.tuf_root.empty() && !opts.index_sha256.empty())
     throw Error(ErrorKind::Usage,
                 "two trust anchors are configured for the index of release " + version +
@@ -44,26 +45,52 @@ TrustAnchor choose_trust_anchor(const FetchOptions& opts, const std::string& com
                     ") and an index digest (" + kPinSource + ": " + opts.index_sha256 +
                     "). kiln trusts one per fetch and does not guess which was meant: unset one "
                     "(docs/tuf.md, \"Trust anchors\")");
-  if (!opts.tuf_root.empty()) return {TrustAnchor::Kind::TufRoot, opts.tuf_root, kRootSource};
+  if (!opts.tuf_root.empty()) return {TrustAnchor::Kind::TufRoot, opts.tuf_root, kRootSource, ""};
   if (!opts.index_sha256.empty()) return pin(opts.index_sha256, kPinSource);
   if (!opts.installed_tuf_root.empty() && installed_root_exists)
     return {TrustAnchor::Kind::TufRoot, opts.installed_tuf_root,
-            "the root installed beside libkiln or bin/kiln (share/kiln/tuf/root.json)"};
+            "the root installed beside libkiln or bin/kiln (share/kiln/tuf/root.json)", ""};
+  if (!compiled_root.empty()) {
+    TrustAnchor a{TrustAnchor::Kind::TufRoot, "", "the root compiled in (-DKILN_TRUSTED_TUF_ROOT)",
+                  std::string(compiled_root)};
+    return a;
+  }
   if (!compiled_pin.empty()) return pin(compiled_pin, "built in (-DKILN_TRUSTED_INDEX_SHA256)");
   throw Error(ErrorKind::Usage,
               "no trust anchor for the index of release " + version +
                   ": pass --tuf-root FILE (a TUF root; KILN_TUF_ROOT) or --index-sha256 HEX "
                   "(KILN_INDEX_SHA256). This kiln has no root installed beside it" +
                   (opts.installed_tuf_root.empty() ? "" : " (" + opts.installed_tuf_root + ")") +
-                  " and was built without -DKILN_TRUSTED_INDEX_SHA256; kiln never trusts an "
-                  "unpinned index");
+                  " and was built without -DKILN_TRUSTED_TUF_ROOT or -DKILN_TRUSTED_INDEX_SHA256; "
+                  "kiln never trusts an unpinned index");
 }
 
 fs::path tuf_metadata_dir(const fs::path& parent, std::string_view anchor_root) {
   return parent / sha256_hex(anchor_root);
 }
 
+void materialize_anchor(TrustAnchor& anchor, const std::string& metadata_parent) {
+  if (anchor.kind != TrustAnchor::Kind::TufRoot || anchor.compiled_root.empty() ||
+      !anchor.value.empty())
+    return;
+  if (metadata_parent.empty())
+    throw Error(ErrorKind::Usage, "the compiled-in TUF root needs a metadata directory (the cache "
+                                  "directory's tuf/)");
+  fs::path file = fs::path(metadata_parent) /
+                  ("compiled-root-" + sha256_hex(anchor.compiled_root) + ".json");
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) {
+    fs::create_directories(metadata_parent, ec);
+    if (ec)
+      throw Error(ErrorKind::Io, "cannot create " + metadata_parent + ": " + ec.message(),
+                  {{"path", metadata_parent}});
+    write_file_atomically(file, anchor.compiled_root);
+  }
+  anchor.value = file.string();
+}
+
 std::string read_anchor_root(const TrustAnchor& anchor) {
+  if (!anchor.compiled_root.empty()) return anchor.compiled_root;
   try {
     return read_whole_file(anchor.value, tuf::Limits{}.root);
   } catch (const Error& e) {

@@ -29,7 +29,12 @@ struct TrustAnchor {
   Kind kind = Kind::IndexPin;
   std::string value;   // the lowercase hex digest, or the root file's path
   std::string source;  // where it came from, for messages: "--tuf-root / KILN_TUF_ROOT", ...
+  // A root compiled in has no file until materialize_anchor writes one: its bytes.
+  std::string compiled_root;
 };
+
+// The TUF root compiled in with -DKILN_TRUSTED_TUF_ROOT=FILE (generated source); empty: none.
+std::string_view compiled_tuf_root();
 
 // Pure: the anchor for a fetch of release `version`. Precedence:
 //   1. what the caller configured: opts.tuf_root (--tuf-root, KILN_TUF_ROOT,
@@ -38,11 +43,19 @@ struct TrustAnchor {
 //      guess which one the operator meant;
 //   2. otherwise a root installed beside libkiln (opts.installed_tuf_root, when
 //      `installed_root_exists`);
-//   3. otherwise the digest compiled in (`compiled_pin`, -DKILN_TRUSTED_INDEX_SHA256);
-//   4. otherwise Error{Usage}: kiln never trusts an unpinned index.
-// A pin that is not 64 hex digits is Error{Usage}.
+//   3. otherwise the root compiled in (`compiled_root`: -DKILN_TRUSTED_TUF_ROOT=FILE);
+//   4. otherwise the digest compiled in (`compiled_pin`, -DKILN_TRUSTED_INDEX_SHA256);
+//   5. otherwise Error{Usage}: kiln never trusts an unpinned index.
+// A pin that is not 64 hex digits is Error{Usage}. `release` names the release in messages.
 TrustAnchor choose_trust_anchor(const FetchOptions& opts, const std::string& compiled_pin,
-                                bool installed_root_exists, const std::string& version);
+                                bool installed_root_exists, const std::string& release,
+                                std::string_view compiled_root = compiled_tuf_root());
+
+// A compiled-in root as a file, so that everything after the choice reads a path: written once
+// (atomically) as <metadata_parent>/compiled-root-<sha256 of its bytes>.json; `anchor.value`
+// becomes that path. Other anchors are left as they are. Error{Usage} without a metadata
+// directory, Error{Io} when it cannot be written.
+void materialize_anchor(TrustAnchor& anchor, const std::string& metadata_parent);
 
 // The metadata directory of the repository whose trust starts at `anchor_root` (the root
 // file's bytes): <parent>/<sha256 of those bytes>. One directory per root, not per mirror: every

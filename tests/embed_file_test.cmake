@@ -1,0 +1,38 @@
+# ctest build.EmbeddedFileComesBackByteForByte: cmake/embed_file.cmake (how -DKILN_TRUSTED_TUF_ROOT
+# compiles a root.json into libkiln) on a file of awkward bytes, compiled with a main that
+# writes them back; the output must equal the input, and an empty FILE must give no bytes.
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+string(ASCII 9 34 92 39 127 nasty)
+file(WRITE "${WORK}/in.json" "{\"signed\": {\"_type\": \"root\"},\n \"x\": \"\\\\u00e9 ${nasty}\"}\n")
+foreach(case full empty)
+  set(in "")
+  if(case STREQUAL "full")
+    set(in "${WORK}/in.json")
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -DFILE=${in} -DOUT=${WORK}/${case}.cpp
+    -DNAMESPACE=kiln::test -DFUNCTION=embedded -P ${SRC_DIR}/cmake/embed_file.cmake
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "embed_file.cmake failed (${rc})")
+  endif()
+  file(WRITE "${WORK}/main_${case}.cpp" "#include <cstdio>\n#include <string_view>\nnamespace kiln::test { std::string_view embedded(); }\nint main() { auto b = kiln::test::embedded(); return std::fwrite(b.data(), 1, b.size(), stdout) == b.size() ? 0 : 1; }\n")
+  execute_process(COMMAND ${CXX} -std=c++17 -o ${WORK}/${case} ${WORK}/main_${case}.cpp ${WORK}/${case}.cpp
+    RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the generated source does not compile (${rc})")
+  endif()
+  execute_process(COMMAND ${WORK}/${case} OUTPUT_FILE ${WORK}/${case}.out RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${case}: the program failed (${rc})")
+  endif()
+endforeach()
+file(SHA256 "${WORK}/in.json" want)
+file(SHA256 "${WORK}/full.out" got)
+if(NOT want STREQUAL got)
+  message(FATAL_ERROR "embedded bytes differ: ${want} vs ${got}")
+endif()
+file(SIZE "${WORK}/empty.out" empty_size)
+if(NOT empty_size EQUAL 0)
+  message(FATAL_ERROR "an empty FILE gave ${empty_size} bytes")
+endif()

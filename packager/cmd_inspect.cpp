@@ -106,6 +106,7 @@ Json inspect_store(const fs::path& p) {
     Json j = Json::object();
     j["directory"] = sa.directory.string();
     if (sa.manifest) {
+      j["package"] = sa.manifest->package;
       j["package_version"] = sa.manifest->package_version;
       j["cuda_version"] = sa.manifest->cuda_version;
       j["target"] = sa.manifest->target;
@@ -122,8 +123,8 @@ Json inspect_store(const fs::path& p) {
 }
 
 void print_manifest_text(const Json& m) {
-  std::printf("package %s (commit %s), CUDA %s, target %s, built %lld\n",
-              m["package_version"].get<std::string>().c_str(),
+  std::printf("package %s %s (commit %s), CUDA %s, target %s, built %lld\n",
+              m["package"].get<std::string>().c_str(), m["package_version"].get<std::string>().c_str(),
               m["git_commit"].get<std::string>().c_str(),
               m["cuda_version"].get<std::string>().c_str(), m["target"].get<std::string>().c_str(),
               m["build_time"].get<long long>());
@@ -173,7 +174,8 @@ void print_text(PathKind kind, const Json& j) {
       print_manifest_text(j["manifest"]);
       break;
     case PathKind::Index:
-      std::printf("release %s (commit %s), CUDA %s, %zu archives:\n",
+      std::printf("release %s %s (commit %s), CUDA %s, %zu archives:\n",
+                  j["index"]["package"].get<std::string>().c_str(),
                   j["index"]["package_version"].get<std::string>().c_str(),
                   j["index"]["git_commit"].get<std::string>().c_str(),
                   j["index"]["cuda_version"].get<std::string>().c_str(),

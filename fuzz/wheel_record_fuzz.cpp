@@ -15,6 +15,7 @@ std::vector<kiln::wheel::WheelFile> real_wheel() {
   using namespace kiln;
   const std::string fatbin = "not a real fatbin: wheel_contents does not read it";
   Manifest m;
+  m.package = "kiln-kernels";
   m.package_version = version();
   m.git_commit = "0123abc";
   m.cuda_version = cuda_version();

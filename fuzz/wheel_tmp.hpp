@@ -20,7 +20,7 @@ class WheelFile {
     std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/kiln-fuzz-wheel-XXXXXX";
     if (!mkdtemp(tmpl.data())) std::abort();
     dir_ = tmpl;
-    path_ = dir_ / wheel::wheel_file_name(version(), cuda_version(), "sm_80");
+    path_ = dir_ / wheel::wheel_file_name("kiln-kernels", version(), cuda_version(), "sm_80");
   }
   ~WheelFile() {
     std::error_code ec;

@@ -128,7 +128,6 @@ struct Loader::Impl {
       fetch;
   std::function<std::vector<std::string>(const FetchOptions&)> index_targets;
   std::string installed;
-  std::string installed_tuf_root;
 
   struct Entry {
     std::mutex load_mu;  // one loader per (context, URI); others wait for its result
@@ -341,7 +340,8 @@ struct Loader::Impl {
   TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
 
   FetchOptions mirror_options() const {
-    FetchOptions opts = mirror_fetch_options(cfg, installed_tuf_root);
+    // Looked up when a mirror is first used, not when a Loader is made: a store hit never needs it.
+    FetchOptions opts = mirror_fetch_options(cfg, installed_tuf_root_once());
     opts.package = pkg->name();
     opts.version = pkg->version();
     opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
@@ -556,7 +556,6 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
   impl_->installed = deps.installed_store            ? *deps.installed_store
                      : !impl_->cfg.installed_store.empty() ? impl_->cfg.installed_store
                                                          : installed_store_dir(&package);
-  impl_->installed_tuf_root = installed_tuf_root_once();
   return impl_;
 }
 

@@ -5,13 +5,10 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
@@ -19,6 +16,7 @@
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"
+#include "stand_in_driver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 
@@ -30,29 +28,6 @@ using kiln::test::TempDir;
 using kiln::test::write_file;
 
 const std::string kUri = "axpy_dtype_f32";
-
-// Records the images handed to it; every image holds one kernel.
-class RecordingDriver : public kiln::Driver {
- public:
-  std::mutex mu;
-  std::vector<std::string> images;
-  void init() override {}
-  int driver_version() override { return 13000; }
-  std::vector<kiln::DeviceInfo> devices() override { return {{0, "Fake GPU", 90}}; }
-  void* current_context() override { return reinterpret_cast<void*>(0x100); }
-  int current_device_cc() override { return 90; }
-  bool stream_is_capturing(void*) override { return false; }
-  void* load_library(const std::string& image) override {
-    std::lock_guard<std::mutex> lock(mu);
-    images.push_back(image);
-    return reinterpret_cast<void*>(images.size());
-  }
-  unsigned kernel_count(void*) override { return 1; }
-  void* get_kernel(void* lib, const std::string&) override { return lib; }
-  void* kernel_function(void* k) override { return k; }
-  void unload_library(void*) noexcept override {}
-  void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
-};
 
 // A project that is not kiln's: acme-kernels 1.2.0 with kiln's axpy family under the same URIs,
 // its source changed (so its source hashes differ from the reference package's).
@@ -90,7 +65,7 @@ struct TwoPackages {
   kiln::PackageData acme_data{acme_project};
   kiln::Package acme{acme_data.get()};
   const kiln::Package& reference = kiln::test::reference_package();
-  std::shared_ptr<RecordingDriver> driver = std::make_shared<RecordingDriver>();
+  std::shared_ptr<kiln::test::Cc90Driver> driver = std::make_shared<kiln::test::Cc90Driver>();
   kiln::LoaderConfig cfg;
 
   TwoPackages() {

@@ -820,54 +820,52 @@ class OnFirstUseTransport final : public Transport {
 
 }  // namespace
 
+namespace {
+
+// The real dependencies of a fetch: libcurl (never initialised offline), a real sleep, and the
+// store's verified-copy check, installer and manifest reader. `what` names what is downloaded,
+// for the error when libcurl is missing.
+struct RealFetch {
+  std::unique_ptr<Transport> transport;
+  FetchDeps deps;
+  RealFetch(const FetchOptions& opts, const std::string& what) {
+    if (!opts.offline)
+      transport = std::make_unique<OnFirstUseTransport>(downloading_from(opts, what));
+    deps.transport = transport.get();
+    deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+    deps.verified_present = [](const fs::path& store, const std::string& stem) {
+      return store_has_verified(store, stem);
+    };
+    deps.install = [](const fs::path& archive, const fs::path& store, const std::string& sha) {
+      return install_archive(archive, store, sha).directory.string();
+    };
+    deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
+  }
+};
+
+}  // namespace
+
 FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
                           const std::string& dest_store) {
-  // Offline must not even initialise libcurl: decide before creating the transport.
-  std::unique_ptr<Transport> transport;
-  if (!opts.offline)
-    transport = std::make_unique<OnFirstUseTransport>(
-        downloading_from(opts, "the release index and archives"));
-  FetchDeps deps;
-  deps.transport = transport.get();
-  deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
-  deps.verified_present = [](const fs::path& store, const std::string& stem) {
-    return store_has_verified(store, stem);
-  };
-  deps.install = [](const fs::path& archive, const fs::path& store, const std::string& sha) {
-    return install_archive(archive, store, sha).directory.string();
-  };
-  deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
-  return fetch_detail::fetch_targets_with(opts, targets, dest_store, deps);
+  RealFetch f(opts, "the release index and archives");
+  return fetch_detail::fetch_targets_with(opts, targets, dest_store, f.deps);
 }
 
 FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std::string>& targets,
                                 const std::string& dir) {
-  std::unique_ptr<Transport> transport;
-  if (!opts.offline)
-    transport = std::make_unique<OnFirstUseTransport>(
-        downloading_from(opts, "the release index and archives"));
-  FetchDeps deps;
-  deps.transport = transport.get();
-  deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
-  deps.verified_present = [](const fs::path&, const std::string&) { return false; };
+  RealFetch f(opts, "the release index and archives");
+  f.deps.verified_present = [](const fs::path&, const std::string&) { return false; };
   // The verified archive stays where the download renamed it.
-  deps.install = [](const fs::path& archive, const fs::path&, const std::string&) {
+  f.deps.install = [](const fs::path& archive, const fs::path&, const std::string&) {
     return archive.string();
   };
-  deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
-  deps.keep_archives = true;
-  return fetch_detail::fetch_targets_with(opts, targets, dir, deps);
+  f.deps.keep_archives = true;
+  return fetch_detail::fetch_targets_with(opts, targets, dir, f.deps);
 }
 
 std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
-  // Offline must not even initialise libcurl.
-  std::unique_ptr<Transport> transport;
-  if (!opts.offline)
-    transport = std::make_unique<OnFirstUseTransport>(downloading_from(opts, "the release index"));
-  FetchDeps deps;
-  deps.transport = transport.get();
-  deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
-  return fetch_detail::fetch_index_targets_with(opts, deps);
+  RealFetch f(opts, "the release index");
+  return fetch_detail::fetch_index_targets_with(opts, f.deps);
 }
 
 std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {

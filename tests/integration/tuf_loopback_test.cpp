@@ -20,6 +20,7 @@
 
 #include "misbehaving_server.hpp"
 #include "test_util.hpp"
+#include "tuf_forge.hpp"
 #include "tuf_metadata.hpp"
 #include "tuf_signer.hpp"
 
@@ -91,26 +92,15 @@ class TufAttack : public ::testing::Test {
   std::string metadata(const std::string& file) {
     return test::read_file(repo() / "metadata" / file);
   }
-  json signed_of(const std::string& file) { return json::parse(metadata(file))["signed"]; }
-  // The private key files of `role` under the repository's key directories.
+  json signed_of(const std::string& file) {
+    return test::tuf_forge::signed_of(repo() / "metadata", file);
+  }
   std::vector<tuf::Signer> keys_of(const std::string& role, const std::string& sub = "") {
-    std::string base = role == "root" || role == "targets" ? "offline" : "online";
-    fs::path d = repo() / "keys" / base / sub / role;
-    json root = signed_of("root.json");
-    std::vector<tuf::Signer> out;
-    for (const auto& e : fs::directory_iterator(d)) {
-      std::string id = e.path().stem().string();
-      std::string scheme = "ed25519";
-      if (root["keys"].contains(id)) scheme = root["keys"][id]["scheme"];
-      out.push_back(tuf::Signer::from_private_pem(test::read_file(e.path()), scheme));
-    }
-    return out;
+    return test::tuf_forge::keys_of(repo() / "keys", repo() / "metadata", role, sub);
   }
   static std::vector<const tuf::Signer*> ptrs(const std::vector<tuf::Signer>& v,
                                               std::size_t n = 99) {
-    std::vector<const tuf::Signer*> out;
-    for (std::size_t i = 0; i < v.size() && i < n; ++i) out.push_back(&v[i]);
-    return out;
+    return test::tuf_forge::ptrs(v, n);
   }
   void expect_refused(const test::RunResult& r, const std::vector<std::string>& parts,
                       const std::map<std::string, std::string>& md_before) {
@@ -156,17 +146,8 @@ TEST_F(TufAttack, OlderSnapshotSignedWithStolenOnlineKeysIsRefusedAsRollback) {
   LoopbackMirror m(repo());
   ASSERT_EQ(client(m, "refresh").exit_code, 0);
   auto before = tree(md());
-  auto snap_keys = keys_of("snapshot");
-  auto ts_keys = keys_of("timestamp");
-  old_snapshot["version"] = 4;
-  std::string snap = tuf::sign_metadata(old_snapshot, ptrs(snap_keys));
-  test::write_file(repo() / "metadata" / "4.snapshot.json", snap);
-  json ts = signed_of("timestamp.json");
-  ts["version"] = 4;
-  ts["meta"]["snapshot.json"] = {{"version", 4},
-                                 {"length", snap.size()},
-                                 {"hashes", {{"sha256", *tuf::hex_digest("sha256", snap)}}}};
-  test::write_file(repo() / "metadata" / "timestamp.json", tuf::sign_metadata(ts, ptrs(ts_keys)));
+  test::tuf_forge::resign_old_snapshot_as_v4(repo() / "metadata", old_snapshot,
+                                              keys_of("snapshot"), keys_of("timestamp"));
   auto r = client(m, "download");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("tuf: rollback: snapshot.json v4: meta \"targets.json\" version is 2, "

@@ -33,6 +33,7 @@
 #include "stand_in_driver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
+#include "tuf_forge.hpp"
 #include "tuf_metadata.hpp"
 #include "tuf_signer.hpp"
 
@@ -154,24 +155,16 @@ class TufMirror : public ::testing::Test {
   std::string metadata(const std::string& file) {
     return test::read_file(repo() / "metadata" / file);
   }
-  json signed_of(const std::string& file) { return json::parse(metadata(file))["signed"]; }
+  json signed_of(const std::string& file) {
+    return test::tuf_forge::signed_of(repo() / "metadata", file);
+  }
   // The private keys of `role` (`sub`: "retired" for keys that left it).
   std::vector<tuf::Signer> keys_of(const std::string& role, const std::string& sub = "") {
-    std::string base = role == "root" || role == "targets" ? "offline" : "online";
-    json r = signed_of("root.json");
-    std::vector<tuf::Signer> out;
-    for (const auto& e : fs::directory_iterator(keys() / base / sub / role)) {
-      std::string id = e.path().stem().string();
-      std::string scheme = r["keys"].contains(id) ? r["keys"][id]["scheme"] : "ed25519";
-      out.push_back(tuf::Signer::from_private_pem(test::read_file(e.path()), scheme));
-    }
-    return out;
+    return test::tuf_forge::keys_of(keys(), repo() / "metadata", role, sub);
   }
   static std::vector<const tuf::Signer*> ptrs(const std::vector<tuf::Signer>& v,
                                               std::size_t n = 99) {
-    std::vector<const tuf::Signer*> out;
-    for (std::size_t i = 0; i < v.size() && i < n; ++i) out.push_back(&v[i]);
-    return out;
+    return test::tuf_forge::ptrs(v, n);
   }
 
   // Both clients refuse what `url` serves: the loader's get() with Error{Integrity} carrying
@@ -381,17 +374,8 @@ TEST_F(TufMirrorAttack, OlderSnapshotResignedWithStolenOnlineKeysIsRefusedAsRoll
   next_release();
   MisbehavingServer s(repo(), "ok");
   refresh_both(s.url());
-  auto snap_keys = keys_of("snapshot");
-  auto ts_keys = keys_of("timestamp");
-  old_snapshot["version"] = 4;
-  std::string snap = tuf::sign_metadata(old_snapshot, ptrs(snap_keys));
-  test::write_file(repo() / "metadata" / "4.snapshot.json", snap);
-  json ts = signed_of("timestamp.json");
-  ts["version"] = 4;
-  ts["meta"]["snapshot.json"] = {{"version", 4},
-                                 {"length", snap.size()},
-                                 {"hashes", {{"sha256", *tuf::hex_digest("sha256", snap)}}}};
-  test::write_file(repo() / "metadata" / "timestamp.json", tuf::sign_metadata(ts, ptrs(ts_keys)));
+  test::tuf_forge::resign_old_snapshot_as_v4(repo() / "metadata", old_snapshot,
+                                              keys_of("snapshot"), keys_of("timestamp"));
   expect_refused(s.url(), "rollback",
                  {"tuf: rollback: snapshot.json v4: meta \"targets.json\" version is 2, trusted "
                   "snapshot has 3"});

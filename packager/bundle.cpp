@@ -166,8 +166,7 @@ struct VerifiedBundle {
 // `md` as the trusted metadata, expiry against `now`; then the index and each carried archive
 // against the targets metadata, and each archive's index entry against its target.
 VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std::string& package,
-                             const std::string& version,
-                             std::time_t now, std::time_t clock) {
+                             const std::string& version, std::time_t now, std::time_t clock) {
   DirectoryFetcher fetcher(dir);
   tuf::UpdaterOptions uo;
   uo.metadata_dir = md;
@@ -195,10 +194,10 @@ VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std:
   const std::string name = index_file_name(package, version);
   std::optional<tuf::TargetFile> info = updater.get_targetinfo(name);
   if (!info)
-    throw tuf::Error(tuf::Attack::TargetNotFound,
-                     "no trusted targets role of the bundle " + dir.string() + " lists " + name +
-                         ": it is not a bundle of release " + package + " " + version +
-                         " (--package, --version)");
+    throw tuf::Error(tuf::Attack::TargetNotFound, "no trusted targets role of the bundle " +
+                                                      dir.string() + " lists " + name +
+                                                      ": it is not a bundle of release " + package +
+                                                      " " + version + " (--package, --version)");
   out.index_path = dir / tuf::quote_name(name);
   if (!fs::exists(out.index_path))
     throw Error(ErrorKind::NotFound, "the bundle " + dir.string() + " lacks " + name,
@@ -267,8 +266,9 @@ BundleResult write_bundle(const BundleRequest& req) {
   const std::string& package = req.fetch.package;
   const std::string& version = req.fetch.version;
   if (package.empty() || version.empty())
-    throw Error(ErrorKind::Usage, "kiln bundle: no package and version named (--source, or "
-                                  "--package and --version)");
+    throw Error(ErrorKind::Usage,
+                "kiln bundle: no package and version named (--source, or "
+                "--package and --version)");
   const TrustAnchor anchor = bundle_anchor(req.fetch, package + " " + version);
   if (req.targets.empty() && req.devices.empty())
     throw Error(ErrorKind::Usage, "kiln bundle needs --targets LIST or --device D (see --help)");
@@ -372,8 +372,9 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   const std::string& package = req.package;
   const std::string& version = req.version;
   if (package.empty() || version.empty())
-    throw Error(ErrorKind::Usage, "kiln install --bundle: no package and version named (--source, "
-                                  "or --package and --version)");
+    throw Error(ErrorKind::Usage,
+                "kiln install --bundle: no package and version named (--source, "
+                "or --package and --version)");
   auto say = [&](const std::string& m) {
     if (req.log) req.log(m);
   };
@@ -423,7 +424,8 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   out.timestamp_version = vb.timestamp_version;
   out.expired_accepted = vb.expired;
   for (const auto& [e, p] : vb.archives) {
-    out.installed.push_back(install_archive(p, req.dest, e.sha256, RequiredRelease{package, version}));
+    out.installed.push_back(
+        install_archive(p, req.dest, e.sha256, RequiredRelease{package, version}));
     say("installed " + out.installed.back().directory.string());
   }
   return out;

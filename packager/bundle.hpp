@@ -60,7 +60,7 @@ struct BundleInstallRequest {
   FetchOptions trust;            // tuf_root / installed_tuf_root / tuf_metadata_dir
   std::string package;           // the release whose index the bundle carries (both required)
   std::string version;
-  std::filesystem::path dest;    // the store
+  std::filesystem::path dest;                   // the store
   std::optional<std::time_t> expiry_reference;  // see "Expiry" above
   std::function<void(const std::string&)> log;  // progress and the expiry warnings
 };

@@ -79,9 +79,9 @@ void add_bundle_command(CLI::App& app, int& rc) {
       j["files"] = r.files;
       std::cout << j.dump(2) << "\n";
     } else {
-      std::cout << "bundle " << o->out << ": release " << req.fetch.package << " " << r.version << ", root v" << r.root_version
-                << ", timestamp v" << r.timestamp_version << " (expires " << r.timestamp_expires
-                << ")\n";
+      std::cout << "bundle " << o->out << ": release " << req.fetch.package << " " << r.version
+                << ", root v" << r.root_version << ", timestamp v" << r.timestamp_version
+                << " (expires " << r.timestamp_expires << ")\n";
       for (const auto& f : r.files) std::cout << "  " << f << "\n";
       std::cout << "install it offline: kiln install --bundle " << o->out
                 << " --tuf-root ROOT --dest STORE (before " << r.timestamp_expires

@@ -8,10 +8,10 @@
 #include <sstream>
 
 #include "commands.hpp"
-#include "kiln/kernels.h"
 #include "driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
+#include "kiln/kernels.h"
 #include "kiln/loader.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"

@@ -123,11 +123,11 @@ Json inspect_store(const fs::path& p) {
 }
 
 void print_manifest_text(const Json& m) {
-  std::printf("package %s %s (commit %s), CUDA %s, target %s, built %lld\n",
-              m["package"].get<std::string>().c_str(), m["package_version"].get<std::string>().c_str(),
-              m["git_commit"].get<std::string>().c_str(),
-              m["cuda_version"].get<std::string>().c_str(), m["target"].get<std::string>().c_str(),
-              m["build_time"].get<long long>());
+  std::printf(
+      "package %s %s (commit %s), CUDA %s, target %s, built %lld\n",
+      m["package"].get<std::string>().c_str(), m["package_version"].get<std::string>().c_str(),
+      m["git_commit"].get<std::string>().c_str(), m["cuda_version"].get<std::string>().c_str(),
+      m["target"].get<std::string>().c_str(), m["build_time"].get<long long>());
   std::printf("%zu artifacts:\n", m["artifacts"].size());
   for (const auto& a : m["artifacts"])
     std::printf("  %-40s %-32s %10llu  sha256 %.16s\n", a["uri"].get<std::string>().c_str(),

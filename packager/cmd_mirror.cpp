@@ -25,7 +25,8 @@ void add_stage(CLI::App& mirror, int& rc) {
       "stage",
       "copy a release from dist directories into a mirror directory: the index of --version, the\n"
       "archives it lists, and the wheels and tarballs of that version, each verified first\n"
-      "(index, archive digests, manifests, artifacts). Writes <package>-<version>-SHA256SUMS last,\n"
+      "(index, archive digests, manifests, artifacts). Writes <package>-<version>-SHA256SUMS "
+      "last,\n"
       "atomically. A file of the same name and other bytes already in the mirror is refused\n"
       "(exit 3) before anything is copied; identical files are left alone.");
   struct Opts {
@@ -78,7 +79,8 @@ void add_verify(CLI::App& mirror, int& rc) {
   auto* cmd = mirror.add_subcommand(
       "verify",
       "check a mirror directory end to end and report every file of the release, good or bad:\n"
-      "<package>-<version>-SHA256SUMS present and well formed, every file it lists present with its\n"
+      "<package>-<version>-SHA256SUMS present and well formed, every file it lists present with "
+      "its\n"
       "digest, the index (version, --index-sha256, its SHA256SUMS line), each archive it lists\n"
       "(size, digest, manifest, artifacts), and files of the release that nothing lists.\n"
       "With --index-sha256 and/or --sums-sha256, every file must also be covered by a pin: the\n"
@@ -97,9 +99,10 @@ void add_verify(CLI::App& mirror, int& rc) {
   add_package_options(cmd, o->pkg);
   cmd->add_option("--index-sha256", o->verify.index_sha256,
                   "SHA-256 (hex) the index must have, e.g. the digest the loaders pin");
-  cmd->add_option("--sums-sha256", o->verify.sums_sha256,
-                  "SHA-256 (hex) <package>-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
-                  "it); covers wheels and tarballs");
+  cmd->add_option(
+      "--sums-sha256", o->verify.sums_sha256,
+      "SHA-256 (hex) <package>-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
+      "it); covers wheels and tarballs");
   cmd->add_flag("--json", o->json, "machine-readable report");
   cmd->callback([o, &rc] {
     VerifyMirrorOptions vo = o->verify;
@@ -176,9 +179,10 @@ void add_sync(CLI::App& mirror, int& rc) {
   add_package_options(cmd, o->pkg);
   cmd->add_option("--index-sha256", o->sync.index_sha256,
                   "SHA-256 (hex) the index must have (also KILN_INDEX_SHA256)");
-  cmd->add_option("--sums-sha256", o->sync.sums_sha256,
-                  "SHA-256 (hex) <package>-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
-                  "it); without it wheels and tarballs are not published");
+  cmd->add_option(
+      "--sums-sha256", o->sync.sums_sha256,
+      "SHA-256 (hex) <package>-<version>-SHA256SUMS must have (`kiln mirror stage` prints "
+      "it); without it wheels and tarballs are not published");
   cmd->add_option("--ca-bundle", o->sync.ca_bundle,
                   "PEM file of CA certificates for https (default: KILN_CA_BUNDLE, else the "
                   "system store)");

@@ -11,7 +11,8 @@ std::string default_source_dir() {
   std::error_code ec;
   if (std::filesystem::exists("registry/package.json", ec)) return ".";
 #ifdef KILN_SOURCE_DIR
-  if (std::filesystem::exists(std::filesystem::path(KILN_SOURCE_DIR) / "registry" / "package.json", ec))
+  if (std::filesystem::exists(std::filesystem::path(KILN_SOURCE_DIR) / "registry" / "package.json",
+                              ec))
     return KILN_SOURCE_DIR;
 #endif
   return ".";

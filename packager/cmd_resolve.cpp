@@ -3,10 +3,9 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "kiln/package.hpp"
-#include "resolver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
+#include "kiln/package.hpp"
 #include "kiln/target.hpp"
 #include "resolver.hpp"
 

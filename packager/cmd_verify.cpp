@@ -40,16 +40,14 @@ void verify_store_dir(const fs::path& p, bool single, const ChosenPackage& pkg, 
     out.problems.insert(out.problems.end(), probs.begin(), probs.end());
     if (!e.manifest) continue;
     if (single && e.manifest->package != pkg.name)
-      out.problems.push_back({ErrorKind::Stale, (e.directory / "manifest.json").string(),
-                              "package",
+      out.problems.push_back({ErrorKind::Stale, (e.directory / "manifest.json").string(), "package",
                               e.directory.string() + ": an archive of package " +
                                   e.manifest->package + ", not " + pkg.name});
     else if (e.manifest->package == pkg.name && e.manifest->package_version != pkg.version)
-      out.problems.push_back({ErrorKind::Stale, (e.directory / "manifest.json").string(),
-                              "package_version",
-                              e.directory.string() + ": package_version is " +
-                                  e.manifest->package_version + ", " + pkg.name + " is " +
-                                  pkg.version});
+      out.problems.push_back(
+          {ErrorKind::Stale, (e.directory / "manifest.json").string(), "package_version",
+           e.directory.string() + ": package_version is " + e.manifest->package_version + ", " +
+               pkg.name + " is " + pkg.version});
   }
 }
 
@@ -64,7 +62,8 @@ void add_verify_command(CLI::App& app, int& rc) {
       "index (each archive beside it: present, size and sha256 as pinned, manifest agreeing "
       "with the index, then as an archive), or a store directory (each manifest and artifact "
       "digest; the version of the chosen package's archives; other packages' are left to their "
-      "own loaders). Exit 0 when all is well, else the code of the most severe problem: 3 integrity, "
+      "own loaders). Exit 0 when all is well, else the code of the most severe problem: 3 "
+      "integrity, "
       "4 stale, 10 format, 6 not found, 9 io, 12 limit (a size, depth or count bound of "
       "docs/security.md exceeded).");
   struct Opts {

@@ -67,7 +67,8 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
   }
   if (cm.unknown_uris)
     pkg.notes.push_back(origin + ": " + std::to_string(cm.unknown_uris) +
-                        " kernel(s) unknown to package " + loader.package + " (never requested by its loader)");
+                        " kernel(s) unknown to package " + loader.package +
+                        " (never requested by its loader)");
   if (m.cuda_version != loader.cuda_version)
     pkg.notes.push_back(origin + ": built with CUDA " + m.cuda_version + ", libkiln with CUDA " +
                         loader.cuda_version + " (not checked by the loader; the driver decides)");
@@ -122,15 +123,14 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
     return;
   }
   if (idx.package != loader.package)
-    pkg.problems.push_back({ErrorKind::Stale, "package", p.string(), idx.package, loader.package,
-                            "package: index is of " + idx.package + ", the loader serves " +
-                                loader.package});
-  if (idx.package_version != loader.package_version)
     pkg.problems.push_back(
-        {ErrorKind::Stale, "package_version", p.string(), idx.package_version,
-         loader.package_version,
-         "package_version: index is " + idx.package_version + ", " + loader.package + " is " +
-             loader.package_version});
+        {ErrorKind::Stale, "package", p.string(), idx.package, loader.package,
+         "package: index is of " + idx.package + ", the loader serves " + loader.package});
+  if (idx.package_version != loader.package_version)
+    pkg.problems.push_back({ErrorKind::Stale, "package_version", p.string(), idx.package_version,
+                            loader.package_version,
+                            "package_version: index is " + idx.package_version + ", " +
+                                loader.package + " is " + loader.package_version});
   // Source hashes live in the archives' manifests: check those that sit beside the index.
   for (const auto& a : idx.archives) {
     fs::path ap = p.parent_path() / a.file;
@@ -195,9 +195,9 @@ void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
     check_manifest_text(loader, read_whole_file(mf), mf.string(), pkg);
   }
   if (others)
-    pkg.notes.push_back(std::to_string(others) + " archive director" +
-                        (others == 1 ? "y" : "ies") + " of other packages in " + p.string() +
-                        " (a loader of " + loader.package + " never reads them)");
+    pkg.notes.push_back(std::to_string(others) + " archive director" + (others == 1 ? "y" : "ies") +
+                        " of other packages in " + p.string() + " (a loader of " + loader.package +
+                        " never reads them)");
   if (pkg.manifests.empty() && pkg.problems.empty())
     throw Error(ErrorKind::NotFound,
                 p.string() + " holds no archive directory of package " + loader.package);
@@ -239,15 +239,17 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
       if (ends_with(name, ".whl")) {
         pkg.kind = "wheel";
         for (const auto& m : wheel::wheel_manifests(p))
-          check_manifest(
-              loader, m,
-              p.string() + ":" + archive_stem(m.package, m.package_version, m.cuda_version, m.target), pkg);
+          check_manifest(loader, m,
+                         p.string() + ":" +
+                             archive_stem(m.package, m.package_version, m.cuda_version, m.target),
+                         pkg);
       } else if (kind == PathKind::Archive && is_kiln_tarball_name(name)) {
         pkg.kind = "tarball";
         for (const auto& m : tarball_manifests(p))
-          check_manifest(
-              loader, m,
-              p.string() + ":" + archive_stem(m.package, m.package_version, m.cuda_version, m.target), pkg);
+          check_manifest(loader, m,
+                         p.string() + ":" +
+                             archive_stem(m.package, m.package_version, m.cuda_version, m.target),
+                         pkg);
         if (pkg.manifests.empty()) pkg.notes.push_back("the tarball ships no kernel store");
       } else if (kind == PathKind::Archive) {
         check_archive(loader, p, pkg);
@@ -289,12 +291,9 @@ int CompatReport::exit_code() const {
 
 std::string CompatReport::to_json() const {
   Json j = Json::object();
-  j["loader"] = {{"library", loader.library},
-                 {"version", loader.version},
-                 {"package", loader.package},
-                 {"package_version", loader.package_version},
-                 {"cuda_version", loader.cuda_version},
-                 {"manifest_format", loader.manifest_format},
+  j["loader"] = {{"library", loader.library},           {"version", loader.version},
+                 {"package", loader.package},           {"package_version", loader.package_version},
+                 {"cuda_version", loader.cuda_version}, {"manifest_format", loader.manifest_format},
                  {"index_format", loader.index_format}};
   j["devices"] = Json::array();
   for (int cc : devices) j["devices"].push_back(device_target(cc));
@@ -334,9 +333,9 @@ std::string CompatReport::to_json() const {
 std::string CompatReport::to_table() const {
   std::ostringstream s;
   s << "loader  " << loader.library << "\n        kiln " << loader.version << " serving "
-    << loader.package << " " << loader.package_version << ", CUDA "
-    << loader.cuda_version << ", manifest format " << loader.manifest_format << ", index format "
-    << loader.index_format << "\n";
+    << loader.package << " " << loader.package_version << ", CUDA " << loader.cuda_version
+    << ", manifest format " << loader.manifest_format << ", index format " << loader.index_format
+    << "\n";
   s << "device  ";
   if (devices.empty()) s << "none given or present (targets not checked; pass --device sm_XX)";
   for (std::size_t i = 0; i < devices.size(); ++i)

@@ -5,9 +5,9 @@
 // its name, version and the source hash it expects for each kernel (from the project, as its
 // generated description gives them).
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
-#include <map>
 #include <string>
 
 #include "kiln/package.hpp"
@@ -20,8 +20,8 @@ struct LoaderFacts {
   std::string cuda_version;  // "13.0"
   int manifest_format = 0;
   int index_format = 0;
-  std::string package;          // the package served ("" until set_package)
-  std::string package_version;  // its version
+  std::string package;                               // the package served ("" until set_package)
+  std::string package_version;                       // its version
   std::map<std::string, std::string> source_hashes;  // uri -> hash
   // nullopt: the package has no such URI.
   std::optional<std::string> source_hash(const std::string& uri) const;

@@ -70,7 +70,8 @@ const char* to_string(ReleaseFileKind kind);
 //   Wheel      <dist>-<ver>-*.whl: <dist> is <pkg> with '-' as '_' then "_cu" (the package's
 //              wheels), <ver> the version or its PEP 440 spelling (0.1.0-rc1 -> 0.1.0rc1)
 //   Tarball    kiln-<ver>-cuda*.tar.zst, for the reference package kiln-kernels only (kiln's own
-//              install tree, as `kiln tarball` names it; kiln-<ver>-rc1-cuda... is not one of <ver>)
+//              install tree, as `kiln tarball` names it; kiln-<ver>-rc1-cuda... is not one of
+//              <ver>)
 //   Other      any other name starting with <pkg>-<ver>- (or kiln-<ver>- for kiln-kernels),
 //              which includes files of a release <ver>-<prerelease>: `mirror sync` refuses to
 //              write Other
@@ -193,8 +194,7 @@ struct SyncPlan {
 // and Error{Integrity} when the index and the checksum file disagree about an archive.
 SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string& sums_text,
                    const Index& index, const std::string& package, const std::string& version,
-                   bool index_pinned,
-                   bool sums_pinned, const std::string& sums_origin);
+                   bool index_pinned, bool sums_pinned, const std::string& sums_origin);
 
 struct SyncOptions {
   std::string from;          // upstream mirror: http://, https://, file:// or an absolute dir

@@ -13,12 +13,12 @@
 
 #include "index_entry_check.hpp"
 #include "kiln/error.hpp"
+#include "kiln/kernels.h"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
-#include "kiln/kernels.h"
 #include "mirror_internal.hpp"
 #include "wheel.hpp"
 

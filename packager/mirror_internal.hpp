@@ -27,7 +27,8 @@ Digest digest_of(const std::filesystem::path& p);
 
 bool is_regular(const std::filesystem::path& p);
 
-// The package and release version a mirror command acts on. Both required, checked as file-name parts (Error{Usage} naming the missing or bad one).
+// The package and release version a mirror command acts on. Both required, checked as file-name
+// parts (Error{Usage} naming the missing or bad one).
 struct ReleaseName {
   std::string package;
   std::string version;
@@ -37,7 +38,8 @@ ReleaseName resolved_release(const std::string& package, const std::string& vers
 std::string resolved_pin(const std::string& pin, const char* option = "--index-sha256");
 
 // Names of the files of `version` in `dir` (regular files, not hidden), with their kinds.
-std::map<std::string, ReleaseFileKind> release_files_in(const std::filesystem::path& dir, const std::string& package,
+std::map<std::string, ReleaseFileKind> release_files_in(const std::filesystem::path& dir,
+                                                        const std::string& package,
                                                         const std::string& version);
 
 // An archive's content against its index entry: members against the manifest, package version,

@@ -127,8 +127,8 @@ StageResult stage_release(const StageOptions& opts) {
     const fs::path ip = cand[index_name].path;
     Index idx = parse_index(read_capped(ip, fetch_detail::kMaxIndexBytes), ip.string());
     if (idx.package != package)
-      throw Error(ErrorKind::Stale, ip.string() + ": package is " + idx.package + ", expected " +
-                                        package);
+      throw Error(ErrorKind::Stale,
+                  ip.string() + ": package is " + idx.package + ", expected " + package);
     if (idx.package_version != version)
       throw Error(ErrorKind::Stale, ip.string() + ": package_version is " + idx.package_version +
                                         ", expected " + version);

@@ -257,7 +257,8 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   for (const auto& e : idx.archives) archives[e.file] = &e;
   SyncPlan plan;
   try {
-    plan = plan_sync(entries, sums_text, idx, package, version, !pin.empty(), !sums_pin.empty(), sums_url);
+    plan = plan_sync(entries, sums_text, idx, package, version, !pin.empty(), !sums_pin.empty(),
+                     sums_url);
   } catch (const Error& e) {
     throw Error(e.kind(), std::string(e.what()) + "\nNothing was written to " + to.string() + ".",
                 e.fields());
@@ -331,7 +332,8 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
       sx.log("downloading " + url + (size ? " (" + std::to_string(*size) + " bytes)" : ""));
       bytes += sx.download(name, url, staged, listed[name], size);
       std::vector<VerifyProblem> problems;
-      const auto kind = classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
+      const auto kind =
+          classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
       if (arch != archives.end())
         problems = check_archive_content(staged, *arch->second, idx, version, index_url);
       if (kind == ReleaseFileKind::Wheel)

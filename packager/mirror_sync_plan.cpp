@@ -14,8 +14,7 @@ namespace kiln::packager {
 
 SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string& sums_text,
                    const Index& index, const std::string& package, const std::string& version,
-                   bool index_pinned,
-                   bool sums_pinned, const std::string& sums_origin) {
+                   bool index_pinned, bool sums_pinned, const std::string& sums_origin) {
   const std::string index_name = index_file_name(package, version);
   const std::string sums_name = checksums_file_name(package, version);
   std::map<std::string, const IndexEntry*> archives;

@@ -253,7 +253,8 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   if (sums) {
     for (const auto& [name, sha] : *sums) {
       if (name == index_name || in_index.count(name)) continue;
-      const auto kind = classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
+      const auto kind =
+          classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
       if (!is_regular(dir / name)) {
         rb.problem(name, kind, ErrorKind::NotFound, FileStatus::Missing,
                    "listed in " + sums_name + " (sha256 " + sha + ") but not found");

@@ -10,11 +10,11 @@
 
 #include "atomic_file.hpp"
 #include "build.hpp"
+#include "environment.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
-#include "environment.hpp"
 #include "toolkit.hpp"
 
 namespace kiln::packager {

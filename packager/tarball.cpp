@@ -250,7 +250,8 @@ TarballResult build_tarball(const TarballOptions& opts) {
   TarballResult res;
   for (const IndexEntry* a : chosen) {
     say("unpacking " + a->file);
-    InstallResult ir = install_archive(opts.dist / a->file, scratch.path(), a->sha256, RequiredRelease{KILN_KERNELS_PACKAGE_NAME, version});
+    InstallResult ir = install_archive(opts.dist / a->file, scratch.path(), a->sha256,
+                                       RequiredRelease{KILN_KERNELS_PACKAGE_NAME, version});
     newest = std::max(newest, ir.manifest.build_time);
     add_dir_recursive(tree, "share/kiln/artifacts/" + ir.directory.filename().string(),
                       ir.directory);

@@ -121,7 +121,8 @@ BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEn
 
   auto files = wheel_contents(m, members, kiln::version());
   members.clear();
-  const fs::path whl = options.out / wheel_file_name(m.package, m.package_version, m.cuda_version, m.target);
+  const fs::path whl =
+      options.out / wheel_file_name(m.package, m.package_version, m.cuda_version, m.target);
   std::string written = write_zip(whl, files, options.source_date_epoch.value_or(m.build_time));
   // What was written is checked as a user would check it before anyone else sees it.
   auto wheel_problems = verify_wheel(whl);

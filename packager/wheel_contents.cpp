@@ -56,11 +56,12 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
   require_plain("CUDA version", manifest.cuda_version);
   require_plain("target", manifest.target);
   require_plain("kiln version", generator_version);
-  const std::string dist = distribution_name(manifest.package, manifest.cuda_version, manifest.target);
+  const std::string dist =
+      distribution_name(manifest.package, manifest.cuda_version, manifest.target);
   const std::string pkg = wheel_name_component(dist);
   const std::string version = pep440_version(manifest.package_version);
-  const std::string stem =
-      archive_stem(manifest.package, manifest.package_version, manifest.cuda_version, manifest.target);
+  const std::string stem = archive_stem(manifest.package, manifest.package_version,
+                                        manifest.cuda_version, manifest.target);
   const std::string dist_info = pkg + "-" + version + ".dist-info";
 
   std::vector<WheelFile> files;

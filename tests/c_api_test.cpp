@@ -129,7 +129,9 @@ TEST(CApi, WithoutADriverGetIsUnsupportedNamingLibcuda) {
   kiln::LoaderDeps deps;
   deps.driver = kiln::make_cuda_driver((tmp / "no-driver-here" / "libcuda.so.1").string());
   kiln_loader* l = nullptr;
-  ASSERT_EQ(kiln::c_api::loader_create_with(kiln_kernels_package(), &c, std::move(deps), &l), KILN_OK) << last();
+  ASSERT_EQ(kiln::c_api::loader_create_with(kiln_kernels_package(), &c, std::move(deps), &l),
+            KILN_OK)
+      << last();
   kiln_kernel* k = reinterpret_cast<kiln_kernel*>(&c);  // must come back NULL
   kiln_status st = kiln_get(l, "axpy_dtype_f32", &k);
   std::string msg = last();

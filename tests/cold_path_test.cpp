@@ -133,7 +133,8 @@ TEST(EmbeddedSpec, TheBuildTimeTableGivesEveryUriTheFullRegistrysValues) {
     EXPECT_EQ(lazy->uri, s.uri);
   }
   EXPECT_TRUE(std::is_sorted(uris.begin(), uris.end()));
-  EXPECT_EQ(kiln::test::reference_package().spec("axpy_dtype_f32"), axpy);  // stable for the process
+  EXPECT_EQ(kiln::test::reference_package().spec("axpy_dtype_f32"),
+            axpy);  // stable for the process
   EXPECT_EQ(kiln::test::reference_package().spec("axpy_dtype_f99"), nullptr);
 }
 

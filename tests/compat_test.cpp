@@ -196,9 +196,11 @@ TEST(CompatCli, EveryPackageIsReportedAndTheTableNamesTheProblem) {
                      stale.string());
   EXPECT_EQ(t.exit_code, 4);
   EXPECT_NE(t.out.find("INCOMPATIBLE"), std::string::npos) << t.out;
-  EXPECT_NE(t.out.find("package_version differs: archive has 0.0.9, this loader's package kiln-kernels is " +
-                       std::string(kiln::version())),
-            std::string::npos)
+  EXPECT_NE(
+      t.out.find(
+          "package_version differs: archive has 0.0.9, this loader's package kiln-kernels is " +
+          std::string(kiln::version())),
+      std::string::npos)
       << t.out;
   EXPECT_NE(t.out.find("NOT compatible"), std::string::npos) << t.out;
 }
@@ -231,7 +233,8 @@ TEST(CompatCAbi, FactsMatchTheCppSide) {
   EXPECT_STREQ(kiln_cuda_version(), kiln::cuda_version());
   EXPECT_EQ(kiln_manifest_format(), kManifestFormat);
   EXPECT_EQ(kiln_index_format(), kIndexFormat);
-  EXPECT_EQ(std::string(kiln_package_source_hash(kiln_kernels_package(), kUri32)), kiln::test::reference_package().registry().find(kUri32)->source_hash);
+  EXPECT_EQ(std::string(kiln_package_source_hash(kiln_kernels_package(), kUri32)),
+            kiln::test::reference_package().registry().find(kUri32)->source_hash);
   EXPECT_EQ(kiln_package_source_hash(kiln_kernels_package(), "no_such_kernel"), nullptr);
   EXPECT_EQ(kiln_package_source_hash(kiln_kernels_package(), nullptr), nullptr);
 }

@@ -235,8 +235,7 @@ TEST_F(FetchLogic, OfflineFailsAtOnceWithoutAnyTransferAndNamesTheCommand) {
     FAIL() << "offline fetch succeeded";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::NotFound);
-    EXPECT_NE(std::string(e.what()).find("--targets sm_90a"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--targets sm_90a"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(transport.calls.empty());
 }

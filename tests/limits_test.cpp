@@ -145,7 +145,8 @@ TEST(LimitsCli, DeepIndexIsRefusedByVerifyInspectInstallAndPinnedFetchWithExit12
     EXPECT_NE(r.out.find("error (limit)"), std::string::npos) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("nests deeper than the limit of 64"), std::string::npos) << r.out;
   }
-  EXPECT_FALSE(fs::exists(dir / "fstore" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
+  EXPECT_FALSE(
+      fs::exists(dir / "fstore" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
 }
 
 TEST(LimitsCli, DeepManifestInsideAnArchiveIsRefusedByVerifyInspectInstall) {
@@ -401,7 +402,8 @@ TEST(ArchiveBomb, LargeArtifactIsStreamedWithSmallPeakMemory) {
   EXPECT_EQ(rc2, 0);
   EXPECT_LT(rss2, kStreamRssBoundKib) << "install peaked at " << rss2 << " KiB";
   EXPECT_EQ(
-      fs::file_size(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") / "big.fatbin"),
+      fs::file_size(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") /
+                    "big.fatbin"),
       size);
 }
 
@@ -462,7 +464,8 @@ TEST(InstallKill, SigkillMidUnpackLeavesNothingTheNextInstallDoesNotRemove) {
   EXPECT_FALSE(has_temp_dir(store));
   for (const auto& e : fs::directory_iterator(store)) {
     std::string name = e.path().filename().string();
-    EXPECT_TRUE(name == ".kiln-locks" || name == archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80"))
+    EXPECT_TRUE(name == ".kiln-locks" ||
+                name == archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80"))
         << "left behind: " << name;
   }
   EXPECT_EQ(scan_store(store).size(), 1u);

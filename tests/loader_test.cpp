@@ -215,7 +215,8 @@ TEST(Loader, OfflineMissFailsAtOnceListingEverySearchedDirectoryAndTheFetchComma
   EXPECT_NE(msg.find("KILN_DISABLE_JIT"), std::string::npos) << msg;
   // The advice names an archive the release really has (ci/targets.txt has sm_90a, no sm_90).
   EXPECT_NE(msg.find("kiln fetch --package kiln-kernels --version " + std::string(kiln::version()) +
-                     " --device sm_90 --dest " + rig.cfg.cache_dir), std::string::npos)
+                     " --device sm_90 --dest " + rig.cfg.cache_dir),
+            std::string::npos)
       << msg;
   EXPECT_NE(msg.find(std::string("kiln-kernels-") + kiln::version() + "-cuda" +
                      kiln::cuda_version() + "-sm_90a.tar.zst"),
@@ -323,9 +324,11 @@ TEST(Loader, StaleOnlyFailsWithStaleKindAndAllowStaleLoadsIt) {
     auto l = rig.loader();
     std::string msg;
     EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Stale);
-    EXPECT_NE(msg.find("package_version differs: archive has 0.0.1, this loader's package kiln-kernels is " +
-                       std::string(kiln::version())),
-              std::string::npos)
+    EXPECT_NE(
+        msg.find(
+            "package_version differs: archive has 0.0.1, this loader's package kiln-kernels is " +
+            std::string(kiln::version())),
+        std::string::npos)
         << msg;
   }
   rig.cfg.allow_stale = true;
@@ -530,7 +533,8 @@ TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) 
   Rig rig;
   write_loadable_entry(rig.tmp / "s1", {"sm_80"});
   fs::path bad_dir =
-      rig.tmp / "s1" / kiln::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
+      rig.tmp / "s1" /
+      kiln::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
   kiln::test::write_file(bad_dir / "manifest.json", "not json");
   std::string want = write_loadable_entry(rig.tmp / "s1", {"sm_90"});
   std::string later = write_loadable_entry(rig.tmp / "s2", {"sm_90"});

@@ -90,7 +90,8 @@ TEST(ManifestIndexCheck, FieldsAndKindsComeFromOneRule) {
 TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) {
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_90a", "12.8");
-  const std::string archive = (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
+  const std::string archive =
+      (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
   const std::string says =
       archive + ": manifest cuda_version is 12.8, " + index.string() + " says 13.0";
 
@@ -101,7 +102,8 @@ TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) 
   EXPECT_EQ(p->message, says);
   EXPECT_EQ(most_severe(problems), ErrorKind::Stale);
 
-  packager::MirrorReport report = packager::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
+  packager::MirrorReport report =
+      packager::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
   auto row = std::find_if(report.files.begin(), report.files.end(), [&](const auto& f) {
     return f.kind == packager::ReleaseFileKind::Archive;
   });
@@ -132,14 +134,16 @@ TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) 
 TEST(ManifestIndexCheck, ArchiveOfAnotherTargetIsIntegrityNamingBothTargetsEverywhere) {
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_80", "13.0");
-  const std::string says = (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string() +
-                           ": manifest target is sm_80, " + index.string() + " says sm_90a";
+  const std::string says =
+      (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string() +
+      ": manifest target is sm_80, " + index.string() + " says sm_90a";
   auto problems = verify_index_file(index, kVer, nullptr);
   const VerifyProblem* p = problem_on(problems, "target");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->kind, ErrorKind::Integrity);
   EXPECT_EQ(p->message, says);
-  packager::MirrorReport report = packager::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
+  packager::MirrorReport report =
+      packager::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
   EXPECT_EQ(report.worst(), ErrorKind::Integrity);
   bool named = false;
   for (const auto& f : report.files)
@@ -153,7 +157,8 @@ TEST(ManifestIndexCheck, ArchiveOfAnotherTargetIsIntegrityNamingBothTargetsEvery
 TEST(ManifestIndexCheck, WheelAndInstallRefuseAnotherToolkitsArchiveAsStaleWithItsFields) {
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_90a", "12.8");
-  const std::string archive = (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
+  const std::string archive =
+      (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
   const std::string says =
       archive + ": manifest cuda_version is 12.8, " + index.string() + " says 13.0";
 

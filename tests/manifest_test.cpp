@@ -135,7 +135,8 @@ TEST(Manifest, PackageNameMustBeAPackageName) {
   for (const char* bad :
        {"Kiln", "1kiln", "kiln-", "-kiln", "kiln--x", "kiln_x", "kiln-1x", "", "kiln"}) {
     std::string text = manifest_to_json(sample_manifest());
-    replace_once(text, "\"package\": \"kiln-kernels\"", std::string("\"package\": \"") + bad + "\"");
+    replace_once(text, "\"package\": \"kiln-kernels\"",
+                 std::string("\"package\": \"") + bad + "\"");
     std::string msg = error_of(ErrorKind::Format, [&] { parse_manifest(text, "m.json"); });
     EXPECT_NE(msg.find("'package'"), std::string::npos) << bad << ": " << msg;
   }
@@ -224,7 +225,8 @@ TEST(Index, NewerIndexFormatIsStale) {
 TEST(Names, ArchiveIndexAndStemFollowTheGrammar) {
   EXPECT_EQ(archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
             "kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst");
-  EXPECT_EQ(archive_stem("kiln-kernels", "0.1.0", "13.0", "compute_80"), "kiln-kernels-0.1.0-cuda13.0-compute_80");
+  EXPECT_EQ(archive_stem("kiln-kernels", "0.1.0", "13.0", "compute_80"),
+            "kiln-kernels-0.1.0-cuda13.0-compute_80");
   EXPECT_EQ(index_file_name("kiln-kernels", "0.1.0"), "kiln-kernels-0.1.0-index.json");
 }
 

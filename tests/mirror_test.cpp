@@ -143,25 +143,33 @@ TEST(MirrorNames, ReleaseFilesAreRecognisedByNameAndOtherVersionsAreNot) {
             ReleaseFileKind::Checksums);
   EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Index);
-  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "kiln-kernels", "0.1.0"),
-            ReleaseFileKind::Archive);
-  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", "kiln-kernels", "0.1.0"),
+  EXPECT_EQ(
+      classify_release_file("kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "kiln-kernels", "0.1.0"),
+      ReleaseFileKind::Archive);
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", "kiln-kernels",
+                                  "0.1.0"),
             ReleaseFileKind::Wheel);
-  EXPECT_EQ(classify_release_file("kiln_kernels_cu13-0.2.0rc1-py3-none-any.whl", "kiln-kernels", "0.2.0-rc1"),
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13-0.2.0rc1-py3-none-any.whl", "kiln-kernels",
+                                  "0.2.0-rc1"),
             ReleaseFileKind::Wheel);
-  EXPECT_EQ(classify_release_file("kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", "kiln-kernels", "0.1.0"),
-            ReleaseFileKind::Tarball);
-  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json.tmp.12ab", "kiln-kernels", "0.1.0"),
-            ReleaseFileKind::Other);
-  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.1-index.json", "kiln-kernels", "0.1.0"), std::nullopt);
+  EXPECT_EQ(
+      classify_release_file("kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", "kiln-kernels", "0.1.0"),
+      ReleaseFileKind::Tarball);
+  EXPECT_EQ(
+      classify_release_file("kiln-kernels-0.1.0-index.json.tmp.12ab", "kiln-kernels", "0.1.0"),
+      ReleaseFileKind::Other);
+  EXPECT_EQ(classify_release_file("kiln-kernels-0.1.1-index.json", "kiln-kernels", "0.1.0"),
+            std::nullopt);
   // Files of the release 0.1.0-rc1 are not files of 0.1.0 of a known kind.
-  EXPECT_EQ(classify_release_file("kiln-0.1.0-rc1-cuda13.0-linux-x86_64.tar.zst", "kiln-kernels", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln-0.1.0-rc1-cuda13.0-linux-x86_64.tar.zst", "kiln-kernels",
+                                  "0.1.0"),
             ReleaseFileKind::Other);
   EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-rc1-index.json", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Other);
   EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-rc1-SHA256SUMS", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Other);
-  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.1-py3-none-any.whl", "kiln-kernels", "0.1.0"),
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.1-py3-none-any.whl", "kiln-kernels",
+                                  "0.1.0"),
             std::nullopt);
   EXPECT_EQ(classify_release_file("notes.txt", "kiln-kernels", "0.1.0"), std::nullopt);
   EXPECT_EQ(classify_release_file(".kiln-kernels-0.1.0-SHA256SUMS", "kiln-kernels", "0.1.0"),
@@ -175,24 +183,27 @@ TEST(MirrorNames, ReleasesOfTwoPackagesInOneMirrorNeverClaimEachOthersFiles) {
             ReleaseFileKind::Checksums);
   EXPECT_EQ(classify_release_file("acme-scale-2.0.0-index.json", "acme-scale", "2.0.0"),
             ReleaseFileKind::Index);
-  EXPECT_EQ(classify_release_file("acme-scale-2.0.0-cuda13.0-sm_90a.tar.zst", "acme-scale", "2.0.0"),
-            ReleaseFileKind::Archive);
-  EXPECT_EQ(classify_release_file("acme_scale_cu13_sm90a-2.0.0-py3-none-any.whl", "acme-scale",
-                                  "2.0.0"),
-            ReleaseFileKind::Wheel);
+  EXPECT_EQ(
+      classify_release_file("acme-scale-2.0.0-cuda13.0-sm_90a.tar.zst", "acme-scale", "2.0.0"),
+      ReleaseFileKind::Archive);
+  EXPECT_EQ(
+      classify_release_file("acme_scale_cu13_sm90a-2.0.0-py3-none-any.whl", "acme-scale", "2.0.0"),
+      ReleaseFileKind::Wheel);
   // kiln's own tarball belongs to the reference package only.
-  EXPECT_EQ(classify_release_file("kiln-2.0.0-cuda13.0-linux-x86_64.tar.zst", "acme-scale", "2.0.0"),
-            std::nullopt);
+  EXPECT_EQ(
+      classify_release_file("kiln-2.0.0-cuda13.0-linux-x86_64.tar.zst", "acme-scale", "2.0.0"),
+      std::nullopt);
   // Same version, other package: not a file of this release.
-  for (const char* other : {"kiln-kernels-2.0.0-index.json", "kiln-kernels-2.0.0-SHA256SUMS",
-                            "kiln-kernels-2.0.0-cuda13.0-sm_90a.tar.zst",
-                            "kiln_kernels_cu13_sm90a-2.0.0-py3-none-any.whl",
-                            "acme-2.0.0-index.json"})
+  for (const char* other :
+       {"kiln-kernels-2.0.0-index.json", "kiln-kernels-2.0.0-SHA256SUMS",
+        "kiln-kernels-2.0.0-cuda13.0-sm_90a.tar.zst",
+        "kiln_kernels_cu13_sm90a-2.0.0-py3-none-any.whl", "acme-2.0.0-index.json"})
     EXPECT_EQ(classify_release_file(other, "acme-scale", "2.0.0"), std::nullopt) << other;
   EXPECT_EQ(classify_release_file("acme-scale-2.0.0-index.json", "acme", "2.0.0"), std::nullopt);
   // A wheel of "acme-cutlass" is not one of "acme".
-  EXPECT_EQ(classify_release_file("acme_cutlass_cu13_sm90a-2.0.0-py3-none-any.whl", "acme", "2.0.0"),
-            std::nullopt);
+  EXPECT_EQ(
+      classify_release_file("acme_cutlass_cu13_sm90a-2.0.0-py3-none-any.whl", "acme", "2.0.0"),
+      std::nullopt);
   EXPECT_EQ(classify_release_file("acme_cu13_sm90a-2.0.0-py3-none-any.whl", "acme", "2.0.0"),
             ReleaseFileKind::Wheel);
 }
@@ -219,8 +230,9 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(mirror)) names.insert(e.path().filename().string());
-  EXPECT_EQ(names, (std::set<std::string>{sums_name(), index_file_name("kiln-kernels", kVer), archive_name("sm_80"),
-                                          archive_name("sm_90a"), wheel_name(), tarball_name()}));
+  EXPECT_EQ(names, (std::set<std::string>{sums_name(), index_file_name("kiln-kernels", kVer),
+                                          archive_name("sm_80"), archive_name("sm_90a"),
+                                          wheel_name(), tarball_name()}));
   std::string expected;
   for (const auto& n : names)
     if (n != sums_name()) expected += sha256_file(mirror / n) + "  " + n + "\n";
@@ -436,7 +448,8 @@ TEST_F(Mirror, VerifyWithAnIndexPinReportsWheelsAndTarballsAsUncovered) {
     EXPECT_EQ(files[name]["error"], "integrity") << name;
     EXPECT_CONTAINS(files[name]["detail"].get<std::string>(), "--sums-sha256");
   }
-  for (const auto& name : {index_file_name("kiln-kernels", kVer), archive_name("sm_80"), archive_name("sm_90a")})
+  for (const auto& name :
+       {index_file_name("kiln-kernels", kVer), archive_name("sm_80"), archive_name("sm_90a")})
     EXPECT_EQ(files[name]["status"], "ok") << name;
 }
 
@@ -462,7 +475,8 @@ class SyncPlanTest : public ::testing::Test {
     idx.package = "kiln-kernels";
     idx.package_version = "0.1.0";
     idx.cuda_version = "13.0";
-    idx.archives.push_back({archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), "sm_90a", 10, sha('a')});
+    idx.archives.push_back(
+        {archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), "sm_90a", 10, sha('a')});
     entries = {{"kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", sha('b')},
                {archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), sha('a')},
                {"kiln-kernels-0.1.0-index.json", sha('c')},
@@ -470,8 +484,8 @@ class SyncPlanTest : public ::testing::Test {
   }
   static std::string sha(char c) { return std::string(64, c); }
   packager::SyncPlan plan(bool sums_pinned, const std::vector<ChecksumEntry>& e) {
-    return packager::plan_sync(e, packager::checksums_to_text(e), idx, "kiln-kernels", "0.1.0", true, sums_pinned,
-                               "UP/kiln-kernels-0.1.0-SHA256SUMS");
+    return packager::plan_sync(e, packager::checksums_to_text(e), idx, "kiln-kernels", "0.1.0",
+                               true, sums_pinned, "UP/kiln-kernels-0.1.0-SHA256SUMS");
   }
   std::string error_of(const std::vector<ChecksumEntry>& e) {
     try {
@@ -491,8 +505,9 @@ TEST_F(SyncPlanTest, IndexPinAlonePublishesIndexAndArchivesAndWithholdsWheelsAnd
   auto p = plan(false, entries);
   std::vector<std::string> published;
   for (const auto& f : p.publish) published.push_back(f.name);
-  EXPECT_EQ(published, (std::vector<std::string>{archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
-                                                 "kiln-kernels-0.1.0-index.json"}));
+  EXPECT_EQ(published,
+            (std::vector<std::string>{archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
+                                      "kiln-kernels-0.1.0-index.json"}));
   EXPECT_EQ(p.publish[0].size, std::optional<std::uint64_t>(10));
   ASSERT_EQ(p.withheld.size(), 2u);
   EXPECT_EQ(p.withheld[0].name, "kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst");
@@ -500,7 +515,8 @@ TEST_F(SyncPlanTest, IndexPinAlonePublishesIndexAndArchivesAndWithholdsWheelsAnd
   EXPECT_EQ(p.withheld[1].kind, ReleaseFileKind::Wheel);
   EXPECT_CONTAINS(p.withheld[1].reason, "is not pinned (--sums-sha256");
   // The checksum file written lists only what is published.
-  EXPECT_EQ(p.checksums_text, sha('a') + "  " + archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a") +
+  EXPECT_EQ(p.checksums_text, sha('a') + "  " +
+                                  archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a") +
                                   "\n" + sha('c') + "  kiln-kernels-0.1.0-index.json\n");
 }
 
@@ -523,8 +539,9 @@ TEST_F(SyncPlanTest, ALineThatIsNotAFileOfTheReleaseIsRefusedNamingLineAndFile) 
               [](const ChecksumEntry& a, const ChecksumEntry& b) { return a.name < b.name; });
     std::size_t line = 0;
     while (e[line].name != name) ++line;
-    EXPECT_CONTAINS(error_of(e), "UP/kiln-kernels-0.1.0-SHA256SUMS: line " + std::to_string(line + 1) +
-                                     ": '" + name + "' is not a file of release 0.1.0");
+    EXPECT_CONTAINS(error_of(e), "UP/kiln-kernels-0.1.0-SHA256SUMS: line " +
+                                     std::to_string(line + 1) + ": '" + name +
+                                     "' is not a file of release 0.1.0");
   }
 }
 

@@ -34,12 +34,11 @@ const std::string kUri = "axpy_dtype_f32";
 fs::path write_acme_project(const fs::path& dir) {
   write_file(dir / "VERSION", "1.2.0\n");
   write_file(dir / "registry" / "package.json", "{\"format\": 1, \"name\": \"acme-kernels\"}\n");
-  write_file(dir / "registry" / "kernels.json",
-             kiln::test::read_file(fs::path(kiln::test::source_dir()) / "registry" /
-                                   "kernels.json"));
-  for (const char* f : {"common.cuh", "axpy.cu", "gemm_f16_tc.cu", "gemm_f32.cu",
-                        "hopper_wgmma.cu", "reduce_sum.cu", "rmsnorm.cu", "silu_and_mul.cu",
-                        "softmax.cu"})
+  write_file(
+      dir / "registry" / "kernels.json",
+      kiln::test::read_file(fs::path(kiln::test::source_dir()) / "registry" / "kernels.json"));
+  for (const char* f : {"common.cuh", "axpy.cu", "gemm_f16_tc.cu", "gemm_f32.cu", "hopper_wgmma.cu",
+                        "reduce_sum.cu", "rmsnorm.cu", "silu_and_mul.cu", "softmax.cu"})
     write_file(dir / "kernels" / f,
                kiln::test::read_file(fs::path(kiln::test::source_dir()) / "kernels" / f));
   write_file(dir / "kernels" / "axpy.cu",
@@ -94,16 +93,16 @@ TEST(Packages, AProjectsOwnNameAndVersionComeFromItsFiles) {
   EXPECT_EQ(kiln_tree.name, KILN_KERNELS_PACKAGE_NAME);
   EXPECT_EQ(kiln_tree.version, kiln::version());
   EXPECT_EQ(kiln::test::reference_package().name(), kiln_tree.name);
-  EXPECT_EQ(kiln::test::reference_package().uris().size(), kiln_tree.registry.specialisations.size());
+  EXPECT_EQ(kiln::test::reference_package().uris().size(),
+            kiln_tree.registry.specialisations.size());
 }
 
 TEST(Packages, AProjectWithoutItsPackageFileIsNotFoundNamingWhatWasLookedFor) {
   TempDir tmp;
   write_acme_project(tmp / "acme");
   fs::remove(tmp / "acme" / "registry" / "package.json");
-  std::string msg = kiln::test::error_of(ErrorKind::NotFound, [&] {
-    kiln::load_project(tmp / "acme");
-  });
+  std::string msg =
+      kiln::test::error_of(ErrorKind::NotFound, [&] { kiln::load_project(tmp / "acme"); });
   EXPECT_NE(msg.find((tmp / "acme" / "registry" / "package.json").string()), std::string::npos)
       << msg;
   write_file(tmp / "acme" / "registry" / "package.json", "{\"format\": 1, \"name\": \"Acme\"}");

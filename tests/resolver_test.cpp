@@ -123,8 +123,8 @@ TEST(Resolver, StalePackageVersionIsRejectedNamingFieldAndBothValues) {
   EXPECT_TRUE(plan.usable.empty());
   ASSERT_EQ(plan.rejected.size(), 1u);
   EXPECT_EQ(plan.rejected[0].kind, ErrorKind::Stale);
-  EXPECT_NE(plan.rejected[0].candidate.reason.find(
-                "package_version differs: archive has 0.0.9, this loader's package kiln-kernels is 0.1.0"),
+  EXPECT_NE(plan.rejected[0].candidate.reason.find("package_version differs: archive has 0.0.9, "
+                                                   "this loader's package kiln-kernels is 0.1.0"),
             std::string::npos)
       << plan.rejected[0].candidate.reason;
 }

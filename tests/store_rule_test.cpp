@@ -47,13 +47,14 @@ TEST(StoreRule, DirectoryNamedForAnotherTargetThanItsManifestIsRefusedByLoaderAn
   TempDir dir;
   // Named for sm_90, holding sm_80's manifest: the old loader used it as sm_80 on a full scan
   // and skipped it on the fast path (by its name); `kiln verify` refused it.
-  const std::string name = archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
+  const std::string name =
+      archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
   // The deliberate mismatch: sm_80's entry as install writes it, then renamed to sm_90's name.
   fs::rename(write_archive_dir(dir / "store", "sm_80"), dir / "store" / name);
   Views v = both_views(dir);
-  const std::string why = (dir / "store" / name).string() +
-                          ": directory name does not match its manifest (expected '" +
-                          archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80") + "'";
+  const std::string why =
+      (dir / "store" / name).string() + ": directory name does not match its manifest (expected '" +
+      archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80") + "'";
   EXPECT_EQ(v.verify.exit_code, 10) << v.verify.out;  // format
   EXPECT_NE(v.verify.out.find(why), std::string::npos) << v.verify.out;
   EXPECT_EQ(v.resolve.exit_code, 6) << v.resolve.out;  // no source
@@ -64,7 +65,8 @@ TEST(StoreRule, CacheJitDirectoryAndOtherDirectoriesAreNotArchivesForLoaderOrCli
   TempDir dir;
   // A cache directory as the loader leaves it, plus a directory an operator put there: the old
   // `kiln verify` reported each as an archive without a manifest.
-  const std::string good = archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
+  const std::string good =
+      archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
   write_archive_dir(dir / "store", "sm_80");
   fs::create_directories(dir / "store" / "jit" / "sm_80");
   fs::create_directories(dir / "store" / "notes");

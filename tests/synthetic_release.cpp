@@ -115,8 +115,8 @@ Index release_index(const ReleaseSpec& rel, std::vector<IndexEntry> entries) {
 
 IndexEntry release_index_entry(const ReleaseSpec& rel, const std::string& target,
                                const std::string& archive_bytes) {
-  return {archive_file_name(rel.package, rel.version, rel.cuda_version, target), target, archive_bytes.size(),
-          sha256_hex(archive_bytes)};
+  return {archive_file_name(rel.package, rel.version, rel.cuda_version, target), target,
+          archive_bytes.size(), sha256_hex(archive_bytes)};
 }
 
 SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,

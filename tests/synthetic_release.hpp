@@ -31,8 +31,8 @@ struct SyntheticArtifact {
 // Everything about a release that the tests vary.
 struct ReleaseSpec {
   std::string package = "kiln-kernels";  // the reference package's name unless a test says
-  std::string version;       // default: this kiln's version
-  std::string cuda_version;  // default: this kiln's CUDA version
+  std::string version;                   // default: this kiln's version
+  std::string cuda_version;              // default: this kiln's CUDA version
   std::string git_commit = "3f9c2a1";
   std::int64_t build_time = 1764403200;  // 2025-11-29T08:00:00Z
   int format_version = kManifestFormat;

@@ -211,7 +211,9 @@ TEST(TargetChoice, MirrorChoiceFetchesTheBestFirstAndExplainsTheRest) {
 
 TEST(TargetChoice, FetchAdviceNamesATargetTheReleaseHas) {
   std::string a = kiln::fetch_advice(90, "kiln-kernels", "0.1.0", kDefault, "/c");
-  EXPECT_NE(a.find("kiln fetch --package kiln-kernels --version 0.1.0 --device sm_90 --dest /c"), std::string::npos) << a;
+  EXPECT_NE(a.find("kiln fetch --package kiln-kernels --version 0.1.0 --device sm_90 --dest /c"),
+            std::string::npos)
+      << a;
   EXPECT_NE(
       a.find(std::string("kiln-kernels-0.1.0-cuda") + kiln::cuda_version() + "-sm_90a.tar.zst"),
       std::string::npos)
@@ -223,7 +225,9 @@ TEST(TargetChoice, FetchAdviceNamesATargetTheReleaseHas) {
   EXPECT_NE(n.find("no archive of kiln-kernels 0.1.0 can run on CC 7.5"), std::string::npos) << n;
   EXPECT_EQ(n.find("kiln fetch"), std::string::npos) << n;
   std::string u = kiln::fetch_advice(90, "kiln-kernels", "0.1.0", {}, "/c");
-  EXPECT_NE(u.find("kiln fetch --package kiln-kernels --version 0.1.0 --device sm_90 --dest /c"), std::string::npos) << u;
+  EXPECT_NE(u.find("kiln fetch --package kiln-kernels --version 0.1.0 --device sm_90 --dest /c"),
+            std::string::npos)
+      << u;
 }
 
 TEST(ResolutionPlan, TiersInOrderWithOneMessageEachWhenSkipped) {

@@ -14,7 +14,8 @@
 namespace kiln::test::tuf_forge {
 
 // The "signed" part of <metadata_dir>/<file>.
-inline nlohmann::json signed_of(const std::filesystem::path& metadata_dir, const std::string& file) {
+inline nlohmann::json signed_of(const std::filesystem::path& metadata_dir,
+                                const std::string& file) {
   return nlohmann::json::parse(read_file(metadata_dir / file))["signed"];
 }
 
@@ -36,8 +37,7 @@ inline std::vector<tuf::Signer> keys_of(const std::filesystem::path& keys_dir,
 }
 
 // The first `n` of `v`, as sign_metadata takes them.
-inline std::vector<const tuf::Signer*> ptrs(const std::vector<tuf::Signer>& v,
-                                            std::size_t n = 99) {
+inline std::vector<const tuf::Signer*> ptrs(const std::vector<tuf::Signer>& v, std::size_t n = 99) {
   std::vector<const tuf::Signer*> out;
   for (std::size_t i = 0; i < v.size() && i < n; ++i) out.push_back(&v[i]);
   return out;

@@ -72,7 +72,8 @@ TEST(VerifyCli, IndexReportsMissingAndTamperedArchivesTogether) {
   TempDir dir;
   fs::path index = write_release(dir.path(), {"sm_80", "sm_90a", "compute_80"});
   fs::remove(dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_90a"));
-  fs::path tampered = dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "compute_80");
+  fs::path tampered =
+      dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "compute_80");
   write_archive(tampered,
                 release_members("compute_80", kiln::version(), {{"axpy_dtype_f64", "other"}}), 0);
   auto r = test::run(cli("verify --json " + index.string()));
@@ -98,17 +99,18 @@ TEST(InstallCli, IndexInstallsEveryArchiveThenStoreVerifies) {
       test::run(cli("install --json " + index.string() + " --dest " + (dir / "store").string()));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\"action\": \"installed\""), std::string::npos) << r.out;
-  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a") /
-                         "axpy_dtype_f16.fatbin"));
+  EXPECT_TRUE(
+      fs::exists(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a") /
+                 "axpy_dtype_f16.fatbin"));
   r = test::run(cli("verify " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   r = test::run(cli("install " + index.string() + " --dest " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("unchanged"), std::string::npos) << r.out;
   // A corrupted store is caught by verify.
-  test::write_file(
-      dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") / "axpy_dtype_f32.fatbin",
-      "f32-IMAGE");
+  test::write_file(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") /
+                       "axpy_dtype_f32.fatbin",
+                   "f32-IMAGE");
   r = test::run(cli("verify " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_NE(r.out.find("axpy_dtype_f32.fatbin"), std::string::npos) << r.out;
@@ -154,7 +156,8 @@ TEST(InstallCli, OtherVersionIsRefusedUnlessAnyVersion) {
   r = test::run(cli("install --any-version " + (dir / "old.tar.zst").string() + " --dest " +
                     (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") / "manifest.json"));
+  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") /
+                         "manifest.json"));
 }
 
 TEST(InspectCli, ArchiveShowsManifestFieldsAndMembersInOrder) {

@@ -101,7 +101,8 @@ std::string cli(const std::string& args) { return test::kiln_cli() + " " + args;
 
 TEST(WheelNames, CudaMajorGoesInTheNameAndTheUnderscoreLeavesTheTarget) {
   EXPECT_EQ(wheel::distribution_name("kiln-kernels", "13.0", "sm_90a"), "kiln-kernels-cu13-sm90a");
-  EXPECT_EQ(wheel::distribution_name("kiln-kernels", "13.0", "compute_80"), "kiln-kernels-cu13-compute80");
+  EXPECT_EQ(wheel::distribution_name("kiln-kernels", "13.0", "compute_80"),
+            "kiln-kernels-cu13-compute80");
   EXPECT_EQ(wheel::wheel_name_component("kiln-kernels-cu13-sm90a"), "kiln_kernels_cu13_sm90a");
   EXPECT_EQ(wheel::wheel_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
             "kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl");
@@ -255,7 +256,8 @@ TEST(WheelBuild, ZipHoldsFilesInContentOrderAndReadsBackExactly) {
   o.out = dir / "out";
   wheel::build_wheels(o);
   auto files = wheel::read_zip(dir / "out" / whl_name("sm_80"));
-  auto members = read_archive(dir / "dist" / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"));
+  auto members = read_archive(dir / "dist" /
+                              archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"));
   auto expected =
       wheel::wheel_contents(parse_manifest(members[0].data, "m"), members, kiln::version());
   ASSERT_EQ(paths_of(files), paths_of(expected));
@@ -459,9 +461,9 @@ TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
   ASSERT_EQ(j["failed"].size(), 1u) << r.out;
   EXPECT_EQ(j["failed"][0]["target"], "sm_90a");
   EXPECT_EQ(j["failed"][0]["kind"], "integrity");
-  EXPECT_NE(
-      j["failed"][0]["message"].get<std::string>().find(index_file_name("kiln-kernels", kiln::version()) + " says"),
-      std::string::npos)
+  EXPECT_NE(j["failed"][0]["message"].get<std::string>().find(
+                index_file_name("kiln-kernels", kiln::version()) + " says"),
+            std::string::npos)
       << r.out;
   EXPECT_EQ(files_in(dir / "out"), std::vector<std::string>{whl_name("sm_80")});  // no temp
 }
@@ -474,11 +476,13 @@ TEST(WheelRefuse, ArchiveWhoseMemberDiffersFromItsManifestIsIntegrity) {
   members[1].data[0] ^= 1;
   std::string name = archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80");
   write_archive(dir / "dist" / name, members, kBuildTime);
-  Index idx = parse_index(test::read_file(dir / "dist" / index_file_name("kiln-kernels", kiln::version())), "i");
+  Index idx = parse_index(
+      test::read_file(dir / "dist" / index_file_name("kiln-kernels", kiln::version())), "i");
   std::size_t size = 0;
   idx.archives[0].sha256 = sha256_file(dir / "dist" / name, &size);
   idx.archives[0].size = size;
-  test::write_file(dir / "dist" / index_file_name("kiln-kernels", kiln::version()), index_to_json(idx));
+  test::write_file(dir / "dist" / index_file_name("kiln-kernels", kiln::version()),
+                   index_to_json(idx));
   wheel::BuildOptions o;
   o.dist = dir / "dist";
   o.out = dir / "out";

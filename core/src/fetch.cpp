@@ -210,8 +210,9 @@ RetryLoop retry_loop(Context& cx, const std::string& mirror, const std::string& 
 
 const std::string& required_package(const FetchOptions& opts) {
   if (opts.package.empty())
-    throw Error(ErrorKind::Usage, "no package named: a fetch asks for <package>-<version>-index.json "
-                                  "(kiln fetch --package NAME, or --source PROJECT)");
+    throw Error(ErrorKind::Usage,
+                "no package named: a fetch asks for <package>-<version>-index.json "
+                "(kiln fetch --package NAME, or --source PROJECT)");
   if (!is_package_name(opts.package))
     throw Error(ErrorKind::Usage, "'" + opts.package + "': " + kPackageNameRule)
         .with("package", opts.package);
@@ -279,7 +280,8 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
     }
     TrustedIndex t{parse_index(body, url), mirror, url};
     if (t.index.package != package)
-      throw Error(ErrorKind::Stale, url + " matches the pinned digest but is the index of package " +
+      throw Error(ErrorKind::Stale, url +
+                                        " matches the pinned digest but is the index of package " +
                                         t.index.package + ", not " + package);
     if (t.index.package_version != version)
       throw Error(ErrorKind::Stale, url +
@@ -394,10 +396,9 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
       bool consistent = trusted.root().consistent_snapshot;
       std::optional<tuf::TargetFile> info = updater.get_targetinfo(name);
       if (!info)
-        throw tuf::Error(tuf::Attack::TargetNotFound, "no trusted targets role of " + metadata_url +
-                                                          " lists " + name + ": release " +
-                                                          package + " " + version +
-                                                          " is not in this repository");
+        throw tuf::Error(tuf::Attack::TargetNotFound,
+                         "no trusted targets role of " + metadata_url + " lists " + name +
+                             ": release " + package + " " + version + " is not in this repository");
       if (static_cast<std::uint64_t>(info->length) > kMaxIndexBytes)
         throw tuf::Error(tuf::Attack::TooLarge,
                          "target " + name + ": length " + std::to_string(info->length) +
@@ -730,11 +731,12 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   for (const auto& t : missing) joined += (joined.empty() ? "" : ",") + t;
   if (opts.offline)
     throw Error(ErrorKind::NotFound,
-                "offline: the archives of release " + package + " " + version + " for " + joined + " are not in " +
-                    dest_store +
+                "offline: the archives of release " + package + " " + version + " for " + joined +
+                    " are not in " + dest_store +
                     " and no mirror was contacted. On a connected machine run `kiln fetch "
-                    "--package " + package + " --version " + version + " --targets " +
-                    joined + " --dest " + dest_store + "`, or unset KILN_OFFLINE.");
+                    "--package " +
+                    package + " --version " + version + " --targets " + joined + " --dest " +
+                    dest_store + "`, or unset KILN_OFFLINE.");
 
   set_mirrors(cx, opts, joined);
   set_anchor(cx, opts, package + " " + version);
@@ -755,9 +757,10 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
     if (it == ti.index.archives.end()) {
       std::string have;
       for (const auto& e : ti.index.archives) have += (have.empty() ? "" : ", ") + e.target;
-      throw Error(ErrorKind::NotFound, "release " + package + " " + version + " has no archive for " + t +
-                                           " (index from " + ti.mirror +
-                                           " lists: " + (have.empty() ? "none" : have) + ")");
+      throw Error(ErrorKind::NotFound, "release " + package + " " + version +
+                                           " has no archive for " + t + " (index from " +
+                                           ti.mirror + " lists: " + (have.empty() ? "none" : have) +
+                                           ")");
     }
     todo.push_back(*it);
   }

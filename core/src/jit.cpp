@@ -108,8 +108,8 @@ JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& famil
   // Sources: a generated main file including the family's sources, every kernels/ file it
   // reaches passed as a named header.
   if (!config_.sources)
-    throw Error(ErrorKind::Unsupported, "JIT for " + spec.uri +
-                                            ": no kernel sources were given to this compiler");
+    throw Error(ErrorKind::Unsupported,
+                "JIT for " + spec.uri + ": no kernel sources were given to this compiler");
   const SourceTree& tree = *config_.sources;
   std::string main_name = "kiln_jit_" + family.name + ".cu";
   std::string main_text;

@@ -380,7 +380,8 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
     e.sha256 = get_sha256(arcs[i], "sha256", origin, where);
     // The name is derived from the fields, so an entry cannot point at another target's
     // archive or at a path outside the index's directory.
-    std::string expected = archive_file_name(idx.package, idx.package_version, idx.cuda_version, e.target);
+    std::string expected =
+        archive_file_name(idx.package, idx.package_version, idx.cuda_version, e.target);
     if (e.file != expected)
       fail(origin, where + "file", "expected '" + expected + "', found '" + e.file + "'");
     if (!targets.insert(e.target).second)

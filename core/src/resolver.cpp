@@ -48,9 +48,9 @@ std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art
                                      const BuildIdentity& id) {
   std::vector<StaleField> out;
   if (!id.package.empty() && m.package != id.package)
-    out.push_back({"package", m.package, id.package,
-                   "package differs: archive is of " + m.package + ", this loader serves " +
-                       id.package});
+    out.push_back(
+        {"package", m.package, id.package,
+         "package differs: archive is of " + m.package + ", this loader serves " + id.package});
   if (m.package_version != id.package_version)
     out.push_back({"package_version", m.package_version, id.package_version,
                    "package_version differs: archive has " + m.package_version +
@@ -77,9 +77,11 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
     }
     if (store.archives.empty()) {
       plan.rejected.push_back(
-          {{"store", "", store.dir, "holds no archive of " + (id.package.empty() ? std::string("any package") : id.package) +
-               " (no " + (id.package.empty() ? std::string("<package>") : id.package) +
-               "-<version>-* directory)"},
+          {{"store", "", store.dir,
+            "holds no archive of " +
+                (id.package.empty() ? std::string("any package") : id.package) + " (no " +
+                (id.package.empty() ? std::string("<package>") : id.package) +
+                "-<version>-* directory)"},
            ErrorKind::NotFound});
       continue;
     }
@@ -203,12 +205,11 @@ std::string fetch_advice(int cc, const std::string& package, const std::string& 
   for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
   if (choice.candidates.empty())
     return "no archive of " + package + " " + version + " can run on CC " + cc_string(cc) +
-           " (it offers " +
-           all + "); only JIT (NVRTC) can serve this device";
+           " (it offers " + all + "); only JIT (NVRTC) can serve this device";
   const auto& best = choice.candidates.front();
   return "to get it on a machine with network access: " + cmd + copy + "; it fetches " +
-         archive_file_name(package, version, cuda_version(), best.first) + " (" + best.first + ": " +
-         best.second + ")";
+         archive_file_name(package, version, cuda_version(), best.first) + " (" + best.first +
+         ": " + best.second + ")";
 }
 
 Error resolution_failure(const std::string& uri, int cc, const std::vector<std::string>& searched,

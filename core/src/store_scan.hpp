@@ -12,8 +12,8 @@
 //       archives and are skipped without a word;
 //     and it is a directory, or a symbolic link to one (stores assembled from links work);
 //   an archive directory is usable when its manifest.json parses and its name is
-//     archive_stem(package, package_version, cuda_version, target) of that manifest. A directory whose
-//     name says another target or release than its manifest is refused (Format), never used:
+//     archive_stem(package, package_version, cuda_version, target) of that manifest. A directory
+//     whose name says another target or release than its manifest is refused (Format), never used:
 //     the loader's fast path skips directories by the target in their name, so a name that lies
 //     would make the fast and the full scan disagree.
 #include <filesystem>

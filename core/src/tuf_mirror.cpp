@@ -74,10 +74,11 @@ void materialize_anchor(TrustAnchor& anchor, const std::string& metadata_parent)
       !anchor.value.empty())
     return;
   if (metadata_parent.empty())
-    throw Error(ErrorKind::Usage, "the compiled-in TUF root needs a metadata directory (the cache "
-                                  "directory's tuf/)");
-  fs::path file = fs::path(metadata_parent) /
-                  ("compiled-root-" + sha256_hex(anchor.compiled_root) + ".json");
+    throw Error(ErrorKind::Usage,
+                "the compiled-in TUF root needs a metadata directory (the cache "
+                "directory's tuf/)");
+  fs::path file =
+      fs::path(metadata_parent) / ("compiled-root-" + sha256_hex(anchor.compiled_root) + ".json");
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
     fs::create_directories(metadata_parent, ec);

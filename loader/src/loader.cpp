@@ -466,8 +466,9 @@ struct Loader::Impl {
       if (ok) break;
     }
     if (!ok)
-      throw resolution_failure(uri, cc, s.searched, s.rejected,
-                               fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(), cfg.cache_dir));
+      throw resolution_failure(
+          uri, cc, s.searched, s.rejected,
+          fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(), cfg.cache_dir));
     e.handle = std::move(h);
     e.ready.store(true, std::memory_order_release);
   }
@@ -537,8 +538,8 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
                     config.log_file);
   impl_->cfg = std::move(config);
   impl_->driver = deps.driver ? deps.driver : make_cuda_driver();
-  impl_->fs = deps.fs ? deps.fs
-                      : std::make_shared<DiskStoreFs>(impl_->pkg->name(), impl_->pkg->version());
+  impl_->fs =
+      deps.fs ? deps.fs : std::make_shared<DiskStoreFs>(impl_->pkg->name(), impl_->pkg->version());
   if (deps.jit) {
     impl_->jit = deps.jit;
   } else {
@@ -553,9 +554,9 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
   }
   impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
   impl_->index_targets = deps.index_targets ? deps.index_targets : fetch_index_targets;
-  impl_->installed = deps.installed_store            ? *deps.installed_store
+  impl_->installed = deps.installed_store                  ? *deps.installed_store
                      : !impl_->cfg.installed_store.empty() ? impl_->cfg.installed_store
-                                                         : installed_store_dir(&package);
+                                                           : installed_store_dir(&package);
   return impl_;
 }
 
@@ -679,7 +680,8 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
                              "offers (this libkiln does not know the release's targets)"};
         break;
       }
-      MirrorChoice choice = choose_mirror_targets(*cc, im.pkg->name(), im.pkg->version(), offered, list);
+      MirrorChoice choice =
+          choose_mirror_targets(*cc, im.pkg->name(), im.pkg->version(), offered, list);
       for (const auto& x : choice.rejected) s.reject(x.candidate, x.kind);
       if (!choice.fetch.empty())
         r.chosen = Candidate{"mirror", choice.fetch.front(), list,

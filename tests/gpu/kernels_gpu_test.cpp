@@ -19,7 +19,8 @@ kiln::Loader& shared_loader(const std::string& store) {
 
 std::vector<std::string> all_uris() {
   std::vector<std::string> v;
-  for (const auto& s : kiln::test::reference_package().registry().specialisations) v.push_back(s.uri);
+  for (const auto& s : kiln::test::reference_package().registry().specialisations)
+    v.push_back(s.uri);
   return v;
 }
 

@@ -17,7 +17,8 @@ struct OpsRig {
   bool init() {
     std::string store = sm90_store(&problem);
     if (store.empty()) return false;
-    loader = std::make_unique<kiln::Loader>(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
+    loader = std::make_unique<kiln::Loader>(*kiln_kernels_package(),
+                                            store_only_config(store, cache.path().string()));
     return true;
   }
 };

@@ -67,7 +67,8 @@ TEST(ReleaseFromEnvironment, EverySpecialisationAsConfigured) {
   std::cout << "checked " << checked << " specialisations"
             << (expect.empty() ? " against their CPU references" : ", each failing with " + expect)
             << "\n";
-  EXPECT_EQ(checked, static_cast<int>(kiln::test::reference_package().registry().specialisations.size()));
+  EXPECT_EQ(checked,
+            static_cast<int>(kiln::test::reference_package().registry().specialisations.size()));
 }
 
 }  // namespace

@@ -23,12 +23,12 @@
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
 #include "kiln/error.hpp"
-#include "kiln/version.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/store.hpp"
+#include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"
 #include "resolver.hpp"
@@ -539,8 +539,9 @@ TEST_F(Fetch, OfflineWithNothingLocalFailsAtOnceAndAsksNoServer) {
   auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_LT(seconds_since(t0), 0.5);
   EXPECT_EQ(kind, ErrorKind::NotFound);
-  EXPECT_CONTAINS(msg, "kiln fetch --package kiln-kernels --version " + std::string(kiln::version()) +
-                           " --targets sm_90a --dest " + dest.string());
+  EXPECT_CONTAINS(msg, "kiln fetch --package kiln-kernels --version " +
+                           std::string(kiln::version()) + " --targets sm_90a --dest " +
+                           dest.string());
   EXPECT_EQ(s.total(), 0);
   // The CLI honours KILN_OFFLINE too.
   auto r =
@@ -630,7 +631,8 @@ TEST_F(Fetch, IndexPinningAnotherTargetsArchiveIsRefusedAsIntegrityAndLeavesNoth
   EXPECT_EQ(kind, ErrorKind::Integrity);
   EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a"));
   EXPECT_CONTAINS(msg, "manifest target is sm_80");
-  EXPECT_CONTAINS(msg, s.url() + "/" + index_file_name("kiln-kernels", rel.version) + " says sm_90a");
+  EXPECT_CONTAINS(msg,
+                  s.url() + "/" + index_file_name("kiln-kernels", rel.version) + " says sm_90a");
   expect_only_verified(dest, {});  // no sm_80 directory, no archive, no temp file
   // The CLI: exit 3, the same words.
   auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
@@ -694,7 +696,8 @@ TEST_F(Fetch, DrippingIndexMovesTheCliToTheSecondMirror) {
                      " --low-speed-bytes 1 --download-timeout 1 --min-rate 1000000000 2>&1");
   EXPECT_LT(seconds_since(t0), 5.0);
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_CONTAINS(r.out, drip.url() + "/" + index_file_name("kiln-kernels", rel.version) + ": deadline passed");
+  EXPECT_CONTAINS(
+      r.out, drip.url() + "/" + index_file_name("kiln-kernels", rel.version) + ": deadline passed");
   EXPECT_EQ(drip.count("/" + index_file_name("kiln-kernels", rel.version)), 1);
   expect_only_verified(dest, {rel.stem("sm_90a")});
 }
@@ -878,7 +881,8 @@ TEST_F(MirrorTier, TamperedArchiveOnTheFirstMirrorIsTakenFromTheSecond) {
   cfg.use_installed_store = false;
   LoaderDeps d;
   d.driver = drv;
-  std::unique_ptr<Loader> owned = make_loader(kiln::test::reference_description(), cfg, std::move(d));
+  std::unique_ptr<Loader> owned =
+      make_loader(kiln::test::reference_description(), cfg, std::move(d));
   Loader& l = *owned;
   EXPECT_EQ(l.get("axpy_dtype_f32").origin,
             (dest / rel.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
@@ -911,7 +915,8 @@ TEST_F(MirrorTier, CliFetchDeviceWithNothingThatRunsOrNoGpuIsUnsupported) {
   auto r = test::run(test::kiln_cli() + " fetch --device sm_75 --dest " + dest.string() +
                      " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);
   EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Unsupported)) << r.out;
-  EXPECT_CONTAINS(r.out, "no archive of release " + rel.package + " " + rel.version + " can run on CC 7.5");
+  EXPECT_CONTAINS(
+      r.out, "no archive of release " + rel.package + " " + rel.version + " can run on CC 7.5");
   auto a =
       test::run("CUDA_VISIBLE_DEVICES= " + test::kiln_cli() + " fetch --device auto --dest " +
                 dest.string() + " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256);

@@ -94,8 +94,9 @@ TEST_F(KilnTarball, PacksTheSameBytesTwiceUnpacksAnywhereAndWorksWithoutEnvironm
   fs::path root = prefix / top;
   for (const char* rel :
        {"bin/kiln", "lib/libkiln.so", "lib/libkiln-kernels.so", "include/kiln/kernels.h",
-        "include/kiln/package.h", "lib/cmake/kiln/KilnPackage.cmake", "include/kiln/loader.hpp", "include/kiln/kiln.h",
-        "lib/cmake/kiln/kilnConfig.cmake", "lib/cmake/kiln/kilnConfigVersion.cmake"})
+        "include/kiln/package.h", "lib/cmake/kiln/KilnPackage.cmake", "include/kiln/loader.hpp",
+        "include/kiln/kiln.h", "lib/cmake/kiln/kilnConfig.cmake",
+        "lib/cmake/kiln/kilnConfigVersion.cmake"})
     EXPECT_TRUE(fs::exists(root / rel)) << rel;
   EXPECT_TRUE(fs::is_symlink(root / "lib" / "libkiln.so"));
   std::string stem90 =

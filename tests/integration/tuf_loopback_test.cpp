@@ -146,8 +146,8 @@ TEST_F(TufAttack, OlderSnapshotSignedWithStolenOnlineKeysIsRefusedAsRollback) {
   LoopbackMirror m(repo());
   ASSERT_EQ(client(m, "refresh").exit_code, 0);
   auto before = tree(md());
-  test::tuf_forge::resign_old_snapshot_as_v4(repo() / "metadata", old_snapshot,
-                                              keys_of("snapshot"), keys_of("timestamp"));
+  test::tuf_forge::resign_old_snapshot_as_v4(repo() / "metadata", old_snapshot, keys_of("snapshot"),
+                                             keys_of("timestamp"));
   auto r = client(m, "download");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("tuf: rollback: snapshot.json v4: meta \"targets.json\" version is 2, "

@@ -310,7 +310,9 @@ TEST_F(TufMirror, OfflineAsksNoServerAndNamesTheFetchCommand) {
   cfg.use_installed_store = false;
   LoaderDeps d;
   d.driver = std::make_shared<Cc90Driver>();
-  std::string msg = test::error_of(ErrorKind::NotFound, [&] { make_loader(kiln::test::reference_description(), cfg, d)->get(kUri); });
+  std::string msg = test::error_of(ErrorKind::NotFound, [&] {
+    make_loader(kiln::test::reference_description(), cfg, d)->get(kUri);
+  });
   EXPECT_CONTAINS(msg, "offline mode");
   auto r = cli_fetch(s.url(), "--offline");
   EXPECT_EQ(r.exit_code, exit_code(ErrorKind::NotFound)) << r.out;
@@ -374,8 +376,8 @@ TEST_F(TufMirrorAttack, OlderSnapshotResignedWithStolenOnlineKeysIsRefusedAsRoll
   next_release();
   MisbehavingServer s(repo(), "ok");
   refresh_both(s.url());
-  test::tuf_forge::resign_old_snapshot_as_v4(repo() / "metadata", old_snapshot,
-                                              keys_of("snapshot"), keys_of("timestamp"));
+  test::tuf_forge::resign_old_snapshot_as_v4(repo() / "metadata", old_snapshot, keys_of("snapshot"),
+                                             keys_of("timestamp"));
   expect_refused(s.url(), "rollback",
                  {"tuf: rollback: snapshot.json v4: meta \"targets.json\" version is 2, trusted "
                   "snapshot has 3"});
@@ -484,9 +486,10 @@ TEST_F(TufBundle, ABundleMadeOnlineInstallsOfflineAfterItsMetadataAndArchivesVer
   std::set<std::string> files;
   for (const auto& e : fs::directory_iterator(b)) files.insert(e.path().filename().string());
   // Consistent snapshots: snapshot and targets under their versioned names, as on the mirror.
-  EXPECT_EQ(files, (std::set<std::string>{"1.root.json", "timestamp.json", "2.snapshot.json",
-                                          "2.targets.json", index_file_name("kiln-kernels", dist_.version),
-                                          dist_.archive.at("sm_90a")}));
+  EXPECT_EQ(files,
+            (std::set<std::string>{"1.root.json", "timestamp.json", "2.snapshot.json",
+                                   "2.targets.json", index_file_name("kiln-kernels", dist_.version),
+                                   dist_.archive.at("sm_90a")}));
   auto r = install(b, "--json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "verified " + b.string() + " against root v1");

@@ -62,8 +62,9 @@ class WheelPython : public ::testing::Test {
                   quote(work_->path() / "wheels"));
     *build_log_ += "\nkiln wheel " + std::to_string(r.exit_code) + ": " + r.out;
     if (r.exit_code != 0) return;
-    wheel_ = new fs::path(work_->path() / "wheels" /
-                          wheel::wheel_file_name("kiln-kernels", kiln::version(), kiln::cuda_version(), kTarget));
+    wheel_ = new fs::path(
+        work_->path() / "wheels" /
+        wheel::wheel_file_name("kiln-kernels", kiln::version(), kiln::cuda_version(), kTarget));
   }
   static void TearDownTestSuite() {
     delete wheel_;
@@ -114,8 +115,8 @@ TEST_F(WheelPython, PipInstallsItAndLibkilnResolvesFromArtifactDir) {
                 " -m pip install --no-index --disable-pip-version-check " + quote(*wheel_));
   ASSERT_EQ(r.exit_code, 0) << r.out;
 
-  const std::string pkg =
-      wheel::wheel_name_component(wheel::distribution_name("kiln-kernels", kiln::cuda_version(), kTarget));
+  const std::string pkg = wheel::wheel_name_component(
+      wheel::distribution_name("kiln-kernels", kiln::cuda_version(), kTarget));
   r = test::run(quote(venv / "bin/python") + " -c 'import " + pkg +
                 " as k; print(k.artifact_dir()); print(k.__version__, k.TARGET, k.CUDA_VERSION)'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -125,7 +126,8 @@ TEST_F(WheelPython, PipInstallsItAndLibkilnResolvesFromArtifactDir) {
   EXPECT_EQ(artifact_dir.string().rfind(venv.string(), 0), 0u) << artifact_dir;
   EXPECT_EQ(trim(r.out.substr(nl + 1)),
             std::string(kiln::version()) + " " + kTarget + " " + kiln::cuda_version());
-  fs::path store = artifact_dir / archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), kTarget);
+  fs::path store =
+      artifact_dir / archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), kTarget);
   EXPECT_TRUE(fs::exists(store / "manifest.json")) << store;
   EXPECT_TRUE(fs::exists(store / (std::string(kUri) + ".fatbin"))) << store;
 
@@ -179,9 +181,9 @@ TEST_F(WheelPython, ZipfileReadsItWithoutWarningsAndSeesRecordLast) {
                      "print(set(i.external_attr >> 16 for i in z.infolist()))' " +
                      quote(*wheel_));
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  const std::string di =
-      wheel::wheel_name_component(wheel::distribution_name("kiln-kernels", kiln::cuda_version(), kTarget)) + "-" +
-      kiln::version() + ".dist-info";
+  const std::string di = wheel::wheel_name_component(wheel::distribution_name(
+                             "kiln-kernels", kiln::cuda_version(), kTarget)) +
+                         "-" + kiln::version() + ".dist-info";
   // SOURCE_DATE_EPOCH=1700000000 of the build: 2023-11-14T22:13:20Z (DOS keeps even seconds).
   EXPECT_EQ(r.out, di + "/RECORD\nTrue\n{(2023, 11, 14, 22, 13, 20)}\n{33188}\n");
 }

@@ -26,19 +26,19 @@ struct LoaderConfig {
   // are verified through TUF metadata (docs/tuf.md). Empty: the root installed beside libkiln
   // (<prefix>/share/kiln/tuf/root.json) if any, unless index_sha256 is set. Both set: refused.
   std::string tuf_root;
-  std::string ca_bundle;             // KILN_CA_BUNDLE: CA certificates for https mirrors
-  bool offline = false;              // KILN_OFFLINE=1: no network access, ever
-  bool disable_jit = false;          // KILN_DISABLE_JIT=1
-  bool allow_stale = false;          // KILN_ALLOW_STALE=1: diagnostic bypass, warned on every use
-  bool use_installed_store = true;   // the store installed beside the package's library
+  std::string ca_bundle;            // KILN_CA_BUNDLE: CA certificates for https mirrors
+  bool offline = false;             // KILN_OFFLINE=1: no network access, ever
+  bool disable_jit = false;         // KILN_DISABLE_JIT=1
+  bool allow_stale = false;         // KILN_ALLOW_STALE=1: diagnostic bypass, warned on every use
+  bool use_installed_store = true;  // the store installed beside the package's library
   // That store's directory; "" = <dir of the library defining the package>/../share/kiln/artifacts
   // (dladdr). For a description not in a library of an install tree (e.g. linked statically).
   std::string installed_store;
-  std::string log_level = "warn";    // KILN_LOG=error|warn|info|debug
-  int api_log = 0;                   // KILN_API_LOG=0..3
-  std::string log_file;              // KILN_LOG_FILE (%p = pid); default stderr
-  std::string nvrtc_library;         // KILN_NVRTC_LIBRARY; "" = libnvrtc.so.13, libnvrtc.so
-  std::string cuda_home;             // KILN_CUDA_HOME, else CUDA_HOME, else CUDA_PATH: JIT headers
+  std::string log_level = "warn";  // KILN_LOG=error|warn|info|debug
+  int api_log = 0;                 // KILN_API_LOG=0..3
+  std::string log_file;            // KILN_LOG_FILE (%p = pid); default stderr
+  std::string nvrtc_library;       // KILN_NVRTC_LIBRARY; "" = libnvrtc.so.13, libnvrtc.so
+  std::string cuda_home;           // KILN_CUDA_HOME, else CUDA_HOME, else CUDA_PATH: JIT headers
 
   // Throws Error{Usage} naming the variable on a bad value.
   KILN_API static LoaderConfig from_env();

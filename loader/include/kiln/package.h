@@ -22,28 +22,28 @@ extern "C" {
 #define KILN_PACKAGE_ABI_VERSION 1
 
 typedef struct kiln_package_kernel {
-  const char* uri;                 /* "axpy_dtype_f32" */
-  const char* family;              /* "axpy" */
-  const char* const* params;       /* name, value, name, value... in registry order */
+  const char* uri;           /* "axpy_dtype_f32" */
+  const char* family;        /* "axpy" */
+  const char* const* params; /* name, value, name, value... in registry order */
   size_t param_pairs;
-  const char* const* entries;      /* C++ name expressions, registry order */
+  const char* const* entries; /* C++ name expressions, registry order */
   size_t entry_count;
-  const char* source_hash;         /* SHA-256 hex of the family's sources and headers */
+  const char* source_hash; /* SHA-256 hex of the family's sources and headers */
 } kiln_package_kernel;
 
 typedef struct kiln_package_file {
-  const char* path;                /* "registry/kernels.json", "kernels/axpy.cu" */
+  const char* path; /* "registry/kernels.json", "kernels/axpy.cu" */
   const char* data;
   size_t size;
 } kiln_package_file;
 
 typedef struct kiln_package {
-  unsigned abi_version;            /* KILN_PACKAGE_ABI_VERSION */
-  const char* name;                /* "kiln-kernels": lowercase letters, digits, '-' */
-  const char* version;             /* the project's VERSION: MAJOR.MINOR.PATCH[-pre] */
+  unsigned abi_version;               /* KILN_PACKAGE_ABI_VERSION */
+  const char* name;                   /* "kiln-kernels": lowercase letters, digits, '-' */
+  const char* version;                /* the project's VERSION: MAJOR.MINOR.PATCH[-pre] */
   const kiln_package_kernel* kernels; /* sorted by uri (strcmp) */
   size_t kernel_count;
-  const kiln_package_file* files;  /* the registry and kernels/ sources, for the JIT tier */
+  const kiln_package_file* files; /* the registry and kernels/ sources, for the JIT tier */
   size_t file_count;
 } kiln_package;
 

@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "atomic_file.hpp"
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
 
@@ -27,12 +27,11 @@ namespace {
   throw e.with("path", origin).with("field", field);
 }
 
+// A project file, bounded like any local file kiln reads whole; nullopt when there is none.
 std::optional<std::string> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return std::nullopt;
+  return read_whole_file(p);
 }
 
 const char* kProjectLayout =
@@ -143,8 +142,27 @@ Project load_project(const fs::path& root_in) {
   p.name = parse_package_file(read_required(root, "registry/package.json"),
                               (root / "registry" / "package.json").string())
                .name;
-  read_required(root, "registry/kernels.json");
-  p.registry = load_registry(root.string());
+  const fs::path registry_file = root / "registry" / "kernels.json";
+  p.registry_text = read_required(root, "registry/kernels.json");
+  p.registry = parse_registry(p.registry_text, registry_file.string());
+  // The hashing reads go through a tree that keeps what it read: PackageData embeds those
+  // bytes instead of reading the files a second time.
+  class KeepingTree : public SourceTree {
+   public:
+    KeepingTree(const fs::path& dir, std::map<std::string, std::string>& kept)
+        : disk_((dir).string()), kept_(kept) {}
+    std::optional<std::string> read(const std::string& relpath) const override {
+      std::optional<std::string> bytes = disk_.read(relpath);
+      if (bytes) kept_[relpath] = *bytes;
+      return bytes;
+    }
+    std::string describe() const override { return disk_.describe(); }
+
+   private:
+    DiskSourceTree disk_;
+    std::map<std::string, std::string>& kept_;
+  };
+  compute_source_hashes(p.registry, KeepingTree(root / "kernels", p.sources));
   return p;
 }
 
@@ -152,17 +170,16 @@ PackageData::PackageData(const Project& project) : name_(project.name), version_
   const Registry& reg = project.registry;
   inputs_ = {project.root / "VERSION", project.root / "registry" / "package.json",
              project.root / "registry" / "kernels.json"};
-  files_.emplace_back("registry/kernels.json",
-                      read_required(project.root, "registry/kernels.json"));
+  files_.emplace_back("registry/kernels.json", project.registry_text);
   std::set<std::string> hashed;
   for (const auto& f : reg.families) hashed.insert(f.hashed_files.begin(), f.hashed_files.end());
   for (const auto& rel : hashed) {
-    fs::path p = project.root / "kernels" / rel;
-    std::optional<std::string> bytes = read_file(p);
-    if (!bytes)
-      throw Error(ErrorKind::NotFound, "cannot read " + p.string()).with("path", p.string());
-    files_.emplace_back("kernels/" + rel, std::move(*bytes));
-    inputs_.push_back(p);
+    auto it = project.sources.find(rel);
+    if (it == project.sources.end())
+      throw Error(ErrorKind::Internal, "package " + name_ + ": kernels/" + rel +
+                                           " is hashed but was not kept by load_project");
+    files_.emplace_back("kernels/" + rel, it->second);
+    inputs_.push_back(project.root / "kernels" / rel);
   }
   kernels_.reserve(reg.specialisations.size());
   for (const auto& s : reg.specialisations) {

@@ -38,6 +38,11 @@ struct Project {
   std::string name;
   std::string version;
   Registry registry;  // hashed
+  // The bytes each file was hashed from, read once: registry/kernels.json's text, and every
+  // kernels/ file the source hashes cover (relative to kernels/). A description embeds these,
+  // so what it carries is exactly what was hashed.
+  std::string registry_text;
+  std::map<std::string, std::string> sources;
 };
 // Reads and checks every file above; throws Error{NotFound} naming the file looked for when one
 // is missing (with what a project holds), Error{Format} when one is malformed.

@@ -11,7 +11,6 @@
 #include "driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
-#include "kiln/kernels.h"
 #include "kiln/loader.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"
@@ -76,12 +75,11 @@ FetchResult fetch_for_device(const FetchOptions& opts, const std::string& device
                              const std::string& dest, int& cc, std::string& chosen) {
   cc = device_cc(device);
   const std::string release = opts.package + " " + opts.version;
-  std::vector<std::string> offered;
-  // Offline, the targets compiled in as the release's are kiln's own package's.
-  if (opts.offline && opts.package == KILN_KERNELS_PACKAGE_NAME && opts.version == kiln::version())
-    offered = release_targets();
-  else
-    offered = fetch_index_targets(opts);
+  // Offline, the targets compiled in as the release's, when this is that release.
+  std::optional<std::vector<std::string>> compiled =
+      compiled_release_targets(opts.package, opts.version);
+  std::vector<std::string> offered =
+      opts.offline && compiled ? *compiled : fetch_index_targets(opts);
   NamedChoice choice = choose_named_targets(cc, offered);
   auto say = [&](const std::string& m) {
     if (opts.log) opts.log(m);

@@ -1,5 +1,8 @@
 #include "target_choice.hpp"
 
+#include "kiln/kernels.h"
+#include "kiln/version.hpp"
+
 #include <algorithm>
 #include <tuple>
 
@@ -86,6 +89,12 @@ NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered
   for (const auto& x : c.candidates) out.candidates.emplace_back(x.target.str(), x.reason);
   for (const auto& x : c.rejected) out.rejected.emplace_back(x.target.str(), x.reason);
   return out;
+}
+
+std::optional<std::vector<std::string>> compiled_release_targets(std::string_view package,
+                                                                 std::string_view version) {
+  if (package != KILN_KERNELS_PACKAGE_NAME || version != kiln::version()) return std::nullopt;
+  return release_targets();
 }
 
 std::vector<std::string> release_targets() {

@@ -4,7 +4,9 @@
 // the rejected ones with the reason each cannot. Pure. Every path calls it: the store tier
 // (plan_stores), the mirror tier (over the pinned index's targets), `kiln fetch --device`, the
 // failed get()'s advice, `kiln resolve` and `kiln compat --device`.
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kiln/target.hpp"
@@ -56,5 +58,10 @@ std::string why_not_runnable(const Target& t, int cc);
 // cache variable KILN_RELEASE_TARGETS, which ci/release.sh sets from its --targets). Empty when
 // the build did not say.
 std::vector<std::string> release_targets();
+// The targets compiled in are the reference package's, at this kiln's version: for that release
+// they are release_targets(); for any other package or version nullopt (only its index knows).
+// The one rule the loader's advice and resolve() and `kiln fetch --device --offline` share.
+std::optional<std::vector<std::string>> compiled_release_targets(std::string_view package,
+                                                                 std::string_view version);
 
 }  // namespace kiln

@@ -17,7 +17,6 @@
 #include "driver.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
-#include "kiln/kernels.h"
 #include "kiln/package.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
@@ -332,9 +331,8 @@ struct Loader::Impl {
   // The targets compiled in as the release's are the reference package's (ci/targets.txt of
   // kiln's tree); for any other package they are unknown here (the pinned index says).
   std::vector<std::string> known_release_targets() const {
-    if (pkg->name() == KILN_KERNELS_PACKAGE_NAME && pkg->version() == version())
-      return release_targets();
-    return {};
+    return compiled_release_targets(pkg->name(), pkg->version())
+        .value_or(std::vector<std::string>{});
   }
 
   TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }

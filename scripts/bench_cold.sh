@@ -38,7 +38,10 @@ prepare() {
   fi
   "$kiln" install "$CARRY"/dist/*-sm_90a.tar.zst --dest "$CARRY/store"
   cp "$build/bench/kiln_load_bench" "$build/bench/kiln_cold_start" "$CARRY/bin/"
-  strip --strip-debug "$CARRY"/bin/*
+  strip --strip-debug "$CARRY"/bin/kiln_*
+  # kiln_cold_start --no-gpu finds its stand-in libcuda.so.1 in bin/stand-in.
+  mkdir -p "$CARRY/bin/stand-in"
+  cp -L "$build/bench/stand-in/libcuda.so.1" "$CARRY/bin/stand-in/"
   # libkiln and the reference package's description (libkiln-kernels: kiln_cold_start opens both,
   # as an application of kiln's kernels does).
   cp -L "$build"/libkiln.so.*.*.* "$build"/libkiln-kernels.so.*.*.* "$CARRY/lib/"
@@ -46,7 +49,7 @@ prepare() {
    for f in libkiln-kernels.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln-kernels.so; done)
   # Every non-system library the binaries and libkiln need, resolved here; libcrypto too (the
   # floor of kiln_cold_start dlopens it, so both modes load the same one).
-  ldd "$CARRY"/bin/* "$build"/libkiln.so | awk '/=> \// {print $3}' | sort -u |
+  ldd "$CARRY"/bin/kiln_* "$build"/libkiln.so | awk '/=> \// {print $3}' | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda)\.so' |
     while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
   strip --strip-debug "$CARRY"/lib/libkiln.so* "$CARRY"/lib/libkiln-kernels.so*
@@ -89,7 +92,7 @@ run() {
     nproc
     uptime
   } 2>&1 | tee "$out/device.txt"
-  if ldd "$bin"/* "$CARRY"/lib/libkiln.so | grep 'not found'; then
+  if ldd "$bin"/kiln_* "$CARRY"/lib/libkiln.so | grep 'not found'; then
     echo "missing shared libraries (above): add them in 'prepare'" | tee -a "$out/device.txt"
   fi
   ldd "$CARRY"/lib/libkiln.so | wc -l | sed 's/^/ldd libkiln.so lines: /' | tee -a "$out/device.txt"

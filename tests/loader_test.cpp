@@ -73,9 +73,26 @@ class FakeDriver : public kiln::Driver {
 class CountingFs : public kiln::DiskStoreFs {
  public:
   mutable std::atomic<int> reads{0};
+  mutable std::mutex mu;
+  mutable std::vector<std::string> scanned;  // every store directory scanned, in order
   std::string read_file(const std::string& path) const override {
     ++reads;
     return DiskStoreFs::read_file(path);
+  }
+  kiln::StoreScan scan(const std::string& dir, const std::string& source) const override {
+    note(dir);
+    return DiskStoreFs::scan(dir, source);
+  }
+  kiln::StoreScan scan_for(const std::string& dir, const std::string& source,
+                           const std::string& uri, int cc) const override {
+    note(dir);
+    return DiskStoreFs::scan_for(dir, source, uri, cc);
+  }
+
+ private:
+  void note(const std::string& dir) const {
+    std::lock_guard<std::mutex> lock(mu);
+    scanned.push_back(dir);
   }
 };
 
@@ -553,6 +570,31 @@ TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) 
   }
   EXPECT_TRUE(bad_seen);
   EXPECT_TRUE(later_seen);
+}
+
+// The store tier's order is artifact path, installed store, cache; a hit ends it, so a hit in
+// the artifact path never even looks for the installed store (found by dladdr when first
+// needed) or the cache.
+TEST(Loader, AStoreHitEndsTheSearchAndLaterStoresAreNeverScanned) {
+  Rig rig;
+  std::string want = write_loadable_entry(rig.tmp / "path", {"sm_90"});
+  write_loadable_entry(rig.tmp / "installed", {"sm_90"});
+  write_loadable_entry(rig.cfg.cache_dir, {"sm_90"});
+  rig.cfg.artifact_path = {(rig.tmp / "path").string()};
+  auto l = rig.loader();
+  EXPECT_EQ(l->get(kUri).origin, want);
+  EXPECT_EQ(rig.fs->scanned, std::vector<std::string>{(rig.tmp / "path").string()});
+
+  // Nothing in the artifact path: the installed store next, and it serves.
+  Rig miss;
+  fs::create_directories(miss.tmp / "path");
+  std::string installed = write_loadable_entry(miss.tmp / "installed", {"sm_90"});
+  write_loadable_entry(miss.cfg.cache_dir, {"sm_90"});
+  miss.cfg.artifact_path = {(miss.tmp / "path").string(), (miss.tmp / "path").string()};
+  auto l2 = miss.loader();
+  EXPECT_EQ(l2->get(kUri).origin, installed);
+  EXPECT_EQ(miss.fs->scanned, (std::vector<std::string>{(miss.tmp / "path").string(),
+                                                        (miss.tmp / "installed").string()}));
 }
 
 TEST(Loader, FailedColdGetStillListsTheRejectionsOfAFullScan) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "c_api_internal.hpp"
+#include "environment.hpp"
 #include "kiln/package.hpp"
 #include "loader_factory.hpp"
 #include "kiln/error.hpp"
@@ -104,17 +105,19 @@ kiln_status kiln::c_api::loader_create_with(const kiln_package* package,
                                                         ": expected 0, 1 or KILN_FROM_ENV");
         field = v == 1;
       };
+      // A list given as a string is split by its variable's own rule (the one table), reading
+      // that one variable: not the whole environment again.
       if (config->artifact_path) {
-        kiln::LoaderConfig tmp = kiln::LoaderConfig::from_env([&](const char* n) -> const char* {
-          return std::string(n) == "KILN_ARTIFACT_PATH" ? config->artifact_path : nullptr;
-        });
-        lc.artifact_path = tmp.artifact_path;
+        kiln::Environment e;
+        kiln::read_env_variable(e, "KILN_ARTIFACT_PATH",
+                                [&](const char*) -> const char* { return config->artifact_path; });
+        lc.artifact_path = std::move(e.loader.artifact_path);
       }
       if (config->mirrors) {
-        kiln::LoaderConfig tmp = kiln::LoaderConfig::from_env([&](const char* n) -> const char* {
-          return std::string(n) == "KILN_MIRRORS" ? config->mirrors : nullptr;
-        });
-        lc.mirrors = tmp.mirrors;
+        kiln::Environment e;
+        kiln::read_env_variable(e, "KILN_MIRRORS",
+                                [&](const char*) -> const char* { return config->mirrors; });
+        lc.mirrors = std::move(e.loader.mirrors);
       }
       if (config->cache_dir) lc.cache_dir = config->cache_dir;
       boolean("offline", config->offline, lc.offline);

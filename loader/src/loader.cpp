@@ -121,12 +121,34 @@ struct Loader::Impl {
   LoaderConfig cfg;
   std::shared_ptr<Driver> driver;
   std::shared_ptr<StoreFs> fs;
+  // Made when a tier first needs it (jit_compiler()): a store hit never does.
   std::shared_ptr<JitCompiler> jit;
+  NvrtcConfig jit_config;
+  std::once_flag jit_once;
   std::function<FetchResult(const FetchOptions&, const std::vector<std::string>&,
                             const std::string&)>
       fetch;
   std::function<std::vector<std::string>(const FetchOptions&)> index_targets;
-  std::string installed;
+  // The store installed beside the package's library: given (deps, cfg), or found by dladdr
+  // when the store tier first reaches it (installed_dir()), so a hit in an artifact path never
+  // looks for it.
+  mutable std::optional<std::string> installed;
+  const kiln_package* installed_anchor = nullptr;
+  mutable std::once_flag installed_once;
+
+  const std::string& installed_dir() const {
+    std::call_once(installed_once, [this] {
+      if (!installed) installed = installed_store_dir(installed_anchor);
+    });
+    return *installed;
+  }
+
+  JitCompiler& jit_compiler() {
+    std::call_once(jit_once, [this] {
+      if (!jit) jit = make_nvrtc_compiler(std::move(jit_config));
+    });
+    return *jit;
+  }
 
   struct Entry {
     std::mutex load_mu;  // one loader per (context, URI); others wait for its result
@@ -165,7 +187,7 @@ struct Loader::Impl {
       dirs.emplace_back(d, source);
     };
     for (const auto& d : cfg.artifact_path) add(d, "artifact path");
-    if (cfg.use_installed_store) add(installed, "installed beside the package's library");
+    if (cfg.use_installed_store) add(installed_dir(), "installed beside the package's library");
     add(cfg.cache_dir, "cache directory");
     return dirs;
   }
@@ -298,12 +320,14 @@ struct Loader::Impl {
     tried.uri = s.uri;
     tried.cc = s.cc;
     std::vector<std::string> tried_paths;
-    for (const auto& [dir, source] : store_dirs()) {
+    std::vector<std::string> scanned;
+    auto serves = [&](const std::string& dir, const char* source) {
       std::vector<StoreScan> one;
       {
         cold::PhaseTimer t(cold::Phase::StoreScan);
         one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
       }
+      scanned.push_back(dir);
       // Without words: the fast plan's reasons and rejections are never shown (a failure is
       // explained by the full scan below).
       StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
@@ -311,7 +335,18 @@ struct Loader::Impl {
         if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) return true;
         tried_paths.push_back(c.candidate.path);
       }
-    }
+      return false;
+    };
+    // store_dirs()'s order, the artifact path first on its own: when it serves, the installed
+    // store is never looked for (installed_dir()).
+    for (const auto& dir : cfg.artifact_path)
+      if (!dir.empty() && std::find(scanned.begin(), scanned.end(), dir) == scanned.end() &&
+          serves(dir, "artifact path"))
+        return true;
+    for (const auto& [dir, source] : store_dirs())
+      if (std::find(scanned.begin(), scanned.end(), dir) == scanned.end() &&
+          serves(dir, source.c_str()))
+        return true;
     // Nothing served: the full scan, for the explanation.
     auto scans = scan_stores(s);
     StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
@@ -399,7 +434,7 @@ struct Loader::Impl {
 
   bool try_jit(Search& s, const Specialisation& spec, KernelHandle& out) {
     std::string target = device_target(s.cc);
-    if (auto refusal = jit_refusal(jit->probe(), s.cc)) {
+    if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc)) {
       s.reject(refusal->candidate, refusal->kind);
       return false;
     }
@@ -410,7 +445,7 @@ struct Loader::Impl {
       const Family* fam = pkg->registry().family(spec.family);
       if (!fam)
         throw Error(ErrorKind::Format, "package " + pkg->name() + " has no family " + spec.family);
-      res = jit->compile(spec, *fam, s.cc, cfg.cache_dir);
+      res = jit_compiler().compile(spec, *fam, s.cc, cfg.cache_dir);
     } catch (const Error& e) {
       s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
       return false;
@@ -541,20 +576,21 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
   if (deps.jit) {
     impl_->jit = deps.jit;
   } else {
-    NvrtcConfig nc;
+    NvrtcConfig& nc = impl_->jit_config;
     nc.library = impl_->cfg.nvrtc_library;
     nc.cuda_home = impl_->cfg.cuda_home;
     nc.sources = impl_->pkg->sources();
     nc.log = [](JitLogLevel l, const std::string& m) {
       log(l == JitLogLevel::Warn ? LogLevel::Warn : LogLevel::Info, m);
     };
-    impl_->jit = make_nvrtc_compiler(std::move(nc));
   }
   impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
   impl_->index_targets = deps.index_targets ? deps.index_targets : fetch_index_targets;
-  impl_->installed = deps.installed_store                  ? *deps.installed_store
-                     : !impl_->cfg.installed_store.empty() ? impl_->cfg.installed_store
-                                                           : installed_store_dir(&package);
+  if (deps.installed_store)
+    impl_->installed = *deps.installed_store;
+  else if (!impl_->cfg.installed_store.empty())
+    impl_->installed = impl_->cfg.installed_store;
+  impl_->installed_anchor = &package;
   return impl_;
 }
 
@@ -684,7 +720,7 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
       if (!choice.fetch.empty())
         r.chosen = Candidate{"mirror", choice.fetch.front(), list,
                              "not contacted; get() would fetch it: " + choice.reasons.front()};
-    } else if (auto refusal = jit_refusal(im.jit->probe(), *cc)) {
+    } else if (auto refusal = jit_refusal(im.jit_compiler().probe(), *cc)) {
       s.reject(refusal->candidate, refusal->kind);
     } else {
       r.chosen = Candidate{"jit", device_target(*cc), im.cfg.cache_dir + "/jit",

@@ -101,5 +101,46 @@ TEST(StoreRule, MissingOrPlainFileStoreIsReportedNotThrown) {
   EXPECT_EQ(l.problem, "not a directory");
 }
 
+// The listing reads entries by type, following links: a link to a directory counts, a dangling
+// link or a link to a file does not, hidden and foreign names never; a store of more entries
+// than one read of the directory returns is listed whole, sorted.
+TEST(StoreRule, ListingFollowsLinksToDirectoriesAndReadsLargeStoresWhole) {
+  TempDir dir;
+  fs::path store = dir / "store";
+  fs::create_directories(dir / "elsewhere" / "kiln-kernels-0.1.0-cuda13.0-sm_86");
+  fs::create_directories(store / "kiln-kernels-0.1.0-cuda13.0-sm_80");
+  fs::create_directories(store / ".kiln-kernels-0.1.0-cuda13.0-sm_90");
+  fs::create_directories(store / "other-pkg-0.1.0-cuda13.0-sm_90");
+  fs::create_symlink(dir / "elsewhere" / "kiln-kernels-0.1.0-cuda13.0-sm_86",
+                     store / "kiln-kernels-0.1.0-cuda13.0-sm_86");
+  fs::create_symlink(dir / "nowhere", store / "kiln-kernels-0.1.0-cuda13.0-sm_75");
+  test::write_file(dir / "plain", "x");
+  fs::create_symlink(dir / "plain", store / "kiln-kernels-0.1.0-cuda13.0-sm_89");
+  test::write_file(store / "kiln-kernels-0.1.0-cuda13.0-sm_70", "a file, not a directory");
+
+  StoreListing l = list_store_archive_dirs(store, "kiln-kernels");
+  ASSERT_TRUE(l.readable) << l.problem;
+  EXPECT_EQ(l.archive_names, (std::vector<std::string>{"kiln-kernels-0.1.0-cuda13.0-sm_80",
+                                                       "kiln-kernels-0.1.0-cuda13.0-sm_86"}));
+  ASSERT_EQ(l.archive_dirs.size(), 2u);
+  EXPECT_EQ(l.archive_dirs[1], store / "kiln-kernels-0.1.0-cuda13.0-sm_86");
+  // Any package: the other package's directory too.
+  EXPECT_EQ(list_store_archive_dirs(store).archive_names.size(), 3u);
+
+  // 400 archive directories with long names: several reads of the directory.
+  fs::path big = dir / "big";
+  std::vector<std::string> want;
+  for (int i = 0; i < 400; ++i) {
+    std::string name = "kiln-kernels-0.1." + std::to_string(i) + "-cuda13.0-sm_90-" +
+                       std::string(60, static_cast<char>('a' + i % 26));
+    fs::create_directories(big / name);
+    want.push_back(name);
+  }
+  std::sort(want.begin(), want.end());
+  StoreListing b = list_store_archive_dirs(big, "kiln-kernels");
+  ASSERT_TRUE(b.readable) << b.problem;
+  EXPECT_EQ(b.archive_names, want);
+}
+
 }  // namespace
 }  // namespace kiln

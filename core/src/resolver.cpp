@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -401,8 +402,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       s.problem = listing.problem;
       return s;
     }
-    auto listed = std::make_shared<std::vector<std::string>>();
-    for (const auto& d : listing.archive_dirs) listed->push_back(d.filename().string());
+    auto listed = std::make_shared<std::vector<std::string>>(std::move(listing.archive_names));
     if (dir_id) store_listings().put(listing_key, *dir_id, read_start, listed);
     names = std::move(listed);
   }
@@ -462,7 +462,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
         if (uri && !remembered) {
           if (!entries) {
             entries = read_manifest_entries_cached(std::move(text), mpath);
-            if (auto problem = archive_dir_name_problem(fs::path(a.dir), entries->header()))
+            if (auto problem = archive_dir_name_problem(std::string_view(a.dir), entries->header()))
               throw Error(ErrorKind::Format, *problem);
             if (mid) manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
           }
@@ -513,8 +513,9 @@ namespace {
 // <dir of the file holding `address`>/../share/kiln: what an install tree puts beside a library.
 // For the main executable dladdr gives the name it was started by (argv[0]): with no '/' it was
 // found on PATH, and /proc/self/exe is the file.
-// Every Loader asks (with its package description's address): dladdr is cheap, the canonical
-// path is not (a realpath of each component), so it is remembered per file name dladdr gives.
+// Asked when a Loader's store tier first reaches the installed store (and for the TUF root when a
+// mirror is first used): dladdr is cheap, the canonical path less so (realpath(3) reads each
+// component's link), so it is remembered per file name dladdr gives.
 fs::path share_dir_beside(const void* address) {
   Dl_info info{};
   if (!::dladdr(address, &info) || !info.dli_fname) return {};
@@ -523,16 +524,21 @@ fs::path share_dir_beside(const void* address) {
   std::lock_guard<std::mutex> lock(mu);
   auto hit = known->find(info.dli_fname);
   if (hit != known->end()) return hit->second;
-  fs::path file = info.dli_fname;
-  std::error_code ec;
-  if (file.string().find('/') == std::string::npos) {
+  std::string file = info.dli_fname;
+  if (file.find('/') == std::string::npos) {
+    std::error_code ec;
     fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (ec) return {};
-    file = exe;
+    file = exe.string();
   }
-  fs::path lib = fs::weakly_canonical(file, ec);
-  if (ec) lib = file;
-  fs::path share = (lib.parent_path().parent_path() / "share" / "kiln").lexically_normal();
+  // The real file, links resolved: a library reached through a symbolic link (lib/libx.so ->
+  // /opt/x/lib/libx.so.1) has its store beside the file, not beside the link.
+  if (char* real = ::realpath(file.c_str(), nullptr)) {
+    file = real;
+    std::free(real);
+  }
+  fs::path share =
+      (fs::path(file).parent_path().parent_path() / "share" / "kiln").lexically_normal();
   if (known->size() < 64) known->emplace(info.dli_fname, share);
   return share;
 }

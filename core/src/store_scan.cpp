@@ -1,7 +1,16 @@
 // The one store scanning rule (store_scan.hpp).
 #include "store_scan.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
 #include <system_error>
 
 namespace kiln {
@@ -27,41 +36,65 @@ bool is_archive_dir_name(std::string_view name, std::string_view package) {
 }
 
 StoreListing list_store_archive_dirs(const fs::path& store, std::string_view package) {
+  // POSIX calls, not std::filesystem: a fresh process's first get() lists a store, and this is
+  // one open, one or two getdents64 and no allocation per entry that is not an archive.
   StoreListing out;
-  std::error_code ec;
-  auto st = fs::status(store, ec);
-  if (ec || !fs::exists(st)) {
-    out.problem = "does not exist";
+  int fd = ::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    out.problem = err == ENOENT    ? "does not exist"
+                  : err == ENOTDIR ? "not a directory"
+                                   : "cannot be listed: " + std::generic_category().message(err);
     return out;
   }
-  if (!fs::is_directory(st)) {
-    out.problem = "not a directory";
-    return out;
-  }
-  fs::directory_iterator it(store, ec);
-  if (ec) {
-    out.problem = "cannot be listed: " + ec.message();
-    return out;
-  }
-  for (; it != fs::directory_iterator(); it.increment(ec)) {
-    if (ec) {
-      out.problem = "cannot be listed: " + ec.message();
+  alignas(8) char buf[8192];
+  for (;;) {
+    long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n < 0) {
+      out.problem = "cannot be listed: " + std::generic_category().message(errno);
+      ::close(fd);
+      out.archive_dirs.clear();
+      out.archive_names.clear();
       return out;
     }
-    if (!is_archive_dir_name(it->path().filename().string(), package)) continue;
-    std::error_code dec;
-    if (it->is_directory(dec)) out.archive_dirs.push_back(it->path());  // follows symlinks
+    if (n == 0) break;
+    for (long off = 0; off < n;) {
+      // struct linux_dirent64: d_ino, d_off, d_reclen, d_type, d_name (NUL-terminated).
+      const char* rec = buf + off;
+      unsigned short reclen = 0;
+      std::memcpy(&reclen, rec + offsetof(struct dirent64, d_reclen), sizeof reclen);
+      unsigned char type = static_cast<unsigned char>(rec[offsetof(struct dirent64, d_type)]);
+      const char* name = rec + offsetof(struct dirent64, d_name);
+      off += reclen;
+      if (!is_archive_dir_name(name, package)) continue;
+      bool dir = type == DT_DIR;
+      if (type == DT_LNK || type == DT_UNKNOWN) {  // a link to a directory counts (followed)
+        struct stat st {};
+        dir = ::fstatat(fd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+      }
+      if (dir) out.archive_names.emplace_back(name);
+    }
   }
-  std::sort(out.archive_dirs.begin(), out.archive_dirs.end());
+  ::close(fd);
+  std::sort(out.archive_names.begin(), out.archive_names.end());
+  out.archive_dirs.reserve(out.archive_names.size());
+  for (const auto& n : out.archive_names) out.archive_dirs.push_back(store / n);
   out.readable = true;
   return out;
 }
 
-std::optional<std::string> archive_dir_name_problem(const fs::path& dir, const Manifest& m) {
+std::optional<std::string> archive_dir_name_problem(std::string_view dir, const Manifest& m) {
   std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
-  if (dir.filename().string() == stem) return std::nullopt;
-  return dir.string() + ": directory name does not match its manifest (expected '" + stem +
+  // The last component, as fs::path::filename() gives it ("" after a trailing '/').
+  std::string_view name = dir.substr(dir.rfind('/') + 1);
+  if (name == stem) return std::nullopt;
+  return std::string(dir) +
+         ": directory name does not match its manifest (expected '" + stem +
          "' from package, package_version, cuda_version and target)";
+}
+
+std::optional<std::string> archive_dir_name_problem(const fs::path& dir, const Manifest& m) {
+  return archive_dir_name_problem(std::string_view(dir.native()), m);
 }
 
 }  // namespace kiln

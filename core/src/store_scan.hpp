@@ -39,6 +39,7 @@ struct StoreListing {
   bool readable = false;
   std::string problem;                              // when !readable: "does not exist", ...
   std::vector<std::filesystem::path> archive_dirs;  // sorted by name
+  std::vector<std::string> archive_names;           // their names, in the same order
 };
 
 // The archive directories of `store` by the rule above. Never throws: a store that does not
@@ -50,5 +51,7 @@ StoreListing list_store_archive_dirs(const std::filesystem::path& store,
 // stem the manifest gives), naming the directory and the expected name; nullopt when it can.
 std::optional<std::string> archive_dir_name_problem(const std::filesystem::path& dir,
                                                     const Manifest& manifest);
+// The same for a directory given as a string (the loader's fast path builds no path object).
+std::optional<std::string> archive_dir_name_problem(std::string_view dir, const Manifest& manifest);
 
 }  // namespace kiln

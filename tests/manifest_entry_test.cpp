@@ -412,6 +412,39 @@ TEST(ManifestEntries, TheStrictReaderDecidesEveryManifestKilnWrites) {
   expect_same(text, "keys reversed");
 }
 
+// The strict reader scans strings and indentation eight bytes at a time: a byte it must not
+// accept (a control byte, DEL, non-ASCII, a backslash, a quote) at every offset of a long string,
+// and whitespace runs of every length, still read exactly as parse_manifest reads them.
+TEST(ManifestEntries, EveryByteAtEveryOffsetOfAWordReadsAsParseManifestReadsIt) {
+  const std::string text = seeds().front().second;
+  const std::string key = "\"git_commit\": \"";
+  const std::size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const std::size_t value = at + key.size();
+  const std::string long_value(40, 'a');
+  std::string base = text;
+  base.replace(value, text.find('"', value) - value, long_value);
+  expect_same(base, "long git_commit");
+  const std::string bytes[] = {std::string(1, '\0'), "\x01", "\t", "\x1f", " ", "~", "\x7f",
+                               "\x80", "\xff", "\xc3\xa9", "\\n", "\\", "\""};
+  for (std::size_t off = 0; off < 18; ++off)
+    for (const auto& b : bytes) {
+      std::string t = base;
+      t.replace(value + off, 1, b);
+      expect_same(t, "byte " + std::to_string(static_cast<unsigned char>(b[0])) + " at offset " +
+                         std::to_string(off));
+    }
+  // Indentation of 0 to 20 bytes of each whitespace byte, and of a non-whitespace byte.
+  const std::size_t line = text.find("\n  \"format_version\"");
+  ASSERT_NE(line, std::string::npos);
+  for (std::size_t n = 0; n <= 20; ++n)
+    for (char c : {' ', '\t', '\r', '\n', '\v', '\f'}) {
+      std::string t = text;
+      t.replace(line + 1, 2, std::string(n, c));
+      expect_same(t, "indent of " + std::to_string(n) + " x " + std::to_string(c));
+    }
+}
+
 TEST(ManifestEntries, ConvertsEachUrisArtifactOnceAndSharesIt) {
   Manifest m = rich_manifest();
   auto e = ManifestEntries::read(manifest_to_json(m), kOrigin);

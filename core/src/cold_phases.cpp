@@ -3,9 +3,20 @@
 namespace kiln::cold {
 
 namespace detail {
+namespace {
 thread_local PhaseTimes* t_sink = nullptr;
 thread_local PhaseTimer* t_top = nullptr;
+}  // namespace
 }  // namespace detail
+
+PhaseTimer::PhaseTimer(Phase p) noexcept {
+  if (!detail::t_sink) return;
+  phase_ = p;
+  on_ = true;
+  parent_ = detail::t_top;
+  detail::t_top = this;
+  start_ = std::chrono::steady_clock::now();
+}
 
 const char* phase_name(Phase p) {
   switch (p) {

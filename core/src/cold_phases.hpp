@@ -2,9 +2,10 @@
 // Where a cold get() spends its time, phase by phase, for the load-path benchmark
 // (bench/load_path_bench.cpp, docs/performance.md). Private: not installed, not API.
 //
-// Off (no sink installed on the calling thread) a PhaseTimer costs one thread-local load and
-// one branch; on, two steady_clock reads. Phases are exclusive: a timer nested in another one
-// takes its time out of the enclosing phase, so the phases of one get() add up to its total.
+// Off (no sink installed on the calling thread) a PhaseTimer costs a call, one thread-local
+// load and one branch; on, two steady_clock reads. Phases are exclusive: a timer nested in
+// another one takes its time out of the enclosing phase, so the phases of one get() add up to
+// its total.
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -41,22 +42,11 @@ struct PhaseTimes {
 // Times add up in the sink until it is cleared by its owner.
 PhaseTimes* set_phase_sink(PhaseTimes* sink) noexcept;
 
-class PhaseTimer;
-namespace detail {
-extern thread_local PhaseTimes* t_sink;
-extern thread_local PhaseTimer* t_top;
-}  // namespace detail
-
 class PhaseTimer {
  public:
-  explicit PhaseTimer(Phase p) noexcept {
-    if (!detail::t_sink) return;
-    phase_ = p;
-    on_ = true;
-    parent_ = detail::t_top;
-    detail::t_top = this;
-    start_ = std::chrono::steady_clock::now();
-  }
+  // Out of line: the thread-locals it reads have internal linkage (a thread-local with linkage
+  // would be exported by gold, which lays out libkiln; CMakeLists.txt).
+  explicit PhaseTimer(Phase p) noexcept;
   ~PhaseTimer() {
     if (on_) stop();
   }

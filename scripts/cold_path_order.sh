@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Regenerates loader/cold_path.order, the order in which libkiln's linker lays out the functions
+# of a fresh process's first verified load (docs/decisions.md, "The cold path laid out together").
+#
+#   scripts/cold_path_order.sh BUILD_DIR STORE
+#
+# BUILD_DIR: a build with -DKILN_BUILD_BENCH=ON (kiln_cold_start and its stand-in libcuda);
+# STORE: a store holding an archive for sm_90 (scripts/bench_cold.sh prepare makes one in
+# .carry/cold/store). Runs the kiln child of kiln_cold_start --no-gpu once under callgrind and
+# lists every libkiln function it executes, in the order callgrind first meets them. A name
+# that no longer exists only loses its place; nothing breaks.
+set -euo pipefail
+build=${1:?usage: cold_path_order.sh BUILD_DIR STORE}
+store=$(cd "${2:?usage: cold_path_order.sh BUILD_DIR STORE}" && pwd)
+command -v valgrind >/dev/null || { echo "cold_path_order.sh: needs valgrind" >&2; exit 5; }
+build=$(cd "$build" && pwd)
+art=$(ls "$store"/*-sm_90a/axpy_dtype_f32.fatbin "$store"/*-sm_90/axpy_dtype_f32.fatbin 2>/dev/null | head -1 || true)
+[ -n "$art" ] || { echo "cold_path_order.sh: no sm_90a or sm_90 archive with axpy_dtype_f32 in $store" >&2; exit 4; }
+sha=$(sha256sum "$art" | cut -d' ' -f1)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+LD_LIBRARY_PATH="$build/bench/stand-in" valgrind -q --tool=callgrind --demangle=no \
+  --compress-strings=no --callgrind-out-file="$tmp/cg.out" \
+  "$build/bench/kiln_cold_start" --child kiln --t0 0 --libkiln "$build/libkiln.so" \
+  --store "$store" --cache "$tmp/cache" --uri axpy_dtype_f32 --artifact "$art" --sha256 "$sha" \
+  --symbol unused --no-gpu >/dev/null
+out="$(dirname "$0")/../loader/cold_path.order"
+python3 - "$tmp/cg.out" "$out" <<'PY'
+import re, sys
+src, out = sys.argv[1], sys.argv[2]
+names, obj = [], None
+for line in open(src):
+    if line.startswith("ob="):
+        obj = line[3:].strip()
+    elif line.startswith("fn=") and obj and "libkiln.so" in obj:
+        name = line[3:].strip().split("'")[0]  # callgrind marks recursion levels with '
+        if name.startswith("0x") or not re.fullmatch(r"[A-Za-z0-9_.$]+", name):
+            continue
+        if name in ("_init", "_fini", "frame_dummy", "register_tm_clones",
+                    "deregister_tm_clones", "__do_global_dtors_aux"):
+            continue
+        # Constructors and destructors: the C1/C2 (D0/D1/D2) variants share one section.
+        pattern = re.sub(r"([CD])[0-2]([EI])", r"\1*\2", name)
+        if pattern not in names:
+            names.append(pattern)
+if len(names) < 50:  # the first load runs ~190 of libkiln's functions: something went wrong
+    sys.exit(f"cold_path_order.sh: only {len(names)} libkiln functions seen; {out} left as it was")
+with open(out, "w") as f:
+    # gold's --section-ordering-file: one input section (or pattern) per line, no comments.
+    for n in names:
+        f.write(f".text.{n}\n")
+print(f"cold_path_order.sh: {len(names)} functions -> {out}")
+PY

@@ -7,8 +7,8 @@
 # BUILD_DIR: a build with -DKILN_BUILD_BENCH=ON (kiln_cold_start and its stand-in libcuda);
 # STORE: a store holding an archive for sm_90 (scripts/bench_cold.sh prepare makes one in
 # .carry/cold/store). Runs the kiln child of kiln_cold_start --no-gpu once under callgrind and
-# lists every libkiln function it executes, in the order callgrind first meets them. A name
-# that no longer exists only loses its place; nothing breaks.
+# lists every libkiln function it executes (sorted by name). A name that no longer exists only
+# loses its place; nothing breaks.
 set -euo pipefail
 build=${1:?usage: cold_path_order.sh BUILD_DIR STORE}
 store=$(cd "${2:?usage: cold_path_order.sh BUILD_DIR STORE}" && pwd)
@@ -47,7 +47,8 @@ if len(names) < 50:  # the first load runs ~190 of libkiln's functions: somethin
     sys.exit(f"cold_path_order.sh: only {len(names)} libkiln functions seen; {out} left as it was")
 with open(out, "w") as f:
     # gold's --section-ordering-file: one input section (or pattern) per line, no comments.
-    for n in names:
+    # Sorted: together is what counts, and a sorted list changes only where the path does.
+    for n in sorted(names):
         f.write(f".text.{n}\n")
 print(f"cold_path_order.sh: {len(names)} functions -> {out}")
 PY

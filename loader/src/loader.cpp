@@ -107,6 +107,9 @@ HitCache& hit_cache() {
   return cache;
 }
 
+// The source store_dirs() gives the directories of the artifact path.
+const std::string kArtifactPathSource = "artifact path";
+
 // Where libkiln lies does not change while it is loaded: its TUF root found (dladdr) once.
 const std::string& installed_tuf_root_once() {
   static const std::string root = installed_tuf_root();
@@ -186,7 +189,7 @@ struct Loader::Impl {
         if (e.first == d) return;
       dirs.emplace_back(d, source);
     };
-    for (const auto& d : cfg.artifact_path) add(d, "artifact path");
+    for (const auto& d : cfg.artifact_path) add(d, kArtifactPathSource.c_str());
     if (cfg.use_installed_store) add(installed_dir(), "installed beside the package's library");
     add(cfg.cache_dir, "cache directory");
     return dirs;
@@ -320,14 +323,12 @@ struct Loader::Impl {
     tried.uri = s.uri;
     tried.cc = s.cc;
     std::vector<std::string> tried_paths;
-    std::vector<std::string> scanned;
-    auto serves = [&](const std::string& dir, const char* source) {
+    auto serves = [&](const std::string& dir, const std::string& source) {
       std::vector<StoreScan> one;
       {
         cold::PhaseTimer t(cold::Phase::StoreScan);
         one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
       }
-      scanned.push_back(dir);
       // Without words: the fast plan's reasons and rejections are never shown (a failure is
       // explained by the full scan below).
       StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
@@ -337,16 +338,16 @@ struct Loader::Impl {
       }
       return false;
     };
-    // store_dirs()'s order, the artifact path first on its own: when it serves, the installed
-    // store is never looked for (installed_dir()).
-    for (const auto& dir : cfg.artifact_path)
-      if (!dir.empty() && std::find(scanned.begin(), scanned.end(), dir) == scanned.end() &&
-          serves(dir, "artifact path"))
+    // store_dirs()'s order, the artifact path first on its own (each directory once, no copy):
+    // when it serves, the installed store is never looked for (installed_dir()).
+    const auto& path = cfg.artifact_path;
+    for (std::size_t i = 0; i < path.size(); ++i)
+      if (!path[i].empty() &&
+          std::find(path.begin(), path.begin() + i, path[i]) == path.begin() + i &&
+          serves(path[i], kArtifactPathSource))
         return true;
     for (const auto& [dir, source] : store_dirs())
-      if (std::find(scanned.begin(), scanned.end(), dir) == scanned.end() &&
-          serves(dir, source.c_str()))
-        return true;
+      if (source != kArtifactPathSource && serves(dir, source)) return true;
     // Nothing served: the full scan, for the explanation.
     auto scans = scan_stores(s);
     StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);

@@ -54,9 +54,12 @@ EXPORT CUresult cuDeviceGetName(char* name, int len, CUdevice d) {
 }
 EXPORT CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
   (void)d;
-  if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR) *v = stand_in_cc() / 10;
-  else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR) *v = stand_in_cc() % 10;
-  else *v = 0;
+  if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+    *v = stand_in_cc() / 10;
+  else if (a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+    *v = stand_in_cc() % 10;
+  else
+    *v = 0;
   return CUDA_SUCCESS;
 }
 EXPORT CUresult cuCtxGetCurrent(CUcontext* c) {

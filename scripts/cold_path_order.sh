@@ -6,24 +6,17 @@
 #
 # BUILD_DIR: a build with -DKILN_BUILD_BENCH=ON (kiln_cold_start and its stand-in libcuda);
 # STORE: a store holding an archive for sm_90 (scripts/bench_cold.sh prepare makes one in
-# .carry/cold/store). Runs the kiln child of kiln_cold_start --no-gpu once under callgrind and
-# lists every libkiln function it executes (sorted by name). A name that no longer exists only
-# loses its place; nothing breaks.
+# .carry/cold/store). Runs the kiln child of kiln_cold_start --no-gpu once under callgrind
+# (scripts/cold_child.sh) and lists every libkiln function it executes (sorted by name). A name
+# that no longer exists only loses its place; nothing breaks.
 set -euo pipefail
 build=${1:?usage: cold_path_order.sh BUILD_DIR STORE}
-store=$(cd "${2:?usage: cold_path_order.sh BUILD_DIR STORE}" && pwd)
+store=${2:?usage: cold_path_order.sh BUILD_DIR STORE}
 command -v valgrind >/dev/null || { echo "cold_path_order.sh: needs valgrind" >&2; exit 5; }
-build=$(cd "$build" && pwd)
-art=$(ls "$store"/*-sm_90a/axpy_dtype_f32.fatbin "$store"/*-sm_90/axpy_dtype_f32.fatbin 2>/dev/null | head -1 || true)
-[ -n "$art" ] || { echo "cold_path_order.sh: no sm_90a or sm_90 archive with axpy_dtype_f32 in $store" >&2; exit 4; }
-sha=$(sha256sum "$art" | cut -d' ' -f1)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-LD_LIBRARY_PATH="$build/bench/stand-in" valgrind -q --tool=callgrind --demangle=no \
-  --compress-strings=no --callgrind-out-file="$tmp/cg.out" \
-  "$build/bench/kiln_cold_start" --child kiln --t0 0 --libkiln "$build/libkiln.so" \
-  --store "$store" --cache "$tmp/cache" --uri axpy_dtype_f32 --artifact "$art" --sha256 "$sha" \
-  --symbol unused --no-gpu >/dev/null
+"$(dirname "$0")/cold_child.sh" "$build" "$store" valgrind -q --tool=callgrind --demangle=no \
+  --compress-strings=no --callgrind-out-file="$tmp/cg.out" >/dev/null
 out="$(dirname "$0")/../loader/cold_path.order"
 python3 - "$tmp/cg.out" "$out" <<'PY'
 import re, sys

@@ -3,10 +3,13 @@
 // scanner (`kiln verify STORE`). The layouts are those where the two old rules disagreed: the
 // loader read only kiln-kernels-* directories and ignored what their names said, the CLI read
 // every directory and refused names that did not match their manifest.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "kiln/manifest.hpp"
 #include "kiln/version.hpp"
+#include "limits.hpp"
 #include "store_scan.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
@@ -122,8 +125,6 @@ TEST(StoreRule, ListingFollowsLinksToDirectoriesAndReadsLargeStoresWhole) {
   ASSERT_TRUE(l.readable) << l.problem;
   EXPECT_EQ(l.archive_names, (std::vector<std::string>{"kiln-kernels-0.1.0-cuda13.0-sm_80",
                                                        "kiln-kernels-0.1.0-cuda13.0-sm_86"}));
-  ASSERT_EQ(l.archive_dirs.size(), 2u);
-  EXPECT_EQ(l.archive_dirs[1], store / "kiln-kernels-0.1.0-cuda13.0-sm_86");
   // Any package: the other package's directory too.
   EXPECT_EQ(list_store_archive_dirs(store).archive_names.size(), 3u);
 
@@ -140,6 +141,32 @@ TEST(StoreRule, ListingFollowsLinksToDirectoriesAndReadsLargeStoresWhole) {
   StoreListing b = list_store_archive_dirs(big, "kiln-kernels");
   ASSERT_TRUE(b.readable) << b.problem;
   EXPECT_EQ(b.archive_names, want);
+}
+
+// A store directory is untrusted: a listing reads at most limits::kMaxStoreEntries entries and
+// refuses a larger one with the limit named, listing nothing, rather than growing without end.
+TEST(StoreRule, AStoreOfMoreEntriesThanTheLimitIsRefusedNamingIt) {
+  TempDir dir;
+  fs::path store = dir / "store";
+  fs::create_directories(store / "kiln-kernels-0.1.0-cuda13.0-sm_90a");
+  // Plain files with other names: cheap to make, counted all the same.
+  for (std::uint64_t i = 1; i < limits::kMaxStoreEntries; ++i) {
+    std::string name = (store / ("f" + std::to_string(i))).string();
+    int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0) << name;
+    ::close(fd);
+  }
+  StoreListing at_limit = list_store_archive_dirs(store, "kiln-kernels");
+  ASSERT_TRUE(at_limit.readable) << at_limit.problem;  // exactly the limit: listed
+  EXPECT_EQ(at_limit.archive_names,
+            std::vector<std::string>{"kiln-kernels-0.1.0-cuda13.0-sm_90a"});
+  test::write_file(store / "one-more", "");
+  StoreListing over = list_store_archive_dirs(store, "kiln-kernels");
+  EXPECT_FALSE(over.readable);
+  EXPECT_TRUE(over.archive_names.empty());
+  EXPECT_EQ(over.problem, "cannot be listed: it holds more than " +
+                              std::to_string(limits::kMaxStoreEntries) +
+                              " entries, the limit (docs/security.md)");
 }
 
 }  // namespace

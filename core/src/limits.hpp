@@ -34,6 +34,10 @@ constexpr std::uint64_t kMaxUnpackedBytes = std::uint64_t{4} << 30;
 // Members of one archive (manifest included): one per specialisation.
 constexpr std::uint64_t kMaxMembers = 100000;
 
+// Entries of one store directory a listing reads (archive directories of every package and
+// version, installs in progress, the cache's jit/ and tuf/): a real store has dozens.
+constexpr std::uint64_t kMaxStoreEntries = 100000;
+
 // Local files read whole (store manifest.json, index and manifest files given on the command
 // line, JIT sidecars): regular files only, never a FIFO or device, at most this many bytes.
 constexpr std::uint64_t kMaxLocalFileBytes = kMaxJsonBytes;

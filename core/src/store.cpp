@@ -177,7 +177,7 @@ std::vector<StoreArchive> scan_store(const fs::path& store) {
                                                                          : listing.problem));
   }
   std::vector<StoreArchive> out;
-  for (const auto& dir : listing.archive_dirs) out.push_back(scan_store_entry(dir));
+  for (const auto& name : listing.archive_names) out.push_back(scan_store_entry(store / name));
   return out;
 }
 

@@ -11,7 +11,10 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <string>
 #include <system_error>
+
+#include "limits.hpp"
 
 namespace kiln {
 
@@ -47,16 +50,17 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
                                    : "cannot be listed: " + std::generic_category().message(err);
     return out;
   }
+  auto refuse = [&](std::string problem) {
+    out.problem = std::move(problem);
+    out.archive_names.clear();
+    ::close(fd);
+    return out;
+  };
   alignas(8) char buf[8192];
+  std::uint64_t entries = 0;
   for (;;) {
     long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
-    if (n < 0) {
-      out.problem = "cannot be listed: " + std::generic_category().message(errno);
-      ::close(fd);
-      out.archive_dirs.clear();
-      out.archive_names.clear();
-      return out;
-    }
+    if (n < 0) return refuse("cannot be listed: " + std::generic_category().message(errno));
     if (n == 0) break;
     for (long off = 0; off < n;) {
       // struct linux_dirent64: d_ino, d_off, d_reclen, d_type, d_name (NUL-terminated).
@@ -66,6 +70,11 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
       unsigned char type = static_cast<unsigned char>(rec[offsetof(struct dirent64, d_type)]);
       const char* name = rec + offsetof(struct dirent64, d_name);
       off += reclen;
+      if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
+      if (++entries > limits::kMaxStoreEntries)
+        return refuse("cannot be listed: it holds more than " +
+                      std::to_string(limits::kMaxStoreEntries) +
+                      " entries, the limit (docs/security.md)");
       if (!is_archive_dir_name(name, package)) continue;
       bool dir = type == DT_DIR;
       if (type == DT_LNK || type == DT_UNKNOWN) {  // a link to a directory counts (followed)
@@ -77,8 +86,6 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
   }
   ::close(fd);
   std::sort(out.archive_names.begin(), out.archive_names.end());
-  out.archive_dirs.reserve(out.archive_names.size());
-  for (const auto& n : out.archive_names) out.archive_dirs.push_back(store / n);
   out.readable = true;
   return out;
 }

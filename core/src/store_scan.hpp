@@ -38,12 +38,12 @@ bool is_archive_dir_name(std::string_view name, std::string_view package = {});
 struct StoreListing {
   bool readable = false;
   std::string problem;                              // when !readable: "does not exist", ...
-  std::vector<std::filesystem::path> archive_dirs;  // sorted by name
-  std::vector<std::string> archive_names;           // their names, in the same order
+  std::vector<std::string> archive_names;  // sorted; the directories are <store>/<name>
 };
 
 // The archive directories of `store` by the rule above. Never throws: a store that does not
-// exist, is not a directory or cannot be listed is reported in `problem`.
+// exist, is not a directory, cannot be listed or holds more than limits::kMaxStoreEntries
+// entries is reported in `problem`.
 StoreListing list_store_archive_dirs(const std::filesystem::path& store,
                                      std::string_view package = {});
 

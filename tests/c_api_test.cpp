@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "c_api_internal.hpp"
 #include "driver.hpp"
@@ -84,6 +85,37 @@ TEST(CApi, TufRootReachesTheLoaderAndAConfigSizedBeforeItTakesItFromTheEnvironme
   c.tuf_root = "/must/not/be/read";
   ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
   EXPECT_EQ(l->loader->config().tuf_root, "/from/env/root.json");
+  kiln_loader_destroy(l);
+}
+
+// The config's artifact_path and mirrors are split by their variables' own rules (':' for the
+// path; whitespace and ',' for mirrors), replace what the environment says, and "" clears it.
+TEST(CApi, ListsGivenInTheConfigAreSplitAsTheirVariablesAndReplaceTheEnvironment) {
+  kiln::test::TempDir tmp;
+  const std::string cache = (tmp / "cache").string();
+  ScopedEnv path("KILN_ARTIFACT_PATH", "/env/a:/env/b");
+  ScopedEnv mirrors("KILN_MIRRORS", "https://env.example/m");
+  kiln_config c = offline_config(cache);
+  c.artifact_path = "/opt/a::/opt/b:";
+  c.mirrors = "https://m1.example/k, https://m2.example/k\thttps://m3.example/k";
+  kiln_loader* l = nullptr;
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_EQ(l->loader->config().artifact_path, (std::vector<std::string>{"/opt/a", "/opt/b"}));
+  EXPECT_EQ(l->loader->config().mirrors,
+            (std::vector<std::string>{"https://m1.example/k", "https://m2.example/k",
+                                      "https://m3.example/k"}));
+  kiln_loader_destroy(l);
+  c.artifact_path = "";
+  c.mirrors = "";
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_TRUE(l->loader->config().artifact_path.empty());
+  EXPECT_TRUE(l->loader->config().mirrors.empty());
+  kiln_loader_destroy(l);
+  c.artifact_path = nullptr;  // NULL: the environment's
+  c.mirrors = nullptr;
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_EQ(l->loader->config().artifact_path, (std::vector<std::string>{"/env/a", "/env/b"}));
+  EXPECT_EQ(l->loader->config().mirrors, std::vector<std::string>{"https://env.example/m"});
   kiln_loader_destroy(l);
 }
 

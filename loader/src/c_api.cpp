@@ -107,18 +107,14 @@ kiln_status kiln::c_api::loader_create_with(const kiln_package* package,
       };
       // A list given as a string is split by its variable's own rule (the one table), reading
       // that one variable: not the whole environment again.
-      if (config->artifact_path) {
+      auto as_variable = [](const char* variable, const char* value) {
         kiln::Environment e;
-        kiln::read_env_variable(e, "KILN_ARTIFACT_PATH",
-                                [&](const char*) -> const char* { return config->artifact_path; });
-        lc.artifact_path = std::move(e.loader.artifact_path);
-      }
-      if (config->mirrors) {
-        kiln::Environment e;
-        kiln::read_env_variable(e, "KILN_MIRRORS",
-                                [&](const char*) -> const char* { return config->mirrors; });
-        lc.mirrors = std::move(e.loader.mirrors);
-      }
+        kiln::read_env_variable(e, variable, [value](const char*) { return value; });
+        return std::move(e.loader);
+      };
+      if (config->artifact_path)
+        lc.artifact_path = as_variable("KILN_ARTIFACT_PATH", config->artifact_path).artifact_path;
+      if (config->mirrors) lc.mirrors = as_variable("KILN_MIRRORS", config->mirrors).mirrors;
       if (config->cache_dir) lc.cache_dir = config->cache_dir;
       boolean("offline", config->offline, lc.offline);
       boolean("disable_jit", config->disable_jit, lc.disable_jit);

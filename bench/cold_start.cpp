@@ -286,9 +286,9 @@ int child(const std::string& mode, std::int64_t t0, const std::map<std::string, 
   return 0;
 }
 
-// Runs one child and returns its phases (ns).
-// The children's environment: this process's, unless --no-gpu puts the stand-in driver first.
-std::vector<std::string> g_child_env_store;
+// The children's environment: this process's, unless --no-gpu puts the stand-in driver first
+// (child_env points into child_env_strings).
+std::vector<std::string> child_env_strings;
 std::vector<char*> child_env;
 
 void use_stand_in_driver(const std::string& dir, int cc) {
@@ -299,14 +299,15 @@ void use_stand_in_driver(const std::string& dir, int cc) {
       continue;
     }
     if (std::strncmp(*e, "KILN_STAND_IN_CC=", 17) == 0) continue;
-    g_child_env_store.emplace_back(*e);
+    child_env_strings.emplace_back(*e);
   }
-  g_child_env_store.push_back("LD_LIBRARY_PATH=" + path);
-  g_child_env_store.push_back("KILN_STAND_IN_CC=" + std::to_string(cc));
-  for (auto& e : g_child_env_store) child_env.push_back(e.data());
+  child_env_strings.push_back("LD_LIBRARY_PATH=" + path);
+  child_env_strings.push_back("KILN_STAND_IN_CC=" + std::to_string(cc));
+  for (auto& e : child_env_strings) child_env.push_back(e.data());
   child_env.push_back(nullptr);
 }
 
+// Runs one child and returns its phases (ns).
 std::map<std::string, double> run_child(const std::string& self, const std::string& mode,
                                         std::vector<std::string> args) {
   int fds[2];

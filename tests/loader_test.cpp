@@ -572,9 +572,8 @@ TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) 
   EXPECT_TRUE(later_seen);
 }
 
-// The store tier's order is artifact path, installed store, cache; a hit ends it, so a hit in
-// the artifact path never even looks for the installed store (found by dladdr when first
-// needed) or the cache.
+// The store tier's order is artifact path (each directory once), installed store, cache; the
+// first store that serves ends it: later stores are not even listed.
 TEST(Loader, AStoreHitEndsTheSearchAndLaterStoresAreNeverScanned) {
   Rig rig;
   std::string want = write_loadable_entry(rig.tmp / "path", {"sm_90"});

@@ -16,6 +16,15 @@
 #   scripts/bench_cold.sh local BUILD_DIR [STORE]
 #       here: the --no-gpu modes of both benchmarks from BUILD_DIR (STORE: default the one
 #       `prepare` made).
+#   scripts/bench_cold.sh baseline BASE_BUILD_DIR
+#       here, after `prepare`: adds another build's libkiln, libkiln-kernels and kiln_load_bench
+#       (a build of the commit to compare against, with -DKILN_BUILD_BENCH=ON) as the baseline
+#       of `ab`, in .carry/cold/base.
+#   scripts/bench_cold.sh ab [ROUNDS]
+#       on the GPU machine: ROUNDS (default 3) rounds of kiln_cold_start --runs 41 over the
+#       baseline's libkiln and this build's, alternating, in the same program against the same
+#       store; then ROUNDS rounds of kiln_load_bench --cold-only --iterations 300 of each. One
+#       machine's floors move by 1.5x from call to call: only the ratios of one call compare.
 #
 # Exit status: the first benchmark that failed, else 0 (a ratio above its goal is reported, not
 # an error).
@@ -121,9 +130,53 @@ run_local() {
   return "$first_rc"
 }
 
+baseline() {
+  local base=${1:?usage: bench_cold.sh baseline BASE_BUILD_DIR}
+  set -e
+  [ -d "$CARRY/lib" ] || { echo "bench_cold.sh baseline: run 'prepare' first" >&2; exit 2; }
+  rm -rf "$CARRY/base"
+  mkdir -p "$CARRY/base/lib" "$CARRY/base/bin"
+  cp -L "$base"/libkiln.so.*.*.* "$base"/libkiln-kernels.so.*.*.* "$CARRY/base/lib/"
+  (cd "$CARRY/base/lib" && for f in libkiln.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln.so; done
+   for f in libkiln-kernels.so.*.*.*; do ln -sf "$f" "${f%.*}"; ln -sf "$f" libkiln-kernels.so; done)
+  cp "$base/bench/kiln_load_bench" "$CARRY/base/bin/"
+  strip --strip-debug "$CARRY"/base/lib/*.so.*.*.* "$CARRY/base/bin/kiln_load_bench"
+  du -sh "$CARRY" "$CARRY/base"
+}
+
+run_ab() {
+  local rounds=${1:-3}
+  out=${OUT:-/tmp/kiln-cold-out}
+  first_rc=0
+  mkdir -p "$out"
+  local root=$PWD
+  [ -d "$root/$CARRY/base" ] || { echo "bench_cold.sh ab: no baseline (bench_cold.sh baseline)" >&2; return 2; }
+  export LD_LIBRARY_PATH="$root/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  settle "$root/$CARRY/store"
+  local round
+  for round in $(seq "$rounds"); do
+    run_bench "ab-fresh-base-$round" "$root/$CARRY/bin/kiln_cold_start" \
+      --libkiln "$root/$CARRY/base/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41
+    run_bench "ab-fresh-this-$round" "$root/$CARRY/bin/kiln_cold_start" \
+      --libkiln "$root/$CARRY/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41
+  done
+  for round in $(seq "$rounds"); do
+    run_bench "ab-inprocess-base-$round" "$root/$CARRY/base/bin/kiln_load_bench" \
+      --store "$root/$CARRY/store" --cold-only --iterations 300
+    run_bench "ab-inprocess-this-$round" "$root/$CARRY/bin/kiln_load_bench" \
+      --store "$root/$CARRY/store" --cold-only --iterations 300
+  done
+  grep -H "first_result (first verified" "$out"/ab-fresh-*.log | tee "$out/ab-summary.txt"
+  grep -H "cold get (store.*axpy" "$out"/ab-inprocess-*.log | tee -a "$out/ab-summary.txt"
+  return "$first_rc"
+}
+
 case "${1:-}" in
   prepare) shift; prepare "$@" ;;
   run) run ;;
   local) shift; run_local "$@" ;;
-  *) echo "usage: $0 prepare BUILD_DIR [DIST_DIR] | run | local BUILD_DIR [STORE]" >&2; exit 2 ;;
+  baseline) shift; baseline "$@" ;;
+  ab) shift; run_ab "$@" ;;
+  *) echo "usage: $0 prepare BUILD_DIR [DIST_DIR] | run | local BUILD_DIR [STORE] |" \
+          "baseline BASE_BUILD_DIR | ab [ROUNDS]" >&2; exit 2 ;;
 esac

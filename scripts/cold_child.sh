@@ -13,6 +13,9 @@
 #   scripts/cold_child.sh build .carry/cold/store perf record -e page-faults -c 1 -d -o pf.data
 #                                                                # every page fault, with address
 # Without a tool the child just runs and prints its phases (ns).
+# Its cache directory is a new empty one, so it lists the store and checks the manifest whole as
+# the first process after an install does; COLD_CACHE=DIR gives it DIR instead, where an earlier
+# child has kept the store's scan record (core/src/scan_record.hpp), as every later process has.
 set -euo pipefail
 build=$(cd "${1:?usage: cold_child.sh BUILD_DIR STORE [TOOL ARGS...]}" && pwd)
 store=$(cd "${2:?usage: cold_child.sh BUILD_DIR STORE [TOOL ARGS...]}" && pwd)
@@ -21,8 +24,12 @@ art=$(ls "$store"/*-sm_90a/axpy_dtype_f32.fatbin "$store"/*-sm_90/axpy_dtype_f32
   head -1 || true)
 [ -n "$art" ] || { echo "cold_child.sh: no sm_90a or sm_90 archive with axpy_dtype_f32 in $store" >&2; exit 4; }
 sha=$(sha256sum "$art" | cut -d' ' -f1)
-cache=$(mktemp -d)
-trap 'rm -rf "$cache"' EXIT
+if [ -n "${COLD_CACHE:-}" ]; then
+  cache=$COLD_CACHE
+else
+  cache=$(mktemp -d)
+  trap 'rm -rf "$cache"' EXIT
+fi
 LD_LIBRARY_PATH="$build/bench/stand-in" KILN_STAND_IN_CC=90 "$@" \
   "$build/bench/kiln_cold_start" --child kiln --t0 0 --libkiln "$build/libkiln.so" \
   --store "$store" --cache "$cache" --uri axpy_dtype_f32 --artifact "$art" --sha256 "$sha" \

@@ -6,23 +6,31 @@
 #
 # BUILD_DIR: a build with -DKILN_BUILD_BENCH=ON (kiln_cold_start and its stand-in libcuda);
 # STORE: a store holding an archive for sm_90 (scripts/bench_cold.sh prepare makes one in
-# .carry/cold/store). Runs the kiln child of kiln_cold_start --no-gpu once under callgrind
-# (scripts/cold_child.sh) and lists every libkiln function it executes (sorted by name). A name
-# that no longer exists only loses its place; nothing breaks.
+# .carry/cold/store, settled: written more than a second before). Runs the kiln child of
+# kiln_cold_start --no-gpu twice under callgrind (scripts/cold_child.sh) with one cache
+# directory: the first process after an install (lists the store, checks the manifest whole,
+# keeps the scan record) and a later one (uses the record); lists every libkiln function either
+# executes (sorted by name). A name that no longer exists only loses its place; nothing breaks.
 set -euo pipefail
 build=${1:?usage: cold_path_order.sh BUILD_DIR STORE}
 store=${2:?usage: cold_path_order.sh BUILD_DIR STORE}
 command -v valgrind >/dev/null || { echo "cold_path_order.sh: needs valgrind" >&2; exit 5; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$(dirname "$0")/cold_child.sh" "$build" "$store" valgrind -q --tool=callgrind --demangle=no \
-  --compress-strings=no --callgrind-out-file="$tmp/cg.out" >/dev/null
+mkdir "$tmp/cache"
+for run in first later; do
+  COLD_CACHE="$tmp/cache" "$(dirname "$0")/cold_child.sh" "$build" "$store" valgrind -q \
+    --tool=callgrind --demangle=no --compress-strings=no --callgrind-out-file="$tmp/cg.$run" \
+    >/dev/null
+done
+[ -n "$(ls "$tmp/cache/scan" 2>/dev/null)" ] ||
+  { echo "cold_path_order.sh: the first child kept no scan record (is $store settled?)" >&2; exit 6; }
 out="$(dirname "$0")/../loader/cold_path.order"
-python3 - "$tmp/cg.out" "$out" <<'PY'
+python3 - "$tmp/cg.first" "$tmp/cg.later" "$out" <<'PY'
 import re, sys
-src, out = sys.argv[1], sys.argv[2]
+srcs, out = sys.argv[1:-1], sys.argv[-1]
 names, obj = [], None
-for line in open(src):
+for line in (l for src in srcs for l in open(src)):
     if line.startswith("ob="):
         obj = line[3:].strip()
     elif line.startswith("fn=") and obj and "libkiln.so" in obj:

@@ -58,6 +58,10 @@ class IdentityCache {
     if (it == map_.end() || !(it->second.id == id)) return nullptr;
     return it->second.value;
   }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+  }
   // Remembers `value` as what `path` held with identity `id` (taken before the read that
   // produced it, at `read_start_ns`); an unsettled entry is forgotten instead.
   void put(const std::string& path, const FileIdentity& id, std::int64_t read_start_ns,

@@ -46,6 +46,11 @@ class StrictReader {
   explicit StrictReader(std::string_view text, std::size_t pos = 0) : t_(text), p_(pos) {}
 
   std::size_t pos() const { return p_; }
+  // Where manifest() found the artifacts array.
+  std::size_t artifacts_begin() const { return artifacts_begin_; }
+  std::size_t artifacts_end() const { return artifacts_end_; }
+  // manifest() steps over the artifacts array where `layout` has it instead of reading it.
+  void step_over_artifacts(const ManifestLayout& layout) { layout_ = &layout; }
 
   // The whole text: a manifest object and nothing after it but whitespace. Fills m's fields
   // but the artifacts, and one span per artifact.
@@ -91,7 +96,18 @@ class StrictReader {
           m.build_time = static_cast<std::int64_t>(n);
           return true;
         case RootField::artifacts:
-          return artifacts(spans);
+          skip_space();
+          artifacts_begin_ = p_;
+          if (layout_) {
+            // Stepped over: read_with_layout checked that it is an array's place, and the
+            // artifacts were checked when the layout was made.
+            if (p_ != layout_->artifacts_begin) return false;
+            p_ = layout_->artifacts_end;
+          } else if (!artifacts(spans)) {
+            return false;
+          }
+          artifacts_end_ = p_;
+          return true;
         case RootField::skipped:
           return skipped(m.skipped);
       }
@@ -316,6 +332,8 @@ class StrictReader {
 
   std::string_view t_;
   std::size_t p_;
+  std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;
+  const ManifestLayout* layout_ = nullptr;
 };
 
 }  // namespace
@@ -325,7 +343,11 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::read(std::string&& text,
   std::shared_ptr<ManifestEntries> e(new ManifestEntries());
   e->origin_ = origin;
   auto header = std::make_shared<Manifest>();
-  if (!StrictReader(text).manifest(*header, e->spans_)) {
+  StrictReader reader(text);
+  if (reader.manifest(*header, e->spans_)) {
+    e->artifacts_begin_ = reader.artifacts_begin();
+    e->artifacts_end_ = reader.artifacts_end();
+  } else {
     // Outside the strict reader's subset, or refused: parse_manifest decides, and its error is
     // the error.
     e->spans_.clear();
@@ -339,8 +361,48 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::read(std::string&& text,
   return e;
 }
 
+std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
+    std::string&& text, const std::string& origin, const ManifestLayout& layout) {
+  const std::size_t b = layout.artifacts_begin, e = layout.artifacts_end;
+  if (!(b < e && e <= text.size() && text[b] == '[' && text[e - 1] == ']')) return nullptr;
+  const std::string_view t(text);
+  for (std::size_t i = 0; i < layout.spans.size(); ++i) {
+    const ArtifactSpan& s = layout.spans[i];
+    // Inside the array, an object, its URI inside it (and no sum that could wrap).
+    if (!(b < s.begin && s.begin < s.end && s.end < e && text[s.begin] == '{' &&
+          text[s.end - 1] == '}' && s.begin < s.uri_pos && s.uri_pos < s.end && s.uri_len > 0 &&
+          s.uri_len < s.end - s.uri_pos))
+      return nullptr;
+    // Sorted by URI, each once: for_uri's binary search.
+    if (i > 0 && !(layout.spans[i - 1].uri(t) < s.uri(t))) return nullptr;
+  }
+  auto header = std::make_shared<Manifest>();
+  std::vector<Span> none;
+  StrictReader reader(t);
+  reader.step_over_artifacts(layout);
+  if (!reader.manifest(*header, none)) return nullptr;
+  std::shared_ptr<ManifestEntries> m(new ManifestEntries());
+  m->origin_ = origin;
+  m->spans_ = layout.spans;
+  m->artifacts_begin_ = b;
+  m->artifacts_end_ = e;
+  m->from_layout_ = true;
+  m->text_ = std::move(text);
+  m->header_ = std::move(header);
+  return m;
+}
+
+std::optional<ManifestLayout> ManifestEntries::layout() const {
+  if (full_ || from_layout_) return std::nullopt;
+  return ManifestLayout{artifacts_begin_, artifacts_end_, spans_};
+}
+
 std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri) const {
   if (full_) return full_;
+  if (from_layout_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (whole_) return whole_->for_uri(uri);
+  }
   auto it = std::lower_bound(spans_.begin(), spans_.end(), std::string_view(uri),
                              [&](const Span& s, std::string_view u) { return s.uri(text_) < u; });
   if (it == spans_.end() || it->uri(text_) != uri) return header_;
@@ -351,9 +413,16 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri)
     ArtifactEntry a;
     std::string_view u, file;
     StrictReader r(text_, it->begin);
-    // The text was accepted whole: reading one of its artifacts again cannot fail.
-    if (!r.artifact(&a, u, file) || r.pos() != it->end)
+    if (!r.artifact(&a, u, file) || r.pos() != it->end || u != uri) {
+      // A layout that does not fit this text after all (a record written for another text
+      // with the same identity, or forged): the whole text decides, as read() does.
+      if (from_layout_) {
+        whole_ = read(std::string(text_), origin_);
+        return whole_->for_uri(uri);
+      }
+      // The text was accepted whole: reading one of its artifacts again cannot fail.
       throw Error(ErrorKind::Internal, origin_ + ": artifact " + uri + " read differently twice");
+    }
     m->artifacts.push_back(std::move(a));
     slot = std::move(m);
   }

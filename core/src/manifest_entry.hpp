@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -24,11 +25,50 @@
 
 namespace kiln {
 
+// Where one artifact's object lies in a manifest's text, and its URI inside it (offsets).
+struct ArtifactSpan {
+  std::size_t uri_pos = 0, uri_len = 0;
+  std::size_t begin = 0, end = 0;
+  std::string_view uri(std::string_view text) const { return text.substr(uri_pos, uri_len); }
+  bool operator==(const ArtifactSpan& o) const {
+    return uri_pos == o.uri_pos && uri_len == o.uri_len && begin == o.begin && end == o.end;
+  }
+};
+
+// What the strict reader found in a text it accepted whole: where the artifacts array lies
+// ('[' at artifacts_begin, ']' just before artifacts_end) and each artifact's span, sorted by
+// URI. Kept on disk by the scan record (scan_record.hpp) so that a later process can read the
+// same unchanged file without checking every artifact again.
+struct ManifestLayout {
+  std::size_t artifacts_begin = 0, artifacts_end = 0;
+  std::vector<ArtifactSpan> spans;
+  bool operator==(const ManifestLayout& o) const {
+    return artifacts_begin == o.artifacts_begin && artifacts_end == o.artifacts_end &&
+           spans == o.spans;
+  }
+};
+
 class ManifestEntries {
  public:
   // Throws what parse_manifest(text, origin) throws. Takes `text` only when it returns: after an
   // error the caller's string is as it was (for a message quoting it).
   static std::shared_ptr<const ManifestEntries> read(std::string&& text, const std::string& origin);
+
+  // The same text read with a layout that an earlier strict read of it produced (layout()),
+  // without checking every artifact again: the header is read strictly from the text, the
+  // artifacts array is stepped over, and an artifact's object is read strictly from the text
+  // when a get asks for its URI. The layout only says where things are; every value comes from
+  // the text. nullptr (and `text` untouched) when the layout does not fit the text: spans out
+  // of order or outside the array, an array that is not where the header has it, a header the
+  // strict reader refuses. An artifact whose span then does not read as that URI's object makes
+  // for_uri read the whole text as read() does, whose answer (or error) is the answer.
+  static std::shared_ptr<const ManifestEntries> read_with_layout(std::string&& text,
+                                                                 const std::string& origin,
+                                                                 const ManifestLayout& layout);
+
+  // What the strict reader found; nullopt when parse_manifest decided the text or when it was
+  // read with a layout (a layout is taken only from a text checked whole).
+  std::optional<ManifestLayout> layout() const;
 
   // The text it was read from.
   const std::string& text() const { return text_; }
@@ -48,18 +88,17 @@ class ManifestEntries {
  private:
   ManifestEntries() = default;
 
-  // Where one artifact's object is in text_, and its URI inside it.
-  struct Span {
-    std::size_t uri_pos = 0, uri_len = 0;
-    std::size_t begin = 0, end = 0;
-    std::string_view uri(const std::string& text) const { return {text.data() + uri_pos, uri_len}; }
-  };
+  using Span = ArtifactSpan;
 
   std::string text_;
   std::string origin_;
   std::shared_ptr<const Manifest> header_;  // artifacts empty
   std::vector<Span> spans_;                 // strict: every artifact, sorted by URI
   std::shared_ptr<const Manifest> full_;    // not strict: parse_manifest's
+  std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;  // strict: the artifacts array
+  bool from_layout_ = false;                // read_with_layout: artifacts not checked here
+  // from_layout_: the text read whole, once an artifact's span did not read as recorded.
+  mutable std::shared_ptr<const ManifestEntries> whole_;
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Manifest>> by_uri_;
 };

@@ -22,7 +22,9 @@
 #include "jit.hpp"
 #include "kiln/sha256.hpp"
 #include "kiln/version.hpp"
+#include "log.hpp"
 #include "manifest_entry.hpp"
+#include "scan_record.hpp"
 #include "store_scan.hpp"
 #include "untrusted_json.hpp"
 
@@ -315,10 +317,27 @@ struct ParsedManifest {
   Manifest manifest;
 };
 
+template <class T>
+struct TextCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const T>> map;
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu);
+    map.clear();
+  }
+};
+TextCache<ParsedManifest>& parsed_manifests() {
+  static TextCache<ParsedManifest> cache;
+  return cache;
+}
+TextCache<ManifestEntries>& read_manifest_entries() {
+  static TextCache<ManifestEntries> cache;
+  return cache;
+}
+
 std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& text,
                                                             const std::string& path) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const ParsedManifest>> cache;
+  auto& [mu, cache] = parsed_manifests();
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(path);
@@ -336,8 +355,7 @@ std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& t
 // Takes `text` only when it returns (ManifestEntries::read).
 std::shared_ptr<const ManifestEntries> read_manifest_entries_cached(std::string&& text,
                                                                     const std::string& path) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const ManifestEntries>> cache;
+  auto& [mu, cache] = read_manifest_entries();
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(path);
@@ -365,6 +383,18 @@ IdentityCache<ManifestEntries>& manifest_entries_by_identity() {
   static IdentityCache<ManifestEntries> cache;
   return cache;
 }
+
+}  // namespace
+
+void forget_store_memory() {
+  parsed_manifests().clear();
+  read_manifest_entries().clear();
+  store_listings().clear();
+  manifests_by_identity().clear();
+  manifest_entries_by_identity().clear();
+}
+
+namespace {
 
 // The target an archive directory is named for: kiln-kernels-<version>-cuda<X.Y>-<target>.
 std::optional<Target> dir_target(const std::string& name) {
@@ -395,7 +425,26 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
   const std::string listing_key = package_ + '\n' + dir;
   std::shared_ptr<const std::vector<std::string>> names =
       dir_id ? store_listings().find(listing_key, *dir_id) : nullptr;
+  // The scan kept between processes (scan_record.hpp), for get()'s fast path: read when this
+  // process has not listed the store yet; its names serve while the directory keeps the
+  // identity they were listed with, its manifest layouts while each manifest keeps its own.
+  const bool use_record = uri && dir_id && !record_dir_.empty();
+  std::string record_path;
+  std::optional<ScanRecord> record;
+  bool record_names = false, listed_now = false;
+  std::map<std::string, ScanRecord::RecordedManifest> learned;
+  if (!names && use_record) {
+    record_path = scan_record_path(record_dir_, package_, dir);
+    record = read_scan_record(record_path, package_, dir);
+    if (record && record->dir == *dir_id) {
+      record_names = true;
+      auto recorded = std::make_shared<const std::vector<std::string>>(record->names);
+      store_listings().put(listing_key, *dir_id, read_start, recorded);
+      names = std::move(recorded);
+    }
+  }
   if (!names) {
+    listed_now = true;
     // Which entries are archive directories is the one rule of store_scan.hpp, as for the CLI.
     StoreListing listing = list_store_archive_dirs(dir, package_);
     if (!listing.readable) {
@@ -460,11 +509,28 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       std::string text = remembered || entries ? std::string() : read_file(mpath);
       try {
         if (uri && !remembered) {
+          if (!entries && record && mid) {
+            // Checked whole by an earlier process while it had this identity: its layout
+            // leads to the header and the URI's object, read from the file's own bytes.
+            auto r = record->manifests.find(*k.name);
+            if (r != record->manifests.end() && r->second.id == *mid) {
+              entries = ManifestEntries::read_with_layout(std::move(text), mpath, r->second.layout);
+              if (entries) {
+                if (auto problem =
+                        archive_dir_name_problem(std::string_view(a.dir), entries->header()))
+                  throw Error(ErrorKind::Format, *problem);
+                manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
+              }
+            }
+          }
           if (!entries) {
             entries = read_manifest_entries_cached(std::move(text), mpath);
             if (auto problem = archive_dir_name_problem(std::string_view(a.dir), entries->header()))
               throw Error(ErrorKind::Format, *problem);
             if (mid) manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
+            if (use_record && mid && settled(*mid, mread_start))
+              if (std::optional<ManifestLayout> layout = entries->layout())
+                learned[*k.name] = {*mid, std::move(*layout)};
           }
           remembered = entries->for_uri(*uri);
         } else if (!remembered) {
@@ -498,6 +564,27 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
                      a.manifest->format_version == kManifestFormat;
     s.archives.push_back(std::move(a));
     if (lists_uri) break;
+  }
+  // Keep what this scan learned for the next process: the listing (when it was read from the
+  // directory) and the layouts of the manifests checked whole, beside the record's layouts of
+  // manifests still listed. Only settled identities: the same identity then means the same
+  // bytes. A record that cannot be written costs nothing but the next process's time.
+  if (use_record && (listed_now || !learned.empty()) && settled(*dir_id, read_start)) {
+    ScanRecord next;
+    next.package = package_;
+    next.store = dir;
+    next.dir = *dir_id;
+    next.names = *names;
+    if (record)
+      for (auto& [name, m] : record->manifests)
+        if (std::binary_search(next.names.begin(), next.names.end(), name))
+          next.manifests.emplace(name, m);
+    for (auto& [name, m] : learned) next.manifests[name] = std::move(m);
+    if (!(record && record_names && next == *record)) {
+      if (record_path.empty()) record_path = scan_record_path(record_dir_, package_, dir);
+      if (auto why = write_scan_record(record_path, next))
+        log(LogLevel::Debug, "store " + dir + ": scan record not kept: " + *why);
+    }
   }
   return s;
 }

@@ -92,8 +92,12 @@ class StoreFs {
 class DiskStoreFs : public StoreFs {
  public:
   DiskStoreFs() = default;
-  DiskStoreFs(std::string package, std::string version)
-      : package_(std::move(package)), version_(std::move(version)) {}
+  // record_dir: where get()'s fast path keeps each store's scan between processes (the cache
+  // directory: <record_dir>/scan/, scan_record.hpp); empty: nowhere (the CLI's scans).
+  DiskStoreFs(std::string package, std::string version, std::string record_dir = {})
+      : package_(std::move(package)),
+        version_(std::move(version)),
+        record_dir_(std::move(record_dir)) {}
   StoreScan scan(const std::string& dir, const std::string& source) const override;
   std::string read_file(const std::string& path) const override;
   StoreScan scan_for(const std::string& dir, const std::string& source, const std::string& uri,
@@ -103,8 +107,13 @@ class DiskStoreFs : public StoreFs {
   // uri == nullptr: every archive, whole manifests (scan()).
   StoreScan scan_impl(const std::string& dir, const std::string& source, const std::string* uri,
                       int cc) const;
-  std::string package_, version_;
+  std::string package_, version_, record_dir_;
 };
+
+// Forgets what the store tier remembers in this process (identity_cache.hpp: listings, manifests
+// read and parsed), so that the next scan starts as a fresh process's does: for tests and
+// benchmarks of what a new process pays, such as the scan record (scan_record.hpp).
+void forget_store_memory();
 
 // Target choice (choose_targets, device_target, cc_string, why_not_runnable) is in
 // target_choice.hpp: plan_stores, the mirror tier and the failure's advice all call it.

@@ -572,8 +572,9 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
                     config.log_file);
   impl_->cfg = std::move(config);
   impl_->driver = deps.driver ? deps.driver : make_cuda_driver();
-  impl_->fs =
-      deps.fs ? deps.fs : std::make_shared<DiskStoreFs>(impl_->pkg->name(), impl_->pkg->version());
+  impl_->fs = deps.fs ? deps.fs
+                      : std::make_shared<DiskStoreFs>(impl_->pkg->name(), impl_->pkg->version(),
+                                                      impl_->cfg.cache_dir);
   if (deps.jit) {
     impl_->jit = deps.jit;
   } else {

@@ -1,0 +1,291 @@
+#include "scan_record.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "limits.hpp"
+#include "store_scan.hpp"
+
+namespace kiln {
+namespace {
+
+constexpr std::string_view kFirstLine = "kiln-scan-record 1";
+
+std::uint64_t fnv1a64(std::string_view a, std::string_view b) {
+  std::uint64_t h = 14695981039346656037ull;
+  auto mix = [&](unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ull;
+  };
+  for (unsigned char c : a) mix(c);
+  mix('\n');
+  for (unsigned char c : b) mix(c);
+  return h;
+}
+
+// Reads a record one line and one space-separated field at a time. Every method returns false
+// when the text is not what it asks for; nothing is read past the end.
+class RecordReader {
+ public:
+  explicit RecordReader(std::string_view text) : t_(text) {}
+
+  bool at_end() const { return p_ == t_.size(); }
+
+  // The next line's first field, when it is `word`, leaving the rest of the line to read.
+  bool keyword(std::string_view word) {
+    if (t_.compare(p_, word.size(), word) != 0) return false;
+    std::size_t after = p_ + word.size();
+    if (after >= t_.size() || (t_[after] != ' ' && t_[after] != '\n')) return false;
+    p_ = after;
+    return true;
+  }
+  // The whole line, when it is `line`.
+  bool line(std::string_view line) {
+    if (t_.compare(p_, line.size(), line) != 0 || p_ + line.size() >= t_.size() ||
+        t_[p_ + line.size()] != '\n')
+      return false;
+    p_ += line.size() + 1;
+    return true;
+  }
+  // ' ' then the rest of the line (at least one byte), and the '\n'.
+  bool rest(std::string_view& out) {
+    if (p_ >= t_.size() || t_[p_] != ' ') return false;
+    std::size_t begin = p_ + 1, nl = t_.find('\n', begin);
+    if (nl == std::string_view::npos || nl == begin) return false;
+    out = t_.substr(begin, nl - begin);
+    p_ = nl + 1;
+    return true;
+  }
+  // ' ' then a field without spaces.
+  bool word(std::string_view& out) {
+    if (p_ >= t_.size() || t_[p_] != ' ') return false;
+    std::size_t begin = ++p_;
+    while (p_ < t_.size() && t_[p_] != ' ' && t_[p_] != '\n') ++p_;
+    out = t_.substr(begin, p_ - begin);
+    return !out.empty();
+  }
+  // ' ' then 0 or [1-9][0-9]* below 2^64.
+  bool number(std::uint64_t& out) {
+    if (p_ >= t_.size() || t_[p_] != ' ') return false;
+    ++p_;
+    return digits(out);
+  }
+  // ' ' then an int64 in decimal, '-' allowed (timestamps before 1970).
+  bool signed_number(std::int64_t& out) {
+    if (p_ >= t_.size() || t_[p_] != ' ') return false;
+    ++p_;
+    bool negative = p_ < t_.size() && t_[p_] == '-';
+    if (negative) ++p_;
+    std::uint64_t v = 0;
+    if (!digits(v)) return false;
+    const auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    if (negative ? v > max + 1 || v == 0 : v > max) return false;
+    out = negative ? static_cast<std::int64_t>(~v + 1) : static_cast<std::int64_t>(v);
+    return true;
+  }
+  bool size(std::size_t& out) {
+    std::uint64_t v = 0;
+    if (!number(v) || v > std::numeric_limits<std::size_t>::max()) return false;
+    out = static_cast<std::size_t>(v);
+    return true;
+  }
+  bool identity(FileIdentity& id) {
+    return number(id.dev) && number(id.ino) && signed_number(id.size) &&
+           signed_number(id.mtime_ns) && signed_number(id.ctime_ns);
+  }
+  // 0 or [1-9][0-9]* below 2^64, up to the next ' ' or '\n'.
+  bool digits(std::uint64_t& out) {
+    std::size_t begin = p_;
+    std::uint64_t v = 0;
+    while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') {
+      std::uint64_t d = static_cast<std::uint64_t>(t_[p_] - '0');
+      if (v > (std::numeric_limits<std::uint64_t>::max() - d) / 10) return false;
+      v = v * 10 + d;
+      ++p_;
+    }
+    std::size_t n = p_ - begin;
+    if (n == 0 || (n > 1 && t_[begin] == '0')) return false;
+    if (p_ < t_.size() && t_[p_] != ' ' && t_[p_] != '\n') return false;
+    out = v;
+    return true;
+  }
+  bool end_of_line() {
+    if (p_ >= t_.size() || t_[p_] != '\n') return false;
+    ++p_;
+    return true;
+  }
+
+ private:
+  std::string_view t_;
+  std::size_t p_ = 0;
+};
+
+void put_identity(std::string& out, const FileIdentity& id) {
+  out += ' ' + std::to_string(id.dev) + ' ' + std::to_string(id.ino) + ' ' +
+         std::to_string(id.size) + ' ' + std::to_string(id.mtime_ns) + ' ' +
+         std::to_string(id.ctime_ns);
+}
+
+}  // namespace
+
+std::string scan_record_path(std::string_view cache_dir, std::string_view package,
+                             std::string_view store) {
+  static const char* kHex = "0123456789abcdef";
+  std::uint64_t h = fnv1a64(package, store);
+  std::string path(cache_dir);
+  if (path.empty() || path.back() != '/') path += '/';
+  path += "scan/";
+  for (int shift = 60; shift >= 0; shift -= 4) path += kHex[(h >> shift) & 0xf];
+  return path;
+}
+
+std::optional<std::string> format_scan_record(const ScanRecord& r) {
+  auto one_line = [](std::string_view s) {
+    return !s.empty() && s.find('\n') == std::string_view::npos;
+  };
+  if (!one_line(r.package) || !one_line(r.store)) return std::nullopt;
+  std::string out;
+  out += kFirstLine;
+  out += "\npackage " + r.package + "\nstore " + r.store + "\ndir";
+  put_identity(out, r.dir);
+  out += '\n';
+  for (std::size_t i = 0; i < r.names.size(); ++i) {
+    const std::string& n = r.names[i];
+    if (!one_line(n) || n.find(' ') != std::string::npos || !is_archive_dir_name(n, r.package) ||
+        (i > 0 && !(r.names[i - 1] < n)))
+      return std::nullopt;
+    out += "name " + n + '\n';
+  }
+  for (const auto& [name, m] : r.manifests) {
+    if (!std::binary_search(r.names.begin(), r.names.end(), name)) return std::nullopt;
+    out += "manifest " + name;
+    put_identity(out, m.id);
+    out += ' ' + std::to_string(m.layout.artifacts_begin) + ' ' +
+           std::to_string(m.layout.artifacts_end) + ' ' + std::to_string(m.layout.spans.size()) +
+           '\n';
+    for (const ArtifactSpan& s : m.layout.spans)
+      out += "span " + std::to_string(s.begin) + ' ' + std::to_string(s.end) + ' ' +
+             std::to_string(s.uri_pos) + ' ' + std::to_string(s.uri_len) + '\n';
+  }
+  out += "end\n";
+  return out;
+}
+
+std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_view package,
+                                            std::string_view store) {
+  RecordReader r(text);
+  ScanRecord out;
+  std::string_view v;
+  if (!r.line(kFirstLine)) return std::nullopt;
+  if (!r.keyword("package") || !r.rest(v) || v != package) return std::nullopt;
+  if (!r.keyword("store") || !r.rest(v) || v != store) return std::nullopt;
+  out.package = package;
+  out.store = store;
+  if (!r.keyword("dir") || !r.identity(out.dir) || !r.end_of_line()) return std::nullopt;
+  while (r.keyword("name")) {
+    if (!r.word(v) || !r.end_of_line() || !is_archive_dir_name(v, package)) return std::nullopt;
+    if (!out.names.empty() && !(out.names.back() < v)) return std::nullopt;
+    if (out.names.size() >= limits::kMaxStoreEntries) return std::nullopt;
+    out.names.emplace_back(v);
+  }
+  std::size_t spans = 0;
+  while (r.keyword("manifest")) {
+    ScanRecord::RecordedManifest m;
+    std::size_t n = 0;
+    if (!r.word(v) || !r.identity(m.id) || !r.size(m.layout.artifacts_begin) ||
+        !r.size(m.layout.artifacts_end) || !r.size(n) || !r.end_of_line())
+      return std::nullopt;
+    if (!std::binary_search(out.names.begin(), out.names.end(), v)) return std::nullopt;
+    if (n > kMaxScanRecordSpans - spans) return std::nullopt;
+    spans += n;
+    m.layout.spans.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ArtifactSpan s;
+      if (!r.keyword("span") || !r.size(s.begin) || !r.size(s.end) || !r.size(s.uri_pos) ||
+          !r.size(s.uri_len) || !r.end_of_line())
+        return std::nullopt;
+      m.layout.spans.push_back(s);
+    }
+    if (!out.manifests.emplace(std::string(v), std::move(m)).second) return std::nullopt;
+  }
+  if (!r.line("end") || !r.at_end()) return std::nullopt;
+  return out;
+}
+
+std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_view package,
+                                           std::string_view store) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string text;
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+            (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && st.st_size >= 0 &&
+            static_cast<std::uint64_t>(st.st_size) <= kMaxScanRecordBytes;
+  if (ok) {
+    // One byte more than its size: a record that grew while read is refused, not cut.
+    text.resize(static_cast<std::size_t>(st.st_size) + 1);
+    std::size_t got = 0;
+    while (got < text.size()) {
+      ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    ok = got == static_cast<std::size_t>(st.st_size);
+    text.resize(got);
+  }
+  ::close(fd);
+  if (!ok) return std::nullopt;
+  return parse_scan_record(text, package, store);
+}
+
+std::optional<std::string> write_scan_record(const std::string& path, const ScanRecord& record) {
+  namespace fs = std::filesystem;
+  std::optional<std::string> text = format_scan_record(record);
+  if (!text) return "the record cannot be written (a name or the store holds a newline)";
+  const fs::path file(path);
+  const fs::path dir = file.parent_path();
+  std::error_code ec;
+  fs::create_directories(dir.parent_path(), ec);  // the cache directory
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return "cannot create " + dir.string() + ": " + std::strerror(errno);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return dir.string() + " is not a directory";
+  if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+    return dir.string() + " is not owned by this user alone";
+  static std::atomic<unsigned> counter{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          std::to_string(counter.fetch_add(1));
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return "cannot create " + tmp + ": " + std::strerror(errno);
+  std::size_t done = 0;
+  int err = 0;
+  while (done < text->size()) {
+    ssize_t n = ::write(fd, text->data() + done, text->size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      err = n < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return "cannot write " + path + ": " + std::strerror(err);
+  }
+  return std::nullopt;
+}
+
+}  // namespace kiln

@@ -1,0 +1,92 @@
+#pragma once
+// A store's scan, kept in the cache directory between processes (docs/decisions.md, "The store
+// scan kept between processes"). identity_cache.hpp remembers, within a process, a store's
+// listing and the manifests read from it while their identities (device, inode, size, mtime,
+// ctime) stay the same. A fresh process has nothing remembered, so its first get() lists the
+// store and checks the whole manifest text (every artifact) before using one entry: the largest
+// share of what a fresh process pays beyond reading and hashing the artifact.
+//
+// A scan record keeps the same facts on disk, one file per (package, store directory) under
+// <cache_dir>/scan/: the directory's identity and its archive directory names, and for each
+// manifest checked whole, its identity and layout (manifest_entry.hpp: where the artifacts
+// array and each artifact's object lie). A later process whose stat() gives the same identity
+// uses the names without listing, and reads the manifest with its layout: the header and the
+// asked-for artifact are read strictly from the file's own bytes, the other artifacts are not
+// checked again. Only settled identities are written (identity_cache.hpp), so the same identity
+// means the same bytes.
+//
+// A record is a cache: absent, unreadable, of another format, truncated, for another store or
+// package, not owned by this user, or writable by others, it is ignored (and rewritten when
+// the scan learns something). It never supplies a value that reaches the driver: names are
+// re-read as directories, artifact bytes are hashed against the manifest's own entry.
+//
+// The format (text, one fact per line, every number decimal):
+//   kiln-scan-record 1
+//   package <package>
+//   store <store directory, as the loader names it>
+//   dir <dev> <ino> <size> <mtime_ns> <ctime_ns>
+//   name <archive directory name>                      (each, sorted, unique)
+//   manifest <name> <dev> <ino> <size> <mtime_ns> <ctime_ns> <artifacts_begin> <artifacts_end> <n>
+//   span <begin> <end> <uri_pos> <uri_len>             (n of them, after their manifest)
+//   end
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "identity_cache.hpp"
+#include "manifest_entry.hpp"
+
+namespace kiln {
+
+struct ScanRecord {
+  struct RecordedManifest {
+    FileIdentity id;
+    ManifestLayout layout;
+    bool operator==(const RecordedManifest& o) const { return id == o.id && layout == o.layout; }
+  };
+  std::string package;
+  std::string store;
+  FileIdentity dir;
+  std::vector<std::string> names;                     // sorted, unique
+  std::map<std::string, RecordedManifest> manifests;  // by archive directory name, one of names
+  bool operator==(const ScanRecord& o) const {
+    return package == o.package && store == o.store && dir == o.dir && names == o.names &&
+           manifests == o.manifests;
+  }
+};
+
+// The largest record read, and the most spans one manifest may have: far above a release's
+// (33 artifacts per target today), and a bound on what a hostile file can make a reader do.
+constexpr std::size_t kMaxScanRecordBytes = std::size_t{4} << 20;
+constexpr std::size_t kMaxScanRecordSpans = 100000;
+
+// <cache_dir>/scan/<16 hex digits of FNV-1a 64 over "<package>\n<store>">. The record names
+// its package and store itself: a file whose key collides is for another store and ignored.
+std::string scan_record_path(std::string_view cache_dir, std::string_view package,
+                             std::string_view store);
+
+// Pure: the text of a record; nullopt when a name or the store cannot be written on one line
+// (holds '\n') or a name is not an archive directory name of `package` (store_scan.hpp).
+std::optional<std::string> format_scan_record(const ScanRecord& record);
+// Pure: the record `text` holds when it is a whole record of this format for `package` and
+// `store`, every name an archive directory name of the package, names sorted and unique, every
+// manifest's name among them; nullopt otherwise. Never throws.
+std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_view package,
+                                            std::string_view store);
+
+// The record at `path`, when it is a regular file owned by this process's effective user,
+// writable by no one else, at most kMaxScanRecordBytes, and parse_scan_record accepts it;
+// nullopt otherwise (a link is not followed). Never throws.
+std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_view package,
+                                           std::string_view store);
+// Writes the record to `path` (its directory created with mode 0700 when missing) so that a
+// reader sees the old file or the whole new one: a temporary file in the same directory,
+// renamed over it. Not fsync'ed: a record lost or cut short by a crash is ignored by its reader
+// and written again. Returns why it could not, or nullopt; never throws. A directory owned by
+// another user is not written into.
+std::optional<std::string> write_scan_record(const std::string& path, const ScanRecord& record);
+
+}  // namespace kiln

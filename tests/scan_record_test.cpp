@@ -1,0 +1,508 @@
+// The store scan kept between processes (core/src/scan_record.hpp): its format, reading a
+// manifest with a recorded layout (ManifestEntries::read_with_layout), and get()'s fast path
+// writing and using records in a real cache directory. A "fresh process" is this one after
+// forget_store_memory(), which drops what the store tier remembers in memory.
+#include "scan_record.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
+#include "kiln/manifest.hpp"
+#include "kiln/sha256.hpp"
+#include "kiln/version.hpp"
+#include "loader_factory.hpp"
+#include "manifest_entry.hpp"
+#include "resolver.hpp"
+#include "stand_in_driver.hpp"
+#include "store_scan.hpp"
+#include "synthetic_release.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using test::TempDir;
+
+const std::string kPackage = "kiln-kernels";
+const std::string kStore = "/srv/kiln/store";
+const std::string kName = "kiln-kernels-0.1.0-cuda13.0-sm_90a";
+
+ScanRecord sample_record() {
+  ScanRecord r;
+  r.package = kPackage;
+  r.store = kStore;
+  r.dir = {18446744073709551615ull, 42, 4096, -1'500'000'000, 1796127694121125312};
+  r.names = {"kiln-kernels-0.1.0-cuda13.0-compute_80", kName};
+  ScanRecord::RecordedManifest m;
+  m.id = {65024, 5603415, 31914, 1796127694114869780, 1796127694114869781};
+  m.layout.artifacts_begin = 236;
+  m.layout.artifacts_end = 31894;
+  m.layout.spans = {{258, 15, 242, 1119}, {1141, 14, 1125, 1982}};
+  r.manifests.emplace(kName, m);
+  return r;
+}
+
+std::string sample_text() { return format_scan_record(sample_record()).value(); }
+
+TEST(ScanRecordFormat, AWrittenRecordReadsBackAsWritten) {
+  std::string text = sample_text();
+  EXPECT_EQ(text.rfind("kiln-scan-record 1\npackage kiln-kernels\nstore /srv/kiln/store\n", 0), 0u)
+      << text;
+  std::optional<ScanRecord> back = parse_scan_record(text, kPackage, kStore);
+  ASSERT_TRUE(back) << text;
+  EXPECT_TRUE(*back == sample_record());
+  // No manifests, no names: still a record.
+  ScanRecord empty = sample_record();
+  empty.names.clear();
+  empty.manifests.clear();
+  auto e = parse_scan_record(format_scan_record(empty).value(), kPackage, kStore);
+  ASSERT_TRUE(e);
+  EXPECT_TRUE(*e == empty);
+}
+
+TEST(ScanRecordFormat, EveryRecordCutShortIsRefused) {
+  // A crash may leave any prefix behind (records are not fsync'ed): none of them is a record.
+  std::string text = sample_text();
+  for (std::size_t n = 0; n < text.size(); ++n)
+    EXPECT_FALSE(parse_scan_record(text.substr(0, n), kPackage, kStore)) << n;
+}
+
+TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused) {
+  const std::string text = sample_text();
+  EXPECT_FALSE(parse_scan_record(text, "other-kernels", kStore));
+  EXPECT_FALSE(parse_scan_record(text, kPackage, kStore + "/"));
+  EXPECT_FALSE(parse_scan_record(text, kPackage, "/srv/kiln"));
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    auto at = t.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    return t.replace(at, from.size(), to);
+  };
+  struct Case {
+    const char* what;
+    std::string text;
+  } cases[] = {
+      {"another format", replaced("kiln-scan-record 1", "kiln-scan-record 2")},
+      {"a number with a leading zero", replaced(" 42 ", " 042 ")},
+      {"a number of 2^64", replaced("18446744073709551615", "18446744073709551616")},
+      {"an int64 past its bound", replaced("1796127694121125312", "9223372036854775808")},
+      {"minus zero", replaced("-1500000000", "-0")},
+      {"a sign on an unsigned field", replaced(" 42 ", " -42 ")},
+      {"a missing field", replaced(" 42 4096", " 4096")},
+      {"an extra field", replaced(" 1796127694121125312\n", " 1796127694121125312 7\n")},
+      {"names out of order",
+       replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80\nname " + kName,
+                "name " + kName + "\nname kiln-kernels-0.1.0-cuda13.0-compute_80")},
+      {"a name twice", replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80",
+                                "name " + kName)},
+      {"another package's directory",
+       replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80", "name acme-0.1.0-cuda13.0-sm_80")},
+      {"a hidden entry", replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80", "name .tmp-1")},
+      {"a manifest of a name not listed",
+       replaced("manifest " + kName, "manifest kiln-kernels-0.1.0-cuda13.0-sm_100")},
+      {"fewer spans than said", replaced(" 2\nspan", " 3\nspan")},
+      {"more spans than said", replaced(" 2\nspan", " 1\nspan")},
+      {"an unknown line", replaced("end\n", "extra 1\nend\n")},
+      {"bytes after the end", text + "x"},
+      {"a second end", text + "end\n"},
+      {"CRLF lines", replaced("\npackage", "\r\npackage")},
+      {"no end", replaced("end\n", "")},
+  };
+  for (const auto& c : cases) EXPECT_FALSE(parse_scan_record(c.text, kPackage, kStore)) << c.what;
+  // The same manifest twice.
+  std::string twice = text;
+  auto m = twice.find("manifest ");
+  twice.insert(twice.find("end\n"), twice.substr(m, twice.find("end\n") - m));
+  EXPECT_FALSE(parse_scan_record(twice, kPackage, kStore));
+}
+
+TEST(ScanRecordFormat, WhatOneLineCannotHoldIsNotWritten) {
+  ScanRecord r = sample_record();
+  r.store = "/srv/a\nstore";
+  EXPECT_FALSE(format_scan_record(r));
+  r = sample_record();
+  r.names.push_back("kiln-kernels-0.2.0 x");
+  EXPECT_FALSE(format_scan_record(r));
+  r = sample_record();
+  r.manifests.emplace("kiln-kernels-0.1.0-cuda13.0-sm_100", r.manifests.begin()->second);
+  EXPECT_FALSE(format_scan_record(r));  // a manifest of a name not listed
+}
+
+TEST(ScanRecordFormat, TheFileNameHashesPackageAndStoreUnderScan) {
+  std::string a = scan_record_path("/c", kPackage, kStore);
+  EXPECT_EQ(a.rfind("/c/scan/", 0), 0u);
+  EXPECT_EQ(a.size(), std::string("/c/scan/").size() + 16);
+  EXPECT_EQ(scan_record_path("/c/", kPackage, kStore), a);
+  EXPECT_NE(scan_record_path("/c", "acme", kStore), a);
+  EXPECT_NE(scan_record_path("/c", kPackage, kStore + "2"), a);
+}
+
+// --- reading a manifest with a layout -------------------------------------------------------
+
+std::string release_text(const std::string& target = "sm_90a") {
+  return manifest_to_json(test::release_manifest({}, target));
+}
+
+ManifestLayout layout_of(const std::string& text) {
+  auto e = ManifestEntries::read(std::string(text), "m");
+  EXPECT_TRUE(e->strict());
+  return e->layout().value();
+}
+
+std::string sha_of(const ManifestEntries& e, const std::string& uri) {
+  auto m = e.for_uri(uri);
+  const ArtifactEntry* a = m->find(uri);
+  return a ? a->sha256 : "(not listed)";
+}
+
+TEST(ManifestLayout, ATextReadWithItsLayoutGivesWhatReadingItWholeGives) {
+  std::vector<std::string> texts = {release_text(), release_text("compute_80"),
+                                    test::read_file(fs::path(KILN_TEST_SOURCE_DIR) /
+                                                    "manifests/examples/manifest.json")};
+  for (const auto& text : texts) {
+    auto whole = ManifestEntries::read(std::string(text), "m");
+    ASSERT_TRUE(whole->strict());
+    ManifestLayout layout = whole->layout().value();
+    EXPECT_EQ(text[layout.artifacts_begin], '[');
+    EXPECT_EQ(text[layout.artifacts_end - 1], ']');
+    auto again = ManifestEntries::read_with_layout(std::string(text), "m", layout);
+    ASSERT_TRUE(again);
+    EXPECT_FALSE(again->layout()) << "a layout is made only by a whole read";
+    EXPECT_EQ(manifest_to_json(again->header()), manifest_to_json(whole->header()));
+    Manifest full = parse_manifest(text, "m");
+    ASSERT_FALSE(full.artifacts.empty());
+    for (const auto& a : full.artifacts) {
+      auto m = again->for_uri(a.uri);
+      ASSERT_EQ(m->artifacts.size(), 1u) << a.uri;
+      EXPECT_EQ(manifest_to_json(*m), manifest_to_json(*whole->for_uri(a.uri))) << a.uri;
+    }
+    EXPECT_EQ(again->for_uri("not_a_kernel")->find("not_a_kernel"), nullptr);
+  }
+}
+
+TEST(ManifestLayout, ALayoutThatDoesNotFitTheTextIsRefusedAndTheTextKept) {
+  const std::string text = release_text();
+  const ManifestLayout good = layout_of(text);
+  ASSERT_GE(good.spans.size(), 2u);
+  std::vector<std::pair<const char*, ManifestLayout>> bad;
+  auto add = [&](const char* what, auto change) {
+    ManifestLayout l = good;
+    change(l);
+    bad.emplace_back(what, l);
+  };
+  add("array shifted", [](ManifestLayout& l) { ++l.artifacts_begin; });
+  add("array cut short", [](ManifestLayout& l) { --l.artifacts_end; });
+  add("array past the text", [&](ManifestLayout& l) { l.artifacts_end = text.size() + 1; });
+  add("array empty", [](ManifestLayout& l) { l.artifacts_end = l.artifacts_begin; });
+  add("spans out of order", [](ManifestLayout& l) { std::swap(l.spans[0], l.spans[1]); });
+  add("a span twice", [](ManifestLayout& l) { l.spans[1] = l.spans[0]; });
+  add("a span not on an object", [](ManifestLayout& l) { ++l.spans[0].begin; });
+  add("a span outside the array", [](ManifestLayout& l) { l.spans[0].end = l.artifacts_end; });
+  add("a URI outside its span", [](ManifestLayout& l) { l.spans[0].uri_pos = l.spans[0].end; });
+  add("a URI running past its span",
+      [](ManifestLayout& l) { l.spans[0].uri_len = l.spans[0].end - l.spans[0].uri_pos; });
+  add("an empty URI", [](ManifestLayout& l) { l.spans[0].uri_len = 0; });
+  add("a wrapping URI length", [](ManifestLayout& l) { l.spans[0].uri_len = ~std::size_t{0}; });
+  for (const auto& [what, layout] : bad) {
+    std::string t = text;
+    EXPECT_FALSE(ManifestEntries::read_with_layout(std::move(t), "m", layout)) << what;
+    EXPECT_EQ(t, text) << what << ": the caller's text is as it was";
+  }
+  // The layout fits, the header does not read: another format marker of the same length.
+  std::string other = text;
+  other.replace(other.find("kiln-manifest"), 13, "kiln-manifesx");
+  EXPECT_FALSE(ManifestEntries::read_with_layout(std::move(other), "m", good));
+}
+
+TEST(ManifestLayout, ASpanWhoseObjectIsNotItsUriIsNotBelievedTheWholeTextDecides) {
+  const std::string text = release_text();
+  ManifestLayout layout = layout_of(text);
+  // The first span's URI cut one byte short: still inside its object and in order, but its
+  // object's "uri" is the longer name.
+  ArtifactSpan& s = layout.spans[0];
+  const std::string real(text.substr(s.uri_pos, s.uri_len));
+  --s.uri_len;
+  const std::string forged = real.substr(0, real.size() - 1);
+  auto e = ManifestEntries::read_with_layout(std::string(text), "m", layout);
+  ASSERT_TRUE(e);
+  // The whole text lists no such URI: not found, as a whole read says.
+  EXPECT_EQ(sha_of(*e, forged), "(not listed)");
+  // And the real URI is still read right afterwards.
+  EXPECT_EQ(sha_of(*e, real), sha_of(*ManifestEntries::read(std::string(text), "m"), real));
+}
+
+TEST(ManifestLayout, OnlyTheAskedArtifactIsCheckedAndABrokenOneGivesParseManifestsError) {
+  // What a record vouches for: the other artifacts were checked when the layout was made. A
+  // text whose other artifact is broken (a layout made for the good text, the same length)
+  // reads; asking for the broken one makes the whole text decide, with parse_manifest's error.
+  const std::string good = release_text();
+  const ManifestLayout layout = layout_of(good);
+  ASSERT_GE(layout.spans.size(), 2u);
+  const ArtifactSpan& b = layout.spans[1];
+  const std::string broken_uri(good.substr(b.uri_pos, b.uri_len));
+  const std::string ok_uri(good.substr(layout.spans[0].uri_pos, layout.spans[0].uri_len));
+  std::string bad = good;
+  auto sha = bad.find("\"sha256\"", b.begin);
+  ASSERT_LT(sha, b.end);
+  auto digit = bad.find('"', sha + 9) + 1;
+  bad[digit] = 'g';  // not hex
+  std::string want_error;
+  try {
+    parse_manifest(bad, "m");
+  } catch (const Error& e) {
+    want_error = e.what();
+  }
+  ASSERT_FALSE(want_error.empty());
+  auto e = ManifestEntries::read_with_layout(std::string(bad), "m", layout);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(sha_of(*e, ok_uri), sha_of(*ManifestEntries::read(std::string(good), "m"), ok_uri));
+  try {
+    e->for_uri(broken_uri);
+    ADD_FAILURE() << "a broken artifact was read";
+  } catch (const Error& err) {
+    EXPECT_EQ(std::string(err.what()), want_error);
+  }
+}
+
+// --- records on disk, written and used by get()'s fast path ---------------------------------
+
+// What the store tier remembers is only remembered a second after the files were written
+// (identity_cache.hpp), and only such scans are recorded.
+void let_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(1100)); }
+
+const std::string kUri = "axpy_dtype_f32";
+
+struct StoreRig {
+  TempDir tmp;
+  fs::path store = tmp / "store";
+  fs::path cache = tmp / "cache";
+  test::ReleaseSpec rel;
+  StoreRig() {
+    rel.loadable = true;
+    forget_store_memory();
+  }
+  fs::path write(const std::string& target, const std::string& bytes = "") {
+    rel.with_artifacts({{kUri, bytes.empty() ? "image:" + target : bytes}});
+    return test::write_store_entry(store, rel, target);
+  }
+  DiskStoreFs disk() const { return DiskStoreFs(kPackage, kiln::version(), cache.string()); }
+  StoreScan scan() const { return disk().scan_for(store.string(), "artifact path", kUri, 90); }
+  std::string record_path() const {
+    return scan_record_path(cache.string(), kPackage, store.string());
+  }
+  std::optional<ScanRecord> record() const {
+    return read_scan_record(record_path(), kPackage, store.string());
+  }
+  // The sha256 the scan's first archive gives kUri ("" when it lists none).
+  static std::string sha(const StoreScan& s) {
+    if (s.archives.empty() || !s.archives[0].manifest) return "";
+    const ArtifactEntry* a = s.archives[0].manifest->find(kUri);
+    return a ? a->sha256 : "";
+  }
+};
+
+std::string manifest_sha(const fs::path& dir) {
+  return parse_manifest(test::read_file(dir / "manifest.json"), "m").find(kUri)->sha256;
+}
+
+TEST(ScanRecordOnDisk, ASettledScanIsRecordedWithTheListingAndTheManifestsLayout) {
+  StoreRig rig;
+  fs::path dir = rig.write("sm_90");
+  let_settle();
+  StoreScan s = rig.scan();
+  ASSERT_TRUE(s.readable);
+  EXPECT_EQ(StoreRig::sha(s), manifest_sha(dir));
+
+  std::optional<ScanRecord> r = rig.record();
+  ASSERT_TRUE(r) << rig.record_path();
+  EXPECT_EQ(r->names, std::vector<std::string>{dir.filename().string()});
+  EXPECT_TRUE(r->dir == identity_of(rig.store.string()).value());
+  ASSERT_EQ(r->manifests.count(dir.filename().string()), 1u);
+  const auto& m = r->manifests.at(dir.filename().string());
+  EXPECT_TRUE(m.id == identity_of((dir / "manifest.json").string()).value());
+  EXPECT_TRUE(m.layout == layout_of(test::read_file(dir / "manifest.json")));
+  // The user's alone: the directory 0700, the file 0600; no temporary file left beside it.
+  struct stat st {};
+  ASSERT_EQ(::stat((rig.cache / "scan").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat(rig.record_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(rig.cache / "scan"))
+    files.push_back(e.path().filename().string());
+  EXPECT_EQ(files, std::vector<std::string>{fs::path(rig.record_path()).filename().string()});
+}
+
+TEST(ScanRecordOnDisk, AStoreChangedLessThanASecondAgoIsNotRecorded) {
+  StoreRig rig;
+  fs::path dir = rig.write("sm_90");
+  StoreScan s = rig.scan();
+  EXPECT_EQ(StoreRig::sha(s), manifest_sha(dir));
+  EXPECT_FALSE(fs::exists(rig.record_path()));
+}
+
+TEST(ScanRecordOnDisk, AFreshProcessTakesTheListingAndTheLayoutFromTheRecord) {
+  StoreRig rig;
+  fs::path dir = rig.write("sm_90");
+  let_settle();
+  rig.scan();
+  ScanRecord r = rig.record().value();
+  // The same record with no names, in a fresh process: the store looks empty, so the listing
+  // came from the record and not from the directory.
+  ScanRecord no_names = r;
+  no_names.names.clear();
+  no_names.manifests.clear();
+  ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
+  forget_store_memory();
+  StoreScan s = rig.scan();
+  EXPECT_TRUE(s.readable);
+  EXPECT_TRUE(s.archives.empty());
+  // A layout without artifacts, in a fresh process: the manifest lists no kUri, so it was read
+  // with the record's layout and not checked whole.
+  ScanRecord no_spans = r;
+  no_spans.manifests.begin()->second.layout.spans.clear();
+  ASSERT_FALSE(write_scan_record(rig.record_path(), no_spans));
+  forget_store_memory();
+  s = rig.scan();
+  ASSERT_EQ(s.archives.size(), 1u);
+  ASSERT_TRUE(s.archives[0].manifest);
+  EXPECT_EQ(s.archives[0].manifest->find(kUri), nullptr);
+  // The true record back: the entry, from the manifest's own bytes.
+  ASSERT_FALSE(write_scan_record(rig.record_path(), r));
+  forget_store_memory();
+  EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
+}
+
+TEST(ScanRecordOnDisk, ARecordOthersCouldHaveWrittenIsIgnored) {
+  StoreRig rig;
+  fs::path dir = rig.write("sm_90");
+  let_settle();
+  rig.scan();
+  ScanRecord no_names = rig.record().value();
+  no_names.names.clear();
+  no_names.manifests.clear();
+  ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
+  // Writable by the group: not read; the store is listed, and the record written again whole.
+  ASSERT_EQ(::chmod(rig.record_path().c_str(), 0620), 0);
+  forget_store_memory();
+  EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
+  ASSERT_TRUE(rig.record());
+  EXPECT_EQ(rig.record()->names.size(), 1u);
+  // A symbolic link to a record: not followed.
+  ASSERT_FALSE(write_scan_record(rig.record_path() + "-elsewhere", no_names));
+  fs::remove(rig.record_path());
+  fs::create_symlink(rig.record_path() + "-elsewhere", rig.record_path());
+  forget_store_memory();
+  EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
+  EXPECT_FALSE(fs::is_symlink(rig.record_path())) << "replaced by a record of its own";
+  // Owned by another user (only root can make one).
+  if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot give a record to another user";
+  ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
+  ASSERT_EQ(::chown(rig.record_path().c_str(), 65534, 65534), 0);
+  forget_store_memory();
+  EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
+  // A scan directory of another user is not written into either.
+  ASSERT_EQ(::chown((rig.cache / "scan").c_str(), 65534, 65534), 0);
+  EXPECT_TRUE(write_scan_record(rig.record_path(), no_names));
+}
+
+TEST(ScanRecordOnDisk, AnArchiveAddedOrAManifestRewrittenIsSeenAndRecorded) {
+  StoreRig rig;
+  fs::path sm90 = rig.write("sm_90");
+  let_settle();
+  rig.scan();
+  const ScanRecord before = rig.record().value();
+  // A new archive: the directory's identity changes, the record's names are not used.
+  fs::path sm90a = rig.write("sm_90a");
+  let_settle();
+  forget_store_memory();
+  StoreScan s = rig.scan();
+  ASSERT_FALSE(s.archives.empty());
+  EXPECT_EQ(s.archives[0].dir, sm90a.string()) << "the best target, listed from the directory";
+  ScanRecord after = rig.record().value();
+  EXPECT_EQ(after.names.size(), 2u);
+  // sm_90's layout kept (its manifest is unchanged), sm_90a's added.
+  EXPECT_EQ(after.manifests.size(), 2u);
+  EXPECT_TRUE(after.manifests.at(sm90.filename().string()) ==
+              before.manifests.at(sm90.filename().string()));
+  // sm_90a rewritten with other bytes: its identity changes, its record is not used.
+  fs::path again = rig.write("sm_90a", "other image bytes, longer than before");
+  ASSERT_EQ(again, sm90a);
+  forget_store_memory();
+  EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(sm90a));
+  EXPECT_EQ(StoreRig::sha(rig.scan()), sha256_hex(std::string("other image bytes, longer than before")));
+}
+
+TEST(ScanRecordOnDisk, ARecordThatCannotBeReadOrWrittenCostsNothingButTime) {
+  StoreRig rig;
+  fs::path dir = rig.write("sm_90");
+  let_settle();
+  // Cut short (a crash while written): ignored, and replaced by a whole one.
+  rig.scan();
+  std::string text = test::read_file(rig.record_path());
+  test::write_file(rig.record_path(), text.substr(0, text.size() / 2));
+  forget_store_memory();
+  EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
+  EXPECT_EQ(test::read_file(rig.record_path()), text);
+  // A cache directory that cannot be made (a file is in its place): the scan is the same.
+  test::write_file(rig.tmp / "file", "x");
+  DiskStoreFs blocked(kPackage, kiln::version(), (rig.tmp / "file" / "cache").string());
+  forget_store_memory();
+  StoreScan s = blocked.scan_for(rig.store.string(), "artifact path", kUri, 90);
+  EXPECT_EQ(StoreRig::sha(s), manifest_sha(dir));
+}
+
+TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithAndWithoutItsRecord) {
+  StoreRig rig;
+  fs::path dir = rig.write("sm_90", "the sm_90 image of axpy");
+  let_settle();
+  auto load = [&] {
+    LoaderConfig cfg;
+    cfg.artifact_path = {rig.store.string()};
+    cfg.cache_dir = rig.cache.string();
+    cfg.offline = true;
+    cfg.disable_jit = true;
+    LoaderDeps deps;
+    auto driver = std::make_shared<test::Cc90Driver>();
+    deps.driver = driver;
+    deps.installed_store = (rig.tmp / "installed").string();
+    auto loader = make_loader(test::reference_description(), cfg, std::move(deps));
+    EXPECT_EQ(loader->get(kUri).origin, (dir / (kUri + ".fatbin")).string());
+    EXPECT_EQ(driver->images, std::vector<std::string>{"the sm_90 image of axpy"});
+  };
+  forget_store_memory();
+  load();  // lists, checks the manifest whole, writes the record
+  ASSERT_TRUE(rig.record());
+  forget_store_memory();
+  load();  // from the record
+  // The artifact changed behind an unchanged manifest: the record does not spare the hash.
+  test::write_file(dir / (kUri + ".fatbin"), "the sm_90 image of axpX");
+  forget_store_memory();
+  LoaderConfig cfg;
+  cfg.artifact_path = {rig.store.string()};
+  cfg.cache_dir = rig.cache.string();
+  cfg.offline = true;
+  cfg.disable_jit = true;
+  LoaderDeps deps;
+  deps.driver = std::make_shared<test::Cc90Driver>();
+  deps.installed_store = (rig.tmp / "installed").string();
+  auto loader = make_loader(test::reference_description(), cfg, std::move(deps));
+  try {
+    loader->get(kUri);
+    ADD_FAILURE() << "a changed artifact was loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Integrity) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kiln

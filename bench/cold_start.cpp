@@ -23,11 +23,20 @@
 // load and launch, kiln's create + get + launch) and only the driver's own work is missing;
 // the result is not checked (nothing computed it).
 //
-// Usage: kiln_cold_start --libkiln PATH --store DIR [--uri URI] [--runs N] [--out FILE]
-//                        [--json FILE] [--no-gpu [--cc CC] [--stand-in DIR]]
+// The kiln children share one cache directory (<tmp>/kiln-cold-start-cache), so the unmeasured
+// first kiln child keeps the store's scan record there (core/src/scan_record.hpp) and every
+// measured one uses it: the measure is of a process after the first since the install. A store
+// changed less than a second before is not recorded (scripts/bench_cold.sh waits for it).
+// --cpu N runs the parent and every child on CPU N only (sched_setaffinity, inherited), so that
+// the modes do not differ by where the scheduler puts them (on the H200 host, processes
+// started on some CPUs ran every phase, the driver's included, 10-40% slower).
+//
+// Usage: kiln_cold_start --libkiln PATH --store DIR [--uri URI] [--runs N] [--cpu N]
+//                        [--out FILE] [--json FILE] [--no-gpu [--cc CC] [--stand-in DIR]]
 #include <cuda.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -36,6 +45,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -425,8 +435,16 @@ int main(int argc, char** argv) {
   if (!mode.empty()) return child(mode, t0, o);
 
   if (!o.count("libkiln") || !o.count("store"))
-    die("usage: kiln_cold_start --libkiln PATH --store DIR [--uri URI] [--runs N] [--out FILE] "
-        "[--json FILE] [--no-gpu [--cc CC] [--stand-in DIR]]");
+    die("usage: kiln_cold_start --libkiln PATH --store DIR [--uri URI] [--runs N] [--cpu N] "
+        "[--out FILE] [--json FILE] [--no-gpu [--cc CC] [--stand-in DIR]]");
+  int cpu = o.count("cpu") ? std::atoi(o["cpu"].c_str()) : -1;
+  if (cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0)
+      die("--cpu " + std::to_string(cpu) + ": sched_setaffinity failed: " + std::strerror(errno));
+  }
   bool no_gpu = o.count("no-gpu") != 0;
   std::string uri = o.count("uri") ? o["uri"] : "axpy_dtype_f32";
   int runs = o.count("runs") ? std::max(1, std::atoi(o["runs"].c_str())) : 7;
@@ -469,6 +487,7 @@ int main(int argc, char** argv) {
      << (no_gpu ? "; --no-gpu (the stand-in driver: nothing is loaded or launched for real, "
                   "the result is not checked)"
                 : "")
+     << (cpu >= 0 ? "; every process on CPU " + std::to_string(cpu) : std::string())
      << ".\n\n| mode | phase | unit | median | min | max |\n|---|---|---|---|---|---|\n";
   for (const char* m : {"floor", "kiln"})
     for (const auto& p : phases) {
@@ -497,6 +516,7 @@ int main(int argc, char** argv) {
     j["artifact"] = art.path;
     j["runs"] = runs;
     j["no_gpu"] = no_gpu;
+    j["cpu"] = cpu;  // -1: not pinned
     for (const char* m : {"floor", "kiln"})
       for (const auto& p : phases) {
         Stats s = stats(us[m][p]);

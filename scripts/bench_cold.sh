@@ -26,6 +26,9 @@
 #       store; then ROUNDS rounds of kiln_load_bench --cold-only --iterations 300 of each. One
 #       machine's floors move by 1.5x from call to call: only the ratios of one call compare.
 #
+# COLD_CPU=N (run, ab): every kiln_cold_start process on CPU N only (its --cpu), so that where
+# the scheduler puts a child does not decide its mode's time.
+#
 # Exit status: the first benchmark that failed, else 0 (a ratio above its goal is reported, not
 # an error).
 set -uo pipefail
@@ -109,7 +112,8 @@ run() {
   run_bench cold-inprocess "$bin/kiln_load_bench" --store "$store" --cold-only \
     --iterations "$IN_PROCESS_ITERATIONS" --out "$out/cold-inprocess.md" --json "$out/cold-inprocess.json"
   run_bench cold-fresh "$bin/kiln_cold_start" --libkiln "$root/$CARRY/lib/libkiln.so" --store "$store" \
-    --runs "$FRESH_RUNS" --out "$out/cold-fresh.md" --json "$out/cold-fresh.json"
+    --runs "$FRESH_RUNS" ${COLD_CPU:+--cpu "$COLD_CPU"} --out "$out/cold-fresh.md" \
+    --json "$out/cold-fresh.json"
   run_bench cold-inprocess-nogpu "$bin/kiln_load_bench" --store "$store" --no-gpu \
     --iterations "$IN_PROCESS_ITERATIONS" --json "$out/cold-inprocess-nogpu.json"
   run_bench cold-fresh-nogpu "$bin/kiln_cold_start" --libkiln "$root/$CARRY/lib/libkiln.so" \
@@ -156,9 +160,9 @@ run_ab() {
   local round
   for round in $(seq "$rounds"); do
     run_bench "ab-fresh-base-$round" "$root/$CARRY/bin/kiln_cold_start" \
-      --libkiln "$root/$CARRY/base/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41
+      --libkiln "$root/$CARRY/base/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41 ${COLD_CPU:+--cpu "$COLD_CPU"}
     run_bench "ab-fresh-this-$round" "$root/$CARRY/bin/kiln_cold_start" \
-      --libkiln "$root/$CARRY/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41
+      --libkiln "$root/$CARRY/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41 ${COLD_CPU:+--cpu "$COLD_CPU"}
   done
   for round in $(seq "$rounds"); do
     run_bench "ab-inprocess-base-$round" "$root/$CARRY/base/bin/kiln_load_bench" \

@@ -63,7 +63,7 @@ const std::vector<EnvVariable>& variables_table() {
   static const std::vector<EnvVariable> table = {
     {"KILN_ARTIFACT_PATH", "`:`-separated store directories, searched first, in order", "none",
      [](Environment& e, const std::string& v) { e.loader.artifact_path = split(v, ":"); }},
-    {"KILN_CACHE_DIR", "writable cache: downloads (a store) and `jit/`",
+    {"KILN_CACHE_DIR", "writable cache: downloads (a store), `jit/`, `tuf/` and `scan/` (scan records)",
      "`$XDG_CACHE_HOME/kiln`, else `~/.cache/kiln`",
      [](Environment& e, const std::string& v) { e.loader.cache_dir = v; }},
     {"KILN_MIRRORS", "mirror URLs, whitespace- or `,`-separated, tried in order",

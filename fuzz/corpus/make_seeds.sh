@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the release-file seeds in fuzz/corpus/ from a real `kiln build` of a one-kernel
 # slice (axpy_dtype_f32 for sm_80 and compute_80, real nvcc), as fuzz/corpus/README.md says.
-# Seeds whose names start with "regression-" or "handmade-" are not touched.
+# Seeds whose names start with "regression-" or "handmade-" are not touched. The scan_record
+# seeds are about the manifest built into scan_record_fuzz, so that binary writes them (its
+# --write-seeds mode; skipped with a note when $KILN_FUZZ_BUILD, default build-fuzz, has none).
 #   fuzz/corpus/make_seeds.sh [path/to/kiln]     (default build/kiln)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -40,4 +42,10 @@ stub="$work/kb/stubs/axpy_dtype_f32.kiln-stub.cu"
 cp "$dist"/*.whl "$c/wheel/release-sm_80.whl"
 unzip -p "$dist"/*.whl '*.dist-info/RECORD' >"$c/wheel_record/release-RECORD"
 cp "$work/mirror/kiln-kernels-$v-SHA256SUMS" "$c/checksums/release-SHA256SUMS"
+scan_record_fuzz="${KILN_FUZZ_BUILD:-build-fuzz}/fuzz/scan_record_fuzz"
+if [ -x "$scan_record_fuzz" ]; then
+  "$scan_record_fuzz" --write-seeds="$c/scan_record"
+else
+  echo "make_seeds: no $scan_record_fuzz (scripts/fuzz.sh builds it): scan_record/ not rewritten" >&2
+fi
 ls -l "$c"/*/

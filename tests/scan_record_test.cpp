@@ -4,10 +4,13 @@
 // forget_store_memory(), which drops what the store tier remembers in memory.
 #include "scan_record.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -144,6 +147,59 @@ TEST(ScanRecordFormat, TheFileNameHashesPackageAndStoreUnderScan) {
   EXPECT_EQ(scan_record_path("/c/", kPackage, kStore), a);
   EXPECT_NE(scan_record_path("/c", "acme", kStore), a);
   EXPECT_NE(scan_record_path("/c", kPackage, kStore + "2"), a);
+}
+
+TEST(ScanRecordFormat, AFullScanDirectoryLosesItsLeastRecentlyWrittenRecordsNotTheNewOne) {
+  TempDir tmp;
+  const fs::path dir = tmp / "scan";
+  fs::create_directories(dir);
+  ASSERT_EQ(::chmod(dir.c_str(), 0700), 0);
+  auto hex = [](int i) {
+    char name[17];
+    std::snprintf(name, sizeof name, "%016x", i);
+    return std::string(name);
+  };
+  auto age = [](const fs::path& p, std::int64_t seconds_ago) {
+    struct timespec t[2];
+    ::clock_gettime(CLOCK_REALTIME, &t[0]);
+    t[0].tv_sec -= seconds_ago;
+    t[1] = t[0];
+    ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), t, 0), 0);
+  };
+  // kMaxScanRecords old records, record i written i seconds after record i-1.
+  const int n = static_cast<int>(kMaxScanRecords);
+  for (int i = 0; i < n; ++i) {
+    test::write_file(dir / hex(i), "x");
+    age(dir / hex(i), 100000 - i);
+  }
+  test::write_file(dir / (hex(0) + ".tmp.1.0"), "a writer that died two hours ago");
+  age(dir / (hex(0) + ".tmp.1.0"), 7200);
+  test::write_file(dir / (hex(1) + ".tmp.1.0"), "a writer at work");
+  test::write_file(dir / "notes.txt", "not a record");
+  auto count = [&] {
+    int records = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      std::string name = e.path().filename().string();
+      records += name.size() == 16 && name.find('.') == std::string::npos;
+    }
+    return records;
+  };
+  // At the limit: one more (an existing name) keeps them all.
+  ASSERT_FALSE(write_scan_record((dir / hex(n - 1)).string(), sample_record()));
+  EXPECT_EQ(count(), n);
+  EXPECT_FALSE(fs::exists(dir / (hex(0) + ".tmp.1.0")));
+  EXPECT_TRUE(fs::exists(dir / (hex(1) + ".tmp.1.0")));
+  // One beyond: the oldest go, down to kKeepScanRecords; the new one and the newest stay.
+  const std::string fresh = (dir / "ffffffffffffffff").string();
+  ASSERT_FALSE(write_scan_record(fresh, sample_record()));
+  EXPECT_EQ(count(), static_cast<int>(kKeepScanRecords));
+  EXPECT_TRUE(fs::exists(fresh));
+  EXPECT_TRUE(fs::exists(dir / hex(n - 2)));
+  EXPECT_FALSE(fs::exists(dir / hex(0)));
+  const int removed = n + 1 - static_cast<int>(kKeepScanRecords);
+  EXPECT_FALSE(fs::exists(dir / hex(removed - 1)));
+  EXPECT_TRUE(fs::exists(dir / hex(removed)));
+  EXPECT_TRUE(fs::exists(dir / "notes.txt"));
 }
 
 // --- reading a manifest with a layout -------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "scan_record.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -133,6 +134,51 @@ void put_identity(std::string& out, const FileIdentity& id) {
   out += ' ' + std::to_string(id.dev) + ' ' + std::to_string(id.ino) + ' ' +
          std::to_string(id.size) + ' ' + std::to_string(id.mtime_ns) + ' ' +
          std::to_string(id.ctime_ns);
+}
+
+bool is_record_name(std::string_view name) {
+  return name.size() == 16 && std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+// Removes the least recently written records beyond kKeepScanRecords once there are more than
+// kMaxScanRecords, and temporary files (<record>.tmp.<pid>.<n>) older than an hour: a writer
+// that died. Best effort: what cannot be removed stays.
+void prune_scan_records(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;
+  struct Entry {
+    std::int64_t mtime_ns;
+    std::string name;
+  };
+  std::vector<Entry> records;
+  std::vector<std::string> stale_tmp;
+  const std::int64_t hour_ago = realtime_ns() - std::int64_t{3600} * 1'000'000'000;
+  std::size_t seen = 0;
+  while (dirent* e = ::readdir(d)) {
+    if (++seen > limits::kMaxStoreEntries) break;  // a directory someone filled: leave it
+    std::string_view name(e->d_name);
+    bool record = is_record_name(name);
+    bool tmp = name.size() > 21 && is_record_name(name.substr(0, 16)) &&
+               name.substr(16, 5) == ".tmp.";
+    if (!record && !tmp) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    std::int64_t mtime =
+        static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    if (record)
+      records.push_back({mtime, std::string(name)});
+    else if (mtime < hour_ago)
+      stale_tmp.emplace_back(name);
+  }
+  ::closedir(d);
+  for (const auto& name : stale_tmp) ::unlink((dir + "/" + name).c_str());
+  if (records.size() <= kMaxScanRecords) return;
+  std::sort(records.begin(), records.end(),
+            [](const Entry& a, const Entry& b) { return a.mtime_ns < b.mtime_ns; });
+  for (std::size_t i = 0; i + kKeepScanRecords < records.size(); ++i)
+    ::unlink((dir + "/" + records[i].name).c_str());
 }
 
 }  // namespace
@@ -285,6 +331,7 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
     ::unlink(tmp.c_str());
     return "cannot write " + path + ": " + std::strerror(err);
   }
+  prune_scan_records(dir.string());
   return std::nullopt;
 }
 

@@ -63,6 +63,13 @@ struct ScanRecord {
 constexpr std::size_t kMaxScanRecordBytes = std::size_t{4} << 20;
 constexpr std::size_t kMaxScanRecordSpans = 100000;
 
+// The most records one scan/ directory keeps (a record per package and store: a machine has a
+// handful). Writing one more removes the least recently written beyond kKeepScanRecords, and
+// temporary files left by writers that died, so that stores used once (temporary directories)
+// do not fill the cache. A record removed costs its store one slower process.
+constexpr std::size_t kMaxScanRecords = 256;
+constexpr std::size_t kKeepScanRecords = 192;
+
 // <cache_dir>/scan/<16 hex digits of FNV-1a 64 over "<package>\n<store>">. The record names
 // its package and store itself: a file whose key collides is for another store and ignored.
 std::string scan_record_path(std::string_view cache_dir, std::string_view package,
@@ -86,7 +93,7 @@ std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_
 // reader sees the old file or the whole new one: a temporary file in the same directory,
 // renamed over it. Not fsync'ed: a record lost or cut short by a crash is ignored by its reader
 // and written again. Returns why it could not, or nullopt; never throws. A directory owned by
-// another user is not written into.
+// another user is not written into. Then keeps the directory within kMaxScanRecords (above).
 std::optional<std::string> write_scan_record(const std::string& path, const ScanRecord& record);
 
 }  // namespace kiln

@@ -438,6 +438,8 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     record = read_scan_record(record_path, package_, dir);
     if (record && record->dir == *dir_id) {
       record_names = true;
+      if (log_enabled(LogLevel::Debug))
+        log(LogLevel::Debug, "store " + dir + ": listing taken from the scan record " + record_path);
       auto recorded = std::make_shared<const std::vector<std::string>>(record->names);
       store_listings().put(listing_key, *dir_id, read_start, recorded);
       names = std::move(recorded);
@@ -584,6 +586,8 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       if (record_path.empty()) record_path = scan_record_path(record_dir_, package_, dir);
       if (auto why = write_scan_record(record_path, next))
         log(LogLevel::Debug, "store " + dir + ": scan record not kept: " + *why);
+      else if (log_enabled(LogLevel::Debug))
+        log(LogLevel::Debug, "store " + dir + ": scan record kept in " + record_path);
     }
   }
   return s;

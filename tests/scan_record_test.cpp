@@ -50,6 +50,7 @@ ScanRecord sample_record() {
   m.layout.artifacts_begin = 236;
   m.layout.artifacts_end = 31894;
   m.layout.spans = {{258, 15, 242, 1119}, {1141, 14, 1125, 1982}};
+  m.layout.uris = {"axpy_dtype_bf16", "axpy_dtype_f32"};
   r.manifests.emplace(kName, m);
   return r;
 }
@@ -113,6 +114,8 @@ TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused)
       {"a manifest of a name not listed",
        replaced("manifest " + kName, "manifest kiln-kernels-0.1.0-cuda13.0-sm_100")},
       {"fewer spans than said", replaced(" 2\nspan", " 3\nspan")},
+      {"a span's URI of another length", replaced(" 15 axpy_dtype_bf16", " 15 axpy_dtype_bf1")},
+      {"a span without its URI", replaced(" 15 axpy_dtype_bf16", " 15")},
       {"more spans than said", replaced(" 2\nspan", " 1\nspan")},
       {"an unknown line", replaced("end\n", "extra 1\nend\n")},
       {"bytes after the end", text + "x"},
@@ -230,7 +233,7 @@ TEST(ManifestLayout, ATextReadWithItsLayoutGivesWhatReadingItWholeGives) {
     ManifestLayout layout = whole->layout().value();
     EXPECT_EQ(text[layout.artifacts_begin], '[');
     EXPECT_EQ(text[layout.artifacts_end - 1], ']');
-    auto again = ManifestEntries::read_with_layout(std::string(text), "m", layout);
+    auto again = ManifestEntries::read_with_layout(text, "m", layout);
     ASSERT_TRUE(again);
     EXPECT_FALSE(again->layout()) << "a layout is made only by a whole read";
     EXPECT_EQ(manifest_to_json(again->header()), manifest_to_json(whole->header()));
@@ -259,24 +262,33 @@ TEST(ManifestLayout, ALayoutThatDoesNotFitTheTextIsRefusedAndTheTextKept) {
   add("array cut short", [](ManifestLayout& l) { --l.artifacts_end; });
   add("array past the text", [&](ManifestLayout& l) { l.artifacts_end = text.size() + 1; });
   add("array empty", [](ManifestLayout& l) { l.artifacts_end = l.artifacts_begin; });
-  add("spans out of order", [](ManifestLayout& l) { std::swap(l.spans[0], l.spans[1]); });
-  add("a span twice", [](ManifestLayout& l) { l.spans[1] = l.spans[0]; });
-  add("a span not on an object", [](ManifestLayout& l) { ++l.spans[0].begin; });
+  add("spans out of order", [](ManifestLayout& l) {
+    std::swap(l.spans[0], l.spans[1]);
+    std::swap(l.uris[0], l.uris[1]);
+  });
+  add("a span twice", [](ManifestLayout& l) {
+    l.spans[1] = l.spans[0];
+    l.uris[1] = l.uris[0];
+  });
+  add("a URI missing", [](ManifestLayout& l) { l.uris.pop_back(); });
+  add("a URI of another length than its span says", [](ManifestLayout& l) { l.uris[0] += "x"; });
   add("a span outside the array", [](ManifestLayout& l) { l.spans[0].end = l.artifacts_end; });
   add("a URI outside its span", [](ManifestLayout& l) { l.spans[0].uri_pos = l.spans[0].end; });
   add("a URI running past its span",
       [](ManifestLayout& l) { l.spans[0].uri_len = l.spans[0].end - l.spans[0].uri_pos; });
   add("an empty URI", [](ManifestLayout& l) { l.spans[0].uri_len = 0; });
   add("a wrapping URI length", [](ManifestLayout& l) { l.spans[0].uri_len = ~std::size_t{0}; });
-  for (const auto& [what, layout] : bad) {
-    std::string t = text;
-    EXPECT_FALSE(ManifestEntries::read_with_layout(std::move(t), "m", layout)) << what;
-    EXPECT_EQ(t, text) << what << ": the caller's text is as it was";
-  }
+  for (const auto& [what, layout] : bad)
+    EXPECT_FALSE(ManifestEntries::read_with_layout(text, "m", layout)) << what;
   // The layout fits, the header does not read: another format marker of the same length.
   std::string other = text;
   other.replace(other.find("kiln-manifest"), 13, "kiln-manifesx");
-  EXPECT_FALSE(ManifestEntries::read_with_layout(std::move(other), "m", good));
+  EXPECT_FALSE(ManifestEntries::read_with_layout(other, "m", good));
+  // A file that cannot be read (or is no longer the layout's): nothing.
+  ManifestPartReader gone = [](const std::vector<std::pair<std::size_t, std::size_t>>&) {
+    return std::optional<std::vector<std::string>>();
+  };
+  EXPECT_FALSE(ManifestEntries::read_with_layout(text.size(), "m", good, gone, nullptr));
 }
 
 TEST(ManifestLayout, ASpanWhoseObjectIsNotItsUriIsNotBelievedTheWholeTextDecides) {
@@ -288,12 +300,53 @@ TEST(ManifestLayout, ASpanWhoseObjectIsNotItsUriIsNotBelievedTheWholeTextDecides
   const std::string real(text.substr(s.uri_pos, s.uri_len));
   --s.uri_len;
   const std::string forged = real.substr(0, real.size() - 1);
-  auto e = ManifestEntries::read_with_layout(std::string(text), "m", layout);
+  layout.uris[0] = forged;
+  auto e = ManifestEntries::read_with_layout(text, "m", layout);
   ASSERT_TRUE(e);
   // The whole text lists no such URI: not found, as a whole read says.
   EXPECT_EQ(sha_of(*e, forged), "(not listed)");
   // And the real URI is still read right afterwards.
   EXPECT_EQ(sha_of(*e, real), sha_of(*ManifestEntries::read(std::string(text), "m"), real));
+}
+
+TEST(ManifestLayout, OnlyTheHeaderAndTheAskedObjectsAreReadAndAMisplacedSpanReadsTheWholeFile) {
+  const std::string text = release_text();
+  ManifestLayout layout = layout_of(text);
+  ASSERT_GE(layout.spans.size(), 2u);
+  std::vector<std::pair<std::size_t, std::size_t>> asked;
+  ManifestPartReader reader = [&](const std::vector<std::pair<std::size_t, std::size_t>>& r) {
+    std::vector<std::string> out;
+    for (const auto& [b, e] : r) {
+      asked.emplace_back(b, e);
+      out.push_back(text.substr(b, e - b));
+    }
+    return std::optional<std::vector<std::string>>(out);
+  };
+  const std::string& first = layout.uris[1];
+  auto e = ManifestEntries::read_with_layout(text.size(), "m", layout, reader, &first);
+  ASSERT_TRUE(e);
+  // One batch: up to the array's '[', from its ']', and the first URI's object.
+  using R = std::pair<std::size_t, std::size_t>;
+  const std::vector<R> header_and_first = {R{0, layout.artifacts_begin + 1},
+                                           R{layout.artifacts_end - 1, text.size()},
+                                           R{layout.spans[1].begin, layout.spans[1].end}};
+  EXPECT_EQ(asked, header_and_first);
+  const auto whole = ManifestEntries::read(std::string(text), "m");
+  EXPECT_EQ(sha_of(*e, first), sha_of(*whole, first));
+  EXPECT_EQ(asked.size(), 3u) << "the first URI's object was read with the header";
+  EXPECT_EQ(sha_of(*e, layout.uris[0]), sha_of(*whole, layout.uris[0]));
+  EXPECT_EQ(asked.back(), (R{layout.spans[0].begin, layout.spans[0].end}));
+  // Spans swapped, URIs kept in order: each URI leads to the other's object, which is not
+  // believed; the whole file is read once and decides.
+  std::swap(layout.spans[0], layout.spans[1]);
+  std::swap(layout.spans[0].uri_len, layout.spans[1].uri_len);
+  if (layout.spans[0].uri_len != layout.uris[0].size()) GTEST_SKIP() << "URIs of other lengths";
+  asked.clear();
+  auto swapped = ManifestEntries::read_with_layout(text.size(), "m", layout, reader, nullptr);
+  ASSERT_TRUE(swapped);
+  EXPECT_EQ(sha_of(*swapped, layout.uris[0]), sha_of(*whole, layout.uris[0]));
+  EXPECT_EQ(sha_of(*swapped, layout.uris[1]), sha_of(*whole, layout.uris[1]));
+  EXPECT_EQ(asked.back(), (R{0, text.size()}));
 }
 
 TEST(ManifestLayout, OnlyTheAskedArtifactIsCheckedAndABrokenOneGivesParseManifestsError) {
@@ -318,7 +371,7 @@ TEST(ManifestLayout, OnlyTheAskedArtifactIsCheckedAndABrokenOneGivesParseManifes
     want_error = e.what();
   }
   ASSERT_FALSE(want_error.empty());
-  auto e = ManifestEntries::read_with_layout(std::string(bad), "m", layout);
+  auto e = ManifestEntries::read_with_layout(bad, "m", layout);
   ASSERT_TRUE(e);
   EXPECT_EQ(sha_of(*e, ok_uri), sha_of(*ManifestEntries::read(std::string(good), "m"), ok_uri));
   try {
@@ -426,6 +479,7 @@ TEST(ScanRecordOnDisk, AFreshProcessTakesTheListingAndTheLayoutFromTheRecord) {
   // with the record's layout and not checked whole.
   ScanRecord no_spans = r;
   no_spans.manifests.begin()->second.layout.spans.clear();
+  no_spans.manifests.begin()->second.layout.uris.clear();
   ASSERT_FALSE(write_scan_record(rig.record_path(), no_spans));
   forget_store_memory();
   s = rig.scan();

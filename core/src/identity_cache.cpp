@@ -8,6 +8,10 @@ namespace kiln {
 std::optional<FileIdentity> identity_of(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return identity_of(st);
+}
+
+FileIdentity identity_of(const struct stat& st) {
   FileIdentity id;
   id.dev = static_cast<std::uint64_t>(st.st_dev);
   id.ino = static_cast<std::uint64_t>(st.st_ino);

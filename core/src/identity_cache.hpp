@@ -9,6 +9,7 @@
 // read can leave mtime as it was. As git does with its index ("racy" entries), only a settled
 // entry is remembered: one whose mtime and ctime were at least kSettledNs before the read
 // began. Any later change then gets a later timestamp, and the identity differs.
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -36,6 +37,8 @@ constexpr std::int64_t kSettledNs = 1'000'000'000;
 
 // stat(path) (following symlinks); nullopt when it fails.
 std::optional<FileIdentity> identity_of(const std::string& path);
+// The identity a stat() or fstat() gave.
+FileIdentity identity_of(const struct stat& st);
 // CLOCK_REALTIME now, in ns: the clock file timestamps come from.
 std::int64_t realtime_ns();
 

@@ -49,8 +49,6 @@ class StrictReader {
   // Where manifest() found the artifacts array.
   std::size_t artifacts_begin() const { return artifacts_begin_; }
   std::size_t artifacts_end() const { return artifacts_end_; }
-  // manifest() steps over the artifacts array where `layout` has it instead of reading it.
-  void step_over_artifacts(const ManifestLayout& layout) { layout_ = &layout; }
 
   // The whole text: a manifest object and nothing after it but whitespace. Fills m's fields
   // but the artifacts, and one span per artifact.
@@ -98,14 +96,7 @@ class StrictReader {
         case RootField::artifacts:
           skip_space();
           artifacts_begin_ = p_;
-          if (layout_) {
-            // Stepped over: read_with_layout checked that it is an array's place, and the
-            // artifacts were checked when the layout was made.
-            if (p_ != layout_->artifacts_begin) return false;
-            p_ = layout_->artifacts_end;
-          } else if (!artifacts(spans)) {
-            return false;
-          }
+          if (!artifacts(spans)) return false;
           artifacts_end_ = p_;
           return true;
         case RootField::skipped:
@@ -333,7 +324,6 @@ class StrictReader {
   std::string_view t_;
   std::size_t p_;
   std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;
-  const ManifestLayout* layout_ = nullptr;
 };
 
 }  // namespace
@@ -362,47 +352,82 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::read(std::string&& text,
 }
 
 std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
-    std::string&& text, const std::string& origin, const ManifestLayout& layout) {
+    std::size_t size, const std::string& origin, const ManifestLayout& layout,
+    ManifestPartReader read_parts, const std::string* first_uri) {
   const std::size_t b = layout.artifacts_begin, e = layout.artifacts_end;
-  if (!(b < e && e <= text.size() && text[b] == '[' && text[e - 1] == ']')) return nullptr;
-  const std::string_view t(text);
+  if (!(b < e && e <= size && layout.uris.size() == layout.spans.size())) return nullptr;
   for (std::size_t i = 0; i < layout.spans.size(); ++i) {
     const ArtifactSpan& s = layout.spans[i];
-    // Inside the array, an object, its URI inside it (and no sum that could wrap).
-    if (!(b < s.begin && s.begin < s.end && s.end < e && text[s.begin] == '{' &&
-          text[s.end - 1] == '}' && s.begin < s.uri_pos && s.uri_pos < s.end && s.uri_len > 0 &&
-          s.uri_len < s.end - s.uri_pos))
+    // Inside the array, its URI inside it (and no sum that could wrap), the URI's length.
+    if (!(b < s.begin && s.begin < s.end && s.end < e && s.begin < s.uri_pos &&
+          s.uri_pos < s.end && s.uri_len > 0 && s.uri_len < s.end - s.uri_pos &&
+          layout.uris[i].size() == s.uri_len))
       return nullptr;
     // Sorted by URI, each once: for_uri's binary search.
-    if (i > 0 && !(layout.spans[i - 1].uri(t) < s.uri(t))) return nullptr;
+    if (i > 0 && !(layout.uris[i - 1] < layout.uris[i])) return nullptr;
   }
+  // The header: the bytes up to the array's '[' and from its ']', and first_uri's object.
+  std::vector<std::pair<std::size_t, std::size_t>> ranges = {{0, b + 1}, {e - 1, size}};
+  std::optional<std::size_t> first;
+  if (first_uri) {
+    auto it = std::lower_bound(layout.uris.begin(), layout.uris.end(), *first_uri);
+    if (it != layout.uris.end() && *it == *first_uri) {
+      first = static_cast<std::size_t>(it - layout.uris.begin());
+      ranges.emplace_back(layout.spans[*first].begin, layout.spans[*first].end);
+    }
+  }
+  std::optional<std::vector<std::string>> parts = read_parts(ranges);
+  if (!parts || parts->size() != ranges.size()) return nullptr;
+  std::string& prefix = (*parts)[0];
+  const std::string& suffix = (*parts)[1];
+  if (prefix.size() != b + 1 || prefix.back() != '[' || suffix.size() != size - (e - 1) ||
+      suffix.front() != ']')
+    return nullptr;
+  // "...[" + "]...": the header with an empty artifacts array, read by the same strict rules.
+  prefix += suffix;
   auto header = std::make_shared<Manifest>();
   std::vector<Span> none;
-  StrictReader reader(t);
-  reader.step_over_artifacts(layout);
-  if (!reader.manifest(*header, none)) return nullptr;
+  if (!StrictReader(prefix).manifest(*header, none)) return nullptr;
   std::shared_ptr<ManifestEntries> m(new ManifestEntries());
   m->origin_ = origin;
   m->spans_ = layout.spans;
+  m->uris_ = layout.uris;
   m->artifacts_begin_ = b;
   m->artifacts_end_ = e;
   m->from_layout_ = true;
-  m->text_ = std::move(text);
+  m->size_ = size;
+  m->read_parts_ = std::move(read_parts);
+  if (first) m->preread_.emplace(*first, std::move((*parts)[2]));
+  m->text_ = std::move(prefix);
   m->header_ = std::move(header);
   return m;
 }
 
+std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
+    const std::string& text, const std::string& origin, const ManifestLayout& layout) {
+  ManifestPartReader in_memory = [&text](const std::vector<std::pair<std::size_t, std::size_t>>&
+                                             ranges) -> std::optional<std::vector<std::string>> {
+    std::vector<std::string> out;
+    for (const auto& [begin, end] : ranges) {
+      if (begin > end || end > text.size()) return std::nullopt;
+      out.push_back(text.substr(begin, end - begin));
+    }
+    return out;
+  };
+  return read_with_layout(text.size(), origin, layout, std::move(in_memory), nullptr);
+}
+
 std::optional<ManifestLayout> ManifestEntries::layout() const {
   if (full_ || from_layout_) return std::nullopt;
-  return ManifestLayout{artifacts_begin_, artifacts_end_, spans_};
+  ManifestLayout out{artifacts_begin_, artifacts_end_, spans_, {}};
+  out.uris.reserve(spans_.size());
+  for (const Span& s : spans_) out.uris.emplace_back(s.uri(text_));
+  return out;
 }
 
 std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri) const {
   if (full_) return full_;
-  if (from_layout_) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (whole_) return whole_->for_uri(uri);
-  }
+  if (from_layout_) return for_uri_from_layout(uri);
   auto it = std::lower_bound(spans_.begin(), spans_.end(), std::string_view(uri),
                              [&](const Span& s, std::string_view u) { return s.uri(text_) < u; });
   if (it == spans_.end() || it->uri(text_) != uri) return header_;
@@ -413,20 +438,52 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri)
     ArtifactEntry a;
     std::string_view u, file;
     StrictReader r(text_, it->begin);
-    if (!r.artifact(&a, u, file) || r.pos() != it->end || u != uri) {
-      // A layout that does not fit this text after all (a record written for another text
-      // with the same identity, or forged): the whole text decides, as read() does.
-      if (from_layout_) {
-        whole_ = read(std::string(text_), origin_);
-        return whole_->for_uri(uri);
-      }
-      // The text was accepted whole: reading one of its artifacts again cannot fail.
+    // The text was accepted whole: reading one of its artifacts again cannot fail.
+    if (!r.artifact(&a, u, file) || r.pos() != it->end)
       throw Error(ErrorKind::Internal, origin_ + ": artifact " + uri + " read differently twice");
-    }
     m->artifacts.push_back(std::move(a));
     slot = std::move(m);
   }
   return slot;
+}
+
+std::shared_ptr<const Manifest> ManifestEntries::for_uri_from_layout(const std::string& uri) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (whole_) return whole_->for_uri(uri);
+  auto it = std::lower_bound(uris_.begin(), uris_.end(), uri);
+  if (it == uris_.end() || *it != uri) return header_;
+  auto& slot = by_uri_[uri];
+  if (slot) return slot;
+  const std::size_t i = static_cast<std::size_t>(it - uris_.begin());
+  const Span& span = spans_[i];
+  std::string object;
+  if (preread_ && preread_->first == i) {
+    object = std::move(preread_->second);
+    preread_.reset();
+  } else {
+    auto parts = read_parts_({{span.begin, span.end}});
+    if (!parts || parts->size() != 1)
+      throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
+    object = std::move((*parts)[0]);
+  }
+  // The object alone, by the rules it was checked with, and it must be this URI's.
+  ArtifactEntry a;
+  std::string_view u, file;
+  StrictReader r(object);
+  if (!object.empty() && object.front() == '{' && r.artifact(&a, u, file) &&
+      r.pos() == object.size() && u == uri) {
+    auto m = std::make_shared<Manifest>(*header_);
+    m->artifacts.push_back(std::move(a));
+    slot = std::move(m);
+    return slot;
+  }
+  // A layout that does not fit this file after all (a record written for other bytes with the
+  // same identity, or forged): the whole file decides, as read() does.
+  auto whole = read_parts_({{0, size_}});
+  if (!whole || whole->size() != 1)
+    throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
+  whole_ = read(std::move((*whole)[0]), origin_);
+  return whole_->for_uri(uri);
 }
 
 }  // namespace kiln

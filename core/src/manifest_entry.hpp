@@ -13,12 +13,14 @@
 // the error messages exist once, and the strict reader only has to be right when it accepts
 // (docs/decisions.md, "A second manifest reader for the cold get").
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kiln/manifest.hpp"
@@ -36,17 +38,24 @@ struct ArtifactSpan {
 };
 
 // What the strict reader found in a text it accepted whole: where the artifacts array lies
-// ('[' at artifacts_begin, ']' just before artifacts_end) and each artifact's span, sorted by
-// URI. Kept on disk by the scan record (scan_record.hpp) so that a later process can read the
-// same unchanged file without checking every artifact again.
+// ('[' at artifacts_begin, ']' just before artifacts_end), each artifact's span sorted by URI,
+// and those URIs. Kept on disk by the scan record (scan_record.hpp) so that a later process can
+// read the same unchanged file without reading or checking every artifact again.
 struct ManifestLayout {
   std::size_t artifacts_begin = 0, artifacts_end = 0;
   std::vector<ArtifactSpan> spans;
+  std::vector<std::string> uris;  // uris[i]: spans[i]'s URI (what read_with_layout looks up)
   bool operator==(const ManifestLayout& o) const {
     return artifacts_begin == o.artifacts_begin && artifacts_end == o.artifacts_end &&
-           spans == o.spans;
+           spans == o.spans && uris == o.uris;
   }
 };
+
+// Reads byte ranges [first, second) of the file a layout was made for, in one go: each range's
+// bytes, in order; nullopt when the file is no longer the one the layout was made for (another
+// identity) or cannot be read.
+using ManifestPartReader = std::function<std::optional<std::vector<std::string>>(
+    const std::vector<std::pair<std::size_t, std::size_t>>& ranges)>;
 
 class ManifestEntries {
  public:
@@ -54,15 +63,23 @@ class ManifestEntries {
   // error the caller's string is as it was (for a message quoting it).
   static std::shared_ptr<const ManifestEntries> read(std::string&& text, const std::string& origin);
 
-  // The same text read with a layout that an earlier strict read of it produced (layout()),
-  // without checking every artifact again: the header is read strictly from the text, the
-  // artifacts array is stepped over, and an artifact's object is read strictly from the text
-  // when a get asks for its URI. The layout only says where things are; every value comes from
-  // the text. nullptr (and `text` untouched) when the layout does not fit the text: spans out
-  // of order or outside the array, an array that is not where the header has it, a header the
-  // strict reader refuses. An artifact whose span then does not read as that URI's object makes
-  // for_uri read the whole text as read() does, whose answer (or error) is the answer.
-  static std::shared_ptr<const ManifestEntries> read_with_layout(std::string&& text,
+  // A file of `size` bytes read with a layout that an earlier strict read of the same bytes
+  // produced (layout()), without reading or checking every artifact again: only the header (the
+  // bytes before and after the artifacts array, read strictly with an empty array between) and
+  // the objects of the URIs asked for are read, through `read_parts`; `first_uri`'s object is
+  // read with the header. The layout only says where things are; every value comes from the
+  // file. nullptr when the layout does not fit: URIs not sorted and unique, spans outside the
+  // array, no '[' and ']' where the array should be, a header the strict reader refuses, or the
+  // file unreadable. An artifact whose object then does not read as its URI's makes for_uri read
+  // the whole file as read() does, whose answer (or error) is the answer; a file that is no
+  // longer the layout's when for_uri reads it is an Error{Io}.
+  static std::shared_ptr<const ManifestEntries> read_with_layout(std::size_t size,
+                                                                 const std::string& origin,
+                                                                 const ManifestLayout& layout,
+                                                                 ManifestPartReader read_parts,
+                                                                 const std::string* first_uri);
+  // The same over a text in memory (tests, the fuzz target); `text` is only read.
+  static std::shared_ptr<const ManifestEntries> read_with_layout(const std::string& text,
                                                                  const std::string& origin,
                                                                  const ManifestLayout& layout);
 
@@ -70,7 +87,7 @@ class ManifestEntries {
   // read with a layout (a layout is taken only from a text checked whole).
   std::optional<ManifestLayout> layout() const;
 
-  // The text it was read from.
+  // The text it was read from (read_with_layout: the header's bytes, the array left empty).
   const std::string& text() const { return text_; }
   // Every field but the artifacts (format_version, versions, target, build time, skipped).
   const Manifest& header() const { return *header_; }
@@ -87,6 +104,7 @@ class ManifestEntries {
 
  private:
   ManifestEntries() = default;
+  std::shared_ptr<const Manifest> for_uri_from_layout(const std::string& uri) const;
 
   using Span = ArtifactSpan;
 
@@ -96,8 +114,14 @@ class ManifestEntries {
   std::vector<Span> spans_;                 // strict: every artifact, sorted by URI
   std::shared_ptr<const Manifest> full_;    // not strict: parse_manifest's
   std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;  // strict: the artifacts array
-  bool from_layout_ = false;                // read_with_layout: artifacts not checked here
-  // from_layout_: the text read whole, once an artifact's span did not read as recorded.
+  // read_with_layout: artifacts not checked here; uris_[i] is spans_[i]'s URI, objects are read
+  // through read_parts_ from the file of size_ bytes when asked for.
+  bool from_layout_ = false;
+  std::vector<std::string> uris_;
+  std::size_t size_ = 0;
+  ManifestPartReader read_parts_;
+  mutable std::optional<std::pair<std::size_t, std::string>> preread_;  // first_uri's object
+  // from_layout_: the file read whole, once an object did not read as its URI's.
   mutable std::shared_ptr<const ManifestEntries> whole_;
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Manifest>> by_uri_;

@@ -396,6 +396,40 @@ void forget_store_memory() {
 
 namespace {
 
+// Reads ranges of the manifest at `path` while it has identity `id` (ManifestPartReader): one
+// open, then a pread per range. A file that is no longer `id` (rewritten, replaced, grown) or is
+// not a regular file reads as nullopt.
+ManifestPartReader manifest_part_reader(std::string path, FileIdentity id) {
+  return [path = std::move(path), id](const std::vector<std::pair<std::size_t, std::size_t>>&
+                                          ranges) -> std::optional<std::vector<std::string>> {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return std::nullopt;
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(identity_of(st) == id))
+      return std::nullopt;
+    std::vector<std::string> out;
+    out.reserve(ranges.size());
+    for (const auto& [begin, end] : ranges) {
+      if (begin > end || end > static_cast<std::uint64_t>(id.size)) return std::nullopt;
+      std::string bytes(end - begin, '\0');
+      std::size_t got = 0;
+      while (got < bytes.size()) {
+        ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got,
+                            static_cast<off_t>(begin + got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return std::nullopt;
+        got += static_cast<std::size_t>(n);
+      }
+      out.push_back(std::move(bytes));
+    }
+    return out;
+  };
+}
+
 // The target an archive directory is named for: kiln-kernels-<version>-cuda<X.Y>-<target>.
 std::optional<Target> dir_target(const std::string& name) {
   auto dash = name.rfind('-');
@@ -508,24 +542,26 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       // by a full scan serves it as well.
       std::shared_ptr<const ManifestEntries> entries =
           uri && mid && !remembered ? manifest_entries_by_identity().find(mpath, *mid) : nullptr;
+      bool from_record = false;
+      if (uri && !remembered && !entries && record && mid && mid->size > 0) {
+        // Checked whole by an earlier process while it had this identity: its layout leads
+        // to the header and the URI's object, which alone are read, from the file's own bytes.
+        auto r = record->manifests.find(*k.name);
+        if (r != record->manifests.end() && r->second.id == *mid) {
+          entries = ManifestEntries::read_with_layout(static_cast<std::size_t>(mid->size), mpath,
+                                                      r->second.layout,
+                                                      manifest_part_reader(mpath, *mid), uri);
+          from_record = entries != nullptr;
+        }
+      }
       std::string text = remembered || entries ? std::string() : read_file(mpath);
       try {
         if (uri && !remembered) {
-          if (!entries && record && mid) {
-            // Checked whole by an earlier process while it had this identity: its layout
-            // leads to the header and the URI's object, read from the file's own bytes.
-            auto r = record->manifests.find(*k.name);
-            if (r != record->manifests.end() && r->second.id == *mid) {
-              entries = ManifestEntries::read_with_layout(std::move(text), mpath, r->second.layout);
-              if (entries) {
-                if (auto problem =
-                        archive_dir_name_problem(std::string_view(a.dir), entries->header()))
-                  throw Error(ErrorKind::Format, *problem);
-                manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
-              }
-            }
-          }
-          if (!entries) {
+          if (from_record) {
+            if (auto problem = archive_dir_name_problem(std::string_view(a.dir), entries->header()))
+              throw Error(ErrorKind::Format, *problem);
+            manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
+          } else if (!entries) {
             entries = read_manifest_entries_cached(std::move(text), mpath);
             if (auto problem = archive_dir_name_problem(std::string_view(a.dir), entries->header()))
               throw Error(ErrorKind::Format, *problem);

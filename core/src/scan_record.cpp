@@ -218,9 +218,14 @@ std::optional<std::string> format_scan_record(const ScanRecord& r) {
     out += ' ' + std::to_string(m.layout.artifacts_begin) + ' ' +
            std::to_string(m.layout.artifacts_end) + ' ' + std::to_string(m.layout.spans.size()) +
            '\n';
-    for (const ArtifactSpan& s : m.layout.spans)
+    if (m.layout.uris.size() != m.layout.spans.size()) return std::nullopt;
+    for (std::size_t i = 0; i < m.layout.spans.size(); ++i) {
+      const ArtifactSpan& s = m.layout.spans[i];
+      if (!one_line(m.layout.uris[i])) return std::nullopt;
       out += "span " + std::to_string(s.begin) + ' ' + std::to_string(s.end) + ' ' +
-             std::to_string(s.uri_pos) + ' ' + std::to_string(s.uri_len) + '\n';
+             std::to_string(s.uri_pos) + ' ' + std::to_string(s.uri_len) + ' ' +
+             m.layout.uris[i] + '\n';
+    }
   }
   out += "end\n";
   return out;
@@ -251,17 +256,20 @@ std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_v
         !r.size(m.layout.artifacts_end) || !r.size(n) || !r.end_of_line())
       return std::nullopt;
     if (!std::binary_search(out.names.begin(), out.names.end(), v)) return std::nullopt;
+    std::string name(v);
     if (n > kMaxScanRecordSpans - spans) return std::nullopt;
     spans += n;
     m.layout.spans.reserve(n);
+    m.layout.uris.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
       ArtifactSpan s;
       if (!r.keyword("span") || !r.size(s.begin) || !r.size(s.end) || !r.size(s.uri_pos) ||
-          !r.size(s.uri_len) || !r.end_of_line())
+          !r.size(s.uri_len) || !r.rest(v) || v.size() != s.uri_len)
         return std::nullopt;
       m.layout.spans.push_back(s);
+      m.layout.uris.emplace_back(v);
     }
-    if (!out.manifests.emplace(std::string(v), std::move(m)).second) return std::nullopt;
+    if (!out.manifests.emplace(std::move(name), std::move(m)).second) return std::nullopt;
   }
   if (!r.line("end") || !r.at_end()) return std::nullopt;
   return out;

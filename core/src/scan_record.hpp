@@ -10,9 +10,9 @@
 // <cache_dir>/scan/: the directory's identity and its archive directory names, and for each
 // manifest checked whole, its identity and layout (manifest_entry.hpp: where the artifacts
 // array and each artifact's object lie). A later process whose stat() gives the same identity
-// uses the names without listing, and reads the manifest with its layout: the header and the
-// asked-for artifact are read strictly from the file's own bytes, the other artifacts are not
-// checked again. Only settled identities are written (identity_cache.hpp), so the same identity
+// uses the names without listing, and reads the manifest with its layout: only the header and
+// the asked-for artifact's object are read (pread), strictly, from the file's own bytes; the
+// other artifacts are neither read nor checked again. Only settled identities are written (identity_cache.hpp), so the same identity
 // means the same bytes.
 //
 // A record is a cache: absent, unreadable, of another format, truncated, for another store or
@@ -27,7 +27,8 @@
 //   dir <dev> <ino> <size> <mtime_ns> <ctime_ns>
 //   name <archive directory name>                      (each, sorted, unique)
 //   manifest <name> <dev> <ino> <size> <mtime_ns> <ctime_ns> <artifacts_begin> <artifacts_end> <n>
-//   span <begin> <end> <uri_pos> <uri_len>             (n of them, after their manifest)
+//   span <begin> <end> <uri_pos> <uri_len> <uri>       (n of them, after their manifest; the
+//                                                       URI is the rest of the line)
 //   end
 #include <cstddef>
 #include <map>

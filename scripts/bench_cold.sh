@@ -160,9 +160,11 @@ run_ab() {
   local round
   for round in $(seq "$rounds"); do
     run_bench "ab-fresh-base-$round" "$root/$CARRY/bin/kiln_cold_start" \
-      --libkiln "$root/$CARRY/base/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41 ${COLD_CPU:+--cpu "$COLD_CPU"}
+      --libkiln "$root/$CARRY/base/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41 \
+      ${COLD_CPU:+--cpu "$COLD_CPU"} --json "$out/ab-fresh-base-$round.json"
     run_bench "ab-fresh-this-$round" "$root/$CARRY/bin/kiln_cold_start" \
-      --libkiln "$root/$CARRY/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41 ${COLD_CPU:+--cpu "$COLD_CPU"}
+      --libkiln "$root/$CARRY/lib/libkiln.so" --store "$root/$CARRY/store" --runs 41 \
+      ${COLD_CPU:+--cpu "$COLD_CPU"} --json "$out/ab-fresh-this-$round.json"
   done
   for round in $(seq "$rounds"); do
     run_bench "ab-inprocess-base-$round" "$root/$CARRY/base/bin/kiln_load_bench" \
@@ -170,7 +172,25 @@ run_ab() {
     run_bench "ab-inprocess-this-$round" "$root/$CARRY/bin/kiln_load_bench" \
       --store "$root/$CARRY/store" --cold-only --iterations 300
   done
-  grep -H "first_result (first verified" "$out"/ab-fresh-*.log | tee "$out/ab-summary.txt"
+  grep -H "first_result (first\|first_result, 10th" "$out"/ab-fresh-*.log | tee "$out/ab-summary.txt"
+  # Every round's processes pooled per libkiln: kiln/floor of the pooled medians and 10th
+  # percentiles (kiln_cold_start says why both).
+  python3 - "$out" <<'PY' | tee -a "$out/ab-summary.txt"
+import glob, json, statistics, sys
+for which in ("base", "this"):
+    pooled = {"floor": [], "kiln": []}
+    for f in sorted(glob.glob(f"{sys.argv[1]}/ab-fresh-{which}-*.json")):
+        j = json.load(open(f))
+        for m in pooled:
+            pooled[m] += j["modes"][m]["first_result"]["samples_us"]
+    if not pooled["floor"]:
+        continue
+    q = {m: statistics.quantiles(v, n=10) for m, v in pooled.items()}
+    med = {m: statistics.median(v) for m, v in pooled.items()}
+    print(f"{which}: {len(pooled['kiln'])} processes per mode pooled: first_result kiln/floor "
+          f"medians {med['kiln'] / med['floor']:.3f}, 10th percentiles "
+          f"{q['kiln'][0] / q['floor'][0]:.3f} (floor median {med['floor']:.0f} us)")
+PY
   grep -H "cold get (store.*axpy" "$out"/ab-inprocess-*.log | tee -a "$out/ab-summary.txt"
   return "$first_rc"
 }

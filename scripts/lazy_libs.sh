@@ -5,6 +5,9 @@ lazy_libs() {
   { "$1" doctor --json 2>/dev/null || true; } | python3 -c 'import json, sys
 for l in json.load(sys.stdin)["libraries"]: print(l["soname"])' |
     while read -r so; do
-      "$(command -v ldconfig || echo /sbin/ldconfig)" -p | awk -v so="$so" '$1 == so && /x86-64/ {print $NF; exit}'
+      # awk reads to the end (no `exit`): ldconfig killed by SIGPIPE would fail the pipeline
+      # under pipefail, and a caller with `set -e` with it (seen as exit 141, now and then).
+      "$(command -v ldconfig || echo /sbin/ldconfig)" -p |
+        awk -v so="$so" '$1 == so && /x86-64/ && !found {print $NF; found = 1}'
     done
 }

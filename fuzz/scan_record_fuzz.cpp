@@ -299,6 +299,11 @@ void write_seeds(const std::string& dir) {
   ScanRecord forged = real;
   forged.manifests["kiln-kernels-0.1.0-cuda13.0-sm_90a"] = {{2049, 1310723, 0, -1, 0},
                                                             forged_layout()};
+  // The "skipped" array's brackets given as the artifacts array (refused: it is not the root's
+  // "artifacts"; an earlier reader took it and read M with nothing skipped and nothing listed).
+  ManifestLayout on_skipped;
+  on_skipped.artifacts_begin = g.text.find('[', g.text.find("\"skipped\""));
+  on_skipped.artifacts_end = g.text.find(']', on_skipped.artifacts_begin) + 1;
   const std::vector<std::pair<std::string, std::string>> seeds = {
       {"record-genuine-layout", format_scan_record(real).value()},
       {"record-forged-layout", format_scan_record(forged).value()},
@@ -306,6 +311,7 @@ void write_seeds(const std::string& dir) {
       {"record-empty-store", format_scan_record(seed_record({})).value()},
       {"layout-bytes-genuine", layout_to_bytes(g.layout)},
       {"layout-bytes-forged", layout_to_bytes(forged_layout())},
+      {"layout-bytes-skipped-array", layout_to_bytes(on_skipped)},
   };
   for (const auto& [name, bytes] : seeds) {
     std::ofstream out(dir + "/" + name, std::ios::binary);

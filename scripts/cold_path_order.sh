@@ -6,7 +6,7 @@
 #
 # BUILD_DIR: a build with -DKILN_BUILD_BENCH=ON (kiln_cold_start and its stand-in libcuda);
 # STORE: a store holding an archive for sm_90 (scripts/bench_cold.sh prepare makes one in
-# .carry/cold/store, settled: written more than a second before). Runs the kiln child of
+# .carry/cold/store, settled: written more than 3 s before). Runs the kiln child of
 # kiln_cold_start --no-gpu twice under callgrind (scripts/cold_child.sh) with one cache
 # directory: the first process after an install (lists the store, checks the manifest whole,
 # keeps the scan record) and a later one (uses the record); lists every libkiln function either

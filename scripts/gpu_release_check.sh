@@ -201,10 +201,10 @@ tier_cases() {
     if "${@:2}"; then echo "ok: $1" | tee -a "$log"; else echo "FAILED: $1" | tee -a "$log"; rc=1; fi
   }
 
-  # store: nothing but the tarball. A store written less than a second before is not recorded
-  # (core/src/identity_cache.hpp), hence the wait: the case keeps the store's scan record in its
-  # cache (core/src/scan_record.hpp).
-  sleep 1.1
+  # store: nothing but the tarball. A store written less than 3 s before is not recorded
+  # (kRecordSettledNs, core/src/scan_record.hpp), hence the wait: the case keeps the store's scan
+  # record in its cache.
+  sleep 3.1
   case_run store "$tree/lib" "$tree/share/kiln/artifacts" || rc=1
   # store-record: a second process with the same cache, which takes the store's listing and the
   # manifest's layout from that record instead of listing and checking every artifact.

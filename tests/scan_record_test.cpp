@@ -59,7 +59,11 @@ std::string sample_text() { return format_scan_record(sample_record()).value(); 
 
 TEST(ScanRecordFormat, AWrittenRecordReadsBackAsWritten) {
   std::string text = sample_text();
-  EXPECT_EQ(text.rfind("kiln-scan-record 1\npackage kiln-kernels\nstore /srv/kiln/store\n", 0), 0u)
+  EXPECT_EQ(text.rfind("kiln-scan-record 1\nwriter kiln " + std::string(kiln::version()) +
+                           " manifest-format " + std::to_string(kManifestFormat) +
+                           "\npackage kiln-kernels\nstore /srv/kiln/store\n",
+                       0),
+            0u)
       << text;
   std::optional<ScanRecord> back = parse_scan_record(text, kPackage, kStore);
   ASSERT_TRUE(back) << text;
@@ -96,6 +100,8 @@ TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused)
     std::string text;
   } cases[] = {
       {"another format", replaced("kiln-scan-record 1", "kiln-scan-record 2")},
+      {"another writer", replaced("writer kiln " + std::string(kiln::version()),
+                                  "writer kiln 0.0.1")},
       {"a number with a leading zero", replaced(" 42 ", " 042 ")},
       {"a number of 2^64", replaced("18446744073709551615", "18446744073709551616")},
       {"an int64 past its bound", replaced("1796127694121125312", "9223372036854775808")},
@@ -248,7 +254,7 @@ TEST(ManifestLayout, ATextReadWithItsLayoutGivesWhatReadingItWholeGives) {
   }
 }
 
-TEST(ManifestLayout, ALayoutThatDoesNotFitTheTextIsRefusedAndTheTextKept) {
+TEST(ManifestLayout, ALayoutThatDoesNotFitTheTextIsRefused) {
   const std::string text = release_text();
   const ManifestLayout good = layout_of(text);
   ASSERT_GE(good.spans.size(), 2u);
@@ -289,6 +295,28 @@ TEST(ManifestLayout, ALayoutThatDoesNotFitTheTextIsRefusedAndTheTextKept) {
     return std::optional<std::vector<std::string>>();
   };
   EXPECT_FALSE(ManifestEntries::read_with_layout(text.size(), "m", good, gone, nullptr));
+}
+
+TEST(ManifestLayout, AnArrayThatIsNotTheRootsArtifactsIsRefused) {
+  // Brackets of the "skipped" array, where a layout puts the artifacts: the header would read
+  // with "skipped" empty and every URI unlisted. Refused: the empty array must be the root's
+  // "artifacts".
+  Manifest m = test::release_manifest({}, "sm_90a");
+  m.skipped.push_back({"rmsnorm", "not built for this target"});
+  const std::string text = manifest_to_json(m);
+  ASSERT_TRUE(ManifestEntries::read(std::string(text), "m")->strict());
+  ManifestLayout on_skipped;
+  on_skipped.artifacts_begin = text.find('[', text.find("\"skipped\""));
+  on_skipped.artifacts_end = text.find(']', on_skipped.artifacts_begin) + 1;
+  ASSERT_LT(on_skipped.artifacts_end, text.size());
+  EXPECT_FALSE(ManifestEntries::read_with_layout(text, "m", on_skipped));
+  // The genuine array, no spans: accepted (a record may hide artifacts), skipped intact.
+  ManifestLayout none = layout_of(text);
+  none.spans.clear();
+  none.uris.clear();
+  auto e = ManifestEntries::read_with_layout(text, "m", none);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->header().skipped.size(), 1u);
 }
 
 TEST(ManifestLayout, ASpanWhoseObjectIsNotItsUriIsNotBelievedTheWholeTextDecides) {
@@ -384,9 +412,11 @@ TEST(ManifestLayout, OnlyTheAskedArtifactIsCheckedAndABrokenOneGivesParseManifes
 
 // --- records on disk, written and used by get()'s fast path ---------------------------------
 
-// What the store tier remembers is only remembered a second after the files were written
-// (identity_cache.hpp), and only such scans are recorded.
-void let_settle() { std::this_thread::sleep_for(std::chrono::milliseconds(1100)); }
+// Only files and directories unchanged for kRecordSettledNs are recorded (scan_record.hpp).
+void let_settle() {
+  std::this_thread::sleep_for(std::chrono::nanoseconds(kRecordSettledNs) +
+                              std::chrono::milliseconds(100));
+}
 
 const std::string kUri = "axpy_dtype_f32";
 
@@ -544,12 +574,81 @@ TEST(ScanRecordOnDisk, AnArchiveAddedOrAManifestRewrittenIsSeenAndRecorded) {
   EXPECT_EQ(after.manifests.size(), 2u);
   EXPECT_TRUE(after.manifests.at(sm90.filename().string()) ==
               before.manifests.at(sm90.filename().string()));
-  // sm_90a rewritten with other bytes: its identity changes, its record is not used.
+  // sm_90a rewritten with other bytes: its identity changes, so its recorded layout is not
+  // used. To show it, the record's layout for sm_90a (under the old identity) lists nothing: a
+  // scan that used it would not find kUri.
   fs::path again = rig.write("sm_90a", "other image bytes, longer than before");
   ASSERT_EQ(again, sm90a);
+  ScanRecord hiding = after;
+  hiding.manifests.at(sm90a.filename().string()).layout.spans.clear();
+  hiding.manifests.at(sm90a.filename().string()).layout.uris.clear();
+  ASSERT_FALSE(write_scan_record(rig.record_path(), hiding));
   forget_store_memory();
-  EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(sm90a));
-  EXPECT_EQ(StoreRig::sha(rig.scan()), sha256_hex(std::string("other image bytes, longer than before")));
+  StoreScan rewritten = rig.scan();
+  EXPECT_EQ(StoreRig::sha(rewritten), manifest_sha(sm90a));
+  EXPECT_EQ(StoreRig::sha(rewritten),
+            sha256_hex(std::string("other image bytes, longer than before")));
+}
+
+TEST(ScanRecordOnDisk, ALaterScanOfTheProcessAddsItsLayoutToTheRecordsOwn) {
+  StoreRig rig;
+  fs::path sm80 = rig.write("sm_80");
+  fs::path sm90 = rig.write("sm_90");
+  let_settle();
+  rig.scan();  // CC 9.0: reads sm_90's manifest only
+  ASSERT_EQ(rig.record().value().manifests.size(), 1u);
+  // The same process, CC 8.0: the listing is remembered in memory, sm_80's manifest is new.
+  StoreScan s = rig.disk().scan_for(rig.store.string(), "artifact path", kUri, 80);
+  ASSERT_FALSE(s.archives.empty());
+  EXPECT_EQ(s.archives[0].dir, sm80.string());
+  ScanRecord r = rig.record().value();
+  EXPECT_EQ(r.manifests.size(), 2u) << "sm_90's layout kept beside sm_80's";
+  EXPECT_EQ(r.manifests.count(sm90.filename().string()), 1u);
+  EXPECT_EQ(r.names.size(), 2u);
+}
+
+TEST(ScanRecordOnDisk, ArchiveDirectoriesReachedThroughLinksAreListedByEveryProcess) {
+  // A link's target can appear, vanish or change while the store directory keeps its
+  // identity: a listing that went through a link keeps no names (the manifests' layouts are
+  // still kept, each under its own identity).
+  StoreRig rig;
+  fs::path elsewhere = rig.tmp / "elsewhere";
+  fs::create_directories(rig.store);
+  test::ReleaseSpec rel = rig.rel;
+  rel.with_artifacts({{kUri, "image:sm_90"}});
+  const std::string stem =
+      archive_stem(kPackage, kiln::version(), kiln::cuda_version(), "sm_90");
+  fs::create_symlink(elsewhere / stem, rig.store / stem);  // dangling: a share not mounted
+  let_settle();
+  StoreScan s = rig.scan();
+  EXPECT_TRUE(s.archives.empty());
+  std::optional<ScanRecord> r = rig.record();
+  if (r) {
+    EXPECT_TRUE(r->dir == FileIdentity{}) << "names kept for a listing through a link";
+    EXPECT_TRUE(r->names.empty());
+  }
+  // The share appears: the next process lists the store again and finds it.
+  fs::path dir = test::write_store_entry(elsewhere, rel, "sm_90");
+  ASSERT_EQ(dir.filename().string(), stem);
+  forget_store_memory();
+  EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
+}
+
+TEST(ScanRecordOnDisk, AFullScanListsTheStoreItselfWhateverARecordSays) {
+  StoreRig rig;
+  fs::path dir = rig.write("sm_90");
+  let_settle();
+  rig.scan();
+  ScanRecord no_names = rig.record().value();
+  no_names.names.clear();
+  no_names.manifests.clear();
+  ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
+  forget_store_memory();
+  EXPECT_TRUE(rig.scan().archives.empty()) << "the fast path takes the record's names";
+  // The full scan (a failure's explanation, kiln verify's rule) lists the directory.
+  StoreScan full = rig.disk().scan(rig.store.string(), "artifact path");
+  ASSERT_EQ(full.archives.size(), 1u);
+  EXPECT_EQ(full.archives[0].dir, dir.string());
 }
 
 TEST(ScanRecordOnDisk, ARecordThatCannotBeReadOrWrittenCostsNothingButTime) {
@@ -571,7 +670,7 @@ TEST(ScanRecordOnDisk, ARecordThatCannotBeReadOrWrittenCostsNothingButTime) {
   EXPECT_EQ(StoreRig::sha(s), manifest_sha(dir));
 }
 
-TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithAndWithoutItsRecord) {
+TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithItsRecordAndDespiteALyingOne) {
   StoreRig rig;
   fs::path dir = rig.write("sm_90", "the sm_90 image of axpy");
   let_settle();
@@ -594,6 +693,14 @@ TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithAndWithoutItsRecord) {
   ASSERT_TRUE(rig.record());
   forget_store_memory();
   load();  // from the record
+  // A record whose names hide the archive: the fast path finds nothing in the artifact path,
+  // and the loader's full scan, which lists the store itself, still loads the same bytes.
+  ScanRecord hiding = rig.record().value();
+  hiding.names.clear();
+  hiding.manifests.clear();
+  ASSERT_FALSE(write_scan_record(rig.record_path(), hiding));
+  forget_store_memory();
+  load();
   // The artifact changed behind an unchanged manifest: the record does not spare the hash.
   test::write_file(dir / (kUri + ".fatbin"), "the sm_90 image of axpX");
   forget_store_memory();

@@ -43,9 +43,10 @@ FileIdentity identity_of(const struct stat& st);
 std::int64_t realtime_ns();
 
 // Pure: whether an entry with identity `id`, read at or after `read_start_ns`, may be
-// remembered (both timestamps at least kSettledNs older than the read).
-inline bool settled(const FileIdentity& id, std::int64_t read_start_ns) {
-  return id.mtime_ns <= read_start_ns - kSettledNs && id.ctime_ns <= read_start_ns - kSettledNs;
+// remembered (both timestamps at least `margin_ns`, by default kSettledNs, older than the read).
+inline bool settled(const FileIdentity& id, std::int64_t read_start_ns,
+                    std::int64_t margin_ns = kSettledNs) {
+  return id.mtime_ns <= read_start_ns - margin_ns && id.ctime_ns <= read_start_ns - margin_ns;
 }
 
 // path -> (identity, value). Thread-safe; bounded (cleared when it reaches kMaxEntries).

@@ -355,6 +355,8 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
     std::size_t size, const std::string& origin, const ManifestLayout& layout,
     ManifestPartReader read_parts, const std::string* first_uri) {
   const std::size_t b = layout.artifacts_begin, e = layout.artifacts_end;
+  // No genuine layout exists for a text the strict reader does not take whole (limits.hpp).
+  if (size > limits::kMaxJsonBytes) return nullptr;
   if (!(b < e && e <= size && layout.uris.size() == layout.spans.size())) return nullptr;
   for (std::size_t i = 0; i < layout.spans.size(); ++i) {
     const ArtifactSpan& s = layout.spans[i];
@@ -387,7 +389,12 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
   prefix += suffix;
   auto header = std::make_shared<Manifest>();
   std::vector<Span> none;
-  if (!StrictReader(prefix).manifest(*header, none)) return nullptr;
+  StrictReader reader(prefix);
+  // ...and the empty array is the root's "artifacts" (not, say, "skipped"'s brackets): a
+  // string holds no '"', so no other '[' of the text can stand where the root key's value is.
+  if (!reader.manifest(*header, none) || reader.artifacts_begin() != b ||
+      reader.artifacts_end() != b + 2)
+    return nullptr;
   std::shared_ptr<ManifestEntries> m(new ManifestEntries());
   m->origin_ = origin;
   m->spans_ = layout.spans;
@@ -405,12 +412,14 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
 
 std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
     const std::string& text, const std::string& origin, const ManifestLayout& layout) {
-  ManifestPartReader in_memory = [&text](const std::vector<std::pair<std::size_t, std::size_t>>&
-                                             ranges) -> std::optional<std::vector<std::string>> {
+  // Its own copy: the result may read other objects after `text` is gone.
+  auto copy = std::make_shared<const std::string>(text);
+  ManifestPartReader in_memory = [copy](const std::vector<std::pair<std::size_t, std::size_t>>&
+                                            ranges) -> std::optional<std::vector<std::string>> {
     std::vector<std::string> out;
     for (const auto& [begin, end] : ranges) {
-      if (begin > end || end > text.size()) return std::nullopt;
-      out.push_back(text.substr(begin, end - begin));
+      if (begin > end || end > copy->size()) return std::nullopt;
+      out.push_back(copy->substr(begin, end - begin));
     }
     return out;
   };
@@ -448,19 +457,26 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri)
 }
 
 std::shared_ptr<const Manifest> ManifestEntries::for_uri_from_layout(const std::string& uri) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (whole_) return whole_->for_uri(uri);
   auto it = std::lower_bound(uris_.begin(), uris_.end(), uri);
-  if (it == uris_.end() || *it != uri) return header_;
-  auto& slot = by_uri_[uri];
-  if (slot) return slot;
+  if (it == uris_.end() || *it != uri) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return whole_ ? whole_->for_uri(uri) : header_;
+  }
   const std::size_t i = static_cast<std::size_t>(it - uris_.begin());
   const Span& span = spans_[i];
   std::string object;
-  if (preread_ && preread_->first == i) {
-    object = std::move(preread_->second);
-    preread_.reset();
-  } else {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (whole_) return whole_->for_uri(uri);
+    auto slot = by_uri_.find(uri);
+    if (slot != by_uri_.end()) return slot->second;
+    if (preread_ && preread_->first == i) {
+      object = std::move(preread_->second);
+      preread_.reset();
+    }
+  }
+  // The file is read outside the lock: gets of other URIs of this manifest do not wait on it.
+  if (object.empty()) {
     auto parts = read_parts_({{span.begin, span.end}});
     if (!parts || parts->size() != 1)
       throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
@@ -474,7 +490,9 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri_from_layout(const std::
       r.pos() == object.size() && u == uri) {
     auto m = std::make_shared<Manifest>(*header_);
     m->artifacts.push_back(std::move(a));
-    slot = std::move(m);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& slot = by_uri_[uri];
+    if (!slot) slot = std::move(m);  // a get on another thread may have been first: one pointer
     return slot;
   }
   // A layout that does not fit this file after all (a record written for other bytes with the
@@ -482,7 +500,9 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri_from_layout(const std::
   auto whole = read_parts_({{0, size_}});
   if (!whole || whole->size() != 1)
     throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
-  whole_ = read(std::move((*whole)[0]), origin_);
+  auto decided = read(std::move((*whole)[0]), origin_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!whole_) whole_ = std::move(decided);
   return whole_->for_uri(uri);
 }
 

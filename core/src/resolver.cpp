@@ -375,6 +375,11 @@ IdentityCache<std::vector<std::string>>& store_listings() {
   static IdentityCache<std::vector<std::string>> cache;
   return cache;
 }
+// Names taken from scan records, for get()'s fast path only (the full scan lists itself).
+IdentityCache<std::vector<std::string>>& recorded_listings() {
+  static IdentityCache<std::vector<std::string>> cache;
+  return cache;
+}
 IdentityCache<Manifest>& manifests_by_identity() {
   static IdentityCache<Manifest> cache;
   return cache;
@@ -390,6 +395,7 @@ void forget_store_memory() {
   parsed_manifests().clear();
   read_manifest_entries().clear();
   store_listings().clear();
+  recorded_listings().clear();
   manifests_by_identity().clear();
   manifest_entries_by_identity().clear();
 }
@@ -426,6 +432,8 @@ ManifestPartReader manifest_part_reader(std::string path, FileIdentity id) {
       }
       out.push_back(std::move(bytes));
     }
+    // Rewritten in place while read: the parts may mix two texts.
+    if (::fstat(fd, &st) != 0 || !(identity_of(st) == id)) return std::nullopt;
     return out;
   };
 }
@@ -462,20 +470,23 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
   // The scan kept between processes (scan_record.hpp), for get()'s fast path: read when this
   // process has not listed the store yet; its names serve while the directory keeps the
   // identity they were listed with, its manifest layouts while each manifest keeps its own.
+  // Names taken from a record are remembered apart (recorded_listings): a full scan (scan(),
+  // the fallback that explains a failure) always lists the directory itself.
   const bool use_record = uri && dir_id && !record_dir_.empty();
   std::string record_path;
   std::optional<ScanRecord> record;
-  bool record_names = false, listed_now = false;
+  bool record_read = false, listed_now = false, through_links = false;
   std::map<std::string, ScanRecord::RecordedManifest> learned;
+  if (!names && use_record) names = recorded_listings().find(listing_key, *dir_id);
   if (!names && use_record) {
     record_path = scan_record_path(record_dir_, package_, dir);
     record = read_scan_record(record_path, package_, dir);
+    record_read = true;
     if (record && record->dir == *dir_id) {
-      record_names = true;
       if (log_enabled(LogLevel::Debug))
         log(LogLevel::Debug, "store " + dir + ": listing taken from the scan record " + record_path);
       auto recorded = std::make_shared<const std::vector<std::string>>(record->names);
-      store_listings().put(listing_key, *dir_id, read_start, recorded);
+      recorded_listings().put(listing_key, *dir_id, read_start, recorded);
       names = std::move(recorded);
     }
   }
@@ -487,6 +498,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
       s.problem = listing.problem;
       return s;
     }
+    through_links = listing.through_links;
     auto listed = std::make_shared<std::vector<std::string>>(std::move(listing.archive_names));
     if (dir_id) store_listings().put(listing_key, *dir_id, read_start, listed);
     names = std::move(listed);
@@ -566,7 +578,7 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
             if (auto problem = archive_dir_name_problem(std::string_view(a.dir), entries->header()))
               throw Error(ErrorKind::Format, *problem);
             if (mid) manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
-            if (use_record && mid && settled(*mid, mread_start))
+            if (use_record && mid && settled(*mid, mread_start, kRecordSettledNs))
               if (std::optional<ManifestLayout> layout = entries->layout())
                 learned[*k.name] = {*mid, std::move(*layout)};
           }
@@ -604,22 +616,38 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     if (lists_uri) break;
   }
   // Keep what this scan learned for the next process: the listing (when it was read from the
-  // directory) and the layouts of the manifests checked whole, beside the record's layouts of
-  // manifests still listed. Only settled identities: the same identity then means the same
-  // bytes. A record that cannot be written costs nothing but the next process's time.
-  if (use_record && (listed_now || !learned.empty()) && settled(*dir_id, read_start)) {
+  // directory, through no link, and the directory is settled) and the layouts of the manifests
+  // checked whole, beside the record's layouts of manifests still listed (the record is read
+  // first when this process took its names from elsewhere). Only identities settled for
+  // kRecordSettledNs: the same identity then means the same bytes. A record that cannot be
+  // written costs nothing but the next process's time.
+  if (use_record && (listed_now || !learned.empty())) {
+    if (record_path.empty()) record_path = scan_record_path(record_dir_, package_, dir);
+    if (!record_read) record = read_scan_record(record_path, package_, dir);
+    const bool dir_settled = settled(*dir_id, read_start, kRecordSettledNs);
+    // The names may be kept: listed now, through no link; or the record's own, still current.
+    const bool keep_names =
+        dir_settled && (listed_now ? !through_links : record && record->dir == *dir_id);
     ScanRecord next;
     next.package = package_;
     next.store = dir;
-    next.dir = *dir_id;
-    next.names = *names;
+    if (keep_names) {
+      next.dir = *dir_id;  // otherwise all zero: a directory identity no stat() gives
+      next.names = *names;
+    }
+    auto listed = [&](const std::string& name) {
+      return std::binary_search(names->begin(), names->end(), name);
+    };
     if (record)
       for (auto& [name, m] : record->manifests)
-        if (std::binary_search(next.names.begin(), next.names.end(), name))
+        if (listed(name) && (!keep_names || std::binary_search(next.names.begin(),
+                                                               next.names.end(), name)))
           next.manifests.emplace(name, m);
     for (auto& [name, m] : learned) next.manifests[name] = std::move(m);
-    if (!(record && record_names && next == *record)) {
-      if (record_path.empty()) record_path = scan_record_path(record_dir_, package_, dir);
+    // A manifest kept without names: the record's names must list it (format_scan_record).
+    if (!keep_names)
+      for (const auto& [name, m] : next.manifests) next.names.push_back(name);
+    if (!(record && next == *record) && (keep_names || !next.manifests.empty())) {
       if (auto why = write_scan_record(record_path, next))
         log(LogLevel::Debug, "store " + dir + ": scan record not kept: " + *why);
       else if (log_enabled(LogLevel::Debug))

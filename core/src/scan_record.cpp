@@ -2,17 +2,21 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 
+#include "kiln/manifest.hpp"
+#include "kiln/version.hpp"
 #include "limits.hpp"
 #include "store_scan.hpp"
 
@@ -20,6 +24,14 @@ namespace kiln {
 namespace {
 
 constexpr std::string_view kFirstLine = "kiln-scan-record 1";
+
+// Which libkiln wrote a record: another one (a cache shared by environments with different
+// kiln versions) may apply other store and manifest rules, so it does not take the record.
+const std::string& writer_line() {
+  static const std::string line =
+      std::string("writer kiln ") + version() + " manifest-format " + std::to_string(kManifestFormat);
+  return line;
+}
 
 std::uint64_t fnv1a64(std::string_view a, std::string_view b) {
   std::uint64_t h = 14695981039346656037ull;
@@ -145,9 +157,14 @@ bool is_record_name(std::string_view name) {
 // Removes the least recently written records beyond kKeepScanRecords once there are more than
 // kMaxScanRecords, and temporary files (<record>.tmp.<pid>.<n>) older than an hour: a writer
 // that died. Best effort: what cannot be removed stays.
-void prune_scan_records(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return;
+void prune_scan_records(int dir_fd) {
+  int fd = ::dup(dir_fd);
+  if (fd < 0) return;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return;
+  }
   struct Entry {
     std::int64_t mtime_ns;
     std::string name;
@@ -164,7 +181,7 @@ void prune_scan_records(const std::string& dir) {
                name.substr(16, 5) == ".tmp.";
     if (!record && !tmp) continue;
     struct stat st {};
-    if (::fstatat(::dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     std::int64_t mtime =
         static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
     if (record)
@@ -172,13 +189,13 @@ void prune_scan_records(const std::string& dir) {
     else if (mtime < hour_ago)
       stale_tmp.emplace_back(name);
   }
-  ::closedir(d);
-  for (const auto& name : stale_tmp) ::unlink((dir + "/" + name).c_str());
+  ::closedir(d);  // closes fd
+  for (const auto& name : stale_tmp) ::unlinkat(dir_fd, name.c_str(), 0);
   if (records.size() <= kMaxScanRecords) return;
   std::sort(records.begin(), records.end(),
             [](const Entry& a, const Entry& b) { return a.mtime_ns < b.mtime_ns; });
   for (std::size_t i = 0; i + kKeepScanRecords < records.size(); ++i)
-    ::unlink((dir + "/" + records[i].name).c_str());
+    ::unlinkat(dir_fd, records[i].name.c_str(), 0);
 }
 
 }  // namespace
@@ -201,6 +218,7 @@ std::optional<std::string> format_scan_record(const ScanRecord& r) {
   if (!one_line(r.package) || !one_line(r.store)) return std::nullopt;
   std::string out;
   out += kFirstLine;
+  out += '\n' + writer_line();
   out += "\npackage " + r.package + "\nstore " + r.store + "\ndir";
   put_identity(out, r.dir);
   out += '\n';
@@ -236,7 +254,7 @@ std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_v
   RecordReader r(text);
   ScanRecord out;
   std::string_view v;
-  if (!r.line(kFirstLine)) return std::nullopt;
+  if (!r.line(kFirstLine) || !r.line(writer_line())) return std::nullopt;
   if (!r.keyword("package") || !r.rest(v) || v != package) return std::nullopt;
   if (!r.keyword("store") || !r.rest(v) || v != store) return std::nullopt;
   out.package = package;
@@ -305,23 +323,46 @@ std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_
 std::optional<std::string> write_scan_record(const std::string& path, const ScanRecord& record) {
   namespace fs = std::filesystem;
   std::optional<std::string> text = format_scan_record(record);
-  if (!text) return "the record cannot be written (a name or the store holds a newline)";
+  if (!text)
+    return std::string("the record cannot be written (a name or URI that does not fit one line, ") +
+           "names not sorted, or a manifest that is not among them)";
   const fs::path file(path);
   const fs::path dir = file.parent_path();
+  const fs::path cache = dir.parent_path();
   std::error_code ec;
-  fs::create_directories(dir.parent_path(), ec);  // the cache directory
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
-    return "cannot create " + dir.string() + ": " + std::strerror(errno);
+  fs::create_directories(cache, ec);
+  // Everything below is relative to directory descriptors checked once (no path is looked up
+  // twice): the cache directory must be this user's, scan/ this user's alone and no link.
+  struct Fd {
+    int fd = -1;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  Fd cache_fd{::open(cache.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
   struct stat st {};
-  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    return dir.string() + " is not a directory";
+  if (cache_fd.fd < 0 || ::fstat(cache_fd.fd, &st) != 0)
+    return "cannot open " + cache.string() + ": " + std::strerror(errno);
+  if (st.st_uid != ::geteuid()) return cache.string() + " is not owned by this user";
+  const std::string scan = dir.filename().string(), name = file.filename().string();
+  if (::mkdirat(cache_fd.fd, scan.c_str(), 0700) != 0 && errno != EEXIST)
+    return "cannot create " + dir.string() + ": " + std::strerror(errno);
+  Fd dir_fd{::openat(cache_fd.fd, scan.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+  if (dir_fd.fd < 0 || ::fstat(dir_fd.fd, &st) != 0)
+    return "cannot open " + dir.string() + " (a directory, not a link): " + std::strerror(errno);
   if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-    return dir.string() + " is not owned by this user alone";
-  static std::atomic<unsigned> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                          std::to_string(counter.fetch_add(1));
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return "cannot create " + tmp + ": " + std::strerror(errno);
+    return dir.string() + " is not this user's alone (owner, or writable by others)";
+  // A name no other writer picks: pid and 64 random bits (a container's pid 1 is every run's).
+  std::uint64_t nonce = 0;
+  if (::getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce))
+    nonce = static_cast<std::uint64_t>(realtime_ns());
+  char suffix[40];
+  std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%016llx", static_cast<long>(::getpid()),
+                static_cast<unsigned long long>(nonce));
+  const std::string tmp = name + suffix;
+  int fd = ::openat(dir_fd.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    0600);
+  if (fd < 0) return "cannot create " + (dir / tmp).string() + ": " + std::strerror(errno);
   std::size_t done = 0;
   int err = 0;
   while (done < text->size()) {
@@ -334,12 +375,12 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
     done += static_cast<std::size_t>(n);
   }
   if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err == 0 && ::renameat(dir_fd.fd, tmp.c_str(), dir_fd.fd, name.c_str()) != 0) err = errno;
   if (err != 0) {
-    ::unlink(tmp.c_str());
+    ::unlinkat(dir_fd.fd, tmp.c_str(), 0);
     return "cannot write " + path + ": " + std::strerror(err);
   }
-  prune_scan_records(dir.string());
+  prune_scan_records(dir_fd.fd);
   return std::nullopt;
 }
 

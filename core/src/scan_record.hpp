@@ -9,22 +9,30 @@
 // A scan record keeps the same facts on disk, one file per (package, store directory) under
 // <cache_dir>/scan/: the directory's identity and its archive directory names, and for each
 // manifest checked whole, its identity and layout (manifest_entry.hpp: where the artifacts
-// array and each artifact's object lie). A later process whose stat() gives the same identity
-// uses the names without listing, and reads the manifest with its layout: only the header and
-// the asked-for artifact's object are read (pread), strictly, from the file's own bytes; the
-// other artifacts are neither read nor checked again. Only settled identities are written (identity_cache.hpp), so the same identity
-// means the same bytes.
+// array and each artifact's object lie, and each object's URI). A later process whose stat()
+// gives the same identity uses the names without listing, and reads the manifest with its
+// layout: only the header and the asked-for artifact's object are read (pread), strictly, from
+// the file's own bytes; the other artifacts are neither read nor checked again.
 //
-// A record is a cache: absent, unreadable, of another format, truncated, for another store or
-// package, not owned by this user, or writable by others, it is ignored (and rewritten when
-// the scan learns something). It never supplies a value that reaches the driver: names are
-// re-read as directories, artifact bytes are hashed against the manifest's own entry.
+// Only identities settled for kRecordSettledNs are written (identity_cache.hpp's rule, with a
+// wider margin), so the same identity means the same bytes; names only when the listing went
+// through no symbolic link (a link's target can change and the directory's identity not).
+//
+// A record is a cache: absent, unreadable, of another format or writer, truncated, for another
+// store or package, not owned by this user, or writable by others, it is ignored (and
+// rewritten when a scan learns something). It supplies positions, names and URIs, never a value
+// that reaches the driver: names are opened as directories, the header and the entry are read
+// from the manifest's own bytes, artifact bytes are hashed against that entry. What a forged
+// one can do is in docs/security.md: hide an archive or an artifact (the loader then takes the
+// next candidate), and spare the check of the artifacts not asked for.
 //
 // The format (text, one fact per line, every number decimal):
 //   kiln-scan-record 1
+//   writer kiln <version of the libkiln that wrote it> manifest-format <kManifestFormat>
 //   package <package>
 //   store <store directory, as the loader names it>
-//   dir <dev> <ino> <size> <mtime_ns> <ctime_ns>
+//   dir <dev> <ino> <size> <mtime_ns> <ctime_ns>        (all 0: the names are not to be used,
+//                                                       e.g. the listing went through links)
 //   name <archive directory name>                      (each, sorted, unique)
 //   manifest <name> <dev> <ino> <size> <mtime_ns> <ctime_ns> <artifacts_begin> <artifacts_end> <n>
 //   span <begin> <end> <uri_pos> <uri_len> <uri>       (n of them, after their manifest; the
@@ -63,6 +71,11 @@ struct ScanRecord {
 // (33 artifacts per target today), and a bound on what a hostile file can make a reader do.
 constexpr std::size_t kMaxScanRecordBytes = std::size_t{4} << 20;
 constexpr std::size_t kMaxScanRecordSpans = 100000;
+
+// How long before a scan a file or directory must have last changed for its identity to be
+// recorded: longer than identity_cache.hpp's in-process kSettledNs, since a record outlives the
+// process (vfat keeps mtime in 2 s steps; a rewrite within the step would keep the identity).
+constexpr std::int64_t kRecordSettledNs = 3'000'000'000;
 
 // The most records one scan/ directory keeps (a record per package and store: a machine has a
 // handful). Writing one more removes the least recently written beyond kKeepScanRecords, and

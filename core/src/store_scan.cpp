@@ -78,6 +78,7 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
       if (!is_archive_dir_name(name, package)) continue;
       bool dir = type == DT_DIR;
       if (type == DT_LNK || type == DT_UNKNOWN) {  // a link to a directory counts (followed)
+        out.through_links = true;
         struct stat st {};
         dir = ::fstatat(fd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
       }

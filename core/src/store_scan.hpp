@@ -39,6 +39,10 @@ struct StoreListing {
   bool readable = false;
   std::string problem;                              // when !readable: "does not exist", ...
   std::vector<std::string> archive_names;  // sorted; the directories are <store>/<name>
+  // An archive-named entry was a symbolic link (or of a type the directory does not say): what
+  // it leads to can change without the store directory's identity changing, so the names are
+  // not kept between processes (scan_record.hpp).
+  bool through_links = false;
 };
 
 // The archive directories of `store` by the rule above. Never throws: a store that does not

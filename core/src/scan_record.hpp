@@ -89,8 +89,10 @@ constexpr std::size_t kKeepScanRecords = 192;
 std::string scan_record_path(std::string_view cache_dir, std::string_view package,
                              std::string_view store);
 
-// Pure: the text of a record; nullopt when a name or the store cannot be written on one line
-// (holds '\n') or a name is not an archive directory name of `package` (store_scan.hpp).
+// Pure: the text of a record; nullopt when it cannot be one that parse_scan_record takes back:
+// a package, store, name or URI that does not fit one line (empty, or holding '\n'; a name
+// with a space), a name that is not an archive directory name of the package (store_scan.hpp),
+// names not sorted and unique, a manifest not among the names, URIs and spans not as many.
 std::optional<std::string> format_scan_record(const ScanRecord& record);
 // Pure: the record `text` holds when it is a whole record of this format for `package` and
 // `store`, every name an archive directory name of the package, names sorted and unique, every

@@ -149,6 +149,48 @@ TEST(ScanRecordFormat, WhatOneLineCannotHoldIsNotWritten) {
   EXPECT_FALSE(format_scan_record(r));  // a manifest of a name not listed
 }
 
+TEST(ScanRecordFormat, TheNextRecordKeepsNamesOnlyWhenTheyCannotHaveChangedUnseen) {
+  const ScanRecord disk = sample_record();
+  const auto& [kept_name, kept] = *disk.manifests.begin();
+  ScanLearned listed{disk.dir, true, disk.names, true, false, {}};
+  // The same listing again, nothing new: nothing to write.
+  EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, listed));
+  // A listing through a link: no directory identity, and names only for the manifests kept.
+  ScanLearned linked = listed;
+  linked.through_links = true;
+  std::optional<ScanRecord> next = next_scan_record(disk, kPackage, kStore, linked);
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->dir == FileIdentity{});
+  EXPECT_EQ(next->names, std::vector<std::string>{kept_name});
+  EXPECT_TRUE(next->manifests.at(kept_name) == kept);
+  ASSERT_TRUE(parse_scan_record(format_scan_record(*next).value(), kPackage, kStore));
+  // Not settled: the same.
+  ScanLearned unsettled = listed;
+  unsettled.dir_settled = false;
+  next = next_scan_record(disk, kPackage, kStore, unsettled);
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->dir == FileIdentity{});
+  // An archive gone: its manifest goes with it; a new manifest checked: added.
+  ScanLearned changed = listed;
+  changed.dir.mtime_ns += 1;
+  changed.names = {"kiln-kernels-0.1.0-cuda13.0-compute_80"};
+  changed.manifests["kiln-kernels-0.1.0-cuda13.0-compute_80"] = kept;
+  next = next_scan_record(disk, kPackage, kStore, changed);
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->dir == changed.dir);
+  EXPECT_EQ(next->names, changed.names);
+  EXPECT_EQ(next->manifests.size(), 1u);
+  EXPECT_EQ(next->manifests.count(kept_name), 0u);
+  // Names not listed now and not the record's own (another identity): not kept.
+  ScanLearned from_elsewhere = listed;
+  from_elsewhere.listed_now = false;
+  from_elsewhere.dir.ino += 1;
+  from_elsewhere.manifests[kept_name] = kept;
+  next = next_scan_record(disk, kPackage, kStore, from_elsewhere);
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(next->dir == FileIdentity{});
+}
+
 TEST(ScanRecordFormat, TheFileNameHashesPackageAndStoreUnderScan) {
   std::string a = scan_record_path("/c", kPackage, kStore);
   EXPECT_EQ(a.rfind("/c/scan/", 0), 0u);
@@ -441,6 +483,14 @@ struct StoreRig {
   std::optional<ScanRecord> record() const {
     return read_scan_record(record_path(), kPackage, store.string());
   }
+  // The record as written, with no archive listed and no layout: still of this store's
+  // identity, so a process that believes it finds nothing.
+  ScanRecord hiding_record() const {
+    ScanRecord r = record().value();
+    r.names.clear();
+    r.manifests.clear();
+    return r;
+  }
   // The sha256 the scan's first archive gives kUri ("" when it lists none).
   static std::string sha(const StoreScan& s) {
     if (s.archives.empty() || !s.archives[0].manifest) return "";
@@ -497,10 +547,7 @@ TEST(ScanRecordOnDisk, AFreshProcessTakesTheListingAndTheLayoutFromTheRecord) {
   ScanRecord r = rig.record().value();
   // The same record with no names, in a fresh process: the store looks empty, so the listing
   // came from the record and not from the directory.
-  ScanRecord no_names = r;
-  no_names.names.clear();
-  no_names.manifests.clear();
-  ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
+  ASSERT_FALSE(write_scan_record(rig.record_path(), rig.hiding_record()));
   forget_store_memory();
   StoreScan s = rig.scan();
   EXPECT_TRUE(s.readable);
@@ -527,9 +574,7 @@ TEST(ScanRecordOnDisk, ARecordOthersCouldHaveWrittenIsIgnored) {
   fs::path dir = rig.write("sm_90");
   let_settle();
   rig.scan();
-  ScanRecord no_names = rig.record().value();
-  no_names.names.clear();
-  no_names.manifests.clear();
+  const ScanRecord no_names = rig.hiding_record();
   ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
   // Writable by the group: not read; the store is listed, and the record written again whole.
   ASSERT_EQ(::chmod(rig.record_path().c_str(), 0620), 0);
@@ -639,9 +684,7 @@ TEST(ScanRecordOnDisk, AFullScanListsTheStoreItselfWhateverARecordSays) {
   fs::path dir = rig.write("sm_90");
   let_settle();
   rig.scan();
-  ScanRecord no_names = rig.record().value();
-  no_names.names.clear();
-  no_names.manifests.clear();
+  const ScanRecord no_names = rig.hiding_record();
   ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
   forget_store_memory();
   EXPECT_TRUE(rig.scan().archives.empty()) << "the fast path takes the record's names";
@@ -674,18 +717,22 @@ TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithItsRecordAndDespiteALyingOne)
   StoreRig rig;
   fs::path dir = rig.write("sm_90", "the sm_90 image of axpy");
   let_settle();
-  auto load = [&] {
+  const std::string artifact = (dir / (kUri + ".fatbin")).string();
+  // A Loader as an offline application makes it, over the real store and cache directory.
+  auto new_loader = [&](std::shared_ptr<test::Cc90Driver> driver) {
     LoaderConfig cfg;
     cfg.artifact_path = {rig.store.string()};
     cfg.cache_dir = rig.cache.string();
     cfg.offline = true;
     cfg.disable_jit = true;
     LoaderDeps deps;
-    auto driver = std::make_shared<test::Cc90Driver>();
-    deps.driver = driver;
+    deps.driver = std::move(driver);
     deps.installed_store = (rig.tmp / "installed").string();
-    auto loader = make_loader(test::reference_description(), cfg, std::move(deps));
-    EXPECT_EQ(loader->get(kUri).origin, (dir / (kUri + ".fatbin")).string());
+    return make_loader(test::reference_description(), cfg, std::move(deps));
+  };
+  auto load = [&] {
+    auto driver = std::make_shared<test::Cc90Driver>();
+    EXPECT_EQ(new_loader(driver)->get(kUri).origin, artifact);
     EXPECT_EQ(driver->images, std::vector<std::string>{"the sm_90 image of axpy"});
   };
   forget_store_memory();
@@ -695,30 +742,22 @@ TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithItsRecordAndDespiteALyingOne)
   load();  // from the record
   // A record whose names hide the archive: the fast path finds nothing in the artifact path,
   // and the loader's full scan, which lists the store itself, still loads the same bytes.
-  ScanRecord hiding = rig.record().value();
-  hiding.names.clear();
-  hiding.manifests.clear();
+  const ScanRecord hiding = rig.hiding_record();
   ASSERT_FALSE(write_scan_record(rig.record_path(), hiding));
   forget_store_memory();
   load();
   // The artifact changed behind an unchanged manifest: the record does not spare the hash.
   test::write_file(dir / (kUri + ".fatbin"), "the sm_90 image of axpX");
   forget_store_memory();
-  LoaderConfig cfg;
-  cfg.artifact_path = {rig.store.string()};
-  cfg.cache_dir = rig.cache.string();
-  cfg.offline = true;
-  cfg.disable_jit = true;
-  LoaderDeps deps;
-  deps.driver = std::make_shared<test::Cc90Driver>();
-  deps.installed_store = (rig.tmp / "installed").string();
-  auto loader = make_loader(test::reference_description(), cfg, std::move(deps));
+  auto driver = std::make_shared<test::Cc90Driver>();
   try {
-    loader->get(kUri);
+    new_loader(driver)->get(kUri);
     ADD_FAILURE() << "a changed artifact was loaded";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Integrity) << e.what();
+    EXPECT_NE(std::string(e.what()).find(artifact + ": integrity"), std::string::npos) << e.what();
   }
+  EXPECT_TRUE(driver->images.empty()) << "nothing reached the driver";
 }
 
 }  // namespace

@@ -317,10 +317,29 @@ struct ParsedManifest {
   Manifest manifest;
 };
 
+// What was made from a file's text, keyed by path and kept while the text is the same; bounded
+// (stores hold few archives), cleared by forget_store_memory().
 template <class T>
 struct TextCache {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const T>> map;
+
+  // What `path` gave when it held `text` (text_of(value) is the text it was made from), else
+  // make() remembered for it. make() may take `text`: it runs after the comparison.
+  template <class TextOf, class Make>
+  std::shared_ptr<const T> get(const std::string& path, const std::string& text, TextOf text_of,
+                               Make make) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = map.find(path);
+      if (it != map.end() && text_of(*it->second) == text) return it->second;
+    }
+    std::shared_ptr<const T> made = make();
+    std::lock_guard<std::mutex> lock(mu);
+    if (map.size() >= 256) map.clear();
+    map[path] = made;
+    return made;
+  }
   void clear() {
     std::lock_guard<std::mutex> lock(mu);
     map.clear();
@@ -337,17 +356,12 @@ TextCache<ManifestEntries>& read_manifest_entries() {
 
 std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& text,
                                                             const std::string& path) {
-  auto& [mu, cache] = parsed_manifests();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(path);
-    if (it != cache.end() && it->second->text == text) return it->second;
-  }
-  auto p = std::make_shared<const ParsedManifest>(ParsedManifest{text, parse_manifest(text, path)});
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= 256) cache.clear();  // bounded: stores hold few archives
-  cache[path] = p;
-  return p;
+  return parsed_manifests().get(
+      path, text, [](const ParsedManifest& p) -> const std::string& { return p.text; },
+      [&] {
+        return std::make_shared<const ParsedManifest>(
+            ParsedManifest{text, parse_manifest(text, path)});
+      });
 }
 
 // The same for get()'s fast path, which reads a manifest for one URI at a time
@@ -355,17 +369,9 @@ std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& t
 // Takes `text` only when it returns (ManifestEntries::read).
 std::shared_ptr<const ManifestEntries> read_manifest_entries_cached(std::string&& text,
                                                                     const std::string& path) {
-  auto& [mu, cache] = read_manifest_entries();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache.find(path);
-    if (it != cache.end() && it->second->text() == text) return it->second;
-  }
-  auto p = ManifestEntries::read(std::move(text), path);
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache.size() >= 256) cache.clear();
-  cache[path] = p;
-  return p;
+  return read_manifest_entries().get(
+      path, text, [](const ManifestEntries& e) -> const std::string& { return e.text(); },
+      [&] { return ManifestEntries::read(std::move(text), path); });
 }
 
 // What the store tier read before, while unchanged on disk (identity_cache.hpp): a store's
@@ -624,31 +630,10 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
   if (use_record && (listed_now || !learned.empty())) {
     if (record_path.empty()) record_path = scan_record_path(record_dir_, package_, dir);
     if (!record_read) record = read_scan_record(record_path, package_, dir);
-    const bool dir_settled = settled(*dir_id, read_start, kRecordSettledNs);
-    // The names may be kept: listed now, through no link; or the record's own, still current.
-    const bool keep_names =
-        dir_settled && (listed_now ? !through_links : record && record->dir == *dir_id);
-    ScanRecord next;
-    next.package = package_;
-    next.store = dir;
-    if (keep_names) {
-      next.dir = *dir_id;  // otherwise all zero: a directory identity no stat() gives
-      next.names = *names;
-    }
-    auto listed = [&](const std::string& name) {
-      return std::binary_search(names->begin(), names->end(), name);
-    };
-    if (record)
-      for (auto& [name, m] : record->manifests)
-        if (listed(name) && (!keep_names || std::binary_search(next.names.begin(),
-                                                               next.names.end(), name)))
-          next.manifests.emplace(name, m);
-    for (auto& [name, m] : learned) next.manifests[name] = std::move(m);
-    // A manifest kept without names: the record's names must list it (format_scan_record).
-    if (!keep_names)
-      for (const auto& [name, m] : next.manifests) next.names.push_back(name);
-    if (!(record && next == *record) && (keep_names || !next.manifests.empty())) {
-      if (auto why = write_scan_record(record_path, next))
+    ScanLearned now{*dir_id, settled(*dir_id, read_start, kRecordSettledNs), *names, listed_now,
+                    through_links, std::move(learned)};
+    if (std::optional<ScanRecord> next = next_scan_record(record, package_, dir, std::move(now))) {
+      if (auto why = write_scan_record(record_path, *next))
         log(LogLevel::Debug, "store " + dir + ": scan record not kept: " + *why);
       else if (log_enabled(LogLevel::Debug))
         log(LogLevel::Debug, "store " + dir + ": scan record kept in " + record_path);

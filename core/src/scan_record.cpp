@@ -182,8 +182,7 @@ void prune_scan_records(int dir_fd) {
     if (!record && !tmp) continue;
     struct stat st {};
     if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    std::int64_t mtime =
-        static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    const std::int64_t mtime = identity_of(st).mtime_ns;
     if (record)
       records.push_back({mtime, std::string(name)});
     else if (mtime < hour_ago)
@@ -291,6 +290,34 @@ std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_v
   }
   if (!r.line("end") || !r.at_end()) return std::nullopt;
   return out;
+}
+
+std::optional<ScanRecord> next_scan_record(const std::optional<ScanRecord>& on_disk,
+                                           std::string_view package, std::string_view store,
+                                           ScanLearned now) {
+  const bool keep_names =
+      now.dir_settled &&
+      (now.listed_now ? !now.through_links : on_disk && on_disk->dir == now.dir);
+  ScanRecord next;
+  next.package = package;
+  next.store = store;
+  if (keep_names) {
+    next.dir = now.dir;  // otherwise all zero: a directory identity no stat() gives
+    next.names = now.names;
+  }
+  auto listed = [&](const std::string& name) {
+    return std::binary_search(now.names.begin(), now.names.end(), name);
+  };
+  if (on_disk)
+    for (const auto& [name, m] : on_disk->manifests)
+      if (listed(name)) next.manifests.emplace(name, m);
+  for (auto& [name, m] : now.manifests) next.manifests[name] = std::move(m);
+  // A manifest kept without names: the record's names must list it (format_scan_record).
+  if (!keep_names)
+    for (const auto& [name, m] : next.manifests) next.names.push_back(name);
+  if (!keep_names && next.manifests.empty()) return std::nullopt;
+  if (on_disk && next == *on_disk) return std::nullopt;
+  return next;
 }
 
 std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_view package,

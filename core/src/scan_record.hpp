@@ -100,6 +100,25 @@ std::optional<std::string> format_scan_record(const ScanRecord& record);
 std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_view package,
                                             std::string_view store);
 
+// What one of get()'s store scans found (resolver.cpp, DiskStoreFs::scan_impl).
+struct ScanLearned {
+  FileIdentity dir;                 // the store directory's identity, taken before the scan
+  bool dir_settled = false;         // unchanged for kRecordSettledNs before the scan
+  std::vector<std::string> names;   // the archive directory names the scan worked on
+  bool listed_now = false;          // names listed from the directory by this scan
+  bool through_links = false;       // that listing went through a symbolic link
+  std::map<std::string, ScanRecord::RecordedManifest> manifests;  // checked whole, settled
+};
+
+// Pure: the record to write after a scan, from the one on disk (nullopt: none or unusable), or
+// nullopt when there is nothing to write. Names are kept when the directory is settled and they
+// were listed through no link, or are the record's own for this identity; otherwise the record's
+// directory identity is all zero and its names only those of the manifests it keeps. Manifests:
+// the record's, for names still listed, and this scan's over them.
+std::optional<ScanRecord> next_scan_record(const std::optional<ScanRecord>& on_disk,
+                                           std::string_view package, std::string_view store,
+                                           ScanLearned now);
+
 // The record at `path`, when it is a regular file owned by this process's effective user,
 // writable by no one else, at most kMaxScanRecordBytes, and parse_scan_record accepts it;
 // nullopt otherwise (a link is not followed). Never throws.

@@ -48,7 +48,7 @@
 #include "kiln/loader.hpp"
 #include "kiln/kernels.h"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"
 

@@ -6,7 +6,7 @@
 #include "fuzz_util.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "wheel_tmp.hpp"
 
 namespace {

@@ -13,8 +13,8 @@
 #include <set>
 
 #include "archive_stream.hpp"
-#include "atomic_file.hpp"
-#include "file_lock.hpp"
+#include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "index_entry_check.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"

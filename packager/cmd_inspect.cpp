@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "archive_stream.hpp"
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "commands.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "bundle.hpp"
 #include "commands.hpp"
 #include "index_entry_check.hpp"

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <memory>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "commands.hpp"
 #include "kiln/error.hpp"
 #include "tuf_updater.hpp"

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "index_entry_check.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/store.hpp"

@@ -15,7 +15,7 @@
 #include "kiln/error.hpp"
 #include "kiln/kernels.h"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"

@@ -31,12 +31,12 @@
 #include <thread>
 #include <vector>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "mirror.hpp"
 #include "mirror_internal.hpp"

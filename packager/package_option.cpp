@@ -3,7 +3,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "commands.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/package.hpp"

@@ -8,12 +8,12 @@
 #include <utility>
 #include <vector>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "build.hpp"
 #include "environment.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "toolkit.hpp"
 

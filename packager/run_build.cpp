@@ -12,11 +12,11 @@
 #include <sstream>
 #include <thread>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "command_runner.hpp"
 #include "environment.hpp"
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "shard.hpp"
 

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 
 namespace kiln::packager {
 namespace fs = std::filesystem;

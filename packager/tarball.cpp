@@ -15,9 +15,9 @@
 #include <memory>
 #include <set>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
 #include "libarchive_handles.hpp"

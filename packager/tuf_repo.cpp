@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
 #include "tuf_metadata.hpp"
 #include "tuf_signer.hpp"

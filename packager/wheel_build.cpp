@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"

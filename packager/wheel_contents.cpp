@@ -8,7 +8,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "wheel.hpp"
 #include "wheel_paths.hpp"

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/target.hpp"
 #include "wheel.hpp"
 #include "wheel_paths.hpp"

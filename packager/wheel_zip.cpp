@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
 #include "libarchive_handles.hpp"
 #include "wheel.hpp"

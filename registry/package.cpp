@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
 

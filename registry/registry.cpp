@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 
 namespace kiln {
 namespace {

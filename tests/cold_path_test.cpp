@@ -11,10 +11,10 @@
 #include <string>
 #include <thread>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "cold_phases.hpp"
 #include "driver.hpp"
-#include "identity_cache.hpp"
+#include "io/identity_cache.hpp"
 #include "kiln/error.hpp"
 #include "kiln/registry.hpp"
 #include "test_util.hpp"

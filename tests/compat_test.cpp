@@ -9,7 +9,7 @@
 #include "kiln/kiln.h"
 #include "kiln/manifest.hpp"
 #include "kiln/registry.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

@@ -6,7 +6,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "test_util.hpp"
 

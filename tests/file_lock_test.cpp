@@ -1,4 +1,4 @@
-#include "file_lock.hpp"
+#include "io/file_lock.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

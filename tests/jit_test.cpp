@@ -1,6 +1,6 @@
 #include "jit.hpp"
 
-#include "file_lock.hpp"
+#include "io/file_lock.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -16,7 +16,7 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/registry.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "test_util.hpp"
 
 namespace kiln {

@@ -21,7 +21,7 @@
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/registry.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
 #include "lazy_libs.hpp"

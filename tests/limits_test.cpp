@@ -15,13 +15,13 @@
 #include <random>
 #include <thread>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
-#include "limits.hpp"
+#include "io/limits.hpp"
 #include "resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

@@ -18,7 +18,7 @@
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
 #include "kiln/registry.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"

@@ -11,7 +11,7 @@
 #include "index_entry_check.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
 #include "loader_facts.hpp"

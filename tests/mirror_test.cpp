@@ -11,7 +11,7 @@
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
 #include "synthetic_release.hpp"

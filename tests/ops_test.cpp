@@ -16,7 +16,7 @@
 #include "kiln/manifest.hpp"
 #include "kiln/ops.hpp"
 #include "kiln/registry.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "log.hpp"

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "test_util.hpp"
 
 namespace kiln {

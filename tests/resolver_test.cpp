@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "manifest_entry.hpp"

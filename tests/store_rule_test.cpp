@@ -9,7 +9,7 @@
 
 #include "kiln/manifest.hpp"
 #include "kiln/version.hpp"
-#include "limits.hpp"
+#include "io/limits.hpp"
 #include "store_scan.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

@@ -5,7 +5,7 @@
 #include <random>
 
 #include "kiln/registry.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
 

@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "test_util.hpp"
 #include "tuf_metadata.hpp"
 

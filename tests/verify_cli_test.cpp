@@ -6,7 +6,7 @@
 
 #include "kiln/archive.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

@@ -15,7 +15,7 @@
 
 #include "archive_stream.hpp"
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "lazy_libs.hpp"
 
 namespace kiln {

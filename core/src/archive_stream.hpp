@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "limits.hpp"
+#include "io/limits.hpp"
 
 namespace kiln {
 

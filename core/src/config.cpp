@@ -8,7 +8,7 @@
 #include "environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "log.hpp"
 
 namespace kiln {

@@ -42,11 +42,11 @@
 #include <thread>
 
 #include "fetch_internal.hpp"
-#include "file_lock.hpp"
+#include "io/file_lock.hpp"
 #include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"
 #include "kiln/version.hpp"

@@ -4,7 +4,7 @@
 #include "archive_stream.hpp"
 #include "kiln/error.hpp"
 #include "lazy_libs.hpp"
-#include "limits.hpp"
+#include "io/limits.hpp"
 
 namespace kiln {
 

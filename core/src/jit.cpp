@@ -10,10 +10,10 @@
 #include <system_error>
 #include <vector>
 
-#include "file_lock.hpp"
+#include "io/file_lock.hpp"
 #include "jit_internal.hpp"
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "log.hpp"
 
 namespace kiln {

@@ -4,11 +4,11 @@
 #include <optional>
 #include <system_error>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "jit_internal.hpp"
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
-#include "limits.hpp"
+#include "io/sha256.hpp"
+#include "io/limits.hpp"
 #include "untrusted_json.hpp"
 
 namespace kiln {

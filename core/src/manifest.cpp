@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/target.hpp"
 #include "manifest_rules.hpp"
 #include "untrusted_json.hpp"

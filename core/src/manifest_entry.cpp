@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
-#include "limits.hpp"
+#include "io/sha256.hpp"
+#include "io/limits.hpp"
 #include "manifest_rules.hpp"
 
 namespace kiln {

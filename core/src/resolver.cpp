@@ -16,11 +16,11 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "atomic_file.hpp"
+#include "io/atomic_file.hpp"
 #include "cold_phases.hpp"
-#include "identity_cache.hpp"
+#include "io/identity_cache.hpp"
 #include "jit.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "log.hpp"
 #include "manifest_entry.hpp"

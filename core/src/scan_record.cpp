@@ -17,7 +17,7 @@
 
 #include "kiln/manifest.hpp"
 #include "kiln/version.hpp"
-#include "limits.hpp"
+#include "io/limits.hpp"
 #include "store_scan.hpp"
 
 namespace kiln {

@@ -45,7 +45,7 @@
 #include <string_view>
 #include <vector>
 
-#include "identity_cache.hpp"
+#include "io/identity_cache.hpp"
 #include "manifest_entry.hpp"
 
 namespace kiln {

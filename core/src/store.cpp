@@ -15,11 +15,11 @@
 #include <sstream>
 
 #include "archive_stream.hpp"
-#include "atomic_file.hpp"
-#include "file_lock.hpp"
+#include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "index_entry_check.hpp"
 #include "kiln/fatbin.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "store_scan.hpp"
 #include "untrusted_json.hpp"
 

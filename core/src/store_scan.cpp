@@ -14,7 +14,7 @@
 #include <string>
 #include <system_error>
 
-#include "limits.hpp"
+#include "io/limits.hpp"
 
 namespace kiln {
 

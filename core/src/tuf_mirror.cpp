@@ -4,10 +4,10 @@
 #include <chrono>
 #include <system_error>
 
-#include "atomic_file.hpp"
-#include "file_lock.hpp"
+#include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "kiln/error.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "tuf_updater.hpp"
 
 namespace kiln::fetch_detail {

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <functional>
 
-#include "atomic_file.hpp"
-#include "file_lock.hpp"
+#include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "http_transport.hpp"
 #include "log.hpp"
 

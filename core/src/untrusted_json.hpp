@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "limits.hpp"
+#include "io/limits.hpp"
 
 namespace kiln {
 

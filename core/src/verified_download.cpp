@@ -6,8 +6,8 @@
 #include <memory>
 #include <string_view>
 
-#include "atomic_file.hpp"
-#include "kiln/sha256.hpp"
+#include "io/atomic_file.hpp"
+#include "io/sha256.hpp"
 #include "tuf_metadata.hpp"
 
 namespace kiln::fetch_detail {

@@ -9,7 +9,7 @@
 #include "kiln/archive.hpp"
 #include "kiln/fatbin.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
 #include "tiny_project.hpp"

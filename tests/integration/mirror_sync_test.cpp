@@ -23,7 +23,7 @@
 
 #include "child_process.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
 #include "misbehaving_server.hpp"

@@ -25,7 +25,7 @@
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/manifest.hpp"
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "limits.hpp"
+#include "io/limits.hpp"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "kiln/sha256.hpp"
+#include "io/sha256.hpp"
 
 #include <fcntl.h>
 #include <openssl/evp.h>

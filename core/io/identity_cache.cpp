@@ -1,4 +1,4 @@
-#include "identity_cache.hpp"
+#include "io/identity_cache.hpp"
 
 #include <sys/stat.h>
 #include <time.h>

@@ -42,8 +42,8 @@
 #include <thread>
 #include <vector>
 
-#include "cold_phases.hpp"
-#include "driver.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/kernels.h"

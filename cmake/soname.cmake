@@ -1,4 +1,4 @@
-# The facts libkiln needs to dlopen a library it does not link (core/src/lazy_libs.cpp):
+# The facts libkiln needs to dlopen a library it does not link (core/runtime/lazy_libs.cpp):
 # the SONAME of the library CMake found, read from its dynamic section, and the Debian package
 # that provides it, so the error for a missing library names what to install. Nothing guessed.
 

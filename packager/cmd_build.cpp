@@ -10,7 +10,7 @@
 
 #include "build.hpp"
 #include "commands.hpp"
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "shard.hpp"
 #include "toolkit.hpp"

@@ -8,7 +8,7 @@
 #include "build.hpp"
 #include "bundle.hpp"
 #include "commands.hpp"
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cli {

@@ -6,7 +6,7 @@
 
 #include "commands.hpp"
 #include "compat.hpp"
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "loader_facts.hpp"
 

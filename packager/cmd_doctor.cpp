@@ -14,14 +14,14 @@
 #include <optional>
 
 #include "commands.hpp"
-#include "driver.hpp"
-#include "environment.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/environment.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
-#include "lazy_libs.hpp"
+#include "runtime/lazy_libs.hpp"
 #include "resolver.hpp"
 
 namespace kiln::cli {

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "commands.hpp"
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"

@@ -8,7 +8,7 @@
 
 #include "build.hpp"
 #include "commands.hpp"
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/store.hpp"
 #include "kiln/target.hpp"

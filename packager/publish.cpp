@@ -10,7 +10,7 @@
 
 #include "io/atomic_file.hpp"
 #include "build.hpp"
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/archive.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"

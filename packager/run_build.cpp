@@ -14,7 +14,7 @@
 
 #include "io/atomic_file.hpp"
 #include "command_runner.hpp"
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"

@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <set>
 
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 
 extern char** environ;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "c_api_internal.hpp"
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 #include "resolver.hpp"
 #include "test_util.hpp"
 

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "io/atomic_file.hpp"
-#include "cold_phases.hpp"
-#include "driver.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/driver.hpp"
 #include "io/identity_cache.hpp"
 #include "kiln/error.hpp"
 #include "kiln/registry.hpp"

@@ -5,7 +5,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 #include "test_util.hpp"
 
 namespace {

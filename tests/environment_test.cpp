@@ -1,4 +1,4 @@
-// The one table of environment variables (core/src/environment.hpp): docs/loader.md lists
+// The one table of environment variables (core/runtime/environment.hpp): docs/loader.md lists
 // exactly it, and a bad value is one Error{Usage} (same message, fields `variable` and `value`)
 // through LoaderConfig::from_env, the C API, the CLI and the logs' first use.
 #include <gtest/gtest.h>
@@ -11,11 +11,11 @@
 #include <optional>
 #include <sstream>
 
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 #include "test_util.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// libcurl and libarchive loaded on first use (core/src/lazy_libs.hpp): libkiln.so does not
+// libcurl and libarchive loaded on first use (core/runtime/lazy_libs.hpp): libkiln.so does not
 // need them, a load from a local store works without them, and whatever does need one fails
 // with an error that names the library, its SONAME, dlerror() and what to do. The libraries
 // are made unloadable through the test seam (a file name that does not exist), not by
@@ -12,7 +12,7 @@
 #include <set>
 #include <vector>
 
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 #include "index_entry_check.hpp"
 #include "jit.hpp"
 #include "kiln/archive.hpp"
@@ -24,7 +24,7 @@
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
-#include "lazy_libs.hpp"
+#include "runtime/lazy_libs.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"
 #include "synthetic_release.hpp"

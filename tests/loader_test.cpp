@@ -11,8 +11,8 @@
 #include <set>
 #include <thread>
 
-#include "cold_phases.hpp"
-#include "driver.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/driver.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"

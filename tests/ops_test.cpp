@@ -9,7 +9,7 @@
 #include <mutex>
 #include <set>
 
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln_ops.h"
 #include "kiln/loader.hpp"
@@ -19,7 +19,7 @@
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 #include "resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

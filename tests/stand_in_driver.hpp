@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 
 namespace kiln::test {
 

@@ -16,7 +16,7 @@
 #include "archive_stream.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
-#include "lazy_libs.hpp"
+#include "runtime/lazy_libs.hpp"
 
 namespace kiln {
 

@@ -11,7 +11,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
-#include "lazy_libs.hpp"
+#include "runtime/lazy_libs.hpp"
 
 namespace kiln::fetch_detail {
 

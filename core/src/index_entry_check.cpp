@@ -3,7 +3,7 @@
 
 #include "archive_stream.hpp"
 #include "kiln/error.hpp"
-#include "lazy_libs.hpp"
+#include "runtime/lazy_libs.hpp"
 #include "io/limits.hpp"
 
 namespace kiln {

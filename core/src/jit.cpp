@@ -14,7 +14,7 @@
 #include "jit_internal.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 
 namespace kiln {
 namespace fs = std::filesystem;

@@ -17,12 +17,12 @@
 #include <unordered_map>
 
 #include "io/atomic_file.hpp"
-#include "cold_phases.hpp"
+#include "runtime/cold_phases.hpp"
 #include "io/identity_cache.hpp"
 #include "jit.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 #include "manifest_entry.hpp"
 #include "scan_record.hpp"
 #include "store_scan.hpp"

@@ -7,7 +7,7 @@
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
 #include "http_transport.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 
 namespace kiln::tuf {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "c_api_internal.hpp"
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/package.hpp"
 #include "loader_factory.hpp"
 #include "kiln/error.hpp"

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "cold_phases.hpp"
-#include "driver.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/driver.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/package.hpp"
@@ -22,7 +22,7 @@
 #include "kiln/version.hpp"
 #include "loader_access.hpp"
 #include "loader_factory.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 #include "resolver.hpp"
 #include "untrusted_json.hpp"
 

@@ -11,11 +11,11 @@
 #include <mutex>
 #include <utility>
 
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels.h"
 #include "loader_access.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 
 namespace kiln::ops {
 

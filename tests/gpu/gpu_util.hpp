@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/ops.hpp"

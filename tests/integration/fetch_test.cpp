@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "child_process.hpp"
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
 #include "kiln/error.hpp"

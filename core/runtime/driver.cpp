@@ -1,4 +1,4 @@
-#include "driver.hpp"
+#include "runtime/driver.hpp"
 
 #include <cuda.h>
 #include <dlfcn.h>

@@ -1,6 +1,6 @@
 // dlopen tables for libcurl and libarchive (lazy_libs.hpp). The SONAMEs and Debian packages
 // come from CMake (cmake/soname.cmake reads them from the libraries it found).
-#include "lazy_libs.hpp"
+#include "runtime/lazy_libs.hpp"
 
 #include <dlfcn.h>
 

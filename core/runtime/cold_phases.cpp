@@ -1,4 +1,4 @@
-#include "cold_phases.hpp"
+#include "runtime/cold_phases.hpp"
 
 namespace kiln::cold {
 

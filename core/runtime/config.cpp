@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <optional>
 
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "io/sha256.hpp"
-#include "log.hpp"
+#include "runtime/log.hpp"
 
 namespace kiln {
 

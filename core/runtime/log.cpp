@@ -1,4 +1,4 @@
-#include "log.hpp"
+#include "runtime/log.hpp"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "environment.hpp"
+#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {

@@ -47,7 +47,7 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/kernels.h"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"

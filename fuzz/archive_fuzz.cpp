@@ -1,9 +1,9 @@
-// The tar.zst archive reader (core/src/archive.cpp read_archive_bytes, what `kiln fetch`,
+// The tar.zst archive reader (core/format/archive.cpp read_archive_bytes, what `kiln fetch`,
 // `kiln install` and the loader unpack; plain tar too, which it also accepts, so that mutations
 // reach the tar headers instead of dying in the zstd frame) and the member check that follows it
 // (verify_archive_members: manifest.json first, every artifact as the manifest says).
 #include "fuzz_util.hpp"
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/store.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,9 +1,9 @@
-// The fatbin reader (core/src/fatbin.cpp) over any bytes, as `kiln inspect` and the loader use
+// The fatbin reader (core/format/fatbin.cpp) over any bytes, as `kiln inspect` and the loader use
 // it: every container and image, each payload (zstd-decompressed when flagged), the ELF symbol
 // table and arch of cubins, the .entry names of PTX, and the demangled base names. Raw ELF and
 // PTX input goes straight to their readers too.
 #include "fuzz_util.hpp"
-#include "kiln/fatbin.hpp"
+#include "format/fatbin.hpp"
 
 namespace {
 

@@ -1,12 +1,12 @@
-// ManifestEntries::read (core/src/manifest_entry.hpp), the loader's one-entry reader of
+// ManifestEntries::read (core/format/manifest_entry.hpp), the loader's one-entry reader of
 // manifest.json, against parse_manifest over any bytes: both refuse with the same kind and
 // message, or both accept with the same header and, for every URI, the same entry.
 #include <memory>
 #include <optional>
 
 #include "fuzz_util.hpp"
-#include "kiln/manifest.hpp"
-#include "manifest_entry.hpp"
+#include "format/manifest.hpp"
+#include "format/manifest_entry.hpp"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The scan record (core/src/scan_record.hpp): a file in the loader's cache directory that a
 // later process trusts for a store's listing and, per manifest, a ManifestLayout that lets
-// ManifestEntries::read_with_layout (core/src/manifest_entry.cpp) skip checking every artifact.
+// ManifestEntries::read_with_layout (core/format/manifest_entry.cpp) skip checking every artifact.
 // The file can be forged or corrupted, so two things are checked over any bytes:
 //
 // 1. parse_scan_record never crashes; what it accepts is for the asked package and store, its
@@ -31,8 +31,8 @@
 #include <vector>
 
 #include "fuzz_util.hpp"
-#include "kiln/manifest.hpp"
-#include "manifest_entry.hpp"
+#include "format/manifest.hpp"
+#include "format/manifest_entry.hpp"
 #include "scan_record.hpp"
 #include "store_scan.hpp"
 

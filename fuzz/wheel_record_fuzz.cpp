@@ -4,8 +4,8 @@
 // paths) rather than in the zip reader. The wheel's own RECORD must give no problem: the target
 // can fail.
 #include "fuzz_util.hpp"
-#include "kiln/archive.hpp"
-#include "kiln/manifest.hpp"
+#include "format/archive.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "wheel_tmp.hpp"
 

@@ -12,10 +12,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/package.hpp"
 #include "kiln/registry.hpp"
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 #include "toolkit.hpp"
 
 namespace kiln::packager {

@@ -12,11 +12,11 @@
 #include <cstring>
 #include <set>
 
-#include "archive_stream.hpp"
+#include "format/archive_stream.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
 #include "index_entry_check.hpp"
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "target_choice.hpp"

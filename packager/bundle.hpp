@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "kiln/fetch.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/store.hpp"
 
 namespace kiln::packager {

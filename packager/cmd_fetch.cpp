@@ -12,7 +12,7 @@
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 #include "kiln/version.hpp"
 #include "resolver.hpp"
 #include "target_choice.hpp"

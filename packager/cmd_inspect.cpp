@@ -6,13 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "archive_stream.hpp"
+#include "format/archive_stream.hpp"
 #include "io/atomic_file.hpp"
 #include "commands.hpp"
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/error.hpp"
-#include "kiln/fatbin.hpp"
-#include "kiln/manifest.hpp"
+#include "format/fatbin.hpp"
+#include "format/manifest.hpp"
 #include "kiln/store.hpp"
 
 namespace kiln::cli {

@@ -6,7 +6,7 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/package.hpp"
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 #include "resolver.hpp"
 
 namespace kiln::cli {

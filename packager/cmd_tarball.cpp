@@ -10,7 +10,7 @@
 #include "commands.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 #include "tarball.hpp"
 
 namespace kiln::cli {

@@ -11,7 +11,7 @@
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/store.hpp"
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 #include "wheel.hpp"
 
 namespace kiln::cli {

@@ -9,9 +9,9 @@
 
 #include "io/atomic_file.hpp"
 #include "index_entry_check.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/store.hpp"
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 #include "resolver.hpp"
 #include "store_scan.hpp"
 #include "tarball.hpp"

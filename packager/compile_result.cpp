@@ -5,7 +5,7 @@
 
 #include "build.hpp"
 #include "kiln/error.hpp"
-#include "kiln/fatbin.hpp"
+#include "format/fatbin.hpp"
 
 namespace kiln::packager {
 

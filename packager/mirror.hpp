@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln::fetch_detail {
 class Transport;

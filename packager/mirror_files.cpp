@@ -14,7 +14,7 @@
 #include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels.h"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"

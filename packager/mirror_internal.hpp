@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/store.hpp"
 #include "mirror.hpp"
 

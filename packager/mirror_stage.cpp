@@ -11,7 +11,7 @@
 #include "io/atomic_file.hpp"
 #include "fetch_internal.hpp"
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "mirror.hpp"

@@ -35,7 +35,7 @@
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "mirror.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "mirror.hpp"
 
 namespace kiln::packager {

@@ -8,7 +8,7 @@
 
 #include "fetch_internal.hpp"
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/store.hpp"
 #include "mirror.hpp"
 #include "mirror_internal.hpp"

@@ -5,7 +5,7 @@
 
 #include "io/atomic_file.hpp"
 #include "commands.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/package.hpp"
 
 namespace kiln::cli {

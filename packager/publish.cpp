@@ -11,7 +11,7 @@
 #include "io/atomic_file.hpp"
 #include "build.hpp"
 #include "runtime/environment.hpp"
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"

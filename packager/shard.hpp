@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "build.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln::packager {
 

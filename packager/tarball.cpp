@@ -20,7 +20,7 @@
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
-#include "libarchive_handles.hpp"
+#include "format/libarchive_handles.hpp"
 #include "loader_facts.hpp"
 
 namespace kiln::cli {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 
 namespace kiln::packager {
 

@@ -2,7 +2,7 @@
 // (MAJOR.MINOR.PATCH[-prerelease]). It becomes part of file names and URLs, so anything else
 // ("../../etc/x") is refused before it is used.
 #include "commands.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln::cli {
 

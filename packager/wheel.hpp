@@ -19,9 +19,9 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln::wheel {
 

@@ -7,7 +7,7 @@
 
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 #include "wheel.hpp"
 #include "wheel_paths.hpp"
 

@@ -12,7 +12,7 @@
 
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
-#include "libarchive_handles.hpp"
+#include "format/libarchive_handles.hpp"
 #include "wheel.hpp"
 #include "wheel_paths.hpp"
 

@@ -12,7 +12,7 @@
 
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -18,7 +18,7 @@
 #include "kiln/error.hpp"
 #include "kiln/registry.hpp"
 #include "test_util.hpp"
-#include "untrusted_json.hpp"
+#include "format/untrusted_json.hpp"
 
 namespace kiln {
 namespace {

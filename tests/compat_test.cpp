@@ -5,9 +5,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/kiln.h"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/registry.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"

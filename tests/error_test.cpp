@@ -5,7 +5,7 @@
 #include <exception>
 
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "test_util.hpp"

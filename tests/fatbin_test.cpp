@@ -1,4 +1,4 @@
-#include "kiln/fatbin.hpp"
+#include "format/fatbin.hpp"
 
 #include <gtest/gtest.h>
 #include <zstd.h>

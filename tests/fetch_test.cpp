@@ -11,7 +11,7 @@
 #include "index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"

@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "io/atomic_file.hpp"
-#include "kiln/archive.hpp"
-#include "kiln/manifest.hpp"
+#include "format/archive.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"
@@ -25,7 +25,7 @@
 #include "resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
-#include "untrusted_json.hpp"
+#include "format/untrusted_json.hpp"
 
 namespace kiln {
 namespace {

@@ -16,7 +16,7 @@
 #include "jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/registry.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"

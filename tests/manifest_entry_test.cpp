@@ -1,7 +1,7 @@
-// The loader's one-entry manifest reader (core/src/manifest_entry.hpp) against parse_manifest:
+// The loader's one-entry manifest reader (core/format/manifest_entry.hpp) against parse_manifest:
 // for every manifest here, kiln's own and thousands of mutations of them, both accept with the
 // same values or both refuse with the same kind and message.
-#include "manifest_entry.hpp"
+#include "format/manifest_entry.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

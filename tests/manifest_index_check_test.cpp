@@ -9,8 +9,8 @@
 
 #include "compat.hpp"
 #include "index_entry_check.hpp"
-#include "kiln/archive.hpp"
-#include "kiln/manifest.hpp"
+#include "format/archive.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"

@@ -1,4 +1,4 @@
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 #include <gtest/gtest.h>
 

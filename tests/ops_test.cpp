@@ -13,7 +13,7 @@
 #include "kiln/error.hpp"
 #include "kiln/kiln_ops.h"
 #include "kiln/loader.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/ops.hpp"
 #include "kiln/registry.hpp"
 #include "io/sha256.hpp"

@@ -12,7 +12,7 @@
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "resolver.hpp"

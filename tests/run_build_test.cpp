@@ -12,10 +12,10 @@
 
 #include "build.hpp"
 #include "command_runner.hpp"
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/error.hpp"
-#include "kiln/fatbin.hpp"
-#include "kiln/manifest.hpp"
+#include "format/fatbin.hpp"
+#include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
 #include "toolkit.hpp"

@@ -18,11 +18,11 @@
 
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
-#include "manifest_entry.hpp"
+#include "format/manifest_entry.hpp"
 #include "resolver.hpp"
 #include "stand_in_driver.hpp"
 #include "store_scan.hpp"

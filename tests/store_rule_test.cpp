@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "io/limits.hpp"
 #include "store_scan.hpp"

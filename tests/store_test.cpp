@@ -6,9 +6,9 @@
 
 #include <map>
 
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/archive.hpp"
-#include "kiln/manifest.hpp"
+#include "format/archive.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln::test {
 

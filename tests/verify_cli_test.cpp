@@ -4,8 +4,8 @@
 
 #include <map>
 
-#include "kiln/archive.hpp"
-#include "kiln/manifest.hpp"
+#include "format/archive.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"

@@ -9,9 +9,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"

@@ -10,7 +10,7 @@
 
 #include "http_transport.hpp"
 #include "kiln/fetch.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln::fetch_detail {
 

@@ -1,7 +1,7 @@
 // The manifest-against-index check, and the manifest read it needs before anything is unpacked.
 #include "index_entry_check.hpp"
 
-#include "archive_stream.hpp"
+#include "format/archive_stream.hpp"
 #include "kiln/error.hpp"
 #include "runtime/lazy_libs.hpp"
 #include "io/limits.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/store.hpp"
 
 namespace kiln {

@@ -9,7 +9,7 @@
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "io/limits.hpp"
-#include "untrusted_json.hpp"
+#include "format/untrusted_json.hpp"
 
 namespace kiln {
 namespace fs = std::filesystem;

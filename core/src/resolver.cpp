@@ -23,10 +23,10 @@
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "runtime/log.hpp"
-#include "manifest_entry.hpp"
+#include "format/manifest_entry.hpp"
 #include "scan_record.hpp"
 #include "store_scan.hpp"
-#include "untrusted_json.hpp"
+#include "format/untrusted_json.hpp"
 
 namespace kiln {
 

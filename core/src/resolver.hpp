@@ -13,8 +13,8 @@
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/manifest.hpp"
-#include "kiln/target.hpp"
+#include "format/manifest.hpp"
+#include "format/target.hpp"
 #include "target_choice.hpp"
 
 namespace kiln {

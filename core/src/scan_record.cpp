@@ -15,7 +15,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "io/limits.hpp"
 #include "store_scan.hpp"

@@ -46,7 +46,7 @@
 #include <vector>
 
 #include "io/identity_cache.hpp"
-#include "manifest_entry.hpp"
+#include "format/manifest_entry.hpp"
 
 namespace kiln {
 

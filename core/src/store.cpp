@@ -14,14 +14,14 @@
 #include <set>
 #include <sstream>
 
-#include "archive_stream.hpp"
+#include "format/archive_stream.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
 #include "index_entry_check.hpp"
-#include "kiln/fatbin.hpp"
+#include "format/fatbin.hpp"
 #include "io/sha256.hpp"
 #include "store_scan.hpp"
-#include "untrusted_json.hpp"
+#include "format/untrusted_json.hpp"
 
 #include <nlohmann/json.hpp>
 

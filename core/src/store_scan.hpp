@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln {
 

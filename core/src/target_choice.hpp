@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 
 namespace kiln {
 

@@ -15,7 +15,7 @@
 #include "loader_factory.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/registry.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"

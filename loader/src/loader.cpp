@@ -24,7 +24,7 @@
 #include "loader_factory.hpp"
 #include "runtime/log.hpp"
 #include "resolver.hpp"
-#include "untrusted_json.hpp"
+#include "format/untrusted_json.hpp"
 
 namespace kiln {
 

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "kiln/archive.hpp"
-#include "kiln/fatbin.hpp"
-#include "kiln/manifest.hpp"
+#include "format/archive.hpp"
+#include "format/fatbin.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "kiln/fatbin.hpp"
+#include "format/fatbin.hpp"
 #include "test_util.hpp"
 
 namespace kiln {

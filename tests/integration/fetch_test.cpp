@@ -25,7 +25,7 @@
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"

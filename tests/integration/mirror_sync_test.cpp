@@ -22,7 +22,7 @@
 #include <thread>
 
 #include "child_process.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"

@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "kiln/archive.hpp"
-#include "kiln/manifest.hpp"
+#include "format/archive.hpp"
+#include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
 #include "tiny_project.hpp"

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
 #include "wheel.hpp"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 
 namespace kiln {
 

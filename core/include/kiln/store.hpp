@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 #include "kiln/error.hpp"
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln {
 

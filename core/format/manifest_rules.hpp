@@ -9,7 +9,7 @@
 #include <optional>
 #include <string_view>
 
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 
 namespace kiln::manifest_rules {
 

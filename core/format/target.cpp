@@ -1,4 +1,4 @@
-#include "kiln/target.hpp"
+#include "format/target.hpp"
 
 #include <tuple>
 

@@ -1,4 +1,4 @@
-#include "manifest_entry.hpp"
+#include "format/manifest_entry.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,7 +12,7 @@
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "io/limits.hpp"
-#include "manifest_rules.hpp"
+#include "format/manifest_rules.hpp"
 
 namespace kiln {
 namespace {

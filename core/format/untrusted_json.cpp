@@ -1,4 +1,4 @@
-#include "untrusted_json.hpp"
+#include "format/untrusted_json.hpp"
 
 namespace kiln {
 

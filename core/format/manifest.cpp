@@ -1,4 +1,4 @@
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,9 +8,9 @@
 
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
-#include "kiln/target.hpp"
-#include "manifest_rules.hpp"
-#include "untrusted_json.hpp"
+#include "format/target.hpp"
+#include "format/manifest_rules.hpp"
+#include "format/untrusted_json.hpp"
 
 namespace kiln {
 namespace {

@@ -1,4 +1,4 @@
-#include "kiln/archive.hpp"
+#include "format/archive.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 #include <set>
 #include <vector>
 
-#include "archive_stream.hpp"
+#include "format/archive_stream.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "runtime/lazy_libs.hpp"

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/manifest.hpp"
+#include "format/manifest.hpp"
 
 namespace kiln {
 

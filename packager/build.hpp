@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "format/manifest.hpp"
-#include "kiln/package.hpp"
-#include "kiln/registry.hpp"
+#include "project/package.hpp"
+#include "project/registry.hpp"
 #include "format/target.hpp"
 #include "toolkit.hpp"
 

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "kiln/package.hpp"
-#include "kiln/registry.hpp"
+#include "project/package.hpp"
+#include "project/registry.hpp"
 
 namespace kiln::cli {
 

@@ -5,7 +5,7 @@
 #include "commands.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/package.hpp"
+#include "project/package.hpp"
 #include "format/target.hpp"
 #include "resolver.hpp"
 

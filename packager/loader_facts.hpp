@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "kiln/package.hpp"
+#include "project/package.hpp"
 
 namespace kiln::cli {
 

@@ -6,7 +6,7 @@
 #include "io/atomic_file.hpp"
 #include "commands.hpp"
 #include "format/manifest.hpp"
-#include "kiln/package.hpp"
+#include "project/package.hpp"
 
 namespace kiln::cli {
 

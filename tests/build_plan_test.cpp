@@ -6,7 +6,7 @@
 
 #include "build.hpp"
 #include "kiln/error.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
 #include "toolkit.hpp"

@@ -16,7 +16,7 @@
 #include "runtime/driver.hpp"
 #include "io/identity_cache.hpp"
 #include "kiln/error.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "test_util.hpp"
 #include "format/untrusted_json.hpp"
 

@@ -8,7 +8,7 @@
 #include "format/archive.hpp"
 #include "kiln/kiln.h"
 #include "format/manifest.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"

@@ -15,7 +15,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "io/sha256.hpp"
 #include "test_util.hpp"
 

@@ -20,7 +20,7 @@
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "io/sha256.hpp"
 #include "kiln/store.hpp"
 #include "kiln/version.hpp"

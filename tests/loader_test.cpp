@@ -17,7 +17,7 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"

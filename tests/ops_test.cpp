@@ -15,7 +15,7 @@
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"
 #include "kiln/ops.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"

@@ -1,6 +1,6 @@
 // Kernel packages (kiln/package.h, kiln/package.hpp): a project's own identity, the generated
 // description, and several packages served side by side in one process from shared stores.
-#include "kiln/package.hpp"
+#include "project/package.hpp"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>

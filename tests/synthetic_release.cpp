@@ -4,7 +4,7 @@
 #include <cstring>
 #include <random>
 
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"

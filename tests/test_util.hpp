@@ -16,7 +16,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/kernels.h"
-#include "kiln/package.hpp"
+#include "project/package.hpp"
 
 namespace kiln::test {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 
 namespace kiln {
 

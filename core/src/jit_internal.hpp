@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "jit.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 
 namespace kiln::jit_detail {
 

@@ -22,7 +22,7 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/ops.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 #include "reference/kernels.hpp"
 #include "test_util.hpp"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gpu_util.hpp"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 
 namespace kiln::gpu_test {
 

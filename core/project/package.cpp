@@ -1,6 +1,6 @@
 // Kernel packages: the project files, the generated description and the loader's view of it
 // (kiln/package.hpp).
-#include "kiln/package.hpp"
+#include "project/package.hpp"
 
 #include <dlfcn.h>
 

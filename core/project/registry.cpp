@@ -1,4 +1,4 @@
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kiln/package.h"
-#include "kiln/registry.hpp"
+#include "project/registry.hpp"
 
 namespace kiln {
 

@@ -24,7 +24,7 @@
 // the result is not checked (nothing computed it).
 //
 // The kiln children share one cache directory (<tmp>/kiln-cold-start-cache), so the unmeasured
-// first kiln child keeps the store's scan record there (core/src/scan_record.hpp) and every
+// first kiln child keeps the store's scan record there (core/store/scan_record.hpp) and every
 // measured one uses it: the measure is of a process after the first since the install. A store
 // changed less than a second before is not recorded (scripts/bench_cold.sh waits for it).
 // --cpu N runs the parent and every child on CPU N only (sched_setaffinity, inherited), so that

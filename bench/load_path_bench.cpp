@@ -20,7 +20,7 @@
 //             (nothing reaches a GPU), the floor is read + SHA-256; cold rows only, for device
 //             compute capability --cc (default 90)
 //   --first-cache  the cache directory of the process's first cold get (default: a new empty
-//             one). The store's scan record (core/src/scan_record.hpp) is kept there, so a
+//             one). The store's scan record (core/store/scan_record.hpp) is kept there, so a
 //             second run with the same DIR measures the first get of a process after the first
 //             since the install, as every later process of an application has it
 #include <cuda.h>

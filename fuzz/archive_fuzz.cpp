@@ -4,7 +4,7 @@
 // (verify_archive_members: manifest.json first, every artifact as the manifest says).
 #include "fuzz_util.hpp"
 #include "format/archive.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kiln;

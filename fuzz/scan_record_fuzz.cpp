@@ -1,4 +1,4 @@
-// The scan record (core/src/scan_record.hpp): a file in the loader's cache directory that a
+// The scan record (core/store/scan_record.hpp): a file in the loader's cache directory that a
 // later process trusts for a store's listing and, per manifest, a ManifestLayout that lets
 // ManifestEntries::read_with_layout (core/format/manifest_entry.cpp) skip checking every artifact.
 // The file can be forged or corrupted, so two things are checked over any bytes:
@@ -33,8 +33,8 @@
 #include "fuzz_util.hpp"
 #include "format/manifest.hpp"
 #include "format/manifest_entry.hpp"
-#include "scan_record.hpp"
-#include "store_scan.hpp"
+#include "store/scan_record.hpp"
+#include "store/store_scan.hpp"
 
 namespace {
 

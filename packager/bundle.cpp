@@ -15,7 +15,7 @@
 #include "format/archive_stream.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"

@@ -27,7 +27,7 @@
 
 #include "kiln/fetch.hpp"
 #include "format/manifest.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 
 namespace kiln::packager {
 

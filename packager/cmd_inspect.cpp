@@ -13,7 +13,7 @@
 #include "kiln/error.hpp"
 #include "format/fatbin.hpp"
 #include "format/manifest.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 
 namespace kiln::cli {
 

@@ -10,9 +10,9 @@
 #include "io/atomic_file.hpp"
 #include "bundle.hpp"
 #include "commands.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "tuf_metadata.hpp"
 

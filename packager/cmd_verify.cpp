@@ -6,7 +6,7 @@
 
 #include "commands.hpp"
 #include "kiln/error.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "kiln/version.hpp"
 
 namespace kiln::cli {

@@ -10,7 +10,7 @@
 #include "commands.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "format/target.hpp"
 #include "wheel.hpp"
 

@@ -8,12 +8,12 @@
 #include <sstream>
 
 #include "io/atomic_file.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "format/manifest.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "format/target.hpp"
 #include "resolver.hpp"
-#include "store_scan.hpp"
+#include "store/store_scan.hpp"
 #include "tarball.hpp"
 #include "wheel.hpp"
 

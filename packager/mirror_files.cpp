@@ -11,12 +11,12 @@
 #include <string_view>
 #include <vector>
 
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels.h"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "mirror.hpp"
 #include "mirror_internal.hpp"

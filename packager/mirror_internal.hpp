@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "format/manifest.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "mirror.hpp"
 
 namespace kiln::packager::mirror_detail {

@@ -37,7 +37,7 @@
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "mirror.hpp"
 #include "mirror_internal.hpp"
 #include "verified_download.hpp"

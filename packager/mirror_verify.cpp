@@ -9,7 +9,7 @@
 #include "fetch_internal.hpp"
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "mirror.hpp"
 #include "mirror_internal.hpp"
 

@@ -18,7 +18,7 @@
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "format/libarchive_handles.hpp"
 #include "loader_facts.hpp"

@@ -9,14 +9,14 @@
 #include <vector>
 
 #include "io/atomic_file.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "format/target.hpp"
 #include "kiln/version.hpp"
-#include "store_scan.hpp"
+#include "store/store_scan.hpp"
 #include "wheel.hpp"
 
 namespace kiln::wheel {

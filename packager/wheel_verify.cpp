@@ -12,7 +12,7 @@
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "wheel.hpp"
 #include "wheel_paths.hpp"
 

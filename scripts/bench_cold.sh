@@ -83,7 +83,7 @@ run_bench() {
 # A node's store was installed before its processes start; a store copied to the machine a
 # moment ago is not "settled" (core/io/identity_cache.hpp: files changed less than 1 s before a
 # read are not remembered, so every cold get would list and parse it again; scan records, which
-# the fresh-process benchmark's kiln children keep, want 3 s: core/src/scan_record.hpp). Waits
+# the fresh-process benchmark's kiln children keep, want 3 s: core/store/scan_record.hpp). Waits
 # until the newest mtime/ctime under STORE is 3.5 s old, and says so.
 settle() {
   local newest now

@@ -15,7 +15,7 @@
 # Without a tool the child just runs and prints its phases (ns).
 # Its cache directory is a new empty one, so it lists the store and checks the manifest whole as
 # the first process after an install does; COLD_CACHE=DIR gives it DIR instead, where an earlier
-# child has kept the store's scan record (core/src/scan_record.hpp), as every later process has.
+# child has kept the store's scan record (core/store/scan_record.hpp), as every later process has.
 set -euo pipefail
 build=$(cd "${1:?usage: cold_child.sh BUILD_DIR STORE [TOOL ARGS...]}" && pwd)
 store=$(cd "${2:?usage: cold_child.sh BUILD_DIR STORE [TOOL ARGS...]}" && pwd)

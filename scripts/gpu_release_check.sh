@@ -202,7 +202,7 @@ tier_cases() {
   }
 
   # store: nothing but the tarball. A store written less than 3 s before is not recorded
-  # (kRecordSettledNs, core/src/scan_record.hpp), hence the wait: the case keeps the store's scan
+  # (kRecordSettledNs, core/store/scan_record.hpp), hence the wait: the case keeps the store's scan
   # record in its cache.
   sleep 3.1
   case_run store "$tree/lib" "$tree/share/kiln/artifacts" || rc=1

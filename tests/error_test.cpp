@@ -7,7 +7,7 @@
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "test_util.hpp"
 
 namespace {

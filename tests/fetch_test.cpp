@@ -8,7 +8,7 @@
 
 #include "fetch_internal.hpp"
 #include "http_transport.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "format/manifest.hpp"

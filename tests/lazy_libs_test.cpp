@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "runtime/driver.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "jit.hpp"
 #include "format/archive.hpp"
 #include "kiln/error.hpp"
@@ -22,7 +22,7 @@
 #include "format/manifest.hpp"
 #include "project/registry.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "runtime/lazy_libs.hpp"
 #include "loader_factory.hpp"

@@ -19,7 +19,7 @@
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "io/limits.hpp"
 #include "resolver.hpp"

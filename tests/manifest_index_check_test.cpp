@@ -1,4 +1,4 @@
-// The one manifest-against-index check (core/src/index_entry_check.hpp) as each of its users
+// The one manifest-against-index check (core/store/index_entry_check.hpp) as each of its users
 // reports it: `kiln verify INDEX` (verify_index_file), `kiln mirror verify` (verify_mirror) and
 // `kiln compat INDEX` (check_compat). The same disagreement gets the same kind, and the field
 // and both values, everywhere; before, each held its own copy and called every field Integrity.
@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "compat.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "loader_facts.hpp"
 #include "mirror.hpp"

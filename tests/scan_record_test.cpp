@@ -1,8 +1,8 @@
-// The store scan kept between processes (core/src/scan_record.hpp): its format, reading a
+// The store scan kept between processes (core/store/scan_record.hpp): its format, reading a
 // manifest with a recorded layout (ManifestEntries::read_with_layout), and get()'s fast path
 // writing and using records in a real cache directory. A "fresh process" is this one after
 // forget_store_memory(), which drops what the store tier remembers in memory.
-#include "scan_record.hpp"
+#include "store/scan_record.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -25,7 +25,7 @@
 #include "format/manifest_entry.hpp"
 #include "resolver.hpp"
 #include "stand_in_driver.hpp"
-#include "store_scan.hpp"
+#include "store/store_scan.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

@@ -1,4 +1,4 @@
-// The one store rule (core/src/store_scan.hpp) seen through both of its users: the loader
+// The one store rule (core/store/store_scan.hpp) seen through both of its users: the loader
 // (`kiln resolve`, which runs the loader's store tier over DiskStoreFs) and the CLI's store
 // scanner (`kiln verify STORE`). The layouts are those where the two old rules disagreed: the
 // loader read only kiln-kernels-* directories and ignored what their names said, the CLI read
@@ -10,7 +10,7 @@
 #include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "io/limits.hpp"
-#include "store_scan.hpp"
+#include "store/store_scan.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

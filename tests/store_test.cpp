@@ -1,4 +1,4 @@
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -115,7 +115,7 @@ TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
       << entries[3].error;
 }
 
-// The one store rule (core/src/store_scan.hpp): only kiln-kernels-* directories (or links to
+// The one store rule (core/store/store_scan.hpp): only kiln-kernels-* directories (or links to
 // one) are archives; the cache's jit/, hidden entries and anything else are skipped unreported.
 TEST(Store, ScanSkipsEntriesThatAreNotArchiveDirectoriesAndFollowsLinks) {
   TempDir dir;

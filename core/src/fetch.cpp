@@ -43,11 +43,11 @@
 
 #include "fetch_internal.hpp"
 #include "io/file_lock.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "format/target.hpp"
 #include "kiln/version.hpp"
 #include "tuf_mirror.hpp"

@@ -24,8 +24,8 @@
 #include "kiln/version.hpp"
 #include "runtime/log.hpp"
 #include "format/manifest_entry.hpp"
-#include "scan_record.hpp"
-#include "store_scan.hpp"
+#include "store/scan_record.hpp"
+#include "store/store_scan.hpp"
 #include "format/untrusted_json.hpp"
 
 namespace kiln {

@@ -27,7 +27,7 @@
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"

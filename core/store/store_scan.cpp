@@ -1,5 +1,5 @@
 // The one store scanning rule (store_scan.hpp).
-#include "store_scan.hpp"
+#include "store/store_scan.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

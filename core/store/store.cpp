@@ -1,4 +1,4 @@
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,10 +17,10 @@
 #include "format/archive_stream.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 #include "format/fatbin.hpp"
 #include "io/sha256.hpp"
-#include "store_scan.hpp"
+#include "store/store_scan.hpp"
 #include "format/untrusted_json.hpp"
 
 #include <nlohmann/json.hpp>

@@ -12,7 +12,7 @@
 
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
-#include "kiln/store.hpp"
+#include "store/store.hpp"
 
 namespace kiln {
 

@@ -43,7 +43,7 @@ struct StoreArchive {
 };
 
 // Lists the archive directories of a store, sorted by name, by the one store rule the loader
-// also uses (core/src/store_scan.hpp): directories (or links to one) named kiln-kernels-*;
+// also uses (core/store/store_scan.hpp): directories (or links to one) named kiln-kernels-*;
 // hidden entries (".tmp-*"), the cache's jit/, other directories and plain files are skipped.
 // A broken entry (no manifest, unparsable, stale format, name that does not match its
 // manifest) is returned with `error` set so callers can report it and go on. A store directory

@@ -1,5 +1,5 @@
 // The manifest-against-index check, and the manifest read it needs before anything is unpacked.
-#include "index_entry_check.hpp"
+#include "store/index_entry_check.hpp"
 
 #include "format/archive_stream.hpp"
 #include "kiln/error.hpp"

@@ -1,4 +1,4 @@
-#include "scan_record.hpp"
+#include "store/scan_record.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 #include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "io/limits.hpp"
-#include "store_scan.hpp"
+#include "store/store_scan.hpp"
 
 namespace kiln {
 namespace {

@@ -1,9 +1,9 @@
-// HTTP response header lines as libcurl hands them to kiln (core/src/http_transport.cpp):
+// HTTP response header lines as libcurl hands them to kiln (core/transport/http_transport.cpp):
 // header_value picks Retry-After out of a raw line, parse_retry_after reads delta-seconds or an
 // HTTP-date. Whatever a mirror sends, the delay is never negative, and delta-seconds never
 // exceed the nine digits the parser takes.
 #include "fuzz_util.hpp"
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kiln::fetch_detail;

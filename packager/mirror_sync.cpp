@@ -33,7 +33,7 @@
 
 #include "io/atomic_file.hpp"
 #include "fetch_internal.hpp"
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"

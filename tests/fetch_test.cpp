@@ -7,7 +7,7 @@
 #include <set>
 
 #include "fetch_internal.hpp"
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 #include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 #include "kiln/fetch.hpp"
 #include "format/manifest.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 #include "runtime/log.hpp"
 
 namespace kiln::tuf {

@@ -29,7 +29,7 @@
 #include <string>
 #include <utility>
 
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 
 namespace kiln::fetch_detail {
 

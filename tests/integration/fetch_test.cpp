@@ -21,7 +21,7 @@
 #include "child_process.hpp"
 #include "runtime/driver.hpp"
 #include "fetch_internal.hpp"
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"

@@ -20,7 +20,7 @@
 
 #include "child_process.hpp"
 #include "fetch_internal.hpp"
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 #include "kiln/error.hpp"
 #include "kiln/fetch.hpp"
 #include "kiln/loader.hpp"

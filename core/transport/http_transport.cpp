@@ -1,5 +1,5 @@
 // libcurl behind the Transport interface, and the pure retry decision.
-#include "http_transport.hpp"
+#include "transport/http_transport.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -20,9 +20,9 @@
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "target_choice.hpp"
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 #include "tuf_mirror.hpp"
-#include "tuf_updater.hpp"
+#include "tuf/tuf_updater.hpp"
 
 namespace kiln::packager {
 

@@ -14,7 +14,7 @@
 #include "kiln/error.hpp"
 #include "store/store.hpp"
 #include "kiln/version.hpp"
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 
 namespace kiln::cli {
 

@@ -11,7 +11,7 @@
 #include "io/atomic_file.hpp"
 #include "commands.hpp"
 #include "kiln/error.hpp"
-#include "tuf_updater.hpp"
+#include "tuf/tuf_updater.hpp"
 
 namespace kiln::cli {
 

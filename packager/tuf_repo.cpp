@@ -9,8 +9,8 @@
 
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
-#include "tuf_metadata.hpp"
-#include "tuf_signer.hpp"
+#include "tuf/tuf_metadata.hpp"
+#include "tuf/tuf_signer.hpp"
 
 namespace kiln::tuf_repo {
 

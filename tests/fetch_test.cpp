@@ -16,7 +16,7 @@
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 #include "tuf_mirror.hpp"
 
 namespace kiln {

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "tuf_metadata.hpp"
-#include "tuf_signer.hpp"
+#include "tuf/tuf_metadata.hpp"
+#include "tuf/tuf_signer.hpp"
 
 namespace kiln::test::tuf_forge {
 

@@ -9,8 +9,8 @@
 
 #include "test_util.hpp"
 #include "tuf_repo.hpp"
-#include "tuf_signer.hpp"
-#include "tuf_updater.hpp"
+#include "tuf/tuf_signer.hpp"
+#include "tuf/tuf_updater.hpp"
 
 namespace kiln::tuf {
 namespace {

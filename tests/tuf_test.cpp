@@ -9,9 +9,9 @@
 #include <map>
 
 #include "test_util.hpp"
-#include "tuf_metadata.hpp"
-#include "tuf_signer.hpp"
-#include "tuf_updater.hpp"
+#include "tuf/tuf_metadata.hpp"
+#include "tuf/tuf_signer.hpp"
+#include "tuf/tuf_updater.hpp"
 
 namespace kiln::tuf {
 namespace {

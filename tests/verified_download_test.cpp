@@ -15,7 +15,7 @@
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "test_util.hpp"
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 
 namespace kiln {
 namespace {

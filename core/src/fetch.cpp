@@ -51,7 +51,7 @@
 #include "format/target.hpp"
 #include "kiln/version.hpp"
 #include "tuf_mirror.hpp"
-#include "tuf_updater.hpp"
+#include "tuf/tuf_updater.hpp"
 #include "verified_download.hpp"
 
 #ifndef KILN_DEFAULT_MIRRORS

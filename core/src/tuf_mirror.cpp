@@ -8,7 +8,7 @@
 #include "io/file_lock.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
-#include "tuf_updater.hpp"
+#include "tuf/tuf_updater.hpp"
 
 namespace kiln::fetch_detail {
 

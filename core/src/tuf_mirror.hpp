@@ -15,7 +15,7 @@
 #include <string_view>
 
 #include "kiln/fetch.hpp"
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 #include "verified_download.hpp"
 
 namespace kiln::fetch_detail {

@@ -8,7 +8,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/sha256.hpp"
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 
 namespace kiln::fetch_detail {
 

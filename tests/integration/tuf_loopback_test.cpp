@@ -21,8 +21,8 @@
 #include "misbehaving_server.hpp"
 #include "test_util.hpp"
 #include "tuf_forge.hpp"
-#include "tuf_metadata.hpp"
-#include "tuf_signer.hpp"
+#include "tuf/tuf_metadata.hpp"
+#include "tuf/tuf_signer.hpp"
 
 namespace kiln {
 namespace {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 
 namespace kiln::tuf {
 

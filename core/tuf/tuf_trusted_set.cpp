@@ -1,4 +1,4 @@
-#include "tuf_trusted_set.hpp"
+#include "tuf/tuf_trusted_set.hpp"
 
 namespace kiln::tuf {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 
 namespace kiln::tuf {
 

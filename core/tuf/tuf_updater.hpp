@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "tuf_trusted_set.hpp"
+#include "tuf/tuf_trusted_set.hpp"
 
 namespace kiln::tuf {
 

@@ -1,4 +1,4 @@
-#include "tuf_signer.hpp"
+#include "tuf/tuf_signer.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/ec.h>

@@ -1,4 +1,4 @@
-#include "tuf_updater.hpp"
+#include "tuf/tuf_updater.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "tuf_metadata.hpp"
+#include "tuf/tuf_metadata.hpp"
 
 #include <openssl/bio.h>
 #include <openssl/evp.h>

@@ -21,7 +21,7 @@
 #include "kiln/version.hpp"
 #include "target_choice.hpp"
 #include "tuf/tuf_metadata.hpp"
-#include "tuf_mirror.hpp"
+#include "fetch/tuf_mirror.hpp"
 #include "tuf/tuf_updater.hpp"
 
 namespace kiln::packager {

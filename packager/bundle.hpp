@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "format/manifest.hpp"
 #include "store/store.hpp"
 

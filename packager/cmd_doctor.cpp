@@ -18,7 +18,7 @@
 #include "runtime/environment.hpp"
 #include "jit.hpp"
 #include "kiln/error.hpp"
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
 #include "runtime/lazy_libs.hpp"

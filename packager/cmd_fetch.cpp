@@ -10,7 +10,7 @@
 #include "commands.hpp"
 #include "runtime/driver.hpp"
 #include "kiln/error.hpp"
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "format/target.hpp"
 #include "kiln/version.hpp"

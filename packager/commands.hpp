@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 
 namespace kiln::cli {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "io/atomic_file.hpp"
-#include "fetch_internal.hpp"
+#include "fetch/fetch_internal.hpp"
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "io/atomic_file.hpp"
-#include "fetch_internal.hpp"
+#include "fetch/fetch_internal.hpp"
 #include "transport/http_transport.hpp"
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
@@ -40,7 +40,7 @@
 #include "store/store.hpp"
 #include "mirror.hpp"
 #include "mirror_internal.hpp"
-#include "verified_download.hpp"
+#include "fetch/verified_download.hpp"
 
 namespace kiln::packager {
 

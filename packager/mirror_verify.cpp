@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fetch_internal.hpp"
+#include "fetch/fetch_internal.hpp"
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "store/store.hpp"

@@ -6,18 +6,18 @@
 #include <mutex>
 #include <set>
 
-#include "fetch_internal.hpp"
+#include "fetch/fetch_internal.hpp"
 #include "transport/http_transport.hpp"
 #include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 #include "tuf/tuf_metadata.hpp"
-#include "tuf_mirror.hpp"
+#include "fetch/tuf_mirror.hpp"
 
 namespace kiln {
 namespace {

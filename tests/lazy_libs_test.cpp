@@ -17,7 +17,7 @@
 #include "jit.hpp"
 #include "format/archive.hpp"
 #include "kiln/error.hpp"
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"
 #include "project/registry.hpp"

@@ -1,8 +1,8 @@
-// The one verified download and retry loop (core/src/verified_download.hpp) over a scripted
+// The one verified download and retry loop (core/fetch/verified_download.hpp) over a scripted
 // transport and a real temporary directory: what lands on disk, what is retried, how long it
 // sleeps. kiln fetch, the mirror tier and kiln mirror sync all go through these; their own
 // behaviour over real loopback servers is in tests/integration/{fetch,mirror_sync}_test.cpp.
-#include "verified_download.hpp"
+#include "fetch/verified_download.hpp"
 
 #include <gtest/gtest.h>
 

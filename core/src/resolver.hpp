@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"
 #include "format/target.hpp"

@@ -20,10 +20,10 @@
 
 #include "child_process.hpp"
 #include "runtime/driver.hpp"
-#include "fetch_internal.hpp"
+#include "fetch/fetch_internal.hpp"
 #include "transport/http_transport.hpp"
 #include "kiln/error.hpp"
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"

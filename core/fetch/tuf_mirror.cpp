@@ -1,4 +1,4 @@
-#include "tuf_mirror.hpp"
+#include "fetch/tuf_mirror.hpp"
 
 #include <algorithm>
 #include <chrono>

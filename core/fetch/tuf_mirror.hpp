@@ -14,9 +14,9 @@
 #include <string>
 #include <string_view>
 
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "tuf/tuf_metadata.hpp"
-#include "verified_download.hpp"
+#include "fetch/verified_download.hpp"
 
 namespace kiln::fetch_detail {
 

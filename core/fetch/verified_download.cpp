@@ -1,5 +1,5 @@
 // The one retry loop and the one verified download (verified_download.hpp).
-#include "verified_download.hpp"
+#include "fetch/verified_download.hpp"
 
 #include <algorithm>
 #include <exception>

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "transport/http_transport.hpp"
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 #include "format/manifest.hpp"
 
 namespace kiln::fetch_detail {

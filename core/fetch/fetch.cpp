@@ -25,7 +25,7 @@
 // length and checked against every hash the targets metadata lists). Under TUF each archive is
 // downloaded from <mirror>/targets/ against its targets metadata (length, sha256, sha512) as
 // well as its index entry; a refused repository distrusts that mirror and names the attack.
-#include "kiln/fetch.hpp"
+#include "fetch/fetch.hpp"
 
 #include <unistd.h>
 
@@ -41,7 +41,7 @@
 #include <sstream>
 #include <thread>
 
-#include "fetch_internal.hpp"
+#include "fetch/fetch_internal.hpp"
 #include "io/file_lock.hpp"
 #include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
@@ -50,9 +50,9 @@
 #include "store/store.hpp"
 #include "format/target.hpp"
 #include "kiln/version.hpp"
-#include "tuf_mirror.hpp"
+#include "fetch/tuf_mirror.hpp"
 #include "tuf/tuf_updater.hpp"
-#include "verified_download.hpp"
+#include "fetch/verified_download.hpp"
 
 #ifndef KILN_DEFAULT_MIRRORS
 #define KILN_DEFAULT_MIRRORS ""

@@ -16,7 +16,7 @@
 #include "commands.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/environment.hpp"
-#include "jit.hpp"
+#include "jit/jit.hpp"
 #include "kiln/error.hpp"
 #include "fetch/fetch.hpp"
 #include "kiln/loader.hpp"

@@ -1,4 +1,4 @@
-#include "jit.hpp"
+#include "jit/jit.hpp"
 
 #include "io/file_lock.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "runtime/driver.hpp"
 #include "store/index_entry_check.hpp"
-#include "jit.hpp"
+#include "jit/jit.hpp"
 #include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "fetch/fetch.hpp"

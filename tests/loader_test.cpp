@@ -13,7 +13,7 @@
 
 #include "runtime/cold_phases.hpp"
 #include "runtime/driver.hpp"
-#include "jit.hpp"
+#include "jit/jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"

@@ -19,7 +19,7 @@
 #include "io/atomic_file.hpp"
 #include "runtime/cold_phases.hpp"
 #include "io/identity_cache.hpp"
-#include "jit.hpp"
+#include "jit/jit.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "runtime/log.hpp"

@@ -15,7 +15,7 @@
 
 #include "runtime/cold_phases.hpp"
 #include "runtime/driver.hpp"
-#include "jit.hpp"
+#include "jit/jit.hpp"
 #include "kiln/error.hpp"
 #include "project/package.hpp"
 #include "project/registry.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <utility>
 
-#include "jit.hpp"
+#include "jit/jit.hpp"
 #include "project/registry.hpp"
 
 namespace kiln::jit_detail {

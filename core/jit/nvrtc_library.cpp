@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "jit_internal.hpp"
+#include "jit/jit_internal.hpp"
 
 namespace kiln {
 

@@ -3,7 +3,7 @@
 #include <system_error>
 #include <vector>
 
-#include "jit_internal.hpp"
+#include "jit/jit_internal.hpp"
 
 #ifndef KILN_CUDA_HOME
 #define KILN_CUDA_HOME ""

@@ -5,7 +5,7 @@
 #include <system_error>
 
 #include "io/atomic_file.hpp"
-#include "jit_internal.hpp"
+#include "jit/jit_internal.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "io/limits.hpp"

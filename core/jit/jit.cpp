@@ -1,6 +1,6 @@
 // The JIT compile itself: the target and options for a family, the closure of its sources, the
 // NVRTC program, and the cache entry it reads or leaves (jit_internal.hpp names the other files).
-#include "jit.hpp"
+#include "jit/jit.hpp"
 
 #include <filesystem>
 #include <memory>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "io/file_lock.hpp"
-#include "jit_internal.hpp"
+#include "jit/jit_internal.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "runtime/log.hpp"

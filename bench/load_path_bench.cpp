@@ -50,7 +50,7 @@
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "loader_factory.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
-#include "target_choice.hpp"
+#include "plan/target_choice.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "fetch/tuf_mirror.hpp"
 #include "tuf/tuf_updater.hpp"

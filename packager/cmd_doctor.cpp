@@ -22,7 +22,7 @@
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
 #include "runtime/lazy_libs.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 
 namespace kiln::cli {
 

@@ -14,8 +14,8 @@
 #include "kiln/loader.hpp"
 #include "format/target.hpp"
 #include "kiln/version.hpp"
-#include "resolver.hpp"
-#include "target_choice.hpp"
+#include "plan/resolver.hpp"
+#include "plan/target_choice.hpp"
 
 namespace kiln::cli {
 

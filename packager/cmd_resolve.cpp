@@ -7,7 +7,7 @@
 #include "kiln/loader.hpp"
 #include "project/package.hpp"
 #include "format/target.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 
 namespace kiln::cli {
 

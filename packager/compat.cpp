@@ -12,7 +12,7 @@
 #include "format/manifest.hpp"
 #include "store/store.hpp"
 #include "format/target.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "store/store_scan.hpp"
 #include "tarball.hpp"
 #include "wheel.hpp"

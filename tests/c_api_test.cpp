@@ -11,7 +11,7 @@
 
 #include "c_api_internal.hpp"
 #include "runtime/driver.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "test_util.hpp"
 
 namespace {

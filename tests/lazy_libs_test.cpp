@@ -26,7 +26,7 @@
 #include "kiln/version.hpp"
 #include "runtime/lazy_libs.hpp"
 #include "loader_factory.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

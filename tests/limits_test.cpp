@@ -22,7 +22,7 @@
 #include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "io/limits.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 #include "format/untrusted_json.hpp"

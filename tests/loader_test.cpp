@@ -21,7 +21,7 @@
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

@@ -14,7 +14,7 @@
 
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

@@ -20,7 +20,7 @@
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "runtime/log.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

@@ -15,7 +15,7 @@
 #include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "stand_in_driver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

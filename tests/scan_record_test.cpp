@@ -23,7 +23,7 @@
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "format/manifest_entry.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "stand_in_driver.hpp"
 #include "store/store_scan.hpp"
 #include "synthetic_release.hpp"

@@ -1,14 +1,14 @@
 // The one target-choice rule (target_choice.hpp) as tables: for each device, the ordered
 // candidates with their reasons and the rejected targets with theirs, against the default
 // release targets (ci/targets.txt) and against odd lists.
-#include "target_choice.hpp"
+#include "plan/target_choice.hpp"
 
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "kiln/version.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "project/registry.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 
 // kiln_kernel stays incomplete: a kiln_kernel* is the address of the loader's KernelHandle.
 

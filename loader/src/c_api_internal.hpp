@@ -7,7 +7,7 @@
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 
 struct kiln_loader {
   std::unique_ptr<kiln::Loader> loader;

@@ -23,7 +23,7 @@
 #include "loader_access.hpp"
 #include "loader_factory.hpp"
 #include "runtime/log.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "format/untrusted_json.hpp"
 
 namespace kiln {

@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "kiln/loader.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 
 namespace kiln {
 

@@ -29,7 +29,7 @@
 #include "store/store.hpp"
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 #include "stand_in_driver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

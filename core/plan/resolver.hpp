@@ -15,7 +15,7 @@
 #include "kiln/loader.hpp"
 #include "format/manifest.hpp"
 #include "format/target.hpp"
-#include "target_choice.hpp"
+#include "plan/target_choice.hpp"
 
 namespace kiln {
 

@@ -1,4 +1,4 @@
-#include "resolver.hpp"
+#include "plan/resolver.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>

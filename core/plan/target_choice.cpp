@@ -1,4 +1,4 @@
-#include "target_choice.hpp"
+#include "plan/target_choice.hpp"
 
 #include "kiln/kernels.h"
 #include "kiln/version.hpp"

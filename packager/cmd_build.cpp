@@ -8,12 +8,12 @@
 #include <iostream>
 #include <sstream>
 
-#include "build.hpp"
+#include "build/build.hpp"
 #include "commands.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
-#include "shard.hpp"
-#include "toolkit.hpp"
+#include "build/shard.hpp"
+#include "build/toolkit.hpp"
 
 namespace kiln::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "build.hpp"
+#include "build/build.hpp"
 #include "bundle.hpp"
 #include "commands.hpp"
 #include "runtime/environment.hpp"

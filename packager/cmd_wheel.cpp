@@ -6,7 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "build.hpp"
+#include "build/build.hpp"
 #include "commands.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"

@@ -4,12 +4,12 @@
 
 #include <algorithm>
 
-#include "build.hpp"
+#include "build/build.hpp"
 #include "kiln/error.hpp"
 #include "project/registry.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
-#include "toolkit.hpp"
+#include "build/toolkit.hpp"
 
 namespace kiln::packager {
 namespace {

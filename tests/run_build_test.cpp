@@ -10,15 +10,15 @@
 #include <map>
 #include <set>
 
-#include "build.hpp"
-#include "command_runner.hpp"
+#include "build/build.hpp"
+#include "build/command_runner.hpp"
 #include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "format/fatbin.hpp"
 #include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
-#include "toolkit.hpp"
+#include "build/toolkit.hpp"
 
 namespace kiln::packager {
 namespace {

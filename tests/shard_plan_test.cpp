@@ -4,10 +4,10 @@
 
 #include <set>
 
-#include "build.hpp"
+#include "build/build.hpp"
 #include "kiln/error.hpp"
 #include "project/registry.hpp"
-#include "shard.hpp"
+#include "build/shard.hpp"
 
 namespace kiln::packager {
 namespace {

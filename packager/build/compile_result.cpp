@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "build.hpp"
+#include "build/build.hpp"
 #include "kiln/error.hpp"
 #include "format/fatbin.hpp"
 

@@ -16,7 +16,7 @@
 #include "project/package.hpp"
 #include "project/registry.hpp"
 #include "format/target.hpp"
-#include "toolkit.hpp"
+#include "build/toolkit.hpp"
 
 namespace kiln::packager {
 

@@ -1,4 +1,4 @@
-#include "toolkit.hpp"
+#include "build/toolkit.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "build.hpp"
+#include "build/build.hpp"
 #include "format/manifest.hpp"
 
 namespace kiln::packager {

@@ -3,7 +3,7 @@
 // parsers of what a build reads (targets files, /proc/meminfo, SOURCE_DATE_EPOCH, --shard, ninja
 // status lines, a compile result's entry symbols). No I/O: run_build.cpp runs it through a
 // CommandRunner, publish.cpp writes the release.
-#include "build.hpp"
+#include "build/build.hpp"
 
 #include <fnmatch.h>
 

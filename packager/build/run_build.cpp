@@ -13,12 +13,12 @@
 #include <thread>
 
 #include "io/atomic_file.hpp"
-#include "command_runner.hpp"
+#include "build/command_runner.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
-#include "shard.hpp"
+#include "build/shard.hpp"
 
 namespace kiln::packager {
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-#include "shard.hpp"
+#include "build/shard.hpp"
 
 #include <algorithm>
 #include <chrono>

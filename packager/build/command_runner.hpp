@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "build.hpp"
+#include "build/build.hpp"
 
 namespace kiln::packager {
 

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "io/atomic_file.hpp"
-#include "build.hpp"
+#include "build/build.hpp"
 #include "runtime/environment.hpp"
 #include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
-#include "toolkit.hpp"
+#include "build/toolkit.hpp"
 
 namespace kiln::packager {
 namespace fs = std::filesystem;

@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "command_runner.hpp"
+#include "build/command_runner.hpp"
 #include "kiln/error.hpp"
-#include "toolkit.hpp"
+#include "build/toolkit.hpp"
 
 namespace kiln::packager {
 

@@ -1,6 +1,6 @@
-// A whole .whl: the zip reader (packager/wheel_zip.cpp), then verify_wheel (dist-info, WHEEL,
+// A whole .whl: the zip reader (packager/wheel/wheel_zip.cpp), then verify_wheel (dist-info, WHEEL,
 // METADATA, and RECORD: every member listed once with its sha256 and size) and wheel_manifests
-// (every manifest.json inside; both packager/wheel_verify.cpp), as `kiln mirror sync`/`verify`
+// (every manifest.json inside; both packager/wheel/wheel_verify.cpp), as `kiln mirror sync`/`verify`
 // check wheels.
 #include "fuzz_util.hpp"
 #include "wheel_tmp.hpp"

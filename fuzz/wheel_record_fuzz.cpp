@@ -1,4 +1,4 @@
-// RECORD (verify_wheel, packager/wheel_verify.cpp) with everything around it well formed: the
+// RECORD (verify_wheel, packager/wheel/wheel_verify.cpp) with everything around it well formed: the
 // input is the RECORD text of a real kiln wheel (wheel_contents of a one-kernel manifest),
 // written as a zip, so the fuzzer spends its time in the RECORD rows (csv quoting, hash, size,
 // paths) rather than in the zip reader. The wheel's own RECORD must give no problem: the target

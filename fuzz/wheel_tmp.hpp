@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "kiln/version.hpp"
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln::fuzz {
 

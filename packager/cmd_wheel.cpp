@@ -12,7 +12,7 @@
 #include "kiln/error.hpp"
 #include "store/store.hpp"
 #include "format/target.hpp"
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln::cli {
 

@@ -15,7 +15,7 @@
 #include "plan/resolver.hpp"
 #include "store/store_scan.hpp"
 #include "tarball.hpp"
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln::cli {
 

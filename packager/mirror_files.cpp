@@ -20,7 +20,7 @@
 #include "kiln/version.hpp"
 #include "mirror.hpp"
 #include "mirror_internal.hpp"
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln::packager {
 
@@ -186,7 +186,7 @@ void check_release_version(const std::string& version) {
 
 std::vector<std::string> check_wheel(const fs::path& path) {
   // The wheel's own RECORD: every member listed once with the right digest and size, and
-  // RECORD, WHEEL and METADATA well formed (packager/wheel.hpp).
+  // RECORD, WHEEL and METADATA well formed (packager/wheel/wheel.hpp).
   std::vector<std::string> out;
   for (const auto& p : wheel::verify_wheel(path)) out.push_back(p.file + ": " + p.what);
   return out;

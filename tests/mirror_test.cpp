@@ -16,7 +16,7 @@
 #include "mirror.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln {
 namespace {

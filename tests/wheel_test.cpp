@@ -1,6 +1,6 @@
-// `kiln wheel` and packager/wheel.hpp: names, contents, reproducible bytes, RECORD, verify_wheel
+// `kiln wheel` and packager/wheel/wheel.hpp: names, contents, reproducible bytes, RECORD, verify_wheel
 // catching tampering, target selection errors. Archives are made here without nvcc.
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 #include <gtest/gtest.h>
 

@@ -29,7 +29,7 @@
 #include "misbehaving_server.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln {
 namespace {

@@ -11,7 +11,7 @@
 #include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln {
 namespace {

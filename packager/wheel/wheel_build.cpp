@@ -17,7 +17,7 @@
 #include "format/target.hpp"
 #include "kiln/version.hpp"
 #include "store/store_scan.hpp"
-#include "wheel.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln::wheel {
 namespace fs = std::filesystem;

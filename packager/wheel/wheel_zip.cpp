@@ -13,8 +13,8 @@
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
 #include "format/libarchive_handles.hpp"
-#include "wheel.hpp"
-#include "wheel_paths.hpp"
+#include "wheel/wheel.hpp"
+#include "wheel/wheel_paths.hpp"
 
 namespace kiln::wheel {
 namespace fs = std::filesystem;

@@ -13,8 +13,8 @@
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "store/store.hpp"
-#include "wheel.hpp"
-#include "wheel_paths.hpp"
+#include "wheel/wheel.hpp"
+#include "wheel/wheel_paths.hpp"
 
 namespace kiln::wheel {
 namespace fs = std::filesystem;

@@ -8,8 +8,8 @@
 #include "kiln/error.hpp"
 #include "io/sha256.hpp"
 #include "format/target.hpp"
-#include "wheel.hpp"
-#include "wheel_paths.hpp"
+#include "wheel/wheel.hpp"
+#include "wheel/wheel_paths.hpp"
 
 namespace kiln::wheel {
 

@@ -10,7 +10,7 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
-#include "mirror.hpp"
+#include "mirror/mirror.hpp"
 
 namespace kiln::cli {
 

@@ -15,7 +15,7 @@
 #include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "loader_facts.hpp"
-#include "mirror.hpp"
+#include "mirror/mirror.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

@@ -13,7 +13,7 @@
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
-#include "mirror.hpp"
+#include "mirror/mirror.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 #include "wheel/wheel.hpp"

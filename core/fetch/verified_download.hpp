@@ -1,6 +1,6 @@
 #pragma once
 // The one verified download and the one retry loop. `kiln fetch` and the loader's mirror tier
-// (fetch.cpp) and `kiln mirror sync` (packager/mirror_sync.cpp) all download through these, so they
+// (fetch.cpp) and `kiln mirror sync` (packager/mirror/mirror_sync.cpp) all download through these, so they
 // retry the same failures after the same delays (decide_retry: Retry-After honoured, capped; a
 // request past its deadline is never retried) and keep nothing they have not verified.
 //

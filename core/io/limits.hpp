@@ -6,7 +6,7 @@
 //
 // Limits that live beside the code they guard (documented in the same table):
 //   fetch_detail::kMaxIndexBytes (fetch_internal.hpp)  16 MiB index download
-//   kMaxChecksumsBytes (packager/mirror.hpp)             1 MiB SHA256SUMS file
+//   kMaxChecksumsBytes (packager/mirror/mirror.hpp)             1 MiB SHA256SUMS file
 //   kMaxDecompressed (fatbin.cpp)                        1 GiB one decompressed fatbin image
 #include <cstddef>
 #include <cstdint>

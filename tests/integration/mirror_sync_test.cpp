@@ -25,7 +25,7 @@
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
-#include "mirror.hpp"
+#include "mirror/mirror.hpp"
 #include "misbehaving_server.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

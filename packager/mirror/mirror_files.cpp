@@ -18,8 +18,8 @@
 #include "io/sha256.hpp"
 #include "store/store.hpp"
 #include "kiln/version.hpp"
-#include "mirror.hpp"
-#include "mirror_internal.hpp"
+#include "mirror/mirror.hpp"
+#include "mirror/mirror_internal.hpp"
 #include "wheel/wheel.hpp"
 
 namespace kiln::packager {

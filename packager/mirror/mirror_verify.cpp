@@ -10,8 +10,8 @@
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "store/store.hpp"
-#include "mirror.hpp"
-#include "mirror_internal.hpp"
+#include "mirror/mirror.hpp"
+#include "mirror/mirror_internal.hpp"
 
 namespace kiln::packager {
 

@@ -12,7 +12,7 @@
 
 #include "format/manifest.hpp"
 #include "store/store.hpp"
-#include "mirror.hpp"
+#include "mirror/mirror.hpp"
 
 namespace kiln::packager::mirror_detail {
 

@@ -8,7 +8,7 @@
 
 #include "kiln/error.hpp"
 #include "format/manifest.hpp"
-#include "mirror.hpp"
+#include "mirror/mirror.hpp"
 
 namespace kiln::packager {
 

@@ -38,8 +38,8 @@
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "store/store.hpp"
-#include "mirror.hpp"
-#include "mirror_internal.hpp"
+#include "mirror/mirror.hpp"
+#include "mirror/mirror_internal.hpp"
 #include "fetch/verified_download.hpp"
 
 namespace kiln::packager {

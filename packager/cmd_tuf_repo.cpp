@@ -8,7 +8,7 @@
 
 #include "commands.hpp"
 #include "kiln/error.hpp"
-#include "tuf_repo.hpp"
+#include "tuf_repo/tuf_repo.hpp"
 
 namespace kiln::cli {
 

@@ -8,7 +8,7 @@
 #include <map>
 
 #include "test_util.hpp"
-#include "tuf_repo.hpp"
+#include "tuf_repo/tuf_repo.hpp"
 #include "tuf/tuf_signer.hpp"
 #include "tuf/tuf_updater.hpp"
 

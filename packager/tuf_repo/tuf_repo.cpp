@@ -1,4 +1,4 @@
-#include "tuf_repo.hpp"
+#include "tuf_repo/tuf_repo.hpp"
 
 #include <sys/stat.h>
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "build/build.hpp"
-#include "bundle.hpp"
+#include "release/bundle.hpp"
 #include "commands.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"

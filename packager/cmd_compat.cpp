@@ -5,10 +5,10 @@
 #include <set>
 
 #include "commands.hpp"
-#include "compat.hpp"
+#include "release/compat.hpp"
 #include "runtime/driver.hpp"
 #include "kiln/error.hpp"
-#include "loader_facts.hpp"
+#include "release/loader_facts.hpp"
 
 namespace kiln::cli {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.hpp"
-#include "bundle.hpp"
+#include "release/bundle.hpp"
 #include "commands.hpp"
 #include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"

@@ -11,7 +11,7 @@
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "format/target.hpp"
-#include "tarball.hpp"
+#include "release/tarball.hpp"
 
 namespace kiln::cli {
 

@@ -7,14 +7,14 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "compat.hpp"
+#include "release/compat.hpp"
 #include "store/index_entry_check.hpp"
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "store/store.hpp"
 #include "kiln/version.hpp"
-#include "loader_facts.hpp"
+#include "release/loader_facts.hpp"
 #include "mirror/mirror.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

@@ -1,4 +1,4 @@
-#include "compat.hpp"
+#include "release/compat.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -14,7 +14,7 @@
 #include "format/target.hpp"
 #include "plan/resolver.hpp"
 #include "store/store_scan.hpp"
-#include "tarball.hpp"
+#include "release/tarball.hpp"
 #include "wheel/wheel.hpp"
 
 namespace kiln::cli {

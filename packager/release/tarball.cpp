@@ -1,4 +1,4 @@
-#include "tarball.hpp"
+#include "release/tarball.hpp"
 
 #include "kiln/kernels.h"
 
@@ -21,7 +21,7 @@
 #include "store/store.hpp"
 #include "kiln/version.hpp"
 #include "format/libarchive_handles.hpp"
-#include "loader_facts.hpp"
+#include "release/loader_facts.hpp"
 
 namespace kiln::cli {
 

@@ -1,4 +1,4 @@
-#include "loader_facts.hpp"
+#include "release/loader_facts.hpp"
 
 #include <dlfcn.h>
 

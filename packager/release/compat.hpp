@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "loader_facts.hpp"
+#include "release/loader_facts.hpp"
 
 namespace kiln::cli {
 

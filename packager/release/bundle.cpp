@@ -1,6 +1,6 @@
 // Air-gapped bundles: written from a TUF mirror by `kiln bundle`, verified and installed by
 // `kiln install --bundle` (bundle.hpp has the layout and the expiry rule).
-#include "bundle.hpp"
+#include "release/bundle.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

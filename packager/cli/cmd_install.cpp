@@ -9,7 +9,7 @@
 
 #include "io/atomic_file.hpp"
 #include "release/bundle.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
 #include "store/store.hpp"

@@ -2,7 +2,7 @@
 // URI, without loading anything. --device answers for a GPU that is not present.
 #include <iostream>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "project/package.hpp"

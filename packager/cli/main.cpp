@@ -1,7 +1,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 

@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "io/atomic_file.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "kiln/error.hpp"
 #include "tuf/tuf_updater.hpp"
 

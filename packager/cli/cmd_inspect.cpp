@@ -8,7 +8,7 @@
 
 #include "format/archive_stream.hpp"
 #include "io/atomic_file.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "format/fatbin.hpp"

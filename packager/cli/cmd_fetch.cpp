@@ -7,7 +7,7 @@
 #include <optional>
 #include <sstream>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "fetch/fetch.hpp"

@@ -2,7 +2,7 @@
 // code, context fields) beside the message a person reads.
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cli {

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/environment.hpp"
 #include "jit/jit.hpp"

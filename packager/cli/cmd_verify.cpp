@@ -4,7 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "kiln/error.hpp"
 #include "store/store.hpp"
 #include "kiln/version.hpp"

@@ -7,7 +7,7 @@
 
 #include "build/build.hpp"
 #include "release/bundle.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "io/atomic_file.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "format/manifest.hpp"
 #include "project/package.hpp"
 

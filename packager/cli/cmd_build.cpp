@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "build/build.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "build/shard.hpp"

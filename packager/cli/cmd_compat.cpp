@@ -4,7 +4,7 @@
 #include <memory>
 #include <set>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "release/compat.hpp"
 #include "runtime/driver.hpp"
 #include "kiln/error.hpp"

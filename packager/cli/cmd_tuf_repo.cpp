@@ -6,7 +6,7 @@
 #include <iostream>
 #include <memory>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "kiln/error.hpp"
 #include "tuf_repo/tuf_repo.hpp"
 

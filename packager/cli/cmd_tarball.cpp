@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "build/build.hpp"
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "format/target.hpp"

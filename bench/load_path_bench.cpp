@@ -42,15 +42,15 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cold_phases.hpp"
-#include "runtime/driver.hpp"
-#include "kiln/error.hpp"
-#include "kiln/loader.hpp"
-#include "kiln/kernels.h"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kernels.h"
+#include "kiln/loader.hpp"
 #include "loader_factory.hpp"
 #include "plan/resolver.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/driver.hpp"
 
 namespace {
 

@@ -2,8 +2,8 @@
 // `kiln install` and the loader unpack; plain tar too, which it also accepts, so that mutations
 // reach the tar headers instead of dying in the zstd frame) and the member check that follows it
 // (verify_archive_members: manifest.json first, every artifact as the manifest says).
-#include "fuzz_util.hpp"
 #include "format/archive.hpp"
+#include "fuzz_util.hpp"
 #include "store/store.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

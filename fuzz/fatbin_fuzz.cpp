@@ -2,8 +2,8 @@
 // it: every container and image, each payload (zstd-decompressed when flagged), the ELF symbol
 // table and arch of cubins, the .entry names of PTX, and the demangled base names. Raw ELF and
 // PTX input goes straight to their readers too.
-#include "fuzz_util.hpp"
 #include "format/fatbin.hpp"
+#include "fuzz_util.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 // parse_index (core/format/manifest.cpp) over any bytes: the release index a mirror serves.
 // Accepted input must round-trip: index_to_json of what was parsed parses again to the same
 // canonical bytes.
-#include "fuzz_util.hpp"
 #include "format/manifest.hpp"
+#include "fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kiln;

@@ -4,9 +4,9 @@
 #include <memory>
 #include <optional>
 
-#include "fuzz_util.hpp"
 #include "format/manifest.hpp"
 #include "format/manifest_entry.hpp"
+#include "fuzz_util.hpp"
 
 namespace {
 

@@ -1,8 +1,8 @@
 // parse_manifest (core/format/manifest.cpp) over any bytes: manifest.json from an archive or a
 // store. Accepted input must round-trip through manifest_to_json, and find() must find every
 // artifact it lists.
-#include "fuzz_util.hpp"
 #include "format/manifest.hpp"
+#include "fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kiln;

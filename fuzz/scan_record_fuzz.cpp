@@ -30,9 +30,9 @@
 #include <utility>
 #include <vector>
 
-#include "fuzz_util.hpp"
 #include "format/manifest.hpp"
 #include "format/manifest_entry.hpp"
+#include "fuzz_util.hpp"
 #include "store/scan_record.hpp"
 #include "store/store_scan.hpp"
 

@@ -3,9 +3,9 @@
 // written as a zip, so the fuzzer spends its time in the RECORD rows (csv quoting, hash, size,
 // paths) rather than in the zip reader. The wheel's own RECORD must give no problem: the target
 // can fail.
-#include "fuzz_util.hpp"
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
+#include "fuzz_util.hpp"
 #include "io/sha256.hpp"
 #include "wheel_tmp.hpp"
 

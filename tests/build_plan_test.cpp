@@ -5,11 +5,11 @@
 #include <algorithm>
 
 #include "build/build.hpp"
-#include "kiln/error.hpp"
-#include "project/registry.hpp"
-#include "kiln/version.hpp"
-#include "test_util.hpp"
 #include "build/toolkit.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "project/registry.hpp"
+#include "test_util.hpp"
 
 namespace kiln::packager {
 namespace {

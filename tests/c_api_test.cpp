@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "c_api_internal.hpp"
-#include "runtime/driver.hpp"
 #include "plan/resolver.hpp"
+#include "runtime/driver.hpp"
 #include "test_util.hpp"
 
 namespace {

@@ -11,14 +11,14 @@
 #include <string>
 #include <thread>
 
+#include "format/untrusted_json.hpp"
 #include "io/atomic_file.hpp"
-#include "runtime/cold_phases.hpp"
-#include "runtime/driver.hpp"
 #include "io/identity_cache.hpp"
 #include "kiln/error.hpp"
 #include "project/registry.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/driver.hpp"
 #include "test_util.hpp"
-#include "format/untrusted_json.hpp"
 
 namespace kiln {
 namespace {

@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "format/archive.hpp"
-#include "kiln/kiln.h"
 #include "format/manifest.hpp"
-#include "project/registry.hpp"
 #include "io/sha256.hpp"
+#include "kiln/kiln.h"
 #include "kiln/version.hpp"
+#include "project/registry.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

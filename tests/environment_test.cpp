@@ -11,10 +11,10 @@
 #include <optional>
 #include <sstream>
 
-#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
+#include "runtime/environment.hpp"
 #include "runtime/log.hpp"
 #include "test_util.hpp"
 

@@ -4,9 +4,9 @@
 
 #include <exception>
 
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "store/store.hpp"
 #include "test_util.hpp"
 

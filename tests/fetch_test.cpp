@@ -6,18 +6,18 @@
 #include <mutex>
 #include <set>
 
-#include "fetch/fetch_internal.hpp"
-#include "transport/http_transport.hpp"
-#include "store/index_entry_check.hpp"
-#include "kiln/error.hpp"
 #include "fetch/fetch.hpp"
+#include "fetch/fetch_internal.hpp"
+#include "fetch/tuf_mirror.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "store/index_entry_check.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
+#include "transport/http_transport.hpp"
 #include "tuf/tuf_metadata.hpp"
-#include "fetch/tuf_mirror.hpp"
 
 namespace kiln {
 namespace {

@@ -13,10 +13,10 @@
 #include <future>
 #include <nlohmann/json.hpp>
 
+#include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "project/registry.hpp"
-#include "io/sha256.hpp"
 #include "test_util.hpp"
 
 namespace kiln {

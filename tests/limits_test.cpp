@@ -15,17 +15,17 @@
 #include <random>
 #include <thread>
 
-#include "io/atomic_file.hpp"
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
-#include "io/sha256.hpp"
-#include "store/store.hpp"
-#include "kiln/version.hpp"
+#include "format/untrusted_json.hpp"
+#include "io/atomic_file.hpp"
 #include "io/limits.hpp"
+#include "io/sha256.hpp"
+#include "kiln/version.hpp"
 #include "plan/resolver.hpp"
+#include "store/store.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
-#include "format/untrusted_json.hpp"
 
 namespace kiln {
 namespace {

@@ -11,17 +11,17 @@
 #include <set>
 #include <thread>
 
-#include "runtime/cold_phases.hpp"
-#include "runtime/driver.hpp"
+#include "format/manifest.hpp"
+#include "io/sha256.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "format/manifest.hpp"
-#include "project/registry.hpp"
-#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "plan/resolver.hpp"
+#include "project/registry.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/driver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
+#include "kiln/error.hpp"
 #include "plan/resolver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

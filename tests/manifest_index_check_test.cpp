@@ -7,15 +7,15 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "release/compat.hpp"
-#include "store/index_entry_check.hpp"
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "store/store.hpp"
 #include "kiln/version.hpp"
-#include "release/loader_facts.hpp"
 #include "mirror/mirror.hpp"
+#include "release/compat.hpp"
+#include "release/loader_facts.hpp"
+#include "store/index_entry_check.hpp"
+#include "store/store.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "format/archive.hpp"
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "mirror/mirror.hpp"
 #include "synthetic_release.hpp"

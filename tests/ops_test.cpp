@@ -9,18 +9,18 @@
 #include <mutex>
 #include <set>
 
-#include "runtime/driver.hpp"
+#include "format/manifest.hpp"
+#include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln_ops.h"
 #include "kiln/loader.hpp"
-#include "format/manifest.hpp"
 #include "kiln/ops.hpp"
-#include "project/registry.hpp"
-#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
-#include "runtime/log.hpp"
 #include "plan/resolver.hpp"
+#include "project/registry.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/log.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "format/manifest.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
-#include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "plan/resolver.hpp"

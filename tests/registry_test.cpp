@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "kiln/error.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "test_util.hpp"
 
 namespace kiln {

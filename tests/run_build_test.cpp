@@ -12,13 +12,13 @@
 
 #include "build/build.hpp"
 #include "build/command_runner.hpp"
+#include "build/toolkit.hpp"
 #include "format/archive.hpp"
-#include "kiln/error.hpp"
 #include "format/fatbin.hpp"
 #include "format/manifest.hpp"
+#include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
-#include "build/toolkit.hpp"
 
 namespace kiln::packager {
 namespace {

@@ -16,13 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "format/manifest.hpp"
+#include "format/manifest_entry.hpp"
+#include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "format/manifest.hpp"
-#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
-#include "format/manifest_entry.hpp"
 #include "plan/resolver.hpp"
 #include "stand_in_driver.hpp"
 #include "store/store_scan.hpp"

@@ -5,9 +5,9 @@
 #include <set>
 
 #include "build/build.hpp"
+#include "build/shard.hpp"
 #include "kiln/error.hpp"
 #include "project/registry.hpp"
-#include "build/shard.hpp"
 
 namespace kiln::packager {
 namespace {

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "format/manifest.hpp"
-#include "kiln/version.hpp"
 #include "io/limits.hpp"
+#include "kiln/version.hpp"
 #include "store/store_scan.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

@@ -7,9 +7,9 @@
 #include <map>
 
 #include "format/archive.hpp"
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 

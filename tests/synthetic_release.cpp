@@ -4,9 +4,9 @@
 #include <cstring>
 #include <random>
 
-#include "project/registry.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
+#include "project/registry.hpp"
 #include "test_util.hpp"
 
 namespace kiln::test {

@@ -8,9 +8,9 @@
 #include <map>
 
 #include "test_util.hpp"
-#include "tuf_repo/tuf_repo.hpp"
 #include "tuf/tuf_signer.hpp"
 #include "tuf/tuf_updater.hpp"
+#include "tuf_repo/tuf_repo.hpp"
 
 namespace kiln::tuf {
 namespace {

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "kiln/error.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "test_util.hpp"
 #include "tuf/tuf_metadata.hpp"
 

@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "format/archive.hpp"
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"

@@ -42,17 +42,17 @@
 #include <thread>
 
 #include "fetch/fetch_internal.hpp"
-#include "io/file_lock.hpp"
-#include "store/index_entry_check.hpp"
-#include "kiln/error.hpp"
-#include "format/manifest.hpp"
-#include "io/sha256.hpp"
-#include "store/store.hpp"
-#include "format/target.hpp"
-#include "kiln/version.hpp"
 #include "fetch/tuf_mirror.hpp"
-#include "tuf/tuf_updater.hpp"
 #include "fetch/verified_download.hpp"
+#include "format/manifest.hpp"
+#include "format/target.hpp"
+#include "io/file_lock.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "store/index_entry_check.hpp"
+#include "store/store.hpp"
+#include "tuf/tuf_updater.hpp"
 
 #ifndef KILN_DEFAULT_MIRRORS
 #define KILN_DEFAULT_MIRRORS ""

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "transport/http_transport.hpp"
 #include "fetch/fetch.hpp"
 #include "format/manifest.hpp"
+#include "transport/http_transport.hpp"
 
 namespace kiln::fetch_detail {
 

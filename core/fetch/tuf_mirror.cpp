@@ -6,8 +6,8 @@
 
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
-#include "kiln/error.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "tuf/tuf_updater.hpp"
 
 namespace kiln::fetch_detail {

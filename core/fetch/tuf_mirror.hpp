@@ -15,8 +15,8 @@
 #include <string_view>
 
 #include "fetch/fetch.hpp"
-#include "tuf/tuf_metadata.hpp"
 #include "fetch/verified_download.hpp"
+#include "tuf/tuf_metadata.hpp"
 
 namespace kiln::fetch_detail {
 

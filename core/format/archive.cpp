@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "format/archive_stream.hpp"
-#include "kiln/error.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "runtime/lazy_libs.hpp"
 
 namespace kiln {

@@ -6,11 +6,11 @@
 #include <set>
 #include <string_view>
 
-#include "kiln/error.hpp"
-#include "io/sha256.hpp"
-#include "format/target.hpp"
 #include "format/manifest_rules.hpp"
+#include "format/target.hpp"
 #include "format/untrusted_json.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 namespace {

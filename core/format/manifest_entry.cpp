@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/error.hpp"
-#include "io/sha256.hpp"
-#include "io/limits.hpp"
 #include "format/manifest_rules.hpp"
+#include "io/limits.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 namespace {

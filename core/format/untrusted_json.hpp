@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "kiln/error.hpp"
 #include "io/limits.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "io/file_lock.hpp"
+#include "io/sha256.hpp"
 #include "jit/jit_internal.hpp"
 #include "kiln/error.hpp"
-#include "io/sha256.hpp"
 #include "runtime/log.hpp"
 
 namespace kiln {

@@ -4,12 +4,12 @@
 #include <optional>
 #include <system_error>
 
+#include "format/untrusted_json.hpp"
 #include "io/atomic_file.hpp"
+#include "io/limits.hpp"
+#include "io/sha256.hpp"
 #include "jit/jit_internal.hpp"
 #include "kiln/error.hpp"
-#include "io/sha256.hpp"
-#include "io/limits.hpp"
-#include "format/untrusted_json.hpp"
 
 namespace kiln {
 namespace fs = std::filesystem;

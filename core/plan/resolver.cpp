@@ -16,17 +16,17 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "io/atomic_file.hpp"
-#include "runtime/cold_phases.hpp"
-#include "io/identity_cache.hpp"
-#include "jit/jit.hpp"
-#include "io/sha256.hpp"
-#include "kiln/version.hpp"
-#include "runtime/log.hpp"
 #include "format/manifest_entry.hpp"
+#include "format/untrusted_json.hpp"
+#include "io/atomic_file.hpp"
+#include "io/identity_cache.hpp"
+#include "io/sha256.hpp"
+#include "jit/jit.hpp"
+#include "kiln/version.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/log.hpp"
 #include "store/scan_record.hpp"
 #include "store/store_scan.hpp"
-#include "format/untrusted_json.hpp"
 
 namespace kiln {
 

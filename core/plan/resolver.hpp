@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "kiln/error.hpp"
 #include "fetch/fetch.hpp"
-#include "kiln/loader.hpp"
 #include "format/manifest.hpp"
 #include "format/target.hpp"
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
 #include "plan/target_choice.hpp"
 
 namespace kiln {

@@ -10,9 +10,9 @@
 #include <set>
 #include <sstream>
 
+#include "format/manifest.hpp"
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
-#include "format/manifest.hpp"
 
 namespace kiln {
 

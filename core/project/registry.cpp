@@ -9,8 +9,8 @@
 #include <set>
 #include <sstream>
 
-#include "kiln/error.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 namespace {

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <optional>
 
-#include "runtime/environment.hpp"
+#include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "io/sha256.hpp"
+#include "runtime/environment.hpp"
 #include "runtime/log.hpp"
 
 namespace kiln {

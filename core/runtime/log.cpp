@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
+#include "runtime/environment.hpp"
 
 namespace kiln {
 

@@ -2,9 +2,9 @@
 #include "store/index_entry_check.hpp"
 
 #include "format/archive_stream.hpp"
+#include "io/limits.hpp"
 #include "kiln/error.hpp"
 #include "runtime/lazy_libs.hpp"
-#include "io/limits.hpp"
 
 namespace kiln {
 

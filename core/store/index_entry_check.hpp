@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
+#include "kiln/error.hpp"
 #include "store/store.hpp"
 
 namespace kiln {

@@ -9,15 +9,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 
 #include "format/manifest.hpp"
-#include "kiln/version.hpp"
 #include "io/limits.hpp"
+#include "kiln/version.hpp"
 #include "store/store_scan.hpp"
 
 namespace kiln {

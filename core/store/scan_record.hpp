@@ -45,8 +45,8 @@
 #include <string_view>
 #include <vector>
 
-#include "io/identity_cache.hpp"
 #include "format/manifest_entry.hpp"
+#include "io/identity_cache.hpp"
 
 namespace kiln {
 

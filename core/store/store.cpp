@@ -15,13 +15,13 @@
 #include <sstream>
 
 #include "format/archive_stream.hpp"
+#include "format/fatbin.hpp"
+#include "format/untrusted_json.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
-#include "store/index_entry_check.hpp"
-#include "format/fatbin.hpp"
 #include "io/sha256.hpp"
+#include "store/index_entry_check.hpp"
 #include "store/store_scan.hpp"
-#include "format/untrusted_json.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "format/archive.hpp"
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 

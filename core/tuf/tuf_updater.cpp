@@ -6,8 +6,8 @@
 
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
-#include "transport/http_transport.hpp"
 #include "runtime/log.hpp"
+#include "transport/http_transport.hpp"
 
 namespace kiln::tuf {
 

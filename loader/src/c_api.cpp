@@ -10,16 +10,15 @@
 #include <vector>
 
 #include "c_api_internal.hpp"
-#include "runtime/environment.hpp"
-#include "project/package.hpp"
-#include "loader_factory.hpp"
+#include "format/manifest.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "format/manifest.hpp"
-#include "project/registry.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "plan/resolver.hpp"
+#include "project/package.hpp"
+#include "project/registry.hpp"
+#include "runtime/environment.hpp"
 
 // kiln_kernel stays incomplete: a kiln_kernel* is the address of the loader's KernelHandle.
 

@@ -13,18 +13,18 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "runtime/cold_phases.hpp"
-#include "runtime/driver.hpp"
+#include "format/untrusted_json.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
-#include "project/package.hpp"
-#include "project/registry.hpp"
 #include "kiln/version.hpp"
 #include "loader_access.hpp"
 #include "loader_factory.hpp"
-#include "runtime/log.hpp"
 #include "plan/resolver.hpp"
-#include "format/untrusted_json.hpp"
+#include "project/package.hpp"
+#include "project/registry.hpp"
+#include "runtime/cold_phases.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/log.hpp"
 
 namespace kiln {
 

@@ -11,10 +11,10 @@
 #include <mutex>
 #include <utility>
 
-#include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels.h"
 #include "loader_access.hpp"
+#include "runtime/driver.hpp"
 #include "runtime/log.hpp"
 
 namespace kiln::ops {

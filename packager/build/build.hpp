@@ -12,11 +12,11 @@
 #include <string_view>
 #include <vector>
 
+#include "build/toolkit.hpp"
 #include "format/manifest.hpp"
+#include "format/target.hpp"
 #include "project/package.hpp"
 #include "project/registry.hpp"
-#include "format/target.hpp"
-#include "build/toolkit.hpp"
 
 namespace kiln::packager {
 

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "build/build.hpp"
-#include "kiln/error.hpp"
 #include "format/fatbin.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::packager {
 

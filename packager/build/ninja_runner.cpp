@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "build/command_runner.hpp"
-#include "kiln/error.hpp"
 #include "build/toolkit.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::packager {
 

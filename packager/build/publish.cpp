@@ -8,14 +8,14 @@
 #include <utility>
 #include <vector>
 
-#include "io/atomic_file.hpp"
 #include "build/build.hpp"
-#include "runtime/environment.hpp"
-#include "format/archive.hpp"
-#include "kiln/error.hpp"
-#include "io/sha256.hpp"
-#include "kiln/version.hpp"
 #include "build/toolkit.hpp"
+#include "format/archive.hpp"
+#include "io/atomic_file.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "runtime/environment.hpp"
 
 namespace kiln::packager {
 namespace fs = std::filesystem;

@@ -12,13 +12,13 @@
 #include <sstream>
 #include <thread>
 
-#include "io/atomic_file.hpp"
 #include "build/command_runner.hpp"
-#include "runtime/environment.hpp"
-#include "kiln/error.hpp"
-#include "io/sha256.hpp"
-#include "kiln/version.hpp"
 #include "build/shard.hpp"
+#include "io/atomic_file.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "runtime/environment.hpp"
 
 namespace kiln::packager {
 namespace fs = std::filesystem;

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "io/atomic_file.hpp"
-#include "kiln/error.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::packager {
 namespace fs = std::filesystem;

@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <set>
 
-#include "runtime/environment.hpp"
 #include "kiln/error.hpp"
+#include "runtime/environment.hpp"
 
 extern char** environ;
 

@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::fetch_detail {
 class Transport;

@@ -11,15 +11,15 @@
 #include <string_view>
 #include <vector>
 
-#include "store/index_entry_check.hpp"
-#include "kiln/error.hpp"
-#include "kiln/kernels.h"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "store/store.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kernels.h"
 #include "kiln/version.hpp"
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
+#include "store/index_entry_check.hpp"
+#include "store/store.hpp"
 #include "wheel/wheel.hpp"
 
 namespace kiln::packager {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "format/manifest.hpp"
-#include "store/store.hpp"
 #include "mirror/mirror.hpp"
+#include "store/store.hpp"
 
 namespace kiln::packager::mirror_detail {
 

@@ -8,14 +8,14 @@
 #include <utility>
 #include <vector>
 
-#include "io/atomic_file.hpp"
 #include "fetch/fetch_internal.hpp"
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
+#include "io/atomic_file.hpp"
 #include "io/sha256.hpp"
-#include "store/store.hpp"
+#include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
+#include "store/store.hpp"
 
 namespace kiln::packager {
 

@@ -31,16 +31,16 @@
 #include <thread>
 #include <vector>
 
-#include "io/atomic_file.hpp"
 #include "fetch/fetch_internal.hpp"
-#include "transport/http_transport.hpp"
-#include "kiln/error.hpp"
+#include "fetch/verified_download.hpp"
 #include "format/manifest.hpp"
+#include "io/atomic_file.hpp"
 #include "io/sha256.hpp"
-#include "store/store.hpp"
+#include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
-#include "fetch/verified_download.hpp"
+#include "store/store.hpp"
+#include "transport/http_transport.hpp"
 
 namespace kiln::packager {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
+#include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 
 namespace kiln::packager {

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "fetch/fetch_internal.hpp"
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
-#include "store/store.hpp"
+#include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
+#include "store/store.hpp"
 
 namespace kiln::packager {
 

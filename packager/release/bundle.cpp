@@ -12,16 +12,16 @@
 #include <cstring>
 #include <set>
 
+#include "fetch/tuf_mirror.hpp"
+#include "format/archive.hpp"
 #include "format/archive_stream.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
-#include "store/index_entry_check.hpp"
-#include "format/archive.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "plan/target_choice.hpp"
+#include "store/index_entry_check.hpp"
 #include "tuf/tuf_metadata.hpp"
-#include "fetch/tuf_mirror.hpp"
 #include "tuf/tuf_updater.hpp"
 
 namespace kiln::packager {

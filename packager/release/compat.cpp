@@ -7,14 +7,14 @@
 #include <set>
 #include <sstream>
 
-#include "io/atomic_file.hpp"
-#include "store/index_entry_check.hpp"
 #include "format/manifest.hpp"
-#include "store/store.hpp"
 #include "format/target.hpp"
+#include "io/atomic_file.hpp"
 #include "plan/resolver.hpp"
-#include "store/store_scan.hpp"
 #include "release/tarball.hpp"
+#include "store/index_entry_check.hpp"
+#include "store/store.hpp"
+#include "store/store_scan.hpp"
 #include "wheel/wheel.hpp"
 
 namespace kiln::cli {

@@ -15,13 +15,13 @@
 #include <memory>
 #include <set>
 
-#include "io/atomic_file.hpp"
-#include "kiln/error.hpp"
-#include "io/sha256.hpp"
-#include "store/store.hpp"
-#include "kiln/version.hpp"
 #include "format/libarchive_handles.hpp"
+#include "io/atomic_file.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
 #include "release/loader_facts.hpp"
+#include "store/store.hpp"
 
 namespace kiln::cli {
 

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "format/archive.hpp"
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::wheel {
 

@@ -8,14 +8,14 @@
 #include <string>
 #include <vector>
 
-#include "io/atomic_file.hpp"
-#include "store/index_entry_check.hpp"
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
-#include "io/sha256.hpp"
-#include "store/store.hpp"
 #include "format/target.hpp"
+#include "io/atomic_file.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "store/index_entry_check.hpp"
+#include "store/store.hpp"
 #include "store/store_scan.hpp"
 #include "wheel/wheel.hpp"
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <string_view>
 
-#include "kiln/error.hpp"
-#include "io/sha256.hpp"
 #include "format/target.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "wheel/wheel.hpp"
 #include "wheel/wheel_paths.hpp"
 

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "kiln/error.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
+#include "kiln/error.hpp"
 #include "store/store.hpp"
 #include "wheel/wheel.hpp"
 #include "wheel/wheel_paths.hpp"

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "format/libarchive_handles.hpp"
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
-#include "format/libarchive_handles.hpp"
 #include "wheel/wheel.hpp"
 #include "wheel/wheel_paths.hpp"
 

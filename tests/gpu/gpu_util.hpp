@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "runtime/driver.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/ops.hpp"
 #include "project/registry.hpp"
 #include "reference/kernels.hpp"
+#include "runtime/driver.hpp"
 #include "test_util.hpp"
 
 namespace kiln::gpu_test {

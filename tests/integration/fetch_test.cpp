@@ -19,22 +19,22 @@
 #include <thread>
 
 #include "child_process.hpp"
-#include "runtime/driver.hpp"
-#include "fetch/fetch_internal.hpp"
-#include "transport/http_transport.hpp"
-#include "kiln/error.hpp"
 #include "fetch/fetch.hpp"
-#include "kiln/loader.hpp"
+#include "fetch/fetch_internal.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "store/store.hpp"
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"
 #include "plan/resolver.hpp"
+#include "runtime/driver.hpp"
 #include "stand_in_driver.hpp"
+#include "store/store.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
+#include "transport/http_transport.hpp"
 
 namespace kiln {
 namespace {

@@ -20,9 +20,9 @@
 
 #include "misbehaving_server.hpp"
 #include "test_util.hpp"
-#include "tuf_forge.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "tuf/tuf_signer.hpp"
+#include "tuf_forge.hpp"
 
 namespace kiln {
 namespace {

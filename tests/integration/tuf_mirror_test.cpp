@@ -19,23 +19,23 @@
 #include <thread>
 
 #include "child_process.hpp"
-#include "fetch/fetch_internal.hpp"
-#include "transport/http_transport.hpp"
-#include "kiln/error.hpp"
 #include "fetch/fetch.hpp"
-#include "kiln/loader.hpp"
+#include "fetch/fetch_internal.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
-#include "store/store.hpp"
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"
 #include "plan/resolver.hpp"
 #include "stand_in_driver.hpp"
+#include "store/store.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
-#include "tuf_forge.hpp"
+#include "transport/http_transport.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "tuf/tuf_signer.hpp"
+#include "tuf_forge.hpp"
 
 namespace kiln {
 namespace {

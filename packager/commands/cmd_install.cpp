@@ -7,13 +7,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "commands/commands.hpp"
 #include "io/atomic_file.hpp"
-#include "release/bundle.hpp"
-#include "cli/commands.hpp"
-#include "store/index_entry_check.hpp"
 #include "kiln/error.hpp"
-#include "store/store.hpp"
 #include "kiln/version.hpp"
+#include "release/bundle.hpp"
+#include "store/index_entry_check.hpp"
+#include "store/store.hpp"
 #include "tuf/tuf_metadata.hpp"
 
 namespace kiln::cli {

@@ -3,9 +3,9 @@
 #include <fstream>
 #include <iostream>
 
-#include "io/atomic_file.hpp"
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
 #include "format/manifest.hpp"
+#include "io/atomic_file.hpp"
 #include "project/package.hpp"
 
 namespace kiln::cli {

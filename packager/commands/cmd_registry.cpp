@@ -1,7 +1,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
 #include "project/package.hpp"
 #include "project/registry.hpp"
 

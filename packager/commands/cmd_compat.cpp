@@ -4,11 +4,11 @@
 #include <memory>
 #include <set>
 
-#include "cli/commands.hpp"
-#include "release/compat.hpp"
-#include "runtime/driver.hpp"
+#include "commands/commands.hpp"
 #include "kiln/error.hpp"
+#include "release/compat.hpp"
 #include "release/loader_facts.hpp"
+#include "runtime/driver.hpp"
 
 namespace kiln::cli {
 

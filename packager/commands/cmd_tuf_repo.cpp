@@ -6,7 +6,7 @@
 #include <iostream>
 #include <memory>
 
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
 #include "kiln/error.hpp"
 #include "tuf_repo/tuf_repo.hpp"
 

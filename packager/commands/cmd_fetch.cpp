@@ -7,15 +7,15 @@
 #include <optional>
 #include <sstream>
 
-#include "cli/commands.hpp"
-#include "runtime/driver.hpp"
-#include "kiln/error.hpp"
+#include "commands/commands.hpp"
 #include "fetch/fetch.hpp"
-#include "kiln/loader.hpp"
 #include "format/target.hpp"
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
 #include "kiln/version.hpp"
 #include "plan/resolver.hpp"
 #include "plan/target_choice.hpp"
+#include "runtime/driver.hpp"
 
 namespace kiln::cli {
 

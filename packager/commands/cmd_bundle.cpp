@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "build/build.hpp"
-#include "release/bundle.hpp"
-#include "cli/commands.hpp"
-#include "runtime/environment.hpp"
+#include "commands/commands.hpp"
 #include "kiln/error.hpp"
+#include "release/bundle.hpp"
+#include "runtime/environment.hpp"
 
 namespace kiln::cli {
 

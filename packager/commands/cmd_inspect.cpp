@@ -6,13 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "format/archive_stream.hpp"
-#include "io/atomic_file.hpp"
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
 #include "format/archive.hpp"
-#include "kiln/error.hpp"
+#include "format/archive_stream.hpp"
 #include "format/fatbin.hpp"
 #include "format/manifest.hpp"
+#include "io/atomic_file.hpp"
+#include "kiln/error.hpp"
 #include "store/store.hpp"
 
 namespace kiln::cli {

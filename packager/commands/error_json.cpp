@@ -2,7 +2,7 @@
 // code, context fields) beside the message a person reads.
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cli {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "kiln/error.hpp"
 #include "fetch/fetch.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln::cli {
 

@@ -4,10 +4,10 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
 #include "kiln/error.hpp"
-#include "store/store.hpp"
 #include "kiln/version.hpp"
+#include "store/store.hpp"
 
 namespace kiln::cli {
 

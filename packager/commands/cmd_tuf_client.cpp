@@ -8,8 +8,8 @@
 #include <iostream>
 #include <memory>
 
+#include "commands/commands.hpp"
 #include "io/atomic_file.hpp"
-#include "cli/commands.hpp"
 #include "kiln/error.hpp"
 #include "tuf/tuf_updater.hpp"
 

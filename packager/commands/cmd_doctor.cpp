@@ -13,16 +13,16 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "cli/commands.hpp"
-#include "runtime/driver.hpp"
-#include "runtime/environment.hpp"
+#include "commands/commands.hpp"
+#include "fetch/fetch.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
-#include "fetch/fetch.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
-#include "runtime/lazy_libs.hpp"
 #include "plan/resolver.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/environment.hpp"
+#include "runtime/lazy_libs.hpp"
 
 namespace kiln::cli {
 

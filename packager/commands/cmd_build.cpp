@@ -9,11 +9,11 @@
 #include <sstream>
 
 #include "build/build.hpp"
-#include "cli/commands.hpp"
-#include "runtime/environment.hpp"
-#include "kiln/error.hpp"
 #include "build/shard.hpp"
 #include "build/toolkit.hpp"
+#include "commands/commands.hpp"
+#include "kiln/error.hpp"
+#include "runtime/environment.hpp"
 
 namespace kiln::cli {
 namespace {

@@ -7,11 +7,11 @@
 #include <nlohmann/json.hpp>
 
 #include "build/build.hpp"
-#include "cli/commands.hpp"
-#include "runtime/environment.hpp"
-#include "kiln/error.hpp"
-#include "store/store.hpp"
+#include "commands/commands.hpp"
 #include "format/target.hpp"
+#include "kiln/error.hpp"
+#include "runtime/environment.hpp"
+#include "store/store.hpp"
 #include "wheel/wheel.hpp"
 
 namespace kiln::cli {

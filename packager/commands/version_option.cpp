@@ -1,7 +1,7 @@
 // The one check for every command's --version: a release version as the formats spell it
 // (MAJOR.MINOR.PATCH[-prerelease]). It becomes part of file names and URLs, so anything else
 // ("../../etc/x") is refused before it is used.
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
 #include "format/manifest.hpp"
 
 namespace kiln::cli {

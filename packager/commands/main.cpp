@@ -1,7 +1,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 

@@ -2,12 +2,12 @@
 // URI, without loading anything. --device answers for a GPU that is not present.
 #include <iostream>
 
-#include "cli/commands.hpp"
+#include "commands/commands.hpp"
+#include "format/target.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
-#include "project/package.hpp"
-#include "format/target.hpp"
 #include "plan/resolver.hpp"
+#include "project/package.hpp"
 
 namespace kiln::cli {
 

@@ -311,15 +311,25 @@ TEST(PackagesCli, VerifyCompatAndInstallActOnTheProjectsPackageInASharedStore) {
   auto i = kiln::test::run(kiln + " install" + src + " '" + dist.index_path.string() +
                            "' --dest '" + store.string() + "' 2>&1");
   ASSERT_EQ(i.exit_code, 0) << i.out;
-  // Without naming acme's project, kiln's own package is the one asked for: refused, nothing
-  // written.
-  auto wrong = kiln::test::run(kiln + " install '" + dist.index_path.string() + "' --dest '" +
+  // Naming another package than the index's: refused as stale, nothing written.
+  auto wrong = kiln::test::run(kiln + " install --package kiln-kernels --version 0.1.0 '" +
+                               dist.index_path.string() + "' --dest '" +
                                (t.tmp / "other").string() + "' 2>&1");
   EXPECT_EQ(wrong.exit_code, 4) << wrong.out;
   EXPECT_NE(wrong.out.find("the index of package acme-kernels, not kiln-kernels"),
             std::string::npos)
       << wrong.out;
   EXPECT_FALSE(fs::exists(t.tmp / "other" / dist.stem("sm_90a")));
+  // Naming nothing, outside any project: the index names its package, and that is installed
+  // (an operator's node has no project to name it from), saying so.
+  auto named_by_index = kiln::test::run("cd '" + t.tmp.path().string() + "' && " + kiln + " install '" +
+                                        dist.index_path.string() + "' --dest '" +
+                                        (t.tmp / "other").string() + "' 2>&1");
+  EXPECT_EQ(named_by_index.exit_code, 0) << named_by_index.out;
+  EXPECT_NE(named_by_index.out.find("installing the package and version each input names"),
+            std::string::npos)
+      << named_by_index.out;
+  EXPECT_TRUE(fs::exists(t.tmp / "other" / dist.stem("sm_90a") / "manifest.json"));
 
   // The shared store verifies for either package: each one's version is its own.
   for (const std::string& s : {src, std::string()}) {

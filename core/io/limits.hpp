@@ -47,4 +47,9 @@ constexpr std::uint64_t kMaxLocalWholeFileBytes = kMaxUnpackedBytes;
 // Local artifacts read whole to hand to the driver (a store's fatbins, a JIT cubin).
 constexpr std::uint64_t kMaxLocalArtifactBytes = kMaxMemberBytes;
 
+// A package description file (project/package_description.hpp): its specialisations and the
+// source files it carries for the JIT tier. FlashInfer-sized packages hold ~25,000 kernels.
+constexpr std::uint64_t kMaxPackageKernels = 1000000;
+constexpr std::uint64_t kMaxPackageFiles = 100000;
+
 }  // namespace kiln::limits

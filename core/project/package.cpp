@@ -194,15 +194,34 @@ PackageData::PackageData(const Project& project) : name_(project.name), version_
     k.entries = s.entries;
     kernels_.push_back(std::move(k));
   }
+  link();
+}
+
+PackageData::PackageData(std::string name, std::string version, std::vector<Kernel> kernels,
+                         std::vector<std::pair<std::string, std::string>> files)
+    : name_(std::move(name)),
+      version_(std::move(version)),
+      kernels_(std::move(kernels)),
+      files_(std::move(files)) {
+  link();
+}
+
+void PackageData::link() {
   std::sort(kernels_.begin(), kernels_.end(), [](const Kernel& a, const Kernel& b) {
     return std::strcmp(a.uri.c_str(), b.uri.c_str()) < 0;
   });
-  for (auto& k : kernels_) {
-    for (const auto& s : k.params) k.param_ptrs.push_back(s.c_str());
-    for (const auto& s : k.entries) k.entry_ptrs.push_back(s.c_str());
-    ckernels_.push_back({k.uri.c_str(), k.family.c_str(), k.param_ptrs.data(), k.params.size() / 2,
-                         k.entry_ptrs.data(), k.entry_ptrs.size(), k.source_hash.c_str()});
+  param_ptrs_.assign(kernels_.size(), {});
+  entry_ptrs_.assign(kernels_.size(), {});
+  ckernels_.clear();
+  for (std::size_t i = 0; i < kernels_.size(); ++i) {
+    const Kernel& k = kernels_[i];
+    for (const auto& s : k.params) param_ptrs_[i].push_back(s.c_str());
+    for (const auto& s : k.entries) entry_ptrs_[i].push_back(s.c_str());
+    ckernels_.push_back({k.uri.c_str(), k.family.c_str(), param_ptrs_[i].data(),
+                         k.params.size() / 2, entry_ptrs_[i].data(), entry_ptrs_[i].size(),
+                         k.source_hash.c_str()});
   }
+  cfiles_.clear();
   for (const auto& [path, bytes] : files_)
     cfiles_.push_back({path.c_str(), bytes.data(), bytes.size()});
   desc_.abi_version = KILN_PACKAGE_ABI_VERSION;

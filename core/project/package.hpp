@@ -52,24 +52,32 @@ Project load_project(const std::filesystem::path& root);
 // out as C, and what the CLI hands to an in-process Loader for a project on disk.
 class PackageData {
  public:
+  // One specialisation as a description carries it.
+  struct Kernel {
+    std::string uri, family, source_hash;
+    std::vector<std::string> params;  // name, value, name, value... in registry order
+    std::vector<std::string> entries;
+  };
   explicit PackageData(const Project& project);
+  // From parts already checked (read_package_description, project/package_description.hpp);
+  // the kernels are sorted by URI here. files: (path, bytes).
+  PackageData(std::string name, std::string version, std::vector<Kernel> kernels,
+              std::vector<std::pair<std::string, std::string>> files);
   PackageData(const PackageData&) = delete;
   PackageData& operator=(const PackageData&) = delete;
   const kiln_package* get() const { return &desc_; }
   // A C source defining `const kiln_package* <symbol>(void)` (and nothing else with linkage).
   std::string to_c_source(const std::string& symbol) const;
-  // Every file the description was made from (for a build system's depfile).
+  // Every file the description was made from (for a build system's depfile); empty for one
+  // read from a description file.
   const std::vector<std::filesystem::path>& inputs() const { return inputs_; }
 
  private:
-  struct Kernel {
-    std::string uri, family, source_hash;
-    std::vector<std::string> params, entries;
-    std::vector<const char*> param_ptrs, entry_ptrs;
-  };
+  void link();  // the C views (desc_ and what it points to) over the storage above
   std::string name_, version_;
   std::vector<Kernel> kernels_;
   std::vector<std::pair<std::string, std::string>> files_;  // path, bytes
+  std::vector<std::vector<const char*>> param_ptrs_, entry_ptrs_;
   std::vector<kiln_package_kernel> ckernels_;
   std::vector<kiln_package_file> cfiles_;
   std::vector<std::filesystem::path> inputs_;

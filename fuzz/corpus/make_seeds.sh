@@ -42,6 +42,9 @@ stub="$work/kb/stubs/axpy_dtype_f32.kiln-stub.cu"
 cp "$dist"/*.whl "$c/wheel/release-sm_80.whl"
 unzip -p "$dist"/*.whl '*.dist-info/RECORD' >"$c/wheel_record/release-RECORD"
 cp "$work/mirror/kiln-kernels-$v-SHA256SUMS" "$c/checksums/release-SHA256SUMS"
+# A package description as kiln_add_kernel_package installs it: the example project's (small).
+"$kiln" package-source --source examples/acme-kernels --symbol s --output "$work/s.c" \
+  --description "$c/package_description/acme-kernels-description.json" 2>/dev/null
 scan_record_fuzz="${KILN_FUZZ_BUILD:-build-fuzz}/fuzz/scan_record_fuzz"
 if [ -x "$scan_record_fuzz" ]; then
   "$scan_record_fuzz" --write-seeds="$c/scan_record"

@@ -6,6 +6,7 @@
 
 #include "commands/commands.hpp"
 #include "kiln/error.hpp"
+#include "kiln/loader.hpp"
 #include "release/compat.hpp"
 #include "release/loader_facts.hpp"
 #include "runtime/driver.hpp"
@@ -24,7 +25,7 @@ void add_compat_command(CLI::App& app, int& rc) {
   struct Opts {
     std::vector<std::string> packages;
     std::string loader = "this";
-    std::string source;
+    PackageOptions pkg;
     std::string devices = "auto";
     bool json = false;
   };
@@ -34,10 +35,8 @@ void add_compat_command(CLI::App& app, int& rc) {
   cmd->add_option("--loader", o->loader,
                   "the libkiln to answer for: `this` (the one this kiln runs with, default) or "
                   "the path of another libkiln.so");
-  cmd->add_option("--source", o->source,
-                  "the kernel project whose package the loader serves (its name, version and "
-                  "source hashes; default: the current directory when it holds "
-                  "registry/package.json, else the tree this kiln was built from)");
+  add_package_options(cmd, o->pkg);
+  cmd->footer(kPackageChoiceHelp);
   cmd->add_option("--device", o->devices,
                   "comma-separated devices to check targets against: sm_90, 9.0, auto (every GPU "
                   "present; default) or none");
@@ -47,7 +46,8 @@ void add_compat_command(CLI::App& app, int& rc) {
                 "message}], notes}]}");
   cmd->callback([o, &rc] {
     LoaderFacts facts = o->loader == "this" ? this_loader_facts() : open_loader_facts(o->loader);
-    set_package(facts, load_project(o->source.empty() ? default_source_dir() : o->source));
+    set_package(facts, *describe_package(o->pkg, description_stores(LoaderConfig::from_env()), o->json)
+                            .data->get());
     std::set<int> ccs;
     std::vector<std::string> devs = split_list(o->devices);
     for (const auto& d : devs) {

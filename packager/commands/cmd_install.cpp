@@ -130,9 +130,17 @@ void add_install_command(CLI::App& app, int& rc) {
     if (opts->inputs.empty())
       throw Error(ErrorKind::Usage, "kiln install needs INPUT... or --bundle B (see --help)");
     RequiredRelease required;
-    if (!opts->any_version) {
+    std::error_code ec;
+    const PackageOptions& asked = opts->pkg;
+    bool named = !asked.source.empty() || !asked.package.empty() || !asked.version.empty() ||
+                 std::filesystem::exists("registry/package.json", ec);
+    if (!opts->any_version && named) {
       ChosenPackage c = choose_package(opts->pkg);
       required = {c.name, c.version};
+    } else if (!opts->any_version && !opts->json) {
+      // An index or archive names its own package and version: install what it names.
+      std::fprintf(stderr, "kiln install: no --package or --source given and no project here: "
+                           "installing the package and version each input names\n");
     }
     Json installed = Json::array();
     Json failures = Json::array();

@@ -43,14 +43,11 @@ void add_resolve_command(CLI::App& app, int& rc) {
     std::string device = "auto";
     bool explain = false;
     bool json = false;
-    std::string source;
+    PackageOptions pkg;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--source", o->source,
-                  "the kernel project whose package is resolved (its URIs, version and source "
-                  "hashes, as its library's generated description gives them; default: the "
-                  "current directory when it holds registry/package.json, else the tree this "
-                  "kiln was built from)");
+  add_package_options(cmd, o->pkg);
+  cmd->footer(kPackageChoiceHelp);
   cmd->add_option("uri", o->uri, "kernel URI, e.g. rmsnorm_dtype_bf16_block_256")->required();
   cmd->add_option("--device", o->device,
                   "sm_<arch> or a compute capability (9.0) to answer for a GPU that is not "
@@ -63,9 +60,9 @@ void add_resolve_command(CLI::App& app, int& rc) {
   cmd->callback([o, &rc] {
     std::optional<int> cc;
     if (o->device != "auto") cc = parse_device_cc(o->device, "auto");
-    Project project = load_project(o->source.empty() ? default_source_dir() : o->source);
-    PackageData data(project);
     LoaderConfig cfg = LoaderConfig::from_env();
+    DescribedPackage described = describe_package(o->pkg, description_stores(cfg), o->json);
+    const PackageData& data = *described.data;
     // The store a tarball installs beside this kiln (<prefix>/share/kiln/artifacts), as the
     // package's library installed there would find it.
     cfg.installed_store = installed_store_dir(reinterpret_cast<const void*>(&add_resolve_command));

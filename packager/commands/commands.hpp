@@ -2,11 +2,15 @@
 // Each `kiln` subcommand registers itself on the CLI11 app; its callback stores the exit code
 // in `rc`. kiln::Error escapes to main(), which prints it and maps its kind to an exit code.
 #include <CLI/CLI.hpp>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "fetch/fetch.hpp"
 #include "kiln/error.hpp"
+#include "kiln/loader.hpp"
+#include "project/package.hpp"
 
 namespace kiln::cli {
 
@@ -73,6 +77,31 @@ struct ChosenPackage {
 };
 ChosenPackage choose_package(const PackageOptions& o);
 CLI::Validator package_name_option();
+
+// The package a command that judges freshness acts on (`kiln resolve`, `kiln compat`: they need
+// every URI and source hash), from, in this order: --source PROJECT; --package NAME [--version]
+// as described by a <name>-<version>.package.json in `stores` (the newest version unless one is
+// given); the project in the current directory; the one package described in `stores`; the
+// project this kiln was built from when it still exists (said on stderr). Throws Error{NotFound}
+// naming every place looked, Error{Usage} when several packages are installed and none is named.
+// Says on stderr which package it took and from where, unless `quiet` (--json: stdout is the
+// answer, and callers capture both).
+struct DescribedPackage {
+  std::unique_ptr<PackageData> data;
+  std::string origin;  // "the project DIR", or the description file
+};
+DescribedPackage describe_package(const PackageOptions& o,
+                                  const std::vector<std::filesystem::path>& stores, bool quiet);
+// The stores a command looks in for installed descriptions: KILN_ARTIFACT_PATH (or the
+// config's), the store installed beside this kiln (<prefix>/share/kiln/artifacts), the cache.
+std::vector<std::filesystem::path> description_stores(const LoaderConfig& cfg);
+// The help text saying that order, for the commands that use it.
+inline constexpr const char* kPackageChoiceHelp =
+    "The package (its URIs, version and source hashes) is taken from --source PROJECT; else\n"
+    "--package NAME [--version V], described by NAME-V.package.json in KILN_ARTIFACT_PATH, the\n"
+    "store installed beside this kiln (<prefix>/share/kiln/artifacts) or the cache; else the\n"
+    "project in the current directory; else the one package described in those stores; else\n"
+    "the project this kiln was built from, when it exists (said on stderr).";
 void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (package_option.cpp)
 
 }  // namespace kiln::cli

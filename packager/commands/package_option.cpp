@@ -2,11 +2,14 @@
 // which writes a project's package description for kiln_add_kernel_package.
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "commands/commands.hpp"
 #include "format/manifest.hpp"
 #include "io/atomic_file.hpp"
+#include "plan/resolver.hpp"
 #include "project/package.hpp"
+#include "project/package_description.hpp"
 
 namespace kiln::cli {
 
@@ -46,6 +49,86 @@ ChosenPackage choose_package(const PackageOptions& o) {
   return c;
 }
 
+namespace {
+
+std::string joined(const std::vector<std::filesystem::path>& paths) {
+  std::string out;
+  for (const auto& p : paths) out += (out.empty() ? "" : ", ") + p.string();
+  return out.empty() ? "(none)" : out;
+}
+
+// Says which package a command acts on and where it came from (stderr: stdout stays the
+// command's answer, --json included).
+DescribedPackage said(DescribedPackage d, const std::string& why, bool quiet) {
+  if (!quiet)
+    std::cerr << "kiln: " << (why.empty() ? "" : why + "; ") << "package " << d.data->get()->name
+            << " " << d.data->get()->version << " from " << d.origin << "\n";
+  return d;
+}
+
+DescribedPackage from_project(const std::string& dir, const std::string& why, bool quiet) {
+  Project project = load_project(dir);
+  return said({std::make_unique<PackageData>(project), "the project " + project.root.string()},
+              why, quiet);
+}
+
+DescribedPackage from_description(const FoundDescription& f, bool quiet) {
+  return said({load_package_description(f.file), f.file.string()}, "", quiet);
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> description_stores(const LoaderConfig& cfg) {
+  std::vector<std::filesystem::path> stores(cfg.artifact_path.begin(), cfg.artifact_path.end());
+  std::string installed =
+      installed_store_dir(reinterpret_cast<const void*>(&description_stores));
+  if (!installed.empty()) stores.emplace_back(installed);
+  if (!cfg.cache_dir.empty()) stores.emplace_back(cfg.cache_dir);
+  return stores;
+}
+
+DescribedPackage describe_package(const PackageOptions& o,
+                                  const std::vector<std::filesystem::path>& stores, bool quiet) {
+  if (!o.source.empty()) return from_project(o.source, "", quiet);
+  std::string looked = "the stores " + joined(stores);
+  if (!o.package.empty()) {
+    for (const auto& f : find_package_descriptions(stores, o.package))
+      if (o.version.empty() || f.version == o.version) return from_description(f, quiet);
+    throw Error(ErrorKind::NotFound,
+                "no description of package " + o.package +
+                    (o.version.empty() ? "" : " " + o.version) + " (" +
+                    package_description_file_name(o.package, o.version.empty() ? "<version>"
+                                                                                 : o.version) +
+                    ") in " + looked +
+                    ": install the package (its CMake install or kiln install writes it there), "
+                    "add its store to KILN_ARTIFACT_PATH, or pass --source PROJECT")
+        .with("package", o.package);
+  }
+  std::error_code ec;
+  if (std::filesystem::exists("registry/package.json", ec)) return from_project(".", "", quiet);
+  std::vector<FoundDescription> found = find_package_descriptions(stores);
+  std::set<std::string> names;
+  for (const auto& f : found) names.insert(f.package);
+  if (names.size() == 1) return from_description(found.front(), quiet);
+  if (names.size() > 1) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw Error(ErrorKind::Usage, "several packages are described in " + looked + " (" + list +
+                                      "): name one with --package NAME");
+  }
+  std::string built_from = default_source_dir();
+  if (built_from != "." && std::filesystem::exists(built_from, ec))
+    return from_project(built_from,
+                        "no project here and no package described in " + looked +
+                            "; using the project this kiln was built from (pass --source or "
+                            "--package to choose)",
+                        quiet);
+  throw Error(ErrorKind::NotFound,
+              "no package to act on: no kernel project in the current directory (no "
+              "registry/package.json) and no package description (<name>-<version>.package.json) "
+              "in " + looked + ": pass --source PROJECT or --package NAME");
+}
+
 void add_package_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "package-source",
@@ -53,14 +136,20 @@ void add_package_command(CLI::App& app, int& rc) {
       "`const kiln_package* SYMBOL(void)`: the name, version, every specialisation (URI,\n"
       "parameters, entries, source hash) and the sources the JIT tier compiles from. Run by\n"
       "kiln_add_kernel_package (CMake); the output is rewritten only when it changes.\n"
+      "--description also writes it as the JSON file that ships beside the package's stores\n"
+      "(<name>-<version>.package.json; docs/packages.md), which commands read on a node\n"
+      "without the project.\n"
       "Exit codes: 0 ok, 2 usage, 6 a project file missing, 10 a malformed one, 9 io.");
   struct Opts {
-    std::string source, symbol, output, depfile;
+    std::string source, symbol, output, depfile, description;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--source", o->source, "the kernel project (default: as for every command)");
   cmd->add_option("--symbol", o->symbol, "the C function to define")->required();
   cmd->add_option("--output", o->output, "the C file to write")->required();
+  cmd->add_option("--description", o->description,
+                  "also write the description as JSON to this file (installed beside the "
+                  "package's stores as <name>-<version>.package.json)");
   cmd->add_option("--depfile", o->depfile,
                   "also write a Makefile-style dependency file listing every input");
   cmd->callback([o, &rc] {
@@ -76,6 +165,8 @@ void add_package_command(CLI::App& app, int& rc) {
       write_file_atomically(path, bytes);
     };
     write_if_changed(o->output, text);
+    if (!o->description.empty())
+      write_if_changed(o->description, package_description_json(*data.get()));
     if (!o->depfile.empty()) {
       auto esc = [](const std::string& p) {
         std::string out;

@@ -52,6 +52,14 @@ void set_package(LoaderFacts& facts, const Project& project) {
   for (const auto& s : project.registry.specialisations) facts.source_hashes[s.uri] = s.source_hash;
 }
 
+void set_package(LoaderFacts& facts, const kiln_package& package) {
+  facts.package = package.name;
+  facts.package_version = package.version;
+  facts.source_hashes.clear();
+  for (std::size_t i = 0; i < package.kernel_count; ++i)
+    facts.source_hashes[package.kernels[i].uri] = package.kernels[i].source_hash;
+}
+
 LoaderFacts this_loader_facts() {
   return ask({&kiln_version, &kiln_cuda_version, &kiln_manifest_format, &kiln_index_format},
              nullptr);

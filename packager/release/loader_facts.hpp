@@ -31,6 +31,8 @@ struct LoaderFacts {
 
 // The package a loader will serve, from its project (every URI and source hash).
 void set_package(LoaderFacts& facts, const Project& project);
+// The same from a package description (a library's, or one installed beside a store).
+void set_package(LoaderFacts& facts, const kiln_package& package);
 
 // The libkiln this process runs with.
 LoaderFacts this_loader_facts();

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "test_util.hpp"
+#include "tuf/tuf_delegation.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "tuf/tuf_signer.hpp"
 #include "tuf/tuf_updater.hpp"
@@ -246,13 +247,13 @@ TEST(TufDelegation, SuccinctRoleNamesAreTheHashBinOfThePath) {
   SuccinctRoles s;
   s.name_prefix = "bin";
   s.bit_length = 8;
-  EXPECT_EQ(s.role_for_target("foo"), "bin-2c");
+  EXPECT_EQ(succinct_role_for_target(s, "foo"), "bin-2c");
   s.bit_length = 12;
-  EXPECT_EQ(s.role_for_target("team-a/x.bin"), "bin-52e");
-  EXPECT_TRUE(s.is_role("bin-52e"));
-  EXPECT_FALSE(s.is_role("bin-52"));
+  EXPECT_EQ(succinct_role_for_target(s, "team-a/x.bin"), "bin-52e");
+  EXPECT_TRUE(is_succinct_role(s, "bin-52e"));
+  EXPECT_FALSE(is_succinct_role(s, "bin-52"));
   s.bit_length = 1;
-  EXPECT_EQ(s.role_for_target("foo"), "bin-0");
+  EXPECT_EQ(succinct_role_for_target(s, "foo"), "bin-0");
 }
 
 TEST_F(TufClient, RefreshStoresTopLevelRolesAfterTheSpecsRequests) {

@@ -1,5 +1,7 @@
 #include "tuf/tuf_trusted_set.hpp"
 
+#include "tuf/tuf_delegation.hpp"
+
 namespace kiln::tuf {
 
 namespace {
@@ -125,7 +127,7 @@ const std::map<std::string, Key>* TrustedSet::delegator_keys(const std::string& 
       out = r.keys;
       return &d.keys;
     }
-  if (d.succinct && d.succinct->is_role(role)) {
+  if (d.succinct && is_succinct_role(*d.succinct, role)) {
     out = d.succinct->keys;
     return &d.keys;
   }

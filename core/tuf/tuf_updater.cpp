@@ -8,6 +8,7 @@
 #include "io/file_lock.hpp"
 #include "runtime/log.hpp"
 #include "transport/http_transport.hpp"
+#include "tuf/tuf_delegation.hpp"
 
 namespace kiln::tuf {
 
@@ -222,7 +223,7 @@ std::optional<TargetFile> Updater::get_targetinfo(const std::string& target_path
     if (!t.delegations) continue;
     std::vector<std::pair<std::string, std::string>> children;
     if (t.delegations->succinct) {
-      children.emplace_back(t.delegations->succinct->role_for_target(target_path), role);
+      children.emplace_back(succinct_role_for_target(*t.delegations->succinct, target_path), role);
       to_visit.clear();
     } else {
       for (const auto& d : t.delegations->roles) {

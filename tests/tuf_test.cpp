@@ -256,6 +256,25 @@ TEST(TufDelegation, SuccinctRoleNamesAreTheHashBinOfThePath) {
   EXPECT_EQ(succinct_role_for_target(s, "foo"), "bin-0");
 }
 
+TEST(TufFreeze, ARolePastItsExpiresIsRefusedNamingFileVersionAndDate) {
+  Common snapshot;
+  snapshot.version = 3;
+  snapshot.expires_text = kPast;
+  snapshot.expires = *parse_utc_time(kPast);
+  EXPECT_NO_THROW(refuse_if_expired(snapshot, "snapshot.json", snapshot.expires - 1));
+  try {
+    refuse_if_expired(snapshot, "snapshot.json", snapshot.expires);
+    ADD_FAILURE() << "an expired snapshot was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.attack(), Attack::Expired);
+    EXPECT_STREQ(e.what(),
+                 "tuf: expired metadata (freeze): snapshot.json v3: field \"expires\" is "
+                 "2020-01-01T00:00:00Z, now is past it");
+    ASSERT_NE(e.field("attack"), nullptr);
+    EXPECT_EQ(*e.field("attack"), "freeze");
+  }
+}
+
 TEST_F(TufClient, RefreshStoresTopLevelRolesAfterTheSpecsRequests) {
   refresh();
   EXPECT_EQ(fetcher.requests,

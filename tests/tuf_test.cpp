@@ -256,6 +256,47 @@ TEST(TufDelegation, SuccinctRoleNamesAreTheHashBinOfThePath) {
   EXPECT_EQ(succinct_role_for_target(s, "foo"), "bin-0");
 }
 
+TEST(TufAttacks, EachAttackHasItsWordsIdAndKind) {
+  struct Row {
+    Attack attack;
+    const char* words;
+    const char* id;
+    ErrorKind kind;
+  };
+  const Row rows[] = {
+      {Attack::Malformed, "malformed metadata", "malformed", ErrorKind::Format},
+      {Attack::WrongType, "wrong role type", "wrong-type", ErrorKind::Format},
+      {Attack::BadSignature, "signature threshold not met", "threshold", ErrorKind::Integrity},
+      {Attack::UntrustedKey, "signed by a key not trusted for the role (revoked or unknown)",
+       "untrusted-key", ErrorKind::Integrity},
+      {Attack::RootVersionGap, "root version not sequential", "root-version-gap",
+       ErrorKind::Integrity},
+      {Attack::Rollback, "rollback", "rollback", ErrorKind::Integrity},
+      {Attack::EqualVersion, "equal version", "equal-version", ErrorKind::Integrity},
+      {Attack::Expired, "expired metadata (freeze)", "freeze", ErrorKind::Integrity},
+      {Attack::SnapshotMismatch, "snapshot differs from timestamp", "snapshot-mismatch",
+       ErrorKind::Integrity},
+      {Attack::MixAndMatch, "targets role differs from snapshot (mix-and-match)", "mix-and-match",
+       ErrorKind::Integrity},
+      {Attack::TooLarge, "response too large (endless data)", "endless-data", ErrorKind::Integrity},
+      {Attack::TargetMismatch, "target bytes differ from metadata", "target-mismatch",
+       ErrorKind::Integrity},
+      {Attack::NotDelegated, "role not delegated", "not-delegated", ErrorKind::Integrity},
+      {Attack::TargetNotFound, "target not found", "target-not-found", ErrorKind::NotFound},
+      {Attack::Network, "repository unreachable", "unreachable", ErrorKind::Network},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.id);
+    EXPECT_STREQ(to_string(r.attack), r.words);
+    EXPECT_STREQ(attack_id(r.attack), r.id);
+    Error e(r.attack, "detail");
+    EXPECT_EQ(e.kind(), r.kind);
+    EXPECT_EQ(std::string(e.what()), std::string("tuf: ") + r.words + ": detail");
+    ASSERT_NE(e.field("attack"), nullptr);
+    EXPECT_EQ(*e.field("attack"), r.id);
+  }
+}
+
 TEST(TufFreeze, ARolePastItsExpiresIsRefusedNamingFileVersionAndDate) {
   Common snapshot;
   snapshot.version = 3;

@@ -231,6 +231,23 @@ TEST(TufSignatures, PrivateKeyPemRoundTripsToTheSameKeyid) {
   EXPECT_TRUE(verify_signature(a.public_key(), b.sign("x"), "x"));
 }
 
+TEST(TufHashes, MultiHasherOverChunksGivesEachAlgorithmsDigestOfTheWhole) {
+  const std::string data(10000, 'k');
+  MultiHasher hasher({{"sha256", ""}, {"sha512", ""}}, "test stream");
+  for (std::size_t at = 0; at < data.size(); at += 3000)
+    hasher.update(std::string_view(data).substr(at, 3000));
+  EXPECT_EQ(hasher.finish(),
+            (std::map<std::string, std::string>{{"sha256", *hex_digest("sha256", data)},
+                                                {"sha512", *hex_digest("sha512", data)}}));
+}
+
+TEST(TufHashes, MultiHasherRefusesAnUnknownAlgorithmNamingIt) {
+  auto make = [] { MultiHasher hasher({{"sha256", ""}, {"md5", ""}}, "target k.bin"); };
+  EXPECT_EQ(attack_of(make), Attack::Malformed);
+  EXPECT_EQ(message_of(make),
+            "tuf: malformed metadata: target k.bin: unsupported hash algorithm \"md5\"");
+}
+
 TEST(TufDelegation, PathPatternsMatchSegmentBySegment) {
   EXPECT_TRUE(path_matches_pattern("a/b.txt", "a/*.txt"));
   EXPECT_FALSE(path_matches_pattern("a/b/c.txt", "a/*.txt"));

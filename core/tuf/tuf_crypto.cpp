@@ -122,23 +122,18 @@ struct MultiHasher::Impl {
 
 MultiHasher::MultiHasher(const std::map<std::string, std::string>& expected,
                          const std::string& what)
-    : impl_(new Impl) {
+    : impl_(std::make_unique<Impl>()) {
   for (const auto& [alg, hex] : expected) {
     const EVP_MD* md = digest_for(alg);
-    if (!md) {
-      delete impl_;
-      unsupported_algorithm(what, alg);
-    }
+    if (!md) unsupported_algorithm(what, alg);
     MdCtxPtr ctx(EVP_MD_CTX_new());
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), md, nullptr) != 1) {
-      delete impl_;
+    if (!ctx || EVP_DigestInit_ex(ctx.get(), md, nullptr) != 1)
       throw kiln::Error(ErrorKind::Internal, "EVP_DigestInit_ex failed");
-    }
     impl_->ctxs.emplace_back(alg, std::move(ctx));
   }
 }
 
-MultiHasher::~MultiHasher() { delete impl_; }
+MultiHasher::~MultiHasher() = default;
 
 void MultiHasher::update(std::string_view data) {
   for (auto& [alg, ctx] : impl_->ctxs)

@@ -4,6 +4,7 @@
 // the .cpp files (tuf_openssl.hpp owns its handles).
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,7 +40,7 @@ class MultiHasher {
 
  private:
   struct Impl;
-  Impl* impl_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Length and hashes of `data` against `expected_*`; throws `attack` naming `what`, the field

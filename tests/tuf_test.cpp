@@ -4,6 +4,7 @@
 // conformance suite checks the same sequence); the CurlFetcher tests and the CLI tests read a
 // real repository through file:// URLs.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <map>
@@ -561,6 +562,67 @@ TEST_F(TufClient, DelegatedRoleReachedThroughASecondDelegatorIsVerifiedAgainstIt
   Updater again(options(), fetcher, kNow);
   EXPECT_EQ(attack_of([&] { again.get_targetinfo("team-b/x"); }), Attack::UntrustedKey);
   EXPECT_TRUE(target_dir_files().empty());
+}
+
+// docs/tuf.md "Stored metadata": a stored timestamp, snapshot or targets that is not TUF
+// metadata, or cannot be read at all (a FIFO in its place), is as if absent: the repository's
+// copy is fetched again, verified, stored, and the refresh succeeds.
+TEST_F(TufClient, CorruptOrUnreadableStoredRoleIsFetchedAgain) {
+  refresh();
+  const std::map<std::string, std::vector<std::string>> requests{
+      {"timestamp", {"meta/2.root.json", "meta/timestamp.json"}},
+      {"snapshot", {"meta/2.root.json", "meta/timestamp.json", "meta/snapshot.json"}},
+      {"targets", {"meta/2.root.json", "meta/timestamp.json", "meta/targets.json"}}};
+  for (const auto& [role, expected] : requests) {
+    for (const char* damage : {"corrupt", "unreadable"}) {
+      SCOPED_TRACE(role + " " + damage);
+      fs::path stored = dir_ / "metadata" / (role + ".json");
+      fs::remove(stored);
+      if (std::string(damage) == "corrupt")
+        test::write_file(stored, "{\"signed\": ");
+      else
+        ASSERT_EQ(::mkfifo(stored.c_str(), 0600), 0);
+      fetcher.requests.clear();
+      EXPECT_NO_THROW(refresh());
+      EXPECT_EQ(fetcher.requests, expected);
+      EXPECT_TRUE(fs::is_regular_file(stored));
+      EXPECT_EQ(test::read_file(stored), repo.files.at(role + ".json"));
+    }
+  }
+}
+
+// The trusted root is the anchor, never fetched: a corrupt or unreadable one is an error that
+// names it, before any request, and it is left as it is.
+TEST_F(TufClient, CorruptOrUnreadableStoredRootIsAClearError) {
+  fs::path root = dir_ / "metadata" / "root.json";
+  test::write_file(root, "{\"signed\": ");
+  auto open_updater = [&] { Updater u(options(), fetcher, kNow); };
+  EXPECT_EQ(attack_of(open_updater), Attack::Malformed);
+  EXPECT_EQ(message_of(open_updater), "tuf: malformed metadata: trusted root.json: not valid JSON");
+  EXPECT_EQ(test::read_file(root), "{\"signed\": ");
+  fs::remove(root);
+  ASSERT_EQ(::mkfifo(root.c_str(), 0600), 0);
+  try {
+    open_updater();
+    ADD_FAILURE() << "an unreadable root was accepted";
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io);
+    EXPECT_NE(std::string(e.what()).find(root.string() + ": not a regular file"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fetcher.requests.empty());
+}
+
+TEST_F(TufClient, StoredTargetWithOtherBytesIsAMissAndIsReplaced) {
+  repo.add_target("k.bin", "right bytes!");
+  repo.publish_release();
+  Updater u(options(), fetcher, kNow);
+  auto info = u.get_targetinfo("k.bin");
+  ASSERT_TRUE(info);
+  test::write_file(u.target_path_for(*info), "wrong bytes!");
+  EXPECT_FALSE(u.find_cached_target(*info));
+  EXPECT_EQ(test::read_file(u.download_target(*info)), "right bytes!");
+  EXPECT_EQ(u.find_cached_target(*info), u.target_path_for(*info));
 }
 
 TEST_F(TufClient, CurlFetcherBoundsAFileUrlAndReportsMissingFiles) {

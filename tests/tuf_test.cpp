@@ -4,11 +4,13 @@
 // conformance suite checks the same sequence); the CurlFetcher tests and the CLI tests read a
 // real repository through file:// URLs.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <map>
 
 #include "test_util.hpp"
+#include "tuf/tuf_delegation.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "tuf/tuf_signer.hpp"
 #include "tuf/tuf_updater.hpp"
@@ -230,6 +232,23 @@ TEST(TufSignatures, PrivateKeyPemRoundTripsToTheSameKeyid) {
   EXPECT_TRUE(verify_signature(a.public_key(), b.sign("x"), "x"));
 }
 
+TEST(TufHashes, MultiHasherOverChunksGivesEachAlgorithmsDigestOfTheWhole) {
+  const std::string data(10000, 'k');
+  MultiHasher hasher({{"sha256", ""}, {"sha512", ""}}, "test stream");
+  for (std::size_t at = 0; at < data.size(); at += 3000)
+    hasher.update(std::string_view(data).substr(at, 3000));
+  EXPECT_EQ(hasher.finish(),
+            (std::map<std::string, std::string>{{"sha256", *hex_digest("sha256", data)},
+                                                {"sha512", *hex_digest("sha512", data)}}));
+}
+
+TEST(TufHashes, MultiHasherRefusesAnUnknownAlgorithmNamingIt) {
+  auto make = [] { MultiHasher hasher({{"sha256", ""}, {"md5", ""}}, "target k.bin"); };
+  EXPECT_EQ(attack_of(make), Attack::Malformed);
+  EXPECT_EQ(message_of(make),
+            "tuf: malformed metadata: target k.bin: unsupported hash algorithm \"md5\"");
+}
+
 TEST(TufDelegation, PathPatternsMatchSegmentBySegment) {
   EXPECT_TRUE(path_matches_pattern("a/b.txt", "a/*.txt"));
   EXPECT_FALSE(path_matches_pattern("a/b/c.txt", "a/*.txt"));
@@ -246,13 +265,73 @@ TEST(TufDelegation, SuccinctRoleNamesAreTheHashBinOfThePath) {
   SuccinctRoles s;
   s.name_prefix = "bin";
   s.bit_length = 8;
-  EXPECT_EQ(s.role_for_target("foo"), "bin-2c");
+  EXPECT_EQ(succinct_role_for_target(s, "foo"), "bin-2c");
   s.bit_length = 12;
-  EXPECT_EQ(s.role_for_target("team-a/x.bin"), "bin-52e");
-  EXPECT_TRUE(s.is_role("bin-52e"));
-  EXPECT_FALSE(s.is_role("bin-52"));
+  EXPECT_EQ(succinct_role_for_target(s, "team-a/x.bin"), "bin-52e");
+  EXPECT_TRUE(is_succinct_role(s, "bin-52e"));
+  EXPECT_FALSE(is_succinct_role(s, "bin-52"));
   s.bit_length = 1;
-  EXPECT_EQ(s.role_for_target("foo"), "bin-0");
+  EXPECT_EQ(succinct_role_for_target(s, "foo"), "bin-0");
+}
+
+TEST(TufAttacks, EachAttackHasItsWordsIdAndKind) {
+  struct Row {
+    Attack attack;
+    const char* words;
+    const char* id;
+    ErrorKind kind;
+  };
+  const Row rows[] = {
+      {Attack::Malformed, "malformed metadata", "malformed", ErrorKind::Format},
+      {Attack::WrongType, "wrong role type", "wrong-type", ErrorKind::Format},
+      {Attack::BadSignature, "signature threshold not met", "threshold", ErrorKind::Integrity},
+      {Attack::UntrustedKey, "signed by a key not trusted for the role (revoked or unknown)",
+       "untrusted-key", ErrorKind::Integrity},
+      {Attack::RootVersionGap, "root version not sequential", "root-version-gap",
+       ErrorKind::Integrity},
+      {Attack::Rollback, "rollback", "rollback", ErrorKind::Integrity},
+      {Attack::EqualVersion, "equal version", "equal-version", ErrorKind::Integrity},
+      {Attack::Expired, "expired metadata (freeze)", "freeze", ErrorKind::Integrity},
+      {Attack::SnapshotMismatch, "snapshot differs from timestamp", "snapshot-mismatch",
+       ErrorKind::Integrity},
+      {Attack::MixAndMatch, "targets role differs from snapshot (mix-and-match)", "mix-and-match",
+       ErrorKind::Integrity},
+      {Attack::TooLarge, "response too large (endless data)", "endless-data", ErrorKind::Integrity},
+      {Attack::TargetMismatch, "target bytes differ from metadata", "target-mismatch",
+       ErrorKind::Integrity},
+      {Attack::NotDelegated, "role not delegated", "not-delegated", ErrorKind::Integrity},
+      {Attack::TargetNotFound, "target not found", "target-not-found", ErrorKind::NotFound},
+      {Attack::Network, "repository unreachable", "unreachable", ErrorKind::Network},
+  };
+  for (const Row& r : rows) {
+    SCOPED_TRACE(r.id);
+    EXPECT_STREQ(to_string(r.attack), r.words);
+    EXPECT_STREQ(attack_id(r.attack), r.id);
+    Error e(r.attack, "detail");
+    EXPECT_EQ(e.kind(), r.kind);
+    EXPECT_EQ(std::string(e.what()), std::string("tuf: ") + r.words + ": detail");
+    ASSERT_NE(e.field("attack"), nullptr);
+    EXPECT_EQ(*e.field("attack"), r.id);
+  }
+}
+
+TEST(TufFreeze, ARolePastItsExpiresIsRefusedNamingFileVersionAndDate) {
+  Common snapshot;
+  snapshot.version = 3;
+  snapshot.expires_text = kPast;
+  snapshot.expires = *parse_utc_time(kPast);
+  EXPECT_NO_THROW(refuse_if_expired(snapshot, "snapshot.json", snapshot.expires - 1));
+  try {
+    refuse_if_expired(snapshot, "snapshot.json", snapshot.expires);
+    ADD_FAILURE() << "an expired snapshot was not refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.attack(), Attack::Expired);
+    EXPECT_STREQ(e.what(),
+                 "tuf: expired metadata (freeze): snapshot.json v3: field \"expires\" is "
+                 "2020-01-01T00:00:00Z, now is past it");
+    ASSERT_NE(e.field("attack"), nullptr);
+    EXPECT_EQ(*e.field("attack"), "freeze");
+  }
 }
 
 TEST_F(TufClient, RefreshStoresTopLevelRolesAfterTheSpecsRequests) {
@@ -483,6 +562,67 @@ TEST_F(TufClient, DelegatedRoleReachedThroughASecondDelegatorIsVerifiedAgainstIt
   Updater again(options(), fetcher, kNow);
   EXPECT_EQ(attack_of([&] { again.get_targetinfo("team-b/x"); }), Attack::UntrustedKey);
   EXPECT_TRUE(target_dir_files().empty());
+}
+
+// docs/tuf.md "Stored metadata": a stored timestamp, snapshot or targets that is not TUF
+// metadata, or cannot be read at all (a FIFO in its place), is as if absent: the repository's
+// copy is fetched again, verified, stored, and the refresh succeeds.
+TEST_F(TufClient, CorruptOrUnreadableStoredRoleIsFetchedAgain) {
+  refresh();
+  const std::map<std::string, std::vector<std::string>> requests{
+      {"timestamp", {"meta/2.root.json", "meta/timestamp.json"}},
+      {"snapshot", {"meta/2.root.json", "meta/timestamp.json", "meta/snapshot.json"}},
+      {"targets", {"meta/2.root.json", "meta/timestamp.json", "meta/targets.json"}}};
+  for (const auto& [role, expected] : requests) {
+    for (const char* damage : {"corrupt", "unreadable"}) {
+      SCOPED_TRACE(role + " " + damage);
+      fs::path stored = dir_ / "metadata" / (role + ".json");
+      fs::remove(stored);
+      if (std::string(damage) == "corrupt")
+        test::write_file(stored, "{\"signed\": ");
+      else
+        ASSERT_EQ(::mkfifo(stored.c_str(), 0600), 0);
+      fetcher.requests.clear();
+      EXPECT_NO_THROW(refresh());
+      EXPECT_EQ(fetcher.requests, expected);
+      EXPECT_TRUE(fs::is_regular_file(stored));
+      EXPECT_EQ(test::read_file(stored), repo.files.at(role + ".json"));
+    }
+  }
+}
+
+// The trusted root is the anchor, never fetched: a corrupt or unreadable one is an error that
+// names it, before any request, and it is left as it is.
+TEST_F(TufClient, CorruptOrUnreadableStoredRootIsAClearError) {
+  fs::path root = dir_ / "metadata" / "root.json";
+  test::write_file(root, "{\"signed\": ");
+  auto open_updater = [&] { Updater u(options(), fetcher, kNow); };
+  EXPECT_EQ(attack_of(open_updater), Attack::Malformed);
+  EXPECT_EQ(message_of(open_updater), "tuf: malformed metadata: trusted root.json: not valid JSON");
+  EXPECT_EQ(test::read_file(root), "{\"signed\": ");
+  fs::remove(root);
+  ASSERT_EQ(::mkfifo(root.c_str(), 0600), 0);
+  try {
+    open_updater();
+    ADD_FAILURE() << "an unreadable root was accepted";
+  } catch (const kiln::Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io);
+    EXPECT_NE(std::string(e.what()).find(root.string() + ": not a regular file"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fetcher.requests.empty());
+}
+
+TEST_F(TufClient, StoredTargetWithOtherBytesIsAMissAndIsReplaced) {
+  repo.add_target("k.bin", "right bytes!");
+  repo.publish_release();
+  Updater u(options(), fetcher, kNow);
+  auto info = u.get_targetinfo("k.bin");
+  ASSERT_TRUE(info);
+  test::write_file(u.target_path_for(*info), "wrong bytes!");
+  EXPECT_FALSE(u.find_cached_target(*info));
+  EXPECT_EQ(test::read_file(u.download_target(*info)), "right bytes!");
+  EXPECT_EQ(u.find_cached_target(*info), u.target_path_for(*info));
 }
 
 TEST_F(TufClient, CurlFetcherBoundsAFileUrlAndReportsMissingFiles) {

@@ -1,11 +1,11 @@
 #pragma once
 // TUF metadata (specification 1.0.34): the typed model of root, timestamp, snapshot and
-// targets, parsed and validated from the JSON bytes a repository serves, plus the pieces of
-// pure logic the client workflow needs (canonical JSON, signature thresholds, hashes,
-// delegation matching). No I/O here: tuf_updater.cpp does the network and the disk.
+// targets, parsed and validated from the JSON bytes a repository serves, canonical JSON and
+// the signature threshold of a role. Keys, signatures and hashes are tuf_crypto.hpp's;
+// delegation matching is tuf_delegation.hpp's. No I/O here: tuf_updater.cpp does the network
+// and the disk.
 //
-// Errors: every refusal is a tuf::Error (a kiln::Error) carrying a named Attack, so a caller
-// and a test can tell a rollback from a freeze from a bad signature.
+// Errors: every refusal is a tuf::Error (tuf_error.hpp) carrying a named Attack.
 #include <cstdint>
 #include <ctime>
 #include <map>
@@ -15,43 +15,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kiln/error.hpp"
+#include "tuf/tuf_crypto.hpp"
+#include "tuf/tuf_error.hpp"
 
 namespace kiln::tuf {
-
-// What the client refused, by the attack (or fault) it guards against. docs/tuf.md lists them.
-enum class Attack {
-  Malformed,         // not TUF metadata: bad JSON, a missing or mistyped field
-  WrongType,         // "_type" is not the role asked for
-  BadSignature,      // fewer valid signatures than the role's threshold
-  UntrustedKey,      // signed only by keys the role does not list (revoked, or never trusted)
-  RootVersionGap,    // root N+1 is not version N+1
-  Rollback,          // a version lower than the trusted one
-  EqualVersion,      // timestamp version equal to the trusted one (not an attack: keep ours)
-  Expired,           // freeze: metadata past its "expires"
-  SnapshotMismatch,  // snapshot differs from what timestamp names (version, length, hashes)
-  MixAndMatch,       // a targets role differs from what snapshot names
-  TooLarge,          // a response longer than the bound for it (endless data)
-  TargetMismatch,    // target bytes differ from their length or hashes
-  NotDelegated,      // a role that no trusted delegation names, or missing from snapshot
-  TargetNotFound,    // no trusted role lists the target
-  Network,           // the repository did not answer
-};
-const char* to_string(Attack a);
-// The attack as one word for programs: the value of the error's "attack" field
-// ("rollback", "freeze", "mix-and-match", ...; docs/tuf.md "Errors").
-const char* attack_id(Attack a);
-
-// Carries the field attack=<attack_id>, so the attack survives a copy into a plain kiln::Error
-// (Error::with, the loader's resolution failure, `kiln fetch --json`).
-class Error : public kiln::Error {
- public:
-  Error(Attack attack, const std::string& message);
-  Attack attack() const { return attack_; }
-
- private:
-  Attack attack_;
-};
 
 // A UTC time as TUF writes "expires": YYYY-MM-DDTHH:MM:SSZ; nullopt for anything else.
 std::optional<std::time_t> parse_utc_time(std::string_view text);
@@ -61,15 +28,6 @@ std::string format_utc_time(std::time_t t);
 // point), no whitespace, strings with only '"' and '\\' escaped, integers only (a float is
 // refused: Attack::Malformed).
 std::string canonical_json(const nlohmann::json& j);
-
-struct Key {
-  std::string keytype;       // "ed25519", "ecdsa", "ecdsa-sha2-nistp256", "rsa"
-  std::string scheme;        // "ed25519", "ecdsa-sha2-nistp256", "rsassa-pss-sha256", ...
-  std::string public_value;  // ed25519: 64 hex chars; ecdsa and rsa: PEM SubjectPublicKeyInfo
-};
-// True when `signature` (raw bytes) is a valid signature of `data` under `key`. Unknown
-// key types or schemes and unparsable keys verify nothing (false), as do bad signatures.
-bool verify_signature(const Key& key, std::string_view signature, std::string_view data);
 
 struct RoleKeys {
   std::vector<std::string> keyids;
@@ -99,10 +57,7 @@ struct DelegatedRole {
 struct SuccinctRoles {
   RoleKeys keys;
   int bit_length = 1;
-  std::string name_prefix;
-  // The bin a target path falls into: "<prefix>-<hex bin, zero-padded>".
-  std::string role_for_target(std::string_view target_path) const;
-  bool is_role(std::string_view name) const;
+  std::string name_prefix;  // bins are "<prefix>-<hex bin>" (tuf_delegation.hpp)
 };
 
 struct Delegations {
@@ -160,43 +115,8 @@ void verify_threshold(const Envelope& env, const std::map<std::string, Key>& key
                       const RoleKeys& role, const std::string& role_name,
                       const std::string& signer_name);
 
-// Hex digest of `data` with a TUF hash algorithm name ("sha256", "sha512", ...); nullopt for
-// an algorithm this build does not know.
-std::optional<std::string> hex_digest(std::string_view algorithm, std::string_view data);
-
-// Incremental hashing of one stream with every algorithm a hashes map names.
-class MultiHasher {
- public:
-  // Throws Attack::Malformed naming `what` for an unknown algorithm.
-  MultiHasher(const std::map<std::string, std::string>& expected, const std::string& what);
-  ~MultiHasher();
-  MultiHasher(const MultiHasher&) = delete;
-  MultiHasher& operator=(const MultiHasher&) = delete;
-  void update(std::string_view data);
-  // algorithm -> hex digest; call once.
-  std::map<std::string, std::string> finish();
-
- private:
-  struct Impl;
-  Impl* impl_;
-};
-
-// Length and hashes of `data` against `expected_*`; throws `attack` naming `what`, the field
-// and both values.
-void verify_length_and_hashes(std::string_view data, std::optional<std::int64_t> expected_length,
-                              const std::map<std::string, std::string>& expected_hashes,
-                              Attack attack, const std::string& what);
-
-// fnmatch-style matching of one target path against one delegation pattern, segment by
-// segment ("/" never matched by a wildcard); '*', '?', '[abc]', '[!abc]'.
-bool path_matches_pattern(std::string_view target_path, std::string_view pattern);
-bool role_delegates_path(const DelegatedRole& role, std::string_view target_path);
-
 // Percent-encoding of a role or target name for URLs and file names: everything but
 // A-Z a-z 0-9 "_.-~" becomes %XX (as Python's urllib.parse.quote(name, safe="")).
 std::string quote_name(std::string_view name);
-
-std::string hex_encode(std::string_view bytes);
-std::optional<std::string> hex_decode(std::string_view hex);
 
 }  // namespace kiln::tuf

@@ -1,10 +1,10 @@
 #include "tuf/tuf_signer.hpp"
 
-#include <openssl/bio.h>
 #include <openssl/ec.h>
-#include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/rsa.h>
+
+#include "tuf/tuf_openssl.hpp"
 
 namespace kiln::tuf {
 
@@ -13,11 +13,6 @@ namespace {
 [[noreturn]] void ossl_fail(const char* what) {
   throw kiln::Error(ErrorKind::Internal, std::string("tuf signer: OpenSSL ") + what + " failed");
 }
-
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
 
 std::string bio_string(BIO* bio) {
   char* data = nullptr;
@@ -38,7 +33,7 @@ Key public_key_of(EVP_PKEY* pkey, std::string_view scheme) {
     return k;
   }
   k.keytype = scheme == "ecdsa-sha2-nistp256" ? "ecdsa" : "rsa";
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), &BIO_free);
+  BioPtr bio(BIO_new(BIO_s_mem()));
   if (!bio || PEM_write_bio_PUBKEY(bio.get(), pkey) != 1) ossl_fail("PEM_write_bio_PUBKEY");
   k.public_value = bio_string(bio.get());
   return k;
@@ -84,8 +79,7 @@ Signer Signer::generate(std::string_view scheme) {
 
 Signer Signer::from_private_pem(const std::string& pem, std::string_view scheme) {
   check_scheme(scheme);
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(
-      BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())), &BIO_free);
+  BioPtr bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
   if (!bio) ossl_fail("BIO_new_mem_buf");
   EVP_PKEY* raw = PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr);
   if (!raw) throw kiln::Error(ErrorKind::Format, "not a PEM private key");
@@ -97,7 +91,7 @@ Signer Signer::from_private_pem(const std::string& pem, std::string_view scheme)
 }
 
 std::string Signer::sign(std::string_view data) const {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  MdCtxPtr ctx(EVP_MD_CTX_new());
   if (!ctx) ossl_fail("EVP_MD_CTX_new");
   EVP_PKEY_CTX* pctx = nullptr;
   const EVP_MD* md = impl_->scheme == "ed25519" ? nullptr : EVP_sha256();
@@ -123,7 +117,7 @@ std::string Signer::sign(std::string_view data) const {
 }
 
 std::string Signer::private_pem() const {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new(BIO_s_mem()), &BIO_free);
+  BioPtr bio(BIO_new(BIO_s_mem()));
   if (!bio || PEM_write_bio_PrivateKey(bio.get(), impl_->pkey.get(), nullptr, nullptr, 0, nullptr,
                                        nullptr) != 1)
     ossl_fail("PEM_write_bio_PrivateKey");

@@ -1,5 +1,7 @@
 #include "tuf/tuf_trusted_set.hpp"
 
+#include "tuf/tuf_delegation.hpp"
+
 namespace kiln::tuf {
 
 namespace {
@@ -11,6 +13,12 @@ std::string v(std::int64_t n) { return std::to_string(n); }
 }
 
 }  // namespace
+
+void refuse_if_expired(const Common& role, const std::string& file, std::time_t now) {
+  if (role.expired(now))
+    throw Error(Attack::Expired, file + " v" + v(role.version) + ": field \"expires\" is " +
+                                     role.expires_text + ", now is past it");
+}
 
 TrustedSet::TrustedSet(std::string_view root_bytes, std::time_t now) : now_(now) {
   Envelope env = parse_envelope(root_bytes, "trusted root.json");
@@ -35,9 +43,7 @@ void TrustedSet::update_root(std::string_view bytes) {
 
 void TrustedSet::update_timestamp(std::string_view bytes) {
   if (snapshot_) out_of_order("timestamp updated after snapshot");
-  if (root_.expired(now_))
-    throw Error(Attack::Expired, "root.json v" + v(root_.version) + ": field \"expires\" is " +
-                                     root_.expires_text + ", now is past it");
+  refuse_if_expired(root_, "root.json", now_);
   Envelope env = parse_envelope(bytes, "timestamp.json");
   Timestamp next = parse_timestamp(env.signed_json, "timestamp.json");
   verify_threshold(env, root_.keys, root_.roles.at("timestamp"),
@@ -58,19 +64,13 @@ void TrustedSet::update_timestamp(std::string_view bytes) {
   // Trusted before the expiry check: an expired but newer timestamp still raises the bar
   // for rollback of the next one (spec 5.4.3-5.4.4).
   timestamp_ = std::move(next);
-  if (timestamp_->expired(now_))
-    throw Error(Attack::Expired, "timestamp.json v" + v(timestamp_->version) +
-                                     ": field \"expires\" is " + timestamp_->expires_text +
-                                     ", now is past it");
+  refuse_if_expired(*timestamp_, "timestamp.json", now_);
 }
 
 void TrustedSet::update_snapshot(std::string_view bytes, bool from_local_disk) {
   if (!timestamp_) out_of_order("snapshot before timestamp");
   if (!targets_.empty()) out_of_order("snapshot updated after targets");
-  if (timestamp_->expired(now_))
-    throw Error(Attack::Expired, "timestamp.json v" + v(timestamp_->version) +
-                                     ": field \"expires\" is " + timestamp_->expires_text +
-                                     ", now is past it");
+  refuse_if_expired(*timestamp_, "timestamp.json", now_);
   const MetaFile& meta = timestamp_->snapshot_meta;
   if (!from_local_disk)
     verify_length_and_hashes(bytes, meta.length, meta.hashes, Attack::SnapshotMismatch,
@@ -99,10 +99,7 @@ void TrustedSet::update_snapshot(std::string_view bytes, bool from_local_disk) {
 
 void TrustedSet::check_final_snapshot() const {
   if (!snapshot_ || !timestamp_) out_of_order("snapshot not loaded");
-  if (snapshot_->expired(now_))
-    throw Error(Attack::Expired, "snapshot.json v" + v(snapshot_->version) +
-                                     ": field \"expires\" is " + snapshot_->expires_text +
-                                     ", now is past it");
+  refuse_if_expired(*snapshot_, "snapshot.json", now_);
   if (snapshot_->version != timestamp_->snapshot_meta.version)
     throw Error(Attack::SnapshotMismatch,
                 "snapshot.json: field \"version\" is " + v(snapshot_->version) + ", timestamp v" +
@@ -125,7 +122,7 @@ const std::map<std::string, Key>* TrustedSet::delegator_keys(const std::string& 
       out = r.keys;
       return &d.keys;
     }
-  if (d.succinct && d.succinct->is_role(role)) {
+  if (d.succinct && is_succinct_role(*d.succinct, role)) {
     out = d.succinct->keys;
     return &d.keys;
   }
@@ -155,9 +152,7 @@ const Targets& TrustedSet::update_delegated_targets(std::string_view bytes, cons
     throw Error(Attack::MixAndMatch, file + ": field \"version\" is " + v(next.version) +
                                          ", snapshot v" + v(snapshot_->version) + " names " +
                                          v(meta->second.version));
-  if (next.expired(now_))
-    throw Error(Attack::Expired, file + " v" + v(next.version) + ": field \"expires\" is " +
-                                     next.expires_text + ", now is past it");
+  refuse_if_expired(next, file, now_);
   auto& slot = targets_[role];
   slot.targets = std::move(next);
   slot.bytes = std::string(bytes);

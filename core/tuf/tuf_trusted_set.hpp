@@ -19,6 +19,10 @@
 
 namespace kiln::tuf {
 
+// The freeze rule, the same for every role: throws Attack::Expired when `role` is past its
+// "expires" at `now`, naming `file`, its version and that date.
+void refuse_if_expired(const Common& role, const std::string& file, std::time_t now);
+
 class TrustedSet {
  public:
   TrustedSet(std::string_view root_bytes, std::time_t now);

@@ -8,6 +8,7 @@
 #include "io/file_lock.hpp"
 #include "runtime/log.hpp"
 #include "transport/http_transport.hpp"
+#include "tuf/tuf_delegation.hpp"
 
 namespace kiln::tuf {
 
@@ -95,7 +96,14 @@ std::optional<std::string> Updater::read_local(const std::string& role) const {
   fs::path p = opts_.metadata_dir / (quote_name(role) + ".json");
   std::error_code ec;
   if (!fs::exists(p, ec)) return std::nullopt;
-  return read_whole_file(p);
+  try {
+    return read_whole_file(p);
+  } catch (const kiln::Error& e) {
+    // Unreadable is absent, as in python-tuf: the repository's copy is fetched and verified
+    // instead. Only root.json must load, and the constructor reads it, not this.
+    log(LogLevel::Warn, "tuf: stored " + role + " cannot be read, fetching it again: " + e.what());
+    return std::nullopt;
+  }
 }
 
 void Updater::persist(const std::string& role, const std::string& bytes) {
@@ -222,7 +230,7 @@ std::optional<TargetFile> Updater::get_targetinfo(const std::string& target_path
     if (!t.delegations) continue;
     std::vector<std::pair<std::string, std::string>> children;
     if (t.delegations->succinct) {
-      children.emplace_back(t.delegations->succinct->role_for_target(target_path), role);
+      children.emplace_back(succinct_role_for_target(*t.delegations->succinct, target_path), role);
       to_visit.clear();
     } else {
       for (const auto& d : t.delegations->roles) {
@@ -250,7 +258,11 @@ std::optional<fs::path> Updater::find_cached_target(const TargetFile& info) cons
   std::string data = read_whole_file(p);
   try {
     verify_length_and_hashes(data, info.length, info.hashes, Attack::TargetMismatch, p.string());
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    // Other bytes than the metadata's are a miss: download_target replaces them. Any other
+    // refusal (an algorithm this build lacks) is the metadata's fault and is reported.
+    if (e.attack() != Attack::TargetMismatch) throw;
+    log(LogLevel::Debug, std::string("tuf: stored target not used: ") + e.what());
     return std::nullopt;
   }
   return p;

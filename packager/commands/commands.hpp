@@ -2,10 +2,12 @@
 // Each `kiln` subcommand registers itself on the CLI11 app; its callback stores the exit code
 // in `rc`. kiln::Error escapes to main(), which prints it and maps its kind to an exit code.
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fetch/fetch.hpp"
+#include "format/target.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cli {
@@ -74,5 +76,24 @@ struct ChosenPackage {
 ChosenPackage choose_package(const PackageOptions& o);
 CLI::Validator package_name_option();
 void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (package_option.cpp)
+
+// `kiln build`'s targets (cmd_build.cpp), the first of: --targets; the project's
+// registry/package.json "targets"; its ci/targets.txt when it has one; the release list compiled
+// into kiln (KILN_RELEASE_TARGETS). Pure: the caller reads the files.
+struct BuildTargetSources {
+  std::string flag;                         // --targets as given; "" when not given
+  std::vector<Target> project;              // registry/package.json "targets"; empty: none
+  std::optional<std::string> targets_file;  // ci/targets.txt's text; nullopt: no such file
+  std::string targets_file_path;            // that file, for messages
+  std::vector<std::string> compiled;        // release_targets()
+};
+struct BuildTargets {
+  std::vector<Target> targets;
+  std::string origin;  // "--targets", "registry/package.json", "ci/targets.txt", "the release
+                       // list compiled into kiln"
+};
+// Throws Error{Usage} for a malformed list (naming where it came from) and when nothing names
+// a target.
+BuildTargets choose_build_targets(const BuildTargetSources& sources);
 
 }  // namespace kiln::cli

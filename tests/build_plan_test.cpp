@@ -6,8 +6,10 @@
 
 #include "build/build.hpp"
 #include "build/toolkit.hpp"
+#include "commands/commands.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "plan/target_choice.hpp"
 #include "project/registry.hpp"
 #include "test_util.hpp"
 
@@ -299,6 +301,68 @@ TEST(BuildTargets, TargetsFileAllowsCommentsAndNewlines) {
   expect_error(ErrorKind::Usage, [] { parse_targets_file("# nothing\n", "t.txt"); });
 }
 
+std::vector<std::string> names(const std::vector<Target>& targets) {
+  std::vector<std::string> out;
+  for (const auto& t : targets) out.push_back(t.str());
+  return out;
+}
+
+// Every source given: each test takes away the one before, and the next one answers.
+cli::BuildTargetSources every_source() {
+  cli::BuildTargetSources s;
+  s.flag = "sm_90a,sm_80";
+  s.project = {T("sm_86"), T("compute_80")};
+  s.targets_file = "sm_89\n# a comment\nsm_120\n";
+  s.targets_file_path = "/p/ci/targets.txt";
+  s.compiled = {"sm_100", "sm_80"};
+  return s;
+}
+
+TEST(BuildTargets, TheFlagThenThePackageFileThenTheTargetsFileThenTheCompiledList) {
+  cli::BuildTargetSources s = every_source();
+  cli::BuildTargets t = cli::choose_build_targets(s);
+  EXPECT_EQ(names(t.targets), (std::vector<std::string>{"sm_90a", "sm_80"}));
+  EXPECT_EQ(t.origin, "--targets");
+  s.flag.clear();
+  t = cli::choose_build_targets(s);
+  EXPECT_EQ(names(t.targets), (std::vector<std::string>{"sm_86", "compute_80"}));
+  EXPECT_EQ(t.origin, "registry/package.json");
+  s.project.clear();
+  t = cli::choose_build_targets(s);
+  EXPECT_EQ(names(t.targets), (std::vector<std::string>{"sm_89", "sm_120"}));
+  EXPECT_EQ(t.origin, "ci/targets.txt");
+  s.targets_file.reset();
+  t = cli::choose_build_targets(s);
+  EXPECT_EQ(names(t.targets), (std::vector<std::string>{"sm_100", "sm_80"}));
+  EXPECT_EQ(t.origin, "the release list compiled into kiln");
+}
+
+TEST(BuildTargets, NoListAnywhereIsAUsageErrorNamingEachPlaceLooked) {
+  cli::BuildTargetSources s = every_source();
+  s.flag.clear();
+  s.project.clear();
+  s.targets_file.reset();
+  s.compiled.clear();
+  std::string msg = test::error_of(ErrorKind::Usage, [&] { cli::choose_build_targets(s); });
+  for (const char* named :
+       {"--targets", "registry/package.json", "/p/ci/targets.txt", "KILN_RELEASE_TARGETS"})
+    EXPECT_NE(msg.find(named), std::string::npos) << named << ": " << msg;
+}
+
+TEST(BuildTargets, AMalformedListNamesWhereItCameFrom) {
+  cli::BuildTargetSources s = every_source();
+  s.flag.clear();
+  s.project.clear();
+  s.targets_file = "sm_80\nsm90a\n";
+  std::string msg = test::error_of(ErrorKind::Usage, [&] { cli::choose_build_targets(s); });
+  EXPECT_EQ(msg.rfind("/p/ci/targets.txt: 'sm90a' is not a target", 0), 0u) << msg;
+  s.targets_file.reset();
+  s.compiled = {"sm_80", "sm90a"};
+  msg = test::error_of(ErrorKind::Usage, [&] { cli::choose_build_targets(s); });
+  EXPECT_EQ(msg.rfind("the release list compiled into kiln (KILN_RELEASE_TARGETS): 'sm90a'", 0), 0u)
+      << msg;
+}
+
 TEST(BuildTargets, SourceDateEpochMustBeAnInteger) {
   EXPECT_EQ(parse_source_date_epoch("1700000000"), 1700000000);
   expect_error(ErrorKind::Usage, [] { parse_source_date_epoch("yesterday"); });
@@ -347,6 +411,49 @@ TEST(BuildCli, TargetTypoIsAUsageErrorNamingIt) {
   auto r = test::run(test::kiln_cli() + " build --targets sm_80,sm90a --out /nonexistent/x");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("'sm90a' is not a target"), std::string::npos) << r.out;
+}
+
+// A project outside kiln's tree, built where no nvcc can be found: kiln build says which target
+// list it took, then stops (exit 5) before writing or compiling anything.
+TEST(BuildCli, SaysOnStderrWhichTargetListItTook) {
+  TempDir src, out;
+  write_file(src / "VERSION", "0.1.0\n");
+  write_file(src / "registry/kernels.json", kRegistry);
+  write_file(src / "kernels/norm.cu", "// norm\n");
+  write_file(src / "kernels/hopper.cu", "// hopper\n");
+  auto build = [&](const std::string& args) {
+    return test::run("CUDA_HOME=" + (out / "no-cuda").string() + " PATH=" +
+                     (out / "no-bin").string() + " " + test::kiln_cli() + " build --source " +
+                     src.path().string() + " --out " + (out / "b").string() + args);
+  };
+  write_file(src / "registry/package.json",
+             R"({"format": 1, "name": "acme-norm", "targets": ["sm_90a", "sm_80"]})");
+  auto r = build("");
+  EXPECT_EQ(r.exit_code, 5) << r.out;
+  EXPECT_NE(r.out.find("targets: sm_90a,sm_80 (from registry/package.json)\n"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out / "b"));
+
+  r = build(" --targets sm_86");
+  EXPECT_NE(r.out.find("targets: sm_86 (from --targets)\n"), std::string::npos) << r.out;
+
+  write_file(src / "registry/package.json", R"({"format": 1, "name": "acme-norm"})");
+  r = build("");
+  std::string compiled;
+  for (const auto& t : kiln::release_targets()) compiled += (compiled.empty() ? "" : ",") + t;
+  if (compiled.empty()) {
+    EXPECT_EQ(r.exit_code, 2) << r.out;
+    EXPECT_NE(r.out.find("KILN_RELEASE_TARGETS"), std::string::npos) << r.out;
+  } else {
+    EXPECT_NE(r.out.find("targets: " + compiled + " (from the release list compiled into kiln)\n"),
+              std::string::npos)
+        << r.out;
+  }
+
+  write_file(src / "ci/targets.txt", "sm_89\n");
+  r = build("");
+  EXPECT_NE(r.out.find("targets: sm_89 (from ci/targets.txt)\n"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out / "b"));
 }
 
 TEST(BuildCli, HelpNamesEveryOption) {

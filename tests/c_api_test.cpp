@@ -12,7 +12,10 @@
 #include "c_api_internal.hpp"
 #include "plan/resolver.hpp"
 #include "runtime/driver.hpp"
+#include "stand_in_driver.hpp"
+#include "synthetic_release.hpp"
 #include "test_util.hpp"
+#include "transport/http_transport.hpp"
 
 namespace {
 
@@ -86,6 +89,137 @@ TEST(CApi, TufRootReachesTheLoaderAndAConfigSizedBeforeItTakesItFromTheEnvironme
   ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
   EXPECT_EQ(l->loader->config().tuf_root, "/from/env/root.json");
   kiln_loader_destroy(l);
+}
+
+// Two packages on one plain file:// mirror, each release pinned by the digest of its own index.
+struct TwoPinnedPackages {
+  kiln::test::TempDir tmp;
+  // A second package: the reference description under another name (its URIs and source
+  // hashes are the reference package's, so the same synthetic artifacts load for both).
+  kiln_package acme = [] {
+    kiln_package p = *kiln_kernels_package();
+    p.name = "acme-kernels";
+    return p;
+  }();
+  kiln::test::SyntheticDist kiln_dist = release("kiln-kernels");
+  kiln::test::SyntheticDist acme_dist = release("acme-kernels");
+  std::string mirror = "file://" + (tmp / "mirror").string();
+  int loaders = 0;
+
+  kiln::test::SyntheticDist release(const std::string& package) {
+    kiln::test::ReleaseSpec rel;
+    rel.package = package;
+    rel.loadable = true;
+    return kiln::test::write_release_dist(tmp / "mirror", rel, {"sm_90"});
+  }
+  // A loader of `package` on a CC 9.0 stand-in, fetching from the mirror into a cache of its own
+  // (so nothing one loader fetched serves another), pinned by `pin`.
+  kiln_status create(const kiln_package* package, const char* pin, kiln_loader** out) {
+    const std::string cache = (tmp / ("cache-" + std::to_string(loaders++))).string();
+    kiln_config c = offline_config(cache);
+    c.offline = 0;
+    c.mirrors = mirror.c_str();
+    c.tuf_root = "";
+    c.index_sha256 = pin;
+    kiln::LoaderDeps deps;
+    deps.driver = std::make_shared<kiln::test::Cc90Driver>();
+    deps.installed_store = (tmp / "no-installed-store").string();
+    return kiln::c_api::loader_create_with(package, &c, std::move(deps), out);
+  }
+};
+
+TEST(CApi, EachLoaderHasItsOwnIndexPinAndEachRefusesTheOtherPackagesIndex) {
+  kiln::fetch_detail::forget_bad_mirrors();
+  TwoPinnedPackages two;
+  ASSERT_NE(two.kiln_dist.index_sha256, two.acme_dist.index_sha256);
+  kiln_loader* reference_loader = nullptr;
+  kiln_loader* acme_loader = nullptr;
+  ASSERT_EQ(
+      two.create(kiln_kernels_package(), two.kiln_dist.index_sha256.c_str(), &reference_loader),
+      KILN_OK)
+      << last();
+  ASSERT_EQ(two.create(&two.acme, two.acme_dist.index_sha256.c_str(), &acme_loader), KILN_OK)
+      << last();
+  kiln_kernel* k = nullptr;
+  EXPECT_EQ(kiln_get(reference_loader, "axpy_dtype_f32", &k), KILN_OK) << last();
+  EXPECT_EQ(kiln_get(acme_loader, "axpy_dtype_f32", &k), KILN_OK) << last();
+  kiln_loader_destroy(reference_loader);
+  kiln_loader_destroy(acme_loader);
+
+  // Swapped: each pin refuses the other package's index, naming both digests.
+  struct Swap {
+    const kiln_package* package;
+    const kiln::test::SyntheticDist& pinned;
+    const kiln::test::SyntheticDist& served;
+  };
+  for (const Swap& s : {Swap{kiln_kernels_package(), two.acme_dist, two.kiln_dist},
+                        Swap{&two.acme, two.kiln_dist, two.acme_dist}}) {
+    // A mirror that served bytes failing a pin is skipped for the rest of the process.
+    kiln::fetch_detail::forget_bad_mirrors();
+    kiln_loader* l = nullptr;
+    ASSERT_EQ(two.create(s.package, s.pinned.index_sha256.c_str(), &l), KILN_OK) << last();
+    EXPECT_EQ(kiln_get(l, "axpy_dtype_f32", &k), KILN_ERROR_INTEGRITY) << last();
+    EXPECT_NE(last().find("index SHA-256 mismatch: pinned " + s.pinned.index_sha256 + ", served " +
+                          s.served.index_sha256),
+              std::string::npos)
+        << last();
+    kiln_loader_destroy(l);
+  }
+  kiln::fetch_detail::forget_bad_mirrors();
+}
+
+TEST(CApi, IndexPinFieldNullTakesTheVariableAndEmptyClearsIt) {
+  kiln::test::TempDir tmp;
+  const std::string cache = (tmp / "cache").string();
+  const std::string from_env(64, 'e');
+  const std::string own(64, '0');
+  ScopedEnv e("KILN_INDEX_SHA256", from_env.c_str());
+  kiln_config c = offline_config(cache);
+  kiln_loader* l = nullptr;
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_EQ(l->loader->config().index_sha256, from_env);  // kiln_config_init: NULL
+  kiln_loader_destroy(l);
+  c.index_sha256 = own.c_str();
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_EQ(l->loader->config().index_sha256, own);
+  kiln_loader_destroy(l);
+  c.index_sha256 = "";
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_EQ(l->loader->config().index_sha256, "");
+  kiln_loader_destroy(l);
+  // A caller compiled against the header before index_sha256: its config ends there.
+  c.struct_size = offsetof(kiln_config, index_sha256);
+  c.index_sha256 = "not read";
+  ASSERT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_OK) << last();
+  EXPECT_EQ(l->loader->config().index_sha256, from_env);
+  kiln_loader_destroy(l);
+}
+
+// The field is checked by the variable's own rule, and the message is the variable's with the
+// field named: the caller set the field.
+TEST(CApi, BadIndexPinFieldIsUsageWithTheVariablesRuleNamingTheField) {
+  kiln::test::TempDir tmp;
+  const std::string cache = (tmp / "cache").string();
+  const std::string upper(64, 'A');
+  for (const std::string& bad : {std::string("abc"), upper}) {
+    kiln_config c = offline_config(cache);
+    c.index_sha256 = bad.c_str();
+    kiln_loader* l = nullptr;
+    EXPECT_EQ(kiln_loader_create(kiln_kernels_package(), &c, &l), KILN_ERROR_USAGE) << bad;
+    EXPECT_EQ(l, nullptr);
+    EXPECT_EQ(last(), "kiln_config.index_sha256='" + bad +
+                          "' is not a SHA-256 digest: expected 64 lowercase hex digits");
+    ASSERT_NE(kiln_last_error_field("field"), nullptr);
+    EXPECT_STREQ(kiln_last_error_field("field"), "kiln_config.index_sha256");
+    ASSERT_NE(kiln_last_error_field("value"), nullptr);
+    EXPECT_EQ(kiln_last_error_field("value"), bad);
+  }
+  // The variable refuses the same values with the same words.
+  ScopedEnv e("KILN_INDEX_SHA256", "abc");
+  kiln_loader* l = nullptr;
+  EXPECT_EQ(kiln_loader_create(kiln_kernels_package(), nullptr, &l), KILN_ERROR_USAGE);
+  EXPECT_EQ(last(),
+            "KILN_INDEX_SHA256='abc' is not a SHA-256 digest: expected 64 lowercase hex digits");
 }
 
 // The config's artifact_path and mirrors are split by their variables' own rules (':' for the

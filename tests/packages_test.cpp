@@ -114,6 +114,61 @@ TEST(Packages, AProjectWithoutItsPackageFileIsNotFoundNamingWhatWasLookedFor) {
   EXPECT_NE(msg.find("VERSION"), std::string::npos) << msg;
 }
 
+std::vector<std::string> target_names(const std::vector<kiln::Target>& targets) {
+  std::vector<std::string> out;
+  for (const auto& t : targets) out.push_back(t.str());
+  return out;
+}
+
+TEST(PackageFile, TargetsAreOptionalAndKeptInTheFilesOrder) {
+  const std::string origin = "acme/registry/package.json";
+  kiln::PackageFile pf = kiln::parse_package_file(
+      R"({"format": 1, "name": "acme", "targets": ["sm_90a", "sm_80", "compute_80"]})", origin);
+  EXPECT_EQ(pf.name, "acme");
+  EXPECT_EQ(target_names(pf.targets), (std::vector<std::string>{"sm_90a", "sm_80", "compute_80"}));
+  EXPECT_TRUE(kiln::parse_package_file(R"({"format": 1, "name": "acme"})", origin).targets.empty());
+}
+
+TEST(PackageFile, BadTargetsAreFormatErrorsNamingTheFileAndTheField) {
+  const std::string origin = "acme/registry/package.json";
+  struct Case {
+    const char* targets;
+    const char* says;
+  };
+  for (const Case& c : {Case{"[]", "expected a non-empty array of targets"},
+                        Case{R"("sm_80")", "expected a non-empty array of targets"},
+                        Case{R"(["sm_80", 90])", "expected strings, found 90"},
+                        Case{R"(["sm_80", "sm90a"])", "'sm90a' is not a target"},
+                        Case{R"(["sm_80", "sm_90a+"])", "'sm_90a+' is not a target"},
+                        Case{R"(["sm_80", "sm_90a", "sm_80"])", "'sm_80' is listed twice"}}) {
+    const std::string json =
+        std::string(R"({"format": 1, "name": "acme", "targets": )") + c.targets + "}";
+    std::string msg =
+        kiln::test::error_of(ErrorKind::Format, [&] { kiln::parse_package_file(json, origin); });
+    EXPECT_EQ(msg.rfind(origin + ": field 'targets': ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
+  }
+  // Still strict: a misspelt field is an error, not an ignored one.
+  std::string msg = kiln::test::error_of(ErrorKind::Format, [&] {
+    kiln::parse_package_file(R"({"format": 1, "name": "acme", "target": ["sm_80"]})", origin);
+  });
+  EXPECT_NE(msg.find("field 'target': unknown field (allowed: format, name, targets, comment)"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(PackageFile, AProjectCarriesItsPackageFilesTargets) {
+  TempDir tmp;
+  write_acme_project(tmp / "acme");
+  EXPECT_TRUE(kiln::load_project(tmp / "acme").targets.empty());
+  write_file(tmp / "acme" / "registry" / "package.json",
+             R"({"format": 1, "name": "acme-kernels", "targets": ["sm_80", "sm_90a"]})");
+  EXPECT_EQ(target_names(kiln::load_project(tmp / "acme").targets),
+            (std::vector<std::string>{"sm_80", "sm_90a"}));
+  EXPECT_EQ(target_names(kiln::read_package_file(tmp / "acme").targets),
+            (std::vector<std::string>{"sm_80", "sm_90a"}));
+}
+
 // Two packages with the same URIs, one store and one cache directory: each loader loads its own
 // package's bytes, and neither reads, rejects or even names the other's archive.
 TEST(Packages, TwoPackagesInOneProcessShareAStoreAndEachLoadsOnlyItsOwn) {

@@ -91,6 +91,31 @@ bool is_c_identifier(std::string_view s) {
   return true;
 }
 
+namespace {
+
+// "targets": a non-empty array of distinct target strings.
+std::vector<Target> parse_package_targets(const nlohmann::json& list, const std::string& origin) {
+  if (!list.is_array() || list.empty())
+    fail(origin, "targets", "expected a non-empty array of targets, e.g. [\"sm_80\", \"sm_90a\"]");
+  std::vector<Target> out;
+  for (const auto& item : list) {
+    if (!item.is_string()) fail(origin, "targets", "expected strings, found " + item.dump());
+    const std::string text = item.get<std::string>();
+    std::optional<Target> t = parse_target(text);
+    if (!t)
+      fail(origin, "targets",
+           "'" + text +
+               "' is not a target: expected sm_<arch>[a|f] or compute_<arch>[a|f], e.g. sm_90a "
+               "or compute_80");
+    if (std::find(out.begin(), out.end(), *t) != out.end())
+      fail(origin, "targets", "'" + text + "' is listed twice");
+    out.push_back(*t);
+  }
+  return out;
+}
+
+}  // namespace
+
 PackageFile parse_package_file(std::string_view text, const std::string& origin) {
   nlohmann::json root;
   try {
@@ -100,8 +125,9 @@ PackageFile parse_package_file(std::string_view text, const std::string& origin)
   }
   if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
   for (auto it = root.begin(); it != root.end(); ++it)
-    if (it.key() != "format" && it.key() != "name" && it.key() != "comment")
-      fail(origin, it.key(), "unknown field (allowed: format, name, comment)");
+    if (it.key() != "format" && it.key() != "name" && it.key() != "targets" &&
+        it.key() != "comment")
+      fail(origin, it.key(), "unknown field (allowed: format, name, targets, comment)");
   if (!root.contains("format") || !root["format"].is_number_integer())
     fail(origin, "format", "missing or not an integer");
   int format = root["format"].get<int>();
@@ -115,7 +141,13 @@ PackageFile parse_package_file(std::string_view text, const std::string& origin)
   pf.name = root["name"].get<std::string>();
   if (!is_package_name(pf.name))
     fail(origin, "name", std::string(kPackageNameRule) + ", found '" + pf.name + "'");
+  if (root.contains("targets")) pf.targets = parse_package_targets(root["targets"], origin);
   return pf;
+}
+
+PackageFile read_package_file(const fs::path& project_root) {
+  return parse_package_file(read_required(project_root, "registry/package.json"),
+                            (project_root / "registry" / "package.json").string());
 }
 
 std::string parse_version_file(std::string_view text, const std::string& origin) {
@@ -139,9 +171,9 @@ Project load_project(const fs::path& root_in) {
   Project p;
   p.root = root;
   p.version = parse_version_file(read_required(root, "VERSION"), (root / "VERSION").string());
-  p.name = parse_package_file(read_required(root, "registry/package.json"),
-                              (root / "registry" / "package.json").string())
-               .name;
+  PackageFile package_file = read_package_file(root);
+  p.name = std::move(package_file.name);
+  p.targets = std::move(package_file.targets);
   const fs::path registry_file = root / "registry" / "kernels.json";
   p.registry_text = read_required(root, "registry/kernels.json");
   p.registry = parse_registry(p.registry_text, registry_file.string());

@@ -2,7 +2,8 @@
 // A kernel package: a project's kernels under the project's own name and version.
 //
 //   <project>/VERSION                 MAJOR.MINOR.PATCH[-prerelease], one line
-//   <project>/registry/package.json   {"format": 1, "name": "<package name>"}
+//   <project>/registry/package.json   {"format": 1, "name": "<package name>"}, optionally
+//                                     "targets": ["sm_80", ...] (kiln build's default list)
 //   <project>/registry/kernels.json   the registry (docs/registry.md)
 //   <project>/kernels/                the sources it names
 //
@@ -18,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "format/target.hpp"
 #include "kiln/package.h"
 #include "project/registry.hpp"
 
@@ -25,11 +27,18 @@ namespace kiln {
 
 constexpr int kPackageFileFormat = 1;
 
-// registry/package.json parsed; throws Error{Format} naming origin and field.
+// registry/package.json parsed; throws Error{Format} naming origin and field. Fields: "format"
+// (kPackageFileFormat), "name", "comment" (ignored) and, optional, "targets": the targets
+// `kiln build` builds when not given --targets, each as nvcc spells it, at least one, no
+// target twice. Any other field is an error.
 struct PackageFile {
   std::string name;
+  std::vector<Target> targets;  // in the file's order; empty when the file names none
 };
 PackageFile parse_package_file(std::string_view json_text, const std::string& origin);
+// <project_root>/registry/package.json read and parsed; Error{NotFound} naming the file looked
+// for when there is none.
+PackageFile read_package_file(const std::filesystem::path& project_root);
 // A VERSION file's one line; throws Error{Format} naming the file when it is not a version.
 std::string parse_version_file(std::string_view text, const std::string& origin);
 
@@ -37,7 +46,8 @@ struct Project {
   std::filesystem::path root;
   std::string name;
   std::string version;
-  Registry registry;  // hashed
+  std::vector<Target> targets;  // registry/package.json "targets"; empty when it names none
+  Registry registry;            // hashed
   // The bytes each file was hashed from, read once: registry/kernels.json's text, and every
   // kernels/ file the source hashes cover (relative to kernels/). A description embeds these,
   // so what it carries is exactly what was hashed.

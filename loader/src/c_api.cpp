@@ -77,52 +77,87 @@ void kiln_config_init(kiln_config* c) {
 
 }  // extern "C"
 
-kiln_status kiln::c_api::loader_create_with(const kiln_package* package,
-                                            const kiln_config* config, kiln::LoaderDeps deps,
-                                            kiln_loader** out) {
+namespace {
+
+// The sizes a caller's kiln_config may have: this header's, and each earlier header's, which
+// ended just before a field added later (such a caller gets that field from the environment).
+bool is_known_config_size(std::size_t size) {
+  return size == sizeof(kiln_config) || size == offsetof(kiln_config, tuf_root) ||
+         size == offsetof(kiln_config, index_sha256);
+}
+
+// Whether the caller's struct reaches a field added later (`offset`: its offsetof).
+bool reaches(const kiln_config& config, std::size_t offset) { return config.struct_size > offset; }
+
+void set_boolean(const char* name, int v, bool& field) {
+  if (v == KILN_FROM_ENV) return;
+  if (v != 0 && v != 1)
+    throw kiln::Error(kiln::ErrorKind::Usage, std::string("kiln_config.") + name + "=" +
+                                                  std::to_string(v) +
+                                                  ": expected 0, 1 or KILN_FROM_ENV");
+  field = v == 1;
+}
+
+// A value given as a string is read by its variable's own parser (the one table), reading that
+// one variable: not the whole environment again. "" leaves the field empty, as for the variable.
+kiln::LoaderConfig as_variable(const char* variable, const char* value) {
+  kiln::Environment e;
+  kiln::read_env_variable(e, variable, [value](const char*) { return value; });
+  return std::move(e.loader);
+}
+
+// Same, for a value the parser may refuse: the variable's rule and message, naming the field
+// instead, since the caller set the field and not the variable.
+kiln::LoaderConfig as_checked_field(const char* field, const char* variable, const char* value) {
+  try {
+    return as_variable(variable, value);
+  } catch (const kiln::Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind(variable, 0) != 0) throw;
+    const std::string name = std::string("kiln_config.") + field;
+    throw kiln::Error(e.kind(), name + msg.substr(std::strlen(variable)),
+                      {{"field", name}, {"value", value}});
+  }
+}
+
+// The environment's configuration with the fields `config` sets laid over it.
+kiln::LoaderConfig loader_config(const kiln_config& config) {
+  kiln::LoaderConfig lc = kiln::LoaderConfig::from_env();
+  if (config.artifact_path)
+    lc.artifact_path = as_variable("KILN_ARTIFACT_PATH", config.artifact_path).artifact_path;
+  if (config.mirrors) lc.mirrors = as_variable("KILN_MIRRORS", config.mirrors).mirrors;
+  if (config.cache_dir) lc.cache_dir = config.cache_dir;
+  set_boolean("offline", config.offline, lc.offline);
+  set_boolean("disable_jit", config.disable_jit, lc.disable_jit);
+  set_boolean("allow_stale", config.allow_stale, lc.allow_stale);
+  if (config.log_level) lc.log_level = config.log_level;
+  if (config.api_log != KILN_FROM_ENV) lc.api_log = config.api_log;
+  if (config.log_file) lc.log_file = config.log_file;
+  if (reaches(config, offsetof(kiln_config, tuf_root)) && config.tuf_root)
+    lc.tuf_root = config.tuf_root;
+  if (reaches(config, offsetof(kiln_config, index_sha256)) && config.index_sha256)
+    lc.index_sha256 =
+        as_checked_field("index_sha256", "KILN_INDEX_SHA256", config.index_sha256).index_sha256;
+  return lc;
+}
+
+}  // namespace
+
+kiln_status kiln::c_api::loader_create_with(const kiln_package* package, const kiln_config* config,
+                                            kiln::LoaderDeps deps, kiln_loader** out) {
   if (!out) return fail(KILN_ERROR_USAGE, "kiln_loader_create: out is NULL");
   *out = nullptr;
   if (!package)
     return fail(KILN_ERROR_USAGE,
                 "kiln_loader_create: package is NULL (pass a package description, e.g. "
                 "kiln_kernels_package() from kiln/kernels.h, or your project's generated one)");
-  // A caller built against the header before tuf_root passes the smaller size: still accepted.
-  constexpr std::size_t kBeforeTufRoot = offsetof(kiln_config, tuf_root);
-  if (config && config->struct_size != sizeof(kiln_config) && config->struct_size != kBeforeTufRoot)
+  if (config && !is_known_config_size(config->struct_size))
     return fail(KILN_ERROR_USAGE,
                 "kiln_loader_create: config->struct_size is " +
                     std::to_string(config->struct_size) + ", this libkiln expects " +
                     std::to_string(sizeof(kiln_config)) + " (call kiln_config_init first)");
   return guarded([&] {
-    kiln::LoaderConfig lc = kiln::LoaderConfig::from_env();
-    if (config) {
-      auto boolean = [](const char* name, int v, bool& field) {
-        if (v == KILN_FROM_ENV) return;
-        if (v != 0 && v != 1)
-          throw kiln::Error(kiln::ErrorKind::Usage, std::string("kiln_config.") + name + "=" +
-                                                        std::to_string(v) +
-                                                        ": expected 0, 1 or KILN_FROM_ENV");
-        field = v == 1;
-      };
-      // A list given as a string is split by its variable's own rule (the one table), reading
-      // that one variable: not the whole environment again.
-      auto as_variable = [](const char* variable, const char* value) {
-        kiln::Environment e;
-        kiln::read_env_variable(e, variable, [value](const char*) { return value; });
-        return std::move(e.loader);
-      };
-      if (config->artifact_path)
-        lc.artifact_path = as_variable("KILN_ARTIFACT_PATH", config->artifact_path).artifact_path;
-      if (config->mirrors) lc.mirrors = as_variable("KILN_MIRRORS", config->mirrors).mirrors;
-      if (config->cache_dir) lc.cache_dir = config->cache_dir;
-      boolean("offline", config->offline, lc.offline);
-      boolean("disable_jit", config->disable_jit, lc.disable_jit);
-      boolean("allow_stale", config->allow_stale, lc.allow_stale);
-      if (config->log_level) lc.log_level = config->log_level;
-      if (config->api_log != KILN_FROM_ENV) lc.api_log = config->api_log;
-      if (config->log_file) lc.log_file = config->log_file;
-      if (config->struct_size > kBeforeTufRoot && config->tuf_root) lc.tuf_root = config->tuf_root;
-    }
+    kiln::LoaderConfig lc = config ? loader_config(*config) : kiln::LoaderConfig::from_env();
     auto l = std::make_unique<kiln_loader>();
     l->loader = kiln::make_loader(*package, std::move(lc), std::move(deps));
     *out = l.release();

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "build/build.hpp"
@@ -13,6 +14,8 @@
 #include "build/toolkit.hpp"
 #include "commands/commands.hpp"
 #include "kiln/error.hpp"
+#include "plan/target_choice.hpp"
+#include "project/package.hpp"
 #include "runtime/environment.hpp"
 
 namespace kiln::cli {
@@ -31,6 +34,45 @@ packager::BuildTime source_build_time(const std::string& source_dir) {
     }
   }
   return packager::choose_build_time(sde, git_time);
+}
+
+std::string joined(const std::vector<Target>& targets) {
+  std::string out;
+  for (const auto& t : targets) out += (out.empty() ? "" : ",") + t.str();
+  return out;
+}
+
+// The sources choose_build_targets chooses from, read from the project in `source_dir`.
+BuildTargets build_targets(const std::string& flag, const std::string& source_dir) {
+  BuildTargetSources s;
+  s.flag = flag;
+  if (!flag.empty()) return choose_build_targets(s);
+  s.project = read_package_file(source_dir).targets;
+  if (s.project.empty()) {
+    auto file = std::filesystem::path(source_dir) / "ci" / "targets.txt";
+    s.targets_file_path = file.string();
+    std::error_code ec;
+    if (std::filesystem::exists(file, ec)) {
+      std::ifstream in(file, std::ios::binary);
+      if (!in)
+        throw Error(ErrorKind::Usage, "no --targets given and " + file.string() +
+                                          " (the default target list) cannot be read");
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      s.targets_file = ss.str();
+    }
+    s.compiled = release_targets();
+  }
+  return choose_build_targets(s);
+}
+
+// build_result_json's summary with the targets and where they came from.
+std::string build_json(const packager::BuildResult& r, const BuildTargets& chosen) {
+  auto j = nlohmann::ordered_json::parse(packager::build_result_json(r));
+  j["targets"] = nlohmann::ordered_json::array();
+  for (const auto& t : chosen.targets) j["targets"].push_back(t.str());
+  j["targets_from"] = chosen.origin;
+  return j.dump(2) + "\n";
 }
 
 void add_merge_command(CLI::App& app, int& rc) {
@@ -63,6 +105,29 @@ void add_merge_command(CLI::App& app, int& rc) {
 
 }  // namespace
 
+BuildTargets choose_build_targets(const BuildTargetSources& s) {
+  if (!s.flag.empty()) return {parse_target_list(s.flag), "--targets"};
+  if (!s.project.empty()) return {s.project, "registry/package.json"};
+  if (s.targets_file)
+    return {packager::parse_targets_file(*s.targets_file, s.targets_file_path), "ci/targets.txt"};
+  const std::string compiled_origin = "the release list compiled into kiln";
+  if (!s.compiled.empty()) {
+    std::string list;
+    for (const auto& t : s.compiled) list += (list.empty() ? "" : ",") + t;
+    try {
+      return {parse_target_list(list), compiled_origin};
+    } catch (const Error& e) {
+      throw Error(e.kind(), compiled_origin + " (KILN_RELEASE_TARGETS): " + e.what());
+    }
+  }
+  throw Error(ErrorKind::Usage,
+              "no --targets given, registry/package.json names no \"targets\", " +
+                  s.targets_file_path +
+                  " does not exist, and this kiln was built without a release target list "
+                  "(KILN_RELEASE_TARGETS): give --targets, or name them in registry/package.json "
+                  "(docs/packages.md)");
+}
+
 void add_build_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "build",
@@ -91,7 +156,8 @@ void add_build_command(CLI::App& app, int& rc) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--targets", o->targets,
                   "comma-separated SM targets as nvcc spells them, e.g. sm_80,sm_90a,compute_90 "
-                  "(default: ci/targets.txt of the source tree)");
+                  "(default: the \"targets\" of registry/package.json, else ci/targets.txt "
+                  "of the project, else the release list compiled into kiln)");
   cmd->add_option("--only", o->only,
                   "build only families or URIs matching this glob (fnmatch; repeatable)");
   auto* jobs_opt = cmd->add_option(
@@ -117,18 +183,10 @@ void add_build_command(CLI::App& app, int& rc) {
     opts.source_dir = o->source.empty() ? default_source_dir() : o->source;
     if (!std::filesystem::is_directory(opts.source_dir))
       throw Error(ErrorKind::NotFound, "source tree " + opts.source_dir + " is not a directory");
-    if (!o->targets.empty()) {
-      opts.targets = parse_target_list(o->targets);
-    } else {
-      auto file = std::filesystem::path(opts.source_dir) / "ci" / "targets.txt";
-      std::ifstream in(file, std::ios::binary);
-      if (!in)
-        throw Error(ErrorKind::Usage, "no --targets given and " + file.string() +
-                                          " (the default target list) cannot be read");
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      opts.targets = packager::parse_targets_file(ss.str(), file.string());
-    }
+    const BuildTargets chosen = build_targets(o->targets, opts.source_dir);
+    opts.targets = chosen.targets;
+    std::fprintf(stderr, "targets: %s (from %s)\n", joined(chosen.targets).c_str(),
+                 chosen.origin.c_str());
     opts.only = o->only;
     if (jobs_opt->count() > 0) opts.jobs = o->jobs;
     opts.out_dir = o->out;
@@ -154,7 +212,7 @@ void add_build_command(CLI::App& app, int& rc) {
                   opts.shard->index, opts.shard->count, r.compiled, r.total, r.seconds, r.jobs,
                   r.index_path.c_str());
     } else if (o->json) {
-      std::cout << packager::build_result_json(r);
+      std::cout << build_json(r, chosen);
     } else {
       if (r.compiled == 0)
         std::printf("up to date: 0 of %zu compiled\n", r.total);

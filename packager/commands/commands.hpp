@@ -4,10 +4,12 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fetch/fetch.hpp"
+#include "format/target.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "project/package.hpp"
@@ -103,5 +105,24 @@ inline constexpr const char* kPackageChoiceHelp =
     "project in the current directory; else the one package described in those stores; else\n"
     "the project this kiln was built from, when it exists (said on stderr).";
 void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (package_option.cpp)
+
+// `kiln build`'s targets (cmd_build.cpp), the first of: --targets; the project's
+// registry/package.json "targets"; its ci/targets.txt when it has one; the release list compiled
+// into kiln (KILN_RELEASE_TARGETS). Pure: the caller reads the files.
+struct BuildTargetSources {
+  std::string flag;                         // --targets as given; "" when not given
+  std::vector<Target> project;              // registry/package.json "targets"; empty: none
+  std::optional<std::string> targets_file;  // ci/targets.txt's text; nullopt: no such file
+  std::string targets_file_path;            // that file, for messages
+  std::vector<std::string> compiled;        // release_targets()
+};
+struct BuildTargets {
+  std::vector<Target> targets;
+  std::string origin;  // "--targets", "registry/package.json", "ci/targets.txt", "the release
+                       // list compiled into kiln"
+};
+// Throws Error{Usage} for a malformed list (naming where it came from) and when nothing names
+// a target.
+BuildTargets choose_build_targets(const BuildTargetSources& sources);
 
 }  // namespace kiln::cli

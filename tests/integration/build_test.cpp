@@ -160,6 +160,23 @@ TEST_F(KilnBuild, ChangingOneKernelRebuildsOnlyItsFamily) {
   EXPECT_EQ(j["compiled"], 4);
 }
 
+// Without --targets, a project outside kiln's tree builds the list its package file names, and
+// says so on stderr and in --json.
+TEST_F(KilnBuild, WithoutTargetsBuildsThePackageFilesListAndSaysWhereItCameFrom) {
+  write_file(src_ / "registry/package.json",
+             R"({"format": 1, "name": ")" + kPackage + R"(", "targets": ["sm_80"]})");
+  auto r = test::run("SOURCE_DATE_EPOCH=1700000000 " + test::kiln_cli() + " build --source " +
+                     src_.path().string() + " --out " + (work_ / "b").string() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("targets: sm_80 (from registry/package.json)\n"), std::string::npos)
+      << r.out;
+  auto j = nlohmann::json::parse(r.out.substr(r.out.find("{\n")));
+  EXPECT_EQ(j["targets"], nlohmann::json::array({"sm_80"}));
+  EXPECT_EQ(j["targets_from"], "registry/package.json");
+  EXPECT_EQ(dir_names(work_ / "b/dist"),
+            (std::vector<std::string>{archive("sm_80"), index_file_name(kPackage, kVersion)}));
+}
+
 TEST_F(KilnBuild, SameTreeInAnotherDirectoryGivesByteIdenticalArchivesAndIndex) {
   ASSERT_EQ(build(work_ / "one").exit_code, 0);
   auto r = build(work_ / "elsewhere/two", "--jobs 1");

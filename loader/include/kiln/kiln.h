@@ -50,6 +50,10 @@ typedef struct kiln_config {
   const char* log_file;      /* KILN_LOG_FILE, %p = pid */
   /* Later fields: a struct_size that ends before one takes it from the environment. */
   const char* tuf_root; /* KILN_TUF_ROOT: TUF root.json; mirrors are TUF repositories */
+  /* KILN_INDEX_SHA256: the digest pinning this loader's package index on its mirrors, 64
+   * lowercase hex digits; "" = none. The variable pins one index per process: a process serving
+   * several packages from pinned mirrors gives each loader its own here. */
+  const char* index_sha256;
 } kiln_config;
 
 /* Fills *config with "everything from the environment". */

@@ -19,6 +19,7 @@
 #include "format/manifest_entry.hpp"
 #include "format/untrusted_json.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_descriptor.hpp"
 #include "io/identity_cache.hpp"
 #include "io/sha256.hpp"
 #include "jit/jit.hpp"
@@ -414,32 +415,23 @@ namespace {
 ManifestPartReader manifest_part_reader(std::string path, FileIdentity id) {
   return [path = std::move(path), id](const std::vector<std::pair<std::size_t, std::size_t>>&
                                           ranges) -> std::optional<std::vector<std::string>> {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return std::nullopt;
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (!fd) return std::nullopt;
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(identity_of(st) == id))
+    if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || !(identity_of(st) == id))
       return std::nullopt;
     std::vector<std::string> out;
     out.reserve(ranges.size());
     for (const auto& [begin, end] : ranges) {
       if (begin > end || end > static_cast<std::uint64_t>(id.size)) return std::nullopt;
       std::string bytes(end - begin, '\0');
-      std::size_t got = 0;
-      while (got < bytes.size()) {
-        ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got,
-                            static_cast<off_t>(begin + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return std::nullopt;
-        got += static_cast<std::size_t>(n);
-      }
+      if (pread_full(fd.get(), bytes.data(), bytes.size(), static_cast<off_t>(begin)) !=
+          static_cast<ssize_t>(bytes.size()))
+        return std::nullopt;
       out.push_back(std::move(bytes));
     }
     // Rewritten in place while read: the parts may mix two texts.
-    if (::fstat(fd, &st) != 0 || !(identity_of(st) == id)) return std::nullopt;
+    if (::fstat(fd.get(), &st) != 0 || !(identity_of(st) == id)) return std::nullopt;
     return out;
   };
 }

@@ -18,6 +18,7 @@
 #include "format/fatbin.hpp"
 #include "format/untrusted_json.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_descriptor.hpp"
 #include "io/file_lock.hpp"
 #include "io/sha256.hpp"
 #include "store/index_entry_check.hpp"
@@ -52,22 +53,12 @@ int severity(ErrorKind k) {
 }
 
 void write_file_exclusive(const fs::path& p, const std::string& data) {
-  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(err));
-    }
-    off += static_cast<size_t>(n);
-  }
+  UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd) throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
+  if (!write_all(fd.get(), data))
+    throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(errno));
   // Data reaches the disk before the directory is renamed into place.
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
+  if (::fsync(fd.get()) != 0 || fd.close() != 0)
     throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(errno));
 }
 
@@ -99,36 +90,23 @@ class TempDirGuard {
 class StreamedFile {
  public:
   explicit StreamedFile(const fs::path& p) : path_(p) {
-    fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0)
+    fd_.reset(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd_)
       throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
   }
-  ~StreamedFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  StreamedFile(const StreamedFile&) = delete;
-  StreamedFile& operator=(const StreamedFile&) = delete;
   void write(const char* data, std::size_t size) {
-    std::size_t off = 0;
-    while (off < size) {
-      ssize_t n = ::write(fd_, data + off, size - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
-      off += static_cast<std::size_t>(n);
-    }
+    if (!write_all(fd_.get(), std::string_view(data, size)))
+      throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
   }
   // Data reaches the disk before the directory is renamed into place.
   void close() {
-    int fd = fd_;
-    fd_ = -1;
-    if (::fsync(fd) != 0 || ::close(fd) != 0)
+    if (::fsync(fd_.get()) != 0 || fd_.close() != 0)
       throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
   }
 
  private:
   fs::path path_;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 std::string join_problems(const std::vector<VerifyProblem>& problems) {

@@ -14,6 +14,7 @@
 #include <string>
 #include <system_error>
 
+#include "io/file_descriptor.hpp"
 #include "io/limits.hpp"
 
 namespace kiln {
@@ -42,8 +43,8 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
   // POSIX calls, not std::filesystem: a fresh process's first get() lists a store, and this is
   // one open, one or two getdents64 and no allocation per entry that is not an archive.
   StoreListing out;
-  int fd = ::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
     int err = errno;
     out.problem = err == ENOENT    ? "does not exist"
                   : err == ENOTDIR ? "not a directory"
@@ -53,13 +54,12 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
   auto refuse = [&](std::string problem) {
     out.problem = std::move(problem);
     out.archive_names.clear();
-    ::close(fd);
     return out;
   };
   alignas(8) char buf[8192];
   std::uint64_t entries = 0;
   for (;;) {
-    long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+    long n = ::syscall(SYS_getdents64, fd.get(), buf, sizeof buf);
     if (n < 0) return refuse("cannot be listed: " + std::generic_category().message(errno));
     if (n == 0) break;
     for (long off = 0; off < n;) {
@@ -80,12 +80,11 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
       if (type == DT_LNK || type == DT_UNKNOWN) {  // a link to a directory counts (followed)
         out.through_links = true;
         struct stat st {};
-        dir = ::fstatat(fd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+        dir = ::fstatat(fd.get(), name, &st, 0) == 0 && S_ISDIR(st.st_mode);
       }
       if (dir) out.archive_names.emplace_back(name);
     }
   }
-  ::close(fd);
   std::sort(out.archive_names.begin(), out.archive_names.end());
   out.readable = true;
   return out;

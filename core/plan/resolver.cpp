@@ -18,10 +18,10 @@
 
 #include "format/manifest_entry.hpp"
 #include "format/untrusted_json.hpp"
+#include "io/artifact_check.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_descriptor.hpp"
 #include "io/identity_cache.hpp"
-#include "io/sha256.hpp"
 #include "jit/jit.hpp"
 #include "kiln/version.hpp"
 #include "runtime/cold_phases.hpp"
@@ -161,11 +161,8 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
 
 std::string verify_artifact(const std::string& bytes, std::uint64_t size,
                             const std::string& sha256) {
-  std::string got = sha256_hex(bytes);
-  if (bytes.size() != size || got != sha256)
-    return "integrity: the manifest pins " + std::to_string(size) + " bytes with SHA-256 " +
-           sha256 + ", the file has " + std::to_string(bytes.size()) + " bytes with SHA-256 " + got;
-  return "";
+  std::optional<PinMismatch> mismatch = pin_mismatch(bytes, {size, sha256});
+  return mismatch ? "integrity: " + mismatch->message("", "manifest") : "";
 }
 
 namespace {

@@ -149,7 +149,8 @@ struct StorePlan {
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
                       const std::vector<StoreScan>& stores, bool allow_stale, bool explain = true);
 
-// Pure: "" when `bytes` matches the manifest's size and digest; else the mismatch in words.
+// "" when `bytes` matches the manifest's size and digest; else "integrity: " and the first
+// mismatch in artifact_check.hpp's words ("sha256 is X, manifest says Y").
 std::string verify_artifact(const std::string& bytes, std::uint64_t size,
                             const std::string& sha256);
 

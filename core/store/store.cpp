@@ -17,6 +17,7 @@
 #include "format/archive_stream.hpp"
 #include "format/fatbin.hpp"
 #include "format/untrusted_json.hpp"
+#include "io/artifact_check.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_descriptor.hpp"
 #include "io/file_lock.hpp"
@@ -169,29 +170,17 @@ std::string read_verified_artifact(const fs::path& archive_dir, const ArtifactEn
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::NotFound)
       throw Error(ErrorKind::NotFound,
-                  "artifact " + artifact.uri + " listed in " +
-                      (archive_dir / kManifestName).string() + " is missing: " + p.string(),
+                  missing_message(p.string(), artifact.uri, (archive_dir / kManifestName).string()),
                   {{"uri", artifact.uri}, {"path", p.string()}, {"field", "file"}});
     throw;
   }
-  if (data.size() != artifact.size)
-    throw Error(ErrorKind::Integrity,
-                p.string() + ": size is " + std::to_string(data.size()) + " bytes, manifest says " +
-                    std::to_string(artifact.size),
+  if (auto m = pin_mismatch(data, {artifact.size, artifact.sha256}))
+    throw Error(ErrorKind::Integrity, m->message(p.string(), "manifest"),
                 {{"uri", artifact.uri},
                  {"path", p.string()},
-                 {"field", "size"},
-                 {"expected", std::to_string(artifact.size)},
-                 {"actual", std::to_string(data.size())}});
-  std::string digest = sha256_hex(data);
-  if (digest != artifact.sha256)
-    throw Error(ErrorKind::Integrity,
-                p.string() + ": sha256 is " + digest + ", manifest says " + artifact.sha256,
-                {{"uri", artifact.uri},
-                 {"path", p.string()},
-                 {"field", "sha256"},
-                 {"expected", artifact.sha256},
-                 {"actual", digest}});
+                 {"field", m->field},
+                 {"expected", m->expected},
+                 {"actual", m->actual}});
   return data;
 }
 
@@ -202,9 +191,9 @@ std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry) {
         {entry.error_kind, (entry.directory / kManifestName).string(), "manifest", entry.error});
     return problems;
   }
-  std::set<std::string> listed = {kManifestName};
+  std::vector<std::string> listed = {kManifestName};
   for (const auto& a : entry.manifest->artifacts) {
-    listed.insert(a.file);
+    listed.push_back(a.file);
     try {
       read_verified_artifact(entry.directory, a);
     } catch (const Error& e) {
@@ -213,12 +202,15 @@ std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry) {
           {e.kind(), (entry.directory / a.file).string(), field ? *field : "file", e.what()});
     }
   }
+  // A listed file that is missing was reported by read_verified_artifact, with its URI.
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(entry.directory, ec)) {
-    std::string name = e.path().filename().string();
-    if (!listed.count(name))
-      problems.push_back({ErrorKind::Integrity, e.path().string(), "file",
-                          e.path().string() + ": file not listed in the manifest"});
+  std::vector<std::string> present;
+  for (const auto& e : fs::directory_iterator(entry.directory, ec))
+    present.push_back(e.path().filename().string());
+  for (const auto& name : coverage(listed, present).unlisted) {
+    std::string path = (entry.directory / name).string();
+    problems.push_back(
+        {ErrorKind::Integrity, path, "file", unlisted_message(path, "the manifest")});
   }
   if (ec)
     problems.push_back({ErrorKind::Io, entry.directory.string(), "",
@@ -262,33 +254,27 @@ std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMembe
     return problems;
   }
   std::map<std::string, const ArchiveMember*> by_name;
-  for (const auto& mem : members) by_name[mem.name] = &mem;
-  std::set<std::string> listed = {kManifestName};
+  std::vector<std::string> present;
+  for (const auto& mem : members) {
+    by_name[mem.name] = &mem;
+    present.push_back(mem.name);
+  }
+  std::vector<std::string> listed = {kManifestName};
   for (const auto& a : m.artifacts) {
-    listed.insert(a.file);
+    listed.push_back(a.file);
     std::string where = origin + ":" + a.file;
     auto found = by_name.find(a.file);
     if (found == by_name.end()) {
-      add(ErrorKind::Integrity, where, "file",
-          where + ": artifact " + a.uri + " is listed in the manifest but missing");
+      add(ErrorKind::Integrity, where, "file", missing_message(where, a.uri, "the manifest"));
       continue;
     }
-    const std::string& data = found->second->data;
-    if (data.size() != a.size) {
-      add(ErrorKind::Integrity, where, "size",
-          where + ": size is " + std::to_string(data.size()) + " bytes, manifest says " +
-              std::to_string(a.size));
-      continue;
-    }
-    std::string digest = sha256_hex(data);
-    if (digest != a.sha256)
-      add(ErrorKind::Integrity, where, "sha256",
-          where + ": sha256 is " + digest + ", manifest says " + a.sha256);
+    if (auto mm = pin_mismatch(found->second->data, {a.size, a.sha256}))
+      add(ErrorKind::Integrity, where, mm->field, mm->message(where, "manifest"));
   }
-  for (const auto& mem : members)
-    if (!listed.count(mem.name))
-      add(ErrorKind::Integrity, origin + ":" + mem.name, "file",
-          origin + ":" + mem.name + ": member not listed in the manifest");
+  for (const auto& name : coverage(listed, present).unlisted) {
+    std::string where = origin + ":" + name;
+    add(ErrorKind::Integrity, where, "file", unlisted_message(where, "the manifest"));
+  }
   if (manifest_out) *manifest_out = std::move(m);
   return problems;
 }
@@ -360,21 +346,19 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
                                       " unpacked (docs/security.md)");
   if (unpack_dir) write_file_exclusive(*unpack_dir / kManifestName, manifest_text);
 
-  std::set<std::string> found;
+  std::vector<std::string> found;
   while (auto h = r.next()) {
     std::string where = origin + ":" + h->name;
     auto it = by_file.find(h->name);
     if (it == by_file.end()) {
       // Its data is never read (next() skips it); the reader's total still counts it.
-      add(ErrorKind::Integrity, where, "file", where + ": member not listed in the manifest");
+      add(ErrorKind::Integrity, where, "file", unlisted_message(where, "the manifest"));
       continue;
     }
     const ArtifactEntry& a = *it->second;
-    found.insert(a.file);
-    if (h->size != a.size) {
-      add(ErrorKind::Integrity, where, "size",
-          where + ": size is " + std::to_string(h->size) + " bytes, manifest says " +
-              std::to_string(a.size));
+    found.push_back(a.file);
+    if (auto mm = size_mismatch(h->size, a.size)) {
+      add(ErrorKind::Integrity, where, "size", mm->message(where, "manifest"));
       continue;
     }
     Sha256 hash;
@@ -385,18 +369,17 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
       if (out) out->write(p, n);
     });
     if (out) out->close();
-    std::string digest = hash.hex();
-    if (digest != a.sha256)
-      add(ErrorKind::Integrity, where, "sha256",
-          where + ": sha256 is " + digest + ", manifest says " + a.sha256);
+    if (auto mm = digest_mismatch(hash.hex(), a.sha256))
+      add(ErrorKind::Integrity, where, "sha256", mm->message(where, "manifest"));
   }
   r.finish();
-  for (const auto& a : m.artifacts)
-    if (!found.count(a.file)) {
-      std::string where = origin + ":" + a.file;
-      add(ErrorKind::Integrity, where, "file",
-          where + ": artifact " + a.uri + " is listed in the manifest but missing");
-    }
+  std::vector<std::string> listed;
+  for (const auto& a : by_file) listed.push_back(a.first);
+  for (const auto& file : coverage(listed, found).missing) {
+    std::string where = origin + ":" + file;
+    add(ErrorKind::Integrity, where, "file",
+        missing_message(where, by_file.at(file)->uri, "the manifest"));
+  }
   if (manifest_out) *manifest_out = std::move(m);
   return problems;
 }
@@ -446,14 +429,12 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
       throw Error(ErrorKind::NotFound, "archive not found: " + archive.string());
     if (!fs::is_regular_file(archive, ec))
       throw Error(ErrorKind::Io, "not a regular file: " + archive.string());
-    std::string digest = sha256_file(archive);
-    if (digest != *expected_sha256)
-      throw Error(ErrorKind::Integrity,
-                  archive.string() + ": sha256 is " + digest + ", expected " + *expected_sha256,
+    if (auto mm = digest_mismatch(sha256_file(archive), *expected_sha256))
+      throw Error(ErrorKind::Integrity, mm->message(archive.string(), "the pinned digest"),
                   {{"path", archive.string()},
                    {"field", "sha256"},
-                   {"expected", *expected_sha256},
-                   {"actual", digest}});
+                   {"expected", mm->expected},
+                   {"actual", mm->actual}});
   }
   std::error_code ec;
   fs::create_directories(dest_store / ".kiln-locks", ec);
@@ -477,11 +458,9 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
                 "refusing to install " + archive.string() + ":\n  " + join_problems(problems));
   if (expected_sha256) {
     // The bytes unpacked are the bytes pinned (the file cannot have changed in between).
-    std::string digest = raw.hex();
-    if (digest != *expected_sha256)
-      throw Error(ErrorKind::Integrity, archive.string() +
-                                            ": changed while being installed: sha256 is " + digest +
-                                            ", expected " + *expected_sha256);
+    if (auto mm = digest_mismatch(raw.hex(), *expected_sha256))
+      throw Error(ErrorKind::Integrity, archive.string() + ": changed while being installed: " +
+                                            mm->message("", "the pinned digest"));
   }
   const Manifest& m = result.manifest;
   if (!required.package.empty() && m.package != required.package)
@@ -604,13 +583,9 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
       problems.push_back({err.kind(), as, "file", err.what()});
       continue;
     }
-    if (size != e.size)
-      problems.push_back({ErrorKind::Integrity, as, "size",
-                          as + ": size is " + std::to_string(size) + " bytes, " + ip + " says " +
-                              std::to_string(e.size)});
-    else if (digest != e.sha256)
-      problems.push_back({ErrorKind::Integrity, as, "sha256",
-                          as + ": sha256 is " + digest + ", " + ip + " says " + e.sha256});
+    std::optional<PinMismatch> mm = size_mismatch(size, e.size);
+    if (!mm) mm = digest_mismatch(digest, e.sha256);
+    if (mm) problems.push_back({ErrorKind::Integrity, as, mm->field, mm->message(as, ip)});
     Manifest m;
     auto inner = verify_archive_file(ap, "", &m);
     problems.insert(problems.end(), inner.begin(), inner.end());

@@ -71,22 +71,99 @@ std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art
   return out;
 }
 
+namespace {
+
+// Why a store that could not be read or holds none of the package's archives served nothing;
+// nullopt when it has archives to rank.
+std::optional<Rejection> store_rejection(const StoreScan& store, const BuildIdentity& id) {
+  if (!store.readable)
+    return Rejection{{"store", "", store.dir, store.problem}, ErrorKind::NotFound};
+  if (!store.archives.empty()) return std::nullopt;
+  const std::string any = id.package.empty() ? std::string("any package") : id.package;
+  const std::string stem = id.package.empty() ? std::string("<package>") : id.package;
+  return Rejection{{"store", "", store.dir,
+                    "holds no archive of " + any + " (no " + stem + "-<version>-* directory)"},
+                   ErrorKind::NotFound};
+}
+
+// The reason an archive does not list `uri`, with the family's skip reason when it has one.
+std::string not_contained(const Manifest& m, const std::string& uri) {
+  std::string reason = "archive does not contain " + uri;
+  for (const auto& sk : m.skipped)
+    if (uri.rfind(sk.family + "_", 0) == 0 || uri == sk.family)
+      reason += " (family " + sk.family + " skipped: " + sk.reason + ")";
+  return reason;
+}
+
+// One archive of a store as a candidate for `uri` ranked by `choice` (its position in
+// choice.candidates, in `rank`), or the rejection that says why not; both nullopt: another
+// package's archive, passed over without a word.
+struct Considered {
+  std::optional<StoreCandidate> candidate;
+  std::size_t rank = 0;
+  std::optional<Rejection> rejection;
+};
+Considered consider_archive(const ArchiveScan& ar, const std::string& store_dir,
+                            const std::string& uri, int cc, const BuildIdentity& id,
+                            const TargetChoice& choice, bool allow_stale) {
+  Considered out;
+  if (!ar.manifest) {
+    out.rejection = Rejection{{"store", "", ar.dir + "/manifest.json", ar.error}, ar.error_kind};
+    return out;
+  }
+  const Manifest& m = *ar.manifest;
+  if (!id.package.empty() && m.package != id.package) return out;  // another package's
+  auto target = parse_target(m.target);
+  if (!target) {
+    out.rejection = Rejection{
+        {"store", m.target, ar.dir + "/manifest.json", "unknown target " + quoted(m.target)},
+        ErrorKind::Format};
+    return out;
+  }
+  const ArtifactEntry* art = m.find(uri);
+  if (!art) {
+    out.rejection =
+        Rejection{{"store", m.target, ar.dir, not_contained(m, uri)}, ErrorKind::NotFound};
+    return out;
+  }
+  std::string path = ar.dir + "/" + art->file;
+  auto pos = std::find_if(choice.candidates.begin(), choice.candidates.end(),
+                          [&](const TargetCandidate& c) { return c.target == *target; });
+  if (pos == choice.candidates.end()) {
+    out.rejection =
+        Rejection{{"store", m.target, path, why_not_runnable(*target, cc)}, ErrorKind::Unsupported};
+    return out;
+  }
+  auto stale_list = stale_fields(m, *art, id);
+  std::string stale = stale_list.empty() ? "" : stale_list.front().message;
+  if (!stale.empty() && !allow_stale) {
+    out.rejection =
+        Rejection{{"store", m.target, path,
+                   "stale: " + stale + ". Install " + id.package + " " + id.package_version +
+                       " (kiln fetch), or set KILN_ALLOW_STALE=1 to diagnose"},
+                  ErrorKind::Stale};
+    return out;
+  }
+  StoreCandidate c;
+  c.candidate = {"store", m.target, path, pos->reason};
+  c.store_dir = store_dir;
+  c.size = art->size;
+  c.sha256 = art->sha256;
+  for (const auto& e : art->entries) c.symbols.push_back(e.symbol);
+  c.stale = stale;
+  out.candidate = std::move(c);
+  out.rank = static_cast<std::size_t>(pos - choice.candidates.begin());
+  return out;
+}
+
+}  // namespace
+
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
                       const std::vector<StoreScan>& stores, bool allow_stale, bool explain) {
   StorePlan plan;
   for (const auto& store : stores) {
-    if (!store.readable) {
-      plan.rejected.push_back({{"store", "", store.dir, store.problem}, ErrorKind::NotFound});
-      continue;
-    }
-    if (store.archives.empty()) {
-      plan.rejected.push_back(
-          {{"store", "", store.dir,
-            "holds no archive of " +
-                (id.package.empty() ? std::string("any package") : id.package) + " (no " +
-                (id.package.empty() ? std::string("<package>") : id.package) +
-                "-<version>-* directory)"},
-           ErrorKind::NotFound});
+    if (auto r = store_rejection(store, id)) {
+      plan.rejected.push_back(std::move(*r));
       continue;
     }
     // The one target-choice rule over the targets this store offers: its order ranks the
@@ -96,65 +173,15 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
       if (ar.manifest)
         if (auto t = parse_target(ar.manifest->target)) offered.push_back(*t);
     TargetChoice choice = choose_targets(cc, offered, explain);
-    struct Ranked {
-      std::size_t pos;
-      StoreCandidate c;
-    };
-    std::vector<Ranked> ranked;
+    std::vector<Considered> ranked;
     for (const auto& ar : store.archives) {
-      std::string manifest_path = ar.dir + "/manifest.json";
-      if (!ar.manifest) {
-        plan.rejected.push_back({{"store", "", manifest_path, ar.error}, ar.error_kind});
-        continue;
-      }
-      const Manifest& m = *ar.manifest;
-      if (!id.package.empty() && m.package != id.package) continue;  // another package's
-      auto target = parse_target(m.target);
-      if (!target) {
-        plan.rejected.push_back(
-            {{"store", m.target, manifest_path, "unknown target " + quoted(m.target)},
-             ErrorKind::Format});
-        continue;
-      }
-      const ArtifactEntry* art = m.find(uri);
-      if (!art) {
-        std::string reason = "archive does not contain " + uri;
-        for (const auto& sk : m.skipped)
-          if (uri.rfind(sk.family + "_", 0) == 0 || uri == sk.family)
-            reason += " (family " + sk.family + " skipped: " + sk.reason + ")";
-        plan.rejected.push_back({{"store", m.target, ar.dir, reason}, ErrorKind::NotFound});
-        continue;
-      }
-      std::string path = ar.dir + "/" + art->file;
-      auto pos = std::find_if(choice.candidates.begin(), choice.candidates.end(),
-                              [&](const TargetCandidate& c) { return c.target == *target; });
-      if (pos == choice.candidates.end()) {
-        plan.rejected.push_back(
-            {{"store", m.target, path, why_not_runnable(*target, cc)}, ErrorKind::Unsupported});
-        continue;
-      }
-      auto stale_list = stale_fields(m, *art, id);
-      std::string stale = stale_list.empty() ? "" : stale_list.front().message;
-      if (!stale.empty() && !allow_stale) {
-        plan.rejected.push_back(
-            {{"store", m.target, path,
-              "stale: " + stale + ". Install " + id.package + " " + id.package_version +
-                  " (kiln fetch), or set KILN_ALLOW_STALE=1 to diagnose"},
-             ErrorKind::Stale});
-        continue;
-      }
-      StoreCandidate c;
-      c.candidate = {"store", m.target, path, pos->reason};
-      c.store_dir = store.dir;
-      c.size = art->size;
-      c.sha256 = art->sha256;
-      for (const auto& e : art->entries) c.symbols.push_back(e.symbol);
-      c.stale = stale;
-      ranked.push_back({static_cast<std::size_t>(pos - choice.candidates.begin()), std::move(c)});
+      Considered c = consider_archive(ar, store.dir, uri, cc, id, choice, allow_stale);
+      if (c.rejection) plan.rejected.push_back(std::move(*c.rejection));
+      if (c.candidate) ranked.push_back(std::move(c));
     }
     std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const Ranked& a, const Ranked& b) { return a.pos < b.pos; });
-    for (auto& r : ranked) plan.usable.push_back(std::move(r.c));
+                     [](const Considered& a, const Considered& b) { return a.rank < b.rank; });
+    for (auto& r : ranked) plan.usable.push_back(std::move(*r.candidate));
   }
   return plan;
 }

@@ -281,31 +281,29 @@ std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMembe
 
 namespace {
 
-// An archive streamed against its manifest, which must be its first member: the manifest is
-// read (at most kMaxManifestBytes) and parsed, its member count, sizes and total are checked
-// against the limits before any other member is read, and every later member must be one it
-// lists, with the size it records, before its data is read. Data is hashed while streamed and,
-// when `unpack_dir` is given, written there. Refusals that leave nothing to decide from
-// (structure, limits) throw; per-artifact problems are collected and the stream goes on.
-std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* manifest_out,
-                                                const fs::path* unpack_dir) {
+// The manifest an archive stream starts with, and its text. nullopt, with the problem added,
+// when the archive holds no member, does not start with manifest.json, or the manifest does not
+// parse; throws Error{Limit} for a manifest declared larger than kMaxManifestBytes.
+struct LeadingManifest {
+  std::string text;
+  Manifest manifest;
+};
+std::optional<LeadingManifest> read_first_manifest(ArchiveStream& r,
+                                                   std::vector<VerifyProblem>& problems) {
   const std::string& origin = r.origin();
-  std::vector<VerifyProblem> problems;
-  auto add = [&](ErrorKind k, const std::string& file, const std::string& field,
-                 const std::string& msg) {
-    problems.push_back({k, file, field, msg});
-  };
   auto first = r.next();
   if (!first) {
     r.finish();
-    add(ErrorKind::Format, origin, kManifestName, origin + ": holds no manifest.json");
-    return problems;
+    problems.push_back(
+        {ErrorKind::Format, origin, kManifestName, origin + ": holds no manifest.json"});
+    return std::nullopt;
   }
   if (first->name != kManifestName) {
-    add(ErrorKind::Format, origin, kManifestName,
-        origin + ": no manifest.json first (manifest.json must be the first member, found '" +
-            first->name + "' first); nothing else is read before the manifest");
-    return problems;
+    problems.push_back(
+        {ErrorKind::Format, origin, kManifestName,
+         origin + ": no manifest.json first (manifest.json must be the first member, found '" +
+             first->name + "' first); nothing else is read before the manifest"});
+    return std::nullopt;
   }
   std::string morigin = origin + ":" + kManifestName;
   if (first->size > limits::kMaxManifestBytes)
@@ -313,17 +311,25 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
                                       " exceeds the limit of " +
                                       std::to_string(limits::kMaxManifestBytes) +
                                       " (docs/security.md)");
-  std::string manifest_text = r.read_data_whole(limits::kMaxManifestBytes);
-  Manifest m;
+  LeadingManifest out;
+  out.text = r.read_data_whole(limits::kMaxManifestBytes);
   try {
-    m = parse_manifest(manifest_text, morigin);
+    out.manifest = parse_manifest(out.text, morigin);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Limit) throw;
-    add(e.kind(), morigin, "manifest", e.what());
-    return problems;
+    problems.push_back({e.kind(), morigin, "manifest", e.what()});
+    return std::nullopt;
   }
-  // Decided from the manifest, before any other member is read.
-  std::uint64_t total = manifest_text.size();
+  return out;
+}
+
+// The limits decided from the manifest, before any other member is read (docs/security.md):
+// member count, each artifact's declared size, the total. Throws Error{Limit}. Returns the
+// manifest's artifacts by file name.
+std::map<std::string, const ArtifactEntry*> check_declared_limits(const LeadingManifest& lm,
+                                                                  const std::string& morigin) {
+  const Manifest& m = lm.manifest;
+  std::uint64_t total = lm.text.size();
   if (m.artifacts.size() + 1 > limits::kMaxMembers)
     throw Error(ErrorKind::Limit, morigin + ": lists " + std::to_string(m.artifacts.size()) +
                                       " artifacts, more than the limit of " +
@@ -344,21 +350,30 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
                                       " bytes in all, more than the limit of " +
                                       std::to_string(limits::kMaxUnpackedBytes) +
                                       " unpacked (docs/security.md)");
-  if (unpack_dir) write_file_exclusive(*unpack_dir / kManifestName, manifest_text);
+  return by_file;
+}
 
+// Every member after the manifest against the artifact it must be: listed, of the size listed
+// (checked from the header, before its data is read), then hashed while streamed and, with
+// `unpack_dir`, written there. Returns the files found; problems are added and the stream goes on.
+std::vector<std::string> stream_members(ArchiveStream& r,
+                                        const std::map<std::string, const ArtifactEntry*>& by_file,
+                                        const fs::path* unpack_dir,
+                                        std::vector<VerifyProblem>& problems) {
   std::vector<std::string> found;
   while (auto h = r.next()) {
-    std::string where = origin + ":" + h->name;
+    std::string where = r.origin() + ":" + h->name;
     auto it = by_file.find(h->name);
     if (it == by_file.end()) {
       // Its data is never read (next() skips it); the reader's total still counts it.
-      add(ErrorKind::Integrity, where, "file", unlisted_message(where, "the manifest"));
+      problems.push_back(
+          {ErrorKind::Integrity, where, "file", unlisted_message(where, "the manifest")});
       continue;
     }
     const ArtifactEntry& a = *it->second;
     found.push_back(a.file);
     if (auto mm = size_mismatch(h->size, a.size)) {
-      add(ErrorKind::Integrity, where, "size", mm->message(where, "manifest"));
+      problems.push_back({ErrorKind::Integrity, where, "size", mm->message(where, "manifest")});
       continue;
     }
     Sha256 hash;
@@ -370,17 +385,35 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
     });
     if (out) out->close();
     if (auto mm = digest_mismatch(hash.hex(), a.sha256))
-      add(ErrorKind::Integrity, where, "sha256", mm->message(where, "manifest"));
+      problems.push_back({ErrorKind::Integrity, where, "sha256", mm->message(where, "manifest")});
   }
   r.finish();
+  return found;
+}
+
+// An archive streamed against its manifest, which must be its first member: the manifest is
+// read (at most kMaxManifestBytes) and parsed, its member count, sizes and total are checked
+// against the limits before any other member is read, and every later member must be one it
+// lists, with the size it records, before its data is read. Data is hashed while streamed and,
+// when `unpack_dir` is given, written there. Refusals that leave nothing to decide from
+// (structure, limits) throw; per-artifact problems are collected and the stream goes on.
+std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* manifest_out,
+                                                const fs::path* unpack_dir) {
+  std::vector<VerifyProblem> problems;
+  std::optional<LeadingManifest> lm = read_first_manifest(r, problems);
+  if (!lm) return problems;
+  const std::string morigin = r.origin() + ":" + kManifestName;
+  const std::map<std::string, const ArtifactEntry*> by_file = check_declared_limits(*lm, morigin);
+  if (unpack_dir) write_file_exclusive(*unpack_dir / kManifestName, lm->text);
+  std::vector<std::string> found = stream_members(r, by_file, unpack_dir, problems);
   std::vector<std::string> listed;
-  for (const auto& a : by_file) listed.push_back(a.first);
+  for (const auto& a : lm->manifest.artifacts) listed.push_back(a.file);
   for (const auto& file : coverage(listed, found).missing) {
-    std::string where = origin + ":" + file;
-    add(ErrorKind::Integrity, where, "file",
-        missing_message(where, by_file.at(file)->uri, "the manifest"));
+    std::string where = r.origin() + ":" + file;
+    problems.push_back({ErrorKind::Integrity, where, "file",
+                        missing_message(where, by_file.at(file)->uri, "the manifest")});
   }
-  if (manifest_out) *manifest_out = std::move(m);
+  if (manifest_out) *manifest_out = std::move(lm->manifest);
   return problems;
 }
 
@@ -416,53 +449,54 @@ fs::path store_install_lock_path(const fs::path& store) {
   return store / ".kiln-locks" / "install.lock";
 }
 
-}  // namespace
+// A pinned digest is checked before a single byte is decompressed: a forged archive never
+// reaches libarchive and never touches the store.
+void require_pinned_digest(const fs::path& archive, const std::string& expected_sha256) {
+  std::error_code ec;
+  if (!fs::exists(archive, ec))
+    throw Error(ErrorKind::NotFound, "archive not found: " + archive.string());
+  if (!fs::is_regular_file(archive, ec))
+    throw Error(ErrorKind::Io, "not a regular file: " + archive.string());
+  if (auto mm = digest_mismatch(sha256_file(archive), expected_sha256))
+    throw Error(ErrorKind::Integrity, mm->message(archive.string(), "the pinned digest"),
+                {{"path", archive.string()},
+                 {"field", "sha256"},
+                 {"expected", mm->expected},
+                 {"actual", mm->actual}});
+}
 
-InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
-                              const std::optional<std::string>& expected_sha256,
-                              const RequiredRelease& required) {
-  // A pinned digest is checked before a single byte is decompressed: a forged archive never
-  // reaches libarchive and never touches the store.
-  if (expected_sha256) {
-    std::error_code ec;
-    if (!fs::exists(archive, ec))
-      throw Error(ErrorKind::NotFound, "archive not found: " + archive.string());
-    if (!fs::is_regular_file(archive, ec))
-      throw Error(ErrorKind::Io, "not a regular file: " + archive.string());
-    if (auto mm = digest_mismatch(sha256_file(archive), *expected_sha256))
-      throw Error(ErrorKind::Integrity, mm->message(archive.string(), "the pinned digest"),
-                  {{"path", archive.string()},
-                   {"field", "sha256"},
-                   {"expected", mm->expected},
-                   {"actual", mm->actual}});
-  }
+// One installer at a time per store; whoever takes the lock removes what dead ones left.
+FileLock lock_store_for_install(const fs::path& dest_store) {
   std::error_code ec;
   fs::create_directories(dest_store / ".kiln-locks", ec);
   if (ec)
     throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
-  // One installer at a time per store; whoever takes the lock removes what dead ones left.
   FileLock lock = FileLock::acquire(store_install_lock_path(dest_store), kInstallLockTimeout);
   remove_orphaned_temp_dirs(dest_store);
+  return lock;
+}
 
-  // Streamed into a temp dir inside the store, verified member by member; renamed into place
-  // only when everything matched. Any refusal removes the temp dir: the store keeps its old
-  // contents (and the lock file).
-  TempDirGuard tmp(dest_store);
+// Streams `archive` into `unpack_dir`, verified member by member; throws, naming every problem,
+// unless all matched (and, with a pin, the bytes unpacked are the bytes pinned).
+Manifest unpack_verified(const fs::path& archive, const fs::path& unpack_dir,
+                         const std::optional<std::string>& expected_sha256) {
   Sha256 raw;
   ArchiveStream reader = ArchiveStream::open_file(archive, {}, &raw);
-  InstallResult result;
-  const fs::path& unpack = tmp.path();
-  auto problems = check_archive_stream(reader, &result.manifest, &unpack);
+  Manifest m;
+  auto problems = check_archive_stream(reader, &m, &unpack_dir);
   if (!problems.empty())
     throw Error(*most_severe(problems),
                 "refusing to install " + archive.string() + ":\n  " + join_problems(problems));
-  if (expected_sha256) {
-    // The bytes unpacked are the bytes pinned (the file cannot have changed in between).
+  // The bytes unpacked are the bytes pinned (the file cannot have changed in between).
+  if (expected_sha256)
     if (auto mm = digest_mismatch(raw.hex(), *expected_sha256))
       throw Error(ErrorKind::Integrity, archive.string() + ": changed while being installed: " +
                                             mm->message("", "the pinned digest"));
-  }
-  const Manifest& m = result.manifest;
+  return m;
+}
+
+// An archive of another package or release than `required` names is Stale, both values named.
+void require_release(const fs::path& archive, const Manifest& m, const RequiredRelease& required) {
   if (!required.package.empty() && m.package != required.package)
     throw Error(ErrorKind::Stale,
                 "refusing to install " + archive.string() + ": it is an archive of package " +
@@ -481,49 +515,66 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
                  {"field", "package_version"},
                  {"expected", required.version},
                  {"actual", m.package_version}});
-  std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
-  result.directory = dest_store / stem;
+}
 
-  if (directory_matches(result.directory, tmp.path())) {
-    result.action = InstallResult::Action::Unchanged;
-    return result;
-  }
+// Renames the verified temp dir to `target`, swapping it with an existing copy in one step, so
+// readers never find the directory missing; the old copy ends up under the temp name and is
+// removed with it.
+InstallResult::Action move_into_place(TempDirGuard& tmp, const fs::path& target,
+                                      const fs::path& dest_store) {
   if (::chmod(tmp.path().c_str(), 0755) != 0)
     throw Error(ErrorKind::Io, "cannot chmod " + tmp.path().string() + ": " + std::strerror(errno));
   sync_directory(tmp.path());
-
-  if (::rename(tmp.path().c_str(), result.directory.c_str()) == 0) {
+  if (::rename(tmp.path().c_str(), target.c_str()) == 0) {
     tmp.release();
     sync_directory(dest_store);
-    result.action = InstallResult::Action::Installed;
-    return result;
+    return InstallResult::Action::Installed;
   }
   if (errno != EEXIST && errno != ENOTEMPTY)
-    throw Error(ErrorKind::Io, "cannot rename " + tmp.path().string() + " to " +
-                                   result.directory.string() + ": " + std::strerror(errno));
-  // Swap old and new in one step, so readers never find the directory missing; the old copy
-  // ends up under the temp name and is removed with it.
-  if (::renameat2(AT_FDCWD, tmp.path().c_str(), AT_FDCWD, result.directory.c_str(),
-                  RENAME_EXCHANGE) != 0) {
+    throw Error(ErrorKind::Io, "cannot rename " + tmp.path().string() + " to " + target.string() +
+                                   ": " + std::strerror(errno));
+  if (::renameat2(AT_FDCWD, tmp.path().c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
     if (errno != EINVAL && errno != ENOSYS)
-      throw Error(ErrorKind::Io,
-                  "cannot replace " + result.directory.string() + ": " + std::strerror(errno));
+      throw Error(ErrorKind::Io, "cannot replace " + target.string() + ": " + std::strerror(errno));
     // Filesystems without RENAME_EXCHANGE: move the old copy aside, then rename.
     TempDirGuard aside(dest_store);
     fs::path old = aside.path() / "old";
-    if (::rename(result.directory.c_str(), old.c_str()) != 0)
+    if (::rename(target.c_str(), old.c_str()) != 0)
       throw Error(ErrorKind::Io,
-                  "cannot move " + result.directory.string() + " aside: " + std::strerror(errno));
-    if (::rename(tmp.path().c_str(), result.directory.c_str()) != 0) {
+                  "cannot move " + target.string() + " aside: " + std::strerror(errno));
+    if (::rename(tmp.path().c_str(), target.c_str()) != 0) {
       int err = errno;
-      ::rename(old.c_str(), result.directory.c_str());  // put the old copy back
-      throw Error(ErrorKind::Io,
-                  "cannot replace " + result.directory.string() + ": " + std::strerror(err));
+      ::rename(old.c_str(), target.c_str());  // put the old copy back
+      throw Error(ErrorKind::Io, "cannot replace " + target.string() + ": " + std::strerror(err));
     }
     tmp.release();
   }
   sync_directory(dest_store);
-  result.action = InstallResult::Action::Replaced;
+  return InstallResult::Action::Replaced;
+}
+
+}  // namespace
+
+InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
+                              const std::optional<std::string>& expected_sha256,
+                              const RequiredRelease& required) {
+  if (expected_sha256) require_pinned_digest(archive, *expected_sha256);
+  FileLock lock = lock_store_for_install(dest_store);
+  // Streamed into a temp dir inside the store, verified member by member; renamed into place
+  // only when everything matched. Any refusal removes the temp dir: the store keeps its old
+  // contents (and the lock file).
+  TempDirGuard tmp(dest_store);
+  InstallResult result;
+  result.manifest = unpack_verified(archive, tmp.path(), expected_sha256);
+  const Manifest& m = result.manifest;
+  require_release(archive, m, required);
+  result.directory =
+      dest_store / archive_stem(m.package, m.package_version, m.cuda_version, m.target);
+  if (directory_matches(result.directory, tmp.path())) {
+    result.action = InstallResult::Action::Unchanged;
+    return result;
+  }
+  result.action = move_into_place(tmp, result.directory, dest_store);
   return result;
 }
 

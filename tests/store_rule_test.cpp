@@ -1,5 +1,5 @@
 // The one store rule (core/store/store_scan.hpp) seen through both of its users: the loader
-// (`kiln resolve`, which runs the loader's store tier over DiskStoreFs) and the CLI's store
+// (`kiln resolve`, which runs the loader's store tier over StoreScanner) and the CLI's store
 // scanner (`kiln verify STORE`). The layouts are those where the two old rules disagreed: the
 // loader read only kiln-kernels-* directories and ignored what their names said, the CLI read
 // every directory and refused names that did not match their manifest.

@@ -1,7 +1,7 @@
 #pragma once
 // The one rule for what a store holds. Every path that scans a store (the loader's store and
-// mirror tiers through DiskStoreFs, `kiln verify/inspect/compat/doctor/resolve` through
-// scan_store or DiskStoreFs, fetch's "already installed?" through store_has_verified) asks these
+// mirror tiers through StoreScanner, `kiln verify/inspect/compat/doctor/resolve` through
+// scan_store or StoreScanner, fetch's "already installed?" through store_has_verified) asks these
 // functions, so the loader and the CLI see the same archives and refuse the same ones.
 //
 //   an entry of a store directory is an archive directory when

@@ -10,8 +10,8 @@
 
 namespace {
 
-using kiln::ArchiveScan;
 using kiln::ErrorKind;
+using kiln::StoreArchive;
 using kiln::StoreScan;
 
 const std::string kUri = "axpy_dtype_f32";
@@ -19,8 +19,8 @@ const std::string kHash(64, 'a');
 
 kiln::BuildIdentity identity() { return {"kiln-kernels", "0.1.0", kiln::kManifestFormat, kHash}; }
 
-ArchiveScan archive(const std::string& store, const std::string& target,
-                    const std::string& version = "0.1.0", const std::string& hash = kHash) {
+StoreArchive archive(const std::string& store, const std::string& target,
+                     const std::string& version = "0.1.0", const std::string& hash = kHash) {
   kiln::Manifest m;
   m.package = "kiln-kernels";
   m.package_version = version;
@@ -35,7 +35,7 @@ ArchiveScan archive(const std::string& store, const std::string& target,
   a.size = 3;
   a.sha256 = kiln::sha256_hex("abc");
   m.artifacts.push_back(a);
-  ArchiveScan s;
+  StoreArchive s;
   s.dir = store + "/kiln-kernels-" + version + "-cuda13.0-" + target;
   s.manifest = std::make_shared<const kiln::Manifest>(m);
   return s;
@@ -215,9 +215,9 @@ class VirtualStoreFs : public kiln::StoreFs {
 
   // An archive directory of `target` in `store`, its manifest archive()'s.
   void add_archive(const std::string& store, const std::string& target) {
-    ArchiveScan a = archive(store, target);
+    StoreArchive a = archive(store, target);
     auto& l = listings[store];
-    l.readable = true;
+    l.status = kiln::ListingStatus::Listed;
     l.archive_names.push_back(a.dir.substr(store.size() + 1));
     files[a.dir + "/manifest.json"] = kiln::manifest_to_json(*a.manifest);
   }

@@ -98,7 +98,7 @@ struct Considered {
   std::size_t rank = 0;
   std::optional<Rejection> rejection;
 };
-Considered consider_archive(const ArchiveScan& ar, const std::string& store_dir,
+Considered consider_archive(const StoreArchive& ar, const std::string& store_dir,
                             const std::string& uri, int cc, const BuildIdentity& id,
                             const TargetChoice& choice, bool allow_stale) {
   Considered out;
@@ -555,7 +555,7 @@ std::shared_ptr<const std::vector<std::string>> StoreScanner::archive_names(
   if (names) return names;
   one.listed_now = true;
   StoreListing listing = fs_->list(one.dir, package_);
-  if (!listing.readable) {
+  if (!listing.readable()) {
     problem = listing.problem;
     return nullptr;
   }
@@ -583,8 +583,8 @@ std::shared_ptr<const std::vector<std::string>> StoreScanner::names_from_record(
 }
 
 // One archive directory: its manifest, or why it cannot be used.
-ArchiveScan StoreScanner::read_archive(OneScan& one, const std::string& name) const {
-  ArchiveScan a;
+StoreArchive StoreScanner::read_archive(OneScan& one, const std::string& name) const {
+  StoreArchive a;
   const bool slash = !one.dir.empty() && one.dir.back() == '/';
   a.dir = slash ? one.dir + name : one.dir + "/" + name;  // what fs::path(dir) / name gives
   const std::string mpath = a.dir + "/manifest.json";
@@ -652,13 +652,11 @@ std::shared_ptr<const Manifest> StoreScanner::manifest_for_uri(OneScan& one,
                                                                ManifestSource& src) const {
   StoreMemory& memory = store_memory();
   if (src.from_record) {
-    if (auto problem = archive_dir_name_problem(std::string_view(dir), src.entries->header()))
-      throw Error(ErrorKind::Format, *problem);
+    require_archive_dir_name(dir, src.entries->header());
     memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
   } else if (!src.entries) {
     src.entries = read_manifest_entries_cached(std::move(src.text), mpath);
-    if (auto problem = archive_dir_name_problem(std::string_view(dir), src.entries->header()))
-      throw Error(ErrorKind::Format, *problem);
+    require_archive_dir_name(dir, src.entries->header());
     if (src.id) memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
     if (one.use_record && src.id && settled(*src.id, src.read_start, kRecordSettledNs))
       if (std::optional<ManifestLayout> layout = src.entries->layout())
@@ -672,15 +670,14 @@ std::shared_ptr<const Manifest> StoreScanner::whole_manifest(const std::string& 
                                                              const std::string& mpath,
                                                              ManifestSource& src) const {
   auto parsed = parse_manifest_cached(src.text, mpath);
-  if (auto problem = archive_dir_name_problem(fs::path(dir), parsed->manifest))
-    throw Error(ErrorKind::Format, *problem);
+  require_archive_dir_name(dir, parsed->manifest);
   std::shared_ptr<const Manifest> manifest(parsed, &parsed->manifest);
   if (src.id) store_memory().manifests.put(mpath, *src.id, src.read_start, manifest);
   return manifest;
 }
 
 // The rest of the freshness check is plan_stores'.
-bool StoreScanner::serves_release(const ArchiveScan& a, const std::string& uri) const {
+bool StoreScanner::serves_release(const StoreArchive& a, const std::string& uri) const {
   return a.manifest && a.manifest->find(uri) &&
          (package_.empty() || a.manifest->package == package_) &&
          (version_.empty() || a.manifest->package_version == version_) &&

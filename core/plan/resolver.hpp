@@ -17,6 +17,7 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "plan/target_choice.hpp"
+#include "store/store.hpp"
 #include "store/store_fs.hpp"
 
 namespace kiln {
@@ -49,21 +50,12 @@ std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art
 // values when the parser refused it as stale.
 std::string declared_format(const std::string& text);
 
-// One archive directory inside a store, as read from disk.
-struct ArchiveScan {
-  std::string dir;
-  // Shared with the process-wide memory of parsed manifests (identity_cache.hpp): immutable.
-  std::shared_ptr<const Manifest> manifest;
-  ErrorKind error_kind = ErrorKind::Format;  // when !manifest
-  std::string error;                         // why the manifest cannot be used
-};
-
 struct StoreScan {
   std::string dir;
   std::string source;  // where the directory came from: "KILN_ARTIFACT_PATH", "installed", "cache"
   bool readable = false;
   std::string problem;                // "does not exist", "not a directory", ... when !readable
-  std::vector<ArchiveScan> archives;  // sorted by directory name
+  std::vector<StoreArchive> archives;  // sorted by directory name
 };
 
 // The loader's view of store directories: each scan of a store, over the thin disk interface
@@ -104,7 +96,7 @@ class StoreScanner {
                                                                 std::string& problem) const;
   std::shared_ptr<const std::vector<std::string>> names_from_record(OneScan& one,
                                                                     const std::string& key) const;
-  ArchiveScan read_archive(OneScan& one, const std::string& name) const;
+  StoreArchive read_archive(OneScan& one, const std::string& name) const;
   ManifestSource manifest_source(const OneScan& one, const std::string& name,
                                  const std::string& mpath) const;
   std::shared_ptr<const Manifest> manifest_for_uri(OneScan& one, const std::string& name,
@@ -112,7 +104,7 @@ class StoreScanner {
                                                    ManifestSource& src) const;
   std::shared_ptr<const Manifest> whole_manifest(const std::string& dir, const std::string& mpath,
                                                  ManifestSource& src) const;
-  bool serves_release(const ArchiveScan& a, const std::string& uri) const;
+  bool serves_release(const StoreArchive& a, const std::string& uri) const;
   void keep_scan_record(OneScan& one, const std::vector<std::string>& names) const;
 
   std::string package_, version_, record_dir_;

@@ -118,16 +118,12 @@ std::string join_problems(const std::vector<VerifyProblem>& problems) {
 
 StoreArchive scan_store_entry(const fs::path& dir) {
   StoreArchive sa;
-  sa.directory = dir;
+  sa.dir = dir.string();
   fs::path mpath = dir / kManifestName;
   try {
     Manifest m = parse_manifest(read_whole_file(mpath, limits::kMaxLocalFileBytes), mpath.string());
-    if (auto problem = archive_dir_name_problem(dir, m)) {
-      sa.error_kind = ErrorKind::Format;
-      sa.error = *problem;
-    } else {
-      sa.manifest = std::move(m);
-    }
+    require_archive_dir_name(sa.dir, m);
+    sa.manifest = std::make_shared<const Manifest>(std::move(m));
   } catch (const Error& e) {
     sa.error_kind = e.kind();
     sa.error = e.kind() == ErrorKind::NotFound
@@ -149,11 +145,15 @@ std::optional<ErrorKind> most_severe(const std::vector<VerifyProblem>& problems)
 std::vector<StoreArchive> scan_store(const fs::path& store) {
   // Which entries are archive directories is the one rule of store_scan.hpp, as for the loader.
   StoreListing listing = list_store_archive_dirs(store);
-  if (!listing.readable) {
-    if (listing.problem == "does not exist") return {};
-    throw Error(ErrorKind::Io, "store " + store.string() + " " +
-                                   (listing.problem == "not a directory" ? "is not a directory"
-                                                                         : listing.problem));
+  switch (listing.status) {
+    case ListingStatus::Listed:
+      break;
+    case ListingStatus::Absent:
+      return {};
+    case ListingStatus::NotADirectory:
+      throw Error(ErrorKind::Io, "store " + store.string() + " is not a directory");
+    case ListingStatus::Unlistable:
+      throw Error(ErrorKind::Io, "store " + store.string() + " " + listing.problem);
   }
   std::vector<StoreArchive> out;
   for (const auto& name : listing.archive_names) out.push_back(scan_store_entry(store / name));
@@ -187,34 +187,34 @@ std::string read_verified_artifact(const fs::path& archive_dir, const ArtifactEn
 std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry) {
   std::vector<VerifyProblem> problems;
   if (!entry.manifest) {
-    problems.push_back(
-        {entry.error_kind, (entry.directory / kManifestName).string(), "manifest", entry.error});
+    problems.push_back({entry.error_kind, (fs::path(entry.dir) / kManifestName).string(),
+                        "manifest", entry.error});
     return problems;
   }
   std::vector<std::string> listed = {kManifestName};
   for (const auto& a : entry.manifest->artifacts) {
     listed.push_back(a.file);
     try {
-      read_verified_artifact(entry.directory, a);
+      read_verified_artifact(entry.dir, a);
     } catch (const Error& e) {
       const std::string* field = e.field("field");
       problems.push_back(
-          {e.kind(), (entry.directory / a.file).string(), field ? *field : "file", e.what()});
+          {e.kind(), (fs::path(entry.dir) / a.file).string(), field ? *field : "file", e.what()});
     }
   }
   // A listed file that is missing was reported by read_verified_artifact, with its URI.
   std::error_code ec;
   std::vector<std::string> present;
-  for (const auto& e : fs::directory_iterator(entry.directory, ec))
+  for (const auto& e : fs::directory_iterator(entry.dir, ec))
     present.push_back(e.path().filename().string());
   for (const auto& name : coverage(listed, present).unlisted) {
-    std::string path = (entry.directory / name).string();
+    std::string path = (fs::path(entry.dir) / name).string();
     problems.push_back(
         {ErrorKind::Integrity, path, "file", unlisted_message(path, "the manifest")});
   }
   if (ec)
-    problems.push_back({ErrorKind::Io, entry.directory.string(), "",
-                        "cannot list " + entry.directory.string() + ": " + ec.message()});
+    problems.push_back(
+        {ErrorKind::Io, entry.dir, "", "cannot list " + entry.dir + ": " + ec.message()});
   return problems;
 }
 

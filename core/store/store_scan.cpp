@@ -16,6 +16,7 @@
 
 #include "io/file_descriptor.hpp"
 #include "io/limits.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 
@@ -46,6 +47,9 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
   UniqueFd fd(::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) {
     int err = errno;
+    out.status = err == ENOENT    ? ListingStatus::Absent
+                 : err == ENOTDIR ? ListingStatus::NotADirectory
+                                  : ListingStatus::Unlistable;
     out.problem = err == ENOENT    ? "does not exist"
                   : err == ENOTDIR ? "not a directory"
                                    : "cannot be listed: " + std::generic_category().message(err);
@@ -86,22 +90,18 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
     }
   }
   std::sort(out.archive_names.begin(), out.archive_names.end());
-  out.readable = true;
+  out.status = ListingStatus::Listed;
   return out;
 }
 
-std::optional<std::string> archive_dir_name_problem(std::string_view dir, const Manifest& m) {
+void require_archive_dir_name(std::string_view dir, const Manifest& m) {
   std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
   // The last component, as fs::path::filename() gives it ("" after a trailing '/').
   std::string_view name = dir.substr(dir.rfind('/') + 1);
-  if (name == stem) return std::nullopt;
-  return std::string(dir) +
-         ": directory name does not match its manifest (expected '" + stem +
-         "' from package, package_version, cuda_version and target)";
-}
-
-std::optional<std::string> archive_dir_name_problem(const fs::path& dir, const Manifest& m) {
-  return archive_dir_name_problem(std::string_view(dir.native()), m);
+  if (name == stem) return;
+  throw Error(ErrorKind::Format,
+              std::string(dir) + ": directory name does not match its manifest (expected '" + stem +
+                  "' from package, package_version, cuda_version and target)");
 }
 
 }  // namespace kiln

@@ -418,7 +418,7 @@ struct Loader::Impl {
       }
       StoreScan scan = fs->scan(cfg.cache_dir, "cache directory");
       // Only the archive just fetched: the rest of the cache was the store tier's.
-      std::vector<ArchiveScan> fetched;
+      std::vector<StoreArchive> fetched;
       for (auto& a : scan.archives)
         if (a.manifest && a.manifest->target == target) fetched.push_back(std::move(a));
       scan.archives = std::move(fetched);

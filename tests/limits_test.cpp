@@ -223,7 +223,7 @@ TEST(LocalReads, FifoAndDevZeroAreRefusedWithoutBlocking) {
   TempDir dir;
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
   fs::create_symlink("/dev/zero", dir / "zero");
-  DiskStoreFs disk;
+  StoreScanner disk;
   for (const char* name : {"fifo", "zero"}) {
     for (int via = 0; via < 3; ++via) {
       try {

@@ -69,30 +69,21 @@ class FakeDriver : public kiln::Driver {
   void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
 };
 
-// Counts file reads so tests can prove nothing was read.
+// The real disk behind the loader's store scanner, counting whole-file reads (manifests and
+// artifacts) so tests can prove nothing was read, and noting every store directory listed.
 class CountingFs : public kiln::DiskStoreFs {
  public:
   mutable std::atomic<int> reads{0};
   mutable std::mutex mu;
-  mutable std::vector<std::string> scanned;  // every store directory scanned, in order
-  std::string read_file(const std::string& path) const override {
+  mutable std::vector<std::string> scanned;  // every store directory listed, in order
+  std::string read(const std::string& path, std::uint64_t max_bytes) const override {
     ++reads;
-    return DiskStoreFs::read_file(path);
+    return DiskStoreFs::read(path, max_bytes);
   }
-  kiln::StoreScan scan(const std::string& dir, const std::string& source) const override {
-    note(dir);
-    return DiskStoreFs::scan(dir, source);
-  }
-  kiln::StoreScan scan_for(const std::string& dir, const std::string& source,
-                           const std::string& uri, int cc) const override {
-    note(dir);
-    return DiskStoreFs::scan_for(dir, source, uri, cc);
-  }
-
- private:
-  void note(const std::string& dir) const {
+  kiln::StoreListing list(const std::string& dir, std::string_view package) const override {
     std::lock_guard<std::mutex> lock(mu);
     scanned.push_back(dir);
+    return DiskStoreFs::list(dir, package);
   }
 };
 

@@ -470,7 +470,7 @@ TEST(ManifestEntries, GetsFastScanKeepsOneEntryAndRefusesAManifestBrokenElsewher
   test::TempDir tmp;
   test::ReleaseSpec rel;
   fs::path dir = test::write_store_entry(tmp.path(), rel, "sm_80");
-  DiskStoreFs disk;
+  StoreScanner disk;
   StoreScan fast = disk.scan_for(tmp.path().string(), "test", "axpy_dtype_f32", 80);
   ASSERT_EQ(fast.archives.size(), 1u);
   ASSERT_TRUE(fast.archives[0].manifest) << fast.archives[0].error;

@@ -476,7 +476,7 @@ struct StoreRig {
     rel.with_artifacts({{kUri, bytes.empty() ? "image:" + target : bytes}});
     return test::write_store_entry(store, rel, target);
   }
-  DiskStoreFs disk() const { return DiskStoreFs(kPackage, kiln::version(), cache.string()); }
+  StoreScanner disk() const { return StoreScanner(kPackage, kiln::version(), cache.string()); }
   StoreScan scan() const { return disk().scan_for(store.string(), "artifact path", kUri, 90); }
   std::string record_path() const {
     return scan_record_path(cache.string(), kPackage, store.string());
@@ -708,7 +708,7 @@ TEST(ScanRecordOnDisk, ARecordThatCannotBeReadOrWrittenCostsNothingButTime) {
   EXPECT_EQ(test::read_file(rig.record_path()), text);
   // A cache directory that cannot be made (a file is in its place): the scan is the same.
   test::write_file(rig.tmp / "file", "x");
-  DiskStoreFs blocked(kPackage, kiln::version(), (rig.tmp / "file" / "cache").string());
+  StoreScanner blocked(kPackage, kiln::version(), (rig.tmp / "file" / "cache").string());
   forget_store_memory();
   StoreScan s = blocked.scan_for(rig.store.string(), "artifact path", kUri, 90);
   EXPECT_EQ(StoreRig::sha(s), manifest_sha(dir));

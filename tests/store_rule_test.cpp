@@ -1,5 +1,5 @@
 // The one store rule (core/store/store_scan.hpp) seen through both of its users: the loader
-// (`kiln resolve`, which runs the loader's store tier over DiskStoreFs) and the CLI's store
+// (`kiln resolve`, which runs the loader's store tier over StoreScanner) and the CLI's store
 // scanner (`kiln verify STORE`). The layouts are those where the two old rules disagreed: the
 // loader read only kiln-kernels-* directories and ignored what their names said, the CLI read
 // every directory and refused names that did not match their manifest.
@@ -97,10 +97,13 @@ TEST(StoreRule, ArchiveDirectoryNamesArePrefixedAndPlain) {
 
 TEST(StoreRule, MissingOrPlainFileStoreIsReportedNotThrown) {
   TempDir dir;
-  EXPECT_EQ(list_store_archive_dirs(dir / "absent").problem, "does not exist");
+  StoreListing absent = list_store_archive_dirs(dir / "absent");
+  EXPECT_EQ(absent.status, ListingStatus::Absent);
+  EXPECT_EQ(absent.problem, "does not exist");
   test::write_file(dir / "file", "x");
   StoreListing l = list_store_archive_dirs(dir / "file");
-  EXPECT_FALSE(l.readable);
+  EXPECT_FALSE(l.readable());
+  EXPECT_EQ(l.status, ListingStatus::NotADirectory);
   EXPECT_EQ(l.problem, "not a directory");
 }
 
@@ -122,7 +125,7 @@ TEST(StoreRule, ListingFollowsLinksToDirectoriesAndReadsLargeStoresWhole) {
   test::write_file(store / "kiln-kernels-0.1.0-cuda13.0-sm_70", "a file, not a directory");
 
   StoreListing l = list_store_archive_dirs(store, "kiln-kernels");
-  ASSERT_TRUE(l.readable) << l.problem;
+  ASSERT_TRUE(l.readable()) << l.problem;
   EXPECT_EQ(l.archive_names, (std::vector<std::string>{"kiln-kernels-0.1.0-cuda13.0-sm_80",
                                                        "kiln-kernels-0.1.0-cuda13.0-sm_86"}));
   // Any package: the other package's directory too.
@@ -139,7 +142,7 @@ TEST(StoreRule, ListingFollowsLinksToDirectoriesAndReadsLargeStoresWhole) {
   }
   std::sort(want.begin(), want.end());
   StoreListing b = list_store_archive_dirs(big, "kiln-kernels");
-  ASSERT_TRUE(b.readable) << b.problem;
+  ASSERT_TRUE(b.readable()) << b.problem;
   EXPECT_EQ(b.archive_names, want);
 }
 
@@ -157,12 +160,13 @@ TEST(StoreRule, AStoreOfMoreEntriesThanTheLimitIsRefusedNamingIt) {
     ::close(fd);
   }
   StoreListing at_limit = list_store_archive_dirs(store, "kiln-kernels");
-  ASSERT_TRUE(at_limit.readable) << at_limit.problem;  // exactly the limit: listed
+  ASSERT_TRUE(at_limit.readable()) << at_limit.problem;  // exactly the limit: listed
   EXPECT_EQ(at_limit.archive_names,
             std::vector<std::string>{"kiln-kernels-0.1.0-cuda13.0-sm_90a"});
   test::write_file(store / "one-more", "");
   StoreListing over = list_store_archive_dirs(store, "kiln-kernels");
-  EXPECT_FALSE(over.readable);
+  EXPECT_FALSE(over.readable());
+  EXPECT_EQ(over.status, ListingStatus::Unlistable);
   EXPECT_TRUE(over.archive_names.empty());
   EXPECT_EQ(over.problem, "cannot be listed: it holds more than " +
                               std::to_string(limits::kMaxStoreEntries) +

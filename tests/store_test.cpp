@@ -86,7 +86,7 @@ TEST(Store, ScanListsInstalledArchiveWithItsManifest) {
   EXPECT_FALSE(store_has_verified(dir / "store", "kiln-kernels-0.1.0-cuda13.0-sm_80"));
   const ArtifactEntry* a = entries[0].manifest->find("axpy_dtype_f16");
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(read_verified_artifact(entries[0].directory, *a), "fatbin-f16");
+  EXPECT_EQ(read_verified_artifact(entries[0].dir, *a), "fatbin-f16");
 }
 
 TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
@@ -101,13 +101,13 @@ TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
   test::write_file(dir / "store" / "stray-file", "x");
   auto entries = scan_store(dir / "store");
   ASSERT_EQ(entries.size(), 4u);
-  EXPECT_EQ(entries[0].directory.filename(), "kiln-kernels-0.1.0-cuda13.0-sm_90a");
+  EXPECT_EQ(fs::path(entries[0].dir).filename(), "kiln-kernels-0.1.0-cuda13.0-sm_90a");
   EXPECT_TRUE(entries[0].manifest);
   EXPECT_FALSE(entries[1].manifest);
   EXPECT_EQ(entries[1].error_kind, ErrorKind::Format);
   EXPECT_NE(entries[1].error.find("expected '" + std::string(kStem) + "'"), std::string::npos)
       << entries[1].error;
-  EXPECT_EQ(entries[2].directory.filename(), "kiln-kernels-9.9.9a-no-manifest");
+  EXPECT_EQ(fs::path(entries[2].dir).filename(), "kiln-kernels-9.9.9a-no-manifest");
   EXPECT_EQ(entries[2].error_kind, ErrorKind::NotFound);
   EXPECT_NE(entries[2].error.find("no manifest.json"), std::string::npos) << entries[2].error;
   EXPECT_EQ(entries[3].error_kind, ErrorKind::Format);
@@ -128,7 +128,7 @@ TEST(Store, ScanSkipsEntriesThatAreNotArchiveDirectoriesAndFollowsLinks) {
   fs::create_directory_symlink(dir / "elsewhere" / kStem, dir / "store" / kStem);
   auto entries = scan_store(dir / "store");
   ASSERT_EQ(entries.size(), 1u);
-  EXPECT_EQ(entries[0].directory.filename(), kStem);
+  EXPECT_EQ(fs::path(entries[0].dir).filename(), kStem);
   ASSERT_TRUE(entries[0].manifest) << entries[0].error;
   EXPECT_TRUE(verify_store_archive(entries[0]).empty());
   EXPECT_TRUE(store_has_verified(dir / "store", kStem));

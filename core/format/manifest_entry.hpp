@@ -1,6 +1,6 @@
 #pragma once
 // The loader's reader of a store's manifest.json for one URI at a time (the fast path of get():
-// resolver.cpp, DiskStoreFs::scan_for). parse_manifest builds a JSON tree of the whole
+// resolver.cpp, StoreScanner::scan_for). parse_manifest builds a JSON tree of the whole
 // manifest and converts every artifact; a get() needs the header and one artifact's entry.
 //
 // ManifestEntries::read accepts exactly the texts parse_manifest accepts, with the same values,

@@ -38,8 +38,8 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
   for (int attempt = 0; attempt < 16; ++attempt) {
     tmp_path_ = path_;
     tmp_path_ += ".tmp." + random_suffix();
-    fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ >= 0) return;
+    fd_.reset(::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (fd_) return;
     if (errno != EEXIST) io_error("cannot create temporary file", tmp_path_, errno);
   }
   throw Error(ErrorKind::Io, "cannot create a unique temporary file beside " + path_.string());
@@ -50,33 +50,24 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::discard() noexcept {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  fd_.reset();
   if (!tmp_path_.empty()) ::unlink(tmp_path_.c_str());
 }
 
 void AtomicFile::write(std::string_view data) {
-  if (fd_ < 0)
-    throw Error(ErrorKind::Internal, "AtomicFile::write after commit: " + path_.string());
-  while (!data.empty()) {
-    ssize_t n = ::write(fd_, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) io_error("cannot write", tmp_path_, errno);
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
+  if (!fd_) throw Error(ErrorKind::Internal, "AtomicFile::write after commit: " + path_.string());
+  if (!write_all(fd_.get(), data)) io_error("cannot write", tmp_path_, errno);
 }
 
 void AtomicFile::commit() {
-  if (fd_ < 0) throw Error(ErrorKind::Internal, "AtomicFile committed twice: " + path_.string());
+  if (!fd_) throw Error(ErrorKind::Internal, "AtomicFile committed twice: " + path_.string());
   // fsync before rename: otherwise a crash can leave the new name pointing at empty data.
-  if (::fsync(fd_) != 0) {
+  if (::fsync(fd_.get()) != 0) {
     int err = errno;
     discard();
     io_error("cannot fsync", tmp_path_, err);
   }
-  int rc = ::close(fd_);
-  fd_ = -1;
-  if (rc != 0) {
+  if (fd_.close() != 0) {
     int err = errno;
     discard();
     io_error("cannot close", tmp_path_, err);
@@ -93,10 +84,8 @@ void AtomicFile::commit() {
 }
 
 void sync_directory(const std::filesystem::path& dir) {
-  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  ::fsync(fd);
-  ::close(fd);
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd) ::fsync(fd.get());
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view data) {
@@ -107,18 +96,14 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view d
 
 std::string read_whole_file(const std::filesystem::path& p, std::uint64_t max_bytes) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below anyway.
-  int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
+  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) {
     int err = errno;
     if (err == ENOENT) throw Error(ErrorKind::NotFound, "file not found: " + p.string());
     throw Error(ErrorKind::Io, "cannot open " + p.string() + ": " + std::strerror(err));
   }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
   struct stat st {};
-  if (::fstat(fd, &st) != 0)
+  if (::fstat(fd.get(), &st) != 0)
     throw Error(ErrorKind::Io, "cannot stat " + p.string() + ": " + std::strerror(errno));
   // A FIFO, a device (/dev/zero behind a symlink) or a socket has no end: never read one whole.
   if (!S_ISREG(st.st_mode))
@@ -140,8 +125,7 @@ std::string read_whole_file(const std::filesystem::path& p, std::uint64_t max_by
   for (;;) {
     if (used == out.size()) out.resize(out.size() + (1 << 16));
     std::size_t want = out.size() - used;
-    ssize_t n = ::read(fd, out.data() + used, want);
-    if (n < 0 && errno == EINTR) continue;
+    ssize_t n = read_some(fd.get(), out.data() + used, want);
     if (n < 0)
       throw Error(ErrorKind::Io, "cannot read " + p.string() + ": " + std::strerror(errno));
     used += static_cast<std::size_t>(n);

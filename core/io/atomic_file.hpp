@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "io/file_descriptor.hpp"
 #include "io/limits.hpp"
 
 namespace kiln {
@@ -33,7 +34,7 @@ class AtomicFile {
 
   std::filesystem::path path_;
   std::filesystem::path tmp_path_;
-  int fd_ = -1;
+  UniqueFd fd_;
   bool committed_ = false;
 };
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "io/file_descriptor.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -30,14 +31,14 @@ std::string holder_text() {
 // One attempt. Returns the locked fd, or -1 when someone else holds the lock.
 int lock_once(const std::filesystem::path& path) {
   for (;;) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) io_error("cannot open lock file", path, errno);
+    UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+    if (!fd) io_error("cannot open lock file", path, errno);
     int rc;
-    do rc = ::flock(fd, LOCK_EX | LOCK_NB);
+    do rc = ::flock(fd.get(), LOCK_EX | LOCK_NB);
     while (rc != 0 && errno == EINTR);
     if (rc != 0) {
       int err = errno;
-      ::close(fd);
+      fd.reset();
       if (err == EWOULDBLOCK) return -1;
       io_error("cannot flock lock file", path, err);
     }
@@ -45,17 +46,16 @@ int lock_once(const std::filesystem::path& path) {
     // cleaner): our lock would then guard an orphan inode. Start over on the new file.
     struct stat by_fd {
     }, by_path{};
-    if (::fstat(fd, &by_fd) == 0 && ::stat(path.c_str(), &by_path) == 0 &&
+    if (::fstat(fd.get(), &by_fd) == 0 && ::stat(path.c_str(), &by_path) == 0 &&
         by_fd.st_dev == by_path.st_dev && by_fd.st_ino == by_path.st_ino) {
       std::string who = holder_text();
       // Best effort: the holder note is only for error messages.
-      if (::ftruncate(fd, 0) == 0) {
-        ssize_t written = ::pwrite(fd, who.data(), who.size(), 0);
+      if (::ftruncate(fd.get(), 0) == 0) {
+        ssize_t written = ::pwrite(fd.get(), who.data(), who.size(), 0);
         (void)written;
       }
-      return fd;
+      return fd.release();
     }
-    ::close(fd);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <vector>
 
+#include "io/file_descriptor.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -88,31 +89,21 @@ std::string sha256_hex(std::string_view data) {
 
 std::string sha256_file(const std::filesystem::path& path, std::size_t* size_out) {
   // O_NONBLOCK + fstat: a FIFO or device (also behind a symlink) is refused, never read.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0)
-    throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw Error(ErrorKind::Io, path.string() + ": not a regular file");
-  }
-  std::FILE* f = ::fdopen(fd, "rb");
-  if (!f) {
-    ::close(fd);
-    throw Error(ErrorKind::Io, "cannot open " + path.string() + ": " + std::strerror(errno));
-  }
   Sha256 h;
   std::vector<char> buf(1 << 20);
   std::size_t total = 0;
   for (;;) {
-    std::size_t n = std::fread(buf.data(), 1, buf.size(), f);
-    if (n) h.update(buf.data(), n);
-    total += n;
-    if (n < buf.size()) break;
+    ssize_t n = read_full(fd.get(), buf.data(), buf.size());
+    if (n < 0) throw Error(ErrorKind::Io, "cannot read " + path.string());
+    if (n > 0) h.update(buf.data(), static_cast<std::size_t>(n));
+    total += static_cast<std::size_t>(n);
+    if (static_cast<std::size_t>(n) < buf.size()) break;
   }
-  bool err = std::ferror(f);
-  std::fclose(f);
-  if (err) throw Error(ErrorKind::Io, "cannot read " + path.string());
   if (size_out) *size_out = total;
   return h.hex();
 }

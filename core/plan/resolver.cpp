@@ -1,12 +1,8 @@
 #include "plan/resolver.hpp"
 
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -18,9 +14,9 @@
 
 #include "format/manifest_entry.hpp"
 #include "format/untrusted_json.hpp"
-#include "io/atomic_file.hpp"
+#include "io/artifact_check.hpp"
 #include "io/identity_cache.hpp"
-#include "io/sha256.hpp"
+#include "io/limits.hpp"
 #include "jit/jit.hpp"
 #include "kiln/version.hpp"
 #include "runtime/cold_phases.hpp"
@@ -70,22 +66,99 @@ std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art
   return out;
 }
 
+namespace {
+
+// Why a store that could not be read or holds none of the package's archives served nothing;
+// nullopt when it has archives to rank.
+std::optional<Rejection> store_rejection(const StoreScan& store, const BuildIdentity& id) {
+  if (!store.readable)
+    return Rejection{{"store", "", store.dir, store.problem}, ErrorKind::NotFound};
+  if (!store.archives.empty()) return std::nullopt;
+  const std::string any = id.package.empty() ? std::string("any package") : id.package;
+  const std::string stem = id.package.empty() ? std::string("<package>") : id.package;
+  return Rejection{{"store", "", store.dir,
+                    "holds no archive of " + any + " (no " + stem + "-<version>-* directory)"},
+                   ErrorKind::NotFound};
+}
+
+// The reason an archive does not list `uri`, with the family's skip reason when it has one.
+std::string not_contained(const Manifest& m, const std::string& uri) {
+  std::string reason = "archive does not contain " + uri;
+  for (const auto& sk : m.skipped)
+    if (uri.rfind(sk.family + "_", 0) == 0 || uri == sk.family)
+      reason += " (family " + sk.family + " skipped: " + sk.reason + ")";
+  return reason;
+}
+
+// One archive of a store as a candidate for `uri` ranked by `choice` (its position in
+// choice.candidates, in `rank`), or the rejection that says why not; both nullopt: another
+// package's archive, passed over without a word.
+struct Considered {
+  std::optional<StoreCandidate> candidate;
+  std::size_t rank = 0;
+  std::optional<Rejection> rejection;
+};
+Considered consider_archive(const StoreArchive& ar, const std::string& store_dir,
+                            const std::string& uri, int cc, const BuildIdentity& id,
+                            const TargetChoice& choice, bool allow_stale) {
+  Considered out;
+  if (!ar.manifest) {
+    out.rejection = Rejection{{"store", "", ar.dir + "/manifest.json", ar.error}, ar.error_kind};
+    return out;
+  }
+  const Manifest& m = *ar.manifest;
+  if (!id.package.empty() && m.package != id.package) return out;  // another package's
+  auto target = parse_target(m.target);
+  if (!target) {
+    out.rejection = Rejection{
+        {"store", m.target, ar.dir + "/manifest.json", "unknown target " + quoted(m.target)},
+        ErrorKind::Format};
+    return out;
+  }
+  const ArtifactEntry* art = m.find(uri);
+  if (!art) {
+    out.rejection =
+        Rejection{{"store", m.target, ar.dir, not_contained(m, uri)}, ErrorKind::NotFound};
+    return out;
+  }
+  std::string path = ar.dir + "/" + art->file;
+  auto pos = std::find_if(choice.candidates.begin(), choice.candidates.end(),
+                          [&](const TargetCandidate& c) { return c.target == *target; });
+  if (pos == choice.candidates.end()) {
+    out.rejection =
+        Rejection{{"store", m.target, path, why_not_runnable(*target, cc)}, ErrorKind::Unsupported};
+    return out;
+  }
+  auto stale_list = stale_fields(m, *art, id);
+  std::string stale = stale_list.empty() ? "" : stale_list.front().message;
+  if (!stale.empty() && !allow_stale) {
+    out.rejection =
+        Rejection{{"store", m.target, path,
+                   "stale: " + stale + ". Install " + id.package + " " + id.package_version +
+                       " (kiln fetch), or set KILN_ALLOW_STALE=1 to diagnose"},
+                  ErrorKind::Stale};
+    return out;
+  }
+  StoreCandidate c;
+  c.candidate = {"store", m.target, path, pos->reason};
+  c.store_dir = store_dir;
+  c.size = art->size;
+  c.sha256 = art->sha256;
+  for (const auto& e : art->entries) c.symbols.push_back(e.symbol);
+  c.stale = stale;
+  out.candidate = std::move(c);
+  out.rank = static_cast<std::size_t>(pos - choice.candidates.begin());
+  return out;
+}
+
+}  // namespace
+
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
                       const std::vector<StoreScan>& stores, bool allow_stale, bool explain) {
   StorePlan plan;
   for (const auto& store : stores) {
-    if (!store.readable) {
-      plan.rejected.push_back({{"store", "", store.dir, store.problem}, ErrorKind::NotFound});
-      continue;
-    }
-    if (store.archives.empty()) {
-      plan.rejected.push_back(
-          {{"store", "", store.dir,
-            "holds no archive of " +
-                (id.package.empty() ? std::string("any package") : id.package) + " (no " +
-                (id.package.empty() ? std::string("<package>") : id.package) +
-                "-<version>-* directory)"},
-           ErrorKind::NotFound});
+    if (auto r = store_rejection(store, id)) {
+      plan.rejected.push_back(std::move(*r));
       continue;
     }
     // The one target-choice rule over the targets this store offers: its order ranks the
@@ -95,76 +168,23 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
       if (ar.manifest)
         if (auto t = parse_target(ar.manifest->target)) offered.push_back(*t);
     TargetChoice choice = choose_targets(cc, offered, explain);
-    struct Ranked {
-      std::size_t pos;
-      StoreCandidate c;
-    };
-    std::vector<Ranked> ranked;
+    std::vector<Considered> ranked;
     for (const auto& ar : store.archives) {
-      std::string manifest_path = ar.dir + "/manifest.json";
-      if (!ar.manifest) {
-        plan.rejected.push_back({{"store", "", manifest_path, ar.error}, ar.error_kind});
-        continue;
-      }
-      const Manifest& m = *ar.manifest;
-      if (!id.package.empty() && m.package != id.package) continue;  // another package's
-      auto target = parse_target(m.target);
-      if (!target) {
-        plan.rejected.push_back(
-            {{"store", m.target, manifest_path, "unknown target " + quoted(m.target)},
-             ErrorKind::Format});
-        continue;
-      }
-      const ArtifactEntry* art = m.find(uri);
-      if (!art) {
-        std::string reason = "archive does not contain " + uri;
-        for (const auto& sk : m.skipped)
-          if (uri.rfind(sk.family + "_", 0) == 0 || uri == sk.family)
-            reason += " (family " + sk.family + " skipped: " + sk.reason + ")";
-        plan.rejected.push_back({{"store", m.target, ar.dir, reason}, ErrorKind::NotFound});
-        continue;
-      }
-      std::string path = ar.dir + "/" + art->file;
-      auto pos = std::find_if(choice.candidates.begin(), choice.candidates.end(),
-                              [&](const TargetCandidate& c) { return c.target == *target; });
-      if (pos == choice.candidates.end()) {
-        plan.rejected.push_back(
-            {{"store", m.target, path, why_not_runnable(*target, cc)}, ErrorKind::Unsupported});
-        continue;
-      }
-      auto stale_list = stale_fields(m, *art, id);
-      std::string stale = stale_list.empty() ? "" : stale_list.front().message;
-      if (!stale.empty() && !allow_stale) {
-        plan.rejected.push_back(
-            {{"store", m.target, path,
-              "stale: " + stale + ". Install " + id.package + " " + id.package_version +
-                  " (kiln fetch), or set KILN_ALLOW_STALE=1 to diagnose"},
-             ErrorKind::Stale});
-        continue;
-      }
-      StoreCandidate c;
-      c.candidate = {"store", m.target, path, pos->reason};
-      c.store_dir = store.dir;
-      c.size = art->size;
-      c.sha256 = art->sha256;
-      for (const auto& e : art->entries) c.symbols.push_back(e.symbol);
-      c.stale = stale;
-      ranked.push_back({static_cast<std::size_t>(pos - choice.candidates.begin()), std::move(c)});
+      Considered c = consider_archive(ar, store.dir, uri, cc, id, choice, allow_stale);
+      if (c.rejection) plan.rejected.push_back(std::move(*c.rejection));
+      if (c.candidate) ranked.push_back(std::move(c));
     }
     std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const Ranked& a, const Ranked& b) { return a.pos < b.pos; });
-    for (auto& r : ranked) plan.usable.push_back(std::move(r.c));
+                     [](const Considered& a, const Considered& b) { return a.rank < b.rank; });
+    for (auto& r : ranked) plan.usable.push_back(std::move(*r.candidate));
   }
   return plan;
 }
 
 std::string verify_artifact(const std::string& bytes, std::uint64_t size,
                             const std::string& sha256) {
-  std::string got = sha256_hex(bytes);
-  if (bytes.size() != size || got != sha256)
-    return "integrity: the manifest pins " + std::to_string(size) + " bytes with SHA-256 " +
-           sha256 + ", the file has " + std::to_string(bytes.size()) + " bytes with SHA-256 " + got;
-  return "";
+  std::optional<PinMismatch> mismatch = pin_mismatch(bytes, {size, sha256});
+  return mismatch ? "integrity: " + mismatch->message("", "manifest") : "";
 }
 
 namespace {
@@ -318,7 +338,7 @@ struct ParsedManifest {
 };
 
 // What was made from a file's text, keyed by path and kept while the text is the same; bounded
-// (stores hold few archives), cleared by forget_store_memory().
+// (stores hold few archives).
 template <class T>
 struct TextCache {
   std::mutex mu;
@@ -345,18 +365,40 @@ struct TextCache {
     map.clear();
   }
 };
-TextCache<ParsedManifest>& parsed_manifests() {
-  static TextCache<ParsedManifest> cache;
-  return cache;
-}
-TextCache<ManifestEntries>& read_manifest_entries() {
-  static TextCache<ManifestEntries> cache;
-  return cache;
+
+// Everything the store tier remembers in this process (identity_cache.hpp: kept while the file
+// or directory is unchanged on disk), one object so that it is forgotten in one place
+// (forget_store_memory()).
+struct StoreMemory {
+  // A store's archive directory names, as listed (every <package>-<version>-* subdirectory,
+  // sorted), keyed by "<package>\n<store>".
+  IdentityCache<std::vector<std::string>> listings;
+  // Names taken from scan records, for get()'s fast path only (the full scan lists itself).
+  IdentityCache<std::vector<std::string>> recorded_listings;
+  // Manifests parsed whole (full scans) and read for lookups by URI (get()'s fast path).
+  IdentityCache<Manifest> manifests;
+  IdentityCache<ManifestEntries> manifest_entries;
+  // The same keyed by text, for a manifest whose identity was not settled.
+  TextCache<ParsedManifest> parsed_by_text;
+  TextCache<ManifestEntries> entries_by_text;
+
+  void clear() {
+    listings.clear();
+    recorded_listings.clear();
+    manifests.clear();
+    manifest_entries.clear();
+    parsed_by_text.clear();
+    entries_by_text.clear();
+  }
+};
+StoreMemory& store_memory() {
+  static StoreMemory memory;
+  return memory;
 }
 
 std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& text,
                                                             const std::string& path) {
-  return parsed_manifests().get(
+  return store_memory().parsed_by_text.get(
       path, text, [](const ParsedManifest& p) -> const std::string& { return p.text; },
       [&] {
         return std::make_shared<const ParsedManifest>(
@@ -369,79 +411,9 @@ std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& t
 // Takes `text` only when it returns (ManifestEntries::read).
 std::shared_ptr<const ManifestEntries> read_manifest_entries_cached(std::string&& text,
                                                                     const std::string& path) {
-  return read_manifest_entries().get(
+  return store_memory().entries_by_text.get(
       path, text, [](const ManifestEntries& e) -> const std::string& { return e.text(); },
       [&] { return ManifestEntries::read(std::move(text), path); });
-}
-
-// What the store tier read before, while unchanged on disk (identity_cache.hpp): a store's
-// archive directory names (every kiln-kernels-* subdirectory, sorted), parsed manifests (full
-// scans) and manifests read for lookups by URI (get()'s fast path).
-IdentityCache<std::vector<std::string>>& store_listings() {
-  static IdentityCache<std::vector<std::string>> cache;
-  return cache;
-}
-// Names taken from scan records, for get()'s fast path only (the full scan lists itself).
-IdentityCache<std::vector<std::string>>& recorded_listings() {
-  static IdentityCache<std::vector<std::string>> cache;
-  return cache;
-}
-IdentityCache<Manifest>& manifests_by_identity() {
-  static IdentityCache<Manifest> cache;
-  return cache;
-}
-IdentityCache<ManifestEntries>& manifest_entries_by_identity() {
-  static IdentityCache<ManifestEntries> cache;
-  return cache;
-}
-
-}  // namespace
-
-void forget_store_memory() {
-  parsed_manifests().clear();
-  read_manifest_entries().clear();
-  store_listings().clear();
-  recorded_listings().clear();
-  manifests_by_identity().clear();
-  manifest_entries_by_identity().clear();
-}
-
-namespace {
-
-// Reads ranges of the manifest at `path` while it has identity `id` (ManifestPartReader): one
-// open, then a pread per range. A file that is no longer `id` (rewritten, replaced, grown) or is
-// not a regular file reads as nullopt.
-ManifestPartReader manifest_part_reader(std::string path, FileIdentity id) {
-  return [path = std::move(path), id](const std::vector<std::pair<std::size_t, std::size_t>>&
-                                          ranges) -> std::optional<std::vector<std::string>> {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) return std::nullopt;
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !(identity_of(st) == id))
-      return std::nullopt;
-    std::vector<std::string> out;
-    out.reserve(ranges.size());
-    for (const auto& [begin, end] : ranges) {
-      if (begin > end || end > static_cast<std::uint64_t>(id.size)) return std::nullopt;
-      std::string bytes(end - begin, '\0');
-      std::size_t got = 0;
-      while (got < bytes.size()) {
-        ssize_t n = ::pread(fd, bytes.data() + got, bytes.size() - got,
-                            static_cast<off_t>(begin + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return std::nullopt;
-        got += static_cast<std::size_t>(n);
-      }
-      out.push_back(std::move(bytes));
-    }
-    // Rewritten in place while read: the parts may mix two texts.
-    if (::fstat(fd, &st) != 0 || !(identity_of(st) == id)) return std::nullopt;
-    return out;
-  };
 }
 
 // The target an archive directory is named for: kiln-kernels-<version>-cuda<X.Y>-<target>.
@@ -451,85 +423,27 @@ std::optional<Target> dir_target(const std::string& name) {
   return parse_target(std::string_view(name).substr(dash + 1));
 }
 
-}  // namespace
-
-StoreScan DiskStoreFs::scan(const std::string& dir, const std::string& source) const {
-  return scan_impl(dir, source, nullptr, 0);
-}
-
-StoreScan DiskStoreFs::scan_for(const std::string& dir, const std::string& source,
-                                const std::string& uri, int cc) const {
-  return scan_impl(dir, source, &uri, cc);
-}
-
-StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& source,
-                                 const std::string* uri, int cc) const {
-  StoreScan s;
-  s.dir = dir;
-  s.source = source;
-  std::int64_t read_start = realtime_ns();
-  std::optional<FileIdentity> dir_id = identity_of(dir);
-  // A listing is of one package's directories (or all): the key says which.
-  const std::string listing_key = package_ + '\n' + dir;
-  std::shared_ptr<const std::vector<std::string>> names =
-      dir_id ? store_listings().find(listing_key, *dir_id) : nullptr;
-  // The scan kept between processes (scan_record.hpp), for get()'s fast path: read when this
-  // process has not listed the store yet; its names serve while the directory keeps the
-  // identity they were listed with, its manifest layouts while each manifest keeps its own.
-  // Names taken from a record are remembered apart (recorded_listings): a full scan (scan(),
-  // the fallback that explains a failure) always lists the directory itself.
-  const bool use_record = uri && dir_id && !record_dir_.empty();
-  std::string record_path;
-  std::optional<ScanRecord> record;
-  bool record_read = false, listed_now = false, through_links = false;
-  std::map<std::string, ScanRecord::RecordedManifest> learned;
-  if (!names && use_record) names = recorded_listings().find(listing_key, *dir_id);
-  if (!names && use_record) {
-    record_path = scan_record_path(record_dir_, package_, dir);
-    record = read_scan_record(record_path, package_, dir);
-    record_read = true;
-    if (record && record->dir == *dir_id) {
-      if (log_enabled(LogLevel::Debug))
-        log(LogLevel::Debug, "store " + dir + ": listing taken from the scan record " + record_path);
-      auto recorded = std::make_shared<const std::vector<std::string>>(record->names);
-      recorded_listings().put(listing_key, *dir_id, read_start, recorded);
-      names = std::move(recorded);
-    }
-  }
-  if (!names) {
-    listed_now = true;
-    // Which entries are archive directories is the one rule of store_scan.hpp, as for the CLI.
-    StoreListing listing = list_store_archive_dirs(dir, package_);
-    if (!listing.readable) {
-      s.problem = listing.problem;
-      return s;
-    }
-    through_links = listing.through_links;
-    auto listed = std::make_shared<std::vector<std::string>>(std::move(listing.archive_names));
-    if (dir_id) store_listings().put(listing_key, *dir_id, read_start, listed);
-    names = std::move(listed);
-  }
-  s.readable = true;
-  // Work on the names: a path is built only for the directories whose manifest is read.
+// Pure: the archive names a scan reads, in order. A full scan (uri == nullptr) reads every one
+// in name order. get()'s fast path leaves out a name whose target cannot run on cc (its
+// manifest is not even read; sound because a directory whose name does not match its manifest
+// is refused) and puts the best target first by the one target-choice rule, so that reading can
+// stop at the first archive whose manifest lists the URI: in a store holding a whole release, a
+// cold get reads the sm_90a manifest and not compute_80's too. Unparseable names go last.
+std::vector<const std::string*> reading_order(const std::vector<std::string>& names,
+                                              const std::string* uri, int cc) {
   struct Named {
     const std::string* name;
     std::optional<Target> target;
     std::size_t rank = 0;
   };
   std::vector<Named> kept;
-  kept.reserve(names->size());
-  for (const auto& name : *names) {
+  kept.reserve(names.size());
+  for (const auto& name : names) {
     std::optional<Target> t = dir_target(name);
-    // Named for a target that cannot run here: its manifest is not even read. A name without a
-    // parseable target is read as usual. Sound because a directory whose name does not match
-    // its manifest is refused below.
     if (uri && t && !runs_on(*t, cc)) continue;
     kept.push_back({&name, t});
   }
   if (uri && kept.size() > 1) {
-    // Best target first (the one target-choice rule over the names), so that reading can stop
-    // at the first archive whose manifest lists the URI: in a store holding a whole release, a
-    // cold get reads the sm_90a manifest and not compute_80's too. Unparseable names go last.
     std::vector<Target> offered;
     for (const auto& k : kept)
       if (k.target) offered.push_back(*k.target);
@@ -545,107 +459,253 @@ StoreScan DiskStoreFs::scan_impl(const std::string& dir, const std::string& sour
     std::stable_sort(kept.begin(), kept.end(),
                      [](const Named& x, const Named& y) { return x.rank < y.rank; });
   }
-  const bool slash = !dir.empty() && dir.back() == '/';
-  for (const auto& k : kept) {
-    ArchiveScan a;
-    a.dir = slash ? dir + *k.name : dir + "/" + *k.name;  // what fs::path(dir) / name gives
-    std::string mpath = a.dir + "/manifest.json";
-    cold::PhaseTimer timer(cold::Phase::ManifestParse);
-    try {
-      std::int64_t mread_start = realtime_ns();
-      std::optional<FileIdentity> mid = identity_of(mpath);
-      std::shared_ptr<const Manifest> remembered =
-          mid ? manifests_by_identity().find(mpath, *mid) : nullptr;
-      // The fast path reads the header and the URI's entry only; a whole manifest remembered
-      // by a full scan serves it as well.
-      std::shared_ptr<const ManifestEntries> entries =
-          uri && mid && !remembered ? manifest_entries_by_identity().find(mpath, *mid) : nullptr;
-      bool from_record = false;
-      if (uri && !remembered && !entries && record && mid && mid->size > 0) {
-        // Checked whole by an earlier process while it had this identity: its layout leads
-        // to the header and the URI's object, which alone are read, from the file's own bytes.
-        auto r = record->manifests.find(*k.name);
-        if (r != record->manifests.end() && r->second.id == *mid) {
-          entries = ManifestEntries::read_with_layout(static_cast<std::size_t>(mid->size), mpath,
-                                                      r->second.layout,
-                                                      manifest_part_reader(mpath, *mid), uri);
-          from_record = entries != nullptr;
-        }
-      }
-      std::string text = remembered || entries ? std::string() : read_file(mpath);
-      try {
-        if (uri && !remembered) {
-          if (from_record) {
-            if (auto problem = archive_dir_name_problem(std::string_view(a.dir), entries->header()))
-              throw Error(ErrorKind::Format, *problem);
-            manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
-          } else if (!entries) {
-            entries = read_manifest_entries_cached(std::move(text), mpath);
-            if (auto problem = archive_dir_name_problem(std::string_view(a.dir), entries->header()))
-              throw Error(ErrorKind::Format, *problem);
-            if (mid) manifest_entries_by_identity().put(mpath, *mid, mread_start, entries);
-            if (use_record && mid && settled(*mid, mread_start, kRecordSettledNs))
-              if (std::optional<ManifestLayout> layout = entries->layout())
-                learned[*k.name] = {*mid, std::move(*layout)};
-          }
-          remembered = entries->for_uri(*uri);
-        } else if (!remembered) {
-          auto parsed = parse_manifest_cached(text, mpath);
-          if (auto problem = archive_dir_name_problem(fs::path(a.dir), parsed->manifest))
-            throw Error(ErrorKind::Format, *problem);
-          remembered = std::shared_ptr<const Manifest>(parsed, &parsed->manifest);
-          if (mid) manifests_by_identity().put(mpath, *mid, mread_start, remembered);
-        }
-        // The remembered manifest itself, shared: no copy per cold get (plan_stores reads only
-        // the URI's artifact and the header).
-        a.manifest = std::move(remembered);
-      } catch (const Error& e) {
-        a.error_kind = e.kind();
-        a.error = e.kind() == ErrorKind::Stale
-                      ? "stale: format_version differs: manifest has " + declared_format(text) +
-                            ", this libkiln reads " + std::to_string(kManifestFormat) + " (" +
-                            e.what() + ")"
-                      : e.what();
-      }
-    } catch (const Error& e) {
-      a.error_kind = e.kind();
-      a.error = e.what();
-    }
-    // The fast path stops at an archive that lists the URI for this release and format (the
-    // rest of the freshness check is plan_stores'); if it does not serve after all, get()
-    // rescans the store in full.
-    bool lists_uri = uri && a.manifest && a.manifest->find(*uri) &&
-                     (package_.empty() || a.manifest->package == package_) &&
-                     (version_.empty() || a.manifest->package_version == version_) &&
-                     a.manifest->format_version == kManifestFormat;
-    s.archives.push_back(std::move(a));
-    if (lists_uri) break;
+  std::vector<const std::string*> order;
+  order.reserve(kept.size());
+  for (const auto& k : kept) order.push_back(k.name);
+  return order;
+}
+
+}  // namespace
+
+void forget_store_memory() { store_memory().clear(); }
+
+// One scan of one store directory: the directory's identity when it began, the scan record
+// read for it (get()'s fast path), and what the scan learned for the next record.
+struct StoreScanner::OneScan {
+  OneScan(const std::string& d, const std::string* u, std::int64_t start,
+          std::optional<FileIdentity> id, bool records)
+      : dir(d), uri(u), read_start(start), dir_id(id), use_record(records && u && id) {}
+  const std::string& dir;
+  const std::string* uri;  // nullptr: a full scan
+  std::int64_t read_start;
+  std::optional<FileIdentity> dir_id;
+  bool use_record;  // get()'s fast path with somewhere to keep records, the directory stat'ed
+  std::string record_path;
+  std::optional<ScanRecord> record;
+  bool record_read = false;
+  bool listed_now = false, through_links = false;
+  std::map<std::string, ScanRecord::RecordedManifest> learned;
+};
+
+// Where one manifest's contents come from: remembered (whole, or its entries), its layout in
+// the scan record, or its text read now.
+struct StoreScanner::ManifestSource {
+  std::int64_t read_start = 0;
+  std::optional<FileIdentity> id;
+  std::shared_ptr<const Manifest> remembered;
+  std::shared_ptr<const ManifestEntries> entries;
+  bool from_record = false;
+  std::string text;
+};
+
+StoreScanner::StoreScanner(std::string package, std::string version, std::string record_dir,
+                           std::shared_ptr<const StoreFs> fs)
+    : package_(std::move(package)),
+      version_(std::move(version)),
+      record_dir_(std::move(record_dir)),
+      fs_(fs ? std::move(fs) : disk_store_fs()) {}
+
+StoreScan StoreScanner::scan(const std::string& dir, const std::string& source) const {
+  return scan_impl(dir, source, nullptr, 0);
+}
+
+StoreScan StoreScanner::scan_for(const std::string& dir, const std::string& source,
+                                 const std::string& uri, int cc) const {
+  return scan_impl(dir, source, &uri, cc);
+}
+
+std::string StoreScanner::read_file(const std::string& path) const {
+  return fs_->read(path, limits::kMaxLocalArtifactBytes);
+}
+
+StoreScan StoreScanner::scan_impl(const std::string& dir, const std::string& source,
+                                  const std::string* uri, int cc) const {
+  StoreScan s;
+  s.dir = dir;
+  s.source = source;
+  const std::int64_t read_start = realtime_ns();
+  OneScan one(dir, uri, read_start, fs_->identity(dir), !record_dir_.empty());
+  std::shared_ptr<const std::vector<std::string>> names = archive_names(one, s.problem);
+  if (!names) return s;
+  s.readable = true;
+  for (const std::string* name : reading_order(*names, uri, cc)) {
+    s.archives.push_back(read_archive(one, *name));
+    // The fast path stops at an archive that lists the URI for this release and format; if it
+    // does not serve after all, get() rescans the store in full.
+    if (uri && serves_release(s.archives.back(), *uri)) break;
   }
-  // Keep what this scan learned for the next process: the listing (when it was read from the
-  // directory, through no link, and the directory is settled) and the layouts of the manifests
-  // checked whole, beside the record's layouts of manifests still listed (the record is read
-  // first when this process took its names from elsewhere). Only identities settled for
-  // kRecordSettledNs: the same identity then means the same bytes. A record that cannot be
-  // written costs nothing but the next process's time.
-  if (use_record && (listed_now || !learned.empty())) {
-    if (record_path.empty()) record_path = scan_record_path(record_dir_, package_, dir);
-    if (!record_read) record = read_scan_record(record_path, package_, dir);
-    ScanLearned now{*dir_id, settled(*dir_id, read_start, kRecordSettledNs), *names, listed_now,
-                    through_links, std::move(learned)};
-    if (std::optional<ScanRecord> next = next_scan_record(record, package_, dir, std::move(now))) {
-      if (auto why = write_scan_record(record_path, *next))
-        log(LogLevel::Debug, "store " + dir + ": scan record not kept: " + *why);
-      else if (log_enabled(LogLevel::Debug))
-        log(LogLevel::Debug, "store " + dir + ": scan record kept in " + record_path);
-    }
-  }
+  keep_scan_record(one, *names);
   return s;
 }
 
-std::string DiskStoreFs::read_file(const std::string& path) const {
-  // Store files are untrusted: regular files only (no FIFO, no /dev/zero behind a symlink),
-  // bounded by the largest artifact a store may hold.
-  return read_whole_file(path, limits::kMaxLocalArtifactBytes);
+// The archive directory names of one.dir: remembered in this process while the directory keeps
+// its identity, else (get()'s fast path) its scan record's, else listed now by the one rule of
+// store_scan.hpp, as for the CLI. nullptr, with `problem` set, when it cannot be listed.
+std::shared_ptr<const std::vector<std::string>> StoreScanner::archive_names(
+    OneScan& one, std::string& problem) const {
+  StoreMemory& memory = store_memory();
+  // A listing is of one package's directories (or all): the key says which.
+  const std::string key = package_ + '\n' + one.dir;
+  std::shared_ptr<const std::vector<std::string>> names =
+      one.dir_id ? memory.listings.find(key, *one.dir_id) : nullptr;
+  // Names taken from a record are remembered apart: a full scan (scan(), the fallback that
+  // explains a failure) always lists the directory itself.
+  if (!names && one.use_record) names = memory.recorded_listings.find(key, *one.dir_id);
+  if (!names && one.use_record) names = names_from_record(one, key);
+  if (names) return names;
+  one.listed_now = true;
+  StoreListing listing = fs_->list(one.dir, package_);
+  if (!listing.readable()) {
+    problem = listing.problem;
+    return nullptr;
+  }
+  one.through_links = listing.through_links;
+  auto listed = std::make_shared<const std::vector<std::string>>(std::move(listing.archive_names));
+  if (one.dir_id) memory.listings.put(key, *one.dir_id, one.read_start, listed);
+  return listed;
+}
+
+// The scan kept between processes (scan_record.hpp), read when this process has not listed the
+// store yet: its names serve while the directory keeps the identity they were listed with, its
+// manifest layouts while each manifest keeps its own.
+std::shared_ptr<const std::vector<std::string>> StoreScanner::names_from_record(
+    OneScan& one, const std::string& key) const {
+  one.record_path = scan_record_path(record_dir_, package_, one.dir);
+  one.record = read_scan_record(one.record_path, package_, one.dir);
+  one.record_read = true;
+  if (!one.record || !(one.record->dir == *one.dir_id)) return nullptr;
+  if (log_enabled(LogLevel::Debug))
+    log(LogLevel::Debug,
+        "store " + one.dir + ": listing taken from the scan record " + one.record_path);
+  auto recorded = std::make_shared<const std::vector<std::string>>(one.record->names);
+  store_memory().recorded_listings.put(key, *one.dir_id, one.read_start, recorded);
+  return recorded;
+}
+
+// One archive directory: its manifest, or why it cannot be used.
+StoreArchive StoreScanner::read_archive(OneScan& one, const std::string& name) const {
+  StoreArchive a;
+  const bool slash = !one.dir.empty() && one.dir.back() == '/';
+  a.dir = slash ? one.dir + name : one.dir + "/" + name;  // what fs::path(dir) / name gives
+  const std::string mpath = a.dir + "/manifest.json";
+  cold::PhaseTimer timer(cold::Phase::ManifestParse);
+  ManifestSource src;
+  try {
+    src = manifest_source(one, name, mpath);
+  } catch (const Error& e) {
+    a.error_kind = e.kind();
+    a.error = e.what();
+    return a;
+  }
+  try {
+    // The remembered manifest itself, shared: no copy per cold get (plan_stores reads only the
+    // URI's artifact and the header).
+    a.manifest = src.remembered ? src.remembered
+                 : one.uri      ? manifest_for_uri(one, name, a.dir, mpath, src)
+                                : whole_manifest(a.dir, mpath, src);
+  } catch (const Error& e) {
+    a.error_kind = e.kind();
+    a.error = e.kind() == ErrorKind::Stale
+                  ? "stale: format_version differs: manifest has " + declared_format(src.text) +
+                        ", this libkiln reads " + std::to_string(kManifestFormat) + " (" +
+                        e.what() + ")"
+                  : e.what();
+  }
+  return a;
+}
+
+StoreScanner::ManifestSource StoreScanner::manifest_source(const OneScan& one,
+                                                           const std::string& name,
+                                                           const std::string& mpath) const {
+  StoreMemory& memory = store_memory();
+  ManifestSource src;
+  src.read_start = realtime_ns();
+  src.id = fs_->identity(mpath);
+  src.remembered = src.id ? memory.manifests.find(mpath, *src.id) : nullptr;
+  // The fast path reads the header and the URI's entry only; a whole manifest remembered by a
+  // full scan serves it as well.
+  if (one.uri && src.id && !src.remembered)
+    src.entries = memory.manifest_entries.find(mpath, *src.id);
+  if (one.uri && !src.remembered && !src.entries && one.record && src.id && src.id->size > 0) {
+    // Checked whole by an earlier process while it had this identity: its layout leads to the
+    // header and the URI's object, which alone are read, from the file's own bytes.
+    auto r = one.record->manifests.find(name);
+    if (r != one.record->manifests.end() && r->second.id == *src.id) {
+      ManifestPartReader parts = [fs = fs_, path = mpath, id = *src.id](const auto& ranges) {
+        return fs->pread(path, id, ranges);
+      };
+      src.entries = ManifestEntries::read_with_layout(static_cast<std::size_t>(src.id->size), mpath,
+                                                      r->second.layout, std::move(parts), one.uri);
+      src.from_record = src.entries != nullptr;
+    }
+  }
+  if (!src.remembered && !src.entries) src.text = read_file(mpath);
+  return src;
+}
+
+// get()'s fast path: the manifest trimmed to the URI's artifact, from the record's layout, the
+// entries remembered, or the text read now (whose layout the next record may keep).
+std::shared_ptr<const Manifest> StoreScanner::manifest_for_uri(OneScan& one,
+                                                               const std::string& name,
+                                                               const std::string& dir,
+                                                               const std::string& mpath,
+                                                               ManifestSource& src) const {
+  StoreMemory& memory = store_memory();
+  if (src.from_record) {
+    require_archive_dir_name(dir, src.entries->header());
+    memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
+  } else if (!src.entries) {
+    src.entries = read_manifest_entries_cached(std::move(src.text), mpath);
+    require_archive_dir_name(dir, src.entries->header());
+    if (src.id) memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
+    if (one.use_record && src.id && settled(*src.id, src.read_start, kRecordSettledNs))
+      if (std::optional<ManifestLayout> layout = src.entries->layout())
+        one.learned[name] = {*src.id, std::move(*layout)};
+  }
+  return src.entries->for_uri(*one.uri);
+}
+
+// A full scan: the whole manifest, parsed (or the parse remembered for the same text).
+std::shared_ptr<const Manifest> StoreScanner::whole_manifest(const std::string& dir,
+                                                             const std::string& mpath,
+                                                             ManifestSource& src) const {
+  auto parsed = parse_manifest_cached(src.text, mpath);
+  require_archive_dir_name(dir, parsed->manifest);
+  std::shared_ptr<const Manifest> manifest(parsed, &parsed->manifest);
+  if (src.id) store_memory().manifests.put(mpath, *src.id, src.read_start, manifest);
+  return manifest;
+}
+
+// The rest of the freshness check is plan_stores'.
+bool StoreScanner::serves_release(const StoreArchive& a, const std::string& uri) const {
+  return a.manifest && a.manifest->find(uri) &&
+         (package_.empty() || a.manifest->package == package_) &&
+         (version_.empty() || a.manifest->package_version == version_) &&
+         a.manifest->format_version == kManifestFormat;
+}
+
+// Keeps what this scan learned for the next process: the listing (when it was read from the
+// directory, through no link, and the directory is settled) and the layouts of the manifests
+// checked whole, beside the record's layouts of manifests still listed (the record is read
+// first when this process took its names from elsewhere). Only identities settled for
+// kRecordSettledNs: the same identity then means the same bytes. A record that cannot be
+// written costs nothing but the next process's time.
+void StoreScanner::keep_scan_record(OneScan& one, const std::vector<std::string>& names) const {
+  if (!one.use_record || (!one.listed_now && one.learned.empty())) return;
+  if (one.record_path.empty()) one.record_path = scan_record_path(record_dir_, package_, one.dir);
+  if (!one.record_read) one.record = read_scan_record(one.record_path, package_, one.dir);
+  ScanLearned now{*one.dir_id,
+                  settled(*one.dir_id, one.read_start, kRecordSettledNs),
+                  names,
+                  one.listed_now,
+                  one.through_links,
+                  std::move(one.learned)};
+  std::optional<ScanRecord> next = next_scan_record(one.record, package_, one.dir, std::move(now));
+  if (!next) return;
+  if (auto why = write_scan_record(one.record_path, *next))
+    log(LogLevel::Debug, "store " + one.dir + ": scan record not kept: " + *why);
+  else if (log_enabled(LogLevel::Debug))
+    log(LogLevel::Debug, "store " + one.dir + ": scan record kept in " + one.record_path);
 }
 
 namespace {

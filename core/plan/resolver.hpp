@@ -1,8 +1,9 @@
 #pragma once
 // Resolution as pure functions over values (design.md rule 8): which artifacts of which stores
 // could serve a URI on a device of compute capability cc, in what order, and why every other
-// one was rejected. Reading stores and files sits behind StoreFs; the driver, the compiler and
-// the fetcher are injected through LoaderDeps, so the whole order is unit-tested with fakes.
+// one was rejected. Reading stores and files sits behind StoreFs (store/store_fs.hpp); the
+// driver, the compiler and the fetcher are injected through LoaderDeps, so the whole order is
+// unit-tested with fakes.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -16,6 +17,8 @@
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "plan/target_choice.hpp"
+#include "store/store.hpp"
+#include "store/store_fs.hpp"
 
 namespace kiln {
 
@@ -47,67 +50,65 @@ std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art
 // values when the parser refused it as stale.
 std::string declared_format(const std::string& text);
 
-// One archive directory inside a store, as read from disk.
-struct ArchiveScan {
-  std::string dir;
-  // Shared with the process-wide memory of parsed manifests (identity_cache.hpp): immutable.
-  std::shared_ptr<const Manifest> manifest;
-  ErrorKind error_kind = ErrorKind::Format;  // when !manifest
-  std::string error;                         // why the manifest cannot be used
-};
-
 struct StoreScan {
   std::string dir;
   std::string source;  // where the directory came from: "KILN_ARTIFACT_PATH", "installed", "cache"
   bool readable = false;
   std::string problem;                // "does not exist", "not a directory", ... when !readable
-  std::vector<ArchiveScan> archives;  // sorted by directory name
+  std::vector<StoreArchive> archives;  // sorted by directory name
 };
 
-// Disk access for stores: listing archives and reading whole files (read once, hashed, then the
-// same buffer goes to the driver: no time-of-check/time-of-use gap).
-class StoreFs {
+// The loader's view of store directories: each scan of a store, over the thin disk interface
+// (store/store_fs.hpp), with the policy above it: the process-wide memory of listings and
+// manifests while unchanged on disk (identity_cache.hpp), the scan record kept between processes
+// (scan_record.hpp), and the fast scan's reading order by the target-choice rule. Given a
+// package, only that package's archive directories are read (and the fast scan stops at one of
+// `version`); without, every package's. Artifact bytes are read once, hashed, and the same
+// buffer goes to the driver: no time-of-check/time-of-use gap.
+class StoreScanner {
  public:
-  virtual ~StoreFs() = default;
-  // Never throws: problems are reported in the result.
-  virtual StoreScan scan(const std::string& dir, const std::string& source) const = 0;
-  // Throws Error{Io} naming the path.
-  virtual std::string read_file(const std::string& path) const = 0;
-  // The fast path of get(): may leave out archives that cannot serve `uri` on a device of
-  // compute capability cc (their directory name ends in a target that does not run there),
-  // may trim each manifest to `uri`'s artifact, and may stop after the first archive, in
-  // target-preference order, whose manifest lists `uri` for this release. Its best usable
-  // candidate must be scan()'s; rejections and the other candidates need not be (when nothing
-  // it returned serves, get() rescans with scan() and tries the rest). Default: scan().
-  virtual StoreScan scan_for(const std::string& dir, const std::string& source,
-                             const std::string& uri, int cc) const {
-    (void)uri;
-    (void)cc;
-    return scan(dir, source);
-  }
-};
-
-// Real disk, by the store rule (store_scan.hpp). Given a package, only that package's archive
-// directories are read (and the fast scan stops at one of `version`); without, every package's.
-class DiskStoreFs : public StoreFs {
- public:
-  DiskStoreFs() = default;
   // record_dir: where get()'s fast path keeps each store's scan between processes (the cache
   // directory: <record_dir>/scan/, scan_record.hpp); empty: nowhere (the CLI's scans).
-  DiskStoreFs(std::string package, std::string version, std::string record_dir = {})
-      : package_(std::move(package)),
-        version_(std::move(version)),
-        record_dir_(std::move(record_dir)) {}
-  StoreScan scan(const std::string& dir, const std::string& source) const override;
-  std::string read_file(const std::string& path) const override;
+  // fs: the disk; nullptr: the real one.
+  explicit StoreScanner(std::string package = {}, std::string version = {},
+                        std::string record_dir = {}, std::shared_ptr<const StoreFs> fs = nullptr);
+  // Every archive, whole manifests. Never throws: problems are reported in the result.
+  StoreScan scan(const std::string& dir, const std::string& source) const;
+  // The fast path of get(): leaves out archives that cannot serve `uri` on a device of compute
+  // capability cc (their directory name ends in a target that does not run there), trims each
+  // manifest to `uri`'s artifact, and stops after the first archive, in target-preference
+  // order, whose manifest lists `uri` for this release. Its best usable candidate is scan()'s;
+  // rejections and the other candidates need not be (when nothing it returned serves, get()
+  // rescans with scan() and tries the rest). Never throws.
   StoreScan scan_for(const std::string& dir, const std::string& source, const std::string& uri,
-                     int cc) const override;
+                     int cc) const;
+  // A store file, whole: regular files only (no FIFO, no /dev/zero behind a symlink), bounded
+  // by the largest artifact a store may hold. Throws Error{NotFound, Io, Limit} naming the path.
+  std::string read_file(const std::string& path) const;
 
  private:
+  struct OneScan;
+  struct ManifestSource;
   // uri == nullptr: every archive, whole manifests (scan()).
   StoreScan scan_impl(const std::string& dir, const std::string& source, const std::string* uri,
                       int cc) const;
+  std::shared_ptr<const std::vector<std::string>> archive_names(OneScan& one,
+                                                                std::string& problem) const;
+  std::shared_ptr<const std::vector<std::string>> names_from_record(OneScan& one,
+                                                                    const std::string& key) const;
+  StoreArchive read_archive(OneScan& one, const std::string& name) const;
+  ManifestSource manifest_source(const OneScan& one, const std::string& name,
+                                 const std::string& mpath) const;
+  std::shared_ptr<const Manifest> manifest_for_uri(OneScan& one, const std::string& name,
+                                                   const std::string& dir, const std::string& mpath,
+                                                   ManifestSource& src) const;
+  std::shared_ptr<const Manifest> whole_manifest(const std::string& dir, const std::string& mpath,
+                                                 ManifestSource& src) const;
+  bool serves_release(const StoreArchive& a, const std::string& uri) const;
+  void keep_scan_record(OneScan& one, const std::vector<std::string>& names) const;
+
   std::string package_, version_, record_dir_;
+  std::shared_ptr<const StoreFs> fs_;
 };
 
 // Forgets what the store tier remembers in this process (identity_cache.hpp: listings, manifests
@@ -149,7 +150,8 @@ struct StorePlan {
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
                       const std::vector<StoreScan>& stores, bool allow_stale, bool explain = true);
 
-// Pure: "" when `bytes` matches the manifest's size and digest; else the mismatch in words.
+// "" when `bytes` matches the manifest's size and digest; else "integrity: " and the first
+// mismatch in artifact_check.hpp's words ("sha256 is X, manifest says Y").
 std::string verify_artifact(const std::string& bytes, std::uint64_t size,
                             const std::string& sha256);
 
@@ -206,7 +208,7 @@ MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std
 // What Loader runs over. Any member left empty gets the real one.
 struct LoaderDeps {
   std::shared_ptr<Driver> driver;
-  std::shared_ptr<StoreFs> fs;
+  std::shared_ptr<const StoreFs> fs;  // the disk under the loader's StoreScanner
   std::shared_ptr<JitCompiler> jit;
   std::function<FetchResult(const FetchOptions&, const std::vector<std::string>&,
                             const std::string&)>

@@ -16,6 +16,7 @@
 #include <limits>
 
 #include "format/manifest.hpp"
+#include "io/file_descriptor.hpp"
 #include "io/limits.hpp"
 #include "kiln/version.hpp"
 #include "store/store_scan.hpp"
@@ -158,13 +159,11 @@ bool is_record_name(std::string_view name) {
 // kMaxScanRecords, and temporary files (<record>.tmp.<pid>.<n>) older than an hour: a writer
 // that died. Best effort: what cannot be removed stays.
 void prune_scan_records(int dir_fd) {
-  int fd = ::dup(dir_fd);
-  if (fd < 0) return;
-  DIR* d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    return;
-  }
+  UniqueFd fd(::dup(dir_fd));
+  if (!fd) return;
+  DIR* d = ::fdopendir(fd.get());
+  if (!d) return;
+  fd.release();  // the DIR owns it now
   struct Entry {
     std::int64_t mtime_ns;
     std::string name;
@@ -322,27 +321,20 @@ std::optional<ScanRecord> next_scan_record(const std::optional<ScanRecord>& on_d
 
 std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_view package,
                                            std::string_view store) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return std::nullopt;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) return std::nullopt;
   struct stat st {};
   std::string text;
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+  bool ok = ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
             (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && st.st_size >= 0 &&
             static_cast<std::uint64_t>(st.st_size) <= kMaxScanRecordBytes;
   if (ok) {
     // One byte more than its size: a record that grew while read is refused, not cut.
     text.resize(static_cast<std::size_t>(st.st_size) + 1);
-    std::size_t got = 0;
-    while (got < text.size()) {
-      ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    ok = got == static_cast<std::size_t>(st.st_size);
-    text.resize(got);
+    ssize_t got = read_full(fd.get(), text.data(), text.size());
+    ok = got == static_cast<ssize_t>(st.st_size);
+    text.resize(ok ? static_cast<std::size_t>(got) : 0);
   }
-  ::close(fd);
   if (!ok) return std::nullopt;
   return parse_scan_record(text, package, store);
 }
@@ -360,22 +352,17 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
   fs::create_directories(cache, ec);
   // Everything below is relative to directory descriptors checked once (no path is looked up
   // twice): the cache directory must be this user's, scan/ this user's alone and no link.
-  struct Fd {
-    int fd = -1;
-    ~Fd() {
-      if (fd >= 0) ::close(fd);
-    }
-  };
-  Fd cache_fd{::open(cache.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+  UniqueFd cache_fd(::open(cache.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   struct stat st {};
-  if (cache_fd.fd < 0 || ::fstat(cache_fd.fd, &st) != 0)
+  if (!cache_fd || ::fstat(cache_fd.get(), &st) != 0)
     return "cannot open " + cache.string() + ": " + std::strerror(errno);
   if (st.st_uid != ::geteuid()) return cache.string() + " is not owned by this user";
   const std::string scan = dir.filename().string(), name = file.filename().string();
-  if (::mkdirat(cache_fd.fd, scan.c_str(), 0700) != 0 && errno != EEXIST)
+  if (::mkdirat(cache_fd.get(), scan.c_str(), 0700) != 0 && errno != EEXIST)
     return "cannot create " + dir.string() + ": " + std::strerror(errno);
-  Fd dir_fd{::openat(cache_fd.fd, scan.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
-  if (dir_fd.fd < 0 || ::fstat(dir_fd.fd, &st) != 0)
+  UniqueFd dir_fd(
+      ::openat(cache_fd.get(), scan.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir_fd || ::fstat(dir_fd.get(), &st) != 0)
     return "cannot open " + dir.string() + " (a directory, not a link): " + std::strerror(errno);
   if (st.st_uid != ::geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
     return dir.string() + " is not this user's alone (owner, or writable by others)";
@@ -387,27 +374,18 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
   std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%016llx", static_cast<long>(::getpid()),
                 static_cast<unsigned long long>(nonce));
   const std::string tmp = name + suffix;
-  int fd = ::openat(dir_fd.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                    0600);
-  if (fd < 0) return "cannot create " + (dir / tmp).string() + ": " + std::strerror(errno);
-  std::size_t done = 0;
-  int err = 0;
-  while (done < text->size()) {
-    ssize_t n = ::write(fd, text->data() + done, text->size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : EIO;
-      break;
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::renameat(dir_fd.fd, tmp.c_str(), dir_fd.fd, name.c_str()) != 0) err = errno;
+  UniqueFd fd(::openat(dir_fd.get(), tmp.c_str(),
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) return "cannot create " + (dir / tmp).string() + ": " + std::strerror(errno);
+  int err = write_all(fd.get(), *text) ? 0 : errno;
+  if (fd.close() != 0 && err == 0) err = errno;
+  if (err == 0 && ::renameat(dir_fd.get(), tmp.c_str(), dir_fd.get(), name.c_str()) != 0)
+    err = errno;
   if (err != 0) {
-    ::unlinkat(dir_fd.fd, tmp.c_str(), 0);
+    ::unlinkat(dir_fd.get(), tmp.c_str(), 0);
     return "cannot write " + path + ": " + std::strerror(err);
   }
-  prune_scan_records(dir_fd.fd);
+  prune_scan_records(dir_fd.get());
   return std::nullopt;
 }
 

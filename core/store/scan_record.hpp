@@ -100,7 +100,7 @@ std::optional<std::string> format_scan_record(const ScanRecord& record);
 std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_view package,
                                             std::string_view store);
 
-// What one of get()'s store scans found (resolver.cpp, DiskStoreFs::scan_impl).
+// What one of get()'s store scans found (resolver.cpp, StoreScanner::scan_impl).
 struct ScanLearned {
   FileIdentity dir;                 // the store directory's identity, taken before the scan
   bool dir_settled = false;         // unchanged for kRecordSettledNs before the scan

@@ -17,7 +17,9 @@
 #include "format/archive_stream.hpp"
 #include "format/fatbin.hpp"
 #include "format/untrusted_json.hpp"
+#include "io/artifact_check.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_descriptor.hpp"
 #include "io/file_lock.hpp"
 #include "io/sha256.hpp"
 #include "store/index_entry_check.hpp"
@@ -52,22 +54,12 @@ int severity(ErrorKind k) {
 }
 
 void write_file_exclusive(const fs::path& p, const std::string& data) {
-  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
-  size_t off = 0;
-  while (off < data.size()) {
-    ssize_t n = ::write(fd, data.data() + off, data.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(err));
-    }
-    off += static_cast<size_t>(n);
-  }
+  UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd) throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
+  if (!write_all(fd.get(), data))
+    throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(errno));
   // Data reaches the disk before the directory is renamed into place.
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
+  if (::fsync(fd.get()) != 0 || fd.close() != 0)
     throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(errno));
 }
 
@@ -99,36 +91,23 @@ class TempDirGuard {
 class StreamedFile {
  public:
   explicit StreamedFile(const fs::path& p) : path_(p) {
-    fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0)
+    fd_.reset(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd_)
       throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
   }
-  ~StreamedFile() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  StreamedFile(const StreamedFile&) = delete;
-  StreamedFile& operator=(const StreamedFile&) = delete;
   void write(const char* data, std::size_t size) {
-    std::size_t off = 0;
-    while (off < size) {
-      ssize_t n = ::write(fd_, data + off, size - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
-      off += static_cast<std::size_t>(n);
-    }
+    if (!write_all(fd_.get(), std::string_view(data, size)))
+      throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
   }
   // Data reaches the disk before the directory is renamed into place.
   void close() {
-    int fd = fd_;
-    fd_ = -1;
-    if (::fsync(fd) != 0 || ::close(fd) != 0)
+    if (::fsync(fd_.get()) != 0 || fd_.close() != 0)
       throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
   }
 
  private:
   fs::path path_;
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 std::string join_problems(const std::vector<VerifyProblem>& problems) {
@@ -139,16 +118,12 @@ std::string join_problems(const std::vector<VerifyProblem>& problems) {
 
 StoreArchive scan_store_entry(const fs::path& dir) {
   StoreArchive sa;
-  sa.directory = dir;
+  sa.dir = dir.string();
   fs::path mpath = dir / kManifestName;
   try {
     Manifest m = parse_manifest(read_whole_file(mpath, limits::kMaxLocalFileBytes), mpath.string());
-    if (auto problem = archive_dir_name_problem(dir, m)) {
-      sa.error_kind = ErrorKind::Format;
-      sa.error = *problem;
-    } else {
-      sa.manifest = std::move(m);
-    }
+    require_archive_dir_name(sa.dir, m);
+    sa.manifest = std::make_shared<const Manifest>(std::move(m));
   } catch (const Error& e) {
     sa.error_kind = e.kind();
     sa.error = e.kind() == ErrorKind::NotFound
@@ -170,11 +145,15 @@ std::optional<ErrorKind> most_severe(const std::vector<VerifyProblem>& problems)
 std::vector<StoreArchive> scan_store(const fs::path& store) {
   // Which entries are archive directories is the one rule of store_scan.hpp, as for the loader.
   StoreListing listing = list_store_archive_dirs(store);
-  if (!listing.readable) {
-    if (listing.problem == "does not exist") return {};
-    throw Error(ErrorKind::Io, "store " + store.string() + " " +
-                                   (listing.problem == "not a directory" ? "is not a directory"
-                                                                         : listing.problem));
+  switch (listing.status) {
+    case ListingStatus::Listed:
+      break;
+    case ListingStatus::Absent:
+      return {};
+    case ListingStatus::NotADirectory:
+      throw Error(ErrorKind::Io, "store " + store.string() + " is not a directory");
+    case ListingStatus::Unlistable:
+      throw Error(ErrorKind::Io, "store " + store.string() + " " + listing.problem);
   }
   std::vector<StoreArchive> out;
   for (const auto& name : listing.archive_names) out.push_back(scan_store_entry(store / name));
@@ -191,60 +170,51 @@ std::string read_verified_artifact(const fs::path& archive_dir, const ArtifactEn
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::NotFound)
       throw Error(ErrorKind::NotFound,
-                  "artifact " + artifact.uri + " listed in " +
-                      (archive_dir / kManifestName).string() + " is missing: " + p.string(),
+                  missing_message(p.string(), artifact.uri, (archive_dir / kManifestName).string()),
                   {{"uri", artifact.uri}, {"path", p.string()}, {"field", "file"}});
     throw;
   }
-  if (data.size() != artifact.size)
-    throw Error(ErrorKind::Integrity,
-                p.string() + ": size is " + std::to_string(data.size()) + " bytes, manifest says " +
-                    std::to_string(artifact.size),
+  if (auto m = pin_mismatch(data, {artifact.size, artifact.sha256}))
+    throw Error(ErrorKind::Integrity, m->message(p.string(), "manifest"),
                 {{"uri", artifact.uri},
                  {"path", p.string()},
-                 {"field", "size"},
-                 {"expected", std::to_string(artifact.size)},
-                 {"actual", std::to_string(data.size())}});
-  std::string digest = sha256_hex(data);
-  if (digest != artifact.sha256)
-    throw Error(ErrorKind::Integrity,
-                p.string() + ": sha256 is " + digest + ", manifest says " + artifact.sha256,
-                {{"uri", artifact.uri},
-                 {"path", p.string()},
-                 {"field", "sha256"},
-                 {"expected", artifact.sha256},
-                 {"actual", digest}});
+                 {"field", m->field},
+                 {"expected", m->expected},
+                 {"actual", m->actual}});
   return data;
 }
 
 std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry) {
   std::vector<VerifyProblem> problems;
   if (!entry.manifest) {
-    problems.push_back(
-        {entry.error_kind, (entry.directory / kManifestName).string(), "manifest", entry.error});
+    problems.push_back({entry.error_kind, (fs::path(entry.dir) / kManifestName).string(),
+                        "manifest", entry.error});
     return problems;
   }
-  std::set<std::string> listed = {kManifestName};
+  std::vector<std::string> listed = {kManifestName};
   for (const auto& a : entry.manifest->artifacts) {
-    listed.insert(a.file);
+    listed.push_back(a.file);
     try {
-      read_verified_artifact(entry.directory, a);
+      read_verified_artifact(entry.dir, a);
     } catch (const Error& e) {
       const std::string* field = e.field("field");
       problems.push_back(
-          {e.kind(), (entry.directory / a.file).string(), field ? *field : "file", e.what()});
+          {e.kind(), (fs::path(entry.dir) / a.file).string(), field ? *field : "file", e.what()});
     }
   }
+  // A listed file that is missing was reported by read_verified_artifact, with its URI.
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(entry.directory, ec)) {
-    std::string name = e.path().filename().string();
-    if (!listed.count(name))
-      problems.push_back({ErrorKind::Integrity, e.path().string(), "file",
-                          e.path().string() + ": file not listed in the manifest"});
+  std::vector<std::string> present;
+  for (const auto& e : fs::directory_iterator(entry.dir, ec))
+    present.push_back(e.path().filename().string());
+  for (const auto& name : coverage(listed, present).unlisted) {
+    std::string path = (fs::path(entry.dir) / name).string();
+    problems.push_back(
+        {ErrorKind::Integrity, path, "file", unlisted_message(path, "the manifest")});
   }
   if (ec)
-    problems.push_back({ErrorKind::Io, entry.directory.string(), "",
-                        "cannot list " + entry.directory.string() + ": " + ec.message()});
+    problems.push_back(
+        {ErrorKind::Io, entry.dir, "", "cannot list " + entry.dir + ": " + ec.message()});
   return problems;
 }
 
@@ -284,64 +254,56 @@ std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMembe
     return problems;
   }
   std::map<std::string, const ArchiveMember*> by_name;
-  for (const auto& mem : members) by_name[mem.name] = &mem;
-  std::set<std::string> listed = {kManifestName};
+  std::vector<std::string> present;
+  for (const auto& mem : members) {
+    by_name[mem.name] = &mem;
+    present.push_back(mem.name);
+  }
+  std::vector<std::string> listed = {kManifestName};
   for (const auto& a : m.artifacts) {
-    listed.insert(a.file);
+    listed.push_back(a.file);
     std::string where = origin + ":" + a.file;
     auto found = by_name.find(a.file);
     if (found == by_name.end()) {
-      add(ErrorKind::Integrity, where, "file",
-          where + ": artifact " + a.uri + " is listed in the manifest but missing");
+      add(ErrorKind::Integrity, where, "file", missing_message(where, a.uri, "the manifest"));
       continue;
     }
-    const std::string& data = found->second->data;
-    if (data.size() != a.size) {
-      add(ErrorKind::Integrity, where, "size",
-          where + ": size is " + std::to_string(data.size()) + " bytes, manifest says " +
-              std::to_string(a.size));
-      continue;
-    }
-    std::string digest = sha256_hex(data);
-    if (digest != a.sha256)
-      add(ErrorKind::Integrity, where, "sha256",
-          where + ": sha256 is " + digest + ", manifest says " + a.sha256);
+    if (auto mm = pin_mismatch(found->second->data, {a.size, a.sha256}))
+      add(ErrorKind::Integrity, where, mm->field, mm->message(where, "manifest"));
   }
-  for (const auto& mem : members)
-    if (!listed.count(mem.name))
-      add(ErrorKind::Integrity, origin + ":" + mem.name, "file",
-          origin + ":" + mem.name + ": member not listed in the manifest");
+  for (const auto& name : coverage(listed, present).unlisted) {
+    std::string where = origin + ":" + name;
+    add(ErrorKind::Integrity, where, "file", unlisted_message(where, "the manifest"));
+  }
   if (manifest_out) *manifest_out = std::move(m);
   return problems;
 }
 
 namespace {
 
-// An archive streamed against its manifest, which must be its first member: the manifest is
-// read (at most kMaxManifestBytes) and parsed, its member count, sizes and total are checked
-// against the limits before any other member is read, and every later member must be one it
-// lists, with the size it records, before its data is read. Data is hashed while streamed and,
-// when `unpack_dir` is given, written there. Refusals that leave nothing to decide from
-// (structure, limits) throw; per-artifact problems are collected and the stream goes on.
-std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* manifest_out,
-                                                const fs::path* unpack_dir) {
+// The manifest an archive stream starts with, and its text. nullopt, with the problem added,
+// when the archive holds no member, does not start with manifest.json, or the manifest does not
+// parse; throws Error{Limit} for a manifest declared larger than kMaxManifestBytes.
+struct LeadingManifest {
+  std::string text;
+  Manifest manifest;
+};
+std::optional<LeadingManifest> read_first_manifest(ArchiveStream& r,
+                                                   std::vector<VerifyProblem>& problems) {
   const std::string& origin = r.origin();
-  std::vector<VerifyProblem> problems;
-  auto add = [&](ErrorKind k, const std::string& file, const std::string& field,
-                 const std::string& msg) {
-    problems.push_back({k, file, field, msg});
-  };
   auto first = r.next();
   if (!first) {
     r.finish();
-    add(ErrorKind::Format, origin, kManifestName, origin + ": holds no manifest.json");
-    return problems;
+    problems.push_back(
+        {ErrorKind::Format, origin, kManifestName, origin + ": holds no manifest.json"});
+    return std::nullopt;
   }
   if (first->name != kManifestName) {
-    add(ErrorKind::Format, origin, kManifestName,
-        origin + ": no manifest.json first (manifest.json must be the first member, found '" +
-            first->name + "' first); nothing else is read before the manifest");
-    return problems;
+    problems.push_back(
+        {ErrorKind::Format, origin, kManifestName,
+         origin + ": no manifest.json first (manifest.json must be the first member, found '" +
+             first->name + "' first); nothing else is read before the manifest"});
+    return std::nullopt;
   }
   std::string morigin = origin + ":" + kManifestName;
   if (first->size > limits::kMaxManifestBytes)
@@ -349,17 +311,25 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
                                       " exceeds the limit of " +
                                       std::to_string(limits::kMaxManifestBytes) +
                                       " (docs/security.md)");
-  std::string manifest_text = r.read_data_whole(limits::kMaxManifestBytes);
-  Manifest m;
+  LeadingManifest out;
+  out.text = r.read_data_whole(limits::kMaxManifestBytes);
   try {
-    m = parse_manifest(manifest_text, morigin);
+    out.manifest = parse_manifest(out.text, morigin);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Limit) throw;
-    add(e.kind(), morigin, "manifest", e.what());
-    return problems;
+    problems.push_back({e.kind(), morigin, "manifest", e.what()});
+    return std::nullopt;
   }
-  // Decided from the manifest, before any other member is read.
-  std::uint64_t total = manifest_text.size();
+  return out;
+}
+
+// The limits decided from the manifest, before any other member is read (docs/security.md):
+// member count, each artifact's declared size, the total. Throws Error{Limit}. Returns the
+// manifest's artifacts by file name.
+std::map<std::string, const ArtifactEntry*> check_declared_limits(const LeadingManifest& lm,
+                                                                  const std::string& morigin) {
+  const Manifest& m = lm.manifest;
+  std::uint64_t total = lm.text.size();
   if (m.artifacts.size() + 1 > limits::kMaxMembers)
     throw Error(ErrorKind::Limit, morigin + ": lists " + std::to_string(m.artifacts.size()) +
                                       " artifacts, more than the limit of " +
@@ -380,23 +350,30 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
                                       " bytes in all, more than the limit of " +
                                       std::to_string(limits::kMaxUnpackedBytes) +
                                       " unpacked (docs/security.md)");
-  if (unpack_dir) write_file_exclusive(*unpack_dir / kManifestName, manifest_text);
+  return by_file;
+}
 
-  std::set<std::string> found;
+// Every member after the manifest against the artifact it must be: listed, of the size listed
+// (checked from the header, before its data is read), then hashed while streamed and, with
+// `unpack_dir`, written there. Returns the files found; problems are added and the stream goes on.
+std::vector<std::string> stream_members(ArchiveStream& r,
+                                        const std::map<std::string, const ArtifactEntry*>& by_file,
+                                        const fs::path* unpack_dir,
+                                        std::vector<VerifyProblem>& problems) {
+  std::vector<std::string> found;
   while (auto h = r.next()) {
-    std::string where = origin + ":" + h->name;
+    std::string where = r.origin() + ":" + h->name;
     auto it = by_file.find(h->name);
     if (it == by_file.end()) {
       // Its data is never read (next() skips it); the reader's total still counts it.
-      add(ErrorKind::Integrity, where, "file", where + ": member not listed in the manifest");
+      problems.push_back(
+          {ErrorKind::Integrity, where, "file", unlisted_message(where, "the manifest")});
       continue;
     }
     const ArtifactEntry& a = *it->second;
-    found.insert(a.file);
-    if (h->size != a.size) {
-      add(ErrorKind::Integrity, where, "size",
-          where + ": size is " + std::to_string(h->size) + " bytes, manifest says " +
-              std::to_string(a.size));
+    found.push_back(a.file);
+    if (auto mm = size_mismatch(h->size, a.size)) {
+      problems.push_back({ErrorKind::Integrity, where, "size", mm->message(where, "manifest")});
       continue;
     }
     Sha256 hash;
@@ -407,19 +384,36 @@ std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* mani
       if (out) out->write(p, n);
     });
     if (out) out->close();
-    std::string digest = hash.hex();
-    if (digest != a.sha256)
-      add(ErrorKind::Integrity, where, "sha256",
-          where + ": sha256 is " + digest + ", manifest says " + a.sha256);
+    if (auto mm = digest_mismatch(hash.hex(), a.sha256))
+      problems.push_back({ErrorKind::Integrity, where, "sha256", mm->message(where, "manifest")});
   }
   r.finish();
-  for (const auto& a : m.artifacts)
-    if (!found.count(a.file)) {
-      std::string where = origin + ":" + a.file;
-      add(ErrorKind::Integrity, where, "file",
-          where + ": artifact " + a.uri + " is listed in the manifest but missing");
-    }
-  if (manifest_out) *manifest_out = std::move(m);
+  return found;
+}
+
+// An archive streamed against its manifest, which must be its first member: the manifest is
+// read (at most kMaxManifestBytes) and parsed, its member count, sizes and total are checked
+// against the limits before any other member is read, and every later member must be one it
+// lists, with the size it records, before its data is read. Data is hashed while streamed and,
+// when `unpack_dir` is given, written there. Refusals that leave nothing to decide from
+// (structure, limits) throw; per-artifact problems are collected and the stream goes on.
+std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* manifest_out,
+                                                const fs::path* unpack_dir) {
+  std::vector<VerifyProblem> problems;
+  std::optional<LeadingManifest> lm = read_first_manifest(r, problems);
+  if (!lm) return problems;
+  const std::string morigin = r.origin() + ":" + kManifestName;
+  const std::map<std::string, const ArtifactEntry*> by_file = check_declared_limits(*lm, morigin);
+  if (unpack_dir) write_file_exclusive(*unpack_dir / kManifestName, lm->text);
+  std::vector<std::string> found = stream_members(r, by_file, unpack_dir, problems);
+  std::vector<std::string> listed;
+  for (const auto& a : lm->manifest.artifacts) listed.push_back(a.file);
+  for (const auto& file : coverage(listed, found).missing) {
+    std::string where = r.origin() + ":" + file;
+    problems.push_back({ErrorKind::Integrity, where, "file",
+                        missing_message(where, by_file.at(file)->uri, "the manifest")});
+  }
+  if (manifest_out) *manifest_out = std::move(lm->manifest);
   return problems;
 }
 
@@ -455,57 +449,54 @@ fs::path store_install_lock_path(const fs::path& store) {
   return store / ".kiln-locks" / "install.lock";
 }
 
-}  // namespace
+// A pinned digest is checked before a single byte is decompressed: a forged archive never
+// reaches libarchive and never touches the store.
+void require_pinned_digest(const fs::path& archive, const std::string& expected_sha256) {
+  std::error_code ec;
+  if (!fs::exists(archive, ec))
+    throw Error(ErrorKind::NotFound, "archive not found: " + archive.string());
+  if (!fs::is_regular_file(archive, ec))
+    throw Error(ErrorKind::Io, "not a regular file: " + archive.string());
+  if (auto mm = digest_mismatch(sha256_file(archive), expected_sha256))
+    throw Error(ErrorKind::Integrity, mm->message(archive.string(), "the pinned digest"),
+                {{"path", archive.string()},
+                 {"field", "sha256"},
+                 {"expected", mm->expected},
+                 {"actual", mm->actual}});
+}
 
-InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
-                              const std::optional<std::string>& expected_sha256,
-                              const RequiredRelease& required) {
-  // A pinned digest is checked before a single byte is decompressed: a forged archive never
-  // reaches libarchive and never touches the store.
-  if (expected_sha256) {
-    std::error_code ec;
-    if (!fs::exists(archive, ec))
-      throw Error(ErrorKind::NotFound, "archive not found: " + archive.string());
-    if (!fs::is_regular_file(archive, ec))
-      throw Error(ErrorKind::Io, "not a regular file: " + archive.string());
-    std::string digest = sha256_file(archive);
-    if (digest != *expected_sha256)
-      throw Error(ErrorKind::Integrity,
-                  archive.string() + ": sha256 is " + digest + ", expected " + *expected_sha256,
-                  {{"path", archive.string()},
-                   {"field", "sha256"},
-                   {"expected", *expected_sha256},
-                   {"actual", digest}});
-  }
+// One installer at a time per store; whoever takes the lock removes what dead ones left.
+FileLock lock_store_for_install(const fs::path& dest_store) {
   std::error_code ec;
   fs::create_directories(dest_store / ".kiln-locks", ec);
   if (ec)
     throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
-  // One installer at a time per store; whoever takes the lock removes what dead ones left.
   FileLock lock = FileLock::acquire(store_install_lock_path(dest_store), kInstallLockTimeout);
   remove_orphaned_temp_dirs(dest_store);
+  return lock;
+}
 
-  // Streamed into a temp dir inside the store, verified member by member; renamed into place
-  // only when everything matched. Any refusal removes the temp dir: the store keeps its old
-  // contents (and the lock file).
-  TempDirGuard tmp(dest_store);
+// Streams `archive` into `unpack_dir`, verified member by member; throws, naming every problem,
+// unless all matched (and, with a pin, the bytes unpacked are the bytes pinned).
+Manifest unpack_verified(const fs::path& archive, const fs::path& unpack_dir,
+                         const std::optional<std::string>& expected_sha256) {
   Sha256 raw;
   ArchiveStream reader = ArchiveStream::open_file(archive, {}, &raw);
-  InstallResult result;
-  const fs::path& unpack = tmp.path();
-  auto problems = check_archive_stream(reader, &result.manifest, &unpack);
+  Manifest m;
+  auto problems = check_archive_stream(reader, &m, &unpack_dir);
   if (!problems.empty())
     throw Error(*most_severe(problems),
                 "refusing to install " + archive.string() + ":\n  " + join_problems(problems));
-  if (expected_sha256) {
-    // The bytes unpacked are the bytes pinned (the file cannot have changed in between).
-    std::string digest = raw.hex();
-    if (digest != *expected_sha256)
-      throw Error(ErrorKind::Integrity, archive.string() +
-                                            ": changed while being installed: sha256 is " + digest +
-                                            ", expected " + *expected_sha256);
-  }
-  const Manifest& m = result.manifest;
+  // The bytes unpacked are the bytes pinned (the file cannot have changed in between).
+  if (expected_sha256)
+    if (auto mm = digest_mismatch(raw.hex(), *expected_sha256))
+      throw Error(ErrorKind::Integrity, archive.string() + ": changed while being installed: " +
+                                            mm->message("", "the pinned digest"));
+  return m;
+}
+
+// An archive of another package or release than `required` names is Stale, both values named.
+void require_release(const fs::path& archive, const Manifest& m, const RequiredRelease& required) {
   if (!required.package.empty() && m.package != required.package)
     throw Error(ErrorKind::Stale,
                 "refusing to install " + archive.string() + ": it is an archive of package " +
@@ -524,49 +515,66 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
                  {"field", "package_version"},
                  {"expected", required.version},
                  {"actual", m.package_version}});
-  std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
-  result.directory = dest_store / stem;
+}
 
-  if (directory_matches(result.directory, tmp.path())) {
-    result.action = InstallResult::Action::Unchanged;
-    return result;
-  }
+// Renames the verified temp dir to `target`, swapping it with an existing copy in one step, so
+// readers never find the directory missing; the old copy ends up under the temp name and is
+// removed with it.
+InstallResult::Action move_into_place(TempDirGuard& tmp, const fs::path& target,
+                                      const fs::path& dest_store) {
   if (::chmod(tmp.path().c_str(), 0755) != 0)
     throw Error(ErrorKind::Io, "cannot chmod " + tmp.path().string() + ": " + std::strerror(errno));
   sync_directory(tmp.path());
-
-  if (::rename(tmp.path().c_str(), result.directory.c_str()) == 0) {
+  if (::rename(tmp.path().c_str(), target.c_str()) == 0) {
     tmp.release();
     sync_directory(dest_store);
-    result.action = InstallResult::Action::Installed;
-    return result;
+    return InstallResult::Action::Installed;
   }
   if (errno != EEXIST && errno != ENOTEMPTY)
-    throw Error(ErrorKind::Io, "cannot rename " + tmp.path().string() + " to " +
-                                   result.directory.string() + ": " + std::strerror(errno));
-  // Swap old and new in one step, so readers never find the directory missing; the old copy
-  // ends up under the temp name and is removed with it.
-  if (::renameat2(AT_FDCWD, tmp.path().c_str(), AT_FDCWD, result.directory.c_str(),
-                  RENAME_EXCHANGE) != 0) {
+    throw Error(ErrorKind::Io, "cannot rename " + tmp.path().string() + " to " + target.string() +
+                                   ": " + std::strerror(errno));
+  if (::renameat2(AT_FDCWD, tmp.path().c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) != 0) {
     if (errno != EINVAL && errno != ENOSYS)
-      throw Error(ErrorKind::Io,
-                  "cannot replace " + result.directory.string() + ": " + std::strerror(errno));
+      throw Error(ErrorKind::Io, "cannot replace " + target.string() + ": " + std::strerror(errno));
     // Filesystems without RENAME_EXCHANGE: move the old copy aside, then rename.
     TempDirGuard aside(dest_store);
     fs::path old = aside.path() / "old";
-    if (::rename(result.directory.c_str(), old.c_str()) != 0)
+    if (::rename(target.c_str(), old.c_str()) != 0)
       throw Error(ErrorKind::Io,
-                  "cannot move " + result.directory.string() + " aside: " + std::strerror(errno));
-    if (::rename(tmp.path().c_str(), result.directory.c_str()) != 0) {
+                  "cannot move " + target.string() + " aside: " + std::strerror(errno));
+    if (::rename(tmp.path().c_str(), target.c_str()) != 0) {
       int err = errno;
-      ::rename(old.c_str(), result.directory.c_str());  // put the old copy back
-      throw Error(ErrorKind::Io,
-                  "cannot replace " + result.directory.string() + ": " + std::strerror(err));
+      ::rename(old.c_str(), target.c_str());  // put the old copy back
+      throw Error(ErrorKind::Io, "cannot replace " + target.string() + ": " + std::strerror(err));
     }
     tmp.release();
   }
   sync_directory(dest_store);
-  result.action = InstallResult::Action::Replaced;
+  return InstallResult::Action::Replaced;
+}
+
+}  // namespace
+
+InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
+                              const std::optional<std::string>& expected_sha256,
+                              const RequiredRelease& required) {
+  if (expected_sha256) require_pinned_digest(archive, *expected_sha256);
+  FileLock lock = lock_store_for_install(dest_store);
+  // Streamed into a temp dir inside the store, verified member by member; renamed into place
+  // only when everything matched. Any refusal removes the temp dir: the store keeps its old
+  // contents (and the lock file).
+  TempDirGuard tmp(dest_store);
+  InstallResult result;
+  result.manifest = unpack_verified(archive, tmp.path(), expected_sha256);
+  const Manifest& m = result.manifest;
+  require_release(archive, m, required);
+  result.directory =
+      dest_store / archive_stem(m.package, m.package_version, m.cuda_version, m.target);
+  if (directory_matches(result.directory, tmp.path())) {
+    result.action = InstallResult::Action::Unchanged;
+    return result;
+  }
+  result.action = move_into_place(tmp, result.directory, dest_store);
   return result;
 }
 
@@ -626,13 +634,9 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
       problems.push_back({err.kind(), as, "file", err.what()});
       continue;
     }
-    if (size != e.size)
-      problems.push_back({ErrorKind::Integrity, as, "size",
-                          as + ": size is " + std::to_string(size) + " bytes, " + ip + " says " +
-                              std::to_string(e.size)});
-    else if (digest != e.sha256)
-      problems.push_back({ErrorKind::Integrity, as, "sha256",
-                          as + ": sha256 is " + digest + ", " + ip + " says " + e.sha256});
+    std::optional<PinMismatch> mm = size_mismatch(size, e.size);
+    if (!mm) mm = digest_mismatch(digest, e.sha256);
+    if (mm) problems.push_back({ErrorKind::Integrity, as, mm->field, mm->message(as, ip)});
     Manifest m;
     auto inner = verify_archive_file(ap, "", &m);
     problems.insert(problems.end(), inner.begin(), inner.end());

@@ -13,6 +13,7 @@
 // Written down in manifests/README.md ("Store layout").
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,11 +36,16 @@ struct VerifyProblem {
 // NotFound > Io > anything else. nullopt when there are none.
 std::optional<ErrorKind> most_severe(const std::vector<VerifyProblem>& problems);
 
+// One archive directory of a store, as a scan read it: the CLI's (scan_store) and the loader's
+// (plan's StoreScanner) alike.
 struct StoreArchive {
-  std::filesystem::path directory;
-  std::optional<Manifest> manifest;  // set when manifest.json parsed and matches the name
-  ErrorKind error_kind = ErrorKind::Format;
-  std::string error;  // why the entry is unusable; empty when manifest is set
+  std::string dir;  // <store>/<name>
+  // Set when manifest.json parsed and matches the name. Shared with the process-wide memory of
+  // parsed manifests (identity_cache.hpp): immutable. The loader's fast path holds the header
+  // and the one artifact it asked for.
+  std::shared_ptr<const Manifest> manifest;
+  ErrorKind error_kind = ErrorKind::Format;  // when !manifest
+  std::string error;                         // why the entry is unusable; empty with a manifest
 };
 
 // Lists the archive directories of a store, sorted by name, by the one store rule the loader

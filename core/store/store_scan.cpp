@@ -14,7 +14,9 @@
 #include <string>
 #include <system_error>
 
+#include "io/file_descriptor.hpp"
 #include "io/limits.hpp"
+#include "kiln/error.hpp"
 
 namespace kiln {
 
@@ -42,9 +44,12 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
   // POSIX calls, not std::filesystem: a fresh process's first get() lists a store, and this is
   // one open, one or two getdents64 and no allocation per entry that is not an archive.
   StoreListing out;
-  int fd = ::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) {
     int err = errno;
+    out.status = err == ENOENT    ? ListingStatus::Absent
+                 : err == ENOTDIR ? ListingStatus::NotADirectory
+                                  : ListingStatus::Unlistable;
     out.problem = err == ENOENT    ? "does not exist"
                   : err == ENOTDIR ? "not a directory"
                                    : "cannot be listed: " + std::generic_category().message(err);
@@ -53,13 +58,12 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
   auto refuse = [&](std::string problem) {
     out.problem = std::move(problem);
     out.archive_names.clear();
-    ::close(fd);
     return out;
   };
   alignas(8) char buf[8192];
   std::uint64_t entries = 0;
   for (;;) {
-    long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+    long n = ::syscall(SYS_getdents64, fd.get(), buf, sizeof buf);
     if (n < 0) return refuse("cannot be listed: " + std::generic_category().message(errno));
     if (n == 0) break;
     for (long off = 0; off < n;) {
@@ -80,29 +84,24 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
       if (type == DT_LNK || type == DT_UNKNOWN) {  // a link to a directory counts (followed)
         out.through_links = true;
         struct stat st {};
-        dir = ::fstatat(fd, name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+        dir = ::fstatat(fd.get(), name, &st, 0) == 0 && S_ISDIR(st.st_mode);
       }
       if (dir) out.archive_names.emplace_back(name);
     }
   }
-  ::close(fd);
   std::sort(out.archive_names.begin(), out.archive_names.end());
-  out.readable = true;
+  out.status = ListingStatus::Listed;
   return out;
 }
 
-std::optional<std::string> archive_dir_name_problem(std::string_view dir, const Manifest& m) {
+void require_archive_dir_name(std::string_view dir, const Manifest& m) {
   std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
   // The last component, as fs::path::filename() gives it ("" after a trailing '/').
   std::string_view name = dir.substr(dir.rfind('/') + 1);
-  if (name == stem) return std::nullopt;
-  return std::string(dir) +
-         ": directory name does not match its manifest (expected '" + stem +
-         "' from package, package_version, cuda_version and target)";
-}
-
-std::optional<std::string> archive_dir_name_problem(const fs::path& dir, const Manifest& m) {
-  return archive_dir_name_problem(std::string_view(dir.native()), m);
+  if (name == stem) return;
+  throw Error(ErrorKind::Format,
+              std::string(dir) + ": directory name does not match its manifest (expected '" + stem +
+                  "' from package, package_version, cuda_version and target)");
 }
 
 }  // namespace kiln

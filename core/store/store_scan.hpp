@@ -1,7 +1,7 @@
 #pragma once
 // The one rule for what a store holds. Every path that scans a store (the loader's store and
-// mirror tiers through DiskStoreFs, `kiln verify/inspect/compat/doctor/resolve` through
-// scan_store or DiskStoreFs, fetch's "already installed?" through store_has_verified) asks these
+// mirror tiers through StoreScanner, `kiln verify/inspect/compat/doctor/resolve` through
+// scan_store or StoreScanner, fetch's "already installed?" through store_has_verified) asks these
 // functions, so the loader and the CLI see the same archives and refuse the same ones.
 //
 //   an entry of a store directory is an archive directory when
@@ -35,27 +35,34 @@ std::optional<std::string_view> archive_name_package(std::string_view name);
 // `package` empty: of any package.
 bool is_archive_dir_name(std::string_view name, std::string_view package = {});
 
+// What listing a store directory came to: callers decide on this, never on the words.
+enum class ListingStatus {
+  Listed,
+  Absent,         // does not exist
+  NotADirectory,  // exists, is not a directory
+  Unlistable,     // cannot be opened or read, or holds more entries than the limit
+};
+
 struct StoreListing {
-  bool readable = false;
-  std::string problem;                              // when !readable: "does not exist", ...
+  ListingStatus status = ListingStatus::Unlistable;
+  std::string problem;  // unless Listed, in words: "does not exist", "not a directory", ...
   std::vector<std::string> archive_names;  // sorted; the directories are <store>/<name>
   // An archive-named entry was a symbolic link (or of a type the directory does not say): what
   // it leads to can change without the store directory's identity changing, so the names are
   // not kept between processes (scan_record.hpp).
   bool through_links = false;
+  bool readable() const { return status == ListingStatus::Listed; }
 };
 
 // The archive directories of `store` by the rule above. Never throws: a store that does not
 // exist, is not a directory, cannot be listed or holds more than limits::kMaxStoreEntries
-// entries is reported in `problem`.
+// entries is reported in `status` and, in words, `problem`.
 StoreListing list_store_archive_dirs(const std::filesystem::path& store,
                                      std::string_view package = {});
 
-// Pure: why the archive directory `dir` cannot be used with `manifest` (its name is not the
-// stem the manifest gives), naming the directory and the expected name; nullopt when it can.
-std::optional<std::string> archive_dir_name_problem(const std::filesystem::path& dir,
-                                                    const Manifest& manifest);
-// The same for a directory given as a string (the loader's fast path builds no path object).
-std::optional<std::string> archive_dir_name_problem(std::string_view dir, const Manifest& manifest);
+// Throws Error{Format}, naming the directory and the expected name, when the archive directory
+// `dir` cannot be used with `manifest`: its name is not the stem the manifest gives. A string,
+// not a path: the loader's fast path builds no path object.
+void require_archive_dir_name(std::string_view dir, const Manifest& manifest);
 
 }  // namespace kiln

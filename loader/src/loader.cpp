@@ -123,7 +123,7 @@ struct Loader::Impl {
   std::unique_ptr<const Package> pkg;
   LoaderConfig cfg;
   std::shared_ptr<Driver> driver;
-  std::shared_ptr<StoreFs> fs;
+  std::unique_ptr<StoreScanner> fs;
   // Made when a tier first needs it (jit_compiler()): a store hit never does.
   std::shared_ptr<JitCompiler> jit;
   NvrtcConfig jit_config;
@@ -418,7 +418,7 @@ struct Loader::Impl {
       }
       StoreScan scan = fs->scan(cfg.cache_dir, "cache directory");
       // Only the archive just fetched: the rest of the cache was the store tier's.
-      std::vector<ArchiveScan> fetched;
+      std::vector<StoreArchive> fetched;
       for (auto& a : scan.archives)
         if (a.manifest && a.manifest->target == target) fetched.push_back(std::move(a));
       scan.archives = std::move(fetched);
@@ -572,9 +572,8 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
                     config.log_file);
   impl_->cfg = std::move(config);
   impl_->driver = deps.driver ? deps.driver : make_cuda_driver();
-  impl_->fs = deps.fs ? deps.fs
-                      : std::make_shared<DiskStoreFs>(impl_->pkg->name(), impl_->pkg->version(),
-                                                      impl_->cfg.cache_dir);
+  impl_->fs = std::make_unique<StoreScanner>(impl_->pkg->name(), impl_->pkg->version(),
+                                             impl_->cfg.cache_dir, deps.fs);
   if (deps.jit) {
     impl_->jit = deps.jit;
   } else {

@@ -217,7 +217,7 @@ void add_doctor_command(CLI::App& app, int& rc) {
       if (!o->pkg.source.empty() || !o->pkg.package.empty()) throw;
     }
     j["package"] = chosen ? Json{{"name", chosen->name}, {"version", chosen->version}} : Json();
-    DiskStoreFs disk = chosen ? DiskStoreFs(chosen->name, chosen->version) : DiskStoreFs();
+    StoreScanner disk = chosen ? StoreScanner(chosen->name, chosen->version) : StoreScanner();
     j["stores"] = Json::array();
     auto add_store = [&](const std::string& dir, const std::string& source, bool required) {
       StoreScan s = disk.scan(dir, source);

@@ -104,7 +104,7 @@ Json inspect_store(const fs::path& p) {
   Json arr = Json::array();
   for (const auto& sa : scan_store(p)) {
     Json j = Json::object();
-    j["directory"] = sa.directory.string();
+    j["directory"] = sa.dir;
     if (sa.manifest) {
       j["package"] = sa.manifest->package;
       j["package_version"] = sa.manifest->package_version;

@@ -35,19 +35,18 @@ void verify_store_dir(const fs::path& p, bool single, const ChosenPackage& pkg, 
     entries = scan_store(p);
   }
   for (const auto& e : entries) {
-    out.items.push_back(e.directory.string());
+    out.items.push_back(e.dir);
     auto probs = verify_store_archive(e);
     out.problems.insert(out.problems.end(), probs.begin(), probs.end());
     if (!e.manifest) continue;
     if (single && e.manifest->package != pkg.name)
-      out.problems.push_back({ErrorKind::Stale, (e.directory / "manifest.json").string(), "package",
-                              e.directory.string() + ": an archive of package " +
-                                  e.manifest->package + ", not " + pkg.name});
-    else if (e.manifest->package == pkg.name && e.manifest->package_version != pkg.version)
       out.problems.push_back(
-          {ErrorKind::Stale, (e.directory / "manifest.json").string(), "package_version",
-           e.directory.string() + ": package_version is " + e.manifest->package_version + ", " +
-               pkg.name + " is " + pkg.version});
+          {ErrorKind::Stale, e.dir + "/manifest.json", "package",
+           e.dir + ": an archive of package " + e.manifest->package + ", not " + pkg.name});
+    else if (e.manifest->package == pkg.name && e.manifest->package_version != pkg.version)
+      out.problems.push_back({ErrorKind::Stale, e.dir + "/manifest.json", "package_version",
+                              e.dir + ": package_version is " + e.manifest->package_version + ", " +
+                                  pkg.name + " is " + pkg.version});
   }
 }
 

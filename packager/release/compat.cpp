@@ -180,16 +180,16 @@ void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
   std::size_t others = 0;
   for (const auto& e : entries) {
     // Several packages share a store; a loader reads only its own package's directories.
-    const std::string dir_name = e.directory.filename().string();
+    const std::string dir_name = fs::path(e.dir).filename().string();
     auto owner = archive_name_package(dir_name);
     if (owner && *owner != loader.package) {
       ++others;
       continue;
     }
-    fs::path mf = e.directory / "manifest.json";
+    fs::path mf = fs::path(e.dir) / "manifest.json";
     std::error_code ec;
     if (!fs::exists(mf, ec)) {
-      pkg.problems.push_back({e.error_kind, "manifest", e.directory.string(), "", "", e.error});
+      pkg.problems.push_back({e.error_kind, "manifest", e.dir, "", "", e.error});
       continue;
     }
     check_manifest_text(loader, read_whole_file(mf), mf.string(), pkg);

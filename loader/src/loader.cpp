@@ -13,6 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "checked_artifact.hpp"
 #include "format/untrusted_json.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
@@ -118,6 +119,29 @@ const std::string& installed_tuf_root_once() {
 
 }  // namespace
 
+CheckedArtifact read_checked_artifact(const StoreFs& fs, const Candidate& c, std::uint64_t size,
+                                      const std::string& sha256) {
+  CheckedArtifact a;
+  try {
+    cold::PhaseTimer t(cold::Phase::Read);
+    a.bytes = fs.read_file(c.path);
+  } catch (const Error& e) {
+    a.outcome = CheckedArtifact::Outcome::Unreadable;
+    a.refusal = {{c.tier, c.target, c.path, e.what()}, e.kind()};
+    return a;
+  }
+  std::string bad;
+  {
+    cold::PhaseTimer t(cold::Phase::Hash);
+    bad = verify_artifact(a.bytes, size, sha256);
+  }
+  if (!bad.empty()) {
+    a.outcome = CheckedArtifact::Outcome::Mismatch;
+    a.refusal = {{c.tier, c.target, c.path, std::move(bad)}, ErrorKind::Integrity};
+  }
+  return a;
+}
+
 struct Loader::Impl {
   const std::uint64_t loader_id = g_next_loader_id.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<const Package> pkg;
@@ -168,11 +192,13 @@ struct Loader::Impl {
     int cc = 0;
     std::vector<std::string> searched;
     std::vector<Rejection> rejected;
-    void reject(Candidate c, ErrorKind kind) {
+    void reject(Candidate c, ErrorKind kind) { reject(Rejection{std::move(c), kind, {}}); }
+    void reject(Rejection r) {
+      const Candidate& c = r.candidate;
       if (log_enabled(LogLevel::Debug))
         log_write(LogLevel::Debug,
                   "rejected " + c.tier + " " + c.target + " " + c.path + ": " + c.reason);
-      rejected.push_back({std::move(c), kind, {}});
+      rejected.push_back(std::move(r));
     }
     // Keeps the error's fields (a TUF mirror's attack=...), so the failure of get() carries them.
     void reject(Candidate c, const Error& e) {
@@ -265,23 +291,13 @@ struct Loader::Impl {
                ErrorKind::Format);
       return false;
     }
-    std::string bytes;
-    try {
-      cold::PhaseTimer t(cold::Phase::Read);
-      bytes = fs->read_file(c.path);
-    } catch (const Error& e) {
-      s.reject({c.tier, c.target, c.path, e.what()}, e.kind());
-      return false;
-    }
     // The same buffer that was hashed goes to the driver: no re-read between check and use.
-    std::string bad;
-    {
-      cold::PhaseTimer t(cold::Phase::Hash);
-      bad = verify_artifact(bytes, sc.size, sc.sha256);
-    }
-    if (!bad.empty()) {
-      log(LogLevel::Warn, c.path + ": " + bad + "; trying the next candidate");
-      s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
+    CheckedArtifact a = read_checked_artifact(*fs, c, sc.size, sc.sha256);
+    if (a.outcome != CheckedArtifact::Outcome::Verified) {
+      if (a.outcome == CheckedArtifact::Outcome::Mismatch)
+        log(LogLevel::Warn,
+            c.path + ": " + a.refusal.candidate.reason + "; trying the next candidate");
+      s.reject(std::move(a.refusal));
       return false;
     }
     if (!sc.stale.empty())
@@ -289,7 +305,7 @@ struct Loader::Impl {
                               "); results may be wrong");
     {
       cold::PhaseTimer t(cold::Phase::DriverLoad);
-      if (!load_image(s, c, bytes, sc.symbols, out)) return false;
+      if (!load_image(s, c, a.bytes, sc.symbols, out)) return false;
     }
     out.origin = c.path;
     if (log_enabled(LogLevel::Info))
@@ -692,15 +708,9 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
                    ErrorKind::NotFound);
           continue;
         }
-        try {
-          std::string bytes = im.fs->read_file(c.candidate.path);
-          if (auto bad = verify_artifact(bytes, c.size, c.sha256); !bad.empty()) {
-            s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, bad},
-                     ErrorKind::Integrity);
-            continue;
-          }
-        } catch (const Error& e) {
-          s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, e.what()}, e.kind());
+        CheckedArtifact a = read_checked_artifact(*im.fs, c.candidate, c.size, c.sha256);
+        if (a.outcome != CheckedArtifact::Outcome::Verified) {
+          s.reject(std::move(a.refusal));
           continue;
         }
         r.chosen = c.candidate;

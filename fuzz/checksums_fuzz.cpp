@@ -1,4 +1,4 @@
-// parse_checksums (packager/mirror/mirror_files.cpp): the upstream kiln-<ver>-SHA256SUMS that
+// parse_checksums (packager/mirror/mirror_files.cpp): the upstream <pkg>-<ver>-SHA256SUMS that
 // `kiln mirror sync` reads, and classify_release_file on every name it lists. What parses must
 // survive checksums_to_text and parse again to the same entries.
 #include "fuzz_util.hpp"

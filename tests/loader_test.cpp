@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "checked_artifact.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "jit/jit.hpp"
@@ -282,6 +283,58 @@ TEST(Loader, CorruptedOnlyArtifactFailsWithIntegrityAndNothingReachesTheDriver) 
   EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Integrity);
   EXPECT_NE(msg.find(bad), std::string::npos) << msg;
   EXPECT_EQ(rig.driver->loads.load(), 0);
+}
+
+// --- the one candidate check get() and resolve() share (checked_artifact.hpp)
+
+TEST(CheckedArtifact, MatchingArtifactIsVerifiedWithTheBytesThatWereHashed) {
+  TempDir tmp;
+  std::string path = (tmp / "a.fatbin").string();
+  kiln::test::write_file(path, "image:sm_90");
+  kiln::StoreScanner fs;
+  auto a = kiln::read_checked_artifact(fs, {"store", "sm_90", path, ""}, 11,
+                                       kiln::sha256_hex("image:sm_90"));
+  EXPECT_EQ(a.outcome, kiln::CheckedArtifact::Outcome::Verified);
+  EXPECT_EQ(a.bytes, "image:sm_90");
+}
+
+TEST(CheckedArtifact, OtherBytesAreAMismatchRejectedForIntegrityNamingBothDigests) {
+  TempDir tmp;
+  std::string path = (tmp / "a.fatbin").string();
+  kiln::test::write_file(path, "image:sm_99");
+  kiln::StoreScanner fs;
+  std::string pinned = kiln::sha256_hex("image:sm_90");
+  auto a = kiln::read_checked_artifact(fs, {"mirror", "sm_90", path, ""}, 11, pinned);
+  EXPECT_EQ(a.outcome, kiln::CheckedArtifact::Outcome::Mismatch);
+  EXPECT_EQ(a.refusal.kind, ErrorKind::Integrity);
+  EXPECT_EQ(a.refusal.candidate.tier, "mirror");
+  EXPECT_EQ(a.refusal.candidate.target, "sm_90");
+  EXPECT_EQ(a.refusal.candidate.path, path);
+  EXPECT_EQ(a.refusal.candidate.reason,
+            kiln::verify_artifact("image:sm_99", 11, pinned));  // the pure check's words
+  EXPECT_NE(a.refusal.candidate.reason.find(kiln::sha256_hex("image:sm_99")), std::string::npos);
+}
+
+TEST(CheckedArtifact, MissingFileIsUnreadableWithTheReadsErrorKindAndMessage) {
+  TempDir tmp;
+  std::string path = (tmp / "gone.fatbin").string();
+  kiln::StoreScanner fs;
+  auto a = kiln::read_checked_artifact(fs, {"store", "sm_90", path, ""}, 11,
+                                       kiln::sha256_hex("image:sm_90"));
+  EXPECT_EQ(a.outcome, kiln::CheckedArtifact::Outcome::Unreadable);
+  ErrorKind kind = ErrorKind::Internal;
+  std::string what;
+  try {
+    fs.read_file(path);
+  } catch (const kiln::Error& e) {
+    kind = e.kind();
+    what = e.what();
+  }
+  EXPECT_EQ(kind, ErrorKind::NotFound);  // a missing file; read_file's other errors pass as well
+  EXPECT_EQ(a.refusal.kind, kind);
+  EXPECT_EQ(a.refusal.candidate.reason, what);
+  EXPECT_NE(what.find(path), std::string::npos) << what;
+  EXPECT_EQ(a.refusal.candidate.path, path);
 }
 
 TEST(Loader, ImageThatLoadsWithZeroKernelsIsRejectedAndTheNextTargetTried) {

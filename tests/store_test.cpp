@@ -115,8 +115,9 @@ TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
       << entries[3].error;
 }
 
-// The one store rule (core/store/store_scan.hpp): only kiln-kernels-* directories (or links to
-// one) are archives; the cache's jit/, hidden entries and anything else are skipped unreported.
+// The one store rule (core/store/store_scan.hpp): only <package>-<version>-* directories (or
+// links to one) are archives; the cache's jit/, hidden entries and anything else are skipped
+// unreported.
 TEST(Store, ScanSkipsEntriesThatAreNotArchiveDirectoriesAndFollowsLinks) {
   TempDir dir;
   write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);

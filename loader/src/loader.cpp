@@ -13,6 +13,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "checked_artifact.hpp"
 #include "format/untrusted_json.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
@@ -116,9 +117,61 @@ const std::string& installed_tuf_root_once() {
   return root;
 }
 
+// `scan` narrowed to the archives whose manifest names `target`: after a fetch into the cache,
+// only the archive just fetched is the mirror tier's (the rest of the cache was the store tier's).
+StoreScan narrowed_to_target(StoreScan scan, const std::string& target) {
+  std::vector<StoreArchive> kept;
+  for (auto& a : scan.archives)
+    if (a.manifest && a.manifest->target == target) kept.push_back(std::move(a));
+  scan.archives = std::move(kept);
+  return scan;
+}
+
+// The JIT cache entry's digest sidecar (<key>.json beside <key>.cubin, see jit.hpp) pins the
+// bytes: NVRTC's result is checked like any artifact from disk. "" when it matches; else why not.
+std::string verify_jit_result(const StoreScanner& fs, const JitResult& res) {
+  std::string sidecar = res.cache_path;
+  if (auto dot = sidecar.rfind(".cubin"); dot != std::string::npos)
+    sidecar.replace(dot, 6, ".json");
+  try {
+    auto meta = parse_untrusted_json<nlohmann::json>(fs.read_file(sidecar), sidecar);
+    return verify_artifact(res.image, meta.at("cubin_size").get<std::uint64_t>(),
+                           meta.at("cubin_sha256").get<std::string>());
+  } catch (const std::exception& e) {
+    return "integrity: cannot read the digest sidecar " + sidecar + ": " + e.what();
+  }
+}
+
 }  // namespace
 
+CheckedArtifact read_checked_artifact(const StoreScanner& fs, const Candidate& c, std::uint64_t size,
+                                      const std::string& sha256) {
+  CheckedArtifact a;
+  try {
+    cold::PhaseTimer t(cold::Phase::Read);
+    a.bytes = fs.read_file(c.path);
+  } catch (const Error& e) {
+    a.outcome = CheckedArtifact::Outcome::Unreadable;
+    a.refusal = {{c.tier, c.target, c.path, e.what()}, e.kind()};
+    return a;
+  }
+  std::string bad;
+  {
+    cold::PhaseTimer t(cold::Phase::Hash);
+    bad = verify_artifact(a.bytes, size, sha256);
+  }
+  if (!bad.empty()) {
+    a.outcome = CheckedArtifact::Outcome::Mismatch;
+    a.refusal = {{c.tier, c.target, c.path, std::move(bad)}, ErrorKind::Integrity};
+  }
+  return a;
+}
+
+// What a Loader holds and does. The declarations read as the map: what it is made of, the
+// in-process table, get()'s walk of the tiers, and resolve()'s walk of the same plan; the
+// definitions follow in that order.
 struct Loader::Impl {
+  // --- made by make_impl() from the package, the configuration and the dependencies
   const std::uint64_t loader_id = g_next_loader_id.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<const Package> pkg;
   LoaderConfig cfg;
@@ -153,6 +206,7 @@ struct Loader::Impl {
     return *jit;
   }
 
+  // --- the in-process table: one entry per (context, URI), never erased
   struct Entry {
     std::mutex load_mu;  // one loader per (context, URI); others wait for its result
     std::atomic<bool> ready{false};
@@ -162,17 +216,24 @@ struct Loader::Impl {
   mutable std::shared_mutex mu;
   std::unordered_map<void*, UriMap> by_ctx;
 
+  Entry* lookup(void* ctx, const std::string& uri) const;
+  Entry& slot(void* ctx, const std::string& uri);
+  void remember(HitCache::Slot& slot_tls, void* ctx, const std::string& uri,
+                const KernelHandle& h) const;
+
   // What one search turns up: everything tried, and why each was refused.
   struct Search {
     std::string uri;
     int cc = 0;
     std::vector<std::string> searched;
     std::vector<Rejection> rejected;
-    void reject(Candidate c, ErrorKind kind) {
+    void reject(Candidate c, ErrorKind kind) { reject(Rejection{std::move(c), kind, {}}); }
+    void reject(Rejection r) {
+      const Candidate& c = r.candidate;
       if (log_enabled(LogLevel::Debug))
         log_write(LogLevel::Debug,
                   "rejected " + c.tier + " " + c.target + " " + c.path + ": " + c.reason);
-      rejected.push_back({std::move(c), kind, {}});
+      rejected.push_back(std::move(r));
     }
     // Keeps the error's fields (a TUF mirror's attack=...), so the failure of get() carries them.
     void reject(Candidate c, const Error& e) {
@@ -181,382 +242,459 @@ struct Loader::Impl {
     }
   };
 
-  std::vector<std::pair<std::string, std::string>> store_dirs() const {
-    std::vector<std::pair<std::string, std::string>> dirs;
-    auto add = [&](const std::string& d, const char* source) {
-      if (d.empty()) return;
-      for (const auto& e : dirs)
-        if (e.first == d) return;
-      dirs.emplace_back(d, source);
-    };
-    for (const auto& d : cfg.artifact_path) add(d, kArtifactPathSource.c_str());
-    if (cfg.use_installed_store) add(installed_dir(), "installed beside the package's library");
-    add(cfg.cache_dir, "cache directory");
-    return dirs;
-  }
-
-  std::vector<StoreScan> scan_stores(Search& s) const {
-    std::vector<StoreScan> scans;
-    for (const auto& [dir, source] : store_dirs()) {
-      s.searched.push_back(dir + " (" + source + ")");
-      scans.push_back(fs->scan(dir, source));
-    }
-    return scans;
-  }
-
-  Entry* lookup(void* ctx, const std::string& uri) const {
-    std::shared_lock<std::shared_mutex> lock(mu);
-    auto c = by_ctx.find(ctx);
-    if (c == by_ctx.end()) return nullptr;
-    auto e = c->second.find(uri);
-    return e == c->second.end() ? nullptr : e->second.get();
-  }
-
-  Entry& slot(void* ctx, const std::string& uri) {
-    std::unique_lock<std::shared_mutex> lock(mu);
-    auto& e = by_ctx[ctx][uri];
-    if (!e) e = std::make_unique<Entry>();
-    return *e;
-  }
-
-  // Hands verified bytes to the driver; a load counts only if every entry is really there.
-  bool load_image(Search& s, const Candidate& c, const std::string& image,
-                  const std::vector<std::string>& symbols, KernelHandle& out) {
-    void* lib = nullptr;
-    try {
-      lib = driver->load_library(image);
-      unsigned n = driver->kernel_count(lib);
-      if (n == 0) {
-        driver->unload_library(lib);
-        s.reject({c.tier, c.target, c.path,
-                  "the driver accepted the image but it holds no kernel for CC " + cc_string(s.cc) +
-                      " (an image built for another GPU loads empty)"},
-                 ErrorKind::Unsupported);
-        return false;
-      }
-      std::vector<void*> fns;
-      for (const auto& sym : symbols)
-        fns.push_back(driver->kernel_function(driver->get_kernel(lib, sym)));
-      out.functions = std::move(fns);
-      out.library = lib;
-      return true;
-    } catch (const Error& e) {
-      if (lib) driver->unload_library(lib);
-      s.reject({c.tier, c.target, c.path, std::string("the driver refused it: ") + e.what()},
-               ErrorKind::Driver);
-      return false;
-    }
-  }
-
-  bool try_store_candidate(Search& s, const StoreCandidate& sc, const std::string& tier,
-                           std::size_t entries, KernelHandle& out) {
-    // Copied only when the tier differs from the plan's ("store"): the cold get's path copies
-    // no strings before the load.
-    std::optional<Candidate> retiered;
-    if (sc.candidate.tier != tier) {
-      retiered = sc.candidate;
-      retiered->tier = tier;
-    }
-    const Candidate& c = retiered ? *retiered : sc.candidate;
-    if (sc.symbols.size() != entries) {
-      s.reject({c.tier, c.target, c.path,
-                "the manifest lists " + std::to_string(sc.symbols.size()) +
-                    " entry symbols, the registry has " + std::to_string(entries)},
-               ErrorKind::Format);
-      return false;
-    }
-    std::string bytes;
-    try {
-      cold::PhaseTimer t(cold::Phase::Read);
-      bytes = fs->read_file(c.path);
-    } catch (const Error& e) {
-      s.reject({c.tier, c.target, c.path, e.what()}, e.kind());
-      return false;
-    }
-    // The same buffer that was hashed goes to the driver: no re-read between check and use.
-    std::string bad;
-    {
-      cold::PhaseTimer t(cold::Phase::Hash);
-      bad = verify_artifact(bytes, sc.size, sc.sha256);
-    }
-    if (!bad.empty()) {
-      log(LogLevel::Warn, c.path + ": " + bad + "; trying the next candidate");
-      s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
-      return false;
-    }
-    if (!sc.stale.empty())
-      log(LogLevel::Warn, "KILN_ALLOW_STALE: loading a stale artifact " + c.path + " (" + sc.stale +
-                              "); results may be wrong");
-    {
-      cold::PhaseTimer t(cold::Phase::DriverLoad);
-      if (!load_image(s, c, bytes, sc.symbols, out)) return false;
-    }
-    out.origin = c.path;
-    if (log_enabled(LogLevel::Info))
-      log_write(LogLevel::Info, "loaded " + s.uri + " for " + device_target(s.cc) + " from " +
-                                    c.path + " (" + c.target + ")");
-    return true;
-  }
-
+  // --- get(): the thread's hit slot, the table, else load() walks the tiers in plan order
+  const KernelHandle& get(const std::string& uri, void* stream, bool check_capture);
+  void load(Entry& e, const std::string& uri, const Specialisation& spec, int cc);
+  bool try_stores_fast(Search& s, const Specialisation& spec, KernelHandle& out);
   bool try_stores(Search& s, const std::vector<StoreScan>& scans, const std::string& tier,
-                  const Specialisation& spec, KernelHandle& out) {
-    BuildIdentity id{pkg->name(), pkg->version(), kManifestFormat, spec.source_hash};
-    StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
-    for (auto& r : plan.rejected) {
-      r.candidate.tier = tier;
-      s.rejected.push_back(r);
-    }
-    for (const auto& c : plan.usable)
-      if (try_store_candidate(s, c, tier, spec.entries.size(), out)) return true;
-    return false;
-  }
+                  const Specialisation& spec, KernelHandle& out);
+  bool try_store_candidate(Search& s, const StoreCandidate& sc, const std::string& tier,
+                           std::size_t entries, KernelHandle& out);
+  bool try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out);
+  bool try_jit(Search& s, const Specialisation& spec, KernelHandle& out);
+  bool load_image(Search& s, const Candidate& c, const std::string& image,
+                  const std::vector<std::string>& symbols, KernelHandle& out);
 
-  // get()'s store tier. Stores are scanned one at a time with StoreFs::scan_for (archives
-  // named for a target that cannot run on s.cc are not read; manifests are trimmed to the URI)
-  // and the first candidate that verifies and loads ends the search: later stores are not
-  // scanned. Only when no store serves the URI are all stores scanned in full, so the failure
-  // lists the same rejections, in the same order, as a full scan (plan rejections, then the
-  // candidates tried), and any usable candidate the fast scan left out is still tried.
-  bool try_stores_fast(Search& s, const Specialisation& spec, KernelHandle& out) {
-    BuildIdentity id{pkg->name(), pkg->version(), kManifestFormat, spec.source_hash};
-    Search tried;  // rejections of candidates tried, in order
-    tried.uri = s.uri;
-    tried.cc = s.cc;
-    std::vector<std::string> tried_paths;
-    auto serves = [&](const std::string& dir, const std::string& source) {
-      std::vector<StoreScan> one;
-      {
-        cold::PhaseTimer t(cold::Phase::StoreScan);
-        one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
-      }
-      // Without words: the fast plan's reasons and rejections are never shown (a failure is
-      // explained by the full scan below).
-      StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
-      for (const auto& c : plan.usable) {
-        if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) return true;
-        tried_paths.push_back(c.candidate.path);
-      }
-      return false;
-    };
-    // store_dirs()'s order, the artifact path first on its own (each directory once, no copy):
-    // when it serves, the installed store is never looked for (installed_dir()).
-    const auto& path = cfg.artifact_path;
-    for (std::size_t i = 0; i < path.size(); ++i)
-      if (!path[i].empty() &&
-          std::find(path.begin(), path.begin() + i, path[i]) == path.begin() + i &&
-          serves(path[i], kArtifactPathSource))
-        return true;
-    for (const auto& [dir, source] : store_dirs())
-      if (source != kArtifactPathSource && serves(dir, source)) return true;
-    // Nothing served: the full scan, for the explanation.
-    auto scans = scan_stores(s);
-    StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
-    for (auto& r : plan.rejected) {
-      r.candidate.tier = "store";
-      s.rejected.push_back(std::move(r));
-    }
-    for (auto& r : tried.rejected) s.rejected.push_back(std::move(r));
-    for (const auto& c : plan.usable) {
-      if (std::find(tried_paths.begin(), tried_paths.end(), c.candidate.path) != tried_paths.end())
-        continue;
-      if (try_store_candidate(s, c, "store", spec.entries.size(), out)) return true;
-    }
-    return false;
-  }
+  // --- resolve(): the same plan, walked without loading, downloading or compiling
+  std::optional<Candidate> explain(Search& s, const Specialisation& spec);
+  std::optional<Candidate> explain_stores(Search& s, const Specialisation& spec) const;
+  std::optional<Candidate> explain_mirrors(Search& s) const;
+  std::optional<Candidate> explain_jit(Search& s);
 
-  // The targets compiled in as the release's are the reference package's (ci/targets.txt of
-  // kiln's tree); for any other package they are unknown here (the pinned index says).
-  std::vector<std::string> known_release_targets() const {
-    return compiled_release_targets(pkg->name(), pkg->version())
-        .value_or(std::vector<std::string>{});
+  // --- what both walks read
+  BuildIdentity identity(const Specialisation& spec) const {
+    return {pkg->name(), pkg->version(), kManifestFormat, spec.source_hash};
   }
-
   TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
+  std::vector<std::pair<std::string, std::string>> store_dirs() const;
+  std::vector<StoreScan> scan_stores(Search& s) const;
+  std::vector<std::string> known_release_targets() const;
+  FetchOptions mirror_options() const;
+  std::string mirror_list(Search& s) const;
+};
 
-  FetchOptions mirror_options() const {
-    // Looked up when a mirror is first used, not when a Loader is made: a store hit never needs it.
-    FetchOptions opts = mirror_fetch_options(cfg, installed_tuf_root_once());
-    opts.package = pkg->name();
-    opts.version = pkg->version();
-    opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
-    return opts;
+// --- the in-process table
+
+Loader::Impl::Entry* Loader::Impl::lookup(void* ctx, const std::string& uri) const {
+  std::shared_lock<std::shared_mutex> lock(mu);
+  auto c = by_ctx.find(ctx);
+  if (c == by_ctx.end()) return nullptr;
+  auto e = c->second.find(uri);
+  return e == c->second.end() ? nullptr : e->second.get();
+}
+
+Loader::Impl::Entry& Loader::Impl::slot(void* ctx, const std::string& uri) {
+  std::unique_lock<std::shared_mutex> lock(mu);
+  auto& e = by_ctx[ctx][uri];
+  if (!e) e = std::make_unique<Entry>();
+  return *e;
+}
+
+void Loader::Impl::remember(HitCache::Slot& slot_tls, void* ctx, const std::string& uri,
+                            const KernelHandle& h) const {
+  slot_tls.loader = 0;  // the URI assignment may throw (bad_alloc): never half-filled
+  slot_tls.ctx = ctx;
+  slot_tls.uri = uri;
+  slot_tls.handle = &h;
+  slot_tls.loader = loader_id;
+}
+
+// --- get()
+
+const KernelHandle& Loader::Impl::get(const std::string& uri, void* stream, bool check_capture) {
+  void* ctx = nullptr;
+  try {
+    ctx = driver->current_context();
+  } catch (const Error&) {
+    find_spec(*pkg, uri);  // an unknown URI is the more useful answer than "no driver"
+    throw;
   }
-
-  std::string mirror_list(Search& s) const {
-    std::string list;
-    for (const auto& m : cfg.mirrors) {
-      s.searched.push_back(m + " (mirror)");
-      list += (list.empty() ? "" : " ") + m;
-    }
-    return list;
+  HitCache::Slot& slot_tls = hit_cache().slots[HitCache::index(loader_id, ctx, uri)];
+  if (slot_tls.loader == loader_id && slot_tls.ctx == ctx && slot_tls.uri == uri)
+    return *slot_tls.handle;
+  if (Entry* e = lookup(ctx, uri); e && e->ready.load(std::memory_order_acquire)) {
+    remember(slot_tls, ctx, uri, e->handle);
+    return e->handle;
   }
-
-  // The mirror tier: the pinned index says which targets the release offers, the one
-  // target-choice rule orders them, and the best one that can run is fetched into the cache
-  // and loaded from there; on any failure (download, verification, load) the next one.
-  bool try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out) {
-    std::string list = mirror_list(s);
-    FetchOptions opts = mirror_options();
-    std::vector<std::string> offered;
-    try {
-      offered = index_targets(opts);
-    } catch (const Error& e) {
-      s.reject({"mirror", "", list, e.what()}, e);
-      return false;
+  // A miss: the cold path, timed phase by phase when the benchmark asks (cold_phases.hpp).
+  cold::PhaseTimer whole(cold::Phase::Other);
+  const Specialisation& spec = [&]() -> const Specialisation& {
+    cold::PhaseTimer t(cold::Phase::Registry);
+    return find_spec(*pkg, uri);
+  }();
+  if (check_capture && driver->stream_is_capturing(stream))
+    throw Error(ErrorKind::Usage,
+                uri +
+                    " is not loaded yet and the stream is being captured into a CUDA "
+                    "graph: prefetch before capture (Loader::prefetch / kiln_prefetch); "
+                    "kiln does not read, download or compile during capture");
+  Entry& e = slot(ctx, uri);
+  std::lock_guard<std::mutex> lock(e.load_mu);
+  if (!e.ready.load(std::memory_order_acquire)) {
+    int cc = 0;
+    {
+      cold::PhaseTimer t(cold::Phase::Context);
+      cc = driver->current_device_cc();
     }
-    MirrorChoice choice = choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list);
-    for (const auto& r : choice.rejected) s.reject(r.candidate, r.kind);
-    for (std::size_t i = 0; i < choice.fetch.size(); ++i) {
-      const std::string& target = choice.fetch[i];
-      log(LogLevel::Info, "mirror tier: fetching " + target + " for " + s.uri + " on CC " +
-                              cc_string(s.cc) + " (" + choice.reasons[i] + ")");
-      try {
-        fetch(opts, {target}, cfg.cache_dir);
-      } catch (const Error& e) {
-        s.reject({"mirror", target, list, e.what()}, e);
-        continue;
-      }
-      StoreScan scan = fs->scan(cfg.cache_dir, "cache directory");
-      // Only the archive just fetched: the rest of the cache was the store tier's.
-      std::vector<StoreArchive> fetched;
-      for (auto& a : scan.archives)
-        if (a.manifest && a.manifest->target == target) fetched.push_back(std::move(a));
-      scan.archives = std::move(fetched);
-      if (scan.archives.empty()) {
-        s.reject({"mirror", target, cfg.cache_dir,
-                  "fetched, but the cache holds no readable archive for " + target},
-                 ErrorKind::NotFound);
-        continue;
-      }
-      if (try_stores(s, {scan}, "mirror", spec, out)) return true;
+    load(e, uri, spec, cc);
+  }
+  remember(slot_tls, ctx, uri, e.handle);
+  return e.handle;
+}
+
+void Loader::Impl::load(Entry& e, const std::string& uri, const Specialisation& spec, int cc) {
+  Search s;
+  s.uri = uri;
+  s.cc = cc;
+  KernelHandle h;
+  h.uri = uri;
+  // The store tier is always first and never skipped: tried before the rest of the plan is
+  // built, so a cold get served by a store builds none of the other tiers' refusals.
+  bool ok = try_stores_fast(s, spec, h);
+  for (const Tier& t : ok ? std::vector<Tier>{} : resolution_plan(tier_inputs(), cc)) {
+    if (t.name == "store") continue;  // tried above
+    if (t.skip) {
+      s.reject(t.skip->candidate, t.skip->kind);
+      continue;
+    }
+    ok = t.name == "mirror" ? try_mirrors(s, spec, h) : try_jit(s, spec, h);
+    if (ok) break;
+  }
+  if (!ok)
+    throw resolution_failure(
+        uri, cc, s.searched, s.rejected,
+        fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(), cfg.cache_dir));
+  e.handle = std::move(h);
+  e.ready.store(true, std::memory_order_release);
+}
+
+// get()'s store tier. Stores are scanned one at a time with StoreFs::scan_for (archives
+// named for a target that cannot run on s.cc are not read; manifests are trimmed to the URI)
+// and the first candidate that verifies and loads ends the search: later stores are not
+// scanned. Only when no store serves the URI are all stores scanned in full, so the failure
+// lists the same rejections, in the same order, as a full scan (plan rejections, then the
+// candidates tried), and any usable candidate the fast scan left out is still tried.
+bool Loader::Impl::try_stores_fast(Search& s, const Specialisation& spec, KernelHandle& out) {
+  BuildIdentity id = identity(spec);
+  Search tried;  // rejections of candidates tried, in order
+  tried.uri = s.uri;
+  tried.cc = s.cc;
+  std::vector<std::string> tried_paths;
+  auto serves = [&](const std::string& dir, const std::string& source) {
+    std::vector<StoreScan> one;
+    {
+      cold::PhaseTimer t(cold::Phase::StoreScan);
+      one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
+    }
+    // Without words: the fast plan's reasons and rejections are never shown (a failure is
+    // explained by the full scan below).
+    StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
+    for (const auto& c : plan.usable) {
+      if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) return true;
+      tried_paths.push_back(c.candidate.path);
     }
     return false;
+  };
+  // store_dirs()'s order, the artifact path first on its own (each directory once, no copy):
+  // when it serves, the installed store is never looked for (installed_dir()).
+  const auto& path = cfg.artifact_path;
+  for (std::size_t i = 0; i < path.size(); ++i)
+    if (!path[i].empty() &&
+        std::find(path.begin(), path.begin() + i, path[i]) == path.begin() + i &&
+        serves(path[i], kArtifactPathSource))
+      return true;
+  for (const auto& [dir, source] : store_dirs())
+    if (source != kArtifactPathSource && serves(dir, source)) return true;
+  // Nothing served: the full scan, for the explanation.
+  auto scans = scan_stores(s);
+  StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
+  for (auto& r : plan.rejected) {
+    r.candidate.tier = "store";
+    s.rejected.push_back(std::move(r));
   }
+  for (auto& r : tried.rejected) s.rejected.push_back(std::move(r));
+  for (const auto& c : plan.usable) {
+    if (std::find(tried_paths.begin(), tried_paths.end(), c.candidate.path) != tried_paths.end())
+      continue;
+    if (try_store_candidate(s, c, "store", spec.entries.size(), out)) return true;
+  }
+  return false;
+}
 
-  bool try_jit(Search& s, const Specialisation& spec, KernelHandle& out) {
-    std::string target = device_target(s.cc);
-    if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc)) {
-      s.reject(refusal->candidate, refusal->kind);
-      return false;
-    }
-    log(LogLevel::Warn, "fast path missed for " + s.uri + " on " + target +
-                            ", compiling with NVRTC: " + summary(s.rejected));
-    JitResult res;
+// The stores in `scans` as tier `tier` (the mirror tier reads the archive it fetched this way).
+bool Loader::Impl::try_stores(Search& s, const std::vector<StoreScan>& scans,
+                              const std::string& tier, const Specialisation& spec,
+                              KernelHandle& out) {
+  StorePlan plan = plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale);
+  for (auto& r : plan.rejected) {
+    r.candidate.tier = tier;
+    s.rejected.push_back(r);
+  }
+  for (const auto& c : plan.usable)
+    if (try_store_candidate(s, c, tier, spec.entries.size(), out)) return true;
+  return false;
+}
+
+bool Loader::Impl::try_store_candidate(Search& s, const StoreCandidate& sc, const std::string& tier,
+                                       std::size_t entries, KernelHandle& out) {
+  // Copied only when the tier differs from the plan's ("store"): the cold get's path copies
+  // no strings before the load.
+  std::optional<Candidate> retiered;
+  if (sc.candidate.tier != tier) {
+    retiered = sc.candidate;
+    retiered->tier = tier;
+  }
+  const Candidate& c = retiered ? *retiered : sc.candidate;
+  if (sc.symbols.size() != entries) {
+    s.reject({c.tier, c.target, c.path,
+              "the manifest lists " + std::to_string(sc.symbols.size()) +
+                  " entry symbols, the registry has " + std::to_string(entries)},
+             ErrorKind::Format);
+    return false;
+  }
+  // The same buffer that was hashed goes to the driver: no re-read between check and use.
+  CheckedArtifact a = read_checked_artifact(*fs, c, sc.size, sc.sha256);
+  if (a.outcome != CheckedArtifact::Outcome::Verified) {
+    if (a.outcome == CheckedArtifact::Outcome::Mismatch)
+      log(LogLevel::Warn,
+          c.path + ": " + a.refusal.candidate.reason + "; trying the next candidate");
+    s.reject(std::move(a.refusal));
+    return false;
+  }
+  if (!sc.stale.empty())
+    log(LogLevel::Warn, "KILN_ALLOW_STALE: loading a stale artifact " + c.path + " (" + sc.stale +
+                            "); results may be wrong");
+  {
+    cold::PhaseTimer t(cold::Phase::DriverLoad);
+    if (!load_image(s, c, a.bytes, sc.symbols, out)) return false;
+  }
+  out.origin = c.path;
+  if (log_enabled(LogLevel::Info))
+    log_write(LogLevel::Info, "loaded " + s.uri + " for " + device_target(s.cc) + " from " +
+                                  c.path + " (" + c.target + ")");
+  return true;
+}
+
+// The mirror tier: the pinned index says which targets the release offers, the one
+// target-choice rule orders them, and the best one that can run is fetched into the cache
+// and loaded from there; on any failure (download, verification, load) the next one.
+bool Loader::Impl::try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out) {
+  std::string list = mirror_list(s);
+  FetchOptions opts = mirror_options();
+  std::vector<std::string> offered;
+  try {
+    offered = index_targets(opts);
+  } catch (const Error& e) {
+    s.reject({"mirror", "", list, e.what()}, e);
+    return false;
+  }
+  MirrorChoice choice = choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list);
+  for (const auto& r : choice.rejected) s.reject(r.candidate, r.kind);
+  for (std::size_t i = 0; i < choice.fetch.size(); ++i) {
+    const std::string& target = choice.fetch[i];
+    log(LogLevel::Info, "mirror tier: fetching " + target + " for " + s.uri + " on CC " +
+                            cc_string(s.cc) + " (" + choice.reasons[i] + ")");
     try {
-      const Family* fam = pkg->registry().family(spec.family);
-      if (!fam)
-        throw Error(ErrorKind::Format, "package " + pkg->name() + " has no family " + spec.family);
-      res = jit_compiler().compile(spec, *fam, s.cc, cfg.cache_dir);
+      fetch(opts, {target}, cfg.cache_dir);
     } catch (const Error& e) {
-      s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
-      return false;
+      s.reject({"mirror", target, list, e.what()}, e);
+      continue;
     }
-    Candidate c{"jit", target, res.cache_path, ""};
-    // The cache entry's digest sidecar (<key>.json beside <key>.cubin, see jit.hpp) pins the
-    // bytes; check them like any artifact from disk.
-    std::string sidecar = res.cache_path;
-    if (auto dot = sidecar.rfind(".cubin"); dot != std::string::npos)
-      sidecar.replace(dot, 6, ".json");
-    std::string bad;
-    try {
-      auto meta = parse_untrusted_json<nlohmann::json>(fs->read_file(sidecar), sidecar);
-      bad = verify_artifact(res.image, meta.at("cubin_size").get<std::uint64_t>(),
-                            meta.at("cubin_sha256").get<std::string>());
-    } catch (const std::exception& e) {
-      bad = "integrity: cannot read the digest sidecar " + sidecar + ": " + e.what();
+    StoreScan fetched = narrowed_to_target(fs->scan(cfg.cache_dir, "cache directory"), target);
+    if (fetched.archives.empty()) {
+      s.reject({"mirror", target, cfg.cache_dir,
+                "fetched, but the cache holds no readable archive for " + target},
+               ErrorKind::NotFound);
+      continue;
     }
-    if (!bad.empty()) {
-      s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
-      return false;
-    }
-    if (res.symbols.size() != spec.entries.size()) {
+    if (try_stores(s, {fetched}, "mirror", spec, out)) return true;
+  }
+  return false;
+}
+
+bool Loader::Impl::try_jit(Search& s, const Specialisation& spec, KernelHandle& out) {
+  std::string target = device_target(s.cc);
+  if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc)) {
+    s.reject(refusal->candidate, refusal->kind);
+    return false;
+  }
+  log(LogLevel::Warn, "fast path missed for " + s.uri + " on " + target +
+                          ", compiling with NVRTC: " + summary(s.rejected));
+  JitResult res;
+  try {
+    const Family* fam = pkg->registry().family(spec.family);
+    if (!fam)
+      throw Error(ErrorKind::Format, "package " + pkg->name() + " has no family " + spec.family);
+    res = jit_compiler().compile(spec, *fam, s.cc, cfg.cache_dir);
+  } catch (const Error& e) {
+    s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
+    return false;
+  }
+  Candidate c{"jit", target, res.cache_path, ""};
+  if (std::string bad = verify_jit_result(*fs, res); !bad.empty()) {
+    s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
+    return false;
+  }
+  if (res.symbols.size() != spec.entries.size()) {
+    s.reject({c.tier, c.target, c.path,
+              "NVRTC returned " + std::to_string(res.symbols.size()) + " symbols for " +
+                  std::to_string(spec.entries.size()) + " entries"},
+             ErrorKind::Internal);
+    return false;
+  }
+  if (!load_image(s, c, res.image, res.symbols, out)) return false;
+  out.origin = "jit:" + res.cache_path;
+  return true;
+}
+
+// Hands verified bytes to the driver; a load counts only if every entry is really there.
+bool Loader::Impl::load_image(Search& s, const Candidate& c, const std::string& image,
+                              const std::vector<std::string>& symbols, KernelHandle& out) {
+  void* lib = nullptr;
+  try {
+    lib = driver->load_library(image);
+    unsigned n = driver->kernel_count(lib);
+    if (n == 0) {
+      driver->unload_library(lib);
       s.reject({c.tier, c.target, c.path,
-                "NVRTC returned " + std::to_string(res.symbols.size()) + " symbols for " +
-                    std::to_string(spec.entries.size()) + " entries"},
-               ErrorKind::Internal);
+                "the driver accepted the image but it holds no kernel for CC " + cc_string(s.cc) +
+                    " (an image built for another GPU loads empty)"},
+               ErrorKind::Unsupported);
       return false;
     }
-    if (!load_image(s, c, res.image, res.symbols, out)) return false;
-    out.origin = "jit:" + res.cache_path;
+    std::vector<void*> fns;
+    for (const auto& sym : symbols)
+      fns.push_back(driver->kernel_function(driver->get_kernel(lib, sym)));
+    out.functions = std::move(fns);
+    out.library = lib;
     return true;
+  } catch (const Error& e) {
+    if (lib) driver->unload_library(lib);
+    s.reject({c.tier, c.target, c.path, std::string("the driver refused it: ") + e.what()},
+             ErrorKind::Driver);
+    return false;
   }
+}
 
-  void load(Entry& e, const std::string& uri, const Specialisation& spec, int cc) {
-    Search s;
-    s.uri = uri;
-    s.cc = cc;
-    KernelHandle h;
-    h.uri = uri;
-    // The store tier is always first and never skipped: tried before the rest of the plan is
-    // built, so a cold get served by a store builds none of the other tiers' refusals.
-    bool ok = try_stores_fast(s, spec, h);
-    for (const Tier& t : ok ? std::vector<Tier>{} : resolution_plan(tier_inputs(), cc)) {
-      if (t.name == "store") continue;  // tried above
-      if (t.skip) {
-        s.reject(t.skip->candidate, t.skip->kind);
-        continue;
-      }
-      ok = t.name == "mirror" ? try_mirrors(s, spec, h) : try_jit(s, spec, h);
-      if (ok) break;
-    }
-    if (!ok)
-      throw resolution_failure(
-          uri, cc, s.searched, s.rejected,
-          fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(), cfg.cache_dir));
-    e.handle = std::move(h);
-    e.ready.store(true, std::memory_order_release);
-  }
+// --- resolve()
 
-  const KernelHandle& get(const std::string& uri, void* stream, bool check_capture) {
-    void* ctx = nullptr;
-    try {
-      ctx = driver->current_context();
-    } catch (const Error&) {
-      find_spec(*pkg, uri);  // an unknown URI is the more useful answer than "no driver"
-      throw;
+// The tiers get() would walk, each answered from what is on disk and in the configuration; the
+// first that would serve is the choice, and every candidate passed over is in s.
+std::optional<Candidate> Loader::Impl::explain(Search& s, const Specialisation& spec) {
+  std::optional<Candidate> chosen;
+  for (const Tier& t : resolution_plan(tier_inputs(), s.cc)) {
+    if (chosen) break;
+    if (t.skip) {
+      s.reject(t.skip->candidate, t.skip->kind);
+      continue;
     }
-    HitCache::Slot& slot_tls = hit_cache().slots[HitCache::index(loader_id, ctx, uri)];
-    if (slot_tls.loader == loader_id && slot_tls.ctx == ctx && slot_tls.uri == uri)
-      return *slot_tls.handle;
-    if (Entry* e = lookup(ctx, uri); e && e->ready.load(std::memory_order_acquire)) {
-      remember(slot_tls, ctx, uri, e->handle);
-      return e->handle;
-    }
-    // A miss: the cold path, timed phase by phase when the benchmark asks (cold_phases.hpp).
-    cold::PhaseTimer whole(cold::Phase::Other);
-    const Specialisation& spec = [&]() -> const Specialisation& {
-      cold::PhaseTimer t(cold::Phase::Registry);
-      return find_spec(*pkg, uri);
-    }();
-    if (check_capture && driver->stream_is_capturing(stream))
-      throw Error(ErrorKind::Usage,
-                  uri +
-                      " is not loaded yet and the stream is being captured into a CUDA "
-                      "graph: prefetch before capture (Loader::prefetch / kiln_prefetch); "
-                      "kiln does not read, download or compile during capture");
-    Entry& e = slot(ctx, uri);
-    std::lock_guard<std::mutex> lock(e.load_mu);
-    if (!e.ready.load(std::memory_order_acquire)) {
-      int cc = 0;
-      {
-        cold::PhaseTimer t(cold::Phase::Context);
-        cc = driver->current_device_cc();
-      }
-      load(e, uri, spec, cc);
-    }
-    remember(slot_tls, ctx, uri, e.handle);
-    return e.handle;
+    if (t.name == "store")
+      chosen = explain_stores(s, spec);
+    else if (t.name == "mirror")
+      chosen = explain_mirrors(s);
+    else
+      chosen = explain_jit(s);
   }
+  return chosen;
+}
 
-  void remember(HitCache::Slot& slot_tls, void* ctx, const std::string& uri,
-                const KernelHandle& h) const {
-    slot_tls.loader = 0;  // the URI assignment may throw (bad_alloc): never half-filled
-    slot_tls.ctx = ctx;
-    slot_tls.uri = uri;
-    slot_tls.handle = &h;
-    slot_tls.loader = loader_id;
+// Every store scanned in full; digests are checked here too, so the answer says what get()
+// would really load; the usable candidates after the first are "not needed".
+std::optional<Candidate> Loader::Impl::explain_stores(Search& s, const Specialisation& spec) const {
+  auto scans = scan_stores(s);
+  StorePlan plan = plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale);
+  for (auto& x : plan.rejected) s.rejected.push_back(std::move(x));
+  std::optional<Candidate> chosen;
+  for (const auto& c : plan.usable) {
+    if (chosen) {
+      s.reject({c.candidate.tier, c.candidate.target, c.candidate.path,
+                "not needed: " + chosen->target + " from " + chosen->path + " comes first"},
+               ErrorKind::NotFound);
+      continue;
+    }
+    CheckedArtifact a = read_checked_artifact(*fs, c.candidate, c.size, c.sha256);
+    if (a.outcome != CheckedArtifact::Outcome::Verified) {
+      s.reject(std::move(a.refusal));
+      continue;
+    }
+    chosen = c.candidate;
   }
-};
+  return chosen;
+}
+
+// Not contacted: the choice is made over the targets compiled in as the release's
+// (release_targets()); get() makes it over the pinned index, which lists the same.
+std::optional<Candidate> Loader::Impl::explain_mirrors(Search& s) const {
+  std::string list = mirror_list(s);
+  std::vector<std::string> offered = known_release_targets();
+  if (offered.empty())
+    return Candidate{"mirror", "", list,
+                     "not contacted; get() chooses among the targets the pinned index "
+                     "offers (this libkiln does not know the release's targets)"};
+  MirrorChoice choice = choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list);
+  for (const auto& x : choice.rejected) s.reject(x.candidate, x.kind);
+  if (choice.fetch.empty()) return std::nullopt;
+  return Candidate{"mirror", choice.fetch.front(), list,
+                   "not contacted; get() would fetch it: " + choice.reasons.front()};
+}
+
+std::optional<Candidate> Loader::Impl::explain_jit(Search& s) {
+  if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc)) {
+    s.reject(refusal->candidate, refusal->kind);
+    return std::nullopt;
+  }
+  return Candidate{"jit", device_target(s.cc), cfg.cache_dir + "/jit",
+                   "NVRTC compiles it for " + device_target(s.cc)};
+}
+
+// --- what both walks read
+
+std::vector<std::pair<std::string, std::string>> Loader::Impl::store_dirs() const {
+  std::vector<std::pair<std::string, std::string>> dirs;
+  auto add = [&](const std::string& d, const char* source) {
+    if (d.empty()) return;
+    for (const auto& e : dirs)
+      if (e.first == d) return;
+    dirs.emplace_back(d, source);
+  };
+  for (const auto& d : cfg.artifact_path) add(d, kArtifactPathSource.c_str());
+  if (cfg.use_installed_store) add(installed_dir(), "installed beside the package's library");
+  add(cfg.cache_dir, "cache directory");
+  return dirs;
+}
+
+std::vector<StoreScan> Loader::Impl::scan_stores(Search& s) const {
+  std::vector<StoreScan> scans;
+  for (const auto& [dir, source] : store_dirs()) {
+    s.searched.push_back(dir + " (" + source + ")");
+    scans.push_back(fs->scan(dir, source));
+  }
+  return scans;
+}
+
+// The targets compiled in as the release's are the reference package's (ci/targets.txt of
+// kiln's tree); for any other package they are unknown here (the pinned index says).
+std::vector<std::string> Loader::Impl::known_release_targets() const {
+  return compiled_release_targets(pkg->name(), pkg->version()).value_or(std::vector<std::string>{});
+}
+
+FetchOptions Loader::Impl::mirror_options() const {
+  // Looked up when a mirror is first used, not when a Loader is made: a store hit never needs it.
+  FetchOptions opts = mirror_fetch_options(cfg, installed_tuf_root_once());
+  opts.package = pkg->name();
+  opts.version = pkg->version();
+  opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
+  return opts;
+}
+
+std::string Loader::Impl::mirror_list(Search& s) const {
+  std::string list;
+  for (const auto& m : cfg.mirrors) {
+    s.searched.push_back(m + " (mirror)");
+    list += (list.empty() ? "" : " ") + m;
+  }
+  return list;
+}
 
 namespace {
 
@@ -672,62 +810,7 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
   s.uri = uri;
   s.cc = *cc;
   // The same plan get() walks; nothing is loaded, downloaded or compiled here.
-  for (const Tier& t : resolution_plan(im.tier_inputs(), *cc)) {
-    if (r.chosen) break;
-    if (t.skip) {
-      s.reject(t.skip->candidate, t.skip->kind);
-      continue;
-    }
-    if (t.name == "store") {
-      auto scans = im.scan_stores(s);
-      BuildIdentity id{im.pkg->name(), im.pkg->version(), kManifestFormat, spec.source_hash};
-      StorePlan plan = plan_stores(uri, *cc, id, scans, im.cfg.allow_stale);
-      for (auto& x : plan.rejected) s.rejected.push_back(std::move(x));
-      // Digests are checked here too, so the answer says what get() would really load.
-      for (const auto& c : plan.usable) {
-        if (r.chosen) {
-          s.reject({c.candidate.tier, c.candidate.target, c.candidate.path,
-                    "not needed: " + r.chosen->target + " from " + r.chosen->path + " comes first"},
-                   ErrorKind::NotFound);
-          continue;
-        }
-        try {
-          std::string bytes = im.fs->read_file(c.candidate.path);
-          if (auto bad = verify_artifact(bytes, c.size, c.sha256); !bad.empty()) {
-            s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, bad},
-                     ErrorKind::Integrity);
-            continue;
-          }
-        } catch (const Error& e) {
-          s.reject({c.candidate.tier, c.candidate.target, c.candidate.path, e.what()}, e.kind());
-          continue;
-        }
-        r.chosen = c.candidate;
-      }
-    } else if (t.name == "mirror") {
-      // Not contacted: the choice is made over the targets compiled in as the release's
-      // (release_targets()); get() makes it over the pinned index, which lists the same.
-      std::string list = im.mirror_list(s);
-      std::vector<std::string> offered = im.known_release_targets();
-      if (offered.empty()) {
-        r.chosen = Candidate{"mirror", "", list,
-                             "not contacted; get() chooses among the targets the pinned index "
-                             "offers (this libkiln does not know the release's targets)"};
-        break;
-      }
-      MirrorChoice choice =
-          choose_mirror_targets(*cc, im.pkg->name(), im.pkg->version(), offered, list);
-      for (const auto& x : choice.rejected) s.reject(x.candidate, x.kind);
-      if (!choice.fetch.empty())
-        r.chosen = Candidate{"mirror", choice.fetch.front(), list,
-                             "not contacted; get() would fetch it: " + choice.reasons.front()};
-    } else if (auto refusal = jit_refusal(im.jit_compiler().probe(), *cc)) {
-      s.reject(refusal->candidate, refusal->kind);
-    } else {
-      r.chosen = Candidate{"jit", device_target(*cc), im.cfg.cache_dir + "/jit",
-                           "NVRTC compiles it for " + device_target(*cc)};
-    }
-  }
+  r.chosen = im.explain(s, spec);
   for (auto& x : s.rejected) r.rejected.push_back(std::move(x.candidate));
   r.searched = std::move(s.searched);
   return r;

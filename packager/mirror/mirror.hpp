@@ -3,10 +3,10 @@
 // directory on a static file server (no listings); each release in it is described by one
 // checksum file, so a mirror can be verified and copied without listing anything:
 //
-//   kiln-<ver>-SHA256SUMS := { SHA256 "  " NAME "\n" }     sorted by NAME (bytes), NAME unique
-//   SHA256                := 64 lowercase hex digits
-//   NAME                  := a plain file name: no '/', no '\', no control characters, not
-//                            starting with '.', not the checksum file itself
+//   <pkg>-<ver>-SHA256SUMS := { SHA256 "  " NAME "\n" }    sorted by NAME (bytes), NAME unique
+//   SHA256                 := 64 lowercase hex digits
+//   NAME                   := a plain file name: no '/', no '\', no control characters, not
+//                             starting with '.', not the checksum file itself
 //
 // It lists every file of the release (the index, the archives, wheels, tarballs), in the text
 // format `sha256sum` writes and `sha256sum -c` reads (" *" before NAME, the binary marker, is

@@ -2,8 +2,8 @@
 // is plan_sync, mirror_sync_plan.cpp). The state machine of a sync:
 //
 //   no --index-sha256 and no --sums-sha256       -> Usage, nothing fetched
-//   GET <from>/kiln-<ver>-SHA256SUMS (capped)  -> --sums-sha256 (when given), parse strictly
-//   GET <from>/kiln-kernels-<ver>-index.json   -> pin (when given) + its SHA256SUMS line,
+//   GET <from>/<pkg>-<ver>-SHA256SUMS (capped) -> --sums-sha256 (when given), parse strictly
+//   GET <from>/<pkg>-<ver>-index.json          -> pin (when given) + its SHA256SUMS line,
 //                                                 parse, version
 //   plan_sync: every SUMS line a file of <ver>, else Format (nothing written); archives agree
 //     with the index; wheels/tarballs published only under a pinned SUMS, else withheld

@@ -416,7 +416,7 @@ std::shared_ptr<const ManifestEntries> read_manifest_entries_cached(std::string&
       [&] { return ManifestEntries::read(std::move(text), path); });
 }
 
-// The target an archive directory is named for: kiln-kernels-<version>-cuda<X.Y>-<target>.
+// The target an archive directory is named for: <package>-<version>-cuda<X.Y>-<target>.
 std::optional<Target> dir_target(const std::string& name) {
   auto dash = name.rfind('-');
   if (dash == std::string::npos) return std::nullopt;

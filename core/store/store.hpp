@@ -2,7 +2,7 @@
 // The store: a directory of unpacked, verified archives the loader reads from.
 //
 //   <store>/
-//     kiln-kernels-<version>-cuda<M.m>-<target>/   one per archive, named archive_stem(...)
+//     <package>-<version>-cuda<M.m>-<target>/   one per archive, named archive_stem(...)
 //       manifest.json                               the archive's manifest, byte for byte
 //       <uri>.fatbin ...                            every artifact the manifest lists
 //     .tmp-XXXXXX/                                  an install in progress (ignored by readers)
@@ -49,7 +49,7 @@ struct StoreArchive {
 };
 
 // Lists the archive directories of a store, sorted by name, by the one store rule the loader
-// also uses (core/store/store_scan.hpp): directories (or links to one) named kiln-kernels-*;
+// also uses (core/store/store_scan.hpp): directories (or links to one) named <package>-<version>-*;
 // hidden entries (".tmp-*"), the cache's jit/, other directories and plain files are skipped.
 // A broken entry (no manifest, unparsable, stale format, name that does not match its
 // manifest) is returned with `error` set so callers can report it and go on. A store directory

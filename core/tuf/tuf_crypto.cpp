@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "io/artifact_check.hpp"
 #include "tuf/tuf_openssl.hpp"
 
 namespace kiln::tuf {
@@ -156,14 +157,21 @@ std::map<std::string, std::string> MultiHasher::finish() {
 void verify_length_and_hashes(std::string_view data, std::optional<std::int64_t> expected_length,
                               const std::map<std::string, std::string>& expected_hashes,
                               Attack attack, const std::string& what) {
-  if (expected_length && static_cast<std::int64_t>(data.size()) != *expected_length)
-    throw Error(attack, what + ": length is " + std::to_string(data.size()) +
-                            " bytes, metadata says " + std::to_string(*expected_length));
+  // The store path's check and words (io/artifact_check.hpp), for each hash TUF names.
+  if (expected_length) {
+    if (*expected_length < 0)
+      throw Error(attack, what + ": metadata says a length of " +
+                              std::to_string(*expected_length) + " bytes");
+    if (auto m = size_mismatch(data.size(), static_cast<std::uint64_t>(*expected_length)))
+      throw Error(attack, m->message(what, "metadata"));
+  }
   for (const auto& [alg, want] : expected_hashes) {
     auto got = hex_digest(alg, data);
     if (!got) unsupported_algorithm(what, alg);
-    if (*got != want)
-      throw Error(attack, what + ": " + alg + " is " + *got + ", metadata says " + want);
+    if (auto m = digest_mismatch(*got, want)) {
+      m->field = alg;
+      throw Error(attack, m->message(what, "metadata"));
+    }
   }
 }
 

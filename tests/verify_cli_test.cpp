@@ -146,17 +146,37 @@ TEST(InstallCli, JsonFailureCarriesTheFieldThatDifferedAndBothValues) {
   EXPECT_NE(r.out.find("\"path\": \"" + archive.string() + "\""), std::string::npos) << r.out;
 }
 
+// Outside any project and with nothing named, the version a store's description names is the
+// one its loader serves: another is refused as stale unless --any-version. Named (--package
+// and --version, or --source), the named release decides wherever the command runs.
 TEST(InstallCli, OtherVersionIsRefusedUnlessAnyVersion) {
   TempDir dir;
   write_archive(dir / "old.tar.zst", release_members("sm_80", "0.0.1"), 0);
-  auto r = test::run(
-      cli("install " + (dir / "old.tar.zst").string() + " --dest " + (dir / "store").string()));
+  const std::string here = "cd '" + dir.path().string() + "' && ";
+  test::write_file(dir / "store" / ("kiln-kernels-" + std::string(kiln::version()) + ".package.json"),
+                   "{}");
+  auto r = test::run(here + cli("install " + (dir / "old.tar.zst").string() + " --dest " +
+                                (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_NE(r.out.find("at the version described beside the store"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(dir / "store" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80")));
-  r = test::run(cli("install --any-version " + (dir / "old.tar.zst").string() + " --dest " +
-                    (dir / "store").string()));
+  r = test::run(here + cli("install --package kiln-kernels --version " +
+                           std::string(kiln::version()) + " " + (dir / "old.tar.zst").string() +
+                           " --dest " + (dir / "other").string()));
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_FALSE(fs::exists(dir / "other" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80")));
+  r = test::run(here + cli("install --any-version " + (dir / "old.tar.zst").string() + " --dest " +
+                           (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") /
+                         "manifest.json"));
+  // Nothing named, nothing described: the archive names its release, and that is installed.
+  r = test::run(here + cli("install " + (dir / "old.tar.zst").string() + " --dest " +
+                           (dir / "fresh").string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("installing the package and version each input names"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(fs::exists(dir / "fresh" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") /
                          "manifest.json"));
 }
 

@@ -5,12 +5,14 @@
 // verified whole against the TUF root before anything is installed.
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.hpp"
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "project/package_description.hpp"
 #include "release/bundle.hpp"
 #include "store/index_entry_check.hpp"
 #include "store/store.hpp"
@@ -45,9 +47,11 @@ void add_install_command(CLI::App& app, int& rc) {
       "verify archives and unpack them into a store directory (--dest). Given an index, installs "
       "every archive listed in it from the index's directory, each checked against the index's "
       "sha256; given archives, checks each against its manifest. A refused archive leaves the "
-      "store as it was. Archives of another package or version than the project's (--source, "
-      "default: the current directory's or kiln's own; or --package and --version) are refused "
-      "(exit 4) unless --any-version.\n"
+      "store as it was. Archives of another package or version than the one named (--source, "
+      "--package and --version, or the project in the current directory) are refused (exit 4) "
+      "unless --any-version; with none named, each input's own package and version is "
+      "installed, except that a package described beside --dest (<name>-<version>.package.json) "
+      "must be of the version described.\n"
       "--bundle B (from `kiln bundle`): verifies B's TUF metadata against the root (--tuf-root, "
       "else KILN_TUF_ROOT, else the root installed beside kiln: signatures, thresholds, "
       "versions against what this machine trusted before, expiry, lengths and hashes of the "
@@ -134,14 +138,27 @@ void add_install_command(CLI::App& app, int& rc) {
     const PackageOptions& asked = opts->pkg;
     bool named = !asked.source.empty() || !asked.package.empty() || !asked.version.empty() ||
                  std::filesystem::exists("registry/package.json", ec);
+    // With nothing named, an index or archive names its own package and version; a package
+    // described beside the destination store (<name>-<version>.package.json, which its loader
+    // judges freshness by) must be of that version.
+    std::map<std::string, FoundDescription> described;
     if (!opts->any_version && named) {
       ChosenPackage c = choose_package(opts->pkg);
       required = {c.name, c.version};
-    } else if (!opts->any_version && !opts->json) {
-      // An index or archive names its own package and version: install what it names.
-      std::fprintf(stderr, "kiln install: no --package or --source given and no project here: "
-                           "installing the package and version each input names\n");
+    } else if (!opts->any_version) {
+      for (auto& d : find_package_descriptions({opts->dest}))
+        described.emplace(d.package, std::move(d));  // newest first: the first one stays
+      if (!opts->json)
+        std::fprintf(stderr, "kiln install: no --package or --source given and no project here: "
+                             "installing the package and version each input names%s\n",
+                     described.empty() ? "" : ", at the version described beside the store");
     }
+    auto required_for = [&](const std::string& package) -> RequiredRelease {
+      if (opts->any_version || named) return required;
+      auto d = described.find(package);
+      if (d == described.end()) return {};
+      return {package, d->second.version};
+    };
     Json installed = Json::array();
     Json failures = Json::array();
     std::optional<ErrorKind> worst;
@@ -163,10 +180,10 @@ void add_install_command(CLI::App& app, int& rc) {
     // (the one check fetch uses too) before anything is unpacked.
     auto one = [&](const fs::path& archive, const std::optional<std::string>& sha,
                    const IndexEntry* entry, const Index* idx, const std::string& index_origin) {
-      if (entry)
-        if (auto m = read_leading_manifest(archive))
-          require_manifest_matches_index(*m, *entry, *idx, archive.string(), index_origin);
-      InstallResult r = install_archive(archive, opts->dest, sha, required);
+      std::optional<Manifest> m = read_leading_manifest(archive);
+      if (entry && m) require_manifest_matches_index(*m, *entry, *idx, archive.string(), index_origin);
+      InstallResult r =
+          install_archive(archive, opts->dest, sha, required_for(m ? m->package : std::string()));
       Json j = Json::object();
       j["archive"] = archive.string();
       j["target"] = r.manifest.target;
@@ -184,15 +201,16 @@ void add_install_command(CLI::App& app, int& rc) {
           one(p, std::nullopt, nullptr, nullptr, "");
         } else if (kind == PathKind::Index) {
           Index idx = parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string());
-          if (!required.package.empty() && idx.package != required.package)
+          const RequiredRelease wanted = required_for(idx.package);
+          if (!wanted.package.empty() && idx.package != wanted.package)
             throw Error(ErrorKind::Stale, p.string() + ": the index of package " + idx.package +
-                                              ", not " + required.package +
+                                              ", not " + wanted.package +
                                               " (name it with --package or --source, or pass "
                                               "--any-version)");
-          if (!required.version.empty() && idx.package_version != required.version)
+          if (!wanted.version.empty() && idx.package_version != wanted.version)
             throw Error(ErrorKind::Stale, p.string() + ": package_version is " +
-                                              idx.package_version + ", " + required.package +
-                                              " wanted is " + required.version +
+                                              idx.package_version + ", " + wanted.package +
+                                              " wanted is " + wanted.version +
                                               " (pass --any-version to install it anyway)");
           if (idx.archives.empty())
             throw Error(ErrorKind::NotFound, p.string() + " lists no archives");

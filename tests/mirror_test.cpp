@@ -264,6 +264,49 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
   EXPECT_EQ(files[tarball_name()]["kind"], "tarball");
 }
 
+// A mirror serving two packages (design.md, "package"): with no release named and no project
+// here, verify checks every release in the directory and reports them in one table; a problem in
+// one release is that release's, and a pin, which covers one release, needs it named.
+TEST_F(Mirror, VerifyWithNothingNamedChecksEveryReleaseOfEveryPackage) {
+  stage();
+  test::ReleaseSpec acme;
+  acme.package = "acme-kernels";
+  acme.version = "1.2.0";
+  test::write_release_dist(tmp / "acme-dist", acme, {"sm_90a"});
+  auto st = test::run(cli("stage " + (tmp / "acme-dist").string() + " --to " + mirror.string() +
+                          " --package acme-kernels --version 1.2.0"));
+  ASSERT_EQ(st.exit_code, 0) << st.out;
+  const std::string here = "cd '" + tmp.path().string() + "' && ";
+  auto r = test::run(here + cli("verify " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "OK " + mirror.string() + " (acme-kernels release 1.2.0)");
+  EXPECT_CONTAINS(r.out, "OK " + mirror.string() + " (kiln-kernels release " + kVer + ")");
+  EXPECT_CONTAINS(r.out, "6 files, 0 with problems");
+  auto j = test::run(here + cli("verify --json " + mirror.string()));
+  ASSERT_EQ(j.exit_code, 0) << j.out;
+  Json report = Json::parse(j.out);
+  ASSERT_EQ(report["releases"].size(), 2u) << j.out;
+  EXPECT_EQ(report["releases"][0]["package"], "acme-kernels");
+  EXPECT_EQ(report["releases"][1]["package"], "kiln-kernels");
+
+  // One release's archive damaged: that release fails, the other stays OK, exit 3.
+  const std::string acme_archive = archive_file_name("acme-kernels", "1.2.0", "13.0", "sm_90a");
+  write_file(mirror / acme_archive, read_file(mirror / acme_archive) + "x");
+  r = test::run(here + cli("verify " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "FAILED " + mirror.string() + " (acme-kernels release 1.2.0)");
+  EXPECT_CONTAINS(r.out, "OK " + mirror.string() + " (kiln-kernels release " + kVer + ")");
+
+  // A pin covers one release: with two there, name it.
+  r = test::run(here + cli("verify " + mirror.string() + " --index-sha256 " + index_sha));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_CONTAINS(r.out, "holds 2 releases (acme-kernels 1.2.0, kiln-kernels " + kVer + ")");
+  r = test::run(here + cli("verify " + mirror.string() + " --sums-sha256 " +
+                           sha256_file(mirror / sums_name()) + " --package kiln-kernels --version " +
+                           kVer));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
 TEST_F(Mirror, RestageLeavesIdenticalFilesAndRefusesOtherBytesNamingBothDigests) {
   stage();
   auto before = snapshot(mirror);
@@ -323,11 +366,12 @@ TEST_F(Mirror, VerifyReportsEveryKindOfDamageTogetherWithTheWorstExitCode) {
   // An extra file of the release that nothing lists.
   std::string extra = "kiln_kernels_cu13_sm80-" + kVer + "-py3-none-any.whl";
   write_file(mirror / extra, "stray");
-  // Files of other releases and unrelated files are none of verify's business.
+  // Files of other releases and unrelated files are none of the named release's business.
   write_file(mirror / "kiln-kernels-0.0.1-index.json", "{}");
   write_file(mirror / "README", "hello");
 
-  auto r = test::run(cli("verify --json " + mirror.string()));
+  auto r = test::run(
+      cli("verify --json --package kiln-kernels --version " + kVer + " " + mirror.string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;  // integrity outranks not-found
   auto files = files_of(r.out);
   ASSERT_EQ(files.count(archive_name("sm_80")), 1u) << r.out;

@@ -3,6 +3,7 @@
 // mirror_*.cpp (mirror.hpp); this file parses options and prints.
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
 #include "mirror/mirror.hpp"
+#include "store/store.hpp"
 
 namespace kiln::cli {
 
@@ -75,10 +77,101 @@ void add_stage(CLI::App& mirror, int& rc) {
   });
 }
 
+// The releases `kiln mirror verify` checks: the one named (--source, --package/--version, or the
+// project here), else every release whose files are in the directory. Pins name one release.
+std::vector<ReleaseName> releases_to_verify(const PackageOptions& pkg, const std::string& dir,
+                                            const VerifyMirrorOptions& pins) {
+  std::error_code ec;
+  if (!pkg.source.empty() || !pkg.package.empty() || !pkg.version.empty() ||
+      fs::exists("registry/package.json", ec)) {
+    ChosenPackage chosen = choose_package(pkg);
+    return {{chosen.name, chosen.version}};
+  }
+  std::vector<ReleaseName> all = releases_in(dir);
+  if (all.empty())
+    throw Error(ErrorKind::NotFound,
+                "no release in " + dir +
+                    ": no <package>-<version>-SHA256SUMS or <package>-<version>-index.json");
+  if (all.size() > 1 && (!pins.index_sha256.empty() || !pins.sums_sha256.empty())) {
+    std::string names;
+    for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.package + " " + r.version;
+    throw Error(ErrorKind::Usage, dir + " holds " + std::to_string(all.size()) +
+                                      " releases (" + names +
+                                      "): a pin covers one, so name it with --package and "
+                                      "--version");
+  }
+  return all;
+}
+
+Json release_report_json(const MirrorReport& r) {
+  auto worst = r.worst();
+  Json j = Json::object();
+  j["package"] = r.package;
+  j["version"] = r.version;
+  j["ok"] = !worst.has_value();
+  j["exit_code"] = worst ? exit_code(*worst) : 0;
+  Json files = Json::array();
+  for (const auto& f : r.files) {
+    Json e = Json::object();
+    e["name"] = f.name;
+    e["kind"] = to_string(f.kind);
+    e["status"] = to_string(f.status);
+    e["error"] = f.error ? Json(kiln::to_string(*f.error)) : Json(nullptr);
+    e["detail"] = f.detail;
+    files.push_back(std::move(e));
+  }
+  j["files"] = std::move(files);
+  return j;
+}
+
+// {dir, ok, exit_code, releases: [{package, version, ok, exit_code, files}]}; with one release,
+// its package, version and files also at the top (the report before several were checked).
+Json mirror_report_json(const std::string& dir, const std::vector<MirrorReport>& reports,
+                        std::optional<ErrorKind> worst) {
+  Json j = Json::object();
+  j["dir"] = dir;
+  if (reports.size() == 1) {
+    j["package"] = reports[0].package;
+    j["version"] = reports[0].version;
+  }
+  j["ok"] = !worst.has_value();
+  j["exit_code"] = worst ? exit_code(*worst) : 0;
+  Json releases = Json::array();
+  for (const auto& r : reports) releases.push_back(release_report_json(r));
+  if (reports.size() == 1) j["files"] = releases[0]["files"];
+  j["releases"] = std::move(releases);
+  return j;
+}
+
+// One table of every file of every release, then a line per release.
+void print_mirror_reports(const std::string& dir, const std::vector<MirrorReport>& reports) {
+  std::size_t width = 4;
+  for (const auto& r : reports)
+    for (const auto& f : r.files) width = std::max(width, f.name.size());
+  std::printf("%-8s  %-9s  %-*s  %s\n", "STATUS", "KIND", static_cast<int>(width), "FILE",
+              "DETAIL");
+  for (const auto& r : reports)
+    for (const auto& f : r.files) {
+      std::string detail = f.error ? "(" + std::string(kiln::to_string(*f.error)) + ") " : "";
+      detail += f.detail;
+      std::printf("%-8s  %-9s  %-*s  %s\n", to_string(f.status), to_string(f.kind),
+                  static_cast<int>(width), f.name.c_str(), detail.c_str());
+    }
+  for (const auto& r : reports) {
+    std::size_t bad = 0;
+    for (const auto& f : r.files) bad += f.error ? 1 : 0;
+    std::printf("%s %s (%s release %s): %zu files, %zu with problems\n",
+                r.worst() ? "FAILED" : "OK", dir.c_str(), r.package.c_str(), r.version.c_str(),
+                r.files.size(), bad);
+  }
+}
+
 void add_verify(CLI::App& mirror, int& rc) {
   auto* cmd = mirror.add_subcommand(
       "verify",
-      "check a mirror directory end to end and report every file of the release, good or bad:\n"
+      "check a mirror directory end to end and report every file of each release, good or bad\n"
+      "(the release named by --source, --package/--version or the project here; else every\n"
+      "release in DIR, each package and version, in one table; a pin covers one release):\n"
       "<package>-<version>-SHA256SUMS present and well formed, every file it lists present with "
       "its\n"
       "digest, the index (version, --index-sha256, its SHA256SUMS line), each archive it lists\n"
@@ -105,47 +198,21 @@ void add_verify(CLI::App& mirror, int& rc) {
       "it); covers wheels and tarballs");
   cmd->add_flag("--json", o->json, "machine-readable report");
   cmd->callback([o, &rc] {
-    VerifyMirrorOptions vo = o->verify;
-    ChosenPackage chosen = choose_package(o->pkg);
-    vo.package = chosen.name;
-    vo.version = chosen.version;
-    MirrorReport r = verify_mirror(o->dir, vo);
-    auto worst = r.worst();
-    std::size_t bad = 0;
-    for (const auto& f : r.files) bad += f.error ? 1 : 0;
-    if (o->json) {
-      Json j = Json::object();
-      j["dir"] = o->dir;
-      j["package"] = r.package;
-      j["version"] = r.version;
-      j["ok"] = !worst.has_value();
-      j["exit_code"] = worst ? exit_code(*worst) : 0;
-      Json files = Json::array();
-      for (const auto& f : r.files) {
-        Json e = Json::object();
-        e["name"] = f.name;
-        e["kind"] = to_string(f.kind);
-        e["status"] = to_string(f.status);
-        e["error"] = f.error ? Json(kiln::to_string(*f.error)) : Json(nullptr);
-        e["detail"] = f.detail;
-        files.push_back(std::move(e));
-      }
-      j["files"] = std::move(files);
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::size_t width = 4;
-      for (const auto& f : r.files) width = std::max(width, f.name.size());
-      std::printf("%-8s  %-9s  %-*s  %s\n", "STATUS", "KIND", static_cast<int>(width), "FILE",
-                  "DETAIL");
-      for (const auto& f : r.files) {
-        std::string detail = f.error ? "(" + std::string(kiln::to_string(*f.error)) + ") " : "";
-        detail += f.detail;
-        std::printf("%-8s  %-9s  %-*s  %s\n", to_string(f.status), to_string(f.kind),
-                    static_cast<int>(width), f.name.c_str(), detail.c_str());
-      }
-      std::printf("%s %s (release %s): %zu files, %zu with problems\n", worst ? "FAILED" : "OK",
-                  o->dir.c_str(), r.version.c_str(), r.files.size(), bad);
+    std::vector<MirrorReport> reports;
+    for (const ReleaseName& release : releases_to_verify(o->pkg, o->dir, o->verify)) {
+      VerifyMirrorOptions vo = o->verify;
+      vo.package = release.package;
+      vo.version = release.version;
+      reports.push_back(verify_mirror(o->dir, vo));
     }
+    std::optional<ErrorKind> worst;
+    for (const auto& r : reports)
+      if (auto w = r.worst())
+        worst = most_severe({{*w, "", "", ""}, {worst.value_or(*w), "", "", ""}});
+    if (o->json)
+      std::cout << mirror_report_json(o->dir, reports, worst).dump(2) << "\n";
+    else
+      print_mirror_reports(o->dir, reports);
     rc = worst ? exit_code(*worst) : 0;
   });
 }

@@ -129,6 +129,17 @@ struct VerifyMirrorOptions {
   // mirror is checked for consistency only.
 };
 
+// One release of one package, as mirror file names carry it.
+struct ReleaseName {
+  std::string package;
+  std::string version;
+};
+
+// The releases whose files are in `dir`: each <package>-<version>-SHA256SUMS or
+// <package>-<version>-index.json names one. Sorted by package, then version; each once. Throws
+// Error{NotFound} when `dir` does not exist, Error{Io} when it cannot be listed.
+std::vector<ReleaseName> releases_in(const std::filesystem::path& dir);
+
 // Checks every file of the release in `dir` and reports each one, good or bad: nothing stops
 // at the first problem. Throws only when `dir` is not a readable directory (NotFound / Io) or
 // the options are bad (Usage).

@@ -7,11 +7,13 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "format/manifest.hpp"
+#include "io/limits.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kernels.h"
@@ -193,6 +195,40 @@ std::vector<std::string> check_wheel(const fs::path& path) {
 }
 
 // --- shared by the mirror files (mirror_internal.hpp) ------------------------------------------
+
+std::vector<ReleaseName> releases_in(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    throw Error(ErrorKind::NotFound, "mirror directory " + dir.string() + " does not exist");
+  std::set<std::pair<std::string, std::string>> found;
+  std::uint64_t seen = 0;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (++seen > limits::kMaxStoreEntries)
+      throw Error(ErrorKind::Limit, dir.string() + " holds more than " +
+                                        std::to_string(limits::kMaxStoreEntries) +
+                                        " entries, the limit (docs/security.md)");
+    std::string name = it->path().filename().string();
+    std::string stem;
+    for (std::string_view suffix :
+         {std::string_view("-SHA256SUMS"), std::string_view("-index.json")})
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        stem = name.substr(0, name.size() - suffix.size());
+    // <package>-<version>: the package is the parts before the first one starting with a digit.
+    std::size_t dash = stem.find('-');
+    while (dash != std::string::npos &&
+           !(dash + 1 < stem.size() && std::isdigit(static_cast<unsigned char>(stem[dash + 1]))))
+      dash = stem.find('-', dash + 1);
+    if (dash == std::string::npos) continue;
+    std::string package = stem.substr(0, dash), version = stem.substr(dash + 1);
+    if (is_package_name(package) && is_package_version(version)) found.emplace(package, version);
+  }
+  if (ec) throw Error(ErrorKind::Io, "cannot list " + dir.string() + ": " + ec.message());
+  std::vector<ReleaseName> out;
+  for (const auto& [package, version] : found) out.push_back({package, version});
+  return out;
+}
 
 namespace mirror_detail {
 

@@ -29,10 +29,6 @@ bool is_regular(const std::filesystem::path& p);
 
 // The package and release version a mirror command acts on. Both required, checked as file-name
 // parts (Error{Usage} naming the missing or bad one).
-struct ReleaseName {
-  std::string package;
-  std::string version;
-};
 ReleaseName resolved_release(const std::string& package, const std::string& version);
 // A pin in lowercase (empty stays empty); Error{Usage} naming `option` unless 64 hex digits.
 std::string resolved_pin(const std::string& pin, const char* option = "--index-sha256");

@@ -391,6 +391,19 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
   return idx;
 }
 
+std::optional<std::string_view> release_name_package(std::string_view name) {
+  if (name.find('/') != std::string_view::npos) return std::nullopt;
+  for (std::size_t dash = name.find('-'); dash != std::string_view::npos;
+       dash = name.find('-', dash + 1)) {
+    if (dash + 1 < name.size() && name[dash + 1] >= '0' && name[dash + 1] <= '9') {
+      std::string_view pkg = name.substr(0, dash);
+      if (is_package_name(pkg)) return pkg;
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
 bool is_package_name(std::string_view s) {
   if (s.empty() || s.size() > kMaxPackageNameLength) return false;
   if (s == "kiln") return false;  // kiln-<version>-... names kiln's own tarballs and checksums

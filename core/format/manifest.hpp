@@ -91,6 +91,11 @@ inline constexpr const char* kPackageNameRule =
     "expected a package name: lowercase letters, digits and '-', each '-'-separated part "
     "starting with a letter, at most 64 characters, not \"kiln\"";
 bool is_package_name(std::string_view s);
+// Pure: the package a release file or directory name (or its stem) is for: the '-'-separated
+// parts before the first one starting with a digit, when they make a package name and a version
+// part follows; nullopt otherwise. Names carry "<package>-<version>-..." (or "<package>-<version>"
+// for a stem), so this splits them one way only (manifests/README.md, "Names").
+std::optional<std::string_view> release_name_package(std::string_view name);
 
 // <package>-<version>-cuda<major>.<minor>-<target>.tar.zst
 std::string archive_file_name(std::string_view package, std::string_view version,

@@ -241,16 +241,10 @@ std::vector<FoundDescription> find_package_descriptions(const std::vector<fs::pa
                        kSuffix) != 0)
         continue;
       std::string stem = name.substr(0, name.size() - std::string_view(kSuffix).size());
-      // <package>-<version>: the package is the parts before the first one starting with a digit.
-      std::size_t dash = std::string::npos;
-      for (std::size_t i = 0; i + 1 < stem.size(); ++i)
-        if (stem[i] == '-' && stem[i + 1] >= '0' && stem[i + 1] <= '9') {
-          dash = i;
-          break;
-        }
-      if (dash == std::string::npos) continue;
-      FoundDescription d{it->path(), stem.substr(0, dash), stem.substr(dash + 1)};
-      if (!is_package_name(d.package) || !is_package_version(d.version)) continue;
+      std::optional<std::string_view> owner = release_name_package(stem);
+      if (!owner) continue;
+      FoundDescription d{it->path(), std::string(*owner), stem.substr(owner->size() + 1)};
+      if (!is_package_version(d.version)) continue;
       if (!package.empty() && d.package != package) continue;
       here.push_back(std::move(d));
     }

@@ -22,21 +22,8 @@ namespace kiln {
 
 namespace fs = std::filesystem;
 
-std::optional<std::string_view> archive_name_package(std::string_view name) {
-  if (name.find('/') != std::string_view::npos) return std::nullopt;
-  for (std::size_t dash = name.find('-'); dash != std::string_view::npos;
-       dash = name.find('-', dash + 1)) {
-    if (dash + 1 < name.size() && name[dash + 1] >= '0' && name[dash + 1] <= '9') {
-      std::string_view pkg = name.substr(0, dash);
-      if (is_package_name(pkg)) return pkg;
-      return std::nullopt;
-    }
-  }
-  return std::nullopt;
-}
-
 bool is_archive_dir_name(std::string_view name, std::string_view package) {
-  std::optional<std::string_view> pkg = archive_name_package(name);
+  std::optional<std::string_view> pkg = release_name_package(name);
   return pkg && (package.empty() || *pkg == package);
 }
 

@@ -26,11 +26,6 @@
 
 namespace kiln {
 
-// Pure: the package an archive directory name (or archive file stem) is for: the '-'-separated
-// parts before the first one starting with a digit, when they make a package name and a
-// version part follows; nullopt otherwise.
-std::optional<std::string_view> archive_name_package(std::string_view name);
-
 // Pure: does an entry of this name count as an archive directory (when it is a directory)?
 // `package` empty: of any package.
 bool is_archive_dir_name(std::string_view name, std::string_view package = {});

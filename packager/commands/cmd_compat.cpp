@@ -35,8 +35,7 @@ void add_compat_command(CLI::App& app, int& rc) {
   cmd->add_option("--loader", o->loader,
                   "the libkiln to answer for: `this` (the one this kiln runs with, default) or "
                   "the path of another libkiln.so");
-  add_package_options(cmd, o->pkg);
-  cmd->footer(kPackageChoiceHelp);
+  add_described_package_options(cmd, o->pkg);
   cmd->add_option("--device", o->devices,
                   "comma-separated devices to check targets against: sm_90, 9.0, auto (every GPU "
                   "present; default) or none");

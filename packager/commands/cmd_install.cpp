@@ -180,7 +180,10 @@ void add_install_command(CLI::App& app, int& rc) {
     // (the one check fetch uses too) before anything is unpacked.
     auto one = [&](const fs::path& archive, const std::optional<std::string>& sha,
                    const IndexEntry* entry, const Index* idx, const std::string& index_origin) {
-      std::optional<Manifest> m = read_leading_manifest(archive);
+      // Its manifest, read ahead only where something must be decided before unpacking: the
+      // index entry it must match, or the package whose description beside --dest pins it.
+      std::optional<Manifest> m;
+      if (entry || !described.empty()) m = read_leading_manifest(archive);
       if (entry && m) require_manifest_matches_index(*m, *entry, *idx, archive.string(), index_origin);
       InstallResult r =
           install_archive(archive, opts->dest, sha, required_for(m ? m->package : std::string()));

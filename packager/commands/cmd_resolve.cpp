@@ -46,8 +46,7 @@ void add_resolve_command(CLI::App& app, int& rc) {
     PackageOptions pkg;
   };
   auto o = std::make_shared<Opts>();
-  add_package_options(cmd, o->pkg);
-  cmd->footer(kPackageChoiceHelp);
+  add_described_package_options(cmd, o->pkg);
   cmd->add_option("uri", o->uri, "kernel URI, e.g. rmsnorm_dtype_bf16_block_256")->required();
   cmd->add_option("--device", o->device,
                   "sm_<arch> or a compute capability (9.0) to answer for a GPU that is not "

@@ -97,13 +97,8 @@ DescribedPackage describe_package(const PackageOptions& o,
 // The stores a command looks in for installed descriptions: KILN_ARTIFACT_PATH (or the
 // config's), the store installed beside this kiln (<prefix>/share/kiln/artifacts), the cache.
 std::vector<std::filesystem::path> description_stores(const LoaderConfig& cfg);
-// The help text saying that order, for the commands that use it.
-inline constexpr const char* kPackageChoiceHelp =
-    "The package (its URIs, version and source hashes) is taken from --source PROJECT; else\n"
-    "--package NAME [--version V], described by NAME-V.package.json in KILN_ARTIFACT_PATH, the\n"
-    "store installed beside this kiln (<prefix>/share/kiln/artifacts) or the cache; else the\n"
-    "project in the current directory; else the one package described in those stores; else\n"
-    "the project this kiln was built from, when it exists (said on stderr).";
+// --source, --package and --version as describe_package reads them, with the help saying so.
+void add_described_package_options(CLI::App* cmd, PackageOptions& o);
 void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (package_option.cpp)
 
 // `kiln build`'s targets (cmd_build.cpp), the first of: --targets; the project's

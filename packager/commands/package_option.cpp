@@ -34,6 +34,26 @@ void add_package_options(CLI::App* cmd, PackageOptions& o, bool with_version) {
         ->check(package_version_option());
 }
 
+// describe_package's order, as the help of the commands that use it says it.
+constexpr const char* kPackageChoiceHelp =
+    "The package (its URIs, version and source hashes) is taken from --source PROJECT; else\n"
+    "--package NAME [--version V], described by NAME-V.package.json in KILN_ARTIFACT_PATH, the\n"
+    "store installed beside this kiln (<prefix>/share/kiln/artifacts) or the cache; else the\n"
+    "project in the current directory; else the one package described in those stores; else\n"
+    "the project this kiln was built from, when it exists (said on stderr).";
+
+void add_described_package_options(CLI::App* cmd, PackageOptions& o) {
+  cmd->add_option("--source", o.source,
+                  "the kernel project whose package is judged (its URIs, version and source "
+                  "hashes); default: see below");
+  cmd->add_option("--package", o.package,
+                  "the package described by NAME-VERSION.package.json in the stores below")
+      ->check(package_name_option());
+  cmd->add_option("--version", o.version, "with --package: that version (default: the newest)")
+      ->check(package_version_option());
+  cmd->footer(kPackageChoiceHelp);
+}
+
 ChosenPackage choose_package(const PackageOptions& o) {
   ChosenPackage c;
   if (!o.package.empty() && !o.version.empty() && o.source.empty()) {
@@ -50,6 +70,7 @@ ChosenPackage choose_package(const PackageOptions& o) {
 }
 
 namespace {
+
 
 std::string joined(const std::vector<std::filesystem::path>& paths) {
   std::string out;

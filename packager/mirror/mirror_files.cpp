@@ -215,14 +215,10 @@ std::vector<ReleaseName> releases_in(const fs::path& dir) {
       if (name.size() > suffix.size() &&
           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
         stem = name.substr(0, name.size() - suffix.size());
-    // <package>-<version>: the package is the parts before the first one starting with a digit.
-    std::size_t dash = stem.find('-');
-    while (dash != std::string::npos &&
-           !(dash + 1 < stem.size() && std::isdigit(static_cast<unsigned char>(stem[dash + 1]))))
-      dash = stem.find('-', dash + 1);
-    if (dash == std::string::npos) continue;
-    std::string package = stem.substr(0, dash), version = stem.substr(dash + 1);
-    if (is_package_name(package) && is_package_version(version)) found.emplace(package, version);
+    std::optional<std::string_view> owner = release_name_package(stem);
+    if (!owner) continue;
+    std::string package(*owner), version = stem.substr(owner->size() + 1);
+    if (is_package_version(version)) found.emplace(package, version);
   }
   if (ec) throw Error(ErrorKind::Io, "cannot list " + dir.string() + ": " + ec.message());
   std::vector<ReleaseName> out;

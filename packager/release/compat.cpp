@@ -181,7 +181,7 @@ void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
   for (const auto& e : entries) {
     // Several packages share a store; a loader reads only its own package's directories.
     const std::string dir_name = fs::path(e.dir).filename().string();
-    auto owner = archive_name_package(dir_name);
+    auto owner = release_name_package(dir_name);
     if (owner && *owner != loader.package) {
       ++others;
       continue;

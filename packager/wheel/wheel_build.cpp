@@ -35,7 +35,7 @@ fs::path find_index(const fs::path& dist) {
     const std::string suffix = "-index.json";
     if (n.size() > suffix.size() &&
         n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-        archive_name_package(std::string_view(n).substr(0, n.size() - suffix.size())))
+        release_name_package(std::string_view(n).substr(0, n.size() - suffix.size())))
       found.push_back(it->path());
   }
   if (ec) throw Error(ErrorKind::Io, "cannot list " + dist.string() + ": " + ec.message());

@@ -8,7 +8,9 @@
 #   release/tuf/      the mirror as a signed TUF repository (metadata/, targets/; docs/tuf.md),
 #                     signed with THROWAWAY test keys from release/tuf-THROWAWAY-TEST-KEYS/:
 #                     a real pipeline signs with its own keys, root and targets kept offline
-# Options: --targets LIST (default: ci/targets.txt), --jobs N (passed to `kiln build`).
+# Options: --targets LIST (default: ci/targets.txt), --jobs N (passed to `kiln build`),
+#   --kiln-build DIR  install kiln from DIR, a build of this checkout made already (the tests'
+#                     operator check passes its own), instead of configuring build-release.
 # Sharded (docs/release.md; every variant gives the same bytes as the plain run):
 #   --shards N         build the kernels as N shards, N `kiln build --shard I/N` processes at
 #                      once (--jobs each, default 1), then `kiln merge` them; the rest as usual
@@ -23,6 +25,7 @@ build_args=()
 shards=""
 one_shard=""
 merge_from=""
+kiln_build=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets="$2"; shift 2 ;;
@@ -31,7 +34,8 @@ while [ $# -gt 0 ]; do
     --shards) shards="$2"; shift 2 ;;
     --shard) one_shard="$2"; shift 2 ;;
     --merge-shards) merge_from="$(cd "$2" && pwd)"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --kiln-build) kiln_build="$(cd "$2" && pwd)"; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,20 +46,27 @@ version="$(cat VERSION)"
 out="${KILN_RELEASE_DIR:-release}"
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}"
 
-step "build kiln $version (Release)"
-cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF \
-  -DKILN_BUILD_BENCH=OFF -DCMAKE_INSTALL_LIBDIR=lib "-DKILN_RELEASE_TARGETS=$targets" >/dev/null
-ninja -C build-release
+work=build-release
+if [ -n "$kiln_build" ]; then
+  step "kiln $version from $kiln_build"
+  work="$out/work"
+else
+  step "build kiln $version (Release)"
+  cmake -S . -B build-release -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF \
+    -DKILN_BUILD_BENCH=OFF -DCMAKE_INSTALL_LIBDIR=lib "-DKILN_RELEASE_TARGETS=$targets" >/dev/null
+  ninja -C build-release
+  kiln_build=build-release
+fi
 rm -rf "$out"
 mkdir -p "$out"
-cmake --install build-release --prefix "$out/stage" --strip >/dev/null
+cmake --install "$kiln_build" --prefix "$out/stage" --strip >/dev/null
 kiln="$out/stage/bin/kiln"
 
 # The kernels: one build, or shards merged. Shard directories are what a CI shard job uploads.
 shard_jobs=("${build_args[@]}")
 [ ${#shard_jobs[@]} -gt 0 ] || shard_jobs=(--jobs 1)
 shard_cmd() {  # I N: what a shard job runs (tests/integration/shard_test.cpp runs the same)
-  "$kiln" build --targets "$targets" --shard "$1/$2" --out "build-release/shard-$1" \
+  "$kiln" build --targets "$targets" --shard "$1/$2" --out "$work/shard-$1" \
     --dist "$out/shards/$1" "${shard_jobs[@]}"
 }
 if [ -n "$one_shard" ]; then
@@ -82,7 +93,7 @@ elif [ -n "$shards" ]; then
   "$kiln" merge "$out"/shards/*/ --dist "$out/dist"
 else
   step "archives + index for $targets"
-  "$kiln" build --targets "$targets" --out build-release/kernels --dist "$out/dist" "${build_args[@]}"
+  "$kiln" build --targets "$targets" --out "$work/kernels" --dist "$out/dist" "${build_args[@]}"
 fi
 step "verify"
 "$kiln" verify "$out/dist/kiln-kernels-$version-index.json"

@@ -26,6 +26,9 @@
 #   nojit      offline and empty, JIT disabled: not-found, the advice naming a release target
 #   stale      a store whose manifests say another package version: stale, both versions named
 #   corrupt    a store with every artifact's bytes altered: integrity, both digests named
+#   two-packages  a C program (tests/gpu/two_packages.c) serving kiln-kernels and acme-kernels
+#              from two plain loopback mirrors, each loader pinned by kiln_config.index_sha256,
+#              on a node with neither store: both results checked, one archive GET per mirror
 #   packages   examples/acme-kernels (a project that is not kiln's), built here against the
 #              unpacked tarball through find_package(kiln), its archives built for sm_90a and
 #              compute_80 by the tarball's kiln and installed beside its library: acme_demo runs
@@ -75,6 +78,15 @@ prepare() {
     --out "$tmp/acme-kernels-build" --dist "$tmp/acme-dist" >/dev/null
   "$ukiln" install --source examples/acme-kernels "$tmp"/acme-dist/acme-kernels-*-index.json \
     --dest "$acme/share/kiln/artifacts" >/dev/null
+  # acme's release as a plain mirror of its own, and the C program that serves both packages
+  # from two pinned mirrors in one process (tests/gpu/two_packages.c).
+  "$ukiln" mirror stage "$tmp/acme-dist" --to "$CARRY/acme-mirror" >/dev/null
+  local uprefix
+  uprefix=$(dirname "$(dirname "$ukiln")")
+  cc -std=c11 -O2 -Wall -Werror tests/gpu/two_packages.c -o "$CARRY/bin/two_packages" \
+    -I"$uprefix/include" -I"$acme/include" -I/usr/local/cuda/include \
+    -L"$uprefix/lib" -L"$acme/lib" -L/usr/local/cuda/lib64/stubs \
+    -lkiln -lkiln-kernels -lacme-kernels -lcuda
   local lazy
   lazy=$(lazy_libs "$(ls "$tmp"/kiln-*/bin/kiln)")
   { ldd "$tmp"/kiln-*/bin/kiln "$tmp"/kiln-*/lib/libkiln.so "$CARRY/bin/kiln_gpu_tests" \
@@ -290,6 +302,25 @@ tier_cases() {
     KILN_CACHE_DIR="$work/cache-corrupt" KILN_TEST_RELEASE_EXPECT=integrity || rc=1
   check "corrupt: both digests named" grep -q "pins .* bytes with SHA-256 .*, the file has" \
     "$out/case-corrupt.log"
+
+  # two-packages: a C program, kiln-kernels and acme-kernels each from its own plain mirror
+  # under its own pin (kiln_config.index_sha256), on a node with neither store.
+  local acme_mirror=$root/$CARRY/acme-mirror acme_bare=$work/acme-bare acme_index acme_pin url_k url_a
+  acme_index=$(cd "$acme_mirror" && ls acme-kernels-*-index.json | head -n 1)
+  acme_pin=$(sha256sum "$acme_mirror/$acme_index" | cut -d' ' -f1)
+  cp -a "$root/$CARRY/acme" "$acme_bare"
+  rm -rf "$acme_bare/share/kiln/artifacts"
+  serve url_k "$mirror" "$work/mirror-two-kiln.log"
+  serve url_a "$acme_mirror" "$work/mirror-two-acme.log"
+  echo "--- case two-packages: two_packages $url_k $url_a" | tee -a "$log"
+  env -i PATH=/usr/bin:/bin HOME="$work/home-two" \
+    LD_LIBRARY_PATH="$bare/lib:$acme_bare/lib:$root/$CARRY/syslib" \
+    "$root/$CARRY/bin/two_packages" "$url_k" "$pin" "$url_a" "$acme_pin" "$work/cache-two" \
+    2>&1 | tee "$out/case-two-packages.log" | tee -a "$log"
+  check "two-packages: both results right" test "${PIPESTATUS[0]}" = 0
+  check "two-packages: one archive from each mirror" \
+    test "$(grep -c '"GET /kiln-kernels-.*\.tar\.zst' "$work/mirror-two-kiln.log")" = 1 -a \
+    "$(grep -c '"GET /acme-kernels-.*\.tar\.zst' "$work/mirror-two-acme.log")" = 1
 
   for p in "${SERVERS[@]}"; do kill "$p" 2>/dev/null; done
   cp "$work"/mirror*.log "$out/" 2>/dev/null

@@ -58,10 +58,6 @@ class Unloadable {
 
 using test::error_of;
 
-#define EXPECT_CONTAINS(haystack, needle)               \
-  EXPECT_NE((haystack).find(needle), std::string::npos) \
-      << "no '" << (needle) << "' in: " << (haystack)
-
 // What every "cannot be loaded" error says: the library, the file tried, dlerror()'s text,
 // what needed it and how to fix it.
 void expect_names_library_and_fix(const std::string& msg, Library lib,

@@ -125,9 +125,10 @@ TEST(Manifest, FormatOneWithoutAPackageNameIsRefusedAsTooOld) {
   EXPECT_NE(msg.find("manifest format version 1 is too old; this kiln reads 2"), std::string::npos)
       << msg;
   std::string idx = index_to_json(sample_index());
-  replace_once(idx, "\"format_version\": 2", "\"format_version\": 1");
+  replace_once(idx, "\"format_version\": 3", "\"format_version\": 1");
   msg = error_of(ErrorKind::Stale, [&] { parse_index(idx, "i.json"); });
-  EXPECT_NE(msg.find("index format version 1 is too old; this kiln reads 2"), std::string::npos)
+  EXPECT_NE(msg.find("index format version 1 is too old; this kiln reads 2 to 3"),
+            std::string::npos)
       << msg;
 }
 
@@ -196,13 +197,67 @@ TEST(Manifest, NotJsonIsFormatErrorNamingOrigin) {
 
 TEST(Index, RoundTripSortsArchivesByTargetAndKeepsBytes) {
   std::string text = index_to_json(sample_index());
-  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 2,\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 3,\n", 0), 0u);
   EXPECT_LT(text.find("sm_80.tar.zst"), text.find("sm_90a.tar.zst"));
   Index back = parse_index(text, "i.json");
   EXPECT_EQ(index_to_json(back), text);
   ASSERT_EQ(back.archives.size(), 2u);
   EXPECT_EQ(back.archives[0].target, "sm_80");
   EXPECT_EQ(back.archives[0].size, 48213u);
+}
+
+// Index format 3 pins the package's description beside the index like an archive.
+TEST(Index, FormatThreePinsTheDescriptionAndReadsItBack) {
+  Index idx = sample_index();
+  idx.description = IndexFile{"kiln-kernels-0.1.0.package.json", 812, kHashA};
+  std::string text = index_to_json(idx);
+  EXPECT_NE(text.find("\"description\": {\n    \"file\": \"kiln-kernels-0.1.0.package.json\",\n"
+                      "    \"size\": 812,"),
+            std::string::npos)
+      << text;
+  Index back = parse_index(text, "i.json");
+  ASSERT_TRUE(back.description.has_value());
+  EXPECT_EQ(back.description->file, "kiln-kernels-0.1.0.package.json");
+  EXPECT_EQ(back.description->size, 812u);
+  EXPECT_EQ(back.description->sha256, kHashA);
+  EXPECT_EQ(index_to_json(back), text);
+  EXPECT_EQ(description_file_name("acme-kernels", "1.2.0-rc1"),
+            "acme-kernels-1.2.0-rc1.package.json");
+}
+
+// An index of format 2 (before descriptions) is still read; it cannot carry one.
+TEST(Index, FormatTwoIsStillReadWithoutADescription) {
+  Index idx = sample_index();
+  idx.format_version = 2;
+  std::string text = index_to_json(idx);
+  Index back = parse_index(text, "old.json");
+  EXPECT_EQ(back.format_version, 2);
+  EXPECT_FALSE(back.description.has_value());
+  idx.description = IndexFile{"kiln-kernels-0.1.0.package.json", 1, kHashA};
+  std::string msg =
+      error_of(ErrorKind::Format, [&] { parse_index(index_to_json(idx), "old.json"); });
+  EXPECT_NE(msg.find("field 'description': not a field of index format 2"), std::string::npos)
+      << msg;
+}
+
+// The description's name is derived from the index's package and version, so an index cannot
+// point at another package's description or out of its directory; its fields are strict.
+TEST(Index, DescriptionMustBeTheDerivedNameWithStrictFields) {
+  Index idx = sample_index();
+  idx.description = IndexFile{"../acme-kernels-0.1.0.package.json", 1, kHashA};
+  std::string msg = error_of(ErrorKind::Format, [&] { parse_index(index_to_json(idx), "i.json"); });
+  EXPECT_NE(msg.find("description.file"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected 'kiln-kernels-0.1.0.package.json'"), std::string::npos) << msg;
+  const std::string hash_d(64, 'd');
+  idx.description = IndexFile{"kiln-kernels-0.1.0.package.json", 1, hash_d};
+  std::string text = index_to_json(idx);
+  replace_once(text, "\"size\": 1,", "\"size\": 1, \"url\": \"http://x\",");
+  msg = error_of(ErrorKind::Format, [&] { parse_index(text, "i.json"); });
+  EXPECT_NE(msg.find("description.url"), std::string::npos) << msg;
+  text = index_to_json(idx);
+  replace_once(text, hash_d, "zz");
+  msg = error_of(ErrorKind::Format, [&] { parse_index(text, "i.json"); });
+  EXPECT_NE(msg.find("description.sha256"), std::string::npos) << msg;
 }
 
 TEST(Index, ArchiveFileMustBeTheNameDerivedFromVersionCudaAndTarget) {
@@ -216,9 +271,10 @@ TEST(Index, ArchiveFileMustBeTheNameDerivedFromVersionCudaAndTarget) {
 
 TEST(Index, NewerIndexFormatIsStale) {
   std::string text = index_to_json(sample_index());
-  replace_once(text, "\"format_version\": 2", "\"format_version\": 7");
+  replace_once(text, "\"format_version\": 3", "\"format_version\": 7");
   std::string msg = error_of(ErrorKind::Stale, [&] { parse_index(text, "i.json"); });
-  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 2"), std::string::npos)
+  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 2 to 3"),
+            std::string::npos)
       << msg;
 }
 

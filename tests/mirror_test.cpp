@@ -29,11 +29,6 @@ using test::TempDir;
 using test::write_file;
 using Json = nlohmann::json;
 
-#define EXPECT_CONTAINS(hay, needle)                          \
-  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
-      << "missing '" << (needle) << "' in:\n"                 \
-      << (hay)
-
 const std::string kVer = kiln::version();
 
 std::string archive_name(const std::string& target) {

@@ -144,6 +144,16 @@ SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
   return d;
 }
 
+void describe_release(SyntheticDist& dist, const std::string& description_json) {
+  Index idx = parse_index(dist.index_json, dist.index_path.string());
+  std::string name = description_file_name(dist.package, dist.version);
+  write_file(dist.dir / name, description_json);
+  idx.description = IndexFile{name, description_json.size(), sha256_hex(description_json)};
+  dist.index_json = index_to_json(idx);
+  write_file(dist.index_path, dist.index_json);
+  dist.index_sha256 = sha256_hex(dist.index_json);
+}
+
 std::string SyntheticDist::stem(const std::string& target) const {
   return archive_stem(package, version, cuda_version, target);
 }

@@ -93,6 +93,11 @@ struct SyntheticDist {
 SyntheticDist write_release_dist(const std::filesystem::path& dir, const ReleaseSpec& rel,
                                  const std::vector<std::string>& targets);
 
+// Publishes `description_json` as the release's description, as `kiln build` does: the file
+// <package>-<version>.package.json beside the index, pinned by the index (rewritten; format 3);
+// the dist's index fields are updated.
+void describe_release(SyntheticDist& dist, const std::string& description_json);
+
 // The index of `rel` listing `entries` (sorted by target).
 Index release_index(const ReleaseSpec& rel, std::vector<IndexEntry> entries);
 // The index entry pinning `archive_bytes` as `target`'s archive of `rel`: its derived file name,

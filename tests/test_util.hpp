@@ -18,6 +18,12 @@
 #include "kiln/kernels.h"
 #include "project/package.hpp"
 
+// The text `hay` holds `needle`; the failure shows both.
+#define EXPECT_CONTAINS(hay, needle)                          \
+  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
+      << "missing '" << (needle) << "' in:\n"                 \
+      << (hay)
+
 namespace kiln::test {
 
 namespace fs = std::filesystem;

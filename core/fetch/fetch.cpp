@@ -422,21 +422,12 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
         auto e = std::find_if(t.index.archives.begin(), t.index.archives.end(),
                               [&](const IndexEntry& x) { return x.target == target; });
         if (e == t.index.archives.end()) continue;  // NotFound, reported by the caller
-        std::optional<tuf::TargetFile> a = updater.get_targetinfo(e->file);
-        if (!a)
-          throw tuf::Error(tuf::Attack::TargetNotFound, "the index lists " + e->file +
-                                                            " but no trusted targets role of " +
-                                                            metadata_url + " does");
-        auto sha = a->hashes.find("sha256");
-        if (static_cast<std::uint64_t>(a->length) != e->size || sha == a->hashes.end() ||
-            sha->second != e->sha256)
-          throw tuf::Error(tuf::Attack::TargetMismatch,
-                           "target " + e->file + ": the index lists " + std::to_string(e->size) +
-                               " bytes, sha256 " + e->sha256 + "; the targets metadata says " +
-                               std::to_string(a->length) + " bytes, sha256 " +
-                               (sha == a->hashes.end() ? std::string("(none)") : sha->second));
-        cx.tuf_archives[e->file] = *a;
+        cx.tuf_archives[e->file] =
+            trusted_pinned_target(updater, IndexFile{e->file, e->size, e->sha256}, metadata_url);
       }
+      if (cx.opts.with_description && t.index.description)
+        cx.tuf_archives[t.index.description->file] =
+            trusted_pinned_target(updater, *t.index.description, metadata_url);
       cx.tuf_consistent = consistent;
       cx.index_json = std::move(*body);
       cx.log("index " + url + ": length and hashes match the targets metadata (root v" +
@@ -644,6 +635,28 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
 // The checks and state every fetch starts from, in one place for fetch_index_targets and
 // fetch_targets: the deadline options (each > 0) and the whole-command deadline, the mirror list
 // (`what` names what was to be fetched, for the error), and the pinned index digest.
+// The description the trusted index pins, from the first mirror that serves the pinned bytes
+// (download_from: verified, renamed into the store). Returns the file written.
+std::string fetch_description(Context& cx, const TrustedIndex& ti) {
+  const IndexFile& d = *ti.index.description;
+  IndexEntry pinned{d.file, "", d.size, d.sha256};
+  for (const auto& mirror : cx.mirrors) {
+    if (is_mirror_bad(mirror)) continue;
+    if (download_from(cx, mirror, pinned)) {
+      cx.log("verified " + d.file + " (SHA-256 " + d.sha256.substr(0, 12) + "...)");
+      return (cx.dest / d.file).string();
+    }
+  }
+  std::string tried;
+  for (const auto& f : cx.failures)
+    if (f.url.size() >= d.file.size() &&
+        f.url.compare(f.url.size() - d.file.size(), d.file.size(), d.file) == 0)
+      tried += "\n  " + f.mirror + ": " + f.url + ": " + f.what;
+  throw Error(ErrorKind::Network, "no mirror served the package description " + d.file + " that " +
+                                      ti.url + " pins:" + tried)
+      .with("file", d.file);
+}
+
 void start_deadline(Context& cx, const FetchOptions& opts) {
   for (auto [name, value] :
        {std::pair<const char*, long>{"timeout_ms (--timeout)", opts.timeout_ms},
@@ -725,7 +738,10 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
     else
       missing.push_back(t);
   }
-  if (missing.empty()) return result;
+  const fs::path described = cx.dest / description_file_name(package, version);
+  std::error_code present_ec;
+  bool want_description = opts.with_description && !fs::exists(described, present_ec);
+  if (missing.empty() && (!want_description || opts.offline)) return result;
 
   std::string joined;
   for (const auto& t : missing) joined += (joined.empty() ? "" : ",") + t;
@@ -783,12 +799,13 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   worker();
   for (auto& t : pool) t.join();
 
-  result.failures = cx.failures;
-  result.index_json = cx.index_json;
   for (auto& o : outcomes) {
     if (o.error) std::rethrow_exception(o.error);
     (o.installed ? result.installed : result.already_present).push_back(o.store_dir);
   }
+  if (want_description && ti.index.description) result.description = fetch_description(cx, ti);
+  result.failures = cx.failures;
+  result.index_json = cx.index_json;
   return result;
 }
 

@@ -63,6 +63,10 @@ struct FetchOptions {
   // true: no name lookup, no socket. Targets already installed in the store are reported as
   // already_present; anything missing throws Error{NotFound} at once, naming what to run.
   bool offline = false;
+  // Also install the package's description that the index pins (<name>-<version>.package.json,
+  // index format 3) into the store, downloaded and checked like an archive (under TUF, also a
+  // target of the metadata). `kiln fetch` asks for it; a loader has its package compiled in.
+  bool with_description = false;
   // Progress and every fallback with its reason ("retrying in 1000 ms: HTTP 500"). Empty: quiet.
   std::function<void(const std::string&)> log;
 };
@@ -84,6 +88,7 @@ struct FetchResult {
   std::vector<std::string> already_present;  // store directories found verified, left as they were
   std::vector<MirrorFailure> failures;  // every failed attempt, also when another mirror served
   std::string index_json;               // the trusted index as served, when it was fetched
+  std::string description;  // with_description: the description file written into the store
 };
 
 // Downloads, verifies and unpacks the archive of each target into dest_store (a store: one

@@ -135,4 +135,24 @@ DownloadExpect tuf_download_expect(const tuf::TargetFile& info) {
   return e;
 }
 
+// The targets metadata's entry for a file the index also pins (an archive, the description): it
+// must list the file with the index's length and sha256, else the attack is named.
+tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const IndexFile& f,
+                                      const std::string& metadata_url) {
+  std::optional<tuf::TargetFile> a = updater.get_targetinfo(f.file);
+  if (!a)
+    throw tuf::Error(tuf::Attack::TargetNotFound, "the index pins " + f.file +
+                                                      " but no trusted targets role of " +
+                                                      metadata_url + " lists it");
+  auto sha = a->hashes.find("sha256");
+  if (static_cast<std::uint64_t>(a->length) != f.size || sha == a->hashes.end() ||
+      sha->second != f.sha256)
+    throw tuf::Error(tuf::Attack::TargetMismatch,
+                     "target " + f.file + ": the index pins " + std::to_string(f.size) +
+                         " bytes, sha256 " + f.sha256 + "; the targets metadata says " +
+                         std::to_string(a->length) + " bytes, sha256 " +
+                         (sha == a->hashes.end() ? std::string("(none)") : sha->second));
+  return *a;
+}
+
 }  // namespace kiln::fetch_detail

@@ -16,7 +16,12 @@
 
 #include "fetch/fetch.hpp"
 #include "fetch/verified_download.hpp"
+#include "format/manifest.hpp"
 #include "tuf/tuf_metadata.hpp"
+
+namespace kiln::tuf {
+class Updater;
+}
 
 namespace kiln::fetch_detail {
 
@@ -71,6 +76,12 @@ std::string read_anchor_root(const TrustAnchor& anchor);
 // Creates `dir` and stores `anchor_root` as its root.json unless it has one (a root reached
 // through the chain from it), atomically under <dir>/.tuf.lock. Error{Io} naming the directory.
 void prepare_metadata_dir(const std::filesystem::path& dir, std::string_view anchor_root);
+
+// The targets metadata's entry for a file the index also pins (an archive, the description): it
+// must list the file with the index's length and sha256, else a tuf::Error naming the attack
+// (target-not-found, target-mismatch) and `metadata_url`.
+tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const IndexFile& f,
+                                      const std::string& metadata_url);
 
 // <mirror>/targets/[<sha256>.]<path>.
 std::string tuf_target_url(const std::string& mirror, const tuf::TargetFile& info,

@@ -21,9 +21,10 @@ using Json = nlohmann::ordered_json;
 using namespace manifest_rules;
 
 constexpr std::string_view kIndexMarker = "kiln-index";
-constexpr std::array<std::string_view, 7> kIndexFields = {
-    "format",     "format_version", "package", "package_version",
-    "git_commit", "cuda_version",   "archives"};
+constexpr std::array<std::string_view, 8> kIndexFields = {
+    "format",     "format_version", "package",  "package_version",
+    "git_commit", "cuda_version",   "archives", "description"};
+constexpr std::array<std::string_view, 3> kIndexFileFields = {"file", "size", "sha256"};
 constexpr std::array<std::string_view, 4> kIndexArchiveFields = {"file", "target", "size",
                                                                  "sha256"};
 
@@ -88,7 +89,8 @@ Json parse_root(std::string_view text, const std::string& origin) {
 // The marker and version are checked before anything else, so a file from a newer kiln is
 // reported as "too new" rather than as a list of unknown fields.
 void check_header(const Json& root, std::string_view marker, int supported, const std::string& what,
-                  const std::string& origin) {
+                  const std::string& origin, int oldest_supported = 0) {
+  if (oldest_supported == 0) oldest_supported = supported;
   std::string found = get_string(root, "format", origin, "");
   if (found != marker)
     fail(origin, "format", "expected \"" + std::string(marker) + "\", found \"" + found + "\"");
@@ -96,13 +98,16 @@ void check_header(const Json& root, std::string_view marker, int supported, cons
   if (!v.is_number_integer())
     fail(origin, "format_version", "expected an integer, found " + quote_json(v));
   long long ver = v.get<long long>();
+  const std::string reads = oldest_supported == supported ? std::to_string(supported)
+                                                          : std::to_string(oldest_supported) +
+                                                                " to " + std::to_string(supported);
   if (ver > supported)
     throw Error(ErrorKind::Stale, origin + ": " + what + " format version " + std::to_string(ver) +
-                                      " is too new; this kiln reads " + std::to_string(supported) +
+                                      " is too new; this kiln reads " + reads +
                                       ". Upgrade kiln, or fetch the package built for this kiln.");
-  if (ver < supported)
+  if (ver < oldest_supported)
     throw Error(ErrorKind::Stale, origin + ": " + what + " format version " + std::to_string(ver) +
-                                      " is too old; this kiln reads " + std::to_string(supported) +
+                                      " is too old; this kiln reads " + reads +
                                       ". Rebuild the package with this kiln.");
 }
 
@@ -351,12 +356,19 @@ std::string index_to_json(const Index& idx) {
     ja.push_back(std::move(o));
   }
   root["archives"] = std::move(ja);
+  if (idx.description) {
+    Json d = Json::object();
+    d["file"] = idx.description->file;
+    d["size"] = idx.description->size;
+    d["sha256"] = idx.description->sha256;
+    root["description"] = std::move(d);
+  }
   return root.dump(2) + "\n";
 }
 
 Index parse_index(std::string_view json_text, const std::string& origin) {
   Json root = parse_root(json_text, origin);
-  check_header(root, kIndexMarker, kIndexFormat, "index", origin);
+  check_header(root, kIndexMarker, kIndexFormat, "index", origin, kOldestIndexFormat);
   check_keys(root, kIndexFields, origin, "");
   Index idx;
   idx.format_version = root["format_version"].get<int>();
@@ -387,6 +399,23 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
     if (!targets.insert(e.target).second)
       fail(origin, where + "target", "duplicate target '" + e.target + "'");
     idx.archives.push_back(std::move(e));
+  }
+  if (root.contains("description")) {
+    if (idx.format_version < 3)
+      fail(origin, "description",
+           "not a field of index format " + std::to_string(idx.format_version) + " (from 3 on)");
+    const Json& d = root["description"];
+    if (!d.is_object()) fail(origin, "description", "expected an object");
+    check_keys(d, kIndexFileFields, origin, "description.");
+    IndexFile f;
+    f.file = get_string(d, "file", origin, "description.");
+    f.size = get_u64(d, "size", origin, "description.");
+    f.sha256 = get_sha256(d, "sha256", origin, "description.");
+    // Derived from the package and version, as archive names are: never a path elsewhere.
+    std::string expected = description_file_name(idx.package, idx.package_version);
+    if (f.file != expected)
+      fail(origin, "description.file", "expected '" + expected + "', found '" + f.file + "'");
+    idx.description = std::move(f);
   }
   return idx;
 }
@@ -435,6 +464,10 @@ std::string archive_file_name(std::string_view package, std::string_view version
 
 std::string index_file_name(std::string_view package, std::string_view version) {
   return std::string(package) + "-" + std::string(version) + "-index.json";
+}
+
+std::string description_file_name(std::string_view package, std::string_view version) {
+  return std::string(package) + "-" + std::string(version) + ".package.json";
 }
 
 }  // namespace kiln

@@ -14,8 +14,11 @@ namespace kiln {
 
 // Version history: 1 = first release (kiln 0.1.0, kiln's own kernels only); 2 = a top-level
 // "package" (the kernel package's name), which every archive, index and store name carries.
+// Index 3 = an optional "description" entry pinning the package's description file
+// (<name>-<version>.package.json) beside the index; index 2 is still read (no description).
 constexpr int kManifestFormat = 2;
-constexpr int kIndexFormat = 2;
+constexpr int kIndexFormat = 3;
+constexpr int kOldestIndexFormat = 2;
 
 struct ArtifactEntry {
   struct Entry {
@@ -59,6 +62,13 @@ struct IndexEntry {
   std::string sha256;
 };
 
+// A file of the release other than its archives, pinned by the index like one.
+struct IndexFile {
+  std::string file;  // beside the index
+  std::uint64_t size = 0;
+  std::string sha256;
+};
+
 struct Index {
   int format_version = kIndexFormat;
   std::string package;
@@ -66,6 +76,9 @@ struct Index {
   std::string git_commit;
   std::string cuda_version;
   std::vector<IndexEntry> archives;  // sorted by target
+  // The package's description (<name>-<version>.package.json, project/package_description.hpp),
+  // from index format 3 on; absent in format 2 and for releases published without one.
+  std::optional<IndexFile> description;
 };
 
 // Serialisation is canonical (fixed key order, 2-space indent, trailing newline) so that the
@@ -73,7 +86,8 @@ struct Index {
 std::string manifest_to_json(const Manifest& m);
 std::string index_to_json(const Index& idx);
 // Parsers validate every field; throw Error{Format} naming origin and field. A format version
-// other than this kiln's throws Error{Stale} saying "too old" or "too new".
+// this kiln does not read (a manifest's other than kManifestFormat, an index's outside
+// kOldestIndexFormat..kIndexFormat) throws Error{Stale} saying "too old" or "too new".
 Manifest parse_manifest(std::string_view json_text, const std::string& origin);
 Index parse_index(std::string_view json_text, const std::string& origin);
 
@@ -105,5 +119,8 @@ std::string archive_stem(std::string_view package, std::string_view version, std
                          std::string_view target);
 // <package>-<version>-index.json
 std::string index_file_name(std::string_view package, std::string_view version);
+// <package>-<version>.package.json: the package's description (project/package_description.hpp),
+// beside the index in a release and beside the archives in a store.
+std::string description_file_name(std::string_view package, std::string_view version);
 
 }  // namespace kiln

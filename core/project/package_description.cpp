@@ -136,7 +136,7 @@ std::pair<std::string, std::string> read_file_entry(const Json& f, const std::st
 }  // namespace
 
 std::string package_description_file_name(std::string_view name, std::string_view version) {
-  return std::string(name) + "-" + std::string(version) + kSuffix;
+  return description_file_name(name, version);
 }
 
 std::string package_description_json(const kiln_package& p) {

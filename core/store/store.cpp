@@ -555,6 +555,22 @@ InstallResult::Action move_into_place(TempDirGuard& tmp, const fs::path& target,
 
 }  // namespace
 
+fs::path install_description(std::string_view bytes, const IndexFile& pin,
+                             const fs::path& dest_store, const std::string& origin,
+                             const std::string& index_origin) {
+  if (auto mm = pin_mismatch(bytes, ArtifactPin{pin.size, pin.sha256}))
+    throw Error(ErrorKind::Integrity, mm->message(origin, index_origin))
+        .with("file", origin)
+        .with("field", mm->field);
+  std::error_code ec;
+  fs::create_directories(dest_store, ec);
+  if (ec)
+    throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
+  fs::path out = dest_store / pin.file;
+  write_file_atomically(out, bytes);
+  return out;
+}
+
 InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
                               const std::optional<std::string>& expected_sha256,
                               const RequiredRelease& required) {
@@ -617,26 +633,35 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
                         ip + ": package_version is " + idx.package_version + ", this kiln is " +
                             expected_package_version});
   fs::path dir = index_path.parent_path();
-  for (const auto& e : idx.archives) {
-    fs::path ap = dir / e.file;
-    std::string as = ap.string();
+  // A file the index pins: present beside it, of the pinned size and sha256. False when it
+  // could not be read at all.
+  auto check_pinned = [&](const fs::path& path, std::uint64_t want_size, const std::string& want) {
+    std::string as = path.string();
     std::error_code ec;
-    if (!fs::exists(ap, ec)) {
+    if (!fs::exists(path, ec)) {
       problems.push_back(
           {ErrorKind::NotFound, as, "file", as + ": listed in " + ip + " but not found beside it"});
-      continue;
+      return false;
     }
     std::size_t size = 0;
     std::string digest;
     try {
-      digest = sha256_file(ap, &size);
+      digest = sha256_file(path, &size);
     } catch (const Error& err) {
       problems.push_back({err.kind(), as, "file", err.what()});
-      continue;
+      return false;
     }
-    std::optional<PinMismatch> mm = size_mismatch(size, e.size);
-    if (!mm) mm = digest_mismatch(digest, e.sha256);
+    std::optional<PinMismatch> mm = size_mismatch(size, want_size);
+    if (!mm) mm = digest_mismatch(digest, want);
     if (mm) problems.push_back({ErrorKind::Integrity, as, mm->field, mm->message(as, ip)});
+    return true;
+  };
+  if (idx.description)
+    check_pinned(dir / idx.description->file, idx.description->size, idx.description->sha256);
+  for (const auto& e : idx.archives) {
+    fs::path ap = dir / e.file;
+    std::string as = ap.string();
+    if (!check_pinned(ap, e.size, e.sha256)) continue;
     Manifest m;
     auto inner = verify_archive_file(ap, "", &m);
     problems.insert(problems.end(), inner.begin(), inner.end());

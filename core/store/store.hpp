@@ -110,15 +110,26 @@ InstallResult install_archive(const std::filesystem::path& archive,
                               const std::optional<std::string>& expected_sha256 = std::nullopt,
                               const RequiredRelease& required = {});
 
+// Writes a release's description (index format 3: `pin`, whose file name parse_index derived from
+// the package and version) into `dest_store` as <store>/<pin.file>, atomically, after checking
+// `bytes` against the pin (Error{Integrity} naming `origin`, the index and both values). The
+// store directory is created when missing. Returns the file written. Its content is read
+// strictly wherever it is used (project/package_description.hpp).
+std::filesystem::path install_description(std::string_view bytes, const IndexFile& pin,
+                                          const std::filesystem::path& dest_store,
+                                          const std::string& origin,
+                                          const std::string& index_origin);
+
 // Whole-file checks used by `kiln verify` (and anyone re-checking a download). Every problem is
 // collected; nothing stops at the first. `expected_package_version` empty: any version passes;
 // otherwise a differing package_version is a Stale problem naming both values.
 std::vector<VerifyProblem> verify_archive_file(const std::filesystem::path& archive,
                                                const std::string& expected_package_version,
                                                Manifest* manifest_out = nullptr);
-// The index, then each archive it lists, looked up beside it: present (NotFound), size and sha256
-// as pinned (Integrity), its manifest agreeing with the index entry (target, package and CUDA
-// version), then verify_archive_file.
+// The index, then each file it pins, looked up beside it: the package description (index format
+// 3) and each archive, present (NotFound), size and sha256 as pinned (Integrity); each archive's
+// manifest agreeing with the index entry (target, package and CUDA version), then
+// verify_archive_file. The description's content is the caller's to read (project/).
 std::vector<VerifyProblem> verify_index_file(const std::filesystem::path& index,
                                              const std::string& expected_package_version,
                                              Index* index_out = nullptr);

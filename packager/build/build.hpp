@@ -174,12 +174,14 @@ struct BuildResult {
 };
 
 // What identifies a release's archives: the project's package name and version (its
-// registry/package.json and VERSION), its git commit, and the CUDA toolkit.
+// registry/package.json and VERSION), its git commit, and the CUDA toolkit; and the package's
+// description (project/package_description.hpp), published beside the index and pinned by it.
 struct PackageIdentity {
   std::string name;  // "kiln-kernels"
   std::string version;
   std::string git_commit;
   std::string cuda_version;
+  std::string description_json;  // "": the release carries no description
 };
 // The project's git commit: kiln's own compiled-in one for kiln's tree, else `git rev-parse HEAD`
 // in the project, else "" (not a git checkout).
@@ -191,9 +193,10 @@ struct ArchiveContent {
   Manifest manifest;
   std::vector<std::string> bytes;
 };
-// Writes one archive per content and the index into dist, atomically as a set (temporary
-// names renamed only after all are written; an archive whose members are unchanged is not
-// rewritten). `kiln build` and `kiln merge` both publish through this, so their bytes agree.
+// Writes one archive per content, the description (when the identity has one) and the index
+// into dist, atomically as a set (temporary names renamed only after all are written; an
+// archive whose members are unchanged is not rewritten; the index last). `kiln build` and `kiln
+// merge` both publish through this, so their bytes agree.
 std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
                                               const std::vector<ArchiveContent>& contents,
                                               std::int64_t build_time, const std::string& dist_dir,

@@ -15,6 +15,8 @@
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "project/package.hpp"
+#include "project/package_description.hpp"
 #include "runtime/environment.hpp"
 
 namespace kiln::packager {
@@ -57,7 +59,9 @@ PackageIdentity package_identity(const Project& project) {
       while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
     }
   }
-  return {project.name, project.version, commit, kiln::cuda_version()};
+  PackageData data(project);
+  return {project.name, project.version, commit, kiln::cuda_version(),
+          package_description_json(*data.get())};
 }
 
 std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
@@ -116,6 +120,12 @@ std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
                     "cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
     }
     pending.clear();
+    if (!id.description_json.empty()) {
+      std::string name = description_file_name(id.name, id.version);
+      write_file_atomically(dist_dir / name, id.description_json);
+      index.description =
+          IndexFile{name, id.description_json.size(), sha256_hex(id.description_json)};
+    }
     fs::path idx = dist_dir / index_file_name(id.name, id.version);
     write_file_atomically(idx, index_to_json(index));
     if (index_path) *index_path = idx.string();

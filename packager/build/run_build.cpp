@@ -207,7 +207,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     sm.build_time = opts.build_time;
     sm.shard = *opts.shard;
     sm.work = plan_work(full_plan);
-    result.index_path = write_shard(dist_dir.string(), sm, contents);
+    result.index_path = write_shard(dist_dir.string(), sm, contents, id.description_json);
   } else {
     result.archives =
         publish_release(id, contents, opts.build_time, dist_dir.string(), &result.index_path);

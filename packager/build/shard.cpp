@@ -7,9 +7,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "format/manifest.hpp"
 #include "io/atomic_file.hpp"
+#include "io/limits.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "project/package_description.hpp"
 
 namespace kiln::packager {
 namespace fs = std::filesystem;
@@ -174,7 +177,7 @@ MergePlan plan_merge(const std::vector<ShardInput>& shards) {
 
   MergePlan plan;
   const ShardManifest& first = a.manifest;
-  plan.id = {first.package, first.package_version, first.git_commit, first.cuda_version};
+  plan.id = {first.package, first.package_version, first.git_commit, first.cuda_version, ""};
   plan.build_time = first.build_time;
   std::set<std::string> work(first.work.begin(), first.work.end());
   std::map<std::string, std::size_t> holder;  // work key -> shard
@@ -224,7 +227,8 @@ MergePlan plan_merge(const std::vector<ShardInput>& shards) {
 }
 
 std::string write_shard(const std::string& dir_in, const ShardManifest& identity,
-                        const std::vector<ArchiveContent>& contents) {
+                        const std::vector<ArchiveContent>& contents,
+                        const std::string& description_json) {
   fs::path dir = fs::absolute(dir_in).lexically_normal();
   std::error_code ec;
   fs::remove(dir / kShardFileName, ec);  // a half-written shard never looks whole
@@ -239,10 +243,42 @@ std::string write_shard(const std::string& dir_in, const ShardManifest& identity
           dir / shard_member_path(c.manifest.target, c.manifest.artifacts[i].file), c.bytes[i]);
     sm.targets.push_back(c.manifest);
   }
+  fs::path description = dir / description_file_name(sm.package, sm.package_version);
+  if (description_json.empty())
+    fs::remove(description, ec);
+  else
+    write_file_atomically(description, description_json);
   fs::path p = dir / kShardFileName;
   write_file_atomically(p, shard_to_json(sm));
   return p.string();
 }
+
+namespace {
+
+// The description every shard carries ("" when none does): the same bytes in each, since the
+// shards agree on package, version and registry but a description also carries the sources.
+std::string shards_description(const std::vector<ShardInput>& shards) {
+  std::string first;
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const ShardManifest& m = shards[i].manifest;
+    fs::path f = fs::path(shards[i].origin) / description_file_name(m.package, m.package_version);
+    std::error_code ec;
+    std::string text =
+        fs::is_regular_file(f, ec) ? read_whole_file(f, limits::kMaxJsonBytes) : std::string();
+    if (i == 0) {
+      if (!text.empty()) read_package_description(text, f.string());  // strict, bounded
+      first = std::move(text);
+    } else if (text != first) {
+      throw Error(ErrorKind::Stale, "shards " + shards[0].origin + " and " + shards[i].origin +
+                                        " carry different package descriptions (" +
+                                        f.filename().string() +
+                                        "): were they built from the same sources?");
+    }
+  }
+  return first;
+}
+
+}  // namespace
 
 MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::string& dist_dir) {
   auto t0 = std::chrono::steady_clock::now();
@@ -257,6 +293,7 @@ MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::str
     inputs.push_back({d, parse_shard_manifest(read_whole_file(p), p.string())});
   }
   MergePlan plan = plan_merge(inputs);
+  plan.id.description_json = shards_description(inputs);
   std::vector<ArchiveContent> contents;
   for (size_t t = 0; t < plan.manifests.size(); ++t) {
     ArchiveContent c;

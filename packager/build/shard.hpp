@@ -71,13 +71,16 @@ struct MergeResult {
 };
 
 // Reads each shard directory's shard.json, plans the merge, reads every result and checks its
-// size and SHA-256 against the shard's entry (Error{Integrity} naming shard and file), then
-// publishes archives and index into dist.
+// size and SHA-256 against the shard's entry (Error{Integrity} naming shard and file), takes
+// the package description the shards carry (the same bytes in each, else Error{Stale} naming
+// two shards), then publishes archives, description and index into dist.
 MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::string& dist_dir);
 
-// Writes a shard: results first, shard.json last (atomically), so a directory with a
+// Writes a shard: results first, then the package's description (<name>-<version>.package.json,
+// when `description_json` is not empty), shard.json last (atomically), so a directory with a
 // shard.json holds a whole shard. Returns the shard.json path.
 std::string write_shard(const std::string& dir, const ShardManifest& identity,
-                        const std::vector<ArchiveContent>& contents);
+                        const std::vector<ArchiveContent>& contents,
+                        const std::string& description_json);
 
 }  // namespace kiln::packager

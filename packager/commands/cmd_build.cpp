@@ -180,7 +180,7 @@ void add_build_command(CLI::App& app, int& rc) {
 
   cmd->callback([o, jobs_opt, &rc] {
     packager::BuildOptions opts;
-    opts.source_dir = o->source.empty() ? default_source_dir() : o->source;
+    opts.source_dir = project_dir(o->source, o->json);
     if (!std::filesystem::is_directory(opts.source_dir))
       throw Error(ErrorKind::NotFound, "source tree " + opts.source_dir + " is not a directory");
     const BuildTargets chosen = build_targets(o->targets, opts.source_dir);

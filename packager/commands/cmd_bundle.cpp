@@ -16,10 +16,13 @@ namespace kiln::cli {
 void add_bundle_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "bundle",
-      "gather, from a TUF mirror (kiln tuf-repo), the signed metadata of a release (root chain,\n"
-      "timestamp, snapshot, targets, delegations) and the archives chosen by --targets or\n"
-      "--device into OUT, a new directory or a FILE.tar.zst, for `kiln install --bundle OUT\n"
-      "--tuf-root ROOT` on a machine without network. Everything is fetched and verified as\n"
+      "gather, from a TUF mirror (kiln tuf-repo), the signed metadata of one or several releases\n"
+      "(root chain, timestamp, snapshot, targets, delegations), each release's index and\n"
+      "description, and the archives chosen by --targets or --device (of every release) into\n"
+      "OUT, a new directory or a FILE.tar.zst, for `kiln install --bundle OUT --tuf-root ROOT`\n"
+      "on a machine without network. The releases: each --release NAME-VERSION; else the one\n"
+      "--package/--version/--source name, or the package described beside kiln (stderr says\n"
+      "which). Everything is fetched and verified as\n"
       "`kiln fetch --tuf-root` does (same root, metadata in $KILN_CACHE_DIR/tuf/), and the bundle\n"
       "is verified as an installer would before it is written. Trust: --tuf-root, else\n"
       "KILN_TUF_ROOT, else the root installed beside kiln; an index pin cannot make a bundle.\n"
@@ -29,6 +32,7 @@ void add_bundle_command(CLI::App& app, int& rc) {
     std::string targets;
     std::vector<std::string> devices;
     std::vector<std::string> mirrors;
+    std::vector<std::string> releases;
     FetchOptions fetch;
     PackageOptions pkg;
     bool json = false;
@@ -45,6 +49,10 @@ void add_bundle_command(CLI::App& app, int& rc) {
       ->take_all();
   cmd->add_option("--mirror", o->mirrors, "TUF mirror URL (repeat: tried in order)");
   cmd->add_option("--tuf-root", o->fetch.tuf_root, "the TUF root.json the bundle is verified with");
+  cmd->add_option("--release", o->releases,
+                  "a release to carry, NAME-VERSION (e.g. kiln-kernels-0.1.0); repeat for several "
+                  "(of one or several packages); instead of --package/--version/--source")
+      ->check(release_name_option());
   add_package_options(cmd, o->pkg);
   cmd->add_option("--ca-bundle", o->fetch.ca_bundle, "PEM file of CA certificates for https");
   cmd->add_option("--timeout", o->timeout_s, "seconds the whole fetch may take")
@@ -56,9 +64,14 @@ void add_bundle_command(CLI::App& app, int& rc) {
     FetchOptions flags = o->fetch;
     flags.mirrors = o->mirrors;
     flags.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
-    ChosenPackage chosen = choose_package(o->pkg);
-    flags.package = chosen.name;
-    flags.version = chosen.version;
+    for (const auto& r : o->releases) {
+      ReleaseArg named = parse_release_arg(r);
+      req.releases.push_back({named.package, named.version, {}});
+    }
+    if (req.releases.empty()) {
+      ChosenPackage chosen = choose_package(o->pkg, o->json);
+      req.releases.push_back({chosen.name, chosen.version, {}});
+    }
     req.fetch = with_environment(std::move(flags));
     req.fetch.log = [](const std::string& line) { std::cerr << "kiln bundle: " << line << "\n"; };
     req.targets = split_list(o->targets);
@@ -70,18 +83,28 @@ void add_bundle_command(CLI::App& app, int& rc) {
     if (o->json) {
       nlohmann::ordered_json j;
       j["out"] = o->out;
-      j["package"] = req.fetch.package;
-      j["version"] = r.version;
-      j["targets"] = r.targets;
+      if (r.releases.size() == 1) {  // one release: its fields at the top, as before
+        j["package"] = r.releases.front().package;
+        j["version"] = r.releases.front().version;
+        j["targets"] = r.releases.front().targets;
+      }
+      j["releases"] = nlohmann::ordered_json::array();
+      for (const auto& rel : r.releases)
+        j["releases"].push_back(
+            {{"package", rel.package}, {"version", rel.version}, {"targets", rel.targets}});
       j["root_version"] = r.root_version;
       j["timestamp_version"] = r.timestamp_version;
       j["timestamp_expires"] = r.timestamp_expires;
       j["files"] = r.files;
       std::cout << j.dump(2) << "\n";
     } else {
-      std::cout << "bundle " << o->out << ": release " << req.fetch.package << " " << r.version
-                << ", root v" << r.root_version << ", timestamp v" << r.timestamp_version
-                << " (expires " << r.timestamp_expires << ")\n";
+      std::cout << "bundle " << o->out << ": root v" << r.root_version << ", timestamp v"
+                << r.timestamp_version << " (expires " << r.timestamp_expires << ")\n";
+      for (const auto& rel : r.releases) {
+        std::cout << "  release " << rel.package << " " << rel.version << ":";
+        for (const auto& t : rel.targets) std::cout << " " << t;
+        std::cout << "\n";
+      }
       for (const auto& f : r.files) std::cout << "  " << f << "\n";
       std::cout << "install it offline: kiln install --bundle " << o->out
                 << " --tuf-root ROOT --dest STORE (before " << r.timestamp_expires

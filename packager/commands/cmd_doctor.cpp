@@ -212,7 +212,7 @@ void add_doctor_command(CLI::App& app, int& rc) {
     // the default project's); without one, every package's archives are counted.
     std::optional<ChosenPackage> chosen;
     try {
-      chosen = choose_package(o->pkg);
+      chosen = choose_package(o->pkg, o->json);
     } catch (const Error& e) {
       if (!o->pkg.source.empty() || !o->pkg.package.empty()) throw;
     }

@@ -212,13 +212,14 @@ void add_fetch_command(CLI::App& app, int& rc) {
 
   cmd->callback([o, &rc] {
     FetchOptions opts = o->fetch;
-    ChosenPackage chosen_pkg = choose_package(o->pkg);
+    ChosenPackage chosen_pkg = choose_package(o->pkg, o->json);
     opts.package = chosen_pkg.name;
     opts.version = chosen_pkg.version;
     opts.mirrors = o->mirrors;
     opts.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
     opts.download_timeout_ms = std::max(1L, std::lround(o->download_timeout_s * 1000));
     opts = with_environment(std::move(opts));
+    opts.with_description = true;
     // Progress goes to stderr so that --json output on stdout stays parseable.
     opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
     FetchResult r;
@@ -242,6 +243,8 @@ void add_fetch_command(CLI::App& app, int& rc) {
       j["version"] = opts.version;
       j["installed"] = r.installed;
       j["already_present"] = r.already_present;
+      j["description"] = r.description.empty() ? nlohmann::ordered_json(nullptr)
+                                               : nlohmann::ordered_json(r.description);
       j["failures"] = nlohmann::ordered_json::array();
       for (const auto& f : r.failures) {
         nlohmann::ordered_json one = {{"mirror", f.mirror}, {"url", f.url}, {"what", f.what}};
@@ -255,6 +258,7 @@ void add_fetch_command(CLI::App& app, int& rc) {
                   << " " << opts.version << "\n";
       for (const auto& d : r.installed) std::cout << "installed " << d << "\n";
       for (const auto& d : r.already_present) std::cout << "present, verified " << d << "\n";
+      if (!r.description.empty()) std::cout << "described " << r.description << "\n";
       if (!r.failures.empty())
         std::cout << r.failures.size() << " failed attempt(s) on the way; see above\n";
     }

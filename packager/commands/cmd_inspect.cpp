@@ -13,6 +13,7 @@
 #include "format/manifest.hpp"
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
+#include "project/package_description.hpp"
 #include "store/store.hpp"
 
 namespace kiln::cli {
@@ -122,6 +123,30 @@ Json inspect_store(const fs::path& p) {
   return out;
 }
 
+bool is_description_file(const fs::path& p) {
+  const std::string suffix = ".package.json", name = p.filename().string();
+  std::error_code ec;
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+         fs::is_regular_file(p, ec);
+}
+
+// A package description (<name>-<version>.package.json), read as strictly as every command
+// reads it: the package, its specialisations and the sources the JIT tier compiles from.
+Json inspect_description(const fs::path& p) {
+  std::unique_ptr<PackageData> data = load_package_description(p);
+  const kiln_package& d = *data->get();
+  Json kernels = Json::array();
+  for (std::size_t i = 0; i < d.kernel_count; ++i)
+    kernels.push_back({{"uri", d.kernels[i].uri},
+                       {"family", d.kernels[i].family},
+                       {"source_hash", d.kernels[i].source_hash}});
+  Json files = Json::array();
+  for (std::size_t i = 0; i < d.file_count; ++i)
+    files.push_back({{"path", d.files[i].path}, {"size", d.files[i].size}});
+  return {{"package", d.name}, {"version", d.version}, {"kernels", kernels}, {"files", files}};
+}
+
 void print_manifest_text(const Json& m) {
   std::printf(
       "package %s %s (commit %s), CUDA %s, target %s, built %lld\n",
@@ -184,6 +209,11 @@ void print_text(PathKind kind, const Json& j) {
         std::printf("  %-8s %-52s %10llu  sha256 %.16s\n", a["target"].get<std::string>().c_str(),
                     a["file"].get<std::string>().c_str(), a["size"].get<unsigned long long>(),
                     a["sha256"].get<std::string>().c_str());
+      if (j["index"].contains("description"))
+        std::printf("  %-8s %-52s %10llu  sha256 %.16s\n", "describe",
+                    j["index"]["description"]["file"].get<std::string>().c_str(),
+                    j["index"]["description"]["size"].get<unsigned long long>(),
+                    j["index"]["description"]["sha256"].get<std::string>().c_str());
       break;
     case PathKind::Store:
       std::printf("%zu archives:\n", j["archives"].size());
@@ -207,8 +237,10 @@ void add_format_commands(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "inspect",
       "show what PATH holds: a fatbin or cubin (images, targets, sizes, kernels), an archive "
-      "(.tar.zst: manifest fields, artifacts, members), an index (archives with sizes and "
-      "digests), a manifest.json, or a store directory (its archives). Reads the bytes itself; "
+      "(.tar.zst: manifest fields, artifacts, members), an index (archives and description with "
+      "sizes and digests), a manifest.json, a package description (<name>-<version>.package.json: "
+      "package, specialisations, sources), or a store directory (its archives). Reads the bytes "
+      "itself; "
       "needs no cuobjdump. Checks nothing: use `kiln verify` for that.");
   struct Opts {
     std::string path;
@@ -220,6 +252,24 @@ void add_format_commands(CLI::App& app, int& rc) {
   cmd->add_flag("--json", opts->json, "machine-readable output");
   cmd->callback([opts, &rc] {
     fs::path p = opts->path;
+    if (is_description_file(p)) {
+      Json j = inspect_description(p);
+      if (opts->json) {
+        Json out = {{"path", p.string()}, {"kind", "description"}};
+        for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = it.value();
+        std::cout << out.dump(2) << "\n";
+      } else {
+        std::printf("%s: description of package %s %s, %zu specialisations, %zu source files\n",
+                    p.c_str(), j["package"].get<std::string>().c_str(),
+                    j["version"].get<std::string>().c_str(), j["kernels"].size(),
+                    j["files"].size());
+        for (const auto& f : j["files"])
+          std::printf("  %10llu  %s\n", f["size"].get<unsigned long long>(),
+                      f["path"].get<std::string>().c_str());
+      }
+      rc = 0;
+      return;
+    }
     PathKind kind = classify_path(p);
     Json j;
     switch (kind) {

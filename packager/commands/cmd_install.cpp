@@ -10,6 +10,7 @@
 
 #include "commands/commands.hpp"
 #include "io/atomic_file.hpp"
+#include "io/limits.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "project/package_description.hpp"
@@ -95,9 +96,13 @@ void add_install_command(CLI::App& app, int& rc) {
       trust.tuf_root = opts->tuf_root;
       req.trust = with_environment(std::move(trust));
       req.bundle = opts->bundle;
-      ChosenPackage c = choose_package(opts->pkg);
-      req.package = c.name;
-      req.version = c.version;
+      // A bundle names its releases: with none named, every one it carries is installed.
+      const PackageOptions& asked = opts->pkg;
+      if (!asked.source.empty() || !asked.package.empty() || !asked.version.empty()) {
+        ChosenPackage c = choose_package(asked, opts->json);
+        req.package = c.name;
+        req.version = c.version;
+      }
       req.dest = opts->dest;
       if (!opts->expiry_reference.empty()) {
         req.expiry_reference = tuf::parse_utc_time(opts->expiry_reference);
@@ -123,10 +128,19 @@ void add_install_command(CLI::App& app, int& rc) {
                                {"directory", i.directory.string()},
                                {"action", action_name(i.action)}});
         out["installed"] = std::move(installed);
+        Json releases = Json::array();
+        for (const auto& rel : r.releases)
+          releases.push_back(
+              {{"package", rel.package}, {"version", rel.version}, {"targets", rel.targets}});
+        out["releases"] = std::move(releases);
+        Json described = Json::array();
+        for (const auto& d : r.descriptions) described.push_back(d.string());
+        out["descriptions"] = std::move(described);
         std::cout << out.dump(2) << "\n";
       } else {
         for (const auto& i : r.installed)
           std::printf("%-9s %s\n", action_name(i.action), i.directory.c_str());
+        for (const auto& d : r.descriptions) std::printf("%-9s %s\n", "described", d.c_str());
       }
       rc = 0;
       return;
@@ -143,7 +157,7 @@ void add_install_command(CLI::App& app, int& rc) {
     // judges freshness by) must be of that version.
     std::map<std::string, FoundDescription> described;
     if (!opts->any_version && named) {
-      ChosenPackage c = choose_package(opts->pkg);
+      ChosenPackage c = choose_package(opts->pkg, opts->json);
       required = {c.name, c.version};
     } else if (!opts->any_version) {
       for (auto& d : find_package_descriptions({opts->dest}))
@@ -160,6 +174,7 @@ void add_install_command(CLI::App& app, int& rc) {
       return {package, d->second.version};
     };
     Json installed = Json::array();
+    Json descriptions = Json::array();
     Json failures = Json::array();
     std::optional<ErrorKind> worst;
     auto fail = [&](const std::string& input, const Error& e) {
@@ -225,6 +240,21 @@ void add_install_command(CLI::App& app, int& rc) {
               fail(ap.string(), e);
             }
           }
+          if (idx.description) {
+            // The package's description, pinned by the index: commands on this node read the
+            // package's URIs and source hashes from it (resolve, compat, install, verify).
+            fs::path dp = p.parent_path() / idx.description->file;
+            try {
+              fs::path written =
+                  install_description(read_whole_file(dp, limits::kMaxJsonBytes), *idx.description,
+                                      opts->dest, dp.string(), p.string());
+              descriptions.push_back(written.string());
+              if (!opts->json)
+                std::printf("%-9s %s -> %s\n", "described", dp.c_str(), written.c_str());
+            } catch (const Error& e) {
+              fail(dp.string(), e);
+            }
+          }
         } else {
           throw Error(ErrorKind::Usage, input + " is a " + to_string(kind) +
                                             ", not an archive (.tar.zst) or an index");
@@ -239,6 +269,7 @@ void add_install_command(CLI::App& app, int& rc) {
       out["ok"] = !worst.has_value();
       out["exit_code"] = worst ? exit_code(*worst) : 0;
       out["installed"] = std::move(installed);
+      out["descriptions"] = std::move(descriptions);
       out["failed"] = std::move(failures);
       std::cout << out.dump(2) << "\n";
     }

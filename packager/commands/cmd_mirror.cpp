@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "commands/commands.hpp"
 #include "kiln/error.hpp"
@@ -25,12 +26,14 @@ using namespace kiln::packager;
 void add_stage(CLI::App& mirror, int& rc) {
   auto* cmd = mirror.add_subcommand(
       "stage",
-      "copy a release from dist directories into a mirror directory: the index of --version, the\n"
-      "archives it lists, and the wheels and tarballs of that version, each verified first\n"
-      "(index, archive digests, manifests, artifacts). Writes <package>-<version>-SHA256SUMS "
-      "last,\n"
-      "atomically. A file of the same name and other bytes already in the mirror is refused\n"
-      "(exit 3) before anything is copied; identical files are left alone.");
+      "copy releases from dist directories into a mirror directory: a release's index, the\n"
+      "description and archives it pins, and the wheels and tarballs of that version, each\n"
+      "verified first (index, digests, manifests, artifacts). Writes\n"
+      "<package>-<version>-SHA256SUMS last, atomically, one per release. The releases: the one\n"
+      "named (--package/--version, --source, or the project here); else every release whose\n"
+      "index is in the dist directories. A file of the same name and other bytes already in\n"
+      "the mirror is refused (exit 3) before anything of that release is copied; identical\n"
+      "files are left alone.");
   struct Opts {
     std::vector<std::string> sources;
     std::string to;
@@ -45,16 +48,38 @@ void add_stage(CLI::App& mirror, int& rc) {
   add_package_options(cmd, o->pkg);
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
   cmd->callback([o, &rc] {
-    StageOptions opts;
-    for (const auto& s : o->sources) opts.sources.push_back(s);
-    opts.to = o->to;
-    ChosenPackage chosen = choose_package(o->pkg);
-    opts.package = chosen.name;
-    opts.version = chosen.version;
-    opts.log = [](const std::string& line) { std::cerr << "kiln mirror stage: " << line << "\n"; };
-    StageResult r = stage_release(opts);
-    const std::string sums = checksums_file_name(opts.package, opts.version);
-    if (o->json) {
+    // The releases: the one named, else every index in the sources.
+    std::vector<ReleaseName> releases;
+    std::error_code ec;
+    const PackageOptions& asked = o->pkg;
+    if (!asked.source.empty() || !asked.package.empty() || !asked.version.empty() ||
+        fs::exists("registry/package.json", ec)) {
+      ChosenPackage chosen = choose_package(asked, o->json);
+      releases.push_back({chosen.name, chosen.version});
+    } else {
+      std::vector<fs::path> sources(o->sources.begin(), o->sources.end());
+      releases = releases_to_stage(sources, o->to);
+      if (releases.empty()) {
+        std::string looked;
+        for (const auto& src : o->sources) looked += (looked.empty() ? "" : ", ") + src;
+        throw Error(ErrorKind::NotFound,
+                    "no release to stage: no <package>-<version>-index.json in " + looked +
+                        ", and no file there of a release " + o->to +
+                        " holds (name one with --package and --version)");
+      }
+    }
+    Json all = Json::array();
+    for (const auto& release : releases) {
+      StageOptions opts;
+      for (const auto& s : o->sources) opts.sources.push_back(s);
+      opts.to = o->to;
+      opts.package = release.package;
+      opts.version = release.version;
+      opts.log = [](const std::string& line) {
+        std::cerr << "kiln mirror stage: " << line << "\n";
+      };
+      StageResult r = stage_release(opts);
+      const std::string sums = checksums_file_name(opts.package, opts.version);
       Json j = Json::object();
       j["to"] = o->to;
       j["package"] = opts.package;
@@ -64,14 +89,22 @@ void add_stage(CLI::App& mirror, int& rc) {
       j["carried"] = r.carried;
       j["checksums"] = sums;
       j["checksums_sha256"] = r.checksums_sha256;
-      std::cout << j.dump(2) << "\n";
-    } else {
-      for (const auto& n : r.copied) std::printf("copied    %s\n", n.c_str());
-      for (const auto& n : r.unchanged) std::printf("unchanged %s\n", n.c_str());
-      for (const auto& n : r.carried) std::printf("kept      %s\n", n.c_str());
-      std::printf("%s: %zu copied, %zu unchanged, %zu kept; %s sha256 %s\n", o->to.c_str(),
-                  r.copied.size(), r.unchanged.size(), r.carried.size(), sums.c_str(),
-                  r.checksums_sha256.c_str());
+      all.push_back(std::move(j));
+      if (!o->json) {
+        for (const auto& n : r.copied) std::printf("copied    %s\n", n.c_str());
+        for (const auto& n : r.unchanged) std::printf("unchanged %s\n", n.c_str());
+        for (const auto& n : r.carried) std::printf("kept      %s\n", n.c_str());
+        std::printf("%s: %s %s: %zu copied, %zu unchanged, %zu kept; %s sha256 %s\n", o->to.c_str(),
+                    opts.package.c_str(), opts.version.c_str(), r.copied.size(), r.unchanged.size(),
+                    r.carried.size(), sums.c_str(), r.checksums_sha256.c_str());
+      }
+    }
+    if (o->json) {
+      // One release: its fields at the top level, as before; every one under "releases".
+      Json out = all.size() == 1 ? all.front() : Json::object();
+      if (all.size() != 1) out["to"] = o->to;
+      out["releases"] = all;
+      std::cout << out.dump(2) << "\n";
     }
     rc = 0;
   });
@@ -79,12 +112,13 @@ void add_stage(CLI::App& mirror, int& rc) {
 
 // The releases `kiln mirror verify` checks: the one named (--source, --package/--version, or the
 // project here), else every release whose files are in the directory. Pins name one release.
-std::vector<ReleaseName> releases_to_verify(const PackageOptions& pkg, const std::string& dir,
+std::vector<ReleaseName> releases_to_verify(const PackageOptions& pkg, bool quiet,
+                                            const std::string& dir,
                                             const VerifyMirrorOptions& pins) {
   std::error_code ec;
   if (!pkg.source.empty() || !pkg.package.empty() || !pkg.version.empty() ||
       fs::exists("registry/package.json", ec)) {
-    ChosenPackage chosen = choose_package(pkg);
+    ChosenPackage chosen = choose_package(pkg, quiet);
     return {{chosen.name, chosen.version}};
   }
   std::vector<ReleaseName> all = releases_in(dir);
@@ -185,11 +219,15 @@ void add_verify(CLI::App& mirror, int& rc) {
     std::string dir;
     VerifyMirrorOptions verify;
     PackageOptions pkg;
+    std::vector<std::string> releases;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("DIR", o->dir, "the mirror directory")->required();
   add_package_options(cmd, o->pkg);
+  cmd->add_option("--release", o->releases,
+                  "NAME-VERSION[=INDEX_SHA256]: a release to verify, with its own index pin; "
+                  "repeat for several");
   cmd->add_option("--index-sha256", o->verify.index_sha256,
                   "SHA-256 (hex) the index must have, e.g. the digest the loaders pin");
   cmd->add_option(
@@ -198,13 +236,26 @@ void add_verify(CLI::App& mirror, int& rc) {
       "it); covers wheels and tarballs");
   cmd->add_flag("--json", o->json, "machine-readable report");
   cmd->callback([o, &rc] {
-    std::vector<MirrorReport> reports;
-    for (const ReleaseName& release : releases_to_verify(o->pkg, o->dir, o->verify)) {
+    // Each release to verify with the pins that cover it: --release NAME-VERSION[=PIN] each
+    // with its own, else releases_to_verify's with --index-sha256 / --sums-sha256.
+    std::vector<VerifyMirrorOptions> asked;
+    for (const auto& text : o->releases) {
+      ReleaseArg r = parse_release_arg(text);
       VerifyMirrorOptions vo = o->verify;
-      vo.package = release.package;
-      vo.version = release.version;
-      reports.push_back(verify_mirror(o->dir, vo));
+      vo.package = r.package;
+      vo.version = r.version;
+      if (!r.pin.empty()) vo.index_sha256 = r.pin;
+      asked.push_back(std::move(vo));
     }
+    if (o->releases.empty())
+      for (const ReleaseName& release : releases_to_verify(o->pkg, o->json, o->dir, o->verify)) {
+        VerifyMirrorOptions vo = o->verify;
+        vo.package = release.package;
+        vo.version = release.version;
+        asked.push_back(std::move(vo));
+      }
+    std::vector<MirrorReport> reports;
+    for (const auto& vo : asked) reports.push_back(verify_mirror(o->dir, vo));
     std::optional<ErrorKind> worst;
     for (const auto& r : reports)
       if (auto w = r.worst())
@@ -230,12 +281,15 @@ void add_sync(CLI::App& mirror, int& rc) {
       "with the right digest is downloaded into DIR/.kiln-sync-XXXXXX/ while hashing and\n"
       "verified (archives: size, digest, content); only when every file verified are they\n"
       "renamed into DIR, the index and SHA256SUMS (listing only what was published) last.\n"
-      "Any failure leaves DIR as it was. Exit codes: 0 ok, 2 usage, 3 integrity, 4 stale,\n"
-      "6 not found, 8 network, 9 io, 10 format.");
+      "Any failure leaves DIR as it was. Several releases at once: --release NAME-VERSION=PIN\n"
+      "for each (its own index pin), synced one after the other, each all or nothing.\n"
+      "Exit codes: 0 ok, 2 usage, 3 integrity, 4 stale, 6 not found, 8 network, 9 io,\n"
+      "10 format.");
   struct Opts {
     SyncOptions sync;
     std::string to;
     PackageOptions pkg;
+    std::vector<std::string> releases;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -244,6 +298,9 @@ void add_sync(CLI::App& mirror, int& rc) {
       ->required();
   cmd->add_option("--to", o->to, "the local mirror directory (created if missing)")->required();
   add_package_options(cmd, o->pkg);
+  cmd->add_option("--release", o->releases,
+                  "NAME-VERSION=INDEX_SHA256: a release and its index pin; repeat for several "
+                  "(instead of --package/--version/--index-sha256)");
   cmd->add_option("--index-sha256", o->sync.index_sha256,
                   "SHA-256 (hex) the index must have (also KILN_INDEX_SHA256)");
   cmd->add_option(
@@ -273,18 +330,42 @@ void add_sync(CLI::App& mirror, int& rc) {
                    "largest wheel or tarball accepted (archives are capped at their indexed size)")
       ->capture_default_str();
   cmd->callback([o, &rc] {
-    SyncOptions opts = o->sync;
-    opts.to = o->to;
-    ChosenPackage chosen = choose_package(o->pkg);
-    opts.package = chosen.name;
-    opts.version = chosen.version;
     const LoaderConfig env = LoaderConfig::from_env();  // the one table of variables
-    if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
-    if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
-    // Progress goes to stderr so that --json output on stdout stays parseable.
-    opts.log = [](const std::string& line) { std::cerr << "kiln mirror sync: " << line << "\n"; };
-    SyncResult r = sync_release(opts);
-    if (o->json) {
+    std::vector<SyncOptions> syncs;
+    if (!o->releases.empty()) {
+      if (!o->sync.index_sha256.empty() || !o->sync.sums_sha256.empty() ||
+          !o->pkg.package.empty() || !o->pkg.version.empty() || !o->pkg.source.empty())
+        throw Error(ErrorKind::Usage,
+                    "--release NAME-VERSION=PIN names each release with its own "
+                    "pin: not with --package, --version, --source, "
+                    "--index-sha256 or --sums-sha256");
+      for (const auto& text : o->releases) {
+        ReleaseArg r = parse_release_arg(text);
+        if (r.pin.empty())
+          throw Error(ErrorKind::Usage, "--release '" + text +
+                                            "': a sync needs the index pin, "
+                                            "NAME-VERSION=INDEX_SHA256");
+        SyncOptions one = o->sync;
+        one.package = r.package;
+        one.version = r.version;
+        one.index_sha256 = r.pin;
+        syncs.push_back(std::move(one));
+      }
+    } else {
+      SyncOptions one = o->sync;
+      ChosenPackage chosen = choose_package(o->pkg, o->json);
+      one.package = chosen.name;
+      one.version = chosen.version;
+      if (one.index_sha256.empty()) one.index_sha256 = env.index_sha256;
+      syncs.push_back(std::move(one));
+    }
+    Json all = Json::array();
+    for (SyncOptions& opts : syncs) {
+      opts.to = o->to;
+      if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
+      // Progress goes to stderr so that --json output on stdout stays parseable.
+      opts.log = [](const std::string& line) { std::cerr << "kiln mirror sync: " << line << "\n"; };
+      SyncResult r = sync_release(opts);
       Json j = Json::object();
       j["from"] = opts.from;
       j["to"] = o->to;
@@ -298,14 +379,22 @@ void add_sync(CLI::App& mirror, int& rc) {
       j["withheld"] = std::move(withheld);
       j["bytes_transferred"] = r.bytes_transferred;
       j["bytes_downloaded"] = r.bytes_downloaded;
-      std::cout << j.dump(2) << "\n";
-    } else {
-      for (const auto& n : r.transferred) std::printf("transferred  %s\n", n.c_str());
-      for (const auto& w : r.withheld)
-        std::printf("withheld     %s: %s\n", w.name.c_str(), w.reason.c_str());
-      std::printf("%zu files transferred (%llu bytes), %zu already good, %zu withheld\n",
-                  r.transferred.size(), static_cast<unsigned long long>(r.bytes_transferred),
-                  r.already_good.size(), r.withheld.size());
+      all.push_back(std::move(j));
+      if (!o->json) {
+        for (const auto& n : r.transferred) std::printf("transferred  %s\n", n.c_str());
+        for (const auto& w : r.withheld)
+          std::printf("withheld     %s: %s\n", w.name.c_str(), w.reason.c_str());
+        std::printf("%s %s: %zu files transferred (%llu bytes), %zu already good, %zu withheld\n",
+                    opts.package.c_str(), opts.version.c_str(), r.transferred.size(),
+                    static_cast<unsigned long long>(r.bytes_transferred), r.already_good.size(),
+                    r.withheld.size());
+      }
+    }
+    if (o->json) {
+      // One release: its fields at the top level, as before; every one under "releases".
+      Json out = all.size() == 1 ? all.front() : Json::object();
+      out["releases"] = all;
+      std::cout << out.dump(2) << "\n";
     }
     rc = 0;
   });

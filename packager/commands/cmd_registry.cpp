@@ -18,6 +18,18 @@ std::string default_source_dir() {
   return ".";
 }
 
+std::string project_dir(const std::string& source, bool quiet) {
+  if (!source.empty()) return source;
+  std::string dir = default_source_dir();
+  if (dir != "." && !quiet) {
+    std::error_code ec;
+    std::cerr << "kiln: no kernel project in " << std::filesystem::current_path(ec).string()
+              << " (no registry/package.json); using the project this kiln was built from, " << dir
+              << " (pass --source to choose)\n";
+  }
+  return dir;
+}
+
 void add_registry_command(CLI::App& app, int& rc) {
   auto* reg = app.add_subcommand("registry", "inspect the kernel registry");
   reg->require_subcommand(1);
@@ -34,7 +46,7 @@ void add_registry_command(CLI::App& app, int& rc) {
                    "current directory when it holds registry/package.json, else the tree this "
                    "kiln was built from)");
   list->callback([opts, &rc] {
-    Project project = load_project(opts->source.empty() ? default_source_dir() : opts->source);
+    Project project = load_project(project_dir(opts->source, opts->json));
     const Registry* r = &project.registry;
     if (opts->json) {
       std::cout << registry_to_json(*r);

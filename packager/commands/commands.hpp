@@ -61,10 +61,12 @@ bool json_requested(const CLI::App& app);
 // holds registry/package.json, else the tree this kiln was configured from (its reference
 // package) when that still exists, else "." (and load_project names what is missing).
 std::string default_source_dir();
+// The project a project command (build, registry list, package-source) acts on: `source` when
+// given, else default_source_dir(); when that is the tree this kiln was built from, says so on
+// stderr unless `quiet` (--json).
+std::string project_dir(const std::string& source, bool quiet);
 
 // A command's package (package_option.cpp): --source PROJECT, --package NAME, --version V.
-// With both --package and --version no project is read; otherwise the project's (--source, or
-// default_source_dir()) name and version fill what was not given.
 struct PackageOptions {
   std::string source;
   std::string package;
@@ -75,10 +77,22 @@ void add_package_options(CLI::App* cmd, PackageOptions& o, bool with_version = t
 struct ChosenPackage {
   std::string name;
   std::string version;
-  std::string project_dir;  // "" when named by --package and --version alone
+  std::string project_dir;  // "" unless it came from a project
 };
-ChosenPackage choose_package(const PackageOptions& o);
+// The release a command acts on: --package and --version as given; else describe_package's
+// choice (below), with --version, when given, in place of the described one.
+ChosenPackage choose_package(const PackageOptions& o, bool quiet);
 CLI::Validator package_name_option();
+
+// A --release value: NAME-VERSION, with an optional =INDEX_SHA256 pin where the command takes
+// one (`kiln mirror sync`): "acme-kernels-1.2.0=3fa9...". Throws Error{Usage} naming the value.
+struct ReleaseArg {
+  std::string package;
+  std::string version;
+  std::string pin;  // "" when none
+};
+ReleaseArg parse_release_arg(const std::string& text);
+CLI::Validator release_name_option();  // NAME-VERSION, no pin
 
 // The package a command that judges freshness acts on (`kiln resolve`, `kiln compat`: they need
 // every URI and source hash), from, in this order: --source PROJECT; --package NAME [--version]
@@ -90,7 +104,8 @@ CLI::Validator package_name_option();
 // answer, and callers capture both).
 struct DescribedPackage {
   std::unique_ptr<PackageData> data;
-  std::string origin;  // "the project DIR", or the description file
+  std::string origin;       // "the project DIR", or the description file
+  std::string project_dir;  // the project's root when it came from one, else ""
 };
 DescribedPackage describe_package(const PackageOptions& o,
                                   const std::vector<std::filesystem::path>& stores, bool quiet);

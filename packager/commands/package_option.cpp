@@ -1,5 +1,6 @@
 // The package a command acts on (commands.hpp: PackageOptions), and `kiln package-source`,
 // which writes a project's package description for kiln_add_kernel_package.
+#include <cctype>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -7,6 +8,7 @@
 #include "commands/commands.hpp"
 #include "format/manifest.hpp"
 #include "io/atomic_file.hpp"
+#include "io/sha256.hpp"
 #include "plan/resolver.hpp"
 #include "project/package.hpp"
 #include "project/package_description.hpp"
@@ -20,6 +22,43 @@ CLI::Validator package_name_option() {
         return "--package '" + value.substr(0, 80) + "': " + kPackageNameRule;
       },
       "NAME");
+}
+
+ReleaseArg parse_release_arg(const std::string& text) {
+  ReleaseArg r;
+  std::string name = text;
+  if (auto eq = text.find('='); eq != std::string::npos) {
+    name = text.substr(0, eq);
+    r.pin = text.substr(eq + 1);
+    for (char& c : r.pin) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (!is_sha256_hex(r.pin))
+      throw Error(ErrorKind::Usage, "--release '" + text.substr(0, 160) +
+                                        "': the pin after '=' is not a SHA-256 (64 hex digits)");
+  }
+  std::optional<std::string_view> package = release_name_package(name);
+  std::string version = package ? name.substr(package->size() + 1) : std::string();
+  if (!package || !is_package_version(version))
+    throw Error(ErrorKind::Usage,
+                "--release '" + text.substr(0, 160) +
+                    "' is not NAME-VERSION (e.g. kiln-kernels-0.1.0): " + kPackageNameRule);
+  r.package = std::string(*package);
+  r.version = version;
+  return r;
+}
+
+CLI::Validator release_name_option() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        try {
+          if (!parse_release_arg(value).pin.empty())
+            return "--release '" + value.substr(0, 160) +
+                   "': no pin here (a TUF root is the trust)";
+        } catch (const Error& e) {
+          return e.what();
+        }
+        return "";
+      },
+      "NAME-VERSION");
 }
 
 void add_package_options(CLI::App* cmd, PackageOptions& o, bool with_version) {
@@ -54,18 +93,12 @@ void add_described_package_options(CLI::App* cmd, PackageOptions& o) {
   cmd->footer(kPackageChoiceHelp);
 }
 
-ChosenPackage choose_package(const PackageOptions& o) {
-  ChosenPackage c;
-  if (!o.package.empty() && !o.version.empty() && o.source.empty()) {
-    c.name = o.package;
-    c.version = o.version;
-    return c;
-  }
-  std::string dir = o.source.empty() ? default_source_dir() : o.source;
-  Project p = load_project(dir);
-  c.name = o.package.empty() ? p.name : o.package;
-  c.version = o.version.empty() ? p.version : o.version;
-  c.project_dir = p.root.string();
+ChosenPackage choose_package(const PackageOptions& o, bool quiet) {
+  if (!o.package.empty() && !o.version.empty() && o.source.empty())
+    return {o.package, o.version, ""};
+  DescribedPackage d = describe_package(o, description_stores(LoaderConfig::from_env()), quiet);
+  ChosenPackage c{d.data->get()->name, d.data->get()->version, d.project_dir};
+  if (!o.version.empty()) c.version = o.version;
   return c;
 }
 
@@ -89,12 +122,13 @@ DescribedPackage said(DescribedPackage d, const std::string& why, bool quiet) {
 
 DescribedPackage from_project(const std::string& dir, const std::string& why, bool quiet) {
   Project project = load_project(dir);
-  return said({std::make_unique<PackageData>(project), "the project " + project.root.string()},
+  return said({std::make_unique<PackageData>(project), "the project " + project.root.string(),
+               project.root.string()},
               why, quiet);
 }
 
 DescribedPackage from_description(const FoundDescription& f, bool quiet) {
-  return said({load_package_description(f.file), f.file.string()}, "", quiet);
+  return said({load_package_description(f.file), f.file.string(), ""}, "", quiet);
 }
 
 }  // namespace
@@ -176,7 +210,7 @@ void add_package_command(CLI::App& app, int& rc) {
   cmd->callback([o, &rc] {
     if (!is_c_identifier(o->symbol))
       throw Error(ErrorKind::Usage, "--symbol '" + o->symbol + "' is not a C identifier");
-    Project project = load_project(o->source.empty() ? default_source_dir() : o->source);
+    Project project = load_project(project_dir(o->source, false));
     PackageData data(project);
     std::string text = data.to_c_source(o->symbol);
     auto write_if_changed = [](const std::string& path, const std::string& bytes) {

@@ -59,7 +59,7 @@ bool is_plain_file_name(std::string_view name);
 
 // --- which files belong to a release ---------------------------------------------------------
 
-enum class ReleaseFileKind { Checksums, Index, Archive, Wheel, Tarball, Other };
+enum class ReleaseFileKind { Checksums, Index, Description, Archive, Wheel, Tarball, Other };
 const char* to_string(ReleaseFileKind kind);
 
 // The kind of `name` when it is a file of release `version` of `package`, decided from the name
@@ -139,6 +139,12 @@ struct ReleaseName {
 // <package>-<version>-index.json names one. Sorted by package, then version; each once. Throws
 // Error{NotFound} when `dir` does not exist, Error{Io} when it cannot be listed.
 std::vector<ReleaseName> releases_in(const std::filesystem::path& dir);
+
+// The releases `kiln mirror stage` stages when none is named: each whose index is in one of
+// `sources`, and each the mirror `to` already holds (releases_in) of which a source has a file
+// (wheels built later join their release). Sorted, each once; empty when there are none.
+std::vector<ReleaseName> releases_to_stage(const std::vector<std::filesystem::path>& sources,
+                                           const std::filesystem::path& to);
 
 // Checks every file of the release in `dir` and reports each one, good or bad: nothing stops
 // at the first problem. Throws only when `dir` is not a readable directory (NotFound / Io) or

@@ -122,6 +122,8 @@ const char* to_string(ReleaseFileKind kind) {
       return "checksums";
     case ReleaseFileKind::Index:
       return "index";
+    case ReleaseFileKind::Description:
+      return "description";
     case ReleaseFileKind::Archive:
       return "archive";
     case ReleaseFileKind::Wheel:
@@ -142,6 +144,7 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
   const bool reference = p == KILN_KERNELS_PACKAGE_NAME;
   if (name == checksums_file_name(p, v)) return ReleaseFileKind::Checksums;
   if (name == index_file_name(p, v)) return ReleaseFileKind::Index;
+  if (name == description_file_name(p, v)) return ReleaseFileKind::Description;
   if (starts_with(name, p + "-" + v + "-cuda") && ends_with(name, ".tar.zst"))
     return ReleaseFileKind::Archive;
   if (ends_with(name, ".whl")) {

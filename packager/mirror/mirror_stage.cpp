@@ -10,6 +10,7 @@
 
 #include "fetch/fetch_internal.hpp"
 #include "format/manifest.hpp"
+#include "io/artifact_check.hpp"
 #include "io/atomic_file.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
@@ -57,6 +58,7 @@ int copy_order(ReleaseFileKind k) {
   // archives are missing.
   switch (k) {
     case ReleaseFileKind::Archive:
+    case ReleaseFileKind::Description:
       return 0;
     case ReleaseFileKind::Wheel:
     case ReleaseFileKind::Tarball:
@@ -71,6 +73,24 @@ int copy_order(ReleaseFileKind k) {
 }
 
 }  // namespace
+
+std::vector<ReleaseName> releases_to_stage(const std::vector<fs::path>& sources,
+                                           const fs::path& to) {
+  std::set<std::pair<std::string, std::string>> found;
+  for (const auto& src : sources)
+    for (const auto& r : releases_in(src))
+      if (is_regular(src / index_file_name(r.package, r.version)))
+        found.emplace(r.package, r.version);
+  std::error_code ec;
+  if (fs::is_directory(to, ec))
+    for (const auto& r : releases_in(to))
+      for (const auto& src : sources)
+        if (fs::is_directory(src, ec) && !release_files_in(src, r.package, r.version).empty())
+          found.emplace(r.package, r.version);
+  std::vector<ReleaseName> out;
+  for (const auto& [package, version] : found) out.push_back({package, version});
+  return out;
+}
 
 StageResult stage_release(const StageOptions& opts) {
   const ReleaseName release = resolved_release(opts.package, opts.version);
@@ -111,6 +131,7 @@ StageResult stage_release(const StageOptions& opts) {
           add_candidate(name, kind, src / name);
           break;
         case ReleaseFileKind::Archive:
+        case ReleaseFileKind::Description:
           archives_found.emplace(name, src / name);
           break;
         case ReleaseFileKind::Checksums:
@@ -133,31 +154,36 @@ StageResult stage_release(const StageOptions& opts) {
       throw Error(ErrorKind::Stale, ip.string() + ": package_version is " + idx.package_version +
                                         ", expected " + version);
     std::set<std::string> listed;
-    for (const auto& e : idx.archives) {
-      listed.insert(e.file);
-      // Archives live beside their index; another source directory is the fallback.
-      fs::path ap = is_regular(ip.parent_path() / e.file) ? ip.parent_path() / e.file
-                    : archives_found.count(e.file)        ? archives_found[e.file]
-                                                          : fs::path();
+    // A file the index pins (an archive, the description): found beside the index, else in
+    // another source directory; of the pinned size and sha256. Empty when not found.
+    auto pinned_file = [&](const std::string& file, std::uint64_t size, const std::string& sha,
+                           ReleaseFileKind kind) -> fs::path {
+      listed.insert(file);
+      fs::path ap = is_regular(ip.parent_path() / file) ? ip.parent_path() / file
+                    : archives_found.count(file)        ? archives_found[file]
+                                                        : fs::path();
       if (ap.empty()) {
-        problems.push_back(
-            {ErrorKind::NotFound, e.file, "file",
-             ip.string() + " lists " + e.file + ", found in none of " + source_list});
-        continue;
+        problems.push_back({ErrorKind::NotFound, file, "file",
+                            ip.string() + " lists " + file + ", found in none of " + source_list});
+        return ap;
       }
       Digest d = digest_of(ap);
-      if (d.size != e.size)
-        problems.push_back({ErrorKind::Integrity, ap.string(), "size",
-                            ap.string() + ": size is " + std::to_string(d.size) + " bytes, " +
-                                ip.string() + " says " + std::to_string(e.size)});
-      else if (d.sha256 != e.sha256)
+      std::optional<PinMismatch> mm = size_mismatch(d.size, size);
+      if (!mm) mm = digest_mismatch(d.sha256, sha);
+      if (mm)
         problems.push_back(
-            {ErrorKind::Integrity, ap.string(), "sha256",
-             ap.string() + ": sha256 is " + d.sha256 + ", " + ip.string() + " says " + e.sha256});
+            {ErrorKind::Integrity, ap.string(), mm->field, mm->message(ap.string(), ip.string())});
+      cand[file] = {kind, ap, d};
+      return ap;
+    };
+    for (const auto& e : idx.archives) {
+      fs::path ap = pinned_file(e.file, e.size, e.sha256, ReleaseFileKind::Archive);
+      if (ap.empty()) continue;
       auto inner = check_archive_content(ap, e, idx, version, ip.string());
       problems.insert(problems.end(), inner.begin(), inner.end());
-      cand[e.file] = {ReleaseFileKind::Archive, ap, d};
     }
+    if (const auto& d = idx.description)
+      pinned_file(d->file, d->size, d->sha256, ReleaseFileKind::Description);
     for (const auto& [name, p] : archives_found)
       if (!listed.count(name))
         log("skipping " + p.string() + ": " + index_name + " does not list it");

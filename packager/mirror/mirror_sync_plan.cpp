@@ -1,5 +1,6 @@
 // `kiln mirror sync`, the decision (mirror.hpp: plan_sync): what a sync may publish, from the
 // upstream's checksum file and its trusted index; pure, no I/O (mirror_sync.cpp does that).
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
@@ -17,8 +18,18 @@ SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string&
                    bool index_pinned, bool sums_pinned, const std::string& sums_origin) {
   const std::string index_name = index_file_name(package, version);
   const std::string sums_name = checksums_file_name(package, version);
-  std::map<std::string, const IndexEntry*> archives;
-  for (const auto& e : index.archives) archives[e.file] = &e;
+  // What the index pins: its archives and the description.
+  struct Pinned {
+    ReleaseFileKind kind;
+    std::uint64_t size;
+    std::string sha256;
+  };
+  std::map<std::string, Pinned> pinned;
+  for (const auto& e : index.archives)
+    pinned[e.file] = {ReleaseFileKind::Archive, e.size, e.sha256};
+  if (index.description)
+    pinned[index.description->file] = {ReleaseFileKind::Description, index.description->size,
+                                       index.description->sha256};
   const std::string index_cover = index_pinned
                                       ? "the pinned index digest (--index-sha256)"
                                       : "its line in the pinned " + sums_name + " (--sums-sha256)";
@@ -39,13 +50,19 @@ SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string&
       plan.publish.push_back({e.name, *kind, e.sha256, std::nullopt, index_cover});
       continue;
     }
-    if (auto a = archives.find(e.name); a != archives.end()) {
-      if (a->second->sha256 != e.sha256)
+    if (auto a = pinned.find(e.name); a != pinned.end()) {
+      if (a->second.sha256 != e.sha256)
         throw Error(ErrorKind::Integrity, e.name + ": " + sums_origin + " lists sha256 " +
                                               e.sha256 + ", " + index_name + " pins " +
-                                              a->second->sha256);
-      plan.publish.push_back({e.name, ReleaseFileKind::Archive, e.sha256, a->second->size,
+                                              a->second.sha256);
+      plan.publish.push_back({e.name, a->second.kind, e.sha256, a->second.size,
                               index_name + " (size and sha256), trusted through " + index_cover});
+      continue;
+    }
+    if (*kind == ReleaseFileKind::Description) {
+      plan.withheld.push_back({e.name, *kind,
+                               "a description of release " + version + " that " + index_name +
+                                   " does not pin: no command would trust it"});
       continue;
     }
     if (*kind == ReleaseFileKind::Archive) {
@@ -65,10 +82,10 @@ SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string&
                " pins only archives, and " + sums_name +
                " is not pinned (--sums-sha256 HEX, the digest `kiln mirror stage` prints)"});
   }
-  for (const auto& e : index.archives)
-    if (!listed.count(e.file))
-      throw Error(ErrorKind::Integrity, sums_origin + " does not list " + e.file + ", which " +
-                                            index_name + " pins (sha256 " + e.sha256 + ")");
+  for (const auto& [file, p] : pinned)
+    if (!listed.count(file))
+      throw Error(ErrorKind::Integrity, sums_origin + " does not list " + file + ", which " +
+                                            index_name + " pins (sha256 " + p.sha256 + ")");
   if (sums_pinned && plan.withheld.empty()) {
     plan.checksums_text = sums_text;
   } else {

@@ -8,6 +8,7 @@
 
 #include "fetch/fetch_internal.hpp"
 #include "format/manifest.hpp"
+#include "io/artifact_check.hpp"
 #include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
@@ -246,6 +247,25 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
       rb.note(e.file, kind,
               std::to_string(d->size) + " bytes, sha256 " + d->sha256 +
                   ", manifest and artifacts verified");
+    }
+  }
+  // 3b. The description the index pins (index format 3).
+  if (idx && idx->description) {
+    const IndexFile& f = *idx->description;
+    const auto kind = ReleaseFileKind::Description;
+    in_index.insert(f.file);
+    if (!is_regular(dir / f.file)) {
+      rb.problem(f.file, kind, ErrorKind::NotFound, FileStatus::Missing,
+                 "pinned by " + index_name + " (" + std::to_string(f.size) + " bytes, sha256 " +
+                     f.sha256 + ") but not found");
+    } else if (auto d = digest(f.file, kind)) {
+      std::optional<PinMismatch> mm = size_mismatch(d->size, f.size);
+      if (!mm) mm = digest_mismatch(d->sha256, f.sha256);
+      if (mm)
+        rb.problem(f.file, kind, ErrorKind::Integrity, FileStatus::Mismatch,
+                   mm->message("", index_name));
+      check_listed(f.file, kind, *d);
+      rb.note(f.file, kind, std::to_string(d->size) + " bytes, sha256 " + d->sha256);
     }
   }
 

@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 #include "fetch/tuf_mirror.hpp"
 #include "format/archive.hpp"
 #include "format/archive_stream.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
+#include "io/limits.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "plan/target_choice.hpp"
@@ -156,6 +158,7 @@ struct VerifiedBundle {
   Index index;
   fs::path index_path;
   std::vector<std::pair<IndexEntry, fs::path>> archives;  // those the bundle carries
+  std::optional<fs::path> description;  // the description the index pins, when carried
   std::int64_t root_version = 0;
   std::int64_t timestamp_version = 0;
   std::string timestamp_expires;
@@ -217,19 +220,17 @@ VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std:
     fs::path p = dir / tuf::quote_name(e.file);
     std::error_code ec;
     if (!fs::exists(p, ec)) continue;  // not carried: the bundle was made for other targets
-    std::optional<tuf::TargetFile> a = updater.get_targetinfo(e.file);
-    if (!a)
-      throw tuf::Error(tuf::Attack::TargetNotFound,
-                       "the bundle carries " + e.file + " but no trusted targets role lists it");
-    auto sha = a->hashes.find("sha256");
-    if (static_cast<std::uint64_t>(a->length) != e.size || sha == a->hashes.end() ||
-        sha->second != e.sha256)
-      throw tuf::Error(tuf::Attack::TargetMismatch, "target " + e.file + ": the index lists " +
-                                                        std::to_string(e.size) + " bytes, sha256 " +
-                                                        e.sha256 + "; the targets metadata says " +
-                                                        std::to_string(a->length) + " bytes");
-    verify_target_file(p, *a);
+    tuf::TargetFile a = fetch_detail::trusted_pinned_target(
+        updater, IndexFile{e.file, e.size, e.sha256}, "the bundle " + dir.string());
+    verify_target_file(p, a);
     out.archives.emplace_back(e, p);
+  }
+  if (const auto& d = out.index.description; d && fs::exists(dir / tuf::quote_name(d->file))) {
+    // The description the index pins, carried as a target like the archives.
+    tuf::TargetFile a =
+        fetch_detail::trusted_pinned_target(updater, *d, "the bundle " + dir.string());
+    verify_target_file(dir / tuf::quote_name(d->file), a);
+    out.description = dir / tuf::quote_name(d->file);
   }
   if (out.archives.empty())
     throw Error(ErrorKind::NotFound,
@@ -262,14 +263,49 @@ bool is_tarball(const fs::path& p) {
 
 }  // namespace
 
-BundleResult write_bundle(const BundleRequest& req) {
-  const std::string& package = req.fetch.package;
-  const std::string& version = req.fetch.version;
-  if (package.empty() || version.empty())
+namespace {
+
+std::string release_list(const std::vector<BundleRelease>& releases) {
+  std::string out;
+  for (const auto& r : releases) out += (out.empty() ? "" : ", ") + r.package + " " + r.version;
+  return out;
+}
+
+// One release's index, description and chosen archives, fetched through TUF into `staging`.
+void fetch_release_into(const BundleRequest& req, FetchOptions o, const BundleRelease& release,
+                        const fs::path& staging) {
+  o.package = release.package;
+  o.version = release.version;
+  o.with_description = true;
+  std::vector<std::string> offered = fetch_index_targets(o);
+  std::set<std::string> chosen;
+  for (const auto& t : req.targets) chosen.insert(t);
+  for (int cc : req.devices) {
+    NamedChoice c = choose_named_targets(cc, offered);
+    if (c.candidates.empty())
+      throw Error(ErrorKind::Unsupported, "no archive of release " + release.package + " " +
+                                              release.version + " can run on CC " + cc_string(cc));
+    chosen.insert(c.candidates.front().first);
+    if (o.log)
+      o.log(release.package + " " + release.version + " for CC " + cc_string(cc) + ": " +
+            c.candidates.front().first);
+  }
+  FetchResult r = fetch_archive_files(o, {chosen.begin(), chosen.end()}, staging.string());
+  std::string index_name = tuf::quote_name(index_file_name(release.package, release.version));
+  if (fs::exists(staging / index_name))
     throw Error(ErrorKind::Usage,
-                "kiln bundle: no package and version named (--source, or "
-                "--package and --version)");
-  const TrustAnchor anchor = bundle_anchor(req.fetch, package + " " + version);
+                "release " + release.package + " " + release.version + " is named twice");
+  write_file_atomically(staging / index_name, r.index_json);
+}
+
+}  // namespace
+
+BundleResult write_bundle(const BundleRequest& req) {
+  if (req.releases.empty())
+    throw Error(ErrorKind::Usage,
+                "kiln bundle: no release named (--release NAME-VERSION, --package and --version, "
+                "or --source)");
+  const TrustAnchor anchor = bundle_anchor(req.fetch, release_list(req.releases));
   if (req.targets.empty() && req.devices.empty())
     throw Error(ErrorKind::Usage, "kiln bundle needs --targets LIST or --device D (see --help)");
   std::error_code ec;
@@ -283,18 +319,7 @@ BundleResult write_bundle(const BundleRequest& req) {
   FetchOptions o = req.fetch;
   o.index_sha256.clear();
   o.tuf_root = anchor.value;  // the fetch takes the same root, whatever its default would be
-  std::vector<std::string> offered = fetch_index_targets(o);
-  std::set<std::string> chosen;
-  for (const auto& t : req.targets) chosen.insert(t);
-  for (int cc : req.devices) {
-    NamedChoice c = choose_named_targets(cc, offered);
-    if (c.candidates.empty())
-      throw Error(ErrorKind::Unsupported,
-                  "no archive of release " + version + " can run on CC " + cc_string(cc));
-    chosen.insert(c.candidates.front().first);
-    if (o.log) o.log("for CC " + cc_string(cc) + ": " + c.candidates.front().first);
-  }
-  FetchResult r = fetch_archive_files(o, {chosen.begin(), chosen.end()}, staging.path().string());
+  for (const auto& release : req.releases) fetch_release_into(req, o, release, staging.path());
   fs::remove_all(staging.path() / ".kiln-locks", ec);
 
   auto add = [&](const std::string& name, std::string_view bytes) {
@@ -302,7 +327,6 @@ BundleResult write_bundle(const BundleRequest& req) {
       throw Error(ErrorKind::Format, "two files of the bundle would be named " + name);
     write_file_atomically(staging.path() / name, bytes);
   };
-  add(tuf::quote_name(index_file_name(package, version)), r.index_json);
   // The trusted metadata, copied under its lock so no refresh changes it halfway.
   const std::string anchor_root = fetch_detail::read_anchor_root(anchor);
   const fs::path md = fetch_detail::tuf_metadata_dir(o.tuf_metadata_dir, anchor_root);
@@ -337,15 +361,18 @@ BundleResult write_bundle(const BundleRequest& req) {
   ScratchDir scratch(fs::temp_directory_path() / "kiln-bundle-check-");
   fetch_detail::prepare_metadata_dir(scratch.path(), anchor_root);
   std::time_t now = o.tuf_clock ? o.tuf_clock() : std::time(nullptr);
-  VerifiedBundle check = verify_bundle(staging.path(), scratch.path(), package, version, now, now);
-
   BundleResult out;
-  out.version = version;
-  for (const auto& [e, p] : check.archives) out.targets.push_back(e.target);
-  std::sort(out.targets.begin(), out.targets.end());
-  out.root_version = check.root_version;
-  out.timestamp_version = check.timestamp_version;
-  out.timestamp_expires = check.timestamp_expires;
+  for (const auto& release : req.releases) {
+    VerifiedBundle check =
+        verify_bundle(staging.path(), scratch.path(), release.package, release.version, now, now);
+    BundleRelease carried{release.package, release.version, {}};
+    for (const auto& [e, p] : check.archives) carried.targets.push_back(e.target);
+    std::sort(carried.targets.begin(), carried.targets.end());
+    out.releases.push_back(std::move(carried));
+    out.root_version = check.root_version;
+    out.timestamp_version = check.timestamp_version;
+    out.timestamp_expires = check.timestamp_expires;
+  }
   std::vector<ArchiveMember> members;
   for (const auto& e : fs::directory_iterator(staging.path())) {
     out.files.push_back(e.path().filename().string());
@@ -368,23 +395,43 @@ BundleResult write_bundle(const BundleRequest& req) {
   return out;
 }
 
+namespace {
+
+// The releases whose index a bundle directory carries (<package>-<version>-index.json).
+std::vector<BundleRelease> releases_in_bundle(const fs::path& dir) {
+  std::vector<BundleRelease> out;
+  const std::string suffix = "-index.json";
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string stem = name.substr(0, name.size() - suffix.size());
+    std::optional<std::string_view> package = release_name_package(stem);
+    if (!package) continue;
+    std::string version = stem.substr(package->size() + 1);
+    if (is_package_version(version)) out.push_back({std::string(*package), version, {}});
+  }
+  std::sort(out.begin(), out.end(), [](const BundleRelease& a, const BundleRelease& b) {
+    return std::tie(a.package, a.version) < std::tie(b.package, b.version);
+  });
+  if (out.empty())
+    throw Error(ErrorKind::NotFound, "the bundle " + dir.string() +
+                                         " carries no release index (<package>-<version>-"
+                                         "index.json): is it a bundle from `kiln bundle`?");
+  return out;
+}
+
+}  // namespace
+
 BundleInstallResult install_bundle(const BundleInstallRequest& req) {
-  const std::string& package = req.package;
-  const std::string& version = req.version;
-  if (package.empty() || version.empty())
+  if (req.package.empty() != req.version.empty())
     throw Error(ErrorKind::Usage,
-                "kiln install --bundle: no package and version named (--source, "
-                "or --package and --version)");
+                "kiln install --bundle: name both the package and the version, or neither (then "
+                "every release the bundle carries is installed)");
   auto say = [&](const std::string& m) {
     if (req.log) req.log(m);
   };
-  const TrustAnchor anchor = bundle_anchor(req.trust, package + " " + version);
-  if (req.trust.tuf_metadata_dir.empty())
-    throw Error(ErrorKind::Usage, "no TUF metadata directory (the cache directory's tuf/)");
-  const std::string anchor_root = fetch_detail::read_anchor_root(anchor);
-  const fs::path md = fetch_detail::tuf_metadata_dir(req.trust.tuf_metadata_dir, anchor_root);
-  fetch_detail::prepare_metadata_dir(md, anchor_root);
-
   std::error_code ec;
   if (!fs::exists(req.bundle, ec))
     throw Error(ErrorKind::NotFound, "bundle not found: " + req.bundle.string(),
@@ -396,6 +443,16 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
     unpack_bundle(req.bundle, unpacked->path());
     dir = unpacked->path();
   }
+  std::vector<BundleRelease> releases =
+      req.package.empty() ? releases_in_bundle(dir)
+                          : std::vector<BundleRelease>{{req.package, req.version, {}}};
+
+  const TrustAnchor anchor = bundle_anchor(req.trust, release_list(releases));
+  if (req.trust.tuf_metadata_dir.empty())
+    throw Error(ErrorKind::Usage, "no TUF metadata directory (the cache directory's tuf/)");
+  const std::string anchor_root = fetch_detail::read_anchor_root(anchor);
+  const fs::path md = fetch_detail::tuf_metadata_dir(req.trust.tuf_metadata_dir, anchor_root);
+  fetch_detail::prepare_metadata_dir(md, anchor_root);
 
   const std::time_t clock = std::time(nullptr);
   std::time_t now = clock;
@@ -408,25 +465,41 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
         "replayed (frozen) bundle. Signatures, thresholds, versions and hashes are checked as "
         "always.");
   }
-  VerifiedBundle vb = verify_bundle(dir, md, package, version, now, clock);
-  for (const auto& e : vb.expired)
-    say("WARNING: accepted expired metadata because of --expiry-reference: " + e);
-  say("verified " + req.bundle.string() + " against root v" + std::to_string(vb.root_version) +
-      " (" + anchor.source + "): timestamp v" + std::to_string(vb.timestamp_version) + ", " +
-      std::to_string(vb.archives.size()) + " archive(s)");
-
-  // Every manifest against its index entry before the first install.
-  for (const auto& [e, p] : vb.archives)
-    if (std::optional<Manifest> m = read_leading_manifest(p))
-      require_manifest_matches_index(*m, e, vb.index, p.string(), vb.index_path.string());
+  // Every release, and every manifest against its index entry, before the first install.
+  std::vector<VerifiedBundle> verified;
+  for (const auto& release : releases) {
+    VerifiedBundle vb = verify_bundle(dir, md, release.package, release.version, now, clock);
+    for (const auto& [e, p] : vb.archives)
+      if (std::optional<Manifest> m = read_leading_manifest(p))
+        require_manifest_matches_index(*m, e, vb.index, p.string(), vb.index_path.string());
+    say("verified " + release.package + " " + release.version + " in " + req.bundle.string() +
+        " against root v" + std::to_string(vb.root_version) + " (" + anchor.source +
+        "): timestamp v" + std::to_string(vb.timestamp_version) + ", " +
+        std::to_string(vb.archives.size()) + " archive(s)");
+    verified.push_back(std::move(vb));
+  }
   BundleInstallResult out;
-  out.root_version = vb.root_version;
-  out.timestamp_version = vb.timestamp_version;
-  out.expired_accepted = vb.expired;
-  for (const auto& [e, p] : vb.archives) {
-    out.installed.push_back(
-        install_archive(p, req.dest, e.sha256, RequiredRelease{package, version}));
-    say("installed " + out.installed.back().directory.string());
+  for (const auto& e : verified.front().expired)
+    say("WARNING: accepted expired metadata because of --expiry-reference: " + e);
+  out.root_version = verified.front().root_version;
+  out.timestamp_version = verified.front().timestamp_version;
+  out.expired_accepted = verified.front().expired;
+  for (std::size_t i = 0; i < releases.size(); ++i) {
+    const VerifiedBundle& vb = verified[i];
+    BundleRelease done{releases[i].package, releases[i].version, {}};
+    for (const auto& [e, p] : vb.archives) {
+      out.installed.push_back(
+          install_archive(p, req.dest, e.sha256, RequiredRelease{done.package, done.version}));
+      done.targets.push_back(e.target);
+      say("installed " + out.installed.back().directory.string());
+    }
+    if (vb.description) {
+      out.descriptions.push_back(install_description(
+          read_whole_file(*vb.description, limits::kMaxJsonBytes), *vb.index.description, req.dest,
+          vb.description->string(), vb.index_path.string()));
+      say("installed " + out.descriptions.back().string());
+    }
+    out.releases.push_back(std::move(done));
   }
   return out;
 }

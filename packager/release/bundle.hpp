@@ -10,8 +10,11 @@
 //   [<v>.]snapshot.json           <v>. under consistent snapshots; delegated role names
 //   [<v>.]targets.json            percent-encoded (tuf::quote_name)
 //   [[<v>.]<role>.json ...]
-//   <index_file_name(package, version)>   the release index, a TUF target
+//   <index_file_name(package, version)>   each release's index, a TUF target
+//   <description_file_name(...)>  its description when the index pins one, a TUF target
 //   <archive_file_name(...)>      each chosen archive, a TUF target
+// A bundle may carry several releases of the repository (of one or several packages): the
+// metadata is the repository's, and each release is verified against its own index.
 // Targets are stored under tuf::quote_name(target path); every name appears once.
 //
 // Expiry: a bundle is verified against the current time, like a fetch. --expiry-reference TIME
@@ -31,18 +34,26 @@
 
 namespace kiln::packager {
 
+// A release a bundle carries: <package>-<version>-index.json, its description when the index
+// pins one, and the archives chosen of it.
+struct BundleRelease {
+  std::string package;
+  std::string version;
+  std::vector<std::string> targets;  // in a result: the archives' targets, sorted
+};
+
 struct BundleRequest {
-  FetchOptions fetch;                // mirrors, TUF root, metadata dir, deadlines, version
-  std::vector<std::string> targets;  // archives asked for by target
-  std::vector<int> devices;          // compute capabilities: the archive the loader would pick
-  std::filesystem::path out;         // a new directory, or FILE.tar.zst
-  std::int64_t mtime = 0;            // of the tarball's entries (SOURCE_DATE_EPOCH)
+  FetchOptions fetch;  // mirrors, TUF root, metadata dir, deadlines (package/version unused)
+  std::vector<BundleRelease> releases;  // at least one; their targets unused
+  std::vector<std::string> targets;     // archives asked for by target, of every release
+  std::vector<int> devices;             // compute capabilities: the archive the loader would pick
+  std::filesystem::path out;            // a new directory, or FILE.tar.zst
+  std::int64_t mtime = 0;               // of the tarball's entries (SOURCE_DATE_EPOCH)
 };
 
 struct BundleResult {
-  std::string version;
-  std::vector<std::string> targets;  // the archives' targets, sorted
-  std::vector<std::string> files;    // every file of the bundle, sorted
+  std::vector<BundleRelease> releases;  // as asked, each with the targets carried
+  std::vector<std::string> files;       // every file of the bundle, sorted
   std::int64_t root_version = 0;     // the newest root it carries
   std::int64_t timestamp_version = 0;
   std::string timestamp_expires;
@@ -58,7 +69,9 @@ BundleResult write_bundle(const BundleRequest& req);
 struct BundleInstallRequest {
   std::filesystem::path bundle;  // a directory or a .tar.zst
   FetchOptions trust;            // tuf_root / installed_tuf_root / tuf_metadata_dir
-  std::string package;           // the release whose index the bundle carries (both required)
+  // The release to install (both, or neither: then every release whose index the bundle
+  // carries, each verified before any is installed).
+  std::string package;
   std::string version;
   std::filesystem::path dest;                   // the store
   std::optional<std::time_t> expiry_reference;  // see "Expiry" above
@@ -66,7 +79,9 @@ struct BundleInstallRequest {
 };
 
 struct BundleInstallResult {
+  std::vector<BundleRelease> releases;  // those installed (targets: what was installed)
   std::vector<InstallResult> installed;
+  std::vector<std::filesystem::path> descriptions;  // written into the store
   std::int64_t root_version = 0;
   std::int64_t timestamp_version = 0;
   // Roles the clock says have expired, accepted because of expiry_reference:

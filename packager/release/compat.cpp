@@ -122,6 +122,13 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
                             std::to_string(loader.index_format), e.what()});
     return;
   }
+  // The loader judged may be another build (--loader): it reads indexes up to its own format.
+  if (idx.format_version > loader.index_format)
+    pkg.problems.push_back({ErrorKind::Stale, "index format_version", p.string(),
+                            std::to_string(idx.format_version), std::to_string(loader.index_format),
+                            "index format version " + std::to_string(idx.format_version) +
+                                " is too new for the loader, which reads up to " +
+                                std::to_string(loader.index_format)});
   if (idx.package != loader.package)
     pkg.problems.push_back(
         {ErrorKind::Stale, "package", p.string(), idx.package, loader.package,

@@ -52,10 +52,12 @@ struct WheelFile {
 
 // Every file of the wheel for one verified archive (its members and parsed manifest), in zip
 // order: package files sorted by path, then METADATA, WHEEL and RECORD. `generator_version` is
-// the version of the kiln writing it (WHEEL's Generator).
+// the version of the kiln writing it (WHEEL's Generator). `beside_store`: files that go in the
+// store beside the archive's directory (the package description the index pins), plain names.
 std::vector<WheelFile> wheel_contents(const Manifest& manifest,
                                       const std::vector<ArchiveMember>& members,
-                                      std::string_view generator_version);
+                                      std::string_view generator_version,
+                                      const std::vector<ArchiveMember>& beside_store = {});
 
 // --- zip (I/O) ---
 

@@ -10,7 +10,9 @@
 
 #include "format/manifest.hpp"
 #include "format/target.hpp"
+#include "io/artifact_check.hpp"
 #include "io/atomic_file.hpp"
+#include "io/limits.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
@@ -100,13 +102,8 @@ BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEn
   const std::string ip = index_path.string();
   // Read once; every check below and the wheel itself use these very bytes.
   std::string bytes = read_whole_file(archive);
-  if (bytes.size() != entry.size)
-    throw Error(ErrorKind::Integrity, as + ": size is " + std::to_string(bytes.size()) +
-                                          " bytes, " + ip + " says " + std::to_string(entry.size));
-  std::string digest = sha256_hex(bytes);
-  if (digest != entry.sha256)
-    throw Error(ErrorKind::Integrity,
-                as + ": sha256 is " + digest + ", " + ip + " says " + entry.sha256);
+  if (auto mm = pin_mismatch(bytes, ArtifactPin{entry.size, entry.sha256}))
+    throw Error(ErrorKind::Integrity, mm->message(as, ip));
   auto members = read_archive_bytes(bytes, as);
   bytes.clear();
   bytes.shrink_to_fit();
@@ -119,7 +116,17 @@ BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEn
   // integrity, another release's are stale, as kiln verify, install and compat say.
   require_manifest_matches_index(m, entry, idx, as, ip, "make a wheel of");
 
-  auto files = wheel_contents(m, members, kiln::version());
+  // The package's description, pinned by the index, goes into the wheel's store beside the
+  // archive: a node that pip-installed the wheel has what `kiln resolve` and `compat` read.
+  std::vector<ArchiveMember> beside;
+  if (const auto& d = idx.description) {
+    fs::path dp = index_path.parent_path() / d->file;
+    std::string text = read_whole_file(dp, limits::kMaxJsonBytes);
+    if (auto mm = pin_mismatch(text, ArtifactPin{d->size, d->sha256}))
+      throw Error(ErrorKind::Integrity, mm->message(dp.string(), ip));
+    beside.push_back({d->file, std::move(text)});
+  }
+  auto files = wheel_contents(m, members, kiln::version(), beside);
   members.clear();
   const fs::path whl =
       options.out / wheel_file_name(m.package, m.package_version, m.cuda_version, m.target);

@@ -51,7 +51,8 @@ std::string init_py(const Manifest& m) {
 
 std::vector<WheelFile> wheel_contents(const Manifest& manifest,
                                       const std::vector<ArchiveMember>& members,
-                                      std::string_view generator_version) {
+                                      std::string_view generator_version,
+                                      const std::vector<ArchiveMember>& beside_store) {
   require_plain("package version", manifest.package_version);
   require_plain("CUDA version", manifest.cuda_version);
   require_plain("target", manifest.target);
@@ -70,6 +71,11 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
     if (!is_plain_path(m.name) || m.name.find('/') != std::string::npos)
       throw Error(ErrorKind::Format, "archive member '" + m.name + "' is not a plain file name");
     files.push_back({pkg + "/artifacts/" + stem + "/" + m.name, m.data});
+  }
+  for (const auto& f : beside_store) {
+    if (!is_plain_path(f.name) || f.name.find('/') != std::string::npos || f.name == stem)
+      throw Error(ErrorKind::Format, "store file '" + f.name + "' is not a plain file name");
+    files.push_back({pkg + "/artifacts/" + f.name, f.data});
   }
   std::sort(files.begin(), files.end(),
             [](const WheelFile& a, const WheelFile& b) { return a.path < b.path; });

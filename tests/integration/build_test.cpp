@@ -11,6 +11,7 @@
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "kiln/version.hpp"
+#include "project/package_description.hpp"
 #include "test_util.hpp"
 #include "tiny_project.hpp"
 
@@ -54,11 +55,22 @@ TEST_F(KilnBuild, PublishesOneArchivePerTargetWithManifestFirstAndTheIndex) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("compiled 5 of 5"), std::string::npos) << r.out;
   fs::path dist = work_ / "b/dist";
-  EXPECT_EQ(dir_names(dist), (std::vector<std::string>{archive("sm_80"), archive("sm_90a"),
-                                                       index_file_name(kPackage, kVersion)}));
+  const std::string described = description_file_name(kPackage, kVersion);
+  EXPECT_EQ(dir_names(dist),
+            (std::vector<std::string>{archive("sm_80"), archive("sm_90a"),
+                                      index_file_name(kPackage, kVersion), described}));
 
   Index idx = parse_index(read_file(dist / index_file_name(kPackage, kVersion)), "index");
   ASSERT_EQ(idx.archives.size(), 2u);
+  // The package's description is published with the release and pinned by its index.
+  ASSERT_TRUE(idx.description.has_value());
+  EXPECT_EQ(idx.description->file, described);
+  std::size_t described_size = 0;
+  EXPECT_EQ(sha256_file(dist / described, &described_size), idx.description->sha256);
+  EXPECT_EQ(described_size, idx.description->size);
+  auto read_back = load_package_description(dist / described);
+  EXPECT_EQ(std::string(read_back->get()->name), kPackage);
+  EXPECT_EQ(std::string(read_back->get()->version), kVersion);
   for (const auto& e : idx.archives) {
     std::size_t size = 0;
     EXPECT_EQ(sha256_file(dist / e.file, &size), e.sha256);
@@ -174,7 +186,8 @@ TEST_F(KilnBuild, WithoutTargetsBuildsThePackageFilesListAndSaysWhereItCameFrom)
   EXPECT_EQ(j["targets"], nlohmann::json::array({"sm_80"}));
   EXPECT_EQ(j["targets_from"], "registry/package.json");
   EXPECT_EQ(dir_names(work_ / "b/dist"),
-            (std::vector<std::string>{archive("sm_80"), index_file_name(kPackage, kVersion)}));
+            (std::vector<std::string>{archive("sm_80"), index_file_name(kPackage, kVersion),
+                                      description_file_name(kPackage, kVersion)}));
 }
 
 TEST_F(KilnBuild, SameTreeInAnotherDirectoryGivesByteIdenticalArchivesAndIndex) {

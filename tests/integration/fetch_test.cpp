@@ -236,11 +236,6 @@ std::pair<ErrorKind, std::string> error_of(Fn fn) {
   return {ErrorKind::Internal, ""};
 }
 
-#define EXPECT_CONTAINS(hay, needle)                          \
-  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
-      << "missing '" << (needle) << "' in:\n"                 \
-      << (hay)
-
 class Fetch : public ::testing::Test {
  protected:
   void SetUp() override {

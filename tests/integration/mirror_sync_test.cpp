@@ -40,11 +40,6 @@ using test::TempDir;
 using test::write_file;
 using Json = nlohmann::json;
 
-#define EXPECT_CONTAINS(hay, needle)                          \
-  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
-      << "missing '" << (needle) << "' in:\n"                 \
-      << (hay)
-
 const std::string kVer = kiln::version();
 // The server's --match for the per-target archives only (tarballs end in .tar.zst too); passed
 // as --match=VALUE since argparse takes a separate "-..." for an option.

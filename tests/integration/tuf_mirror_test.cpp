@@ -28,6 +28,7 @@
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"
 #include "plan/resolver.hpp"
+#include "project/package_description.hpp"
 #include "stand_in_driver.hpp"
 #include "store/store.hpp"
 #include "synthetic_release.hpp"
@@ -45,10 +46,6 @@ using nlohmann::json;
 using test::Cc90Driver;
 using test::MisbehavingServer;
 using test::TempDir;
-
-#define EXPECT_CONTAINS(hay, needle)                          \
-  EXPECT_NE(std::string(hay).find(needle), std::string::npos) \
-      << "missing: " << (needle) << "\nin: " << (hay)
 
 const char* kUri = "axpy_dtype_f32";
 constexpr std::time_t kThreeDays = 3 * 24 * 3600;
@@ -492,12 +489,55 @@ TEST_F(TufBundle, ABundleMadeOnlineInstallsOfflineAfterItsMetadataAndArchivesVer
                                    dist_.archive.at("sm_90a")}));
   auto r = install(b, "--json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_CONTAINS(r.out, "verified " + b.string() + " against root v1");
+  EXPECT_CONTAINS(
+      r.out, "verified kiln-kernels " + dist_.version + " in " + b.string() + " against root v1");
   EXPECT_EQ(store_entries(node_store()), std::set<std::string>{dist_.stem("sm_90a")});
   EXPECT_TRUE(store_has_verified(node_store(), dist_.stem("sm_90a")));
   // The node keeps what it verified for that root: the reference for its next bundle.
   EXPECT_TRUE(
       fs::exists(node_cache() / "tuf" / sha256_hex(test::read_file(root)) / "timestamp.json"));
+}
+
+// A second package's described release signed into the same repository: one bundle carries
+// both releases with their descriptions; the node installs each, naming none, and the
+// descriptions land beside the archives (what `kiln resolve` and `compat` read there).
+TEST_F(TufBundle, OneBundleCarriesTwoPackagesReleasesAndInstallsBothWithTheirDescriptions) {
+  test::ReleaseSpec acme;
+  acme.package = "acme-kernels";
+  acme.version = "1.2.0";
+  test::SyntheticDist acme_dist = test::write_release_dist(tmp / "dist-acme", acme, {"sm_90a"});
+  json described = json::parse(package_description_json(test::reference_description()));
+  described["package"] = "acme-kernels";
+  described["package_version"] = "1.2.0";
+  const std::string acme_description = described.dump(2) + "\n";
+  test::describe_release(acme_dist, acme_description);
+  auto staged = test::run(test::kiln_cli() + " mirror stage " + (tmp / "dist-acme").string() +
+                          " --to " + (tmp / "mirror").string());
+  ASSERT_EQ(staged.exit_code, 0) << staged.out;
+  tuf_repo("add " + (tmp / "mirror").string());
+
+  fs::path b = tmp / "bundle.tar.zst";
+  {
+    MisbehavingServer s(repo(), "ok");
+    auto made = bundle(s.url(), b,
+                       "--targets sm_90a --json --release kiln-kernels-" + dist_.version +
+                           " --release acme-kernels-1.2.0");
+    ASSERT_EQ(made.exit_code, 0) << made.out;
+    json j = json::parse(made.out.substr(made.out.find("{\n")));
+    ASSERT_EQ(j["releases"].size(), 2u) << made.out;
+    EXPECT_EQ(j["releases"][1]["package"], "acme-kernels");
+    EXPECT_EQ(j["releases"][1]["targets"], json::array({"sm_90a"}));
+    EXPECT_NE(std::find(j["files"].begin(), j["files"].end(), "acme-kernels-1.2.0.package.json"),
+              j["files"].end())
+        << made.out;
+  }
+  auto r = install(b, "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "verified acme-kernels 1.2.0 in " + b.string());
+  EXPECT_EQ(store_entries(node_store()),
+            (std::set<std::string>{dist_.stem("sm_90a"), acme_dist.stem("sm_90a"),
+                                   "acme-kernels-1.2.0.package.json"}));
+  EXPECT_EQ(test::read_file(node_store() / "acme-kernels-1.2.0.package.json"), acme_description);
 }
 
 TEST_F(TufBundle, ATarballBundleWithARotatedRootCarriesTheChainAndInstallsTheSame) {

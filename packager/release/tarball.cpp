@@ -257,6 +257,11 @@ TarballResult build_tarball(const TarballOptions& opts) {
                       ir.directory);
     res.targets.push_back(a->target);
   }
+  // The package's description beside the stores (pinned by the index, checked above): what
+  // `kiln resolve` and `compat` read on a node that has the tarball and no source tree.
+  if (index.description)
+    add_file(tree, "share/kiln/artifacts/" + index.description->file,
+             opts.dist / index.description->file);
   const std::int64_t mtime = opts.mtime.value_or(newest);
 
   // 3. Pack: sorted paths under one top directory, fixed metadata.

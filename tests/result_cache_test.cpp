@@ -1,14 +1,17 @@
-// kiln build's result cache without nvcc or a network: the entry format (Bazel's ActionResult,
-// read strictly) and the directory cache (what a lookup returns for a hit, a miss and each kind
-// of poisoned entry; no temporary file left behind). The HTTP cache against nginx is in
-// tests/integration/build_cache_test.cpp.
+// kiln build's result cache without nvcc or a network: the key (every input changes it, a tree at
+// another path does not), the entry format (Bazel's ActionResult, read strictly), and the
+// directory cache (what a lookup returns for a hit, a miss and each kind of poisoned entry; no
+// temporary file left behind). The HTTP cache against nginx is in
+// tests/integration/build_cache_test.cpp; builds through the cache in run_build_test.cpp.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <set>
 
+#include "build/build.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "project/registry.hpp"
 #include "result_cache/result_cache.hpp"
 #include "test_util.hpp"
 
@@ -19,6 +22,96 @@ namespace fs = std::filesystem;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
+
+const char* kRegistry = R"({
+  "format": 1,
+  "types": {"f32": "float", "f16": "__half"},
+  "families": [
+    {"name": "scale", "sources": ["scale.cu"], "entries": ["kiln::scale<{dtype}>"],
+     "params": [{"name": "dtype", "kind": "type", "values": ["f32", "f16"]}],
+     "targets": ["sm_80+"], "flags": ["-DSCALE=2"]}
+  ]
+})";
+
+struct KeyRig {
+  Registry reg = parse_registry(kRegistry, "kernels.json");
+  CompilerIdentity compiler{"13.0.88", "gcc (Debian 12.2.0-14) 12.2.0", ""};
+
+  KeyRig() {
+    for (auto& s : reg.specialisations) s.source_hash = std::string(64, 'a');
+  }
+  // The key of scale_dtype_f32 for `target`, planned in `source_dir`, out dir `out_dir`.
+  CompileKey key(const std::string& target = "sm_90", const std::string& source_dir = "/a/src",
+                 const std::string& out_dir = "/a/out") const {
+    BuildPlan plan = plan_build(reg, {*parse_target(target)}, {"scale_dtype_f32"}, source_dir);
+    const PlannedArtifact& a = plan.targets.at(0).artifacts.at(0);
+    return compile_key(a, *reg.find(a.uri), plan.stubs.at(a.stub), source_dir, out_dir, compiler);
+  }
+};
+
+TEST(CompileKey, ChangesWhenAnyInputThatShapesTheBytesChanges) {
+  KeyRig base;
+  const std::string k = base.key().hex;
+  ASSERT_EQ(k.size(), 64u);
+  std::set<std::string> keys{k};
+  auto differs = [&](const KeyRig& rig, const char* what, const std::string& target = "sm_90") {
+    std::string other = rig.key(target).hex;
+    EXPECT_NE(other, k) << what << " left the key unchanged";
+    EXPECT_TRUE(keys.insert(other).second) << what << " gave the key of another change";
+  };
+  {
+    KeyRig r;  // a source or header byte (the family's source hash)
+    for (auto& s : r.reg.specialisations) s.source_hash = std::string(64, 'b');
+    differs(r, "the source hash");
+  }
+  {
+    KeyRig r;  // a parameter value (same URI and entries: only the parameter differs)
+    const_cast<Specialisation*>(r.reg.find("scale_dtype_f32"))->params[0].second = "f64";
+    differs(r, "a parameter");
+  }
+  {
+    KeyRig r;  // an entry (also changes the stub)
+    const_cast<Specialisation*>(r.reg.find("scale_dtype_f32"))->entries[0] = "kiln::other<float>";
+    differs(r, "an entry");
+  }
+  {
+    KeyRig r;  // a family flag
+    r.reg.families[0].flags = {"-DSCALE=3"};
+    differs(r, "a flag");
+  }
+  {
+    KeyRig r;
+    r.compiler.nvcc_version = "13.0.89";
+    differs(r, "the toolkit version");
+  }
+  {
+    KeyRig r;
+    r.compiler.host_compiler = "gcc (Debian 13.1.0-1) 13.1.0";
+    differs(r, "the host compiler");
+  }
+  {
+    KeyRig r;
+    r.compiler.nvcc_environment = "NVCC_APPEND_FLAGS=-DX=1\n";
+    differs(r, "NVCC_APPEND_FLAGS");
+  }
+  differs(base, "the target", "sm_80");
+  differs(base, "an arch-specific target", "sm_90a");
+  EXPECT_EQ(base.key().hex, k) << "the same inputs must give the same key";
+}
+
+TEST(CompileKey, IsTheSameForTreesAtDifferentPathsUnlessAFlagEmbedsPaths) {
+  KeyRig rig;
+  CompileKey here = rig.key("sm_90", "/home/a/src", "/home/a/out");
+  CompileKey there = rig.key("sm_90", "/ci/runner-7/checkout", "/tmp/build-42");
+  EXPECT_EQ(here.hex, there.hex);
+  for (const auto& [tag, value] : here.fields) {
+    EXPECT_EQ(value.find("/home/a"), std::string::npos) << tag << ": " << value;
+  }
+  // -lineinfo puts the directory into the image: such results are not shared across paths.
+  rig.reg.families[0].flags = {"-lineinfo"};
+  EXPECT_NE(rig.key("sm_90", "/home/a/src", "/home/a/out").hex,
+            rig.key("sm_90", "/ci/runner-7/checkout", "/tmp/build-42").hex);
+}
 
 // ---- the entry ----
 

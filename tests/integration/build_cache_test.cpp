@@ -1,19 +1,24 @@
-// kiln build's result cache against a real server: nginx on loopback with WebDAV PUT (Debian
-// nginx-light), which serves Bazel's HTTP cache protocol as bazel-remote does: GET/PUT of
-// /ac/<key> and /cas/<sha256>, 404 for what is not there. A hit, a miss, a poisoned blob,
-// credentials kept out of messages, a dead server.
-// Needs nginx (the tests skip without it: scripts/bootstrap.sh installs it).
+// kiln build's result cache against a real server and the real nvcc: nginx on loopback with
+// WebDAV PUT (Debian nginx-light), which serves Bazel's HTTP cache protocol as bazel-remote
+// does: GET/PUT of /ac/<key> and /cas/<sha256>, 404 for what is not there. The lookups (hit,
+// miss, a poisoned blob, credentials kept out of messages), then the tiny project built by the
+// kiln CLI with no cache, a cold remote cache and, from a copy of the tree at another path, a
+// warm one: the same archive and index bytes each time.
+// Needs nginx (the tests skip without it: scripts/bootstrap.sh installs it) and nvcc.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "child_process.hpp"
 #include "io/sha256.hpp"
 #include "result_cache/result_cache.hpp"
 #include "test_util.hpp"
+#include "tiny_project.hpp"
 
 namespace kiln {
 namespace {
@@ -171,6 +176,60 @@ TEST_F(HttpCache, ADeadServerIsUnavailableWithinTheConnectBound) {
   packager::CacheStore s = cache->store(key_, "a.fatbin", bytes_);
   EXPECT_FALSE(s.ok);
   EXPECT_NE(s.reason.find("PUT " + dead + "/cas/"), std::string::npos) << s.reason;
+}
+
+// ---- kiln build through the cache, with nvcc ----
+
+class CachedKilnBuild : public HttpCache {
+ protected:
+  // The tiny project at `src`, built for sm_90 (two compiles) into `out`; the --json summary.
+  nlohmann::json build(const fs::path& src, const fs::path& out, const std::string& extra) {
+    auto r = test::run("SOURCE_DATE_EPOCH=1700000000 KILN_BUILD_CACHE= " + test::kiln_cli() +
+                       " build --json --source " + src.string() + " --out " + out.string() +
+                       " --targets sm_90 " + extra + " 2>" + (out.string() + ".stderr"));
+    EXPECT_EQ(r.exit_code, 0) << r.out << read_file(out.string() + ".stderr");
+    return nlohmann::json::parse(r.out.substr(r.out.find('{')));
+  }
+  static std::map<std::string, std::string> dist(const fs::path& out) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::directory_iterator(out / "dist"))
+      files[e.path().filename().string()] = read_file(e.path());
+    return files;
+  }
+  TempDir work_;
+};
+
+TEST_F(CachedKilnBuild, NoCacheColdRemoteAndWarmRemoteFromAnotherPathGiveTheSameBytes) {
+  fs::path src = work_ / "src", elsewhere = work_ / "another/checkout/src";
+  test::tiny::write_project(src);
+  test::tiny::write_project(elsewhere);
+
+  nlohmann::json none = build(src, work_ / "none", "");
+  EXPECT_TRUE(none["cache"].is_null());
+  EXPECT_EQ(none["compiled"], 2);
+
+  nlohmann::json cold = build(src, work_ / "cold", "--cache " + nginx_->url());
+  EXPECT_EQ(cold["compiled"], 2);
+  EXPECT_EQ(cold["cache"]["location"], nginx_->url());
+  EXPECT_EQ(cold["cache"]["misses"], 2);
+  EXPECT_EQ(cold["cache"]["stored"], 2);
+  EXPECT_GT(cold["cache"]["bytes_stored"].get<std::uint64_t>(), 0u);
+  EXPECT_TRUE(cold["cache"]["skipped"].is_null());
+  EXPECT_EQ(dist(work_ / "cold"), dist(work_ / "none"));
+
+  nlohmann::json warm = build(elsewhere, work_ / "warm", "--cache " + nginx_->url() + "/");
+  EXPECT_EQ(warm["compiled"], 0);
+  EXPECT_EQ(warm["cache"]["hits"], 2);
+  EXPECT_EQ(warm["cache"]["misses"], 0);
+  EXPECT_EQ(warm["cache"]["bytes_fetched"], cold["cache"]["bytes_stored"]);
+  EXPECT_EQ(dist(work_ / "warm"), dist(work_ / "none"));
+
+  // A changed header reaches the key: the family that includes it compiles again.
+  write_file(elsewhere / "kernels/common.cuh",
+             read_file(elsewhere / "kernels/common.cuh") + "// changed\n");
+  nlohmann::json changed = build(elsewhere, work_ / "warm", "--cache " + nginx_->url());
+  EXPECT_EQ(changed["compiled"], 2);
+  EXPECT_EQ(changed["cache"]["misses"], 2);
 }
 
 }  // namespace

@@ -150,6 +150,8 @@ void add_build_command(CLI::App& app, int& rc) {
       "same tree gives byte-identical archives in any --out.\n"
       "--shard I/N builds one part of the work into a shard (in --dist); `kiln merge` turns "
       "all N shards into the archives and index a one-machine build gives.\n"
+      "--cache DIR|URL (or KILN_BUILD_CACHE) takes compile results from a content-keyed cache, "
+      "a directory or a Bazel HTTP cache server, checked like a compile; misses are stored.\n"
       "Exit codes: 2 bad arguments, 5 unsupported target or missing nvcc/ninja/launcher, 6 "
       "--only matches nothing, 7 a kernel failed to compile (nothing is published), 9 I/O, "
       "10 a compile result lacks its target's image or an entry (nothing is published).\n"

@@ -7,6 +7,7 @@
 // Needs nginx (the tests skip without it: scripts/bootstrap.sh installs it) and nvcc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "child_process.hpp"
+#include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "result_cache/result_cache.hpp"
 #include "test_util.hpp"
@@ -230,6 +232,38 @@ TEST_F(CachedKilnBuild, NoCacheColdRemoteAndWarmRemoteFromAnotherPathGiveTheSame
   nlohmann::json changed = build(elsewhere, work_ / "warm", "--cache " + nginx_->url());
   EXPECT_EQ(changed["compiled"], 2);
   EXPECT_EQ(changed["cache"]["misses"], 2);
+}
+
+// Misses compile through the launcher (sccache in CI; here a wrapper that logs each call), hits
+// never reach it. A directory cache: no server needed.
+TEST(CachedKilnBuildLauncher, MissesCompileThroughTheLauncherAndHitsRunNoCompiler) {
+  TempDir work;
+  fs::path src = work / "src", elsewhere = work / "elsewhere/src", log = work / "launched.log";
+  test::tiny::write_project(src);
+  test::tiny::write_project(elsewhere);
+  write_file(work / "launcher.sh",
+             "#!/bin/sh\necho \"$*\" >> '" + log.string() + "'\nexec \"$@\"\n");
+  fs::permissions(work / "launcher.sh", fs::perms::owner_all);
+  auto build = [&](const fs::path& source, const fs::path& out) {
+    auto r = test::run("SOURCE_DATE_EPOCH=1700000000 KILN_BUILD_CACHE= " + test::kiln_cli() +
+                       " build --source " + source.string() + " --out " + out.string() +
+                       " --targets sm_90 --cache " + (work / "cache").string() + " --launcher " +
+                       (work / "launcher.sh").string());
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return r.out;
+  };
+  std::string cold = build(src, work / "cold");
+  EXPECT_NE(cold.find("0 hits, 2 misses"), std::string::npos) << cold;
+  std::string launched = read_file(log);
+  EXPECT_EQ(std::count(launched.begin(), launched.end(), '\n'), 2) << launched;
+  EXPECT_NE(launched.find("nvcc"), std::string::npos) << launched;
+
+  std::string warm = build(elsewhere, work / "warm");
+  EXPECT_NE(warm.find("2 hits, 0 misses"), std::string::npos) << warm;
+  EXPECT_EQ(read_file(log), launched) << "a hit ran the compiler";
+  EXPECT_EQ(
+      read_file(work / "warm/dist" / index_file_name(test::tiny::kPackage, test::tiny::kVersion)),
+      read_file(work / "cold/dist" / index_file_name(test::tiny::kPackage, test::tiny::kVersion)));
 }
 
 }  // namespace

@@ -5,8 +5,10 @@
 // tests/integration/build_cache_test.cpp; builds through the cache in run_build_test.cpp.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <set>
+#include <thread>
 
 #include "build/build.hpp"
 #include "io/sha256.hpp"
@@ -180,6 +182,38 @@ TEST(DirectoryCache, StoresTheBytesThenTheEntryAndLeavesNoTemporaryFile) {
   // Storing again replaces both files whole (rename over), still no temporary left.
   ASSERT_TRUE(rig.cache->store(rig.key, "a.fatbin", rig.bytes).ok);
   EXPECT_EQ(rig.files().size(), 2u);
+}
+
+TEST(DirectoryCache, ReadersSeeTheWholeEntryWhileOthersStoreTheSameKey) {
+  // Shards on one machine share a directory: two writers store one key over and over while a
+  // reader looks it up. A store renames over the old files, so every lookup is a whole hit.
+  DirRig rig;
+  const std::string big(256 * 1024, 'k');  // large enough that a torn write would show
+  ASSERT_TRUE(rig.cache->store(rig.key, "a.fatbin", big).ok);
+  std::atomic<bool> stop{false};
+  std::atomic<int> stores{0};
+  auto writer = [&] {
+    while (!stop)
+      if (rig.cache->store(rig.key, "a.fatbin", big).ok) ++stores;
+  };
+  {
+    std::thread w1(writer), w2(writer);
+    struct Join {  // also when an assertion below returns early
+      std::atomic<bool>& stop;
+      std::thread &a, &b;
+      ~Join() {
+        stop = true;
+        a.join();
+        b.join();
+      }
+    } join{stop, w1, w2};
+    for (int i = 0; i < 300 || stores < 10; ++i) {
+      CacheLookup r = rig.cache->lookup(rig.key, "a.fatbin");
+      ASSERT_EQ(r.outcome, CacheLookup::Outcome::Hit) << r.reason;
+      ASSERT_EQ(r.bytes, big);
+    }
+  }
+  EXPECT_EQ(rig.files().size(), 2u) << "temporary files left behind";
 }
 
 TEST(DirectoryCache, AnUnknownKeyOrAnEntryWhoseBytesAreGoneIsAMiss) {

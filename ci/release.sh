@@ -9,6 +9,8 @@
 #                     signed with THROWAWAY test keys from release/tuf-THROWAWAY-TEST-KEYS/:
 #                     a real pipeline signs with its own keys, root and targets kept offline
 # Options: --targets LIST (default: ci/targets.txt), --jobs N (passed to `kiln build`),
+#   --cache DIR|URL (kiln build's result cache, default $KILN_BUILD_CACHE: every build and every
+#   shard reads and fills the same one, so a re-run of an unchanged release compiles nothing),
 #   --kiln-build DIR  install kiln from DIR, a build of this checkout made already (the tests'
 #                     operator check passes its own), instead of configuring build-release.
 # Sharded (docs/release.md; every variant gives the same bytes as the plain run):
@@ -31,11 +33,12 @@ while [ $# -gt 0 ]; do
     --targets) targets="$2"; shift 2 ;;
     --targets=*) targets="${1#--targets=}"; shift ;;
     --jobs) build_args+=(--jobs "$2"); shift 2 ;;
+    --cache) export KILN_BUILD_CACHE="$2"; shift 2 ;;
     --shards) shards="$2"; shift 2 ;;
     --shard) one_shard="$2"; shift 2 ;;
     --merge-shards) merge_from="$(cd "$2" && pwd)"; shift 2 ;;
     --kiln-build) kiln_build="$(cd "$2" && pwd)"; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

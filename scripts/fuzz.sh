@@ -13,14 +13,14 @@ cd "$(dirname "$0")/.."
 secs="${KILN_FUZZ_SECONDS:-45}"
 build="${KILN_FUZZ_BUILD:-build-fuzz}"
 all=(index manifest manifest_entry scan_record fatbin archive checksums wheel wheel_record
-  retry_after package_description)
+  retry_after package_description action_result)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 
 # -max_len per target: above every seed, small enough that a run explores rather than grows.
 declare -A max_len=([index]=16384 [manifest]=16384 [manifest_entry]=16384 [scan_record]=8192
   [fatbin]=65536 [archive]=65536 [checksums]=8192 [wheel]=65536 [wheel_record]=8192
-  [retry_after]=256 [package_description]=65536)
+  [retry_after]=256 [package_description]=65536 [action_result]=4096)
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache

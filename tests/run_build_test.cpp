@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -13,11 +14,14 @@
 #include "build/build.hpp"
 #include "build/command_runner.hpp"
 #include "build/toolkit.hpp"
+#include "child_process.hpp"
 #include "format/archive.hpp"
 #include "format/fatbin.hpp"
 #include "format/manifest.hpp"
+#include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "result_cache/result_cache.hpp"
 #include "test_util.hpp"
 
 namespace kiln::packager {
@@ -456,6 +460,192 @@ TEST(NinjaRunner, MissingNinjaIsUnsupportedNamingThePathSearched) {
               std::string::npos)
         << e.what();
   }
+}
+
+// ---- the result cache in front of the compiles (--cache DIR) ----
+
+// Every archive and the index of a build, by file name.
+std::map<std::string, std::string> published(const BuildResult& r) {
+  std::map<std::string, std::string> out;
+  for (const auto& a : r.archives) out[fs::path(a.path).filename().string()] = read_file(a.path);
+  out[fs::path(r.index_path).filename().string()] = read_file(r.index_path);
+  return out;
+}
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(BuildCache, ACleanTreeElsewhereTakesEveryResultFromTheCacheWithIdenticalBytes) {
+  TempDir cache;
+  BuildRig first;
+  first.opts.cache = cache.path().string();
+  BuildResult cold;
+  first.build(&cold);
+  EXPECT_EQ(cold.compiled, 4u);
+  ASSERT_TRUE(cold.cache);
+  EXPECT_EQ(cold.cache->misses, 4u);
+  EXPECT_EQ(cold.cache->stored, 4u);
+  EXPECT_EQ(cold.cache->hits, 0u);
+  EXPECT_GT(cold.cache->bytes_stored, 0u);
+
+  BuildRig second;  // the same project in another source and out directory
+  second.opts.cache = cache.path().string();
+  BuildResult warm;
+  std::string progress = second.build(&warm);
+  EXPECT_EQ(warm.compiled, 0u);
+  EXPECT_TRUE(second.runner.jobs_asked.empty()) << "nothing was left to compile";
+  ASSERT_TRUE(warm.cache);
+  EXPECT_EQ(warm.cache->hits, 4u);
+  EXPECT_EQ(warm.cache->misses, 0u);
+  EXPECT_EQ(warm.cache->bytes_fetched, cold.cache->bytes_stored);
+  EXPECT_NE(progress.find(": 4 hits, 0 to compile, 0 up to date"), std::string::npos) << progress;
+  EXPECT_EQ(published(warm), published(cold));
+
+  BuildRig plain;  // and no cache at all: the same bytes
+  BuildResult uncached;
+  plain.build(&uncached);
+  EXPECT_FALSE(uncached.cache);
+  EXPECT_EQ(published(uncached), published(cold));
+
+  // Again into the same --out: up to date, neither looked up nor compiled.
+  BuildResult again;
+  second.build(&again);
+  EXPECT_EQ(again.cache->up_to_date, 4u);
+  EXPECT_EQ(again.cache->hits + again.cache->misses + again.cache->bytes_fetched, 0u);
+  EXPECT_EQ(published(again), published(cold));
+}
+
+TEST(BuildCache, AnEntryWhoseBytesDoNotMatchItsDigestIsRefusedAndCompiledAgain) {
+  TempDir cache;
+  BuildRig first;
+  first.opts.cache = cache.path().string();
+  BuildResult cold;
+  first.build(&cold);
+  fs::path blob = files_in(cache / "cas").at(0);
+  std::string poisoned = read_file(blob);
+  poisoned[poisoned.size() / 2] ^= 0x20;
+  write_file(blob, poisoned);
+
+  BuildRig second;
+  second.opts.cache = cache.path().string();
+  BuildResult r;
+  std::string progress = second.build(&r);
+  EXPECT_EQ(r.cache->refused, 1u);
+  EXPECT_EQ(r.cache->hits, 3u);
+  EXPECT_EQ(r.compiled, 1u);
+  EXPECT_NE(progress.find("refused: " + blob.string() + ": sha256 is " + sha256_hex(poisoned)),
+            std::string::npos)
+      << progress;
+  EXPECT_EQ(published(r), published(cold));
+  // The recompiled result was stored again: a third tree hits everything.
+  BuildRig third;
+  third.opts.cache = cache.path().string();
+  BuildResult healed;
+  third.build(&healed);
+  EXPECT_EQ(healed.cache->hits, 4u);
+  EXPECT_EQ(published(healed), published(cold));
+}
+
+TEST(BuildCache, AnEntryOfAnotherTargetIsRefusedByTheCompileResultCheck) {
+  TempDir cache;
+  BuildRig first;
+  first.opts.cache = cache.path().string();
+  BuildResult cold;
+  first.build(&cold);
+  // Rewrite every entry consistently (digest and all) to a fatbin built for compute_75: only
+  // the compile-result check can tell.
+  ResultCache writer(make_directory_backend(cache.path().string()));
+  for (const fs::path& entry : files_in(cache / "ac")) {
+    CachedOutput out = decode_action_result(read_file(entry), entry.string());
+    std::string uri = out.name.substr(0, out.name.size() - std::string(".fatbin").size());
+    ASSERT_TRUE(
+        writer.store(entry.filename().string(), out.name, ptx_fatbin(75, kSymbols.at(uri))).ok);
+  }
+  BuildRig second;
+  second.opts.cache = cache.path().string();
+  BuildResult r;
+  std::string progress = second.build(&r);
+  EXPECT_EQ(r.cache->refused, 4u);
+  EXPECT_EQ(r.cache->hits, 0u);
+  EXPECT_EQ(r.compiled, 4u);
+  EXPECT_NE(progress.find("refused: compile result of scale_dtype_f16 for compute_80 is not what "
+                          "was asked for"),
+            std::string::npos)
+      << progress;
+  EXPECT_NE(progress.find("it holds an image for compute_75"), std::string::npos) << progress;
+  EXPECT_EQ(published(r), published(cold));
+}
+
+TEST(BuildCache, ACacheDirectoryThatCannotBeCreatedIsSkippedWithItsReason) {
+  BuildRig rig;
+  write_file(rig.out / "not-a-dir", "x");
+  rig.opts.cache = (rig.out / "not-a-dir" / "cache").string();
+  BuildResult r;
+  std::string progress = rig.build(&r);
+  EXPECT_EQ(r.compiled, 4u);
+  ASSERT_TRUE(r.cache);
+  EXPECT_NE(r.cache->skipped.find(rig.opts.cache), std::string::npos) << r.cache->skipped;
+  EXPECT_NE(progress.find("result cache skipped: "), std::string::npos) << progress;
+  EXPECT_EQ(r.archives.size(), 2u);
+}
+
+TEST(BuildCache, AFailedBuildKeepsWhatCompiledSoTheNextBuildCompilesOnlyTheFailure) {
+  TempDir cache;
+  BuildRig rig;
+  rig.opts.cache = cache.path().string();
+  rig.runner.fail["compute_90/scale_dtype_f32"] = "scale.cu(3): error: oops\n";
+  EXPECT_EQ(rig.build_error().kind(), ErrorKind::Compile);
+  EXPECT_EQ(files_in(cache / "ac").size(), 3u);
+  rig.runner.fail.clear();
+  rig.runner.order.clear();
+  BuildResult r;
+  rig.build(&r);
+  EXPECT_EQ(rig.runner.order, std::vector<std::string>{"compute_90/scale_dtype_f32"});
+  EXPECT_EQ(r.cache->up_to_date, 3u);
+  EXPECT_EQ(r.cache->misses, 1u);
+}
+
+TEST(BuildCache, ARemoteThatNeverAnswersCostsOneDeadlineAndTheBuildCompilesEverything) {
+  test::SilentListener silent;
+  BuildRig rig;
+  rig.opts.cache = silent.url();
+  rig.opts.cache_request_deadline_ms = 700;
+  auto t0 = std::chrono::steady_clock::now();
+  BuildResult r;
+  std::string progress = rig.build(&r);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.compiled, 4u);
+  EXPECT_EQ(r.archives.size(), 2u);
+  ASSERT_TRUE(r.cache);
+  EXPECT_EQ(r.cache->stored, 0u);
+  EXPECT_NE(r.cache->skipped.find("GET " + silent.url() + "/ac/"), std::string::npos)
+      << r.cache->skipped;
+  // Lookups run side by side and stop at the first failure; stores are not tried.
+  EXPECT_LT(secs, 3 * 0.7) << progress;
+  // One line says so, however many lookups were in flight.
+  std::size_t first = progress.find("skipped for the rest of this build");
+  ASSERT_NE(first, std::string::npos) << progress;
+  EXPECT_EQ(progress.find("skipped for the rest of this build", first + 1), std::string::npos)
+      << progress;
+  EXPECT_NE(
+      progress.find("result cache " + silent.url() + " skipped for the rest of this build: GET "),
+      std::string::npos)
+      << progress;
+}
+
+TEST(BuildCache, ARemoteThatIsNotThereIsSkippedAtOnce) {
+  BuildRig rig;
+  rig.opts.cache = "http://127.0.0.1:" + std::to_string(test::free_port());
+  auto t0 = std::chrono::steady_clock::now();
+  BuildResult r;
+  rig.build(&r);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  EXPECT_EQ(r.compiled, 4u);
+  EXPECT_NE(r.cache->skipped.find("connection failed"), std::string::npos) << r.cache->skipped;
 }
 
 }  // namespace

@@ -20,6 +20,11 @@ namespace kiln {
 struct Environment {
   LoaderConfig loader;
   std::string compiler_launcher;  // KILN_COMPILER_LAUNCHER: kiln build's default --launcher
+  std::string build_cache;        // KILN_BUILD_CACHE: kiln build's default --cache
+  // Read by nvcc itself; kiln build puts them in the result cache's key.
+  std::string nvcc_ccbin;          // NVCC_CCBIN
+  std::string nvcc_prepend_flags;  // NVCC_PREPEND_FLAGS
+  std::string nvcc_append_flags;   // NVCC_APPEND_FLAGS
   std::string source_date_epoch;  // SOURCE_DATE_EPOCH: build/tarball/wheel time ("" = unset)
   std::string cuda_home;          // CUDA_HOME: where kiln build and doctor look for nvcc first
   std::string path;               // PATH: the programs kiln build and doctor may run

@@ -183,11 +183,12 @@ struct CallState {
   std::string redirect_refused;  // why a redirect was not followed; empty: none refused
 };
 
-int on_progress(void* userdata, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t) {
+int on_progress(void* userdata, curl_off_t, curl_off_t dlnow, curl_off_t, curl_off_t ulnow) {
   auto* st = static_cast<CallState*>(userdata);
   auto now = std::chrono::steady_clock::now();
-  if (dlnow != st->last_bytes) {
-    st->last_bytes = dlnow;
+  // Bytes either way count as progress: an upload (put) sends before it receives.
+  if (dlnow + ulnow != st->last_bytes) {
+    st->last_bytes = dlnow + ulnow;
     st->last_progress = now;
     return 0;
   }
@@ -246,6 +247,23 @@ size_t on_body(char* buf, size_t size, size_t n, void* userdata) {
   if (!(*st->sink)(buf, size * n)) return 0;
   return size * n;
 }
+
+// The body of a put, handed to curl as it asks.
+struct UploadState {
+  std::string_view data;
+  std::size_t sent = 0;
+};
+
+size_t on_upload(char* buf, size_t size, size_t n, void* userdata) {
+  auto* up = static_cast<UploadState*>(userdata);
+  std::size_t chunk = std::min(size * n, up->data.size() - up->sent);
+  std::copy_n(up->data.data() + up->sent, chunk, buf);
+  up->sent += chunk;
+  return chunk;
+}
+
+// A put's reply is a status page at most; more than this is not an answer worth reading.
+constexpr std::size_t kMaxPutReplyBytes = 64 * 1024;
 
 std::string scheme_of(const std::string& url) {
   std::size_t p = url.find("://");
@@ -327,6 +345,22 @@ class CurlTransport final : public Transport {
   }
 
   TransferResult get(const TransferRequest& req, const Sink& sink) override {
+    return perform(req, sink, nullptr);
+  }
+
+  TransferResult put(const TransferRequest& req, std::string_view body) override {
+    std::size_t replied = 0;
+    Sink drop = [&replied](const char*, std::size_t n) {
+      replied += n;
+      return replied <= kMaxPutReplyBytes;
+    };
+    UploadState up{body};
+    return perform(req, drop, &up);
+  }
+
+ private:
+  // One request: a get, or a put when `upload` is given (which never follows a redirect).
+  TransferResult perform(const TransferRequest& req, const Sink& sink, UploadState* upload) {
     std::unique_ptr<CURL, EasyFree> easy(api_.easy_init(), {&api_});
     if (!easy) throw Error(ErrorKind::Internal, "curl_easy_init failed");
     CURL* c = easy.get();
@@ -348,7 +382,7 @@ class CurlTransport final : public Transport {
     set(api_.easy_setopt(c, CURLOPT_NOSIGNAL, 1L));
     set(api_.easy_setopt(c, CURLOPT_PROTOCOLS_STR, protocols));
     set(api_.easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, protocols));
-    set(api_.easy_setopt(c, CURLOPT_FOLLOWLOCATION, scheme == "file" ? 0L : 1L));
+    set(api_.easy_setopt(c, CURLOPT_FOLLOWLOCATION, scheme == "file" || upload ? 0L : 1L));
     set(api_.easy_setopt(c, CURLOPT_MAXREDIRS, 5L));
     set(api_.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L));
     set(api_.easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L));
@@ -362,6 +396,13 @@ class CurlTransport final : public Transport {
     // Larger reads mean fewer write(2) calls into the temp file for 100 MB archives.
     set(api_.easy_setopt(c, CURLOPT_BUFFERSIZE, 256L * 1024));
     if (req.head) set(api_.easy_setopt(c, CURLOPT_NOBODY, 1L));
+    if (upload) {
+      set(api_.easy_setopt(c, CURLOPT_UPLOAD, 1L));
+      set(api_.easy_setopt(c, CURLOPT_READFUNCTION, on_upload));
+      set(api_.easy_setopt(c, CURLOPT_READDATA, upload));
+      set(api_.easy_setopt(c, CURLOPT_INFILESIZE_LARGE,
+                           static_cast<curl_off_t>(upload->data.size())));
+    }
     st.stall_ms = req.low_speed_bytes > 0 ? req.low_speed_seconds * 1000 : 0;
     set(api_.easy_setopt(c, CURLOPT_NOPROGRESS, 0L));
     set(api_.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress));
@@ -416,11 +457,17 @@ class CurlTransport final : public Transport {
     return r;
   }
 
- private:
   const CurlApi& api_;
 };
 
 }  // namespace
+
+TransferResult Transport::put(const TransferRequest& req, std::string_view) {
+  TransferResult r;
+  r.status = TransferStatus::Refused;
+  r.message = "this transport does not upload (" + req.url + ")";
+  return r;
+}
 
 std::unique_ptr<Transport> make_curl_transport(const std::string& needed_for) {
   return std::make_unique<CurlTransport>(needed_for);

@@ -54,6 +54,10 @@ class Transport {
   virtual ~Transport() = default;
   // Thread-safe: called from several download threads at once.
   virtual TransferResult get(const TransferRequest& req, const Sink& sink) = 0;
+  // Uploads `body` to req.url with HTTP PUT (kiln build's result cache; nothing on the loader's
+  // path writes). Never follows a redirect: a 3xx is an Http failure. The reply's body is read
+  // up to 64 KiB and dropped. Transports that only read answer Refused.
+  virtual TransferResult put(const TransferRequest& req, std::string_view body);
 };
 
 // libcurl. Redirects (at most 5): from https only to https, any host (TLS names the new host);

@@ -134,6 +134,37 @@ std::vector<ArtifactEntry::Entry> match_entries(
     const std::function<std::string(const std::string&)>& demangle, const std::string& uri,
     const std::string& target);
 
+// ---- the result cache's key (pure; docs/decisions.md, "The build result cache") ----
+
+// What a compile depends on that the plan does not say: the toolchain as nvcc will run it.
+struct CompilerIdentity {
+  std::string nvcc_version;      // ToolkitInfo::full_version, e.g. "13.0.88"
+  std::string host_compiler;     // first line of `<host compiler> --version` (nvcc preprocesses
+                                 // with it), or why it could not be run
+  std::string nvcc_environment;  // NVCC_CCBIN, NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS as set
+};
+
+// One compile's key: SHA-256 over tagged fields (Sha256::field), and the fields themselves, in
+// the order hashed, for the record beside each fatbin (a person can diff two keys).
+struct CompileKey {
+  std::string hex;
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+constexpr const char* kCompileKeyVersion = "1";  // bump when the fields below change
+
+// The key of artifact `a` (of specialisation `spec`, compiled from stub text `stub`): the key's
+// version, the specialisation's source hash (its family's sources, the kernels/ headers they
+// include, its declaration), URI, parameters and entries, the stub, the target, the flags as
+// the manifest records them (source directory written $KILN_SOURCE, paths relative to the out
+// directory), and the compiler identity. No absolute path, unless a flag makes nvcc embed paths
+// in the output (embeds_paths): then the source and out directories are in it too.
+CompileKey compile_key(const PlannedArtifact& a, const Specialisation& spec,
+                       const std::string& stub, const std::string& source_dir,
+                       const std::string& out_dir, const CompilerIdentity& compiler);
+// -lineinfo, -G, -g and their long forms: the output then holds paths (cuda-facts: -lineinfo
+// embeds the working directory, -G temp names), so trees at different paths must not share it.
+bool embeds_paths(const std::vector<std::string>& flags);
+
 // ---- the build itself (I/O) ----
 
 enum class ProgressStyle { Live, Lines };
@@ -153,6 +184,27 @@ struct BuildOptions {
   std::string launcher;
   // Build only this shard's part; `dist_dir` then receives a shard (shard.hpp), not archives.
   std::optional<ShardSpec> shard;
+  // The result cache (--cache, KILN_BUILD_CACHE): a directory or an http(s):// URL; empty: none.
+  // Consulted before ninja runs; a hit skips the compile, a miss is stored after its check.
+  std::string cache;
+  long cache_connect_timeout_ms = 2000;  // a remote cache's bounds (result_cache.hpp)
+  long cache_request_deadline_ms = 10000;
+  std::string cache_ca_bundle;  // PEM file for an https:// cache (KILN_CA_BUNDLE); empty: system
+  // NVCC_CCBIN, NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS: in the key (nvcc reads them).
+  std::string nvcc_ccbin, nvcc_prepend_flags, nvcc_append_flags;
+};
+
+// What the result cache did in one build.
+struct CacheStats {
+  std::string location;        // the directory or URL (no credentials)
+  std::size_t hits = 0;        // results taken from the cache (checked like a compile)
+  std::size_t misses = 0;      // compiled (nothing usable in the cache), refused ones included
+  std::size_t refused = 0;     // entries refused: malformed, digest or compile-result check
+  std::size_t up_to_date = 0;  // already in --out with the same key: neither looked up nor built
+  std::size_t stored = 0;      // compile results stored
+  std::uint64_t bytes_fetched = 0;
+  std::uint64_t bytes_stored = 0;
+  std::string skipped;  // why the cache was dropped for the rest of the build; empty: it was not
 };
 
 struct PublishedArchive {
@@ -171,6 +223,7 @@ struct BuildResult {
   double seconds = 0;
   std::string index_path;  // for a shard: its shard.json
   std::vector<PublishedArchive> archives;
+  std::optional<CacheStats> cache;  // when a result cache was given
 };
 
 // What identifies a release's archives: the project's package name and version (its

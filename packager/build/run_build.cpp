@@ -8,10 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "build/cached_compiles.hpp"
 #include "build/command_runner.hpp"
 #include "build/shard.hpp"
 #include "io/atomic_file.hpp"
@@ -113,7 +116,14 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
       throw Error(ErrorKind::Io, "cannot create " + (out_dir / "obj" / tp.target.str()).string() +
                                      ": " + ec.message());
   }
-  write_if_changed(out_dir / "build.ninja", ninja_file(plan, tk.nvcc, launcher));
+  BuildResult result;
+  // With a result cache, hits and results already in --out never become ninja edges.
+  std::unique_ptr<CachedCompiles> cached;
+  if (!opts.cache.empty())
+    cached = CachedCompiles::open(opts, reg, plan, out_dir.string(), tk, path_env, progress_out,
+                                  result.cache);
+  const BuildPlan to_compile = cached ? cached->consult() : plan;
+  write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher));
 
   std::optional<std::uint64_t> mem;
   {
@@ -122,19 +132,27 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     ss << mi.rdbuf();
     mem = parse_mem_available(ss.str());
   }
-  BuildResult result;
   result.total = plan.artifact_count();
   result.jobs =
       choose_jobs(std::thread::hardware_concurrency(), mem, kPerJobMemoryBytes, opts.jobs);
 
   Progress progress(progress_out, opts.progress);
-  CompileOutcome nr =
-      runner.run(plan, out_dir.string(), result.jobs, [&](const NinjaStatusLine& s) {
-        ++result.compiled;
-        progress.edge(s,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      });
+  CompileOutcome nr;
+  if (!cached || to_compile.artifact_count() > 0)
+    nr = runner.run(to_compile, out_dir.string(), result.jobs, [&](const NinjaStatusLine& s) {
+      ++result.compiled;
+      progress.edge(s,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    });
   progress.finish();
+  if (cached) {
+    // Also after a failed build: what did compile is stored, so the next build redoes only
+    // the failures.
+    std::set<std::string> failed;
+    for (const auto& f : nr.failures) failed.insert(f.output);
+    cached->keep_compiled(to_compile, failed);
+    result.cache = cached->stats();
+  }
   if (nr.exit_code != 0) {
     const auto& failures = nr.failures;
     if (failures.empty())
@@ -183,6 +201,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
       } catch (const Error&) {
         std::error_code ec;
         fs::remove(fb, ec);
+        fs::remove(compile_record_path(out_dir.string(), a), ec);
         throw;
       }
       e.source_hash = spec->source_hash;
@@ -242,6 +261,20 @@ std::string build_result_json(const BuildResult& r) {
     arcs.push_back(std::move(o));
   }
   j["archives"] = std::move(arcs);
+  j["cache"] = nullptr;
+  if (r.cache) {
+    const CacheStats& c = *r.cache;
+    j["cache"] = {{"location", c.location},
+                  {"hits", c.hits},
+                  {"misses", c.misses},
+                  {"refused", c.refused},
+                  {"up_to_date", c.up_to_date},
+                  {"stored", c.stored},
+                  {"bytes_fetched", c.bytes_fetched},
+                  {"bytes_stored", c.bytes_stored},
+                  {"skipped", c.skipped.empty() ? nlohmann::ordered_json()
+                                                : nlohmann::ordered_json(c.skipped)}};
+  }
   return j.dump(2) + "\n";
 }
 

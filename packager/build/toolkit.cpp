@@ -299,4 +299,19 @@ const ToolkitInfo& NvccToolkit::info() {
   return *info_;
 }
 
+std::string host_compiler_identity(const std::string& ccbin, const std::string& path) {
+  std::string name = ccbin.empty() ? "gcc" : ccbin;
+  auto found = name.find('/') != std::string::npos ? std::optional<std::string>(name)
+                                                   : find_on_path(name, path);
+  if (!found) return name + " not found on PATH";
+  try {
+    ProcessResult r = run_process({*found, "--version"});
+    std::string first = r.output.substr(0, r.output.find('\n'));
+    if (r.exit_code != 0) return *found + " --version exited " + std::to_string(r.exit_code);
+    return first;
+  } catch (const Error& e) {
+    return *found + " cannot be run: " + e.what();
+  }
+}
+
 }  // namespace kiln::packager

@@ -88,6 +88,10 @@ struct ProcessResult {
 ProcessResult run_process(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& extra_env = {},
                           const std::function<void(const std::string&)>& on_line = {});
+// The host compiler nvcc preprocesses with, as the result cache's key names it: `ccbin`
+// (NVCC_CCBIN) when set, else gcc on `path`; the first line of its `--version`, or a sentence
+// saying why it could not be run (then nvcc cannot run it either, and the compile fails).
+std::string host_compiler_identity(const std::string& ccbin, const std::string& path);
 // The first executable `name` in the ':'-separated PATH, or nullopt.
 std::optional<std::string> find_on_path(const std::string& name, const std::string& path);
 

@@ -75,6 +75,18 @@ std::string build_json(const packager::BuildResult& r, const BuildTargets& chose
   return j.dump(2) + "\n";
 }
 
+// "cache DIR: 12 hits, 3 misses (1 refused), 0 up to date; 40960 bytes fetched, 12288 stored".
+void print_cache_stats(const packager::BuildResult& r) {
+  if (!r.cache) return;
+  const packager::CacheStats& c = *r.cache;
+  std::printf("cache %s: %zu hits, %zu misses", c.location.c_str(), c.hits, c.misses);
+  if (c.refused) std::printf(" (%zu refused)", c.refused);
+  std::printf(", %zu up to date; %llu bytes fetched, %llu stored (%zu results)\n", c.up_to_date,
+              static_cast<unsigned long long>(c.bytes_fetched),
+              static_cast<unsigned long long>(c.bytes_stored), c.stored);
+  if (!c.skipped.empty()) std::printf("cache skipped: %s\n", c.skipped.c_str());
+}
+
 void add_merge_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "merge",
@@ -138,6 +150,8 @@ void add_build_command(CLI::App& app, int& rc) {
       "same tree gives byte-identical archives in any --out.\n"
       "--shard I/N builds one part of the work into a shard (in --dist); `kiln merge` turns "
       "all N shards into the archives and index a one-machine build gives.\n"
+      "--cache DIR|URL (or KILN_BUILD_CACHE) takes compile results from a content-keyed cache, "
+      "a directory or a Bazel HTTP cache server, checked like a compile; misses are stored.\n"
       "Exit codes: 2 bad arguments, 5 unsupported target or missing nvcc/ninja/launcher, 6 "
       "--only matches nothing, 7 a kernel failed to compile (nothing is published), 9 I/O, "
       "10 a compile result lacks its target's image or an entry (nothing is published).\n"
@@ -152,6 +166,8 @@ void add_build_command(CLI::App& app, int& rc) {
     bool json = false;
     std::string shard;
     std::string launcher;
+    std::string cache;
+    bool no_cache = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--targets", o->targets,
@@ -177,6 +193,13 @@ void add_build_command(CLI::App& app, int& rc) {
   cmd->add_option("--launcher", o->launcher,
                   "run nvcc through this compiler launcher, e.g. sccache (default: "
                   "$KILN_COMPILER_LAUNCHER); it changes no byte and no hash");
+  auto* cache_opt = cmd->add_option(
+      "--cache", o->cache,
+      "result cache: a directory, or the http(s):// URL of a server speaking Bazel's HTTP cache "
+      "protocol (bazel-remote, nginx with WebDAV PUT); a hit skips nvcc and is checked like a "
+      "compile; a cache that fails is skipped, never the build (default: $KILN_BUILD_CACHE)");
+  cmd->add_flag("--no-cache", o->no_cache, "use no result cache, even if KILN_BUILD_CACHE is set")
+      ->excludes(cache_opt);
 
   cmd->callback([o, jobs_opt, &rc] {
     packager::BuildOptions opts;
@@ -196,10 +219,13 @@ void add_build_command(CLI::App& app, int& rc) {
                                           : "dist";
     opts.dist_dir =
         o->dist.empty() ? (std::filesystem::path(o->out) / dist_default).string() : o->dist;
-    if (!o->launcher.empty())
-      opts.launcher = o->launcher;
-    else
-      opts.launcher = read_environment().compiler_launcher;
+    const Environment env = read_environment();
+    opts.launcher = o->launcher.empty() ? env.compiler_launcher : o->launcher;
+    if (!o->no_cache) opts.cache = o->cache.empty() ? env.build_cache : o->cache;
+    opts.cache_ca_bundle = env.loader.ca_bundle;
+    opts.nvcc_ccbin = env.nvcc_ccbin;
+    opts.nvcc_prepend_flags = env.nvcc_prepend_flags;
+    opts.nvcc_append_flags = env.nvcc_append_flags;
     opts.build_time = source_build_time(opts.source_dir).seconds;
     opts.progress =
         ::isatty(STDERR_FILENO) ? packager::ProgressStyle::Live : packager::ProgressStyle::Lines;
@@ -208,17 +234,19 @@ void add_build_command(CLI::App& app, int& rc) {
     packager::BuildResult r = packager::run_build(opts, toolkit, stderr);
     std::fflush(stderr);
     if (opts.shard && !o->json) {
-      std::printf("shard %d/%d: compiled %zu of its %zu artifacts in %.1f s (%d jobs)\n%s\n",
-                  opts.shard->index, opts.shard->count, r.compiled, r.total, r.seconds, r.jobs,
-                  r.index_path.c_str());
+      std::printf("shard %d/%d: compiled %zu of its %zu artifacts in %.1f s (%d jobs)\n",
+                  opts.shard->index, opts.shard->count, r.compiled, r.total, r.seconds, r.jobs);
+      print_cache_stats(r);
+      std::printf("%s\n", r.index_path.c_str());
     } else if (o->json) {
       std::cout << build_json(r, chosen);
     } else {
-      if (r.compiled == 0)
+      if (r.compiled == 0 && (!r.cache || r.cache->hits == 0))
         std::printf("up to date: 0 of %zu compiled\n", r.total);
       else
         std::printf("compiled %zu of %zu artifacts in %.1f s (%d jobs)\n", r.compiled, r.total,
                     r.seconds, r.jobs);
+      print_cache_stats(r);
       for (const auto& a : r.archives) {
         std::string skipped;
         for (const auto& s : a.skipped)

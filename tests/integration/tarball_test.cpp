@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "format/manifest.hpp"
 #include "kiln/version.hpp"
 #include "test_util.hpp"
 

@@ -80,7 +80,8 @@ prepare() {
     --dest "$acme/share/kiln/artifacts" >/dev/null
   # acme's release as a plain mirror of its own, and the C program that serves both packages
   # from two pinned mirrors in one process (tests/gpu/two_packages.c).
-  "$ukiln" mirror stage "$tmp/acme-dist" --to "$CARRY/acme-mirror" >/dev/null
+  "$ukiln" mirror stage "$tmp/acme-dist" --to "$CARRY/acme-mirror" --source examples/acme-kernels \
+    >/dev/null
   local uprefix
   uprefix=$(dirname "$(dirname "$ukiln")")
   cc -std=c11 -O2 -Wall -Werror tests/gpu/two_packages.c -o "$CARRY/bin/two_packages" \
@@ -300,7 +301,7 @@ tier_cases() {
   done
   case_run corrupt "$bare/lib" "" KILN_ARTIFACT_PATH="$corrupt" KILN_OFFLINE=1 KILN_DISABLE_JIT=1 \
     KILN_CACHE_DIR="$work/cache-corrupt" KILN_TEST_RELEASE_EXPECT=integrity || rc=1
-  check "corrupt: both digests named" grep -q "pins .* bytes with SHA-256 .*, the file has" \
+  check "corrupt: both digests named" grep -q "sha256 is [0-9a-f]\{64\}, manifest says [0-9a-f]\{64\}" \
     "$out/case-corrupt.log"
 
   # two-packages: a C program, kiln-kernels and acme-kernels each from its own plain mirror

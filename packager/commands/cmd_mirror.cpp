@@ -272,7 +272,8 @@ void add_sync(CLI::App& mirror, int& rc) {
   auto* cmd = mirror.add_subcommand(
       "sync",
       "copy a release from an upstream mirror (http://, https://, file://) into a directory,\n"
-      "all or nothing. Needs a pin: --index-sha256 (covers the index and its archives) and/or\n"
+      "all or nothing. Needs a pin: --index-sha256 (covers the index and the archives and\n"
+      "description it pins) and/or\n"
       "--sums-sha256 (covers every file <package>-<version>-SHA256SUMS lists). SHA256SUMS first\n"
       "(against --sums-sha256), then the index (against --index-sha256 / KILN_INDEX_SHA256 and\n"
       "its SHA256SUMS line). Every SHA256SUMS line must be a file of --version (else exit 10,\n"

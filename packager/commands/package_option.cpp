@@ -65,7 +65,9 @@ void add_package_options(CLI::App* cmd, PackageOptions& o, bool with_version) {
   cmd->add_option("--source", o.source,
                   "the kernel project (VERSION, registry/package.json, registry/kernels.json, "
                   "kernels/) whose package this acts on (default: the current directory when it "
-                  "holds registry/package.json, else the tree this kiln was built from)");
+                  "holds registry/package.json, else the one package described in "
+                  "KILN_ARTIFACT_PATH, beside this kiln or in the cache, else the tree this kiln "
+                  "was built from, said on stderr)");
   cmd->add_option("--package", o.package, "the package's name instead of the project's")
       ->check(package_name_option());
   if (with_version)

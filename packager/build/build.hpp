@@ -191,6 +191,19 @@ struct ArchiveContent {
   Manifest manifest;
   std::vector<std::string> bytes;
 };
+// One compile result as packing takes it: its image's bytes and the entries found in it.
+struct CompiledArtifact {
+  std::string bytes;
+  std::vector<ArtifactEntry::Entry> entries;
+};
+// The content of one target's archive: each planned artifact's manifest entry (the registry's
+// values, the flags it was compiled with, the size and digest of its result) and bytes, as
+// `result` gives them (run_build: the file nvcc wrote, held to check_compile_result). One pass,
+// each URI's specialisation found by binary search: linear in the artifacts.
+ArchiveContent archive_content(
+    const TargetPlan& tp, const Registry& reg, const PackageIdentity& id, std::int64_t build_time,
+    const std::string& source_dir,
+    const std::function<CompiledArtifact(const PlannedArtifact&, const Specialisation&)>& result);
 // Writes one archive per content and the index into dist, atomically as a set (temporary
 // names renamed only after all are written; an archive whose members are unchanged is not
 // rewritten). `kiln build` and `kiln merge` both publish through this, so their bytes agree.

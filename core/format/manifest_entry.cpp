@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -353,11 +355,18 @@ constexpr std::size_t kObjectBrace = 5;  // '{' of kObjectLines
 constexpr std::string_view kObjectClose = "\n    }";
 // A lookup reads this many bytes at a time; an object's URI may run this far past a window.
 constexpr std::size_t kSearchWindow = 4096;
-constexpr std::size_t kSearchUriSlack = 1024;
+constexpr std::size_t kSearchUriSlack = 256;
+constexpr std::size_t kMaxSearchedUri = std::size_t{64} << 10;
+// Windows a remembered manifest keeps for later lookups (their top levels are the same).
+constexpr std::size_t kMaxRememberedWindows = 1024;
 // Past these the text is read whole instead: the header's landmarks from either end, and one
 // artifact's object (or a stretch of the array without an object's first line).
 constexpr std::size_t kMaxSearchedHeader = std::size_t{1} << 20;
 constexpr std::size_t kMaxSearchedObject = std::size_t{1} << 20;
+
+// Appends the object first lines that start in [from, to) to `out`; false: read the text whole.
+using WindowReader =
+    std::function<bool(std::size_t from, std::size_t to, std::vector<ManifestObjectLine>& out)>;
 
 // Where the header's landmarks lie in a file laid out as kiln writes it.
 struct ArrayBounds {
@@ -408,25 +417,26 @@ std::optional<ArrayBounds> find_array(ManifestFile& file, std::size_t size) {
   return a;
 }
 
-// An artifact object's first line at `at` (its '\n') and the URI on it.
-struct ObjectLine {
-  std::size_t at = 0;
-  std::string uri;
-};
-
 // The object first lines that start in [from, to), read at once with what their URIs need
-// (never past `limit`, the array's ']'). false when a URI does not end within the slack.
+// (never past `limit`, the array's ']'); a URI cut by the end of the read is read again on its
+// own. false when a URI does not end within kMaxSearchedUri.
 bool object_lines(ManifestFile& file, std::size_t from, std::size_t to, std::size_t limit,
-                  std::vector<ObjectLine>& out) {
+                  std::vector<ManifestObjectLine>& out) {
   const std::size_t read_to = std::min(limit, to + kObjectLines.size() + kSearchUriSlack);
   std::optional<std::string> bytes = file.read(from, read_to);
   if (!bytes) return false;
   for (std::size_t q = bytes->find(kObjectLines); q != std::string::npos && from + q < to;
        q = bytes->find(kObjectLines, q + 1)) {
     const std::size_t uri_at = q + kObjectLines.size();
-    const std::size_t close = bytes->find('"', uri_at);
-    if (close == std::string::npos) return false;
-    out.push_back({from + q, bytes->substr(uri_at, close - uri_at)});
+    std::size_t close = bytes->find('"', uri_at);
+    if (close != std::string::npos) {
+      out.push_back({from + q, bytes->substr(uri_at, close - uri_at)});
+      continue;
+    }
+    const std::size_t line_end = std::min(limit, from + uri_at + kMaxSearchedUri);
+    std::optional<std::string> line = file.read(from + uri_at, line_end);
+    if (!line || (close = line->find('"')) == std::string::npos) return false;
+    out.push_back({from + q, line->substr(0, close)});
   }
   return true;
 }
@@ -434,13 +444,13 @@ bool object_lines(ManifestFile& file, std::size_t from, std::size_t to, std::siz
 enum class Found { yes, no, read_whole };
 
 // Binary search of the artifact objects of the array (b, e) for `uri`, over byte offsets: each
-// step reads one window from the middle of what is left and narrows by the URIs whose first
-// line starts in it. Lines out of order, an over-long URI or a stretch without any object make
-// the whole text decide (read_whole).
-Found find_object(ManifestFile& file, std::size_t b, std::size_t e, const std::string& uri,
+// step reads one window from the middle of what is left (through `lines`, which may remember
+// windows) and narrows by the URIs whose first line starts in it. Lines out of order, an
+// over-long URI or a stretch without any object make the whole text decide (read_whole).
+Found find_object(const WindowReader& lines, std::size_t b, std::size_t e, const std::string& uri,
                   std::size_t& at) {
   std::size_t lo = b + 1, hi = e - 1;  // the objects whose first line starts in [lo, hi)
-  std::vector<ObjectLine> seen;
+  std::vector<ManifestObjectLine> seen;
   for (int step = 0; step < 128; ++step) {
     if (lo >= hi) return Found::no;
     const bool last = hi - lo <= 2 * kSearchWindow;
@@ -448,7 +458,7 @@ Found find_object(ManifestFile& file, std::size_t b, std::size_t e, const std::s
     seen.clear();
     for (std::size_t to = from; seen.empty() && to < hi;) {
       const std::size_t next = last ? hi : std::min(hi, to + kSearchWindow);
-      if (!object_lines(file, to, next, e, seen)) return Found::read_whole;
+      if (!lines(to, next, seen)) return Found::read_whole;
       to = next;
       if (to - from > kMaxSearchedObject) return Found::read_whole;
     }
@@ -460,7 +470,7 @@ Found find_object(ManifestFile& file, std::size_t b, std::size_t e, const std::s
     } else if (uri > seen.back().uri) {
       lo = seen.back().at + 1;
     } else {
-      for (const ObjectLine& line : seen)
+      for (const ManifestObjectLine& line : seen)
         if (line.uri == uri) {
           at = line.at;
           return Found::yes;
@@ -570,8 +580,27 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::open(const std::string& 
 
 std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file,
                                                         const std::string& uri) const {
+  // Windows of the top of the search are the same for every URI: remembered (with the file's
+  // identity, which every open checks), so later lookups read only the levels below.
+  WindowReader lines = [&](std::size_t from, std::size_t to, std::vector<ManifestObjectLine>& out) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto hit = windows_.find({from, to});
+      if (hit != windows_.end()) {
+        out.insert(out.end(), hit->second.begin(), hit->second.end());
+        return true;
+      }
+    }
+    const std::size_t before = out.size();
+    if (!object_lines(file, from, to, artifacts_end_, out)) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (windows_.size() < kMaxRememberedWindows)
+      windows_.emplace(std::make_pair(from, to),
+                       std::vector<ManifestObjectLine>(out.begin() + before, out.end()));
+    return true;
+  };
   std::size_t at = 0;
-  switch (find_object(file, artifacts_begin_, artifacts_end_, uri, at)) {
+  switch (find_object(lines, artifacts_begin_, artifacts_end_, uri, at)) {
     case Found::no:
       return header_;
     case Found::read_whole:

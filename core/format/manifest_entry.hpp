@@ -19,6 +19,7 @@
 // reads by the same strict rules, and leaves any text not laid out as kiln writes it to read().
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,13 @@ struct ArtifactSpan {
   std::size_t uri_pos = 0, uri_len = 0;
   std::size_t begin = 0, end = 0;
   std::string_view uri(std::string_view text) const { return text.substr(uri_pos, uri_len); }
+};
+
+// An artifact object's first line in a manifest's text: where it starts (its '\n') and the URI
+// on it. What ManifestEntries::open's binary search narrows by.
+struct ManifestObjectLine {
+  std::size_t at = 0;
+  std::string uri;
 };
 
 // One manifest file opened for one lookup (ManifestEntries::open): byte ranges read from the
@@ -113,8 +121,10 @@ class ManifestEntries {
   std::shared_ptr<const Manifest> full_;    // not strict: parse_manifest's
   std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;  // strict: the artifacts array
   std::size_t size_ = 0;
-  // open(): objects found by searching the file of size_ bytes, each opened by opener_.
+  // open(): objects found by searching the file of size_ bytes, each opened by opener_; the
+  // windows earlier searches read, by [from, to) (guarded by mu_).
   ManifestOpener opener_;
+  mutable std::map<std::pair<std::size_t, std::size_t>, std::vector<ManifestObjectLine>> windows_;
   // open(): the file read whole, once a search or an object did not read as kiln writes it.
   mutable std::shared_ptr<const ManifestEntries> whole_;
   mutable std::mutex mu_;

@@ -207,10 +207,12 @@ ArchiveContent archive_content(
 // Writes one archive per content and the index into dist, atomically as a set (temporary
 // names renamed only after all are written; an archive whose members are unchanged is not
 // rewritten). `kiln build` and `kiln merge` both publish through this, so their bytes agree.
-std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
-                                              const std::vector<ArchiveContent>& contents,
-                                              std::int64_t build_time, const std::string& dist_dir,
-                                              std::string* index_path);
+// `content(i)` gives archive i's content (i < archives), asked once each and in order, so that
+// one archive's artifact bytes are in memory at a time, not the release's.
+std::vector<PublishedArchive> publish_release(
+    const PackageIdentity& id, std::size_t archives,
+    const std::function<ArchiveContent(std::size_t)>& content, std::int64_t build_time,
+    const std::string& dist_dir, std::string* index_path);
 
 // Checks one compile result before it is packed: exactly one image, of the artifact's target
 // (arch and SASS/PTX), holding every registry entry. Returns the manifest entries. Throws

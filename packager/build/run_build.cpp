@@ -194,23 +194,29 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   // from the launcher, a truncated file) fails the build naming the artifact, and is removed
   // so that the next build compiles it again.
   PackageIdentity id = package_identity(project);
-  std::vector<ArchiveContent> contents;
-  for (const auto& tp : plan.targets)
-    contents.push_back(archive_content(
-        tp, reg, id, opts.build_time, source_dir,
-        [&](const PlannedArtifact& a, const Specialisation& spec) {
-          fs::path fb = out_dir / a.fatbin;
-          CompiledArtifact c{read_whole_file(fb), {}};
-          try {
-            c.entries = check_compile_result(c.bytes, fb.string(), a.uri, tp.target, spec.entries);
-          } catch (const Error&) {
-            std::error_code ec;
-            fs::remove(fb, ec);
-            throw;
-          }
-          return c;
-        }));
+  // One target's results at a time: read, checked and packed, so that a build holds one
+  // archive's artifacts in memory, not the release's. A bad result still fails the build before
+  // anything is published (publish_release renames nothing until every archive is written).
+  auto content = [&](std::size_t t) {
+    const TargetPlan& tp = plan.targets.at(t);
+    return archive_content(tp, reg, id, opts.build_time, source_dir,
+                           [&](const PlannedArtifact& a, const Specialisation& spec) {
+                             fs::path fb = out_dir / a.fatbin;
+                             CompiledArtifact c{read_whole_file(fb), {}};
+                             try {
+                               c.entries = check_compile_result(c.bytes, fb.string(), a.uri,
+                                                                tp.target, spec.entries);
+                             } catch (const Error&) {
+                               std::error_code ec;
+                               fs::remove(fb, ec);
+                               throw;
+                             }
+                             return c;
+                           });
+  };
   if (opts.shard) {
+    std::vector<ArchiveContent> contents;
+    for (std::size_t t = 0; t < plan.targets.size(); ++t) contents.push_back(content(t));
     ShardManifest sm;
     sm.package = id.name;
     sm.package_version = id.version;
@@ -224,8 +230,8 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     sm.work = plan_work(full_plan);
     result.index_path = write_shard(dist_dir.string(), sm, contents);
   } else {
-    result.archives =
-        publish_release(id, contents, opts.build_time, dist_dir.string(), &result.index_path);
+    result.archives = publish_release(id, plan.targets.size(), content, opts.build_time,
+                                      dist_dir.string(), &result.index_path);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

@@ -565,8 +565,7 @@ std::shared_ptr<const std::vector<std::string>> StoreScanner::archive_names(
 }
 
 // The scan kept between processes (scan_record.hpp), read when this process has not listed the
-// store yet: its names serve while the directory keeps the identity they were listed with, its
-// manifest layouts while each manifest keeps its own.
+// store yet: its names serve while the directory keeps the identity they were listed with.
 std::shared_ptr<const std::vector<std::string>> StoreScanner::names_from_record(
     OneScan& one, const std::string& key) const {
   one.record_path = scan_record_path(record_dir_, package_, one.dir);

@@ -1,6 +1,11 @@
 // ManifestEntries::read (core/format/manifest_entry.hpp), the loader's one-entry reader of
 // manifest.json, against parse_manifest over any bytes: both refuse with the same kind and
 // message, or both accept with the same header and, for every URI, the same entry.
+//
+// Then ManifestEntries::open, the lookup that reads only the header and the asked objects:
+// over a text parse_manifest accepts, it gives nullptr (not laid out as kiln writes it) or the
+// same header and, for every URI, the same entry, and nothing for an unlisted one; over any
+// other text, it refuses only with kiln::Error and never gives an entry of another URI.
 #include <memory>
 #include <optional>
 
@@ -16,6 +21,39 @@ std::string canonical(kiln::Manifest m, const kiln::ArtifactEntry* only = nullpt
   m.artifacts.clear();
   if (only) m.artifacts.push_back(*only);
   return kiln::manifest_to_json(m);
+}
+
+// open(text) asked for `first` first (a get's URI), then for each of `uris`.
+void check_lookup(const std::string& text, const std::string& origin, const std::string& first,
+                  const kiln::Manifest* want) {
+  using namespace kiln;
+  std::shared_ptr<const ManifestEntries> got;
+  const bool opened = fuzz::refuses_cleanly(
+      [&] { got = ManifestEntries::open(text, origin, &first); }, {ErrorKind::Format});
+  if (!opened && want) fuzz::finding("open() threw over a text parse_manifest accepts");
+  if (!got) return;
+  if (want && canonical(got->header()) != canonical(*want))
+    fuzz::finding("open() gives a different header: " + canonical(got->header()));
+  auto one = [&](const std::string& uri, const ArtifactEntry* listed) {
+    std::shared_ptr<const Manifest> m;
+    if (!fuzz::refuses_cleanly([&] { m = got->for_uri(uri); },
+                               {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin)) {
+      if (want) fuzz::finding("open()'s for_uri threw over a text parse_manifest accepts");
+      return;
+    }
+    if (m->artifacts.size() > 1 || (m->artifacts.size() == 1 && m->artifacts[0].uri != uri))
+      fuzz::finding("open()'s for_uri('" + uri + "') gives another URI's entry");
+    if (!want) return;
+    const ArtifactEntry* e = m->find(uri);
+    if (!listed && e) fuzz::finding("open() found an unlisted uri '" + uri + "'");
+    if (listed &&
+        (!e || canonical(*m, e) != canonical(*want, listed) || e->params != listed->params))
+      fuzz::finding("open() gives a different entry for '" + uri + "'");
+  };
+  one(first, want ? want->find(first) : nullptr);
+  if (want)
+    for (const auto& a : want->artifacts) one(a.uri, &a);
+  one("\x01 not a uri", nullptr);
 }
 
 }  // namespace
@@ -47,7 +85,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         std::string(got_error->what()) != want_error->what())
       fuzz::finding(std::string("refused differently: ") + got_error->what() +
                     " | parse_manifest: " + want_error->what());
-    return 0;  // whether the error is a documented one is the manifest target's check
+    // Whether the error is a documented one is the manifest target's check.
+    check_lookup(text, origin, "axpy_dtype_f32", nullptr);
+    return 0;
   }
   if (canonical(got->header()) != canonical(*want))
     fuzz::finding("a different header: " + canonical(got->header()));
@@ -60,5 +100,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (got->for_uri("\x01 not a uri")->find("\x01 not a uri"))
     fuzz::finding("for_uri found an unlisted uri");
+  check_lookup(text, origin, want->artifacts.empty() ? "axpy" : want->artifacts.back().uri, &*want);
   return 0;
 }

@@ -8,9 +8,10 @@
 # STORE: a store holding an archive for sm_90 (scripts/bench_cold.sh prepare makes one in
 # .carry/cold/store, settled: written more than 3 s before). Runs the kiln child of
 # kiln_cold_start --no-gpu twice under callgrind (scripts/cold_child.sh) with one cache
-# directory: the first process after an install (lists the store, checks the manifest whole,
-# keeps the scan record) and a later one (uses the record); lists every libkiln function either
-# executes (sorted by name). A name that no longer exists only loses its place; nothing breaks.
+# directory: the first process after an install (lists the store, looks the URI up in the
+# manifest, keeps the scan record) and a later one (uses the record); lists every libkiln
+# function either executes (sorted by name). A name that no longer exists only loses its place;
+# nothing breaks.
 set -euo pipefail
 build=${1:?usage: cold_path_order.sh BUILD_DIR STORE}
 store=${2:?usage: cold_path_order.sh BUILD_DIR STORE}

@@ -70,8 +70,9 @@ class FakeDriver : public kiln::Driver {
   void launch(void*, const unsigned*, const unsigned*, unsigned, void*, void**) override {}
 };
 
-// The real disk behind the loader's store scanner, counting whole-file reads (manifests and
-// artifacts) so tests can prove nothing was read, and noting every store directory listed.
+// The real disk behind the loader's store scanner, counting file reads (artifacts and manifests
+// read whole, manifests opened for a lookup) so tests can prove nothing was read, and noting
+// every store directory listed.
 class CountingFs : public kiln::DiskStoreFs {
  public:
   mutable std::atomic<int> reads{0};
@@ -80,6 +81,11 @@ class CountingFs : public kiln::DiskStoreFs {
   std::string read(const std::string& path, std::uint64_t max_bytes) const override {
     ++reads;
     return DiskStoreFs::read(path, max_bytes);
+  }
+  std::unique_ptr<kiln::ManifestFile> open_manifest(const std::string& path,
+                                                    const kiln::FileIdentity& id) const override {
+    ++reads;
+    return DiskStoreFs::open_manifest(path, id);
   }
   kiln::StoreListing list(const std::string& dir, std::string_view package) const override {
     std::lock_guard<std::mutex> lock(mu);

@@ -1,7 +1,6 @@
-// The store scan kept between processes (core/store/scan_record.hpp): its format, reading a
-// manifest with a recorded layout (ManifestEntries::read_with_layout), and get()'s fast path
-// writing and using records in a real cache directory. A "fresh process" is this one after
-// forget_store_memory(), which drops what the store tier remembers in memory.
+// The store scan kept between processes (core/store/scan_record.hpp): its format, and get()'s
+// fast path writing and using records in a real cache directory. A "fresh process" is this one
+// after forget_store_memory(), which drops what the store tier remembers in memory.
 #include "store/scan_record.hpp"
 
 #include <fcntl.h>
@@ -45,13 +44,6 @@ ScanRecord sample_record() {
   r.store = kStore;
   r.dir = {18446744073709551615ull, 42, 4096, -1'500'000'000, 1796127694121125312};
   r.names = {"kiln-kernels-0.1.0-cuda13.0-compute_80", kName};
-  ScanRecord::RecordedManifest m;
-  m.id = {65024, 5603415, 31914, 1796127694114869780, 1796127694114869781};
-  m.layout.artifacts_begin = 236;
-  m.layout.artifacts_end = 31894;
-  m.layout.spans = {{258, 15, 242, 1119}, {1141, 14, 1125, 1982}};
-  m.layout.uris = {"axpy_dtype_bf16", "axpy_dtype_f32"};
-  r.manifests.emplace(kName, m);
   return r;
 }
 
@@ -59,7 +51,7 @@ std::string sample_text() { return format_scan_record(sample_record()).value(); 
 
 TEST(ScanRecordFormat, AWrittenRecordReadsBackAsWritten) {
   std::string text = sample_text();
-  EXPECT_EQ(text.rfind("kiln-scan-record 1\nwriter kiln " + std::string(kiln::version()) +
+  EXPECT_EQ(text.rfind("kiln-scan-record 2\nwriter kiln " + std::string(kiln::version()) +
                            " manifest-format " + std::to_string(kManifestFormat) +
                            "\npackage kiln-kernels\nstore /srv/kiln/store\n",
                        0),
@@ -68,10 +60,11 @@ TEST(ScanRecordFormat, AWrittenRecordReadsBackAsWritten) {
   std::optional<ScanRecord> back = parse_scan_record(text, kPackage, kStore);
   ASSERT_TRUE(back) << text;
   EXPECT_TRUE(*back == sample_record());
-  // No manifests, no names: still a record.
+  EXPECT_EQ(text.substr(text.find("\nname ")),
+            "\nname kiln-kernels-0.1.0-cuda13.0-compute_80\nname " + kName + "\nend\n");
+  // No names: still a record.
   ScanRecord empty = sample_record();
   empty.names.clear();
-  empty.manifests.clear();
   auto e = parse_scan_record(format_scan_record(empty).value(), kPackage, kStore);
   ASSERT_TRUE(e);
   EXPECT_TRUE(*e == empty);
@@ -99,9 +92,9 @@ TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused)
     const char* what;
     std::string text;
   } cases[] = {
-      {"another format", replaced("kiln-scan-record 1", "kiln-scan-record 2")},
-      {"another writer", replaced("writer kiln " + std::string(kiln::version()),
-                                  "writer kiln 0.0.1")},
+      {"format 1 (with manifest layouts)", replaced("kiln-scan-record 2", "kiln-scan-record 1")},
+      {"another writer",
+       replaced("writer kiln " + std::string(kiln::version()), "writer kiln 0.0.1")},
       {"a number with a leading zero", replaced(" 42 ", " 042 ")},
       {"a number of 2^64", replaced("18446744073709551615", "18446744073709551616")},
       {"an int64 past its bound", replaced("1796127694121125312", "9223372036854775808")},
@@ -112,17 +105,12 @@ TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused)
       {"names out of order",
        replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80\nname " + kName,
                 "name " + kName + "\nname kiln-kernels-0.1.0-cuda13.0-compute_80")},
-      {"a name twice", replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80",
-                                "name " + kName)},
+      {"a name twice", replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80", "name " + kName)},
       {"another package's directory",
        replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80", "name acme-0.1.0-cuda13.0-sm_80")},
       {"a hidden entry", replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80", "name .tmp-1")},
-      {"a manifest of a name not listed",
-       replaced("manifest " + kName, "manifest kiln-kernels-0.1.0-cuda13.0-sm_100")},
-      {"fewer spans than said", replaced(" 2\nspan", " 3\nspan")},
-      {"a span's URI of another length", replaced(" 15 axpy_dtype_bf16", " 15 axpy_dtype_bf1")},
-      {"a span without its URI", replaced(" 15 axpy_dtype_bf16", " 15")},
-      {"more spans than said", replaced(" 2\nspan", " 1\nspan")},
+      {"a manifest line of format 1",
+       replaced("end\n", "manifest " + kName + " 1 2 3 4 5 236 31894 0\nend\n")},
       {"an unknown line", replaced("end\n", "extra 1\nend\n")},
       {"bytes after the end", text + "x"},
       {"a second end", text + "end\n"},
@@ -130,11 +118,6 @@ TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused)
       {"no end", replaced("end\n", "")},
   };
   for (const auto& c : cases) EXPECT_FALSE(parse_scan_record(c.text, kPackage, kStore)) << c.what;
-  // The same manifest twice.
-  std::string twice = text;
-  auto m = twice.find("manifest ");
-  twice.insert(twice.find("end\n"), twice.substr(m, twice.find("end\n") - m));
-  EXPECT_FALSE(parse_scan_record(twice, kPackage, kStore));
 }
 
 TEST(ScanRecordFormat, WhatOneLineCannotHoldIsNotWritten) {
@@ -145,50 +128,42 @@ TEST(ScanRecordFormat, WhatOneLineCannotHoldIsNotWritten) {
   r.names.push_back("kiln-kernels-0.2.0 x");
   EXPECT_FALSE(format_scan_record(r));
   r = sample_record();
-  r.manifests.emplace("kiln-kernels-0.1.0-cuda13.0-sm_100", r.manifests.begin()->second);
-  EXPECT_FALSE(format_scan_record(r));  // a manifest of a name not listed
+  std::swap(r.names[0], r.names[1]);
+  EXPECT_FALSE(format_scan_record(r));  // names not sorted
 }
 
 TEST(ScanRecordFormat, TheNextRecordKeepsNamesOnlyWhenTheyCannotHaveChangedUnseen) {
   const ScanRecord disk = sample_record();
-  const auto& [kept_name, kept] = *disk.manifests.begin();
-  ScanLearned listed{disk.dir, true, disk.names, true, false, {}};
+  ScanLearned listed{disk.dir, true, disk.names, true, false};
   // The same listing again, nothing new: nothing to write.
   EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, listed));
-  // A listing through a link: no directory identity, and names only for the manifests kept.
+  // A listing through a link, or of a directory not settled: nothing to write either (the
+  // record on disk, of another identity or none, is not used).
   ScanLearned linked = listed;
   linked.through_links = true;
-  std::optional<ScanRecord> next = next_scan_record(disk, kPackage, kStore, linked);
-  ASSERT_TRUE(next);
-  EXPECT_TRUE(next->dir == FileIdentity{});
-  EXPECT_EQ(next->names, std::vector<std::string>{kept_name});
-  EXPECT_TRUE(next->manifests.at(kept_name) == kept);
-  ASSERT_TRUE(parse_scan_record(format_scan_record(*next).value(), kPackage, kStore));
-  // Not settled: the same.
+  EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, linked));
   ScanLearned unsettled = listed;
   unsettled.dir_settled = false;
-  next = next_scan_record(disk, kPackage, kStore, unsettled);
-  ASSERT_TRUE(next);
-  EXPECT_TRUE(next->dir == FileIdentity{});
-  // An archive gone: its manifest goes with it; a new manifest checked: added.
+  unsettled.dir.mtime_ns += 1;
+  EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, unsettled));
+  // An archive gone, the directory settled again: the new names, under the new identity.
   ScanLearned changed = listed;
   changed.dir.mtime_ns += 1;
   changed.names = {"kiln-kernels-0.1.0-cuda13.0-compute_80"};
-  changed.manifests["kiln-kernels-0.1.0-cuda13.0-compute_80"] = kept;
-  next = next_scan_record(disk, kPackage, kStore, changed);
+  std::optional<ScanRecord> next = next_scan_record(disk, kPackage, kStore, changed);
   ASSERT_TRUE(next);
   EXPECT_TRUE(next->dir == changed.dir);
   EXPECT_EQ(next->names, changed.names);
-  EXPECT_EQ(next->manifests.size(), 1u);
-  EXPECT_EQ(next->manifests.count(kept_name), 0u);
+  ASSERT_TRUE(parse_scan_record(format_scan_record(*next).value(), kPackage, kStore));
+  // No record yet: the listing is written.
+  next = next_scan_record(std::nullopt, kPackage, kStore, listed);
+  ASSERT_TRUE(next);
+  EXPECT_TRUE(*next == disk);
   // Names not listed now and not the record's own (another identity): not kept.
   ScanLearned from_elsewhere = listed;
   from_elsewhere.listed_now = false;
   from_elsewhere.dir.ino += 1;
-  from_elsewhere.manifests[kept_name] = kept;
-  next = next_scan_record(disk, kPackage, kStore, from_elsewhere);
-  ASSERT_TRUE(next);
-  EXPECT_TRUE(next->dir == FileIdentity{});
+  EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, from_elsewhere));
 }
 
 TEST(ScanRecordFormat, TheFileNameHashesPackageAndStoreUnderScan) {
@@ -253,206 +228,6 @@ TEST(ScanRecordFormat, AFullScanDirectoryLosesItsLeastRecentlyWrittenRecordsNotT
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
 }
 
-// --- reading a manifest with a layout -------------------------------------------------------
-
-std::string release_text(const std::string& target = "sm_90a") {
-  return manifest_to_json(test::release_manifest({}, target));
-}
-
-ManifestLayout layout_of(const std::string& text) {
-  auto e = ManifestEntries::read(std::string(text), "m");
-  EXPECT_TRUE(e->strict());
-  return e->layout().value();
-}
-
-std::string sha_of(const ManifestEntries& e, const std::string& uri) {
-  auto m = e.for_uri(uri);
-  const ArtifactEntry* a = m->find(uri);
-  return a ? a->sha256 : "(not listed)";
-}
-
-TEST(ManifestLayout, ATextReadWithItsLayoutGivesWhatReadingItWholeGives) {
-  std::vector<std::string> texts = {release_text(), release_text("compute_80"),
-                                    test::read_file(fs::path(KILN_TEST_SOURCE_DIR) /
-                                                    "manifests/examples/manifest.json")};
-  for (const auto& text : texts) {
-    auto whole = ManifestEntries::read(std::string(text), "m");
-    ASSERT_TRUE(whole->strict());
-    ManifestLayout layout = whole->layout().value();
-    EXPECT_EQ(text[layout.artifacts_begin], '[');
-    EXPECT_EQ(text[layout.artifacts_end - 1], ']');
-    auto again = ManifestEntries::read_with_layout(text, "m", layout);
-    ASSERT_TRUE(again);
-    EXPECT_FALSE(again->layout()) << "a layout is made only by a whole read";
-    EXPECT_EQ(manifest_to_json(again->header()), manifest_to_json(whole->header()));
-    Manifest full = parse_manifest(text, "m");
-    ASSERT_FALSE(full.artifacts.empty());
-    for (const auto& a : full.artifacts) {
-      auto m = again->for_uri(a.uri);
-      ASSERT_EQ(m->artifacts.size(), 1u) << a.uri;
-      EXPECT_EQ(manifest_to_json(*m), manifest_to_json(*whole->for_uri(a.uri))) << a.uri;
-    }
-    EXPECT_EQ(again->for_uri("not_a_kernel")->find("not_a_kernel"), nullptr);
-  }
-}
-
-TEST(ManifestLayout, ALayoutThatDoesNotFitTheTextIsRefused) {
-  const std::string text = release_text();
-  const ManifestLayout good = layout_of(text);
-  ASSERT_GE(good.spans.size(), 2u);
-  std::vector<std::pair<const char*, ManifestLayout>> bad;
-  auto add = [&](const char* what, auto change) {
-    ManifestLayout l = good;
-    change(l);
-    bad.emplace_back(what, l);
-  };
-  add("array shifted", [](ManifestLayout& l) { ++l.artifacts_begin; });
-  add("array cut short", [](ManifestLayout& l) { --l.artifacts_end; });
-  add("array past the text", [&](ManifestLayout& l) { l.artifacts_end = text.size() + 1; });
-  add("array empty", [](ManifestLayout& l) { l.artifacts_end = l.artifacts_begin; });
-  add("spans out of order", [](ManifestLayout& l) {
-    std::swap(l.spans[0], l.spans[1]);
-    std::swap(l.uris[0], l.uris[1]);
-  });
-  add("a span twice", [](ManifestLayout& l) {
-    l.spans[1] = l.spans[0];
-    l.uris[1] = l.uris[0];
-  });
-  add("a URI missing", [](ManifestLayout& l) { l.uris.pop_back(); });
-  add("a URI of another length than its span says", [](ManifestLayout& l) { l.uris[0] += "x"; });
-  add("a span outside the array", [](ManifestLayout& l) { l.spans[0].end = l.artifacts_end; });
-  add("a URI outside its span", [](ManifestLayout& l) { l.spans[0].uri_pos = l.spans[0].end; });
-  add("a URI running past its span",
-      [](ManifestLayout& l) { l.spans[0].uri_len = l.spans[0].end - l.spans[0].uri_pos; });
-  add("an empty URI", [](ManifestLayout& l) { l.spans[0].uri_len = 0; });
-  add("a wrapping URI length", [](ManifestLayout& l) { l.spans[0].uri_len = ~std::size_t{0}; });
-  for (const auto& [what, layout] : bad)
-    EXPECT_FALSE(ManifestEntries::read_with_layout(text, "m", layout)) << what;
-  // The layout fits, the header does not read: another format marker of the same length.
-  std::string other = text;
-  other.replace(other.find("kiln-manifest"), 13, "kiln-manifesx");
-  EXPECT_FALSE(ManifestEntries::read_with_layout(other, "m", good));
-  // A file that cannot be read (or is no longer the layout's): nothing.
-  ManifestPartReader gone = [](const std::vector<std::pair<std::size_t, std::size_t>>&) {
-    return std::optional<std::vector<std::string>>();
-  };
-  EXPECT_FALSE(ManifestEntries::read_with_layout(text.size(), "m", good, gone, nullptr));
-}
-
-TEST(ManifestLayout, AnArrayThatIsNotTheRootsArtifactsIsRefused) {
-  // Brackets of the "skipped" array, where a layout puts the artifacts: the header would read
-  // with "skipped" empty and every URI unlisted. Refused: the empty array must be the root's
-  // "artifacts".
-  Manifest m = test::release_manifest({}, "sm_90a");
-  m.skipped.push_back({"rmsnorm", "not built for this target"});
-  const std::string text = manifest_to_json(m);
-  ASSERT_TRUE(ManifestEntries::read(std::string(text), "m")->strict());
-  ManifestLayout on_skipped;
-  on_skipped.artifacts_begin = text.find('[', text.find("\"skipped\""));
-  on_skipped.artifacts_end = text.find(']', on_skipped.artifacts_begin) + 1;
-  ASSERT_LT(on_skipped.artifacts_end, text.size());
-  EXPECT_FALSE(ManifestEntries::read_with_layout(text, "m", on_skipped));
-  // The genuine array, no spans: accepted (a record may hide artifacts), skipped intact.
-  ManifestLayout none = layout_of(text);
-  none.spans.clear();
-  none.uris.clear();
-  auto e = ManifestEntries::read_with_layout(text, "m", none);
-  ASSERT_TRUE(e);
-  EXPECT_EQ(e->header().skipped.size(), 1u);
-}
-
-TEST(ManifestLayout, ASpanWhoseObjectIsNotItsUriIsNotBelievedTheWholeTextDecides) {
-  const std::string text = release_text();
-  ManifestLayout layout = layout_of(text);
-  // The first span's URI cut one byte short: still inside its object and in order, but its
-  // object's "uri" is the longer name.
-  ArtifactSpan& s = layout.spans[0];
-  const std::string real(text.substr(s.uri_pos, s.uri_len));
-  --s.uri_len;
-  const std::string forged = real.substr(0, real.size() - 1);
-  layout.uris[0] = forged;
-  auto e = ManifestEntries::read_with_layout(text, "m", layout);
-  ASSERT_TRUE(e);
-  // The whole text lists no such URI: not found, as a whole read says.
-  EXPECT_EQ(sha_of(*e, forged), "(not listed)");
-  // And the real URI is still read right afterwards.
-  EXPECT_EQ(sha_of(*e, real), sha_of(*ManifestEntries::read(std::string(text), "m"), real));
-}
-
-TEST(ManifestLayout, OnlyTheHeaderAndTheAskedObjectsAreReadAndAMisplacedSpanReadsTheWholeFile) {
-  const std::string text = release_text();
-  ManifestLayout layout = layout_of(text);
-  ASSERT_GE(layout.spans.size(), 2u);
-  std::vector<std::pair<std::size_t, std::size_t>> asked;
-  ManifestPartReader reader = [&](const std::vector<std::pair<std::size_t, std::size_t>>& r) {
-    std::vector<std::string> out;
-    for (const auto& [b, e] : r) {
-      asked.emplace_back(b, e);
-      out.push_back(text.substr(b, e - b));
-    }
-    return std::optional<std::vector<std::string>>(out);
-  };
-  const std::string& first = layout.uris[1];
-  auto e = ManifestEntries::read_with_layout(text.size(), "m", layout, reader, &first);
-  ASSERT_TRUE(e);
-  // One batch: up to the array's '[', from its ']', and the first URI's object.
-  using R = std::pair<std::size_t, std::size_t>;
-  const std::vector<R> header_and_first = {R{0, layout.artifacts_begin + 1},
-                                           R{layout.artifacts_end - 1, text.size()},
-                                           R{layout.spans[1].begin, layout.spans[1].end}};
-  EXPECT_EQ(asked, header_and_first);
-  const auto whole = ManifestEntries::read(std::string(text), "m");
-  EXPECT_EQ(sha_of(*e, first), sha_of(*whole, first));
-  EXPECT_EQ(asked.size(), 3u) << "the first URI's object was read with the header";
-  EXPECT_EQ(sha_of(*e, layout.uris[0]), sha_of(*whole, layout.uris[0]));
-  EXPECT_EQ(asked.back(), (R{layout.spans[0].begin, layout.spans[0].end}));
-  // Spans swapped, URIs kept in order: each URI leads to the other's object, which is not
-  // believed; the whole file is read once and decides.
-  std::swap(layout.spans[0], layout.spans[1]);
-  std::swap(layout.spans[0].uri_len, layout.spans[1].uri_len);
-  ASSERT_EQ(layout.spans[0].uri_len, layout.uris[0].size()) << "the fixture's first two URIs "
-                                                               "are of one length";
-  asked.clear();
-  auto swapped = ManifestEntries::read_with_layout(text.size(), "m", layout, reader, nullptr);
-  ASSERT_TRUE(swapped);
-  EXPECT_EQ(sha_of(*swapped, layout.uris[0]), sha_of(*whole, layout.uris[0]));
-  EXPECT_EQ(sha_of(*swapped, layout.uris[1]), sha_of(*whole, layout.uris[1]));
-  EXPECT_EQ(asked.back(), (R{0, text.size()}));
-}
-
-TEST(ManifestLayout, OnlyTheAskedArtifactIsCheckedAndABrokenOneGivesParseManifestsError) {
-  // What a record vouches for: the other artifacts were checked when the layout was made. A
-  // text whose other artifact is broken (a layout made for the good text, the same length)
-  // reads; asking for the broken one makes the whole text decide, with parse_manifest's error.
-  const std::string good = release_text();
-  const ManifestLayout layout = layout_of(good);
-  ASSERT_GE(layout.spans.size(), 2u);
-  const ArtifactSpan& b = layout.spans[1];
-  const std::string broken_uri(good.substr(b.uri_pos, b.uri_len));
-  const std::string ok_uri(good.substr(layout.spans[0].uri_pos, layout.spans[0].uri_len));
-  std::string bad = good;
-  auto sha = bad.find("\"sha256\"", b.begin);
-  ASSERT_LT(sha, b.end);
-  auto digit = bad.find('"', sha + 9) + 1;
-  bad[digit] = 'g';  // not hex
-  std::string want_error;
-  try {
-    parse_manifest(bad, "m");
-  } catch (const Error& e) {
-    want_error = e.what();
-  }
-  ASSERT_FALSE(want_error.empty());
-  auto e = ManifestEntries::read_with_layout(bad, "m", layout);
-  ASSERT_TRUE(e);
-  EXPECT_EQ(sha_of(*e, ok_uri), sha_of(*ManifestEntries::read(std::string(good), "m"), ok_uri));
-  try {
-    e->for_uri(broken_uri);
-    ADD_FAILURE() << "a broken artifact was read";
-  } catch (const Error& err) {
-    EXPECT_EQ(std::string(err.what()), want_error);
-  }
-}
-
 // --- records on disk, written and used by get()'s fast path ---------------------------------
 
 // Only files and directories unchanged for kRecordSettledNs are recorded (scan_record.hpp).
@@ -484,12 +259,11 @@ struct StoreRig {
   std::optional<ScanRecord> record() const {
     return read_scan_record(record_path(), kPackage, store.string());
   }
-  // The record as written, with no archive listed and no layout: still of this store's
-  // identity, so a process that believes it finds nothing.
+  // The record as written, with no archive listed: still of this store's identity, so a
+  // process that believes it finds nothing.
   ScanRecord hiding_record() const {
     ScanRecord r = record().value();
     r.names.clear();
-    r.manifests.clear();
     return r;
   }
   // The sha256 the scan's first archive gives kUri ("" when it lists none).
@@ -504,7 +278,7 @@ std::string manifest_sha(const fs::path& dir) {
   return parse_manifest(test::read_file(dir / "manifest.json"), "m").find(kUri)->sha256;
 }
 
-TEST(ScanRecordOnDisk, ASettledScanIsRecordedWithTheListingAndTheManifestsLayout) {
+TEST(ScanRecordOnDisk, ASettledScanIsRecordedWithTheListing) {
   StoreRig rig;
   fs::path dir = rig.write("sm_90");
   let_settle();
@@ -516,10 +290,6 @@ TEST(ScanRecordOnDisk, ASettledScanIsRecordedWithTheListingAndTheManifestsLayout
   ASSERT_TRUE(r) << rig.record_path();
   EXPECT_EQ(r->names, std::vector<std::string>{dir.filename().string()});
   EXPECT_TRUE(r->dir == identity_of(rig.store.string()).value());
-  ASSERT_EQ(r->manifests.count(dir.filename().string()), 1u);
-  const auto& m = r->manifests.at(dir.filename().string());
-  EXPECT_TRUE(m.id == identity_of((dir / "manifest.json").string()).value());
-  EXPECT_TRUE(m.layout == layout_of(test::read_file(dir / "manifest.json")));
   // The user's alone: the directory 0700, the file 0600; no temporary file left beside it.
   struct stat st {};
   ASSERT_EQ(::stat((rig.cache / "scan").c_str(), &st), 0);
@@ -540,7 +310,7 @@ TEST(ScanRecordOnDisk, AStoreJustWrittenIsNotRecorded) {
   EXPECT_FALSE(fs::exists(rig.record_path()));
 }
 
-TEST(ScanRecordOnDisk, AFreshProcessTakesTheListingAndTheLayoutFromTheRecord) {
+TEST(ScanRecordOnDisk, AFreshProcessTakesTheListingFromTheRecord) {
   StoreRig rig;
   fs::path dir = rig.write("sm_90");
   let_settle();
@@ -553,17 +323,6 @@ TEST(ScanRecordOnDisk, AFreshProcessTakesTheListingAndTheLayoutFromTheRecord) {
   StoreScan s = rig.scan();
   EXPECT_TRUE(s.readable);
   EXPECT_TRUE(s.archives.empty());
-  // A layout without artifacts, in a fresh process: the manifest lists no kUri, so it was read
-  // with the record's layout and not checked whole.
-  ScanRecord no_spans = r;
-  no_spans.manifests.begin()->second.layout.spans.clear();
-  no_spans.manifests.begin()->second.layout.uris.clear();
-  ASSERT_FALSE(write_scan_record(rig.record_path(), no_spans));
-  forget_store_memory();
-  s = rig.scan();
-  ASSERT_EQ(s.archives.size(), 1u);
-  ASSERT_TRUE(s.archives[0].manifest);
-  EXPECT_EQ(s.archives[0].manifest->find(kUri), nullptr);
   // The true record back: the entry, from the manifest's own bytes.
   ASSERT_FALSE(write_scan_record(rig.record_path(), r));
   forget_store_memory();
@@ -603,10 +362,10 @@ TEST(ScanRecordOnDisk, ARecordOthersCouldHaveWrittenIsIgnored) {
 
 TEST(ScanRecordOnDisk, AnArchiveAddedOrAManifestRewrittenIsSeenAndRecorded) {
   StoreRig rig;
-  fs::path sm90 = rig.write("sm_90");
+  rig.write("sm_90");
   let_settle();
   rig.scan();
-  const ScanRecord before = rig.record().value();
+  ASSERT_EQ(rig.record().value().names.size(), 1u);
   // A new archive: the directory's identity changes, the record's names are not used.
   fs::path sm90a = rig.write("sm_90a");
   let_settle();
@@ -614,21 +373,11 @@ TEST(ScanRecordOnDisk, AnArchiveAddedOrAManifestRewrittenIsSeenAndRecorded) {
   StoreScan s = rig.scan();
   ASSERT_FALSE(s.archives.empty());
   EXPECT_EQ(s.archives[0].dir, sm90a.string()) << "the best target, listed from the directory";
-  ScanRecord after = rig.record().value();
-  EXPECT_EQ(after.names.size(), 2u);
-  // sm_90's layout kept (its manifest is unchanged), sm_90a's added.
-  EXPECT_EQ(after.manifests.size(), 2u);
-  EXPECT_TRUE(after.manifests.at(sm90.filename().string()) ==
-              before.manifests.at(sm90.filename().string()));
-  // sm_90a rewritten with other bytes: its identity changes, so its recorded layout is not
-  // used. To show it, the record's layout for sm_90a (under the old identity) lists nothing: a
-  // scan that used it would not find kUri.
+  EXPECT_EQ(rig.record().value().names.size(), 2u);
+  // sm_90a's manifest rewritten with other bytes (the store's listing unchanged): a fresh
+  // process reads the new entry from the file.
   fs::path again = rig.write("sm_90a", "other image bytes, longer than before");
   ASSERT_EQ(again, sm90a);
-  ScanRecord hiding = after;
-  hiding.manifests.at(sm90a.filename().string()).layout.spans.clear();
-  hiding.manifests.at(sm90a.filename().string()).layout.uris.clear();
-  ASSERT_FALSE(write_scan_record(rig.record_path(), hiding));
   forget_store_memory();
   StoreScan rewritten = rig.scan();
   EXPECT_EQ(StoreRig::sha(rewritten), manifest_sha(sm90a));
@@ -636,27 +385,9 @@ TEST(ScanRecordOnDisk, AnArchiveAddedOrAManifestRewrittenIsSeenAndRecorded) {
             sha256_hex(std::string("other image bytes, longer than before")));
 }
 
-TEST(ScanRecordOnDisk, ALaterScanOfTheProcessAddsItsLayoutToTheRecordsOwn) {
-  StoreRig rig;
-  fs::path sm80 = rig.write("sm_80");
-  fs::path sm90 = rig.write("sm_90");
-  let_settle();
-  rig.scan();  // CC 9.0: reads sm_90's manifest only
-  ASSERT_EQ(rig.record().value().manifests.size(), 1u);
-  // The same process, CC 8.0: the listing is remembered in memory, sm_80's manifest is new.
-  StoreScan s = rig.disk().scan_for(rig.store.string(), "artifact path", kUri, 80);
-  ASSERT_FALSE(s.archives.empty());
-  EXPECT_EQ(s.archives[0].dir, sm80.string());
-  ScanRecord r = rig.record().value();
-  EXPECT_EQ(r.manifests.size(), 2u) << "sm_90's layout kept beside sm_80's";
-  EXPECT_EQ(r.manifests.count(sm90.filename().string()), 1u);
-  EXPECT_EQ(r.names.size(), 2u);
-}
-
 TEST(ScanRecordOnDisk, ArchiveDirectoriesReachedThroughLinksAreListedByEveryProcess) {
   // A link's target can appear, vanish or change while the store directory keeps its
-  // identity: a listing that went through a link keeps no names (the manifests' layouts are
-  // still kept, each under its own identity).
+  // identity: a listing that went through a link keeps no names.
   StoreRig rig;
   fs::path elsewhere = rig.tmp / "elsewhere";
   fs::create_directories(rig.store);
@@ -737,7 +468,7 @@ TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithItsRecordAndDespiteALyingOne)
     EXPECT_EQ(driver->images, std::vector<std::string>{"the sm_90 image of axpy"});
   };
   forget_store_memory();
-  load();  // lists, checks the manifest whole, writes the record
+  load();  // lists, looks the URI up in the manifest, writes the record
   ASSERT_TRUE(rig.record());
   forget_store_memory();
   load();  // from the record

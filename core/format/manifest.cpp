@@ -312,6 +312,11 @@ Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
     std::string where = "artifacts[" + std::to_string(i) + "].";
     ArtifactEntry a = artifact_from_json(arts[i], origin, where);
     if (!uris.insert(a.uri).second) fail(origin, where + "uri", "duplicate uri '" + a.uri + "'");
+    // Sorted, as written: a loader looks a URI up by binary search (manifest_entry.hpp).
+    if (!m.artifacts.empty() && !(m.artifacts.back().uri < a.uri))
+      fail(origin, where + "uri",
+           "'" + a.uri + "' comes after '" + m.artifacts.back().uri +
+               "': artifacts are sorted by uri");
     if (!files.insert(a.file).second)
       fail(origin, where + "file", "duplicate file '" + a.file + "'");
     m.artifacts.push_back(std::move(a));

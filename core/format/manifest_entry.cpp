@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -195,16 +197,14 @@ class StrictReader {
       s.end = p_;
       s.uri_pos = static_cast<std::size_t>(uri.data() - t_.data());
       s.uri_len = uri.size();
+      // URIs sorted and unique, as parse_manifest requires.
+      if (!spans.empty() && !(uri_of(spans.back()) < uri)) return false;
       spans.push_back(s);
       files.push_back(file);
       return true;
     });
     if (!ok) return false;
-    // Unique URIs and files, as parse_manifest requires.
-    std::sort(spans.begin(), spans.end(),
-              [&](const Span& a, const Span& b) { return uri_of(a) < uri_of(b); });
-    for (std::size_t i = 1; i < spans.size(); ++i)
-      if (uri_of(spans[i - 1]) == uri_of(spans[i])) return false;
+    // Unique files, as parse_manifest requires.
     std::sort(files.begin(), files.end());
     return std::adjacent_find(files.begin(), files.end()) == files.end();
   }
@@ -326,6 +326,195 @@ class StrictReader {
   std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;
 };
 
+// The header of a text whose artifacts array's '[' is at `b`: `prefix` is the text through it,
+// `suffix` the text from the array's ']' on; read strictly with an empty array between, and that
+// array must be the root's "artifacts" (not, say, "skipped"'s brackets: a string holds no '"',
+// so no other '[' of the text can stand where the root key's value is). `prefix` becomes the
+// header's text. nullptr when it is not such a header.
+std::shared_ptr<Manifest> read_header(std::string& prefix, const std::string& suffix,
+                                      std::size_t b) {
+  if (prefix.size() != b + 1 || prefix.back() != '[' || suffix.empty() || suffix.front() != ']')
+    return nullptr;
+  prefix += suffix;
+  auto header = std::make_shared<Manifest>();
+  std::vector<ArtifactSpan> none;
+  StrictReader reader(prefix);
+  if (!reader.manifest(*header, none) || reader.artifacts_begin() != b ||
+      reader.artifacts_end() != b + 2)
+    return nullptr;
+  return header;
+}
+
+// The lines manifest_to_json writes (nlohmann's dump(2)): root keys indented by 2, each
+// artifact object by 4, its keys by 6. A JSON string holds no raw newline, so a newline and
+// this indentation never lie inside a string, and "\n    }" closes an artifact's object only.
+constexpr std::string_view kArtifactsLine = "\n  \"artifacts\": [";
+constexpr std::string_view kSkippedLine = "\n  \"skipped\": ";
+constexpr std::string_view kObjectLines = "\n    {\n      \"uri\": \"";
+constexpr std::size_t kObjectBrace = 5;  // '{' of kObjectLines
+constexpr std::string_view kObjectClose = "\n    }";
+// A lookup reads this many bytes at a time; an object's URI may run this far past a window.
+constexpr std::size_t kSearchWindow = 4096;
+constexpr std::size_t kSearchUriSlack = 256;
+constexpr std::size_t kMaxSearchedUri = std::size_t{64} << 10;
+// Windows a remembered manifest keeps for later lookups (their top levels are the same).
+constexpr std::size_t kMaxRememberedWindows = 1024;
+// Past these the text is read whole instead: the header's landmarks from either end, and one
+// artifact's object (or a stretch of the array without an object's first line).
+constexpr std::size_t kMaxSearchedHeader = std::size_t{1} << 20;
+constexpr std::size_t kMaxSearchedObject = std::size_t{1} << 20;
+
+// Appends the object first lines that start in [from, to) to `out`; false: read the text whole.
+using WindowReader =
+    std::function<bool(std::size_t from, std::size_t to, std::vector<ManifestObjectLine>& out)>;
+
+// Where the header's landmarks lie in a file laid out as kiln writes it.
+struct ArrayBounds {
+  std::size_t begin = 0, end = 0;  // the artifacts array's '[' and one past its ']'
+  std::string prefix, suffix;      // the text through '[' and from ']'
+};
+
+// The artifacts array of a file of `size` bytes, found from its first and last bytes: the
+// "artifacts" line near the start, with the first object's first line (or ']') right after its
+// '['; the "skipped" line near the end, with the array's ']' and ',' just before it and the
+// last object's closing line (or '[') before that. nullopt when they are not there within
+// kMaxSearchedHeader: a text laid out otherwise is read whole.
+std::optional<ArrayBounds> find_array(ManifestFile& file, std::size_t size) {
+  constexpr std::string_view kLastClose = "\n    }\n  ";  // then "],\n  \"skipped\": "
+  ArrayBounds a;
+  for (std::size_t n = std::min(size, kSearchWindow);; n = std::min(size, n * 4)) {
+    std::optional<std::string> head = file.read(0, n);
+    if (!head) return std::nullopt;
+    const std::size_t at = head->find(kArtifactsLine);
+    const std::size_t after = at + kArtifactsLine.size();
+    if (at != std::string::npos && head->size() - after >= kObjectLines.size()) {
+      const std::string_view rest = std::string_view(*head).substr(after);
+      if (rest.substr(0, kObjectLines.size()) != kObjectLines && rest.front() != ']')
+        return std::nullopt;
+      a.begin = after - 1;
+      a.prefix = head->substr(0, after);
+      break;
+    }
+    if (n == size || n >= kMaxSearchedHeader) return std::nullopt;
+  }
+  for (std::size_t n = std::min(size, kSearchWindow);; n = std::min(size, n * 4)) {
+    std::optional<std::string> tail = file.read(size - n, size);
+    if (!tail) return std::nullopt;
+    const std::size_t at = tail->rfind(kSkippedLine);
+    if (at != std::string::npos && at >= 2 + kLastClose.size()) {
+      const std::size_t close = at - 2;  // the array's ']'
+      if ((*tail)[close] != ']' || (*tail)[close + 1] != ',') return std::nullopt;
+      if ((*tail)[close - 1] != '[' &&
+          tail->compare(close - kLastClose.size(), kLastClose.size(), kLastClose) != 0)
+        return std::nullopt;
+      a.end = size - n + close + 1;
+      a.suffix = tail->substr(close);
+      break;
+    }
+    if (n == size || n >= kMaxSearchedHeader) return std::nullopt;
+  }
+  if (!(a.begin + 1 < a.end)) return std::nullopt;
+  return a;
+}
+
+// The object first lines that start in [from, to), read at once with what their URIs need
+// (never past `limit`, the array's ']'); a URI cut by the end of the read is read again on its
+// own. false when a URI does not end within kMaxSearchedUri.
+bool object_lines(ManifestFile& file, std::size_t from, std::size_t to, std::size_t limit,
+                  std::vector<ManifestObjectLine>& out) {
+  const std::size_t read_to = std::min(limit, to + kObjectLines.size() + kSearchUriSlack);
+  std::optional<std::string> bytes = file.read(from, read_to);
+  if (!bytes) return false;
+  for (std::size_t q = bytes->find(kObjectLines); q != std::string::npos && from + q < to;
+       q = bytes->find(kObjectLines, q + 1)) {
+    const std::size_t uri_at = q + kObjectLines.size();
+    std::size_t close = bytes->find('"', uri_at);
+    if (close != std::string::npos) {
+      out.push_back({from + q, bytes->substr(uri_at, close - uri_at)});
+      continue;
+    }
+    const std::size_t line_end = std::min(limit, from + uri_at + kMaxSearchedUri);
+    std::optional<std::string> line = file.read(from + uri_at, line_end);
+    if (!line || (close = line->find('"')) == std::string::npos) return false;
+    out.push_back({from + q, line->substr(0, close)});
+  }
+  return true;
+}
+
+enum class Found { yes, no, read_whole };
+
+// Binary search of the artifact objects of the array (b, e) for `uri`, over byte offsets: each
+// step reads one window from the middle of what is left (through `lines`, which may remember
+// windows) and narrows by the URIs whose first line starts in it. Lines out of order, an
+// over-long URI or a stretch without any object make the whole text decide (read_whole).
+Found find_object(const WindowReader& lines, std::size_t b, std::size_t e, const std::string& uri,
+                  std::size_t& at) {
+  std::size_t lo = b + 1, hi = e - 1;  // the objects whose first line starts in [lo, hi)
+  std::vector<ManifestObjectLine> seen;
+  for (int step = 0; step < 128; ++step) {
+    if (lo >= hi) return Found::no;
+    const bool last = hi - lo <= 2 * kSearchWindow;
+    const std::size_t from = last ? lo : lo + (hi - lo) / 2;
+    seen.clear();
+    for (std::size_t to = from; seen.empty() && to < hi;) {
+      const std::size_t next = last ? hi : std::min(hi, to + kSearchWindow);
+      if (!lines(to, next, seen)) return Found::read_whole;
+      to = next;
+      if (to - from > kMaxSearchedObject) return Found::read_whole;
+    }
+    for (std::size_t i = 1; i < seen.size(); ++i)
+      if (!(seen[i - 1].uri < seen[i].uri)) return Found::read_whole;
+    if (seen.empty() || uri < seen.front().uri) {
+      if (from == lo) return Found::no;
+      hi = from;
+    } else if (uri > seen.back().uri) {
+      lo = seen.back().at + 1;
+    } else {
+      for (const ManifestObjectLine& line : seen)
+        if (line.uri == uri) {
+          at = line.at;
+          return Found::yes;
+        }
+      return Found::no;
+    }
+  }
+  return Found::read_whole;
+}
+
+// The object whose first line is at `at`: from its '{' through the "\n    }" that closes it.
+std::optional<std::string> object_at(ManifestFile& file, std::size_t at, std::size_t e) {
+  std::string object;
+  for (std::size_t from = at + kObjectBrace; from < e && object.size() <= kMaxSearchedObject;) {
+    const std::size_t to = std::min(e, from + kSearchWindow);
+    std::optional<std::string> bytes = file.read(from, to);
+    if (!bytes) return std::nullopt;
+    const std::size_t keep =
+        object.size() < kObjectClose.size() ? object.size() : kObjectClose.size();
+    object += *bytes;
+    const std::size_t close = object.find(kObjectClose, object.size() - bytes->size() - keep);
+    if (close != std::string::npos) {
+      object.resize(close + kObjectClose.size());
+      return object;
+    }
+    from = to;
+  }
+  return std::nullopt;
+}
+
+// A text in memory as a ManifestFile.
+class TextFile : public ManifestFile {
+ public:
+  explicit TextFile(std::shared_ptr<const std::string> text) : text_(std::move(text)) {}
+  std::optional<std::string> read(std::size_t begin, std::size_t end) override {
+    if (begin > end || end > text_->size()) return std::nullopt;
+    return text_->substr(begin, end - begin);
+  }
+  bool unchanged() override { return true; }
+
+ private:
+  std::shared_ptr<const std::string> text_;
+};
+
 }  // namespace
 
 std::shared_ptr<const ManifestEntries> ManifestEntries::read(std::string&& text,
@@ -351,92 +540,123 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::read(std::string&& text,
   return e;
 }
 
-std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
-    std::size_t size, const std::string& origin, const ManifestLayout& layout,
-    ManifestPartReader read_parts, const std::string* first_uri) {
-  const std::size_t b = layout.artifacts_begin, e = layout.artifacts_end;
-  // No genuine layout exists for a text the strict reader does not take whole (limits.hpp).
+std::shared_ptr<const ManifestEntries> ManifestEntries::open(std::size_t size,
+                                                             const std::string& origin,
+                                                             ManifestOpener opener,
+                                                             const std::string* first_uri) {
+  // No text past the limit is taken by the strict reader whole, so none is looked up either.
   if (size > limits::kMaxJsonBytes) return nullptr;
-  if (!(b < e && e <= size && layout.uris.size() == layout.spans.size())) return nullptr;
-  for (std::size_t i = 0; i < layout.spans.size(); ++i) {
-    const ArtifactSpan& s = layout.spans[i];
-    // Inside the array, its URI inside it (and no sum that could wrap), the URI's length.
-    if (!(b < s.begin && s.begin < s.end && s.end < e && s.begin < s.uri_pos &&
-          s.uri_pos < s.end && s.uri_len > 0 && s.uri_len < s.end - s.uri_pos &&
-          layout.uris[i].size() == s.uri_len))
-      return nullptr;
-    // Sorted by URI, each once: for_uri's binary search.
-    if (i > 0 && !(layout.uris[i - 1] < layout.uris[i])) return nullptr;
-  }
-  // The header: the bytes up to the array's '[' and from its ']', and first_uri's object.
-  std::vector<std::pair<std::size_t, std::size_t>> ranges = {{0, b + 1}, {e - 1, size}};
-  std::optional<std::size_t> first;
-  if (first_uri) {
-    auto it = std::lower_bound(layout.uris.begin(), layout.uris.end(), *first_uri);
-    if (it != layout.uris.end() && *it == *first_uri) {
-      first = static_cast<std::size_t>(it - layout.uris.begin());
-      ranges.emplace_back(layout.spans[*first].begin, layout.spans[*first].end);
-    }
-  }
-  std::optional<std::vector<std::string>> parts = read_parts(ranges);
-  if (!parts || parts->size() != ranges.size()) return nullptr;
-  std::string& prefix = (*parts)[0];
-  const std::string& suffix = (*parts)[1];
-  if (prefix.size() != b + 1 || prefix.back() != '[' || suffix.size() != size - (e - 1) ||
-      suffix.front() != ']')
-    return nullptr;
-  // "...[" + "]...": the header with an empty artifacts array, read by the same strict rules.
-  prefix += suffix;
-  auto header = std::make_shared<Manifest>();
-  std::vector<Span> none;
-  StrictReader reader(prefix);
-  // ...and the empty array is the root's "artifacts" (not, say, "skipped"'s brackets): a
-  // string holds no '"', so no other '[' of the text can stand where the root key's value is.
-  if (!reader.manifest(*header, none) || reader.artifacts_begin() != b ||
-      reader.artifacts_end() != b + 2)
-    return nullptr;
+  std::unique_ptr<ManifestFile> file = opener();
+  if (!file) return nullptr;
+  std::optional<ArrayBounds> array = find_array(*file, size);
+  if (!array) return nullptr;
+  std::shared_ptr<Manifest> header = read_header(array->prefix, array->suffix, array->begin);
+  if (!header) return nullptr;
   std::shared_ptr<ManifestEntries> m(new ManifestEntries());
   m->origin_ = origin;
-  m->spans_ = layout.spans;
-  m->uris_ = layout.uris;
-  m->artifacts_begin_ = b;
-  m->artifacts_end_ = e;
-  m->from_layout_ = true;
+  m->artifacts_begin_ = array->begin;
+  m->artifacts_end_ = array->end;
   m->size_ = size;
-  m->read_parts_ = std::move(read_parts);
-  if (first) m->preread_.emplace(*first, std::move((*parts)[2]));
-  m->text_ = std::move(prefix);
+  m->text_ = std::move(array->prefix);
   m->header_ = std::move(header);
+  m->opener_ = std::move(opener);
+  if (first_uri) {
+    std::shared_ptr<const Manifest> first = m->search(*file, *first_uri);
+    if (!first) return nullptr;  // the text read whole decides, once, for every URI
+    m->by_uri_[*first_uri] = std::move(first);
+  }
+  if (!file->unchanged()) return nullptr;
   return m;
 }
 
-std::shared_ptr<const ManifestEntries> ManifestEntries::read_with_layout(
-    const std::string& text, const std::string& origin, const ManifestLayout& layout) {
+std::shared_ptr<const ManifestEntries> ManifestEntries::open(const std::string& text,
+                                                             const std::string& origin,
+                                                             const std::string* first_uri) {
   // Its own copy: the result may read other objects after `text` is gone.
   auto copy = std::make_shared<const std::string>(text);
-  ManifestPartReader in_memory = [copy](const std::vector<std::pair<std::size_t, std::size_t>>&
-                                            ranges) -> std::optional<std::vector<std::string>> {
-    std::vector<std::string> out;
-    for (const auto& [begin, end] : ranges) {
-      if (begin > end || end > copy->size()) return std::nullopt;
-      out.push_back(copy->substr(begin, end - begin));
-    }
-    return out;
-  };
-  return read_with_layout(text.size(), origin, layout, std::move(in_memory), nullptr);
+  return open(
+      text.size(), origin, [copy] { return std::make_unique<TextFile>(copy); }, first_uri);
 }
 
-std::optional<ManifestLayout> ManifestEntries::layout() const {
-  if (full_ || from_layout_) return std::nullopt;
-  ManifestLayout out{artifacts_begin_, artifacts_end_, spans_, {}};
-  out.uris.reserve(spans_.size());
-  for (const Span& s : spans_) out.uris.emplace_back(s.uri(text_));
-  return out;
+std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file,
+                                                        const std::string& uri) const {
+  // Windows of the top of the search are the same for every URI: remembered (with the file's
+  // identity, which every open checks), so later lookups read only the levels below.
+  WindowReader lines = [&](std::size_t from, std::size_t to, std::vector<ManifestObjectLine>& out) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto hit = windows_.find({from, to});
+      if (hit != windows_.end()) {
+        out.insert(out.end(), hit->second.begin(), hit->second.end());
+        return true;
+      }
+    }
+    const std::size_t before = out.size();
+    if (!object_lines(file, from, to, artifacts_end_, out)) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (windows_.size() < kMaxRememberedWindows)
+      windows_.emplace(std::make_pair(from, to),
+                       std::vector<ManifestObjectLine>(out.begin() + before, out.end()));
+    return true;
+  };
+  std::size_t at = 0;
+  switch (find_object(lines, artifacts_begin_, artifacts_end_, uri, at)) {
+    case Found::no:
+      return header_;
+    case Found::read_whole:
+      return nullptr;
+    case Found::yes:
+      break;
+  }
+  std::optional<std::string> object = object_at(file, at, artifacts_end_);
+  if (!object) return nullptr;
+  // The object alone, by the rules the whole text is read with, and it must be this URI's.
+  ArtifactEntry a;
+  std::string_view u, name;
+  StrictReader r(*object);
+  if (!r.artifact(&a, u, name) || r.pos() != object->size() || u != uri) return nullptr;
+  auto m = std::make_shared<Manifest>(*header_);
+  m->artifacts.push_back(std::move(a));
+  return m;
+}
+
+std::shared_ptr<const Manifest> ManifestEntries::for_uri_by_search(const std::string& uri) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (whole_) return whole_->for_uri(uri);
+    auto slot = by_uri_.find(uri);
+    if (slot != by_uri_.end()) return slot->second;
+  }
+  // The file is read outside the lock: gets of other URIs of this manifest do not wait on it.
+  std::unique_ptr<ManifestFile> file = opener_();
+  if (!file)
+    throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
+  std::shared_ptr<const Manifest> found = search(*file, uri);
+  if (!found) return whole_file_decides(*file, uri);
+  if (!file->unchanged())
+    throw Error(ErrorKind::Io, origin_ + ": changed while read (for " + uri + ")");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = by_uri_[uri];
+  if (!slot) slot = std::move(found);  // a get on another thread may have been first: one pointer
+  return slot;
+}
+
+// A text that is not laid out as kiln writes it where a search went, or an object that does not
+// read as its URI's: the whole text decides, as read() does (its answer, or its error).
+std::shared_ptr<const Manifest> ManifestEntries::whole_file_decides(ManifestFile& file,
+                                                                    const std::string& uri) const {
+  std::optional<std::string> whole = file.read(0, size_);
+  if (!whole || !file.unchanged())
+    throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
+  auto decided = read(std::move(*whole), origin_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!whole_) whole_ = std::move(decided);
+  return whole_->for_uri(uri);
 }
 
 std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri) const {
   if (full_) return full_;
-  if (from_layout_) return for_uri_from_layout(uri);
+  if (opener_) return for_uri_by_search(uri);
   auto it = std::lower_bound(spans_.begin(), spans_.end(), std::string_view(uri),
                              [&](const Span& s, std::string_view u) { return s.uri(text_) < u; });
   if (it == spans_.end() || it->uri(text_) != uri) return header_;
@@ -454,56 +674,6 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri)
     slot = std::move(m);
   }
   return slot;
-}
-
-std::shared_ptr<const Manifest> ManifestEntries::for_uri_from_layout(const std::string& uri) const {
-  auto it = std::lower_bound(uris_.begin(), uris_.end(), uri);
-  if (it == uris_.end() || *it != uri) {
-    std::lock_guard<std::mutex> lock(mu_);
-    return whole_ ? whole_->for_uri(uri) : header_;
-  }
-  const std::size_t i = static_cast<std::size_t>(it - uris_.begin());
-  const Span& span = spans_[i];
-  std::string object;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (whole_) return whole_->for_uri(uri);
-    auto slot = by_uri_.find(uri);
-    if (slot != by_uri_.end()) return slot->second;
-    if (preread_ && preread_->first == i) {
-      object = std::move(preread_->second);
-      preread_.reset();
-    }
-  }
-  // The file is read outside the lock: gets of other URIs of this manifest do not wait on it.
-  if (object.empty()) {
-    auto parts = read_parts_({{span.begin, span.end}});
-    if (!parts || parts->size() != 1)
-      throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
-    object = std::move((*parts)[0]);
-  }
-  // The object alone, by the rules it was checked with, and it must be this URI's.
-  ArtifactEntry a;
-  std::string_view u, file;
-  StrictReader r(object);
-  if (!object.empty() && object.front() == '{' && r.artifact(&a, u, file) &&
-      r.pos() == object.size() && u == uri) {
-    auto m = std::make_shared<Manifest>(*header_);
-    m->artifacts.push_back(std::move(a));
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& slot = by_uri_[uri];
-    if (!slot) slot = std::move(m);  // a get on another thread may have been first: one pointer
-    return slot;
-  }
-  // A layout that does not fit this file after all (a record written for other bytes with the
-  // same identity, or forged): the whole file decides, as read() does.
-  auto whole = read_parts_({{0, size_}});
-  if (!whole || whole->size() != 1)
-    throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
-  auto decided = read(std::move((*whole)[0]), origin_);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!whole_) whole_ = std::move(decided);
-  return whole_->for_uri(uri);
 }
 
 }  // namespace kiln

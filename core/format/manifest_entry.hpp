@@ -12,8 +12,14 @@
 // else, and any text that breaks a rule, goes to parse_manifest, whose answer is the answer:
 // the error messages exist once, and the strict reader only has to be right when it accepts
 // (docs/decisions.md, "A second manifest reader for the cold get").
+//
+// ManifestEntries::open does not read the text whole: it finds the header and an asked URI's
+// object by the lines kiln writes, so that a get costs the same for 10 artifacts or 20,000
+// (docs/decisions.md, "Manifests looked up, not read"). It checks the header and each object it
+// reads by the same strict rules, and leaves any text not laid out as kiln writes it to read().
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,30 +38,28 @@ struct ArtifactSpan {
   std::size_t uri_pos = 0, uri_len = 0;
   std::size_t begin = 0, end = 0;
   std::string_view uri(std::string_view text) const { return text.substr(uri_pos, uri_len); }
-  bool operator==(const ArtifactSpan& o) const {
-    return uri_pos == o.uri_pos && uri_len == o.uri_len && begin == o.begin && end == o.end;
-  }
 };
 
-// What the strict reader found in a text it accepted whole: where the artifacts array lies
-// ('[' at artifacts_begin, ']' just before artifacts_end), each artifact's span sorted by URI,
-// and those URIs. Kept on disk by the scan record (scan_record.hpp) so that a later process can
-// read the same unchanged file without reading or checking every artifact again.
-struct ManifestLayout {
-  std::size_t artifacts_begin = 0, artifacts_end = 0;
-  std::vector<ArtifactSpan> spans;
-  std::vector<std::string> uris;  // uris[i]: spans[i]'s URI (what read_with_layout looks up)
-  bool operator==(const ManifestLayout& o) const {
-    return artifacts_begin == o.artifacts_begin && artifacts_end == o.artifacts_end &&
-           spans == o.spans && uris == o.uris;
-  }
+// An artifact object's first line in a manifest's text: where it starts (its '\n') and the URI
+// on it. What ManifestEntries::open's binary search narrows by.
+struct ManifestObjectLine {
+  std::size_t at = 0;
+  std::string uri;
 };
 
-// Reads byte ranges [first, second) of the file a layout was made for, in one go: each range's
-// bytes, in order; nullopt when the file is no longer the one the layout was made for (another
-// identity) or cannot be read.
-using ManifestPartReader = std::function<std::optional<std::vector<std::string>>(
-    const std::vector<std::pair<std::size_t, std::size_t>>& ranges)>;
+// One manifest file opened for one lookup (ManifestEntries::open): byte ranges read from the
+// same open file, and whether it is still the file that was opened once they are read.
+class ManifestFile {
+ public:
+  virtual ~ManifestFile() = default;
+  // Bytes [begin, end) of the file; nullopt when they cannot be read whole.
+  virtual std::optional<std::string> read(std::size_t begin, std::size_t end) = 0;
+  // Still the file that was opened (not rewritten, replaced or grown while read).
+  virtual bool unchanged() = 0;
+};
+// Opens the manifest for one lookup; nullptr when it is no longer the file looked at (another
+// identity) or cannot be opened.
+using ManifestOpener = std::function<std::unique_ptr<ManifestFile>()>;
 
 class ManifestEntries {
  public:
@@ -63,31 +67,29 @@ class ManifestEntries {
   // error the caller's string is as it was (for a message quoting it).
   static std::shared_ptr<const ManifestEntries> read(std::string&& text, const std::string& origin);
 
-  // A file of `size` bytes read with a layout that an earlier strict read of the same bytes
-  // produced (layout()), without reading or checking every artifact again: only the header (the
-  // bytes before and after the artifacts array, read strictly with an empty array between) and
-  // the objects of the URIs asked for are read, through `read_parts`; `first_uri`'s object is
-  // read with the header. The layout only says where things are; every value comes from the
-  // file. nullptr when the layout does not fit: URIs not sorted and unique, spans outside the
-  // array, no '[' and ']' where the array should be, a header the strict reader refuses, or the
-  // file unreadable. An artifact whose object then does not read as its URI's makes for_uri read
-  // the whole file as read() does, whose answer (or error) is the answer; a file that is no
-  // longer the layout's when for_uri reads it is an Error{Io}.
-  static std::shared_ptr<const ManifestEntries> read_with_layout(std::size_t size,
-                                                                 const std::string& origin,
-                                                                 const ManifestLayout& layout,
-                                                                 ManifestPartReader read_parts,
-                                                                 const std::string* first_uri);
+  // A file of `size` bytes read as kiln writes manifests (manifest_to_json: one key per line,
+  // 2 spaces per level), without reading it whole: the header's bytes (up to the artifacts
+  // array's '[' and from its ']', found by their lines at either end), read strictly with an
+  // empty array between, and each asked URI's object, found by a binary search over the sorted
+  // artifacts' lines (a few 4 KiB reads however many artifacts there are) and read strictly; it
+  // must carry the URI. `first_uri`'s object is looked up in the same open as the header.
+  // nullptr when the text is not laid out so (the caller then reads it whole) or the file is no
+  // longer the one opened. What this does not check is the artifacts that are not asked for:
+  // install checked them all (docs/decisions.md, "Manifests looked up, not read"). A URI whose
+  // search meets a text not laid out as kiln writes it, or whose object does not read as its
+  // URI's, makes for_uri read the whole file as read() does, whose answer (or error) is the
+  // answer; a file that is no longer the opened one when for_uri reads it is an Error{Io}.
+  static std::shared_ptr<const ManifestEntries> open(std::size_t size, const std::string& origin,
+                                                     ManifestOpener opener,
+                                                     const std::string* first_uri);
   // The same over a text in memory (tests, the fuzz target); `text` is only read.
-  static std::shared_ptr<const ManifestEntries> read_with_layout(const std::string& text,
-                                                                 const std::string& origin,
-                                                                 const ManifestLayout& layout);
+  static std::shared_ptr<const ManifestEntries> open(const std::string& text,
+                                                     const std::string& origin,
+                                                     const std::string* first_uri);
+  // Whether it was opened (open()) rather than read. For tests.
+  bool searched() const { return static_cast<bool>(opener_); }
 
-  // What the strict reader found; nullopt when parse_manifest decided the text or when it was
-  // read with a layout (a layout is taken only from a text checked whole).
-  std::optional<ManifestLayout> layout() const;
-
-  // The text it was read from (read_with_layout: the header's bytes, the array left empty).
+  // The text it was read from (open(): the header's bytes, the array left empty).
   const std::string& text() const { return text_; }
   // Every field but the artifacts (format_version, versions, target, build time, skipped).
   const Manifest& header() const { return *header_; }
@@ -104,7 +106,11 @@ class ManifestEntries {
 
  private:
   ManifestEntries() = default;
-  std::shared_ptr<const Manifest> for_uri_from_layout(const std::string& uri) const;
+  std::shared_ptr<const Manifest> for_uri_by_search(const std::string& uri) const;
+  // uri's entry from the opened file (nullptr: the file must decide whole), header_ when absent.
+  std::shared_ptr<const Manifest> search(ManifestFile& file, const std::string& uri) const;
+  std::shared_ptr<const Manifest> whole_file_decides(ManifestFile& file,
+                                                     const std::string& uri) const;
 
   using Span = ArtifactSpan;
 
@@ -114,14 +120,12 @@ class ManifestEntries {
   std::vector<Span> spans_;                 // strict: every artifact, sorted by URI
   std::shared_ptr<const Manifest> full_;    // not strict: parse_manifest's
   std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;  // strict: the artifacts array
-  // read_with_layout: artifacts not checked here; uris_[i] is spans_[i]'s URI, objects are read
-  // through read_parts_ from the file of size_ bytes when asked for.
-  bool from_layout_ = false;
-  std::vector<std::string> uris_;
   std::size_t size_ = 0;
-  ManifestPartReader read_parts_;
-  mutable std::optional<std::pair<std::size_t, std::string>> preread_;  // first_uri's object
-  // from_layout_: the file read whole, once an object did not read as its URI's.
+  // open(): objects found by searching the file of size_ bytes, each opened by opener_; the
+  // windows earlier searches read, by [from, to) (guarded by mu_).
+  ManifestOpener opener_;
+  mutable std::map<std::pair<std::size_t, std::size_t>, std::vector<ManifestObjectLine>> windows_;
+  // open(): the file read whole, once a search or an object did not read as kiln writes it.
   mutable std::shared_ptr<const ManifestEntries> whole_;
   mutable std::mutex mu_;
   mutable std::unordered_map<std::string, std::shared_ptr<const Manifest>> by_uri_;

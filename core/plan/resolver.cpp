@@ -484,17 +484,16 @@ struct StoreScanner::OneScan {
   std::optional<ScanRecord> record;
   bool record_read = false;
   bool listed_now = false, through_links = false;
-  std::map<std::string, ScanRecord::RecordedManifest> learned;
 };
 
-// Where one manifest's contents come from: remembered (whole, or its entries), its layout in
-// the scan record, or its text read now.
+// Where one manifest's contents come from: remembered (whole, or its entries), looked up in the
+// file now (ManifestEntries::open), or its text read now.
 struct StoreScanner::ManifestSource {
   std::int64_t read_start = 0;
   std::optional<FileIdentity> id;
   std::shared_ptr<const Manifest> remembered;
   std::shared_ptr<const ManifestEntries> entries;
-  bool from_record = false;
+  bool searched = false;  // ManifestEntries::open: looked up without reading it whole
   std::string text;
 };
 
@@ -566,8 +565,7 @@ std::shared_ptr<const std::vector<std::string>> StoreScanner::archive_names(
 }
 
 // The scan kept between processes (scan_record.hpp), read when this process has not listed the
-// store yet: its names serve while the directory keeps the identity they were listed with, its
-// manifest layouts while each manifest keeps its own.
+// store yet: its names serve while the directory keeps the identity they were listed with.
 std::shared_ptr<const std::vector<std::string>> StoreScanner::names_from_record(
     OneScan& one, const std::string& key) const {
   one.record_path = scan_record_path(record_dir_, package_, one.dir);
@@ -591,7 +589,7 @@ StoreArchive StoreScanner::read_archive(OneScan& one, const std::string& name) c
   cold::PhaseTimer timer(cold::Phase::ManifestParse);
   ManifestSource src;
   try {
-    src = manifest_source(one, name, mpath);
+    src = manifest_source(one, mpath);
   } catch (const Error& e) {
     a.error_kind = e.kind();
     a.error = e.what();
@@ -601,7 +599,7 @@ StoreArchive StoreScanner::read_archive(OneScan& one, const std::string& name) c
     // The remembered manifest itself, shared: no copy per cold get (plan_stores reads only the
     // URI's artifact and the header).
     a.manifest = src.remembered ? src.remembered
-                 : one.uri      ? manifest_for_uri(one, name, a.dir, mpath, src)
+                 : one.uri      ? manifest_for_uri(one, a.dir, mpath, src)
                                 : whole_manifest(a.dir, mpath, src);
   } catch (const Error& e) {
     a.error_kind = e.kind();
@@ -615,7 +613,6 @@ StoreArchive StoreScanner::read_archive(OneScan& one, const std::string& name) c
 }
 
 StoreScanner::ManifestSource StoreScanner::manifest_source(const OneScan& one,
-                                                           const std::string& name,
                                                            const std::string& mpath) const {
   StoreMemory& memory = store_memory();
   ManifestSource src;
@@ -626,41 +623,35 @@ StoreScanner::ManifestSource StoreScanner::manifest_source(const OneScan& one,
   // full scan serves it as well.
   if (one.uri && src.id && !src.remembered)
     src.entries = memory.manifest_entries.find(mpath, *src.id);
-  if (one.uri && !src.remembered && !src.entries && one.record && src.id && src.id->size > 0) {
-    // Checked whole by an earlier process while it had this identity: its layout leads to the
-    // header and the URI's object, which alone are read, from the file's own bytes.
-    auto r = one.record->manifests.find(name);
-    if (r != one.record->manifests.end() && r->second.id == *src.id) {
-      ManifestPartReader parts = [fs = fs_, path = mpath, id = *src.id](const auto& ranges) {
-        return fs->pread(path, id, ranges);
-      };
-      src.entries = ManifestEntries::read_with_layout(static_cast<std::size_t>(src.id->size), mpath,
-                                                      r->second.layout, std::move(parts), one.uri);
-      src.from_record = src.entries != nullptr;
-    }
+  if (one.uri && !src.remembered && !src.entries && src.id && src.id->size > 0) {
+    // Looked up, not read: the header and the URI's object are found by their lines and read
+    // from the file's own bytes, whatever the number of artifacts (ManifestEntries::open).
+    ManifestOpener opener = [fs = fs_, path = mpath, id = *src.id] {
+      return fs->open_manifest(path, id);
+    };
+    src.entries = ManifestEntries::open(static_cast<std::size_t>(src.id->size), mpath,
+                                        std::move(opener), one.uri);
+    src.searched = src.entries != nullptr;
   }
   if (!src.remembered && !src.entries) src.text = read_file(mpath);
   return src;
 }
 
-// get()'s fast path: the manifest trimmed to the URI's artifact, from the record's layout, the
-// entries remembered, or the text read now (whose layout the next record may keep).
-std::shared_ptr<const Manifest> StoreScanner::manifest_for_uri(OneScan& one,
-                                                               const std::string& name,
+// get()'s fast path: the manifest trimmed to the URI's artifact, from the entries remembered,
+// looked up in the file now, or (a text not laid out as kiln writes it) read whole now.
+std::shared_ptr<const Manifest> StoreScanner::manifest_for_uri(const OneScan& one,
                                                                const std::string& dir,
                                                                const std::string& mpath,
                                                                ManifestSource& src) const {
   StoreMemory& memory = store_memory();
-  if (src.from_record) {
+  if (src.searched) {
     require_archive_dir_name(dir, src.entries->header());
     memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
   } else if (!src.entries) {
+    // A text not laid out as kiln writes it (or unreadable by lookups): read and checked whole.
     src.entries = read_manifest_entries_cached(std::move(src.text), mpath);
     require_archive_dir_name(dir, src.entries->header());
     if (src.id) memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
-    if (one.use_record && src.id && settled(*src.id, src.read_start, kRecordSettledNs))
-      if (std::optional<ManifestLayout> layout = src.entries->layout())
-        one.learned[name] = {*src.id, std::move(*layout)};
   }
   return src.entries->for_uri(*one.uri);
 }
@@ -684,22 +675,16 @@ bool StoreScanner::serves_release(const StoreArchive& a, const std::string& uri)
          a.manifest->format_version == kManifestFormat;
 }
 
-// Keeps what this scan learned for the next process: the listing (when it was read from the
-// directory, through no link, and the directory is settled) and the layouts of the manifests
-// checked whole, beside the record's layouts of manifests still listed (the record is read
-// first when this process took its names from elsewhere). Only identities settled for
-// kRecordSettledNs: the same identity then means the same bytes. A record that cannot be
-// written costs nothing but the next process's time.
+// Keeps what this scan learned for the next process: the listing, when it was read from the
+// directory through no link and the directory is settled for kRecordSettledNs (the same
+// identity then means the same names). A record that cannot be written costs nothing but the
+// next process's time.
 void StoreScanner::keep_scan_record(OneScan& one, const std::vector<std::string>& names) const {
-  if (!one.use_record || (!one.listed_now && one.learned.empty())) return;
+  if (!one.use_record || !one.listed_now) return;
   if (one.record_path.empty()) one.record_path = scan_record_path(record_dir_, package_, one.dir);
   if (!one.record_read) one.record = read_scan_record(one.record_path, package_, one.dir);
-  ScanLearned now{*one.dir_id,
-                  settled(*one.dir_id, one.read_start, kRecordSettledNs),
-                  names,
-                  one.listed_now,
-                  one.through_links,
-                  std::move(one.learned)};
+  ScanLearned now{*one.dir_id, settled(*one.dir_id, one.read_start, kRecordSettledNs), names,
+                  one.listed_now, one.through_links};
   std::optional<ScanRecord> next = next_scan_record(one.record, package_, one.dir, std::move(now));
   if (!next) return;
   if (auto why = write_scan_record(one.record_path, *next))

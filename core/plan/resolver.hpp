@@ -97,10 +97,9 @@ class StoreScanner {
   std::shared_ptr<const std::vector<std::string>> names_from_record(OneScan& one,
                                                                     const std::string& key) const;
   StoreArchive read_archive(OneScan& one, const std::string& name) const;
-  ManifestSource manifest_source(const OneScan& one, const std::string& name,
-                                 const std::string& mpath) const;
-  std::shared_ptr<const Manifest> manifest_for_uri(OneScan& one, const std::string& name,
-                                                   const std::string& dir, const std::string& mpath,
+  ManifestSource manifest_source(const OneScan& one, const std::string& mpath) const;
+  std::shared_ptr<const Manifest> manifest_for_uri(const OneScan& one, const std::string& dir,
+                                                   const std::string& mpath,
                                                    ManifestSource& src) const;
   std::shared_ptr<const Manifest> whole_manifest(const std::string& dir, const std::string& mpath,
                                                  ManifestSource& src) const;

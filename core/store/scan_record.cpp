@@ -24,7 +24,9 @@
 namespace kiln {
 namespace {
 
-constexpr std::string_view kFirstLine = "kiln-scan-record 1";
+// Version 2: names only (version 1 also held each manifest's layout, which ManifestEntries::open
+// made unnecessary; a version 1 record is ignored and rewritten).
+constexpr std::string_view kFirstLine = "kiln-scan-record 2";
 
 // Which libkiln wrote a record: another one (a cache shared by environments with different
 // kiln versions) may apply other store and manifest rules, so it does not take the record.
@@ -227,22 +229,6 @@ std::optional<std::string> format_scan_record(const ScanRecord& r) {
       return std::nullopt;
     out += "name " + n + '\n';
   }
-  for (const auto& [name, m] : r.manifests) {
-    if (!std::binary_search(r.names.begin(), r.names.end(), name)) return std::nullopt;
-    out += "manifest " + name;
-    put_identity(out, m.id);
-    out += ' ' + std::to_string(m.layout.artifacts_begin) + ' ' +
-           std::to_string(m.layout.artifacts_end) + ' ' + std::to_string(m.layout.spans.size()) +
-           '\n';
-    if (m.layout.uris.size() != m.layout.spans.size()) return std::nullopt;
-    for (std::size_t i = 0; i < m.layout.spans.size(); ++i) {
-      const ArtifactSpan& s = m.layout.spans[i];
-      if (!one_line(m.layout.uris[i])) return std::nullopt;
-      out += "span " + std::to_string(s.begin) + ' ' + std::to_string(s.end) + ' ' +
-             std::to_string(s.uri_pos) + ' ' + std::to_string(s.uri_len) + ' ' +
-             m.layout.uris[i] + '\n';
-    }
-  }
   out += "end\n";
   return out;
 }
@@ -264,29 +250,6 @@ std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_v
     if (out.names.size() >= limits::kMaxStoreEntries) return std::nullopt;
     out.names.emplace_back(v);
   }
-  std::size_t spans = 0;
-  while (r.keyword("manifest")) {
-    ScanRecord::RecordedManifest m;
-    std::size_t n = 0;
-    if (!r.word(v) || !r.identity(m.id) || !r.size(m.layout.artifacts_begin) ||
-        !r.size(m.layout.artifacts_end) || !r.size(n) || !r.end_of_line())
-      return std::nullopt;
-    if (!std::binary_search(out.names.begin(), out.names.end(), v)) return std::nullopt;
-    std::string name(v);
-    if (n > kMaxScanRecordSpans - spans) return std::nullopt;
-    spans += n;
-    m.layout.spans.reserve(n);
-    m.layout.uris.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      ArtifactSpan s;
-      if (!r.keyword("span") || !r.size(s.begin) || !r.size(s.end) || !r.size(s.uri_pos) ||
-          !r.size(s.uri_len) || !r.rest(v) || v.size() != s.uri_len)
-        return std::nullopt;
-      m.layout.spans.push_back(s);
-      m.layout.uris.emplace_back(v);
-    }
-    if (!out.manifests.emplace(std::move(name), std::move(m)).second) return std::nullopt;
-  }
   if (!r.line("end") || !r.at_end()) return std::nullopt;
   return out;
 }
@@ -300,21 +263,9 @@ std::optional<ScanRecord> next_scan_record(const std::optional<ScanRecord>& on_d
   ScanRecord next;
   next.package = package;
   next.store = store;
-  if (keep_names) {
-    next.dir = now.dir;  // otherwise all zero: a directory identity no stat() gives
-    next.names = now.names;
-  }
-  auto listed = [&](const std::string& name) {
-    return std::binary_search(now.names.begin(), now.names.end(), name);
-  };
-  if (on_disk)
-    for (const auto& [name, m] : on_disk->manifests)
-      if (listed(name)) next.manifests.emplace(name, m);
-  for (auto& [name, m] : now.manifests) next.manifests[name] = std::move(m);
-  // A manifest kept without names: the record's names must list it (format_scan_record).
-  if (!keep_names)
-    for (const auto& [name, m] : next.manifests) next.names.push_back(name);
-  if (!keep_names && next.manifests.empty()) return std::nullopt;
+  if (!keep_names) return std::nullopt;
+  next.dir = now.dir;
+  next.names = std::move(now.names);
   if (on_disk && next == *on_disk) return std::nullopt;
   return next;
 }
@@ -343,8 +294,8 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
   namespace fs = std::filesystem;
   std::optional<std::string> text = format_scan_record(record);
   if (!text)
-    return std::string("the record cannot be written (a name or URI that does not fit one line, ") +
-           "names not sorted, or a manifest that is not among them)";
+    return std::string("the record cannot be written (a name that does not fit one line, or ") +
+           "names not sorted)";
   const fs::path file(path);
   const fs::path dir = file.parent_path();
   const fs::path cache = dir.parent_path();

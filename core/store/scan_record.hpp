@@ -3,74 +3,58 @@
 // scan kept between processes"). identity_cache.hpp remembers, within a process, a store's
 // listing and the manifests read from it while their identities (device, inode, size, mtime,
 // ctime) stay the same. A fresh process has nothing remembered, so its first get() lists the
-// store and checks the whole manifest text (every artifact) before using one entry: the largest
-// share of what a fresh process pays beyond reading and hashing the artifact.
+// store directory.
 //
-// A scan record keeps the same facts on disk, one file per (package, store directory) under
-// <cache_dir>/scan/: the directory's identity and its archive directory names, and for each
-// manifest checked whole, its identity and layout (manifest_entry.hpp: where the artifacts
-// array and each artifact's object lie, and each object's URI). A later process whose stat()
-// gives the same identity uses the names without listing, and reads the manifest with its
-// layout: only the header and the asked-for artifact's object are read (pread), strictly, from
-// the file's own bytes; the other artifacts are neither read nor checked again.
+// A scan record keeps the listing on disk, one file per (package, store directory) under
+// <cache_dir>/scan/: the directory's identity and its archive directory names. A later process
+// whose stat() of the directory gives the same identity uses the names without listing it.
+// Manifests need no record: get() looks one URI up in a manifest without reading it whole
+// (ManifestEntries::open), from its own bytes, in every process. (Version 1 also kept each
+// manifest's layout, the place of every artifact's object: a record as large as the manifest's
+// artifact count, read whole by every fresh process; docs/decisions.md, "Manifests looked up,
+// not read".)
 //
-// Only identities settled for kRecordSettledNs are written (identity_cache.hpp's rule, with a
-// wider margin), so the same identity means the same bytes; names only when the listing went
-// through no symbolic link (a link's target can change and the directory's identity not).
+// Only a directory identity settled for kRecordSettledNs is written (identity_cache.hpp's rule,
+// with a wider margin), so the same identity means the same names; names only when the listing
+// went through no symbolic link (a link's target can change and the directory's identity not).
 //
 // A record is a cache: absent, unreadable, of another format or writer, truncated, for another
 // store or package, not owned by this user, or writable by others, it is ignored (and
-// rewritten when a scan learns something). It supplies positions, names and URIs, never a value
-// that reaches the driver: names are opened as directories, the header and the entry are read
-// from the manifest's own bytes, artifact bytes are hashed against that entry. What a forged
-// one can do is in docs/security.md: hide an archive or an artifact (the loader then takes the
-// next candidate), and spare the check of the artifacts not asked for.
+// rewritten when a scan lists the directory). It supplies names, never a value that reaches the
+// driver: names are opened as directories and held to the store rule. What a forged one can do
+// is in docs/security.md: hide an archive (the loader then takes the next candidate).
 //
 // The format (text, one fact per line, every number decimal):
-//   kiln-scan-record 1
+//   kiln-scan-record 2
 //   writer kiln <version of the libkiln that wrote it> manifest-format <kManifestFormat>
 //   package <package>
 //   store <store directory, as the loader names it>
-//   dir <dev> <ino> <size> <mtime_ns> <ctime_ns>        (all 0: the names are not to be used,
-//                                                       e.g. the listing went through links)
+//   dir <dev> <ino> <size> <mtime_ns> <ctime_ns>
 //   name <archive directory name>                      (each, sorted, unique)
-//   manifest <name> <dev> <ino> <size> <mtime_ns> <ctime_ns> <artifacts_begin> <artifacts_end> <n>
-//   span <begin> <end> <uri_pos> <uri_len> <uri>       (n of them, after their manifest; the
-//                                                       URI is the rest of the line)
 //   end
 #include <cstddef>
-#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "format/manifest_entry.hpp"
 #include "io/identity_cache.hpp"
 
 namespace kiln {
 
 struct ScanRecord {
-  struct RecordedManifest {
-    FileIdentity id;
-    ManifestLayout layout;
-    bool operator==(const RecordedManifest& o) const { return id == o.id && layout == o.layout; }
-  };
   std::string package;
   std::string store;
   FileIdentity dir;
-  std::vector<std::string> names;                     // sorted, unique
-  std::map<std::string, RecordedManifest> manifests;  // by archive directory name, one of names
+  std::vector<std::string> names;  // sorted, unique
   bool operator==(const ScanRecord& o) const {
-    return package == o.package && store == o.store && dir == o.dir && names == o.names &&
-           manifests == o.manifests;
+    return package == o.package && store == o.store && dir == o.dir && names == o.names;
   }
 };
 
-// The largest record read, and the most spans one manifest may have: far above a release's
-// (33 artifacts per target today), and a bound on what a hostile file can make a reader do.
+// The largest record read: far above a store's (a name per archive directory), and a bound on
+// what a hostile file can make a reader do.
 constexpr std::size_t kMaxScanRecordBytes = std::size_t{4} << 20;
-constexpr std::size_t kMaxScanRecordSpans = 100000;
 
 // How long before a scan a file or directory must have last changed for its identity to be
 // recorded: longer than identity_cache.hpp's in-process kSettledNs, since a record outlives the
@@ -90,13 +74,13 @@ std::string scan_record_path(std::string_view cache_dir, std::string_view packag
                              std::string_view store);
 
 // Pure: the text of a record; nullopt when it cannot be one that parse_scan_record takes back:
-// a package, store, name or URI that does not fit one line (empty, or holding '\n'; a name
-// with a space), a name that is not an archive directory name of the package (store_scan.hpp),
-// names not sorted and unique, a manifest not among the names, URIs and spans not as many.
+// a package, store or name that does not fit one line (empty, or holding '\n'; a name with a
+// space), a name that is not an archive directory name of the package (store_scan.hpp), names
+// not sorted and unique.
 std::optional<std::string> format_scan_record(const ScanRecord& record);
 // Pure: the record `text` holds when it is a whole record of this format for `package` and
-// `store`, every name an archive directory name of the package, names sorted and unique, every
-// manifest's name among them; nullopt otherwise. Never throws.
+// `store`, every name an archive directory name of the package, names sorted and unique;
+// nullopt otherwise. Never throws.
 std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_view package,
                                             std::string_view store);
 
@@ -107,14 +91,12 @@ struct ScanLearned {
   std::vector<std::string> names;   // the archive directory names the scan worked on
   bool listed_now = false;          // names listed from the directory by this scan
   bool through_links = false;       // that listing went through a symbolic link
-  std::map<std::string, ScanRecord::RecordedManifest> manifests;  // checked whole, settled
 };
 
 // Pure: the record to write after a scan, from the one on disk (nullopt: none or unusable), or
-// nullopt when there is nothing to write. Names are kept when the directory is settled and they
-// were listed through no link, or are the record's own for this identity; otherwise the record's
-// directory identity is all zero and its names only those of the manifests it keeps. Manifests:
-// the record's, for names still listed, and this scan's over them.
+// nullopt when there is nothing to write: names are kept when the directory is settled and they
+// were listed through no link, or are the record's own for this identity; otherwise nothing is
+// written (the record on disk, for another identity, is not used).
 std::optional<ScanRecord> next_scan_record(const std::optional<ScanRecord>& on_disk,
                                            std::string_view package, std::string_view store,
                                            ScanLearned now);

@@ -43,6 +43,69 @@ std::optional<std::vector<std::string>> DiskStoreFs::pread(
   return out;
 }
 
+namespace {
+
+// StoreFs::open_manifest's default: every range through pread(), the identity stat'ed again.
+class ManifestThroughPread : public ManifestFile {
+ public:
+  ManifestThroughPread(const StoreFs& fs, std::string path, const FileIdentity& id)
+      : fs_(fs), path_(std::move(path)), id_(id) {}
+  std::optional<std::string> read(std::size_t begin, std::size_t end) override {
+    auto parts = fs_.pread(path_, id_, {{begin, end}});
+    if (!parts || parts->size() != 1) return std::nullopt;
+    return std::move((*parts)[0]);
+  }
+  bool unchanged() override {
+    std::optional<FileIdentity> now = fs_.identity(path_);
+    return now && *now == id_;
+  }
+
+ private:
+  const StoreFs& fs_;
+  std::string path_;
+  FileIdentity id_;
+};
+
+// One descriptor for a lookup's reads.
+class DiskManifestFile : public ManifestFile {
+ public:
+  DiskManifestFile(UniqueFd fd, const FileIdentity& id) : fd_(std::move(fd)), id_(id) {}
+  std::optional<std::string> read(std::size_t begin, std::size_t end) override {
+    if (begin > end || end > static_cast<std::uint64_t>(id_.size)) return std::nullopt;
+    std::string bytes(end - begin, '\0');
+    if (pread_full(fd_.get(), bytes.data(), bytes.size(), static_cast<off_t>(begin)) !=
+        static_cast<ssize_t>(bytes.size()))
+      return std::nullopt;
+    return bytes;
+  }
+  // Rewritten in place while read: the parts may mix two texts.
+  bool unchanged() override {
+    struct stat st {};
+    return ::fstat(fd_.get(), &st) == 0 && identity_of(st) == id_;
+  }
+
+ private:
+  UniqueFd fd_;
+  FileIdentity id_;
+};
+
+}  // namespace
+
+std::unique_ptr<ManifestFile> StoreFs::open_manifest(const std::string& path,
+                                                     const FileIdentity& id) const {
+  return std::make_unique<ManifestThroughPread>(*this, path, id);
+}
+
+std::unique_ptr<ManifestFile> DiskStoreFs::open_manifest(const std::string& path,
+                                                         const FileIdentity& id) const {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) return nullptr;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || !(identity_of(st) == id))
+    return nullptr;
+  return std::make_unique<DiskManifestFile>(std::move(fd), id);
+}
+
 std::shared_ptr<const StoreFs> disk_store_fs() {
   static const std::shared_ptr<const StoreFs> disk = std::make_shared<DiskStoreFs>();
   return disk;

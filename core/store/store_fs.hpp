@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "format/manifest_entry.hpp"
 #include "io/identity_cache.hpp"
 #include "store/store_scan.hpp"
 
@@ -35,6 +36,12 @@ class StoreFs {
   virtual std::optional<std::vector<std::string>> pread(
       const std::string& path, const FileIdentity& id,
       const std::vector<std::pair<std::size_t, std::size_t>>& ranges) const = 0;
+  // `path` opened while it has identity `id`, for a manifest lookup's reads one range at a time
+  // (ManifestEntries::open) and a last check that it is still `id`; nullptr when it is not `id`
+  // or not a regular file. Never throws. By default each range is one pread() above (a fake
+  // disk need not implement it); the real disk keeps one descriptor.
+  virtual std::unique_ptr<ManifestFile> open_manifest(const std::string& path,
+                                                      const FileIdentity& id) const;
 };
 
 // The real disk.
@@ -46,6 +53,8 @@ class DiskStoreFs : public StoreFs {
   std::optional<std::vector<std::string>> pread(
       const std::string& path, const FileIdentity& id,
       const std::vector<std::pair<std::size_t, std::size_t>>& ranges) const override;
+  std::unique_ptr<ManifestFile> open_manifest(const std::string& path,
+                                              const FileIdentity& id) const override;
 };
 
 // One DiskStoreFs shared by every reader that is given none.

@@ -246,14 +246,29 @@ struct ArchiveContent {
   Manifest manifest;
   std::vector<std::string> bytes;
 };
+// One compile result as packing takes it: its image's bytes and the entries found in it.
+struct CompiledArtifact {
+  std::string bytes;
+  std::vector<ArtifactEntry::Entry> entries;
+};
+// The content of one target's archive: each planned artifact's manifest entry (the registry's
+// values, the flags it was compiled with, the size and digest of its result) and bytes, as
+// `result` gives them (run_build: the file nvcc wrote, held to check_compile_result). One pass,
+// each URI's specialisation found by binary search: linear in the artifacts.
+ArchiveContent archive_content(
+    const TargetPlan& tp, const Registry& reg, const PackageIdentity& id, std::int64_t build_time,
+    const std::string& source_dir,
+    const std::function<CompiledArtifact(const PlannedArtifact&, const Specialisation&)>& result);
 // Writes one archive per content, the description (when the identity has one) and the index
 // into dist, atomically as a set (temporary names renamed only after all are written; an
 // archive whose members are unchanged is not rewritten; the index last). `kiln build` and `kiln
 // merge` both publish through this, so their bytes agree.
-std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
-                                              const std::vector<ArchiveContent>& contents,
-                                              std::int64_t build_time, const std::string& dist_dir,
-                                              std::string* index_path);
+// `content(i)` gives archive i's content (i < archives), asked once each and in order, so that
+// one archive's artifact bytes are in memory at a time, not the release's.
+std::vector<PublishedArchive> publish_release(
+    const PackageIdentity& id, std::size_t archives,
+    const std::function<ArchiveContent(std::size_t)>& content, std::int64_t build_time,
+    const std::string& dist_dir, std::string* index_path);
 
 // Checks one compile result before it is packed: exactly one image, of the artifact's target
 // (arch and SASS/PTX), holding every registry entry. Returns the manifest entries. Throws

@@ -64,15 +64,17 @@ PackageIdentity package_identity(const Project& project) {
           package_description_json(*data.get())};
 }
 
-std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
-                                              const std::vector<ArchiveContent>& contents,
-                                              std::int64_t build_time,
-                                              const std::string& dist_dir_in,
-                                              std::string* index_path) {
+std::vector<PublishedArchive> publish_release(
+    const PackageIdentity& id, std::size_t archives,
+    const std::function<ArchiveContent(std::size_t)>& content, std::int64_t build_time,
+    const std::string& dist_dir_in, std::string* index_path) {
   fs::path dist_dir = fs::absolute(dist_dir_in).lexically_normal();
   // Archives are assembled under temporary names and renamed only after all of them are
   // written, so a failure leaves the previous dist as it was.
   std::error_code ec;
+  // A failure leaves no dist directory it did not find (a bad compile result is found only
+  // when its archive's turn comes).
+  const bool created = !fs::exists(dist_dir, ec);
   fs::create_directories(dist_dir, ec);
   if (ec) throw Error(ErrorKind::Io, "cannot create " + dist_dir.string() + ": " + ec.message());
   std::vector<std::pair<fs::path, fs::path>> pending;  // temp -> final
@@ -83,11 +85,13 @@ std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
   index.git_commit = id.git_commit;
   index.cuda_version = id.cuda_version;
   try {
-    for (const auto& c : contents) {
+    for (std::size_t a = 0; a < archives; ++a) {
+      ArchiveContent c = content(a);
       const Manifest& m = c.manifest;
       std::vector<ArchiveMember> files;
+      files.reserve(m.artifacts.size() + 1);
       for (size_t i = 0; i < m.artifacts.size(); ++i)
-        files.push_back({m.artifacts[i].file, c.bytes.at(i)});
+        files.push_back({m.artifacts[i].file, std::move(c.bytes.at(i))});
       std::sort(files.begin(), files.end(),
                 [](const ArchiveMember& x, const ArchiveMember& y) { return x.name < y.name; });
       files.insert(files.begin(), ArchiveMember{"manifest.json", manifest_to_json(m)});
@@ -131,6 +135,7 @@ std::vector<PublishedArchive> publish_release(const PackageIdentity& id,
     if (index_path) *index_path = idx.string();
   } catch (...) {
     for (const auto& p : pending) fs::remove(p.first, ec);
+    if (created) fs::remove(dist_dir, ec);  // only when empty
     throw;
   }
   return out;

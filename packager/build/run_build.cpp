@@ -75,6 +75,41 @@ class Progress {
 
 }  // namespace
 
+ArchiveContent archive_content(
+    const TargetPlan& tp, const Registry& reg, const PackageIdentity& id, std::int64_t build_time,
+    const std::string& source_dir,
+    const std::function<CompiledArtifact(const PlannedArtifact&, const Specialisation&)>& result) {
+  ArchiveContent c;
+  Manifest& m = c.manifest;
+  m.package = id.name;
+  m.package_version = id.version;
+  m.git_commit = id.git_commit;
+  m.cuda_version = id.cuda_version;
+  m.target = tp.target.str();
+  m.build_time = build_time;
+  m.skipped = tp.skipped;
+  m.artifacts.reserve(tp.artifacts.size());
+  c.bytes.reserve(tp.artifacts.size());
+  for (const auto& a : tp.artifacts) {
+    const Specialisation* spec = reg.find(a.uri);
+    if (!spec) throw Error(ErrorKind::Internal, "planned URI " + a.uri + " is not in the registry");
+    CompiledArtifact compiled = result(a, *spec);
+    ArtifactEntry e;
+    e.uri = a.uri;
+    e.family = a.family;
+    e.params = spec->params;
+    e.entries = std::move(compiled.entries);
+    e.source_hash = spec->source_hash;
+    e.flags = manifest_flags(a, source_dir);
+    e.file = a.uri + ".fatbin";
+    e.size = compiled.bytes.size();
+    e.sha256 = sha256_hex(compiled.bytes);
+    m.artifacts.push_back(std::move(e));
+    c.bytes.push_back(std::move(compiled.bytes));
+  }
+  return c;
+}
+
 BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner& runner,
                       std::FILE* progress_out) {
   auto t0 = std::chrono::steady_clock::now();
@@ -177,44 +212,30 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   // from the launcher, a truncated file) fails the build naming the artifact, and is removed
   // so that the next build compiles it again.
   PackageIdentity id = package_identity(project);
-  std::vector<ArchiveContent> contents;
-  for (const auto& tp : plan.targets) {
-    ArchiveContent c;
-    Manifest& m = c.manifest;
-    m.package = id.name;
-    m.package_version = id.version;
-    m.git_commit = id.git_commit;
-    m.cuda_version = id.cuda_version;
-    m.target = tp.target.str();
-    m.build_time = opts.build_time;
-    m.skipped = tp.skipped;
-    for (const auto& a : tp.artifacts) {
-      fs::path fb = out_dir / a.fatbin;
-      std::string bytes = read_whole_file(fb);
-      const Specialisation* spec = reg.find(a.uri);
-      ArtifactEntry e;
-      e.uri = a.uri;
-      e.family = a.family;
-      e.params = spec->params;
-      try {
-        e.entries = check_compile_result(bytes, fb.string(), a.uri, tp.target, spec->entries);
-      } catch (const Error&) {
-        std::error_code ec;
-        fs::remove(fb, ec);
-        fs::remove(compile_record_path(out_dir.string(), a), ec);
-        throw;
-      }
-      e.source_hash = spec->source_hash;
-      e.flags = manifest_flags(a, source_dir);
-      e.file = a.uri + ".fatbin";
-      e.size = bytes.size();
-      e.sha256 = sha256_hex(bytes);
-      m.artifacts.push_back(std::move(e));
-      c.bytes.push_back(std::move(bytes));
-    }
-    contents.push_back(std::move(c));
-  }
+  // One target's results at a time: read, checked and packed, so that a build holds one
+  // archive's artifacts in memory, not the release's. A bad result still fails the build before
+  // anything is published (publish_release renames nothing until every archive is written).
+  auto content = [&](std::size_t t) {
+    const TargetPlan& tp = plan.targets.at(t);
+    return archive_content(tp, reg, id, opts.build_time, source_dir,
+                           [&](const PlannedArtifact& a, const Specialisation& spec) {
+                             fs::path fb = out_dir / a.fatbin;
+                             CompiledArtifact c{read_whole_file(fb), {}};
+                             try {
+                               c.entries = check_compile_result(c.bytes, fb.string(), a.uri,
+                                                                tp.target, spec.entries);
+                             } catch (const Error&) {
+                               std::error_code ec;
+                               fs::remove(fb, ec);
+                               fs::remove(compile_record_path(out_dir.string(), a), ec);
+                               throw;
+                             }
+                             return c;
+                           });
+  };
   if (opts.shard) {
+    std::vector<ArchiveContent> contents;
+    for (std::size_t t = 0; t < plan.targets.size(); ++t) contents.push_back(content(t));
     ShardManifest sm;
     sm.package = id.name;
     sm.package_version = id.version;
@@ -228,8 +249,8 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     sm.work = plan_work(full_plan);
     result.index_path = write_shard(dist_dir.string(), sm, contents, id.description_json);
   } else {
-    result.archives =
-        publish_release(id, contents, opts.build_time, dist_dir.string(), &result.index_path);
+    result.archives = publish_release(id, plan.targets.size(), content, opts.build_time,
+                                      dist_dir.string(), &result.index_path);
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

@@ -294,10 +294,10 @@ MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::str
   }
   MergePlan plan = plan_merge(inputs);
   plan.id.description_json = shards_description(inputs);
-  std::vector<ArchiveContent> contents;
-  for (size_t t = 0; t < plan.manifests.size(); ++t) {
+  // One archive's results in memory at a time (publish_release asks for each in turn).
+  auto content = [&](std::size_t t) {
     ArchiveContent c;
-    c.manifest = plan.manifests[t];
+    c.manifest = plan.manifests.at(t);
     for (size_t i = 0; i < c.manifest.artifacts.size(); ++i) {
       const ArtifactEntry& e = c.manifest.artifacts[i];
       const ShardInput& s = inputs[plan.held_by[t][i]];
@@ -312,10 +312,11 @@ MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::str
                         std::to_string(e.size) + " bytes)");
       c.bytes.push_back(std::move(bytes));
     }
-    contents.push_back(std::move(c));
-  }
+    return c;
+  };
   MergeResult r;
-  r.archives = publish_release(plan.id, contents, plan.build_time, dist_dir, &r.index_path);
+  r.archives = publish_release(plan.id, plan.manifests.size(), content, plan.build_time, dist_dir,
+                               &r.index_path);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -1,0 +1,187 @@
+// kiln scaling benchmark (docs/performance.md, "Package size"): what kiln costs as a package
+// grows from 10 to 20,000 specialisations. scripts/bench_scale.sh drives it; each mode is one
+// process, so "get" measures what a fresh process of an application pays.
+//
+//   kiln_scale_bench pack --project DIR --fatbin FILE --targets T1,T2,... --dist DIR
+//       kiln build's work after the compiles: the project read and hashed, the build planned,
+//       each archive's content assembled (archive_content, as run_build does) and the release
+//       published (publish_release: archives packed and the index written). Every artifact is
+//       FILE: nvcc is not run 20,000 x 7 times. Prints one JSON object of seconds per step.
+//   kiln_scale_bench get (--library FILE --symbol NAME | --description FILE) --store DIR
+//                        --cache DIR --first URI [--next N]
+//       a fresh process's first get (Loader created, get(URI): what an application calls), then
+//       N further gets of other URIs spread over the package (each a URI the process has not
+//       loaded). The package is the one a library made from `kiln package-source --output`
+//       defines (dlopen'ed and its function called before the clock starts, as an application
+//       has its package library loaded), or a description file read before the clock starts.
+//       The driver is libcuda.so.1 as found: run it with
+//       build/bench/stand-in first on LD_LIBRARY_PATH to need no GPU. Prints one JSON object:
+//       first_us and next_us (each further get).
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "build/build.hpp"
+#include "format/target.hpp"
+#include "io/atomic_file.hpp"
+#include "kiln/error.hpp"
+#include "kiln/loader.hpp"
+#include "kiln/version.hpp"
+#include "project/package.hpp"
+#include "project/package_description.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+[[noreturn]] void usage() {
+  std::fprintf(
+      stderr,
+      "usage: kiln_scale_bench pack --project DIR --fatbin FILE --targets T,... --dist DIR\n"
+      "       kiln_scale_bench get (--library FILE --symbol NAME | --description FILE) "
+      "--store DIR --cache DIR --first URI [--next N]\n");
+  std::exit(2);
+}
+
+std::map<std::string, std::string> options(int argc, char** argv) {
+  std::map<std::string, std::string> o;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string key = argv[i];
+    if (key.rfind("--", 0) != 0) usage();
+    o[key.substr(2)] = argv[i + 1];
+  }
+  return o;
+}
+
+const std::string& need(const std::map<std::string, std::string>& o, const std::string& key) {
+  auto it = o.find(key);
+  if (it == o.end()) usage();
+  return it->second;
+}
+
+int pack(const std::map<std::string, std::string>& o) {
+  using namespace kiln;
+  using namespace kiln::packager;
+  std::vector<Target> targets;
+  std::string list = need(o, "targets");
+  for (std::size_t at = 0; at <= list.size();) {
+    std::size_t comma = std::min(list.find(',', at), list.size());
+    auto t = parse_target(list.substr(at, comma - at));
+    if (!t) usage();
+    targets.push_back(*t);
+    at = comma + 1;
+  }
+  const std::string fatbin = read_whole_file(need(o, "fatbin"));
+  const std::string dir = fs::absolute(need(o, "project")).string();
+
+  auto t0 = Clock::now();
+  Project project = load_project(dir);
+  const double load_s = seconds_since(t0);
+  t0 = Clock::now();
+  BuildPlan plan = plan_build(project.registry, targets, {}, dir);
+  const double plan_s = seconds_since(t0);
+  // As run_build: each target's content assembled when publish_release asks for it.
+  const PackageIdentity id{project.name, project.version, "", kiln::cuda_version()};
+  double content_s = 0;
+  auto content = [&](std::size_t t) {
+    auto c0 = Clock::now();
+    ArchiveContent c = archive_content(plan.targets.at(t), project.registry, id, 1700000000, dir,
+                                       [&](const PlannedArtifact&, const Specialisation& spec) {
+                                         CompiledArtifact a{fatbin, {}};
+                                         for (const auto& e : spec.entries)
+                                           a.entries.push_back({e, "scale_kernel"});
+                                         return a;
+                                       });
+    content_s += seconds_since(c0);
+    return c;
+  };
+  t0 = Clock::now();
+  std::string index;
+  publish_release(id, plan.targets.size(), content, 1700000000, need(o, "dist"), &index);
+  const double publish_s = seconds_since(t0) - content_s;
+  std::printf(
+      "{\"artifacts\": %zu, \"load_project_s\": %.4f, \"plan_s\": %.4f, \"content_s\": %.4f, "
+      "\"publish_s\": %.4f}\n",
+      plan.artifact_count(), load_s, plan_s, content_s, publish_s);
+  return 0;
+}
+
+// The package to serve: a package library's, or a description file's (kept in `data`).
+const kiln_package& package_of(const std::map<std::string, std::string>& o,
+                               std::unique_ptr<kiln::PackageData>& data) {
+  if (o.count("library")) {
+    void* lib = ::dlopen(o.at("library").c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw kiln::Error(kiln::ErrorKind::NotFound, std::string("dlopen: ") + ::dlerror());
+    using PackageFn = const kiln_package* (*)();
+    auto fn = reinterpret_cast<PackageFn>(::dlsym(lib, need(o, "symbol").c_str()));
+    if (!fn) throw kiln::Error(kiln::ErrorKind::NotFound, "no " + need(o, "symbol") + " in it");
+    return *fn();
+  }
+  data = kiln::load_package_description(need(o, "description"));
+  return *data->get();
+}
+
+int get(const std::map<std::string, std::string>& o) {
+  std::unique_ptr<kiln::PackageData> data;
+  const kiln_package& package = package_of(o, data);
+  kiln::LoaderConfig cfg;
+  cfg.artifact_path = {need(o, "store")};
+  cfg.cache_dir = need(o, "cache");
+  cfg.offline = true;
+  cfg.disable_jit = true;
+  cfg.use_installed_store = false;
+  const std::string first = need(o, "first");
+  const std::size_t next = o.count("next") ? std::stoul(o.at("next")) : 0;
+  // Further URIs: spread over the package, each once, none of them `first` (at most n - 1).
+  std::vector<std::string> uris;
+  std::set<std::string> taken = {first};
+  const std::size_t n = package.kernel_count;
+  for (std::size_t i = 0; uris.size() < next && i < 4 * n; ++i) {
+    std::string u = package.kernels[(i * 7919 + n / 2 + 1) % n].uri;
+    if (taken.insert(u).second) uris.push_back(u);
+  }
+
+  auto t0 = Clock::now();
+  kiln::Loader loader(package, cfg);
+  loader.get(first);
+  const double first_us = seconds_since(t0) * 1e6;
+  std::string next_us;
+  for (const auto& u : uris) {
+    t0 = Clock::now();
+    loader.get(u);
+    char one[32];
+    std::snprintf(one, sizeof one, "%s%.2f", next_us.empty() ? "" : ", ", seconds_since(t0) * 1e6);
+    next_us += one;
+  }
+  std::printf("{\"kernels\": %zu, \"first_us\": %.2f, \"next_us\": [%s]}\n", n, first_us,
+              next_us.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) usage();
+  const std::string mode = argv[1];
+  try {
+    if (mode == "pack") return pack(options(argc, argv));
+    if (mode == "get") return get(options(argc, argv));
+  } catch (const kiln::Error& e) {
+    std::fprintf(stderr, "kiln_scale_bench %s: %s\n", mode.c_str(), e.what());
+    return 1;
+  }
+  usage();
+}

@@ -1,0 +1,222 @@
+#!/usr/bin/env bash
+# The scaling benchmark (docs/performance.md, "Package size"): what kiln costs for a package of
+# 10, 1,000 and 20,000 specialisations of one small kernel.
+#
+#   scripts/bench_scale.sh BUILD_DIR [WORK_DIR]
+#
+# BUILD_DIR needs kiln, bench/kiln_scale_bench and bench/stand-in (-DKILN_BUILD_BENCH=ON, the
+# default). WORK_DIR (default /tmp/kiln-scale) receives the packages, stores and logs; the
+# results go to WORK_DIR/results.md (one markdown table) and WORK_DIR/results.jsonl.
+#
+# How the packages are made: one kernel (scale.cu below) is compiled once with nvcc for sm_90a;
+# a project whose registry has one family of N specialisations (parameter i = 0..N-1) is
+# generated, and kiln_scale_bench pack plans and packs it through kiln build's own functions
+# (plan_build, archive_content, publish_release) for 7 targets, every artifact being that one
+# fatbin: nvcc is not run N x 7 times, so "pack" is kiln build after its compiles. The package
+# library (the C source `kiln package-source` generates, compiled as kiln_add_kernel_package
+# does) and the description file come from the same project, so the loader's source hashes are
+# the manifests'.
+#
+# What is measured (medians of RUNS, default 7, with min and max):
+#   - a fresh process's first get (kiln_scale_bench get: Loader created and get(URI), through
+#     the stand-in libcuda of bench/stand_in_libcuda.c, so no GPU is needed), the store being
+#     all 7 archives installed and settled, in three states: no scan record (a new cache
+#     directory each run), with the record a previous process wrote, and just after a change
+#     (the store directory and the manifests touched before each run);
+#   - each further get of a new URI in those processes (KILN_SCALE_NEXT, default 20 per run);
+#   - kiln install (the 7 archives into a new store), kiln verify of the store and of the index,
+#     kiln mirror verify, kiln compat --device sm_90 of the index, and the pack step, each with
+#     its wall time and peak RSS (/usr/bin/time); and sha256sum over the store's files, the
+#     baseline of kiln verify.
+# KILN_SCALE_DRIVER=real leaves the stand-in off LD_LIBRARY_PATH (on a GPU machine: the real
+# libcuda loads the fatbin). SIZES (default "10 1000 20000") and RUNS may be set; SLOW_RUNS (default RUNS) is used for the
+# CLI commands of the largest size. ONLY=gets measures the gets alone, over the stores an
+# earlier run left in WORK_DIR (results.jsonl is then appended to).
+#
+# Exit status: the first command that failed, else 0 (a figure above its goal is reported, not
+# an error).
+set -euo pipefail
+build=$(realpath "${1:?usage: scripts/bench_scale.sh BUILD_DIR [WORK_DIR]}")
+work=$(realpath -m "${2:-/tmp/kiln-scale}")
+sizes=${SIZES:-"10 1000 20000"}
+runs=${RUNS:-7}
+slow_runs=${SLOW_RUNS:-$runs}
+next=${KILN_SCALE_NEXT:-20}
+targets=sm_80,sm_86,sm_89,sm_90,sm_90a,sm_100,sm_120
+kiln=$build/kiln
+bench=$build/bench/kiln_scale_bench
+stand_in=$build/bench/stand-in
+[ "${KILN_SCALE_DRIVER:-stand-in}" = real ] && stand_in=/nonexistent-stand-in
+nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
+kiln_include=$(realpath "$(dirname "$0")/../loader/include")
+for f in "$kiln" "$bench" "$nvcc"; do
+  [ -e "$f" ] || { echo "bench_scale: $f is missing" >&2; exit 2; }
+done
+mkdir -p "$work"
+results=$work/results.jsonl
+[ "${ONLY:-}" = gets ] || : >"$results"
+export SOURCE_DATE_EPOCH=1700000000
+
+# stats: reads numbers, one per line; prints "median min max".
+stats() {
+  sort -g | awk '{v[NR] = $1} END {
+    if (NR == 0) { print "- - -"; exit }
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%.6g %.6g %.6g\n", m, v[1], v[NR] }'
+}
+
+# record SIZE WHAT UNIT "median min max" [RSS "median min max"]
+record() {
+  local size=$1 what=$2 unit=$3 s=($4) r=(${5:-- - -})
+  printf '{"size": %s, "what": "%s", "unit": "%s", "median": %s, "min": %s, "max": %s, "rss_kb": "%s"}\n' \
+    "$size" "$what" "$unit" "${s[0]}" "${s[1]}" "${s[2]}" "${r[0]}" >>"$results"
+  printf '%-8s %-34s %10s %-3s  [%s .. %s]  peak RSS %s KiB\n' "$size" "$what" "${s[0]}" "$unit" \
+    "${s[1]}" "${s[2]}" "${r[0]}"
+}
+
+# timed SIZE WHAT N CMD...: runs CMD N times under /usr/bin/time; records wall seconds and peak
+# RSS. BEFORE (a command) runs before each run, untimed.
+timed() {
+  local size=$1 what=$2 n=$3 i
+  shift 3
+  local walls=() rss=()
+  for ((i = 0; i < n; i++)); do
+    [ -n "${BEFORE:-}" ] && eval "$BEFORE"
+    /usr/bin/time -f '%e %M' -o "$work/time.txt" "$@" >"$work/cmd.log" 2>&1 || {
+      echo "bench_scale: failed: $*" >&2
+      cat "$work/cmd.log" >&2
+      exit 1
+    }
+    read -r w r <"$work/time.txt"
+    walls+=("$w")
+    rss+=("$r")
+  done
+  record "$size" "$what" s "$(printf '%s\n' "${walls[@]}" | stats)" \
+    "$(printf '%s\n' "${rss[@]}" | stats)"
+}
+
+# The kernel, once.
+cat >"$work/scale.cu" <<'EOF'
+extern "C" __global__ void scale_kernel(float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+EOF
+[ -s "$work/scale.fatbin" ] ||
+  "$nvcc" -fatbin -gencode arch=compute_90a,code=sm_90a -o "$work/scale.fatbin" "$work/scale.cu"
+
+# project DIR N: a kernel project of one family of N specialisations.
+project() {
+  local dir=$1 n=$2
+  mkdir -p "$dir/registry" "$dir/kernels"
+  echo 1.0.0 >"$dir/VERSION"
+  printf '{\n  "format": 1,\n  "name": "scale-bench"\n}\n' >"$dir/registry/package.json"
+  cp "$work/scale.cu" "$dir/kernels/scale.cu"
+  python3 - "$n" >"$dir/registry/kernels.json" <<'EOF'
+import json, sys
+n = int(sys.argv[1])
+print(json.dumps({"format": 1, "types": {}, "families": [{
+    "name": "scale", "sources": ["scale.cu"], "entries": ["scale_kernel<{i}>"],
+    "params": [{"name": "i", "kind": "int", "values": list(range(n))}],
+    "targets": ["sm_80+"], "flags": []}]}, indent=2))
+EOF
+}
+
+# settle DIR: waits until nothing under DIR changed for 3.5 s (the scan record's rule,
+# core/store/scan_record.hpp), as a node's store installed before its processes start.
+settle() {
+  local newest now
+  newest=$(find "$1" -printf '%T@\n%C@\n' | sort -n | tail -1)
+  now=$(date +%s.%N)
+  python3 -c "import time; time.sleep(max(0, 3.5 - ($now - $newest)))"
+}
+
+# gets SIZE STATE CACHE_CMD: RUNS fresh processes of kiln_scale_bench get; CACHE_CMD prints the
+# cache directory of each (and may touch the store first).
+gets() {
+  local size=$1 state=$2 cache_cmd=$3 i cache first=() further=()
+  for ((i = 0; i < runs; i++)); do
+    cache=$(eval "$cache_cmd")
+    LD_LIBRARY_PATH="$stand_in${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bench" get \
+      --library "$lib" --symbol scale_bench_package --store "$store" --cache "$cache" \
+      --first "$first_uri" --next "$next" >"$work/get.json"
+    first+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["first_us"])' "$work/get.json")")
+    mapfile -t -O "${#further[@]}" further < <(python3 -c \
+      'import json,sys; [print(v) for v in json.load(open(sys.argv[1]))["next_us"]]' "$work/get.json")
+  done
+  record "$size" "first get, $state" us "$(printf '%s\n' "${first[@]}" | stats)"
+  record "$size" "further get, $state" us "$(printf '%s\n' "${further[@]}" | stats)"
+}
+
+{
+  date -u +%Y-%m-%dT%H:%M:%SZ
+  nproc
+  uptime
+  "$kiln" --version | head -1
+  ls -l "$work/scale.fatbin"
+} | tee "$work/machine.txt"
+
+# cli SIZE: makes the package and measures the CLI commands (sets p, lib, store).
+cli() {
+  local n=$1 cr=$runs
+  local dist=$work/dist$n mirror=$work/mirror$n desc=$work/scale-bench-1.0.0.package.json.$n
+  rm -rf "$p" "$dist" "$store" "$mirror"
+  project "$p" "$n"
+  # The package library an application links (what kiln_add_kernel_package builds).
+  "$kiln" package-source --source "$p" --symbol scale_bench_package --output "$work/pkg$n.c" \
+    --description "$desc" >/dev/null
+  cc -O2 -shared -fPIC -I"$kiln_include" -o "$lib" "$work/pkg$n.c"
+  [ "$n" = "${sizes##* }" ] && cr=$slow_runs
+  BEFORE="rm -rf '$dist'" timed "$n" "pack (plan, archives, index)" "$cr" \
+    "$bench" pack --project "$p" --fatbin "$work/scale.fatbin" --targets "$targets" --dist "$dist"
+  index=$dist/scale-bench-1.0.0-index.json
+  BEFORE="rm -rf '$store'" timed "$n" "kiln install (7 archives)" "$cr" \
+    "$kiln" install --source "$p" "$dist"/*.tar.zst --dest "$store"
+  timed "$n" "kiln verify STORE" "$cr" "$kiln" verify --source "$p" "$store"
+  timed "$n" "sha256sum of the store's files" "$cr" \
+    sh -c "find '$store' -type f -print0 | xargs -0 sha256sum >/dev/null"
+  timed "$n" "kiln verify INDEX" "$cr" "$kiln" verify --source "$p" "$index"
+  "$kiln" mirror stage --source "$p" "$dist" --to "$mirror" >/dev/null
+  timed "$n" "kiln mirror verify" "$cr" "$kiln" mirror verify --source "$p" "$mirror"
+  timed "$n" "kiln compat --device sm_90 INDEX" "$cr" \
+    "$kiln" compat --device sm_90 --source "$p" "$index"
+}
+
+for n in $sizes; do
+  p=$work/p$n store=$work/store$n lib=$work/libscale$n.so
+  rm -rf "$work/caches"
+  [ "${ONLY:-}" = gets ] || cli "$n"
+
+  first_uri=scale_i_$((n / 2))
+  settle "$store"
+  mkdir -p "$work/caches"
+  gets "$n" "no scan record" "mktemp -d '$work/caches/c.XXXX'"
+  # A process that writes the record, then the measured ones that read it.
+  LD_LIBRARY_PATH="$stand_in" "$bench" get --library "$lib" --symbol scale_bench_package \
+    --store "$store" --cache "$work/caches/kept" --first "$first_uri" >/dev/null
+  gets "$n" "with scan record" "echo '$work/caches/kept'"
+  gets "$n" "store just changed" \
+    "touch '$store' '$store'/*/manifest.json; echo '$work/caches/kept'"
+done
+
+python3 - "$results" "$work/results.md" <<'EOF'
+import json, sys
+rows = list({(r["size"], r["what"]): r for r in map(json.loads, open(sys.argv[1]))}.values())
+sizes = sorted({r["size"] for r in rows})
+whats = list(dict.fromkeys(r["what"] for r in rows))
+out = ["| measured | unit | " + " | ".join(f"{s:,} specs" for s in sizes) + " |",
+       "|---|---|" + "---|" * len(sizes)]
+for w in whats:
+    cells, unit = [], ""
+    for s in sizes:
+        r = next((r for r in rows if r["size"] == s and r["what"] == w), None)
+        if not r:
+            cells.append("-")
+            continue
+        unit = r["unit"]
+        rss = f", {int(float(r['rss_kb'])) // 1024} MiB" if r["rss_kb"] not in ("-", "") else ""
+        cells.append(f"{r['median']:g} [{r['min']:g}-{r['max']:g}]{rss}")
+    out.append(f"| {w} | {unit} | " + " | ".join(cells) + " |")
+open(sys.argv[2], "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+EOF

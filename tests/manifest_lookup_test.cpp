@@ -1,0 +1,295 @@
+// Looking a URI up in a manifest without reading it whole (ManifestEntries::open,
+// core/format/manifest_entry.hpp), and get()'s store scan using it: what it gives must be what
+// reading the whole text gives, and what it reads must not grow with the number of artifacts.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/manifest.hpp"
+#include "format/manifest_entry.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "plan/resolver.hpp"
+#include "store/store_fs.hpp"
+#include "synthetic_release.hpp"
+#include "test_util.hpp"
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+
+// "k_i_00042": sorted as numbers, as a family's URIs are.
+std::string uri_of(std::size_t i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "k_i_%05zu", i);
+  return name;
+}
+
+// A manifest of `n` artifacts of one family, as kiln writes it, with a skipped family.
+std::string manifest_of(std::size_t n, const std::string& target = "sm_90a") {
+  test::ReleaseSpec rel;
+  std::vector<test::SyntheticArtifact> arts;
+  for (std::size_t i = 0; i < n; ++i) arts.push_back({uri_of(i), "image " + uri_of(i)});
+  rel.with_artifacts(arts);
+  Manifest m = test::release_manifest(rel, target);
+  m.skipped.push_back({"rmsnorm", "not built for this target"});
+  return manifest_to_json(m);
+}
+
+std::string entry_json(const Manifest& m, const std::string& uri) {
+  const ArtifactEntry* a = m.find(uri);
+  if (!a) return "(not listed)";
+  Manifest one = m;
+  one.artifacts = {*a};
+  return manifest_to_json(one);
+}
+
+// A text in memory that counts what a lookup reads, and can say it changed.
+struct CountedText {
+  std::string text;
+  std::size_t reads = 0, bytes = 0, opens = 0;
+  bool changes = false;
+  ManifestOpener opener() {
+    return [this]() -> std::unique_ptr<ManifestFile> {
+      struct File : ManifestFile {
+        CountedText* c;
+        explicit File(CountedText* t) : c(t) {}
+        std::optional<std::string> read(std::size_t b, std::size_t e) override {
+          if (b > e || e > c->text.size()) return std::nullopt;
+          ++c->reads;
+          c->bytes += e - b;
+          return c->text.substr(b, e - b);
+        }
+        bool unchanged() override { return !c->changes; }
+      };
+      ++opens;
+      return std::make_unique<File>(this);
+    };
+  }
+  void reset() { reads = bytes = opens = 0; }
+};
+
+TEST(ManifestLookup, ALookupGivesWhatReadingTheTextWholeGives) {
+  std::vector<std::string> texts = {
+      manifest_to_json(test::release_manifest({}, "sm_90a")),
+      manifest_to_json(test::release_manifest({}, "compute_80")),
+      test::read_file(fs::path(KILN_TEST_SOURCE_DIR) / "manifests/examples/manifest.json"),
+      manifest_of(0),
+      manifest_of(1),
+      manifest_of(7),
+      manifest_of(3000)};
+  for (const auto& text : texts) {
+    auto whole = ManifestEntries::read(std::string(text), "m");
+    Manifest full = parse_manifest(text, "m");
+    std::vector<std::string> asked = {"", "a", "zzzz", "k_i_", "k_i_00000x", "k_i_99999"};
+    for (const auto& a : full.artifacts) asked.push_back(a.uri);
+    const std::string& first = asked.back();
+    auto looked = ManifestEntries::open(text, "m", &first);
+    ASSERT_TRUE(looked) << text.substr(0, 200);
+    EXPECT_TRUE(looked->searched());
+    EXPECT_EQ(manifest_to_json(looked->header()), manifest_to_json(whole->header()));
+    for (const auto& uri : asked)
+      EXPECT_EQ(entry_json(*looked->for_uri(uri), uri), entry_json(*whole->for_uri(uri), uri))
+          << uri;
+  }
+}
+
+TEST(ManifestLookup, WhatALookupReadsDoesNotGrowWithTheNumberOfArtifacts) {
+  for (std::size_t n : {10u, 1000u, 20000u}) {
+    CountedText c{manifest_of(n)};
+    const std::string first = uri_of(n / 3), next = uri_of(n - 1);
+    auto e = ManifestEntries::open(c.text.size(), "m", c.opener(), &first);
+    ASSERT_TRUE(e) << n;
+    // The header's two ends and the binary search's windows: a few 4 KiB reads, one open.
+    EXPECT_EQ(c.opens, 1u);
+    EXPECT_LE(c.reads, 40u) << n;
+    EXPECT_LE(c.bytes, std::size_t{96} << 10) << n << " artifacts, " << c.text.size() << " bytes";
+    ASSERT_NE(e->for_uri(first)->find(first), nullptr);
+    c.reset();
+    ASSERT_NE(e->for_uri(next)->find(next), nullptr);
+    EXPECT_EQ(c.opens, 1u);
+    EXPECT_LE(c.bytes, std::size_t{80} << 10) << n;
+    c.reset();
+    EXPECT_EQ(e->for_uri("k_i_zzz")->find("k_i_zzz"), nullptr);
+    EXPECT_LE(c.bytes, std::size_t{80} << 10) << n;
+  }
+}
+
+TEST(ManifestLookup, ATextNotLaidOutAsKilnWritesItIsLeftToAWholeRead) {
+  const std::string text = manifest_of(5);
+  auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    for (std::size_t at = t.find(from); at != std::string::npos; at = t.find(from, at + to.size()))
+      t.replace(at, from.size(), to);
+    return t;
+  };
+  const std::string uri = uri_of(2);
+  struct Case {
+    const char* what;
+    std::string text;
+  } cases[] = {
+      {"one line", replaced("\n", "")},
+      {"CRLF lines", replaced("\n", "\r\n")},
+      {"4 spaces per level", replaced("\n  ", "\n    ")},
+      {"objects indented by 3", replaced("\n    {", "\n   {")},
+      {"the last object closed on its line", replaced("\n    }\n  ]", "}\n  ]")},
+      {"no skipped line", replaced("\"skipped\"", "\"skipped\" ")},
+  };
+  for (const auto& c : cases) {
+    EXPECT_FALSE(ManifestEntries::open(c.text, "m", &uri)) << c.what;
+    // The text read whole decides, as before: these are all the same manifest.
+    Manifest want = parse_manifest(text, "m");
+    auto whole = ManifestEntries::read(std::string(c.text), "m");
+    EXPECT_EQ(entry_json(*whole->for_uri(uri), uri), entry_json(want, uri)) << c.what;
+  }
+}
+
+TEST(ManifestLookup, OnlyTheAskedArtifactIsCheckedAndABrokenOneGivesParseManifestsError) {
+  // Install checked every artifact (parse_manifest over the archive's manifest); a lookup checks
+  // the header and each object it reads. Asking for a broken one makes the whole text decide,
+  // with parse_manifest's own error.
+  const std::string good = manifest_of(40);
+  const std::string broken = uri_of(30), fine = uri_of(3);
+  std::string bad = good;
+  const std::size_t obj = bad.find("\"uri\": \"" + broken + "\"");
+  const std::size_t sha = bad.find("\"sha256\": \"", obj);
+  bad[sha + 11] = 'g';  // not hex
+  std::string want_error;
+  try {
+    parse_manifest(bad, "m");
+  } catch (const Error& e) {
+    want_error = e.what();
+  }
+  ASSERT_FALSE(want_error.empty());
+  auto e = ManifestEntries::open(bad, "m", &fine);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(entry_json(*e->for_uri(fine), fine), entry_json(parse_manifest(good, "m"), fine));
+  try {
+    e->for_uri(broken);
+    ADD_FAILURE() << "a broken artifact was read";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::Format);
+    EXPECT_EQ(std::string(err.what()), want_error);
+  }
+  // Asked first, the broken one leaves the whole text to the caller: open gives nothing.
+  EXPECT_FALSE(ManifestEntries::open(bad, "m", &broken));
+}
+
+TEST(ManifestLookup, ArtifactsOutOfOrderAreRefusedAsParseManifestRefusesThem) {
+  // kiln writes artifacts sorted by URI, and parse_manifest (install) and the strict reader now
+  // refuse a manifest that is not: a lookup's binary search relies on it.
+  std::string text = manifest_of(3);
+  const std::size_t a = text.find("\n    {"), b = text.find("\n    {", a + 1);
+  const std::size_t c = text.find("\n    {", b + 1);
+  std::string first = text.substr(a, b - a), second = text.substr(b, c - b);
+  text.replace(a, c - a, second + first);
+  try {
+    parse_manifest(text, "m");
+    ADD_FAILURE() << "an unsorted manifest was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Format);
+    EXPECT_NE(std::string(e.what()).find("artifacts are sorted by uri"), std::string::npos)
+        << e.what();
+  }
+  auto whole_error = [&](const std::string& t) {
+    try {
+      ManifestEntries::read(std::string(t), "m");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(whole_error(text).find("artifacts are sorted by uri"), std::string::npos);
+  // The lookup sees the order in what it reads, and leaves the text to a whole read.
+  const std::string uri = uri_of(0);
+  auto e = ManifestEntries::open(text, "m", nullptr);
+  ASSERT_TRUE(e);
+  EXPECT_THROW(e->for_uri(uri), Error);
+}
+
+TEST(ManifestLookup, AFileThatChangesWhileLookedUpIsNotBelieved) {
+  CountedText c{manifest_of(20)};
+  const std::string uri = uri_of(4);
+  c.changes = true;
+  EXPECT_FALSE(ManifestEntries::open(c.text.size(), "m", c.opener(), &uri));
+  c.changes = false;
+  auto e = ManifestEntries::open(c.text.size(), "m", c.opener(), &uri);
+  ASSERT_TRUE(e);
+  c.changes = true;
+  try {
+    e->for_uri(uri_of(5));
+    ADD_FAILURE() << "a lookup in a file that changed was believed";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.kind(), ErrorKind::Io);
+    EXPECT_NE(std::string(err.what()).find("m: changed while read"), std::string::npos)
+        << err.what();
+  }
+  // A file that cannot be opened: nothing (the caller reads it whole, with read's errors).
+  auto gone = ManifestEntries::open(
+      c.text.size(), "m", [] { return nullptr; }, nullptr);
+  EXPECT_FALSE(gone);
+}
+
+// --- get()'s store scan ----------------------------------------------------------------------
+
+// The disk, counting the bytes of manifest.json read.
+class CountingFs : public DiskStoreFs {
+ public:
+  mutable std::size_t manifest_bytes = 0;
+  std::string read(const std::string& path, std::uint64_t max_bytes) const override {
+    std::string bytes = DiskStoreFs::read(path, max_bytes);
+    manifest_bytes += bytes.size();
+    return bytes;
+  }
+  std::unique_ptr<ManifestFile> open_manifest(const std::string& path,
+                                              const FileIdentity& id) const override {
+    struct Counted : ManifestFile {
+      std::unique_ptr<ManifestFile> real;
+      const CountingFs* fs;
+      std::optional<std::string> read(std::size_t b, std::size_t e) override {
+        auto bytes = real->read(b, e);
+        if (bytes) fs->manifest_bytes += bytes->size();
+        return bytes;
+      }
+      bool unchanged() override { return real->unchanged(); }
+    };
+    auto real = DiskStoreFs::open_manifest(path, id);
+    if (!real) return nullptr;
+    auto counted = std::make_unique<Counted>();
+    counted->real = std::move(real);
+    counted->fs = this;
+    return counted;
+  }
+};
+
+TEST(ManifestLookup, AStoreJustWrittenIsLookedUpNotReadForEveryUri) {
+  // Right after an install (the manifest not settled, so nothing of it is remembered), each get
+  // of another URI reads a few windows of a 20,000-artifact manifest, not all of it again.
+  test::TempDir tmp;
+  const fs::path dir =
+      tmp / "store" / archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
+  fs::create_directories(dir);
+  const std::string text = manifest_of(20000, "sm_90");
+  test::write_file(dir / "manifest.json", text);
+  auto counting = std::make_shared<CountingFs>();
+  StoreScanner scanner("kiln-kernels", kiln::version(), (tmp / "cache").string(), counting);
+  forget_store_memory();
+  for (std::size_t i : {0u, 19999u, 7u, 12345u}) {
+    counting->manifest_bytes = 0;
+    StoreScan s = scanner.scan_for((tmp / "store").string(), "artifact path", uri_of(i), 90);
+    ASSERT_EQ(s.archives.size(), 1u);
+    ASSERT_TRUE(s.archives[0].manifest) << s.archives[0].error;
+    const ArtifactEntry* a = s.archives[0].manifest->find(uri_of(i));
+    ASSERT_NE(a, nullptr) << i;
+    EXPECT_EQ(a->file, uri_of(i) + ".fatbin");
+    EXPECT_LE(counting->manifest_bytes, std::size_t{96} << 10)
+        << "get " << i << " of a " << text.size() << "-byte manifest";
+  }
+}
+
+}  // namespace
+}  // namespace kiln

@@ -94,7 +94,10 @@ int pack(const std::map<std::string, std::string>& o) {
   BuildPlan plan = plan_build(project.registry, targets, {}, dir);
   const double plan_s = seconds_since(t0);
   // As run_build: each target's content assembled when publish_release asks for it.
-  const PackageIdentity id{project.name, project.version, "", kiln::cuda_version()};
+  // The description too, which kiln build publishes beside the index.
+  const PackageData described(project);
+  const PackageIdentity id{project.name, project.version, "", kiln::cuda_version(),
+                           package_description_json(*described.get())};
   double content_s = 0;
   auto content = [&](std::size_t t) {
     auto c0 = Clock::now();

@@ -119,6 +119,9 @@ TEST(DescribedRelease, InstallOfAnIndexWritesTheDescriptionTheStoreIsThenJudgedB
   // Installing another version of a described package needs that version named.
   auto refused = kiln_in(tmp.path(), "install dist2/acme-kernels-1.3.0-index.json --dest store");
   EXPECT_EQ(refused.exit_code, 4) << refused.out;
+  EXPECT_CONTAINS(refused.out, "package_version is 1.3.0, acme-kernels wanted is 1.2.0 (the version "
+                               "named or described beside --dest; name this one with --version "
+                               "1.3.0, or pass --any-version to keep both)");
   auto named = kiln_in(tmp.path(),
                        "install dist2/acme-kernels-1.3.0-index.json --dest store "
                        "--package acme-kernels --version 1.3.0");

@@ -229,7 +229,10 @@ void add_install_command(CLI::App& app, int& rc) {
             throw Error(ErrorKind::Stale, p.string() + ": package_version is " +
                                               idx.package_version + ", " + wanted.package +
                                               " wanted is " + wanted.version +
-                                              " (pass --any-version to install it anyway)");
+                                              " (the version named or described beside --dest; "
+                                              "name this one with --version " +
+                                              idx.package_version +
+                                              ", or pass --any-version to keep both)");
           if (idx.archives.empty())
             throw Error(ErrorKind::NotFound, p.string() + " lists no archives");
           for (const auto& a : idx.archives) {

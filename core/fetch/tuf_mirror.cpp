@@ -16,7 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kPinSource = "--index-sha256 / KILN_INDEX_SHA256";
+// Where an index pin comes from: a flag, a loader's own config (kiln_config.index_sha256,
+// LoaderConfig::index_sha256) or the process-wide variable.
+const char* kPinSource = "--index-sha256, kiln_config.index_sha256 or KILN_INDEX_SHA256";
 const char* kRootSource = "--tuf-root / KILN_TUF_ROOT";
 
 std::string lowercase(std::string s) {

@@ -37,6 +37,15 @@ TEST(ArtifactCheck, SizeAndDigestChecksAloneCompareWhatTheyAreGiven) {
   EXPECT_EQ(digest_mismatch("ab", "aa")->message("f", "p"), "f: sha256 is ab, p says aa");
 }
 
+// A file measured elsewhere (its size and digest) against its pin: size first, then digest.
+TEST(ArtifactCheck, AMeasuredFileIsJudgedLikeItsBytes) {
+  const ArtifactPin pin{3, sha256_hex("abc")};
+  EXPECT_FALSE(pin_mismatch(3, sha256_hex("abc"), pin));
+  EXPECT_EQ(pin_mismatch(4, sha256_hex("abd"), pin)->message("f", "i"), "f: size is 4 bytes, i says 3");
+  EXPECT_EQ(pin_mismatch(3, sha256_hex("abd"), pin)->message("f", "i"),
+            pin_mismatch("abd", pin)->message("f", "i"));
+}
+
 TEST(Coverage, NamesWhatIsListedButMissingAndWhatIsThereUnlisted) {
   Coverage c = coverage({"manifest.json", "b", "a", "c"}, {"a", "x", "manifest.json", "y", "x"});
   EXPECT_EQ(c.missing, (std::vector<std::string>{"b", "c"}));   // the list's order

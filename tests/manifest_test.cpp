@@ -278,6 +278,20 @@ TEST(Index, NewerIndexFormatIsStale) {
       << msg;
 }
 
+// "<package>-<version><suffix>": both parts when the name is one, nothing otherwise.
+TEST(Names, AReleaseFileNameGivesItsPackageAndVersion) {
+  auto r = release_of_file_name("acme-scale-1.2.0-rc1-index.json", "-index.json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->package, "acme-scale");
+  EXPECT_EQ(r->version, "1.2.0-rc1");
+  EXPECT_EQ(release_of_file_name("kiln-kernels-0.1.0-SHA256SUMS", "-SHA256SUMS")->package,
+            "kiln-kernels");
+  for (const char* not_one : {"-index.json", "acme-index.json", "Acme-1.0.0-index.json",
+                              "acme-1.0-index.json", "acme-1.0.0-index.json.bak",
+                              "acme-1.0.0-SHA256SUMS", "../acme-1.0.0-index.json"})
+    EXPECT_FALSE(release_of_file_name(not_one, "-index.json")) << not_one;
+}
+
 TEST(Names, ArchiveIndexAndStemFollowTheGrammar) {
   EXPECT_EQ(archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
             "kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst");

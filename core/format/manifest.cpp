@@ -438,6 +438,17 @@ std::optional<std::string_view> release_name_package(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<ReleaseOfFile> release_of_file_name(std::string_view name, std::string_view suffix) {
+  if (name.size() <= suffix.size() || name.substr(name.size() - suffix.size()) != suffix)
+    return std::nullopt;
+  std::string_view stem = name.substr(0, name.size() - suffix.size());
+  std::optional<std::string_view> package = release_name_package(stem);
+  if (!package) return std::nullopt;
+  std::string_view version = stem.substr(package->size() + 1);
+  if (!is_package_version(version)) return std::nullopt;
+  return ReleaseOfFile{std::string(*package), std::string(version)};
+}
+
 bool is_package_name(std::string_view s) {
   if (s.empty() || s.size() > kMaxPackageNameLength) return false;
   if (s == "kiln") return false;  // kiln-<version>-... names kiln's own tarballs and checksums

@@ -111,6 +111,15 @@ bool is_package_name(std::string_view s);
 // for a stem), so this splits them one way only (manifests/README.md, "Names").
 std::optional<std::string_view> release_name_package(std::string_view name);
 
+// The release a file named "<package>-<version><suffix>" belongs to ("-index.json",
+// "-SHA256SUMS"): both parts when the name ends with `suffix`, splits by release_name_package
+// and the version is a package version; nullopt otherwise.
+struct ReleaseOfFile {
+  std::string package;
+  std::string version;
+};
+std::optional<ReleaseOfFile> release_of_file_name(std::string_view name, std::string_view suffix);
+
 // <package>-<version>-cuda<major>.<minor>-<target>.tar.zst
 std::string archive_file_name(std::string_view package, std::string_view version,
                               std::string_view cuda, std::string_view target);

@@ -26,6 +26,12 @@ std::optional<PinMismatch> digest_mismatch(std::string_view actual_sha256,
   return PinMismatch{"sha256", std::string(actual_sha256), std::string(pinned_sha256)};
 }
 
+std::optional<PinMismatch> pin_mismatch(std::uint64_t size, std::string_view sha256,
+                                        const ArtifactPin& pin) {
+  if (auto m = size_mismatch(size, pin.size)) return m;
+  return digest_mismatch(sha256, pin.sha256);
+}
+
 std::optional<PinMismatch> pin_mismatch(std::string_view bytes, const ArtifactPin& pin) {
   if (auto m = size_mismatch(bytes.size(), pin.size)) return m;
   return digest_mismatch(sha256_hex(bytes), pin.sha256);

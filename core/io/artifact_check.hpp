@@ -41,6 +41,9 @@ std::optional<PinMismatch> digest_mismatch(std::string_view actual_sha256,
                                            std::string_view pinned_sha256);
 // `bytes` against `pin`: size, then SHA-256 (hashed only when the size matches).
 std::optional<PinMismatch> pin_mismatch(std::string_view bytes, const ArtifactPin& pin);
+// A file's measured size and SHA-256 against `pin`: size first, then the digest.
+std::optional<PinMismatch> pin_mismatch(std::uint64_t size, std::string_view sha256,
+                                        const ArtifactPin& pin);
 
 // What a list names and what is there, compared by name.
 struct Coverage {

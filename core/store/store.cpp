@@ -662,9 +662,8 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
       problems.push_back({err.kind(), as, "file", err.what()});
       return false;
     }
-    std::optional<PinMismatch> mm = size_mismatch(size, want_size);
-    if (!mm) mm = digest_mismatch(digest, want);
-    if (mm) problems.push_back({ErrorKind::Integrity, as, mm->field, mm->message(as, ip)});
+    if (auto mm = pin_mismatch(size, digest, ArtifactPin{want_size, want}))
+      problems.push_back({ErrorKind::Integrity, as, mm->field, mm->message(as, ip)});
     return true;
   };
   if (idx.description)

@@ -152,10 +152,7 @@ void add_install_command(CLI::App& app, int& rc) {
     if (opts->inputs.empty())
       throw Error(ErrorKind::Usage, "kiln install needs INPUT... or --bundle B (see --help)");
     RequiredRelease required;
-    std::error_code ec;
-    const PackageOptions& asked = opts->pkg;
-    bool named = !asked.source.empty() || !asked.package.empty() || !asked.version.empty() ||
-                 std::filesystem::exists("registry/package.json", ec);
+    const bool named = package_named(opts->pkg);
     // With nothing named, an index or archive names its own package and version; a package
     // described beside the destination store (<name>-<version>.package.json, which its loader
     // judges freshness by) must be of that version.

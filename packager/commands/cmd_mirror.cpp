@@ -50,11 +50,8 @@ void add_stage(CLI::App& mirror, int& rc) {
   cmd->callback([o, &rc] {
     // The releases: the one named, else every index in the sources.
     std::vector<ReleaseName> releases;
-    std::error_code ec;
-    const PackageOptions& asked = o->pkg;
-    if (!asked.source.empty() || !asked.package.empty() || !asked.version.empty() ||
-        fs::exists("registry/package.json", ec)) {
-      ChosenPackage chosen = choose_package(asked, o->json);
+    if (package_named(o->pkg)) {
+      ChosenPackage chosen = choose_package(o->pkg, o->json);
       releases.push_back({chosen.name, chosen.version});
     } else {
       std::vector<fs::path> sources(o->sources.begin(), o->sources.end());
@@ -115,9 +112,7 @@ void add_stage(CLI::App& mirror, int& rc) {
 std::vector<ReleaseName> releases_to_verify(const PackageOptions& pkg, bool quiet,
                                             const std::string& dir,
                                             const VerifyMirrorOptions& pins) {
-  std::error_code ec;
-  if (!pkg.source.empty() || !pkg.package.empty() || !pkg.version.empty() ||
-      fs::exists("registry/package.json", ec)) {
+  if (package_named(pkg)) {
     ChosenPackage chosen = choose_package(pkg, quiet);
     return {{chosen.name, chosen.version}};
   }

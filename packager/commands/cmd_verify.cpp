@@ -29,12 +29,10 @@ struct Checked {
 // here; an empty version: any), or, with none named, nullopt: each input is judged by what it
 // names itself, and a store by the descriptions beside it.
 std::optional<ChosenPackage> named_release(const PackageOptions& o, bool quiet) {
+  if (!package_named(o)) return std::nullopt;
   std::error_code ec;
-  if (o.source.empty() && o.package.empty() && o.version.empty() &&
-      !fs::exists("registry/package.json", ec))
-    return std::nullopt;
   if (o.source.empty() && o.version.empty() && !fs::exists("registry/package.json", ec))
-    return ChosenPackage{o.package, "", ""};
+    return ChosenPackage{o.package, "", ""};  // --package alone: that package, any version
   return choose_package(o, quiet);
 }
 

@@ -82,6 +82,10 @@ struct ChosenPackage {
 // The release a command acts on: --package and --version as given; else describe_package's
 // choice (below), with --version, when given, in place of the described one.
 ChosenPackage choose_package(const PackageOptions& o, bool quiet);
+// Whether a package is named: --source, --package or --version given, or a project (one
+// holding registry/package.json) in the current directory. With none, the commands that are
+// given an index, archive, store, bundle or dist act on what it names itself.
+bool package_named(const PackageOptions& o);
 CLI::Validator package_name_option();
 
 // A --release value: NAME-VERSION, with an optional =INDEX_SHA256 pin where the command takes

@@ -95,6 +95,12 @@ void add_described_package_options(CLI::App* cmd, PackageOptions& o) {
   cmd->footer(kPackageChoiceHelp);
 }
 
+bool package_named(const PackageOptions& o) {
+  std::error_code ec;
+  return !o.source.empty() || !o.package.empty() || !o.version.empty() ||
+         std::filesystem::exists("registry/package.json", ec);
+}
+
 ChosenPackage choose_package(const PackageOptions& o, bool quiet) {
   if (!o.package.empty() && !o.version.empty() && o.source.empty())
     return {o.package, o.version, ""};

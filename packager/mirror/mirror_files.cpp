@@ -212,16 +212,8 @@ std::vector<ReleaseName> releases_in(const fs::path& dir) {
                                         std::to_string(limits::kMaxStoreEntries) +
                                         " entries, the limit (docs/security.md)");
     std::string name = it->path().filename().string();
-    std::string stem;
-    for (std::string_view suffix :
-         {std::string_view("-SHA256SUMS"), std::string_view("-index.json")})
-      if (name.size() > suffix.size() &&
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-        stem = name.substr(0, name.size() - suffix.size());
-    std::optional<std::string_view> owner = release_name_package(stem);
-    if (!owner) continue;
-    std::string package(*owner), version = stem.substr(owner->size() + 1);
-    if (is_package_version(version)) found.emplace(package, version);
+    for (std::string_view suffix : {"-SHA256SUMS", "-index.json"})
+      if (auto r = release_of_file_name(name, suffix)) found.emplace(r->package, r->version);
   }
   if (ec) throw Error(ErrorKind::Io, "cannot list " + dir.string() + ": " + ec.message());
   std::vector<ReleaseName> out;

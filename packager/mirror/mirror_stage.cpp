@@ -168,9 +168,7 @@ StageResult stage_release(const StageOptions& opts) {
         return ap;
       }
       Digest d = digest_of(ap);
-      std::optional<PinMismatch> mm = size_mismatch(d.size, size);
-      if (!mm) mm = digest_mismatch(d.sha256, sha);
-      if (mm)
+      if (auto mm = pin_mismatch(d.size, d.sha256, ArtifactPin{size, sha}))
         problems.push_back(
             {ErrorKind::Integrity, ap.string(), mm->field, mm->message(ap.string(), ip.string())});
       cand[file] = {kind, ap, d};

@@ -259,9 +259,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
                  "pinned by " + index_name + " (" + std::to_string(f.size) + " bytes, sha256 " +
                      f.sha256 + ") but not found");
     } else if (auto d = digest(f.file, kind)) {
-      std::optional<PinMismatch> mm = size_mismatch(d->size, f.size);
-      if (!mm) mm = digest_mismatch(d->sha256, f.sha256);
-      if (mm)
+      if (auto mm = pin_mismatch(d->size, d->sha256, ArtifactPin{f.size, f.sha256}))
         rb.problem(f.file, kind, ErrorKind::Integrity, FileStatus::Mismatch,
                    mm->message("", index_name));
       check_listed(f.file, kind, *d);

@@ -400,17 +400,15 @@ namespace {
 // The releases whose index a bundle directory carries (<package>-<version>-index.json).
 std::vector<BundleRelease> releases_in_bundle(const fs::path& dir) {
   std::vector<BundleRelease> out;
-  const std::string suffix = "-index.json";
+  std::uint64_t seen = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
-    std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name.size() <= suffix.size() ||
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
-      continue;
-    std::string stem = name.substr(0, name.size() - suffix.size());
-    std::optional<std::string_view> package = release_name_package(stem);
-    if (!package) continue;
-    std::string version = stem.substr(package->size() + 1);
-    if (is_package_version(version)) out.push_back({std::string(*package), version, {}});
+    if (++seen > limits::kMaxStoreEntries)
+      throw Error(ErrorKind::Limit, "the bundle " + dir.string() + " holds more than " +
+                                        std::to_string(limits::kMaxStoreEntries) +
+                                        " entries, the limit (docs/security.md)");
+    if (!e.is_regular_file()) continue;
+    if (auto r = release_of_file_name(e.path().filename().string(), "-index.json"))
+      out.push_back({r->package, r->version, {}});
   }
   std::sort(out.begin(), out.end(), [](const BundleRelease& a, const BundleRelease& b) {
     return std::tie(a.package, a.version) < std::tie(b.package, b.version);

@@ -33,11 +33,7 @@ fs::path find_index(const fs::path& dist) {
                                          " (kiln build --dist DIR writes one)");
   std::vector<fs::path> found;
   for (fs::directory_iterator it(dist, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string n = it->path().filename().string();
-    const std::string suffix = "-index.json";
-    if (n.size() > suffix.size() &&
-        n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-        release_name_package(std::string_view(n).substr(0, n.size() - suffix.size())))
+    if (release_of_file_name(it->path().filename().string(), "-index.json"))
       found.push_back(it->path());
   }
   if (ec) throw Error(ErrorKind::Io, "cannot list " + dist.string() + ": " + ec.message());

@@ -14,6 +14,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <vector>
 
 #include "child_process.hpp"
 #include "format/manifest.hpp"
@@ -91,7 +92,19 @@ class DavNginx {
                              read_file(p / "logs/error.log"));
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  std::string access_log() const { return read_file(prefix_ / "logs/access.log"); }
+  // nginx writes a request's log line after it has sent the response, so a client can be
+  // faster than the log: wait (bounded) until every one of `lines` is there.
+  std::string access_log_with(const std::vector<std::string>& lines) const {
+    std::string log;
+    for (int i = 0; i < 200; ++i) {
+      log = read_file(prefix_ / "logs/access.log");
+      if (std::all_of(lines.begin(), lines.end(),
+                      [&](const std::string& l) { return log.find(l) != std::string::npos; }))
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return log;
+  }
 
  private:
   TempDir prefix_;
@@ -120,9 +133,10 @@ TEST_F(HttpCache, AMissThenAStoreThenAHitWithTheSameBytes) {
   // On the server's disk at the protocol's paths; the bytes went up before the entry.
   EXPECT_EQ(read_file(root_ / ("cas/" + sha256_hex(bytes_))), bytes_);
   EXPECT_TRUE(fs::exists(root_ / ("ac/" + key_)));
-  std::string log = nginx_->access_log();
-  std::size_t put_blob = log.find("PUT /cas/" + sha256_hex(bytes_));
-  std::size_t put_entry = log.find("PUT /ac/" + key_);
+  const std::string blob_line = "PUT /cas/" + sha256_hex(bytes_), entry_line = "PUT /ac/" + key_;
+  std::string log = nginx_->access_log_with({blob_line, entry_line});
+  std::size_t put_blob = log.find(blob_line);
+  std::size_t put_entry = log.find(entry_line);
   ASSERT_NE(put_blob, std::string::npos) << log;
   ASSERT_NE(put_entry, std::string::npos) << log;
   EXPECT_LT(put_blob, put_entry);

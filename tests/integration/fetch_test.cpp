@@ -193,12 +193,19 @@ class Nginx {
   }
   std::string https_url() const { return "https://127.0.0.1:" + std::to_string(https_port_); }
   std::string http_url() const { return "http://127.0.0.1:" + std::to_string(http_port_); }
-  int requests_for(const std::string& path) const {
-    std::string log = read_file(prefix_ / "logs/access.log");
+  // How many GETs of `path` the access log holds. nginx logs a request after sending its
+  // response, so a client can be faster than the log: wait (bounded) for `expected` of them.
+  int requests_for(const std::string& path, int expected) const {
     int n = 0;
-    for (std::size_t p = log.find("GET " + path + " "); p != std::string::npos;
-         p = log.find("GET " + path + " ", p + 1))
-      ++n;
+    for (int i = 0; i < 200; ++i) {
+      std::string log = read_file(prefix_ / "logs/access.log");
+      n = 0;
+      for (std::size_t p = log.find("GET " + path + " "); p != std::string::npos;
+           p = log.find("GET " + path + " ", p + 1))
+        ++n;
+      if (n >= expected) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     return n;
   }
 
@@ -292,7 +299,7 @@ TEST_F(FetchNginx, HttpsWithTestCaInstallsManifestAndArtifactBytes) {
       EXPECT_EQ(read_file(dir / file), bytes) << file;
   }
   expect_only_verified(dest, {rel.stem("sm_90a"), rel.stem("sm_80")});
-  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a")), 1);
+  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a"), 1), 1);
 }
 
 TEST_F(FetchNginx, HttpsWithoutTrustingTheCaIsRefusedAsTls) {
@@ -332,7 +339,7 @@ TEST_F(FetchNginx, RerunIsANoOpThatReverifiesAndRepairsATamperedStore) {
   FetchResult again = fetch_targets(o, {"sm_90a"}, dest.string());
   EXPECT_TRUE(again.installed.empty());
   ASSERT_EQ(again.already_present.size(), 1u);
-  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a")), 1);
+  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a"), 1), 1);
   // A flipped byte in an installed artifact is noticed and the archive fetched again.
   fs::path art = dest / rel.stem("sm_90a") / "axpy_dtype_f32.fatbin";
   std::string bytes = read_file(art);
@@ -341,7 +348,7 @@ TEST_F(FetchNginx, RerunIsANoOpThatReverifiesAndRepairsATamperedStore) {
   FetchResult repaired = fetch_targets(o, {"sm_90a"}, dest.string());
   EXPECT_EQ(repaired.installed.size(), 1u);
   EXPECT_EQ(read_file(art), rel.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]);
-  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a")), 2);
+  EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a"), 2), 2);
 }
 
 TEST_F(FetchNginx, CliFetchPrintsJsonAndExitsZero) {

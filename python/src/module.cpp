@@ -222,7 +222,7 @@ void launch(PythonLoader& self, const Kernel& k, nb::handle grid, nb::handle blo
   self.loader->launch(*k.handle, entry, g, b, shared_bytes, st, packed.params());
 }
 
-void bind_loader(nb::module_& m) {
+void bind_package(nb::module_& m) {
   nb::class_<DescribedPackage>(m, "Package", "A kernel package's description.")
       .def_static(
           "from_file",
@@ -248,7 +248,9 @@ void bind_loader(nb::module_& m) {
         return "kiln.Package('" + std::string(p.get().name) + "', '" + p.get().version +
                "', origin='" + p.origin() + "')";
       });
+}
 
+void bind_kernel(nb::module_& m) {
   nb::class_<Kernel>(m, "Kernel", "A kernel loaded for the current context (Loader.get).")
       .def_prop_ro("uri", [](const Kernel& k) { return k.handle->uri; })
       .def_prop_ro("origin", [](const Kernel& k) { return k.handle->origin; })
@@ -264,7 +266,9 @@ void bind_loader(nb::module_& m) {
       .def("__repr__", [](const Kernel& k) {
         return "kiln.Kernel('" + k.handle->uri + "', origin='" + k.handle->origin + "')";
       });
+}
 
+void bind_loader(nb::module_& m) {
   nb::class_<PythonLoader>(m, "Loader",
                            "Serves one kernel package (kiln::Loader): get, prefetch, resolve, "
                            "launch.")
@@ -350,6 +354,8 @@ NB_MODULE(_kiln, m) {
   });
   bind_config(m);
   bind_scalars(m);
+  bind_package(m);
+  bind_kernel(m);
   bind_loader(m);
   bind_machine_facts(m);
   bind_ops(m);

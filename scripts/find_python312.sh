@@ -16,7 +16,8 @@ for name in python3.12 python3.13; do
 done
 root="$(pyenv root 2>/dev/null || echo "${PYENV_ROOT:-$HOME/.pyenv}")"
 looked+=("$root/versions/3.1[2-9]*/bin/python3")
-for p in $(ls -d "$root"/versions/3.1[2-9]* 2>/dev/null | sort -V -r); do
+# The oldest that qualifies: the floor of the abi3 wheel, and the GPU node's version.
+for p in $(ls -d "$root"/versions/3.1[2-9]* 2>/dev/null | sort -V); do
   if runs "$p/bin/python3"; then echo "$p/bin/python3"; exit 0; fi
 done
 echo "no CPython >= 3.12 found; looked at \$KILN_PYTHON (unset), ${looked[*]}." >&2

@@ -1,6 +1,6 @@
 """The reference ops as torch custom ops: registered with fake implementations, so
-torch.compile(fullgraph=True) traces a model calling them without a graph break (PyTorch's CPU
-wheel, fake tensors: nothing runs on a device)."""
+torch.compile(fullgraph=True) traces a model calling them without a graph break (PyTorch from
+PyPI, on the CPU, with fake tensors: nothing runs on a device)."""
 
 import pytest
 

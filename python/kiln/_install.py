@@ -174,37 +174,18 @@ def _device_target(package: str, available: list[str]) -> tuple[str, str]:
             "unsupported", EXIT_UNSUPPORTED,
             f"no CUDA device on this machine ({why}), so no target wheel of {package} can be "
             f"chosen for it; pip cannot see the GPU either. Give --target with one of: {listed}")
-    choice = kiln.choose_target(available)
-    target, reason = _first_candidate(choice)
+    target = kiln.choose_target(available)  # the loader's rule, for device 0
+    # The whole decision, with each target's reason, where this runtime offers it.
+    explain = getattr(kiln, "target_choice", None)
+    facts = explain(available) if explain else {}
     if target is None:
-        rejected = getattr(choice, "rejected", None) or []
-        why_not = "; ".join(r if isinstance(r, str) else
-                            (r[1] if isinstance(r, tuple) else getattr(r, "reason", str(r)))
-                            for r in rejected)
+        why_not = "; ".join(why for _, why in facts.get("rejected", []))
         raise InstallError(
             "unsupported", EXIT_UNSUPPORTED,
-            f"no target wheel of {package} runs on this machine's devices (offered: {listed})"
+            f"no target wheel of {package} runs on this machine's device (offered: {listed})"
             + (f": {why_not}" if why_not else ""))
-    return target, reason
-
-
-def _first_candidate(choice) -> tuple[str | None, str]:
-    """kiln.choose_target's answer, best first: a target name, a (target, reason) pair, an
-    object with .target/.reason, or an object with .candidates of those."""
-    if choice is None:
-        return None, ""
-    if isinstance(choice, str):
-        return choice, ""
-    if isinstance(choice, tuple) and choice and isinstance(choice[0], str):
-        return choice[0], choice[1] if len(choice) > 1 else ""
-    candidates = getattr(choice, "candidates", None)
-    if candidates is not None:
-        return _first_candidate(candidates[0]) if candidates else (None, "")
-    if hasattr(choice, "target"):
-        return str(choice.target), str(getattr(choice, "reason", ""))
-    if isinstance(choice, (list, tuple)):
-        return _first_candidate(choice[0]) if choice else (None, "")
-    return str(choice), ""
+    reason = next((why for t, why in facts.get("candidates", []) if t == target), "")
+    return str(target), reason
 
 
 def _parser() -> argparse.ArgumentParser:

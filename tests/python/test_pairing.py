@@ -217,6 +217,38 @@ def test_no_deps_mismatch_is_reported_with_both_versions_and_the_pip_command(ven
     assert f"-m pip install {_target_dist(PKG, 'sm_80')}=={NEW}" in message
 
 
+RESOLVE = textwrap.dedent("""\
+    import json, warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import kiln
+        loader = kiln.load("pairtest-kernels")
+    r = loader.resolve("add_one", device="sm_80", explain=True)
+    print(json.dumps({"warnings": [str(w.message) for w in caught], "chosen": r["chosen"] or {}}))
+    """)
+
+
+def test_kiln_load_serves_the_paired_target_wheel_from_its_store(venv):
+    venv.pip("install", f"{_target_dist(PKG, 'sm_80')}=={NEW}")
+    out = json.loads(_run([venv.python, "-c", RESOLVE],
+                          env=dict(os.environ, KILN_OFFLINE="1")).stdout)
+    assert out["warnings"] == []
+    assert out["chosen"]["tier"] == "store", out
+    assert "pairtest_kernels_cu13_sm80" in out["chosen"]["path"], out
+
+
+def test_kiln_load_with_a_stale_target_wheel_warns_and_goes_on_never_crashing(venv):
+    venv.pip("install", f"{PKG}=={NEW}")
+    venv.pip("install", "--no-deps", f"{_target_dist(PKG, 'sm_80')}=={OLD}")
+    out = json.loads(_run([venv.python, "-c", RESOLVE],
+                          env=dict(os.environ, KILN_OFFLINE="1")).stdout)
+    [warning] = out["warnings"]
+    assert f"{_target_dist(PKG, 'sm_80')} {OLD}" in warning and f"{PKG} {NEW}" in warning
+    # The stale wheel's kernels are not served: the next tier (the JIT where NVRTC is) is.
+    assert "pairtest_kernels_cu13_sm80" not in (out["chosen"].get("path") or ""), out
+    assert out["chosen"].get("tier") != "store", out
+
+
 def test_a_target_wheel_without_its_package_wheel_is_not_found_and_says_why(venv):
     venv.pip("install", "kiln")
     venv.pip("install", "--no-deps", f"{_target_dist(PKG, 'sm_80')}=={OLD}")

@@ -309,7 +309,7 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
     try {
       std::string name = p.filename().string();
       PathKind kind = classify_path(p);  // NotFound when missing
-      // kiln's runtime wheel by its name (no package may be named kiln); a package's own wheel
+      // kiln's runtime wheel by its name (no package can be named kiln); a package's own wheel
       // by its kiln.packages entry point; any other wheel is a target wheel.
       const bool runtime_wheel = ends_with(name, ".whl") && name.rfind("kiln-", 0) == 0;
       std::optional<wheel::PackageWheel> package_wheel;

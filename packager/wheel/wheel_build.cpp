@@ -152,10 +152,8 @@ BuiltWheel build_package_wheel(const fs::path& index_path, const Index& idx,
     throw Error(ErrorKind::NotFound,
                 ip + " pins no package description (index format 3 does; kiln build writes it), "
                      "so there is nothing to make the package's own wheel of");
-  // The package wheel's distribution is the package's name: "kiln" is the runtime's.
-  if (idx.package == "kiln")
-    throw Error(ErrorKind::Usage, ip + " is of a package named kiln, the name of kiln's runtime "
-                                       "distribution: its package wheel cannot be written");
+  // The distribution is the package's name; no package is named "kiln" (is_package_name), the
+  // runtime's distribution.
   const auto& d = *idx.description;
   const fs::path dp = index_path.parent_path() / d.file;
   std::string text = read_whole_file(dp, limits::kMaxJsonBytes);

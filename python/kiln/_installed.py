@@ -33,7 +33,8 @@ class Installed:
     version: str  # the package wheel's version (PEP 440)
     description: pathlib.Path  # the <name>-<version>.package.json inside the package wheel
     stores: list[pathlib.Path]  # store dirs of the installed target wheels of this version
-    stale: list[str]  # messages for target wheels of another version (both versions, pip cmd)
+    stale: list[str]  # messages for target wheels of another version (both versions, pip cmd),
+    # and for a kiln runtime outside the package wheel's Requires-Dist range
     # Store dirs of the target wheels of another version: a loader may still search them, and
     # the loader refuses their archives as stale (another package version) and goes on.
     stale_stores: list[pathlib.Path] = dataclasses.field(default_factory=list)
@@ -69,6 +70,61 @@ def _pip_command(requirement: str) -> str:
     return f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(requirement)}"
 
 
+def _release_key(version: str):
+    """PEP 440 order for the spellings kiln writes (N.N.N[aN|bN|rcN][.devN]); None otherwise."""
+    m = re.match(r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.dev(\d+))?$", version)
+    if not m:
+        return None
+    release = [int(x) for x in m.group(1).split(".")]
+    while len(release) > 1 and release[-1] == 0:
+        release.pop()
+    phase = {"a": 1, "b": 2, "rc": 3}.get(m.group(2) or "", 0 if m.group(4) else 4)
+    dev = int(m.group(4)) if m.group(4) else 1 << 62
+    return (tuple(release), phase, int(m.group(3) or 0), dev)
+
+
+def _outside(version: str, specifiers: str) -> bool | None:
+    """Whether `version` is outside `specifiers` (">=0.1.0,<0.2", as kiln wheel writes them);
+    None when either is not a spelling kiln writes (then pip, not kiln, is the judge)."""
+    v = _release_key(version)
+    if v is None:
+        return None
+    for spec in specifiers.split(","):
+        m = re.match(r"^\s*(>=|<=|==|!=|<|>)\s*(\S+)\s*$", spec)
+        bound = _release_key(m.group(2)) if m else None
+        if bound is None:
+            return None
+        op = m.group(1)
+        if op == "<" and bound[1] == 4 and v[1] < 4 and v[0] == bound[0]:
+            return True  # PEP 440: "<V" keeps V's own pre-releases out
+        ok = {">=": v >= bound, "<=": v <= bound, "==": v == bound, "!=": v != bound,
+              "<": v < bound, ">": v > bound}[op]
+        if not ok:
+            return True
+    return False
+
+
+def _runtime_mismatch(name: str, dist: metadata.Distribution) -> str | None:
+    """A message when the installed kiln runtime is outside the range the package wheel
+    requires (a runtime upgraded or downgraded past it with the package left behind)."""
+    try:
+        runtime = metadata.version("kiln")
+    except metadata.PackageNotFoundError:
+        return None  # not run from an installed runtime (a source tree): nothing to compare
+    for req in dist.requires or []:
+        m = re.match(r"^kiln\s*\(?\s*([<>=!][^;)]*)\)?\s*(;.*)?$", req)
+        if not m:
+            continue
+        specifiers = m.group(1).strip()
+        if _outside(runtime, specifiers):
+            return (f"{name} {dist.version} requires kiln{specifiers} (the runtimes that read "
+                    f"its formats) and this runtime is kiln {runtime}: its description may be "
+                    f"refused as stale; to pair them run: "
+                    f"{_pip_command(f'kiln{specifiers}')} (or upgrade {name} with "
+                    f"python -m kiln install {name})")
+    return None
+
+
 def _package_entries() -> dict[str, list[metadata.EntryPoint]]:
     by_name: dict[str, list[metadata.EntryPoint]] = {}
     for ep in _entry_points(PACKAGES_GROUP):
@@ -89,6 +145,9 @@ def _describe(name: str, ep: metadata.EntryPoint) -> Installed:
         )
     installed = Installed(name=ep.name, version=dist.version, description=found[0],
                           stores=[], stale=[])
+    runtime = _runtime_mismatch(ep.name, dist)
+    if runtime:
+        installed.stale.append(runtime)
     for tep in _entry_points(TARGETS_GROUP):
         if _normalize(tep.name) != _normalize(name) or tep.dist is None:
             continue

@@ -15,6 +15,8 @@ nvcc must be on PATH or named by KILN_NVCC (kiln build compiles the two kernels)
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import pathlib
@@ -25,6 +27,7 @@ import sys
 import textwrap
 import time
 import urllib.request
+import zipfile
 
 import pytest
 
@@ -98,6 +101,31 @@ def wheelhouse(tmp_path_factory):
              (OTHER, OLD): _release(env["KILN_TEST_KILN_CLI"], work, OTHER, OLD, wheels)}
     shutil.copy(env["KILN_TEST_RUNTIME_WHEEL"], wheels)
     return {"dir": wheels, "dists": dists, "python": env["KILN_TEST_PYTHON"]}
+
+
+def _reversioned_runtime(wheel: pathlib.Path, version: str, out: pathlib.Path) -> pathlib.Path:
+    """The runtime wheel as if it were kiln `version` (a later runtime outside the package
+    wheel's range): dist-info renamed, METADATA's Version and RECORD rewritten."""
+    name_parts = wheel.name.split("-")
+    old = name_parts[1]
+    name_parts[1] = version
+    target = out / "-".join(name_parts)
+    files = {}
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            data = z.read(info)
+            path = info.filename.replace(f"kiln-{old}.dist-info/", f"kiln-{version}.dist-info/")
+            if path.endswith(".dist-info/METADATA"):
+                data = data.replace(f"\nVersion: {old}\n".encode(), f"\nVersion: {version}\n".encode())
+            files[path] = data
+    record = f"kiln-{version}.dist-info/RECORD"
+    rows = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
+            f"{len(d)}" for p, d in files.items() if p != record]
+    files[record] = ("\n".join(rows + [f"{record},,"]) + "\n").encode()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
+        for p, d in files.items():
+            z.writestr(p, d)
+    return target
 
 
 class Venv:
@@ -204,6 +232,32 @@ def test_upgrading_only_the_package_leaves_a_mismatch_pip_names_and_kiln_reports
     _run(command.split() + ["--no-index", "--find-links", str(venv.wheels)])
     again = venv.installed(PKG)
     assert again["stale"] == [] and len(again["stores"]) == 1
+
+
+def test_a_runtime_outside_the_package_wheels_range_is_refused_or_named_by_pip(venv, tmp_path):
+    # The other half of FlashInfer's break: the runtime upgraded past what the package reads.
+    later = tmp_path / "later"
+    later.mkdir()
+    for whl in venv.wheels.iterdir():
+        shutil.copy(whl, later)
+    runtime = next(later.glob("kiln-*.whl"))
+    _reversioned_runtime(runtime, "99.0.0", later)
+    venv.wheels = later
+    refused = venv.pip("install", f"{_target_dist(PKG, 'sm_80')}=={NEW}", "kiln==99.0.0",
+                       check=False)
+    assert refused.returncode != 0 and "ResolutionImpossible" in refused.stderr, refused.stderr
+    venv.pip("install", f"{_target_dist(PKG, 'sm_80')}=={NEW}")
+    assert venv.versions()["kiln"] != "99.0.0"  # pip picks a runtime in the range
+    upgraded = venv.pip("install", "-U", "kiln")
+    assert venv.versions()["kiln"] == "99.0.0"
+    assert f"{PKG} {NEW} requires kiln" in upgraded.stderr, upgraded.stderr
+    assert "which is incompatible" in upgraded.stderr, upgraded.stderr
+    # kiln names it too, with the pip command that brings a runtime of the range back.
+    found = venv.installed(PKG)
+    assert found["stores"] != []  # the target wheel still pairs with its package
+    [message] = found["stale"]
+    assert "this runtime is kiln 99.0.0" in message and f"{PKG} {NEW} requires kiln>=" in message
+    assert "-m pip install 'kiln>=" in message
 
 
 def test_no_deps_mismatch_is_reported_with_both_versions_and_the_pip_command(venv):

@@ -116,11 +116,14 @@ def _reversioned_runtime(wheel: pathlib.Path, version: str, out: pathlib.Path) -
             data = z.read(info)
             path = info.filename.replace(f"kiln-{old}.dist-info/", f"kiln-{version}.dist-info/")
             if path.endswith(".dist-info/METADATA"):
-                data = data.replace(f"\nVersion: {old}\n".encode(), f"\nVersion: {version}\n".encode())
+                data = data.replace(f"\nVersion: {old}\n".encode(),
+                                    f"\nVersion: {version}\n".encode())
             files[path] = data
     record = f"kiln-{version}.dist-info/RECORD"
-    rows = [f"{p},sha256={base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b'=').decode()},"
-            f"{len(d)}" for p, d in files.items() if p != record]
+    def record_hash(d: bytes) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+
+    rows = [f"{p},sha256={record_hash(d)},{len(d)}" for p, d in files.items() if p != record]
     files[record] = ("\n".join(rows + [f"{record},,"]) + "\n").encode()
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as z:
         for p, d in files.items():

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # kiln's release pipeline (the main job) from a fresh checkout:
-#   build kiln -> archives + index -> verify -> tarball -> wheels -> staged mirror -> mirror verify
+#   build kiln -> archives + index -> verify -> tarball -> wheels -> runtime wheel -> staged
+#   mirror -> mirror verify -> compat -> TUF
 # Everything lands under release/ (or $KILN_RELEASE_DIR):
 #   release/stage/    the kiln install tree packed into the tarball (bin, lib, include, lib/cmake)
-#   release/dist/     index, one archive per target, the tarball, one wheel per target
+#   release/dist/     index, one archive per target, the tarball, one wheel per target, the
+#                     package's own wheel (kiln_kernels-<version>-py3-none-any.whl) and the kiln
+#                     runtime wheel (kiln-<version>-cp312-abi3-manylinux_*.whl; docs/wheels.md)
 #   release/mirror/   what to upload to a static file server, with kiln-kernels-<version>-SHA256SUMS
 #   release/tuf/      the mirror as a signed TUF repository (metadata/, targets/; docs/tuf.md),
 #                     signed with THROWAWAY test keys from release/tuf-THROWAWAY-TEST-KEYS/:
@@ -13,6 +16,8 @@
 #   shard reads and fills the same one, so a re-run of an unchanged release compiles nothing),
 #   --kiln-build DIR  install kiln from DIR, a build of this checkout made already (the tests'
 #                     operator check passes its own), instead of configuring build-release.
+#   --no-runtime-wheel  leave the kiln runtime wheel out (scripts/build_runtime_wheel.sh builds
+#                     libkiln again under scikit-build-core, minutes; the operator check skips it)
 # Sharded (docs/release.md; every variant gives the same bytes as the plain run):
 #   --shards N         build the kernels as N shards, N `kiln build --shard I/N` processes at
 #                      once (--jobs each, default 1), then `kiln merge` them; the rest as usual
@@ -28,6 +33,7 @@ shards=""
 one_shard=""
 merge_from=""
 kiln_build=""
+runtime_wheel=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets="$2"; shift 2 ;;
@@ -38,7 +44,8 @@ while [ $# -gt 0 ]; do
     --shard) one_shard="$2"; shift 2 ;;
     --merge-shards) merge_from="$(cd "$2" && pwd)"; shift 2 ;;
     --kiln-build) kiln_build="$(cd "$2" && pwd)"; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --no-runtime-wheel) runtime_wheel=0; shift ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -102,8 +109,18 @@ step "verify"
 "$kiln" verify "$out/dist/kiln-kernels-$version-index.json"
 step "tarball"
 "$kiln" tarball --dist "$out/dist" --out "$out/dist"
-step "wheels"
+step "wheels: the package's own and one per target"
 "$kiln" wheel --dist "$out/dist" --out "$out/dist"
+# The runtime wheel is the Python face of this kiln (python/, docs/python.md); its version is
+# VERSION, so the mirror stages it with this release and compat checks it against libkiln.
+if [ "$runtime_wheel" = 1 ] && [ -x scripts/build_runtime_wheel.sh ]; then
+  step "runtime wheel (kiln $version for Python)"
+  runtime_whl="$(scripts/build_runtime_wheel.sh "$out/dist" | tail -n 1)"
+  [ -f "$runtime_whl" ] || { echo "scripts/build_runtime_wheel.sh printed no wheel" >&2; exit 1; }
+elif [ "$runtime_wheel" = 1 ]; then
+  echo "ci/release.sh: scripts/build_runtime_wheel.sh is not in this checkout: the release has" \
+    "no kiln runtime wheel" >&2
+fi
 step "staged mirror"
 "$kiln" mirror stage "$out/dist" --to "$out/mirror"
 step "mirror verify"

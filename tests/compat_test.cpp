@@ -10,9 +10,12 @@
 #include "io/sha256.hpp"
 #include "kiln/kiln.h"
 #include "kiln/version.hpp"
+#include "project/package.hpp"
+#include "project/package_description.hpp"
 #include "project/registry.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln {
 namespace {
@@ -93,6 +96,91 @@ TEST(CompatCli, OtherPackageVersionIsStaleNamingBothVersions) {
   EXPECT_EQ((*p)["package"], "0.0.9");
   EXPECT_EQ((*p)["loader"], kiln::version());
   EXPECT_EQ((*p)["kind"], "stale");
+}
+
+// ---- the package's own wheel (docs/wheels.md, "Checking a wheel")
+
+// A description of acme-kernels 1.2.0 (the reference package's kernels under another name).
+std::string acme_description() {
+  static const Project project = load_project(test::source_dir());
+  static const PackageData data(project);
+  Json j = Json::parse(package_description_json(*data.get()));
+  j["package"] = "acme-kernels";
+  j["package_version"] = "1.2.0";
+  return j.dump(2) + "\n";
+}
+
+// A described acme-kernels 1.2.0 dist with its wheels written beside the index.
+fs::path acme_dist_with_wheels(const fs::path& dir) {
+  test::ReleaseSpec rel;
+  rel.package = "acme-kernels";
+  rel.version = "1.2.0";
+  auto dist = test::write_release_dist(dir, rel, {"sm_90a"});
+  test::describe_release(dist, acme_description());
+  wheel::BuildOptions o;
+  o.dist = dir;
+  o.out = dir;
+  auto built = wheel::build_wheels(o);
+  EXPECT_TRUE(built.failed.empty());
+  return dir / "acme_kernels-1.2.0-py3-none-any.whl";
+}
+
+TEST(CompatCli, PackageWheelBesideItsIndexWithThisKilnInItsRangeIsCompatible) {
+  TempDir dir;
+  fs::path whl = acme_dist_with_wheels(dir / "dist");
+  auto r = compat("--device none " + whl.string());
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.j["packages"][0]["kind"], "package-wheel");
+  EXPECT_TRUE(r.j["packages"][0]["problems"].empty()) << r.out;
+  EXPECT_CONTAINS(r.out, "the description acme-kernels-1.2.0-index.json pins");
+}
+
+TEST(CompatCli, PackageWheelWhoseDescriptionIsNotTheIndexsIsStale) {
+  TempDir dir;
+  fs::path whl = acme_dist_with_wheels(dir / "dist");
+  // Another build of the same release: a description with other bytes, in a valid wheel.
+  fs::remove(whl);
+  std::string other = acme_description();
+  other.insert(other.size() - 1, " ");
+  wheel::write_zip(
+      whl,
+      wheel::package_wheel_contents("acme-kernels", "1.2.0",
+                                    {"acme-kernels-1.2.0.package.json", other}, kiln::version()),
+      0);
+  auto r = compat("--device none " + whl.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  const Json* p = find_problem(r.j["packages"][0], "description");
+  ASSERT_NE(p, nullptr) << r.out;
+  EXPECT_EQ((*p)["kind"], "stale");
+  EXPECT_CONTAINS((*p)["message"].get<std::string>(), "acme-kernels-1.2.0-index.json pins");
+}
+
+TEST(CompatCli, PackageWheelWhoseRuntimeRangeExcludesThisKilnIsStaleNamingBoth) {
+  TempDir dir;
+  fs::path whl = dir / "acme_kernels-1.2.0-py3-none-any.whl";  // no index beside it
+  wheel::write_zip(whl,
+                   wheel::package_wheel_contents(
+                       "acme-kernels", "1.2.0",
+                       {"acme-kernels-1.2.0.package.json", acme_description()}, "99.4.0"),
+                   0);
+  auto r = compat("--device none " + whl.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  const Json* p = find_problem(r.j["packages"][0], "requires_dist");
+  ASSERT_NE(p, nullptr) << r.out;
+  EXPECT_EQ((*p)["package"], "kiln>=99.4.0,<99.5");
+  EXPECT_EQ((*p)["loader"], kiln::version());
+}
+
+TEST(CompatCli, RuntimeWheelOfAnotherVersionIsStale) {
+  TempDir dir;
+  fs::path whl = dir / "kiln-99.0.0-cp312-abi3-manylinux_2_28_x86_64.whl";
+  test::write_file(whl, "not read: the name says the version");
+  auto r = compat("--device none " + whl.string());
+  EXPECT_EQ(r.exit_code, 4) << r.out;
+  EXPECT_EQ(r.j["packages"][0]["kind"], "runtime-wheel");
+  const Json* p = find_problem(r.j["packages"][0], "version");
+  ASSERT_NE(p, nullptr) << r.out;
+  EXPECT_EQ((*p)["package"], "99.0.0");
 }
 
 TEST(CompatCli, ChangedKernelSourceHashIsStaleNamingTheUriAndBothHashes) {

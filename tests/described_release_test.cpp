@@ -196,8 +196,13 @@ TEST(DescribedRelease, AWheelCarriesTheDescriptionInItsStore) {
   Release acme = described_dist(tmp / "dist", "acme-kernels", "1.2.0");
   auto r = kiln_in(tmp.path(), "wheel --dist dist --out wheels --targets sm_90a");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  fs::path whl;
-  for (const auto& e : fs::directory_iterator(tmp / "wheels")) whl = e.path();
+  const fs::path whl = tmp / "wheels" / "acme_kernels_cu13_sm90a-1.2.0-py3-none-any.whl";
+  // The package's own wheel carries it too, as the one description of the package.
+  auto own =
+      kiln::wheel::read_package_wheel(tmp / "wheels" / "acme_kernels-1.2.0-py3-none-any.whl");
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->package, "acme-kernels");
+  EXPECT_EQ(own->description, acme.description);
   bool found = false;
   for (const auto& f : kiln::wheel::read_zip(whl))
     if (f.path == "acme_kernels_cu13_sm90a/artifacts/acme-kernels-1.2.0.package.json") {

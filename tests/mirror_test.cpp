@@ -144,9 +144,21 @@ TEST(MirrorNames, ReleaseFilesAreRecognisedByNameAndOtherVersionsAreNot) {
   EXPECT_EQ(classify_release_file("kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", "kiln-kernels",
                                   "0.1.0"),
             ReleaseFileKind::Wheel);
-  EXPECT_EQ(classify_release_file("kiln_kernels_cu13-0.2.0rc1-py3-none-any.whl", "kiln-kernels",
-                                  "0.2.0-rc1"),
+  EXPECT_EQ(classify_release_file("kiln_kernels_cu13_compute80-0.2.0rc1-py3-none-any.whl",
+                                  "kiln-kernels", "0.2.0-rc1"),
             ReleaseFileKind::Wheel);
+  // The package's own wheel and kiln's runtime wheel of the same version.
+  EXPECT_EQ(
+      classify_release_file("kiln_kernels-0.2.0rc1-py3-none-any.whl", "kiln-kernels", "0.2.0-rc1"),
+      ReleaseFileKind::PackageWheel);
+  EXPECT_EQ(classify_release_file("kiln-0.1.0-cp312-abi3-manylinux_2_28_x86_64.whl", "kiln-kernels",
+                                  "0.1.0"),
+            ReleaseFileKind::RuntimeWheel);
+  EXPECT_EQ(classify_release_file("kiln-0.1.1-cp312-abi3-manylinux_2_28_x86_64.whl", "kiln-kernels",
+                                  "0.1.0"),
+            std::nullopt);
+  EXPECT_EQ(classify_release_file("kiln_kernels-0.1.1-py3-none-any.whl", "kiln-kernels", "0.1.0"),
+            std::nullopt);
   EXPECT_EQ(
       classify_release_file("kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", "kiln-kernels", "0.1.0"),
       ReleaseFileKind::Tarball);
@@ -201,6 +213,17 @@ TEST(MirrorNames, ReleasesOfTwoPackagesInOneMirrorNeverClaimEachOthersFiles) {
       std::nullopt);
   EXPECT_EQ(classify_release_file("acme_cu13_sm90a-2.0.0-py3-none-any.whl", "acme", "2.0.0"),
             ReleaseFileKind::Wheel);
+  // A package named acme takes none of acme-kernels' wheels, nor those of one named acme-cu13;
+  // kiln's runtime wheel is the reference package's only.
+  EXPECT_EQ(classify_release_file("acme-2.0.0-py3-none-any.whl", "acme", "2.0.0"),
+            ReleaseFileKind::PackageWheel);
+  for (const char* other :
+       {"acme_kernels-2.0.0-py3-none-any.whl", "acme_kernels_cu13_sm90a-2.0.0-py3-none-any.whl",
+        "acme_cu13-2.0.0-py3-none-any.whl", "acme_cu13_cu13_sm90a-2.0.0-py3-none-any.whl",
+        "kiln-2.0.0-cp312-abi3-manylinux_2_28_x86_64.whl"})
+    EXPECT_EQ(classify_release_file(other, "acme", "2.0.0"), std::nullopt) << other;
+  EXPECT_EQ(classify_release_file("acme_kernels-2.0.0-py3-none-any.whl", "acme-kernels", "2.0.0"),
+            ReleaseFileKind::PackageWheel);
 }
 
 // --- stage + verify ----------------------------------------------------------------------------
@@ -219,6 +242,61 @@ class Mirror : public ::testing::Test {
   fs::path mirror;
   std::string index_sha;
 };
+
+// kiln's runtime wheel as scripts/build_runtime_wheel.sh names it: a valid wheel (RECORD and all)
+// whose contents the mirror does not read.
+void write_runtime_wheel(const fs::path& whl, const std::string& version) {
+  const std::string di = "kiln-" + version + ".dist-info";
+  std::vector<wheel::WheelFile> files = {
+      {"kiln/__init__.py", "__version__ = \"" + version + "\"\n"},
+      {di + "/METADATA", "Metadata-Version: 2.1\nName: kiln\nVersion: " + version + "\n"},
+      {di + "/WHEEL",
+       "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+       "Tag: cp312-abi3-manylinux_2_28_x86_64\n"}};
+  std::string record;
+  for (const auto& f : files)
+    record +=
+        f.path + "," + wheel::record_hash(f.data) + "," + std::to_string(f.data.size()) + "\n";
+  files.push_back({di + "/RECORD", record + di + "/RECORD,,\n"});
+  wheel::write_zip(whl, files, 1764403200);
+}
+
+TEST_F(Mirror, ThePackageWheelAndTheRuntimeWheelAreStagedListedAndVerifiedAsTheirKinds) {
+  const std::string package_whl = wheel::package_wheel_file_name("kiln-kernels", kVer);
+  const std::string runtime_whl = "kiln-" + kVer + "-cp312-abi3-manylinux_2_28_x86_64.whl";
+  wheel::write_zip(
+      tmp / "dist" / package_whl,
+      wheel::package_wheel_contents("kiln-kernels", kVer,
+                                    {description_file_name("kiln-kernels", kVer), "{}"}, kVer),
+      0);
+  write_runtime_wheel(tmp / "dist" / runtime_whl, kVer);
+  // Another package's own wheel and another version's runtime: not this release's.
+  write_file(tmp / "dist" / ("kiln_kernels_extra-" + kVer + "-py3-none-any.whl"), "other");
+  write_file(tmp / "dist" / "kiln-0.0.1-cp312-abi3-manylinux_2_28_x86_64.whl", "older");
+  stage();
+  const std::string sums = read_file(mirror / sums_name());
+  EXPECT_CONTAINS(sums, "  " + package_whl + "\n");
+  EXPECT_CONTAINS(sums, "  " + runtime_whl + "\n");
+  EXPECT_FALSE(fs::exists(mirror / ("kiln_kernels_extra-" + kVer + "-py3-none-any.whl")));
+  EXPECT_FALSE(fs::exists(mirror / "kiln-0.0.1-cp312-abi3-manylinux_2_28_x86_64.whl"));
+  auto r = test::run(cli("verify --json " + mirror.string() + " --sums-sha256 " +
+                         sha256_file(mirror / sums_name())));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  auto files = files_of(r.out);
+  EXPECT_EQ(files[package_whl]["kind"], "package-wheel") << r.out;
+  EXPECT_EQ(files[runtime_whl]["kind"], "runtime-wheel") << r.out;
+  EXPECT_EQ(files[runtime_whl]["status"], "ok") << r.out;
+  // A runtime wheel whose RECORD no longer matches is refused like any wheel.
+  fs::remove(tmp / "dist" / runtime_whl);
+  write_runtime_wheel(tmp / "dist" / runtime_whl, kVer);
+  auto zip = wheel::read_zip(tmp / "dist" / runtime_whl);
+  zip[0].data += "# changed\n";
+  fs::remove(mirror / runtime_whl);
+  wheel::write_zip(mirror / runtime_whl, zip, 1764403200);
+  r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_EQ(files_of(r.out)[runtime_whl]["error"], "integrity") << r.out;
+}
 
 TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
   auto r = test::run(cli("stage --json " + (tmp / "dist").string() + " --to " + mirror.string()));

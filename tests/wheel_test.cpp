@@ -14,6 +14,8 @@
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "project/package.hpp"
+#include "project/package_description.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 
@@ -40,11 +42,24 @@ std::vector<ArchiveMember> members_for(const std::string& target,
   return test::release_members(release().with_artifacts(std::move(artifacts)), target);
 }
 
+// The reference package's description, as kiln build publishes it beside the index.
+const std::string& reference_description() {
+  static const Project project = load_project(test::source_dir());
+  static const PackageData data(project);
+  static const std::string json = package_description_json(*data.get());
+  return json;
+}
+
 // A dist directory as `kiln build --dist` leaves it: archives (distinct artifact bytes per
-// target, as real fatbins are) and the index pinning them.
+// target, as real fatbins are), the package description and the index pinning them.
 fs::path write_dist(const fs::path& dir, const std::vector<std::string>& targets) {
-  test::write_release_dist(dir, release(), targets);
+  auto dist = test::write_release_dist(dir, release(), targets);
+  test::describe_release(dist, reference_description());
   return dir;
+}
+
+std::string package_whl_name() {
+  return wheel::package_wheel_file_name("kiln-kernels", kiln::version());
 }
 
 std::string whl_name(const std::string& target) {
@@ -146,6 +161,7 @@ TEST(WheelContents, StoreLayoutUnderThePackageAndDistInfoLastWithRecordLast) {
                                  pkg + "/artifacts/" + stem + "/manifest.json",
                                  di + "/METADATA",
                                  di + "/WHEEL",
+                                 di + "/entry_points.txt",
                                  di + "/RECORD",
                              }));
   // The store copy is the archive's members byte for byte.
@@ -163,6 +179,63 @@ TEST(WheelContents, StoreLayoutUnderThePackageAndDistInfoLastWithRecordLast) {
   EXPECT_NE(files[0].data.find("CUDA_VERSION = \"13.0\""), std::string::npos);
   EXPECT_NE(files[0].data.find("__version__ = \"" + std::string(kiln::version()) + "\""),
             std::string::npos);
+}
+
+TEST(WheelContents, TargetWheelRequiresItsPackageAtExactlyItsVersionAndNamesIt) {
+  test::ReleaseSpec rel = release();
+  rel.package = "acme-kernels";
+  rel.version = "1.2.0-rc1";
+  auto members = test::release_members(rel, "sm_90a");
+  auto files = wheel::wheel_contents(parse_manifest(members[0].data, "m"), members, "0.1.0");
+  const std::string di = "acme_kernels_cu13_sm90a-1.2.0rc1.dist-info";
+  std::map<std::string, std::string> by_path;
+  for (const auto& f : files) by_path[f.path] = f.data;
+  EXPECT_CONTAINS(by_path[di + "/METADATA"], "\nRequires-Dist: acme-kernels==1.2.0rc1\n");
+  EXPECT_EQ(by_path[di + "/entry_points.txt"],
+            "[kiln.targets]\nacme-kernels = acme_kernels_cu13_sm90a\n");
+}
+
+TEST(WheelContents, PackageWheelHoldsTheDescriptionAndRequiresTheRuntimeOfThisMinor) {
+  auto files = wheel::package_wheel_contents(
+      "acme-kernels", "1.2.0", {"acme-kernels-1.2.0.package.json", "{\"described\": 1}"}, "0.3.4");
+  const std::string di = "acme_kernels-1.2.0.dist-info";
+  EXPECT_EQ(paths_of(files), (std::vector<std::string>{
+                                 "acme_kernels/__init__.py",
+                                 "acme_kernels/acme-kernels-1.2.0.package.json",
+                                 di + "/METADATA",
+                                 di + "/WHEEL",
+                                 di + "/entry_points.txt",
+                                 di + "/RECORD",
+                             }));
+  EXPECT_EQ(files[1].data, "{\"described\": 1}");  // the pinned bytes, as they are
+  EXPECT_CONTAINS(files[2].data, "Name: acme-kernels\nVersion: 1.2.0\n");
+  EXPECT_CONTAINS(files[2].data, "\nRequires-Dist: kiln>=0.3.0,<0.4\n");
+  EXPECT_EQ(files[4].data, "[kiln.packages]\nacme-kernels = acme_kernels\n");
+  EXPECT_CONTAINS(files[0].data, "def description_path():");
+  EXPECT_CONTAINS(files[0].data, "\"acme-kernels-1.2.0.package.json\"");
+  EXPECT_EQ(files.back().data.substr(files.back().data.size() - (di.size() + 10)),
+            di + "/RECORD,,\n");
+}
+
+TEST(WheelNames, RuntimeRequirementIsTheSameMajorMinorAsTheKilnThatWritesIt) {
+  EXPECT_EQ(wheel::runtime_requirement("0.1.0"), "kiln>=0.1.0,<0.2");
+  EXPECT_EQ(wheel::runtime_requirement("0.1.7"), "kiln>=0.1.0,<0.2");
+  EXPECT_EQ(wheel::runtime_requirement("2.9.1"), "kiln>=2.9.0,<2.10");
+  EXPECT_EQ(wheel::runtime_requirement("0.2.0-rc1"), "kiln>=0.2.0rc1,<0.3");
+  EXPECT_EQ(wheel::package_wheel_file_name("acme-kernels", "1.2.0-rc1"),
+            "acme_kernels-1.2.0rc1-py3-none-any.whl");
+}
+
+TEST(WheelNames, SatisfiesReadsTheSpecifiersKilnWrites) {
+  EXPECT_TRUE(wheel::satisfies("0.1.0", "kiln>=0.1.0,<0.2"));
+  EXPECT_TRUE(wheel::satisfies("0.1.9", "kiln>=0.1.0,<0.2"));
+  EXPECT_FALSE(wheel::satisfies("0.2.0", "kiln>=0.1.0,<0.2"));
+  EXPECT_FALSE(wheel::satisfies("0.0.9", "kiln>=0.1.0,<0.2"));
+  EXPECT_FALSE(wheel::satisfies("0.2.0rc1", "kiln>=0.1.0,<0.2"));  // "<0.2" keeps 0.2's pre out
+  EXPECT_TRUE(wheel::satisfies("0.2.0rc1", "kiln>=0.2.0rc1,<0.3"));
+  EXPECT_FALSE(wheel::satisfies("0.2.0b1", "kiln>=0.2.0rc1,<0.3"));
+  EXPECT_TRUE(wheel::satisfies("1.2.0", "==1.2"));
+  EXPECT_THROW(wheel::satisfies("0.1.0", "kiln~=0.1"), Error);
 }
 
 TEST(WheelContents, RecordListsEveryOtherFileWithDigestAndSizeAndItselfWithout) {
@@ -200,16 +273,19 @@ TEST(WheelBuild, SameInputsGiveTheSameBytesInAnyOutputDirAndTimeZone) {
     ScopedTimeZone tz("PST+8");
     c = wheel::build_wheels(o);
   }
-  ASSERT_EQ(a.wheels.size(), 2u);
+  ASSERT_EQ(a.wheels.size(), 3u);
   ASSERT_TRUE(a.failed.empty());
-  for (const auto& t : {"sm_80", "sm_90a"}) {
-    std::string bytes = test::read_file(dir / "a" / whl_name(t));
+  for (const auto& name : {whl_name("sm_80"), whl_name("sm_90a"), package_whl_name()}) {
+    const auto& t = name;
+    std::string bytes = test::read_file(dir / "a" / name);
     ASSERT_FALSE(bytes.empty()) << t;
-    EXPECT_EQ(bytes, test::read_file(dir / "b" / whl_name(t))) << t;
-    EXPECT_EQ(bytes, test::read_file(dir / "c" / whl_name(t))) << t;
+    EXPECT_EQ(bytes, test::read_file(dir / "b" / name)) << t;
+    EXPECT_EQ(bytes, test::read_file(dir / "c" / name)) << t;
   }
-  EXPECT_EQ(a.wheels[0].sha256, sha256_file(dir / "a" / whl_name("sm_80")));
-  EXPECT_EQ(a.wheels[0].size, fs::file_size(dir / "a" / whl_name("sm_80")));
+  EXPECT_EQ(a.wheels[0].target, "");  // the package's own wheel comes first
+  EXPECT_EQ(a.wheels[0].sha256, sha256_file(dir / "a" / package_whl_name()));
+  EXPECT_EQ(a.wheels[1].sha256, sha256_file(dir / "a" / whl_name("sm_80")));
+  EXPECT_EQ(a.wheels[1].size, fs::file_size(dir / "a" / whl_name("sm_80")));
 }
 
 TEST(WheelBuild, TimestampIsSourceDateEpochInUtcClampedTo1980) {
@@ -258,11 +334,13 @@ TEST(WheelBuild, ZipHoldsFilesInContentOrderAndReadsBackExactly) {
   auto files = wheel::read_zip(dir / "out" / whl_name("sm_80"));
   auto members = read_archive(dir / "dist" /
                               archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"));
-  auto expected =
-      wheel::wheel_contents(parse_manifest(members[0].data, "m"), members, kiln::version());
+  const std::string described = description_file_name("kiln-kernels", kiln::version());
+  auto expected = wheel::wheel_contents(parse_manifest(members[0].data, "m"), members,
+                                        kiln::version(), {{described, reference_description()}});
   ASSERT_EQ(paths_of(files), paths_of(expected));
   for (std::size_t i = 0; i < files.size(); ++i) EXPECT_EQ(files[i].data, expected[i].data);
-  EXPECT_EQ(files_in(dir / "out"), std::vector<std::string>{whl_name("sm_80")});
+  EXPECT_EQ(files_in(dir / "out"),
+            (std::vector<std::string>{package_whl_name(), whl_name("sm_80")}));
 }
 
 // ---------------------------------------------------------------- verify_wheel
@@ -274,7 +352,7 @@ class WheelVerify : public ::testing::Test {
     wheel::BuildOptions o;
     o.dist = dir_ / "dist";
     o.out = dir_ / "out";
-    ASSERT_EQ(wheel::build_wheels(o).wheels.size(), 1u);
+    ASSERT_EQ(wheel::build_wheels(o).wheels.size(), 2u);  // the package's own and sm_90a's
     good_ = dir_ / "out" / whl_name("sm_90a");
     files_ = wheel::read_zip(good_);
   }
@@ -396,10 +474,12 @@ TEST(WheelSelect, OnlyTheChosenTargetsGetWheels) {
   auto r = test::run(cli("wheel --dist " + (dir / "dist").string() +
                          " --targets sm_90a,compute_80 --out " + (dir / "out").string()));
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_EQ(files_in(dir / "out"),
-            (std::vector<std::string>{whl_name("compute_80"), whl_name("sm_90a")}));
+  EXPECT_EQ(
+      files_in(dir / "out"),
+      (std::vector<std::string>{package_whl_name(), whl_name("compute_80"), whl_name("sm_90a")}));
   EXPECT_NE(r.out.find("wheel sm_90a: " + whl_name("sm_90a") + " ("), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("2 wheels written to"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("wheel package: " + package_whl_name() + " ("), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 wheels written to"), std::string::npos) << r.out;
 }
 
 TEST(WheelSelect, TargetNotInTheIndexIsNotFoundNamingWhatTheIndexHas) {
@@ -456,8 +536,9 @@ TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
       " 2>/dev/null)");  // progress lines on stderr stay out of the JSON
   EXPECT_EQ(r.exit_code, 3) << r.out;
   auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["wheels"].size(), 1u) << r.out;
-  EXPECT_EQ(j["wheels"][0]["target"], "sm_80");
+  ASSERT_EQ(j["wheels"].size(), 2u) << r.out;
+  EXPECT_EQ(j["wheels"][0]["wheel"], "package");
+  EXPECT_EQ(j["wheels"][1]["target"], "sm_80");
   ASSERT_EQ(j["failed"].size(), 1u) << r.out;
   EXPECT_EQ(j["failed"][0]["target"], "sm_90a");
   EXPECT_EQ(j["failed"][0]["kind"], "integrity");
@@ -465,7 +546,8 @@ TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
                 index_file_name("kiln-kernels", kiln::version()) + " says"),
             std::string::npos)
       << r.out;
-  EXPECT_EQ(files_in(dir / "out"), std::vector<std::string>{whl_name("sm_80")});  // no temp
+  EXPECT_EQ(files_in(dir / "out"),
+            (std::vector<std::string>{package_whl_name(), whl_name("sm_80")}));  // no temp
 }
 
 TEST(WheelRefuse, ArchiveWhoseMemberDiffersFromItsManifestIsIntegrity) {
@@ -487,12 +569,67 @@ TEST(WheelRefuse, ArchiveWhoseMemberDiffersFromItsManifestIsIntegrity) {
   o.dist = dir / "dist";
   o.out = dir / "out";
   auto result = wheel::build_wheels(o);
-  EXPECT_TRUE(result.wheels.empty());
+  ASSERT_EQ(result.wheels.size(), 1u);  // the package's own wheel only
+  EXPECT_EQ(result.wheels[0].target, "");
   ASSERT_EQ(result.failed.size(), 1u);
   EXPECT_EQ(result.failed[0].kind, ErrorKind::Integrity);
   EXPECT_NE(result.failed[0].message.find(members[1].name), std::string::npos)
       << result.failed[0].message;
-  EXPECT_TRUE(files_in(dir / "out").empty());
+  EXPECT_EQ(files_in(dir / "out"), std::vector<std::string>{package_whl_name()});
+}
+
+TEST(WheelBuild, PackageWheelCarriesThePinnedDescriptionAndReadsBack) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80"});
+  wheel::BuildOptions o;
+  o.dist = dir / "dist";
+  o.out = dir / "out";
+  auto result = wheel::build_wheels(o);
+  ASSERT_TRUE(result.failed.empty());
+  const fs::path whl = dir / "out" / package_whl_name();
+  EXPECT_TRUE(wheel::verify_wheel(whl).empty()) << problems_text(wheel::verify_wheel(whl));
+  EXPECT_TRUE(wheel::wheel_manifests(whl).empty());  // no GPU code
+  auto pw = wheel::read_package_wheel(whl);
+  ASSERT_TRUE(pw.has_value());
+  EXPECT_EQ(pw->package, "kiln-kernels");
+  EXPECT_EQ(pw->version, wheel::pep440_version(kiln::version()));
+  EXPECT_EQ(pw->runtime_requirement, wheel::runtime_requirement(kiln::version()));
+  EXPECT_EQ(pw->description, reference_description());
+  EXPECT_EQ(pw->description_path,
+            "kiln_kernels/" + description_file_name("kiln-kernels", kiln::version()));
+  // A target wheel is not a package wheel.
+  EXPECT_FALSE(wheel::read_package_wheel(dir / "out" / whl_name("sm_80")).has_value());
+}
+
+TEST(WheelRefuse, ADescriptionOtherThanThePinnedOneGetsNoPackageWheel) {
+  TempDir dir;
+  write_dist(dir / "dist", {"sm_80"});
+  test::write_file(dir / "dist" / description_file_name("kiln-kernels", kiln::version()),
+                   reference_description() + " ");
+  wheel::BuildOptions o;
+  o.dist = dir / "dist";
+  o.out = dir / "out";
+  auto result = wheel::build_wheels(o);
+  ASSERT_EQ(result.failed.size(), 2u);  // the target wheel carries the description too
+  EXPECT_EQ(result.failed[0].target, "");
+  EXPECT_EQ(result.failed[0].kind, ErrorKind::Integrity);
+  EXPECT_CONTAINS(result.failed[0].message, description_file_name("kiln-kernels", kiln::version()));
+  EXPECT_FALSE(fs::exists(dir / "out" / package_whl_name()));
+}
+
+TEST(WheelRefuse, AnIndexPinningNoDescriptionGetsTargetWheelsAndAPackageWheelFailure) {
+  TempDir dir;
+  test::write_release_dist(dir / "dist", release(), {"sm_80"});  // not described
+  auto r = test::run(
+      "(" +
+      cli("wheel --json --dist " + (dir / "dist").string() + " --out " + (dir / "out").string()) +
+      " 2>/dev/null)");
+  EXPECT_EQ(r.exit_code, 6) << r.out;  // not-found: nothing to make the package wheel of
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["failed"].size(), 1u) << r.out;
+  EXPECT_EQ(j["failed"][0]["wheel"], "package");
+  EXPECT_CONTAINS(j["failed"][0]["message"].get<std::string>(), "pins no package description");
+  EXPECT_EQ(files_in(dir / "out"), std::vector<std::string>{whl_name("sm_80")});
 }
 
 TEST(WheelCli, JsonListsEachWheelWithItsDigest) {
@@ -504,10 +641,14 @@ TEST(WheelCli, JsonListsEachWheelWithItsDigest) {
       " 2>/dev/null)");  // progress lines on stderr stay out of the JSON
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["wheels"].size(), 2u);
+  ASSERT_EQ(j["wheels"].size(), 3u);
+  EXPECT_EQ(j["wheels"][0]["wheel"], "package");
+  EXPECT_TRUE(j["wheels"][0]["target"].is_null());
   for (const auto& w : j["wheels"]) {
     fs::path f = w["file"].get<std::string>();
-    EXPECT_EQ(f.filename().string(), whl_name(w["target"].get<std::string>()));
+    EXPECT_EQ(f.filename().string(), w["target"].is_null()
+                                         ? package_whl_name()
+                                         : whl_name(w["target"].get<std::string>()));
     EXPECT_EQ(w["sha256"], sha256_file(f));
     EXPECT_EQ(w["size"], fs::file_size(f));
     EXPECT_TRUE(wheel::verify_wheel(f).empty());

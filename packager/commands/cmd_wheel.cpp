@@ -38,12 +38,16 @@ std::string human_size(std::uint64_t bytes) {
 void add_wheel_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "wheel",
-      "turn the archives of a release (kiln build --dist DIR) into Python data wheels, one per "
-      "target: kiln_kernels_cu<CUDA major>_<target>-<version>-py3-none-any.whl. The index and "
-      "each chosen archive are verified first; the wheel holds the archive unpacked as a store "
-      "(KILN_ARTIFACT_PATH=$(python -c 'import kiln_kernels_cu13_sm90a as k; "
-      "print(k.artifact_dir())')). Timestamps: SOURCE_DATE_EPOCH, else the manifest's "
-      "build_time; the same inputs give the same bytes. See docs/wheels.md.");
+      "turn a release (kiln build --dist DIR) into Python wheels: the package's own wheel "
+      "<package>-<version>-py3-none-any.whl (its description and JIT sources, no GPU code; "
+      "requires the kiln runtime of this kiln's MAJOR.MINOR, kiln>=M.m.0,<M.m+1) and one data "
+      "wheel per target, <package>_cu<CUDA major>_<target>-<version>-py3-none-any.whl, which "
+      "requires the package's wheel at exactly its version, so pip installs and upgrades them "
+      "together. The index, the description and each chosen archive are verified first; a "
+      "target wheel holds the archive unpacked as a store. `python -m kiln install PACKAGE "
+      "--find-links DIR` picks the target wheel for this machine's GPU. Timestamps: "
+      "SOURCE_DATE_EPOCH, else the manifest's build_time (1980-01-01 for the package wheel); "
+      "the same inputs give the same bytes. See docs/wheels.md.");
   struct Opts {
     std::string dist;
     std::string targets;
@@ -59,8 +63,8 @@ void add_wheel_command(CLI::App& app, int& rc) {
   cmd->add_option("--out", opts->out, "directory to write the wheels to (created if missing)")
       ->required();
   cmd->add_flag("--json", opts->json,
-                "print {wheels: [{target, file, size, sha256}], failed: [{target, kind, "
-                "message}]}");
+                "print {wheels: [{wheel, target, file, size, sha256}], failed: [{wheel, target, "
+                "kind, message}]}: wheel is \"package\" (target null) or \"target\"");
   cmd->callback([opts, &rc] {
     wheel::BuildOptions o;
     o.dist = opts->dist;
@@ -72,8 +76,8 @@ void add_wheel_command(CLI::App& app, int& rc) {
       o.source_date_epoch = packager::parse_source_date_epoch(sde);
 
     auto result = wheel::build_wheels(o, [](const wheel::BuiltWheel& w) {
-      std::fprintf(stderr, "wheel %s: %s (%s)\n", w.target.c_str(), w.file.filename().c_str(),
-                   human_size(w.size).c_str());
+      std::fprintf(stderr, "wheel %s: %s (%s)\n", w.target.empty() ? "package" : w.target.c_str(),
+                   w.file.filename().c_str(), human_size(w.size).c_str());
     });
 
     std::optional<ErrorKind> worst;
@@ -85,7 +89,8 @@ void add_wheel_command(CLI::App& app, int& rc) {
       Json wheels = Json::array();
       for (const auto& w : result.wheels) {
         Json j = Json::object();
-        j["target"] = w.target;
+        j["wheel"] = w.target.empty() ? "package" : "target";
+        j["target"] = w.target.empty() ? Json(nullptr) : Json(w.target);
         j["file"] = w.file.string();
         j["size"] = w.size;
         j["sha256"] = w.sha256;
@@ -94,7 +99,8 @@ void add_wheel_command(CLI::App& app, int& rc) {
       Json failed = Json::array();
       for (const auto& f : result.failed) {
         Json j = Json::object();
-        j["target"] = f.target;
+        j["wheel"] = f.target.empty() ? "package" : "target";
+        j["target"] = f.target.empty() ? Json(nullptr) : Json(f.target);
         j["kind"] = to_string(f.kind);
         j["message"] = f.message;
         failed.push_back(std::move(j));
@@ -108,7 +114,8 @@ void add_wheel_command(CLI::App& app, int& rc) {
       return;
     }
     for (const auto& f : result.failed)
-      std::fprintf(stderr, "kiln: wheel %s failed (%s): %s\n", f.target.c_str(), to_string(f.kind),
+      std::fprintf(stderr, "kiln: wheel %s failed (%s): %s\n",
+                   f.target.empty() ? "package" : f.target.c_str(), to_string(f.kind),
                    f.message.c_str());
     for (const auto& w : result.wheels)
       std::printf("%s  %s  %s\n", w.sha256.c_str(), human_size(w.size).c_str(), w.file.c_str());

@@ -59,16 +59,33 @@ bool is_plain_file_name(std::string_view name);
 
 // --- which files belong to a release ---------------------------------------------------------
 
-enum class ReleaseFileKind { Checksums, Index, Description, Archive, Wheel, Tarball, Other };
+enum class ReleaseFileKind {
+  Checksums,
+  Index,
+  Description,
+  Archive,
+  Wheel,
+  PackageWheel,
+  RuntimeWheel,
+  Tarball,
+  Other
+};
 const char* to_string(ReleaseFileKind kind);
+// Wheel, PackageWheel or RuntimeWheel: covered by the checksum file and checked by check_wheel.
+bool is_wheel(ReleaseFileKind kind);
 
 // The kind of `name` when it is a file of release `version` of `package`, decided from the name
 // alone (several packages share a mirror; one's files are never another's):
 //   Checksums  <pkg>-<ver>-SHA256SUMS
 //   Index      <pkg>-<ver>-index.json
 //   Archive    <pkg>-<ver>-cuda*.tar.zst
-//   Wheel      <dist>-<ver>-*.whl: <dist> is <pkg> with '-' as '_' then "_cu" (the package's
-//              wheels), <ver> the version or its PEP 440 spelling (0.1.0-rc1 -> 0.1.0rc1)
+//   Wheel      <dist>-<ver>-*.whl: <dist> is <pkg> with '-' as '_' then "_cu<digits>_" (the
+//              package's target wheels), <ver> the version or its PEP 440 spelling
+//              (0.1.0-rc1 -> 0.1.0rc1)
+//   PackageWheel  exactly <pkg with '_'>-<PEP 440 ver>-py3-none-any.whl, the package's own wheel
+//              (acme's is acme-1.0.0-..., never acme_kernels-1.0.0-...)
+//   RuntimeWheel  kiln-<PEP 440 ver>-*.whl, for the reference package kiln-kernels only (the
+//              kiln runtime distribution of the same version, docs/wheels.md)
 //   Tarball    kiln-<ver>-cuda*.tar.zst, for the reference package kiln-kernels only (kiln's own
 //              install tree, as `kiln tarball` names it; kiln-<ver>-rc1-cuda... is not one of
 //              <ver>)

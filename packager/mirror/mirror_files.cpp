@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <string_view>
@@ -128,12 +129,21 @@ const char* to_string(ReleaseFileKind kind) {
       return "archive";
     case ReleaseFileKind::Wheel:
       return "wheel";
+    case ReleaseFileKind::PackageWheel:
+      return "package-wheel";
+    case ReleaseFileKind::RuntimeWheel:
+      return "runtime-wheel";
     case ReleaseFileKind::Tarball:
       return "tarball";
     case ReleaseFileKind::Other:
       return "other";
   }
   return "other";
+}
+
+bool is_wheel(ReleaseFileKind kind) {
+  return kind == ReleaseFileKind::Wheel || kind == ReleaseFileKind::PackageWheel ||
+         kind == ReleaseFileKind::RuntimeWheel;
 }
 
 std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
@@ -148,14 +158,24 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
   if (starts_with(name, p + "-" + v + "-cuda") && ends_with(name, ".tar.zst"))
     return ReleaseFileKind::Archive;
   if (ends_with(name, ".whl")) {
+    std::optional<std::string> pep440;
+    try {
+      pep440 = wheel::pep440_version(v);
+    } catch (const Error&) {
+      // no PEP 440 spelling: kiln wheel would have refused to write one for this version
+    }
+    // Exact names: a package named acme never takes acme-kernels' own wheel.
+    if (pep440 && name == wheel::package_wheel_file_name(p, v))
+      return ReleaseFileKind::PackageWheel;
+    if (pep440 && reference && starts_with(name, "kiln-" + *pep440 + "-"))
+      return ReleaseFileKind::RuntimeWheel;
     std::string dist = p;
     std::replace(dist.begin(), dist.end(), '-', '_');
-    // <dist>_cu<digits>_<target>-: "acme_cutlass_cu13_..." is not a wheel of "acme".
-    std::string_view rest = name.substr(std::min(name.size(), dist.size() + 3));
-    std::size_t digits = 0;
-    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
-    if (!starts_with(name, dist + "_cu") || digits == 0 || digits >= rest.size() ||
-        (rest[digits] != '_' && rest[digits] != '-'))
+    // <dist>_cu<digits>_<sm|compute><digits>[a|f]-: "acme_cutlass_cu13_..." and the wheels of a
+    // package named acme-cu13 ("acme_cu13_cu13_sm90a-...", "acme_cu13-...") are not acme's.
+    static const std::regex target_wheel(R"(^_cu[0-9]+_(sm|compute)[0-9]+[af]?-.*)");
+    if (!starts_with(name, dist) ||
+        !std::regex_match(std::string(name.substr(dist.size())), target_wheel))
       return std::nullopt;
     // {distribution}-{version}(-{build})?-{python}-{abi}-{platform}.whl; the distribution
     // itself holds no '-' (PEP 427 escapes it to '_').
@@ -163,12 +183,6 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
     std::size_t b = a == std::string_view::npos ? a : name.find('-', a + 1);
     if (b == std::string_view::npos) return std::nullopt;
     std::string field(name.substr(a + 1, b - a - 1));
-    std::string pep440 = v;
-    try {
-      pep440 = wheel::pep440_version(v);
-    } catch (const Error&) {
-      // no PEP 440 spelling: kiln wheel would have refused to write one for this version
-    }
     if (field == v || field == pep440) return ReleaseFileKind::Wheel;
     return std::nullopt;
   }

@@ -61,6 +61,8 @@ int copy_order(ReleaseFileKind k) {
     case ReleaseFileKind::Description:
       return 0;
     case ReleaseFileKind::Wheel:
+    case ReleaseFileKind::PackageWheel:
+    case ReleaseFileKind::RuntimeWheel:
     case ReleaseFileKind::Tarball:
     case ReleaseFileKind::Other:
       return 1;
@@ -127,6 +129,8 @@ StageResult stage_release(const StageOptions& opts) {
       switch (kind) {
         case ReleaseFileKind::Index:
         case ReleaseFileKind::Wheel:
+        case ReleaseFileKind::PackageWheel:
+        case ReleaseFileKind::RuntimeWheel:
         case ReleaseFileKind::Tarball:
           add_candidate(name, kind, src / name);
           break;
@@ -187,7 +191,7 @@ StageResult stage_release(const StageOptions& opts) {
         log("skipping " + p.string() + ": " + index_name + " does not list it");
   }
   for (const auto& [name, c] : cand)
-    if (c.kind == ReleaseFileKind::Wheel)
+    if (is_wheel(c.kind))
       for (const auto& p : check_wheel(c.path))
         problems.push_back({ErrorKind::Integrity, c.path.string(), "RECORD", p});
   if (!problems.empty())

@@ -336,7 +336,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
           classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
       if (arch != archives.end())
         problems = check_archive_content(staged, *arch->second, idx, version, index_url);
-      if (kind == ReleaseFileKind::Wheel)
+      if (is_wheel(kind))
         for (const auto& p : check_wheel(staged))
           problems.push_back({ErrorKind::Integrity, name, "RECORD", p});
       if (!problems.empty())

@@ -290,7 +290,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
         rb.problem(name, kind, ErrorKind::Integrity, FileStatus::Uncovered,
                    std::string("not covered by anything pinned (sha256 ") + d->sha256 +
                        " only vouched for by " + sums_name + "): " + uncovered_why);
-      if (kind == ReleaseFileKind::Wheel)
+      if (is_wheel(kind))
         for (const auto& p : check_wheel(dir / name))
           rb.problem(name, kind, ErrorKind::Integrity, FileStatus::Invalid, p);
     }
@@ -305,7 +305,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
                std::string("a file of release ") + version + " that " +
                    (sums ? sums_name + " does not list" : "nothing lists (no checksum file)") +
                    (d ? " (sha256 " + d->sha256 + ")" : ""));
-    if (kind == ReleaseFileKind::Wheel)
+    if (is_wheel(kind))
       for (const auto& p : check_wheel(dir / name))
         rb.problem(name, kind, ErrorKind::Integrity, FileStatus::Invalid, p);
   }

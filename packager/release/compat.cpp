@@ -10,7 +10,10 @@
 #include "format/manifest.hpp"
 #include "format/target.hpp"
 #include "io/atomic_file.hpp"
+#include "io/limits.hpp"
+#include "io/sha256.hpp"
 #include "plan/resolver.hpp"
+#include "project/package_description.hpp"
 #include "release/tarball.hpp"
 #include "store/index_entry_check.hpp"
 #include "store/store.hpp"
@@ -230,6 +233,69 @@ void check_device(const std::vector<int>& ccs, CompatPackage& pkg) {
   }
 }
 
+// The package's own wheel (docs/wheels.md): its description read strictly and of the wheel's
+// package and version; its kiln requirement must let this kiln in; and when the release's index
+// lies beside it, the description must be the one the index pins. Otherwise stale.
+void check_package_wheel(const LoaderFacts& loader, const wheel::PackageWheel& pw,
+                         const fs::path& p, CompatPackage& pkg) {
+  const std::string origin = p.string() + ":" + pw.description_path;
+  auto described = read_package_description(pw.description, origin);
+  const std::string name = described->get()->name, version = described->get()->version;
+  if (name != pw.package || wheel::pep440_version(version) != pw.version)
+    pkg.problems.push_back({ErrorKind::Format, "package", origin, name + " " + version,
+                            pw.package + " " + pw.version,
+                            origin + " describes " + name + " " + version + ", the wheel is " +
+                                pw.package + " " + pw.version});
+  pkg.notes.push_back("package " + name + " " + version + ", " +
+                      std::to_string(described->get()->kernel_count) + " kernels, " +
+                      std::to_string(described->get()->file_count) + " source files");
+  if (loader.package == name && !loader.package_version.empty() &&
+      loader.package_version != version)
+    pkg.problems.push_back({ErrorKind::Stale, "package_version", origin, version,
+                            loader.package_version,
+                            "package_version: the wheel describes " + name + " " + version +
+                                ", this libkiln serves " + loader.package_version});
+  if (pw.runtime_requirement.empty()) {
+    pkg.problems.push_back({ErrorKind::Format, "requires_dist", p.string(), "", loader.version,
+                            p.string() + " requires no kiln runtime (Requires-Dist: kiln...)"});
+  } else if (!loader.version.empty() &&
+             !wheel::satisfies(wheel::pep440_version(loader.version), pw.runtime_requirement)) {
+    pkg.problems.push_back(
+        {ErrorKind::Stale, "requires_dist", p.string(), pw.runtime_requirement, loader.version,
+         "requires_dist: " + p.string() + " requires " + pw.runtime_requirement +
+             ", which excludes this kiln " + loader.version + " (" + loader.library + ")"});
+  }
+  const fs::path index = p.parent_path() / index_file_name(name, version);
+  std::error_code ec;
+  if (!fs::is_regular_file(index, ec)) return;
+  Index idx = parse_index(read_whole_file(index, limits::kMaxJsonBytes), index.string());
+  const std::string got = sha256_hex(pw.description);
+  if (!idx.description || idx.description->sha256 != got ||
+      idx.description->size != pw.description.size())
+    pkg.problems.push_back({ErrorKind::Stale, "description", origin, got,
+                            idx.description ? idx.description->sha256 : "",
+                            "description: " + origin + " (sha256 " + got +
+                                ") is not the description " + index.string() +
+                                (idx.description ? " pins (sha256 " + idx.description->sha256 + ")"
+                                                 : " pins (it pins none)") +
+                                ": the wheel is of another build of " + name + " " + version});
+  else
+    pkg.notes.push_back("the description " + index.filename().string() + " pins");
+}
+
+// kiln's runtime distribution, kiln-<version>-<tags>.whl: of this kiln's version.
+void check_runtime_wheel(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
+  const std::string name = p.filename().string();
+  const std::string version = name.substr(5, name.find('-', 5) - 5);
+  if (!loader.version.empty() && version != wheel::pep440_version(loader.version))
+    pkg.problems.push_back({ErrorKind::Stale, "version", p.string(), version, loader.version,
+                            "version: the kiln runtime wheel " + name + " is kiln " + version +
+                                ", this libkiln is " + loader.version + " (" + loader.library +
+                                ")"});
+  else
+    pkg.notes.push_back("the kiln runtime " + version);
+}
+
 }  // namespace
 
 CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& device_ccs,
@@ -243,7 +309,18 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
     try {
       std::string name = p.filename().string();
       PathKind kind = classify_path(p);  // NotFound when missing
-      if (ends_with(name, ".whl")) {
+      // kiln's runtime wheel by its name (no package can be named kiln); a package's own wheel
+      // by its kiln.packages entry point; any other wheel is a target wheel.
+      const bool runtime_wheel = ends_with(name, ".whl") && name.rfind("kiln-", 0) == 0;
+      std::optional<wheel::PackageWheel> package_wheel;
+      if (ends_with(name, ".whl") && !runtime_wheel) package_wheel = wheel::read_package_wheel(p);
+      if (runtime_wheel) {
+        pkg.kind = "runtime-wheel";
+        check_runtime_wheel(loader, p, pkg);
+      } else if (package_wheel) {
+        pkg.kind = "package-wheel";
+        check_package_wheel(loader, *package_wheel, p, pkg);
+      } else if (ends_with(name, ".whl")) {
         pkg.kind = "wheel";
         for (const auto& m : wheel::wheel_manifests(p))
           check_manifest(loader, m,

@@ -33,7 +33,8 @@ struct CompatManifest {
 
 struct CompatPackage {
   std::string path;
-  std::string kind;  // archive, index, store, store-archive, wheel, tarball
+  std::string kind;  // archive, index, store, store-archive, wheel, package-wheel,
+                     // runtime-wheel, tarball
   std::vector<CompatManifest> manifests;
   std::vector<std::string> notes;  // things worth knowing that are not incompatibilities
   std::vector<CompatProblem> problems;

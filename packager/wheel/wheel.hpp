@@ -9,6 +9,17 @@
 //     kiln_kernels_cu<M>_<target>/artifacts/<archive stem>/     manifest.json, <uri>.fatbin ...
 //     kiln_kernels_cu<M>_<target>-<version>.dist-info/         METADATA, WHEEL, RECORD (last)
 //
+// Beside them, the package's own wheel (no GPU code): its description, which carries the sources
+// the JIT tier compiles from, found by the kiln Python module through the entry point group
+// kiln.packages; each target wheel names its package in kiln.targets and requires it at exactly
+// its version, and the package wheel requires the kiln runtimes that read its formats:
+//
+//   acme_kernels-<version>-py3-none-any.whl
+//     acme_kernels/__init__.py                                 description_path(), constants
+//     acme_kernels/<package>-<version>.package.json            the description the index pins
+//     acme_kernels-<version>.dist-info/                        METADATA, WHEEL, entry_points.txt,
+//                                                              RECORD (last)
+//
 // Zip bytes depend only on the contents and the timestamp: sorted names, .dist-info last, fixed
 // mtime, mode 0644, uid/gid 0, deflate at a fixed level.
 #include <cstdint>
@@ -40,6 +51,18 @@ std::string pep440_version(std::string_view package_version);
 // "kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl"
 std::string wheel_file_name(std::string_view package, std::string_view package_version,
                             std::string_view cuda_version, std::string_view target);
+// The package's own wheel: "acme_kernels-1.2.0-py3-none-any.whl".
+std::string package_wheel_file_name(std::string_view package, std::string_view package_version);
+// What a package wheel requires of the kiln runtime, from the version of the kiln that writes it:
+// the same MAJOR.MINOR, which reads the formats it writes (docs/decisions.md, "Pip pairs the
+// versions"): "kiln>=0.1.0,<0.2" for 0.1.3; a pre-release of MAJOR.MINOR.0 is the lower bound
+// itself ("kiln>=0.2.0rc1,<0.3" for 0.2.0-rc1).
+std::string runtime_requirement(std::string_view kiln_version);
+// The entry point groups (entry_points.txt) the kiln Python module discovers wheels by: each
+// entry is named after the package (acme-kernels) and its value is the wheel's import package.
+constexpr const char* kPackagesEntryPointGroup = "kiln.packages";
+constexpr const char* kTargetsEntryPointGroup = "kiln.targets";
+
 // RECORD's hash field: "sha256=" + urlsafe base64 of the digest without '=' padding.
 std::string record_hash(std::string_view data);
 
@@ -58,6 +81,15 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
                                       const std::vector<ArchiveMember>& members,
                                       std::string_view generator_version,
                                       const std::vector<ArchiveMember>& beside_store = {});
+
+// Every file of the package's own wheel, in zip order: __init__.py and the description (the
+// file of `description`, its bytes as the index pins them), then METADATA (Requires-Dist:
+// runtime_requirement(generator_version)), WHEEL, entry_points.txt and RECORD. The description
+// is not parsed here: build_wheels checks it first.
+std::vector<WheelFile> package_wheel_contents(std::string_view package,
+                                              std::string_view package_version,
+                                              const ArchiveMember& description,
+                                              std::string_view generator_version);
 
 // --- zip (I/O) ---
 
@@ -85,14 +117,14 @@ struct BuildOptions {
 };
 
 struct BuiltWheel {
-  std::string target;
+  std::string target;  // empty for the package's own wheel
   std::filesystem::path file;
   std::uint64_t size = 0;
   std::string sha256;  // of the .whl
 };
 
 struct FailedWheel {
-  std::string target;
+  std::string target;  // empty for the package's own wheel
   ErrorKind kind = ErrorKind::Internal;
   std::string message;
 };
@@ -108,11 +140,31 @@ struct BuildResult {
 // that fails is recorded in `failed` and the others go on. Throws (before writing anything)
 // Error{NotFound} for a missing dist/index or a target the index does not list (naming what it
 // lists), Error{Usage} for a malformed target name or several indexes.
-// `on_wheel` is called after each wheel is written (progress).
+// The package's own wheel is written first, from the description the index pins (checked against
+// the pin and read strictly, its package and version the index's); an index that pins none
+// gets a failure for it. `on_wheel` is called after each wheel is written (progress).
 BuildResult build_wheels(const BuildOptions& options,
                          const std::function<void(const BuiltWheel&)>& on_wheel = {});
 
 // --- checking a wheel ---
+
+// What a package's own wheel says: read from its zip (no RECORD check: verify_wheel does that).
+struct PackageWheel {
+  std::string package;              // the kiln.packages entry's name
+  std::string version;              // METADATA Version (PEP 440)
+  std::string runtime_requirement;  // the Requires-Dist on kiln, "" when none
+  std::string description_path;     // member path of the .package.json
+  std::string description;          // its bytes
+};
+// nullopt when the wheel declares no kiln.packages entry (a target wheel, kiln's runtime, any
+// other wheel). Throws Error{NotFound}/Format for an unreadable wheel, Error{Format} for a
+// package wheel without exactly one description or with several kiln.packages entries.
+std::optional<PackageWheel> read_package_wheel(const std::filesystem::path& whl);
+
+// Whether PEP 440 version `version` satisfies `specifiers` ("kiln>=0.1.0,<0.2" with the name, or
+// ">=0.1.0,<0.2" without), for the spellings kiln writes (N.N.N[aN|bN|rcN][.devN]) and the
+// operators >=, <=, >, <, ==, !=. Throws Error{Format} for anything else.
+bool satisfies(std::string_view version, std::string_view specifiers);
 
 struct WheelProblem {
   std::string file;  // the wheel, or "<wheel>:<member>"

@@ -16,6 +16,7 @@
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "project/package_description.hpp"
 #include "store/index_entry_check.hpp"
 #include "store/store.hpp"
 #include "store/store_scan.hpp"
@@ -91,6 +92,17 @@ std::string join_problems(const std::vector<VerifyProblem>& problems) {
   return s;
 }
 
+// What was written is checked as a user would check it before anyone else sees it.
+void check_written(const fs::path& whl) {
+  auto wheel_problems = verify_wheel(whl);
+  if (wheel_problems.empty()) return;
+  std::error_code ec;
+  fs::remove(whl, ec);
+  throw Error(ErrorKind::Internal, whl.string() +
+                                       " failed its own check: " + wheel_problems.front().file +
+                                       ": " + wheel_problems.front().what);
+}
+
 BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEntry& entry,
                      const BuildOptions& options) {
   const fs::path archive = index_path.parent_path() / entry.file;
@@ -127,16 +139,40 @@ BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEn
   const fs::path whl =
       options.out / wheel_file_name(m.package, m.package_version, m.cuda_version, m.target);
   std::string written = write_zip(whl, files, options.source_date_epoch.value_or(m.build_time));
-  // What was written is checked as a user would check it before anyone else sees it.
-  auto wheel_problems = verify_wheel(whl);
-  if (!wheel_problems.empty()) {
-    std::error_code ec;
-    fs::remove(whl, ec);
-    throw Error(ErrorKind::Internal, whl.string() +
-                                         " failed its own check: " + wheel_problems.front().file +
-                                         ": " + wheel_problems.front().what);
-  }
+  check_written(whl);
   return BuiltWheel{m.target, whl, written.size(), sha256_hex(written)};
+}
+
+// The package's own wheel from the description the index pins: its bytes checked against the pin
+// and read strictly (project/package_description.hpp), its package and version the index's.
+BuiltWheel build_package_wheel(const fs::path& index_path, const Index& idx,
+                               const BuildOptions& options) {
+  const std::string ip = index_path.string();
+  if (!idx.description)
+    throw Error(ErrorKind::NotFound,
+                ip + " pins no package description (index format 3 does; kiln build writes it), "
+                     "so there is nothing to make the package's own wheel of");
+  // The distribution is the package's name; no package is named "kiln" (is_package_name), the
+  // runtime's distribution.
+  const auto& d = *idx.description;
+  const fs::path dp = index_path.parent_path() / d.file;
+  std::string text = read_whole_file(dp, limits::kMaxJsonBytes);
+  if (auto mm = pin_mismatch(text, ArtifactPin{d.size, d.sha256}))
+    throw Error(ErrorKind::Integrity, mm->message(dp.string(), ip));
+  auto described = read_package_description(text, dp.string());
+  const std::string name = described->get()->name, version = described->get()->version;
+  if (name != idx.package || version != idx.package_version)
+    throw Error(ErrorKind::Stale, dp.string() + " describes " + name + " " + version +
+                                      ", the index " + ip + " is of " + idx.package + " " +
+                                      idx.package_version);
+  auto files = package_wheel_contents(idx.package, idx.package_version, {d.file, std::move(text)},
+                                      kiln::version());
+  const fs::path whl = options.out / package_wheel_file_name(idx.package, idx.package_version);
+  // Nothing in the description dates it: without SOURCE_DATE_EPOCH the earliest zip time, so
+  // that its bytes depend on the description alone (not on the targets chosen).
+  std::string written = write_zip(whl, files, options.source_date_epoch.value_or(kZipEpochMin));
+  check_written(whl);
+  return BuiltWheel{"", whl, written.size(), sha256_hex(written)};
 }
 
 }  // namespace
@@ -152,6 +188,12 @@ BuildResult build_wheels(const BuildOptions& options,
     throw Error(ErrorKind::Io, "cannot create output directory " + options.out.string() +
                                    (ec ? ": " + ec.message() : ""));
   BuildResult result;
+  try {
+    result.wheels.push_back(build_package_wheel(index_path, idx, options));
+    if (on_wheel) on_wheel(result.wheels.back());
+  } catch (const Error& e) {
+    result.failed.push_back({"", e.kind(), e.what()});
+  }
   for (const auto& entry : chosen) {
     try {
       result.wheels.push_back(build_one(index_path, idx, entry, options));

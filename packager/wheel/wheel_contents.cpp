@@ -47,6 +47,46 @@ std::string init_py(const Manifest& m) {
   return s.str();
 }
 
+std::string package_init_py(std::string_view package, const std::string& version,
+                            const std::string& description_name) {
+  std::ostringstream s;
+  s << "\"\"\"The kernel package " << package << " " << version
+    << " as kiln describes it: its kernels and the sources\n"
+    << "the JIT tier compiles from (no GPU code). kiln.load(\"" << package
+    << "\") finds it through the entry point\n"
+    << "group kiln.packages, and this package's target wheels through kiln.targets.\n\"\"\"\n\n"
+    << "import os\n\n"
+    << "__version__ = \"" << version << "\"\n"
+    << "PACKAGE = \"" << package << "\"\n\n\n"
+    << "def description_path():\n"
+    << "    \"\"\"Absolute path of the package description (<name>-<version>.package.json).\"\"\"\n"
+    << "    return os.path.join(os.path.dirname(os.path.abspath(__file__)), \"" << description_name
+    << "\")\n";
+  return s.str();
+}
+
+// METADATA, WHEEL, entry_points.txt and RECORD after `files` (the package files, sorted).
+void append_dist_info(std::vector<WheelFile>& files, const std::string& dist_info,
+                      const std::string& metadata, std::string_view generator_version,
+                      const std::string& entry_points) {
+  files.push_back({dist_info + "/METADATA", metadata});
+  std::string wheel_txt = "Wheel-Version: 1.0\n";
+  wheel_txt += "Generator: kiln " + std::string(generator_version) + "\n";
+  wheel_txt += "Root-Is-Purelib: true\n";
+  wheel_txt += "Tag: py3-none-any\n";
+  files.push_back({dist_info + "/WHEEL", std::move(wheel_txt)});
+  files.push_back({dist_info + "/entry_points.txt", entry_points});
+  std::string record;
+  for (const auto& f : files) {
+    // Paths come from validated names: nothing the csv module would quote.
+    if (f.path.find_first_of(",\"\r\n") != std::string::npos)
+      throw Error(ErrorKind::Format, "wheel path '" + f.path + "' cannot be written in RECORD");
+    record += f.path + "," + record_hash(f.data) + "," + std::to_string(f.data.size()) + "\n";
+  }
+  record += dist_info + "/RECORD,,\n";
+  files.push_back({dist_info + "/RECORD", std::move(record)});
+}
+
 }  // namespace
 
 std::vector<WheelFile> wheel_contents(const Manifest& manifest,
@@ -86,23 +126,45 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
   metadata += "Summary: CUDA kernels for " + manifest.target + " (CUDA " + manifest.cuda_version +
               ") built ahead of time by kiln, loaded by libkiln\n";
   metadata += "Requires-Python: >=3.8\n";
-  files.push_back({dist_info + "/METADATA", std::move(metadata)});
+  // Pip pairs the versions: this target's kernels belong to exactly this release's description.
+  metadata += "Requires-Dist: " + manifest.package + "==" + version + "\n";
+  append_dist_info(
+      files, dist_info, metadata, generator_version,
+      std::string("[") + kTargetsEntryPointGroup + "]\n" + manifest.package + " = " + pkg + "\n");
+  return files;
+}
 
-  std::string wheel_txt = "Wheel-Version: 1.0\n";
-  wheel_txt += "Generator: kiln " + std::string(generator_version) + "\n";
-  wheel_txt += "Root-Is-Purelib: true\n";
-  wheel_txt += "Tag: py3-none-any\n";
-  files.push_back({dist_info + "/WHEEL", std::move(wheel_txt)});
+std::vector<WheelFile> package_wheel_contents(std::string_view package,
+                                              std::string_view package_version,
+                                              const ArchiveMember& description,
+                                              std::string_view generator_version) {
+  require_plain("package", package);
+  require_plain("package version", package_version);
+  require_plain("kiln version", generator_version);
+  if (!is_plain_path(description.name) || description.name.find('/') != std::string::npos)
+    throw Error(ErrorKind::Format,
+                "package description '" + description.name + "' is not a plain file name");
+  const std::string pkg = wheel_name_component(package);
+  const std::string version = pep440_version(package_version);
+  const std::string dist_info = pkg + "-" + version + ".dist-info";
+  std::vector<WheelFile> files;
+  files.push_back({pkg + "/" + description.name, description.data});
+  files.push_back({pkg + "/__init__.py", package_init_py(package, version, description.name)});
+  std::sort(files.begin(), files.end(),
+            [](const WheelFile& a, const WheelFile& b) { return a.path < b.path; });
 
-  std::string record;
-  for (const auto& f : files) {
-    // Paths come from validated names: nothing the csv module would quote.
-    if (f.path.find_first_of(",\"\r\n") != std::string::npos)
-      throw Error(ErrorKind::Format, "wheel path '" + f.path + "' cannot be written in RECORD");
-    record += f.path + "," + record_hash(f.data) + "," + std::to_string(f.data.size()) + "\n";
-  }
-  record += dist_info + "/RECORD,,\n";
-  files.push_back({dist_info + "/RECORD", std::move(record)});
+  std::string metadata = "Metadata-Version: 2.1\n";
+  metadata += "Name: " + std::string(package) + "\n";
+  metadata += "Version: " + version + "\n";
+  metadata += "Summary: The kiln kernel package " + std::string(package) +
+              ": its description and the sources its JIT tier compiles from (install a target "
+              "wheel for the prebuilt kernels)\n";
+  metadata += "Requires-Python: >=3.8\n";
+  // The runtimes that read the formats this kiln writes (docs/wheels.md, "Versions").
+  metadata += "Requires-Dist: " + runtime_requirement(generator_version) + "\n";
+  append_dist_info(files, dist_info, metadata, generator_version,
+                   std::string("[") + kPackagesEntryPointGroup + "]\n" + std::string(package) +
+                       " = " + pkg + "\n");
   return files;
 }
 

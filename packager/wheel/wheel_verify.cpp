@@ -1,6 +1,7 @@
 // Checking a wheel as pip would read it: its name, .dist-info (WHEEL, METADATA, RECORD) and
 // every member's digest and size; and reading the manifests inside (wheel.hpp: verify_wheel,
 // wheel_manifests).
+#include <cctype>
 #include <map>
 #include <optional>
 #include <regex>
@@ -265,6 +266,86 @@ std::vector<WheelProblem> verify_wheel(const fs::path& whl) {
     if (!listed.count(f.path)) add(w + ":" + f.path, "is not listed in RECORD");
   }
   return problems;
+}
+
+namespace {
+
+// The entries of one [group] of an entry_points.txt: (name, value) in file order.
+std::vector<std::pair<std::string, std::string>> entry_points(const std::string& text,
+                                                              const std::string& group) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(text);
+  std::string line;
+  bool inside = false;
+  auto trim = [](std::string v) {
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.erase(0, 1);
+    return v;
+  };
+  while (std::getline(in, line)) {
+    line = trim(line);
+    if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+    if (line.front() == '[' && line.back() == ']') {
+      inside = trim(line.substr(1, line.size() - 2)) == group;
+      continue;
+    }
+    auto eq = line.find('=');
+    if (inside && eq != std::string::npos)
+      out.emplace_back(trim(line.substr(0, eq)), trim(line.substr(eq + 1)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<PackageWheel> read_package_wheel(const fs::path& whl) {
+  const std::string w = whl.string();
+  auto files = read_zip(whl);
+  const WheelFile* entry_points_file = nullptr;
+  const WheelFile* metadata = nullptr;
+  for (const auto& f : files) {
+    auto parts = split(f.path, '/');
+    if (parts.size() != 2 || parts[0].size() < 11 ||
+        parts[0].compare(parts[0].size() - 10, 10, ".dist-info") != 0)
+      continue;
+    if (parts[1] == "entry_points.txt") entry_points_file = &f;
+    if (parts[1] == "METADATA") metadata = &f;
+  }
+  if (!entry_points_file) return std::nullopt;
+  auto entries = entry_points(entry_points_file->data, kPackagesEntryPointGroup);
+  if (entries.empty()) return std::nullopt;
+  if (entries.size() > 1)
+    throw Error(ErrorKind::Format, w + ": " + entry_points_file->path + " names " +
+                                       std::to_string(entries.size()) + " " +
+                                       kPackagesEntryPointGroup + " entries, a package wheel one");
+  PackageWheel out;
+  out.package = entries[0].first;
+  const std::string module = entries[0].second;
+  if (metadata) {
+    auto h = parse_headers(metadata->data);
+    out.version = header(h, "Version").value_or("");
+    for (auto [it, end] = h.equal_range("Requires-Dist"); it != end; ++it) {
+      const std::string& r = it->second;
+      if (r.rfind("kiln", 0) == 0 && r.size() > 4 && r.find_first_of(" <>=!~(", 4) == 4)
+        out.runtime_requirement = r;
+    }
+  }
+  int found = 0;
+  for (const auto& f : files) {
+    auto parts = split(f.path, '/');
+    const std::string sfx = ".package.json";
+    if (parts.size() == 2 && parts[0] == module && parts[1].size() > sfx.size() &&
+        parts[1].compare(parts[1].size() - sfx.size(), sfx.size(), sfx) == 0) {
+      ++found;
+      out.description_path = f.path;
+      out.description = f.data;
+    }
+  }
+  if (found != 1)
+    throw Error(ErrorKind::Format, w + ": a package wheel holds one " + module +
+                                       "/<name>-<version>.package.json, this one " +
+                                       std::to_string(found));
+  return out;
 }
 
 std::vector<Manifest> wheel_manifests(const fs::path& whl) {

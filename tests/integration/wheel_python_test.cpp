@@ -65,9 +65,13 @@ class WheelPython : public ::testing::Test {
     wheel_ = new fs::path(
         work_->path() / "wheels" /
         wheel::wheel_file_name("kiln-kernels", kiln::version(), kiln::cuda_version(), kTarget));
+    package_wheel_ = new fs::path(work_->path() / "wheels" /
+                                  wheel::package_wheel_file_name("kiln-kernels", kiln::version()));
   }
   static void TearDownTestSuite() {
     delete wheel_;
+    delete package_wheel_;
+    package_wheel_ = nullptr;
     delete build_log_;
     delete work_;
     delete pytools_;
@@ -99,21 +103,42 @@ class WheelPython : public ::testing::Test {
   static TempDir* work_;
   static std::string* build_log_;
   static fs::path* wheel_;
+  static fs::path* package_wheel_;
 };
 
 fs::path* WheelPython::pytools_ = nullptr;
 TempDir* WheelPython::work_ = nullptr;
 std::string* WheelPython::build_log_ = nullptr;
 fs::path* WheelPython::wheel_ = nullptr;
+fs::path* WheelPython::package_wheel_ = nullptr;
 
 TEST_F(WheelPython, PipInstallsItAndLibkilnResolvesFromArtifactDir) {
   TempDir dir;
   fs::path venv = dir / "venv";
   auto r = test::run("python3 -m venv " + quote(venv));
   ASSERT_EQ(r.exit_code, 0) << r.out;
+  // --no-deps: the kiln runtime the package wheel requires is not here (tests/python/
+  // test_pairing.py installs with it); this is the C/C++ program's recipe.
   r = test::run(quote(venv / "bin/python") +
-                " -m pip install --no-index --disable-pip-version-check " + quote(*wheel_));
+                " -m pip install --no-index --no-deps --disable-pip-version-check " +
+                quote(*wheel_) + " " + quote(*package_wheel_));
   ASSERT_EQ(r.exit_code, 0) << r.out;
+  // What pip reads from the metadata: the pairing and the entry points the kiln module uses.
+  const std::string dist = wheel::distribution_name("kiln-kernels", kiln::cuda_version(), kTarget);
+  r = test::run(quote(venv / "bin/python") +
+                " -c 'from importlib import metadata as m\n"
+                "print(m.requires(\"" +
+                dist +
+                "\"))\n"
+                "print(m.requires(\"kiln-kernels\"))\n"
+                "print([(e.name, e.value, e.dist.version) for e in "
+                "m.entry_points(group=\"kiln.targets\")])\n"
+                "print([(e.name, e.value) for e in m.entry_points(group=\"kiln.packages\")])'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string v = kiln::version();
+  EXPECT_EQ(r.out, "['kiln-kernels==" + v + "']\n['" + wheel::runtime_requirement(v) +
+                       "']\n[('kiln-kernels', '" + wheel::wheel_name_component(dist) + "', '" + v +
+                       "')]\n[('kiln-kernels', 'kiln_kernels')]\n");
 
   const std::string pkg = wheel::wheel_name_component(
       wheel::distribution_name("kiln-kernels", kiln::cuda_version(), kTarget));
@@ -163,10 +188,26 @@ TEST_F(WheelPython, WheelUnpackAcceptsItAndRefusesATamperedCopy) {
 }
 
 TEST_F(WheelPython, CheckWheelContentsPasses) {
-  // No check is disabled: a data wheel with one top-level package passes all of them.
-  auto r = test::run(quote(*pytools_ / "bin" / "check-wheel-contents") + " " + quote(*wheel_));
-  EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("OK"), std::string::npos) << r.out;
+  // No check is disabled: a data wheel with one top-level package passes all of them, and so
+  // does the package's own wheel.
+  for (const fs::path* w : {wheel_, package_wheel_}) {
+    auto r = test::run(quote(*pytools_ / "bin" / "check-wheel-contents") + " " + quote(*w));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find("OK"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(WheelPython, WheelUnpackAcceptsThePackageWheelWithTheDescriptionInside) {
+  TempDir dir;
+  auto r =
+      test::run(py() + " -m wheel unpack -d " + quote(dir / "pkg") + " " + quote(*package_wheel_));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string v = kiln::version();
+  fs::path described = dir / "pkg" / ("kiln_kernels-" + v) / "kiln_kernels" /
+                       description_file_name("kiln-kernels", v);
+  EXPECT_TRUE(fs::exists(described)) << r.out;
+  EXPECT_EQ(test::read_file(described), test::read_file(work_->path() / "build" / "dist" /
+                                                        description_file_name("kiln-kernels", v)));
 }
 
 TEST_F(WheelPython, ZipfileReadsItWithoutWarningsAndSeesRecordLast) {
@@ -176,7 +217,7 @@ TEST_F(WheelPython, ZipfileReadsItWithoutWarningsAndSeesRecordLast) {
                      "assert z.testzip() is None\n"
                      "names = z.namelist()\n"
                      "print(names[-1])\n"
-                     "print(sorted(names[:-3]) == names[:-3])\n"
+                     "print(sorted(names[:-4]) == names[:-4])\n"
                      "print(set(i.date_time for i in z.infolist()))\n"
                      "print(set(i.external_attr >> 16 for i in z.infolist()))' " +
                      quote(*wheel_));

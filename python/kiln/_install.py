@@ -1,0 +1,282 @@
+"""`python -m kiln install PACKAGE`: pip install the target wheel of PACKAGE for this machine.
+
+pip cannot see the GPU, so it cannot choose among a package's target wheels
+(acme-kernels-cu13-sm90a, acme-kernels-cu13-sm80, ...). This command lists the target wheels
+offered in a directory (--find-links) or on an index (--index-url, PEP 691 JSON or PEP 503
+HTML simple pages), chooses one for the local devices by kiln.choose_target (the loader's one
+target-choice rule), and runs `python -m pip install <target wheel>==<version>`, which brings
+the package's own wheel and the kiln runtime by their Requires-Dist (docs/wheels.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html.parser
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+
+# docs/exit-codes.md
+EXIT_USAGE = 2
+EXIT_UNSUPPORTED = 5
+EXIT_NOT_FOUND = 6
+EXIT_NETWORK = 8
+
+_WHEEL_RE = r"^{prefix}_cu(\d+)_((?:sm|compute)\d+[af]?)-([^-]+)-py3-none-any\.whl$"
+_TARGET_RE = re.compile(r"^(sm|compute)_?(\d+)([af]?)$")
+_TIMEOUT_S = 30
+
+
+class InstallError(Exception):
+    def __init__(self, kind: str, code: int, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.code = code
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _target_name(compact: str) -> str:
+    """'sm90a' -> 'sm_90a', 'compute80' -> 'compute_80' (docs/wheels.md, "Names")."""
+    m = _TARGET_RE.match(compact)
+    if not m:
+        raise InstallError("usage", EXIT_USAGE,
+                           f"'{compact}' is not a target: expected sm_<arch>[a|f] or "
+                           f"compute_<arch>[a|f], e.g. sm_90a or compute_80")
+    return f"{m.group(1)}_{m.group(2)}{m.group(3)}"
+
+
+def _version_key(v: str):
+    """PEP 440 order for the spellings kiln writes: N.N.N[aN|bN|rcN][.devN]."""
+    m = re.match(r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.dev(\d+))?$", v)
+    if not m:
+        return ((), 0, 0, 0)
+    release = tuple(int(x) for x in m.group(1).split("."))
+    while len(release) > 1 and release[-1] == 0:
+        release = release[:-1]
+    phase = {"a": 1, "b": 2, "rc": 3}.get(m.group(2) or "", 0 if m.group(4) else 4)
+    dev = int(m.group(4)) if m.group(4) else 1 << 62
+    return (release, phase, int(m.group(3) or 0), dev)
+
+
+def _pep440(version: str) -> str:
+    """kiln's '0.2.0-rc1' as PEP 440 spells it; a PEP 440 version stays."""
+    m = re.match(r"^(\d+\.\d+\.\d+)-(a|alpha|b|beta|rc|c|pre|preview|dev)\.?(\d+)$", version, re.I)
+    if not m:
+        return version
+    pre = {"alpha": "a", "beta": "b", "c": "rc", "pre": "rc", "preview": "rc"}.get(
+        m.group(2).lower(), m.group(2).lower())
+    return f"{m.group(1)}.dev{int(m.group(3))}" if pre == "dev" else \
+        f"{m.group(1)}{pre}{int(m.group(3))}"
+
+
+class _Offer:
+    def __init__(self, file: str, cuda_major: int, target: str, version: str, where: str):
+        self.file, self.cuda_major, self.target, self.version = file, cuda_major, target, version
+        self.where = where  # path or URL of the wheel
+
+    def distribution(self, package: str) -> str:
+        return f"{_normalize(package)}-cu{self.cuda_major}-{self.target.replace('_', '')}"
+
+
+def _offers_in_names(package: str, names_and_where) -> list[_Offer]:
+    prefix = re.escape(_normalize(package).replace("-", "_"))
+    rx = re.compile(_WHEEL_RE.format(prefix=prefix))
+    out = []
+    for name, where in names_and_where:
+        m = rx.match(name)
+        if m:
+            out.append(_Offer(name, int(m.group(1)), _target_name(m.group(2)), m.group(3), where))
+    return out
+
+
+def _offers_in_dir(package: str, directory: str) -> list[_Offer]:
+    if not os.path.isdir(directory):
+        raise InstallError("not-found", EXIT_NOT_FOUND,
+                           f"--find-links {directory}: no such directory")
+    names = sorted(os.listdir(directory))
+    return _offers_in_names(package, [(n, os.path.join(os.path.abspath(directory), n))
+                                      for n in names])
+
+
+class _Links(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links: list[tuple[str, str]] = []  # (text, href)
+        self._href = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self._href = dict(attrs).get("href")
+
+    def handle_data(self, data):
+        if self._href is not None:
+            self.links.append((data.strip(), self._href))
+            self._href = None
+
+
+def _get_simple(url: str):
+    """A simple-repository page as (names, JSON or None): PEP 691 JSON when served, else the
+    PEP 503 HTML page's links."""
+    req = urllib.request.Request(url, headers={
+        "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
+    try:
+        with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as r:
+            body = r.read()
+            ctype = r.headers.get("Content-Type", "")
+    except Exception as e:  # urllib raises several kinds; each is "the index did not serve"
+        raise InstallError("network", EXIT_NETWORK, f"cannot read the index page {url}: {e}")
+    if "json" in ctype:
+        return json.loads(body), None
+    parser = _Links()
+    parser.feed(body.decode("utf-8", "replace"))
+    return None, parser.links
+
+
+def _offers_on_index(package: str, index_url: str) -> list[_Offer]:
+    root = index_url.rstrip("/") + "/"
+    data, links = _get_simple(root)
+    # A served directory listing (python -m http.server) spells a project "name/".
+    names = ([p["name"] for p in data.get("projects", [])] if data
+             else [t.rstrip("/") for t, _ in links])
+    rx = re.compile(r"^" + re.escape(_normalize(package)) + r"-cu\d+-(sm|compute)\d+[af]?$")
+    projects = sorted({_normalize(n) for n in names if rx.match(_normalize(n))})
+    offers = []
+    for project in projects:
+        page = urllib.parse.urljoin(root, project + "/")
+        data, links = _get_simple(page)
+        files = ([(f["filename"], urllib.parse.urljoin(page, f["url"]))
+                  for f in data.get("files", [])] if data
+                 else [(t, urllib.parse.urljoin(page, h)) for t, h in links])
+        offers += _offers_in_names(package, files)
+    return offers
+
+
+def _device_target(package: str, available: list[str]) -> tuple[str, str]:
+    """(target, why) chosen by kiln's one rule for the local devices, or InstallError."""
+    import kiln  # the extension: only when a device must be asked
+
+    listed = ", ".join(available)
+    try:
+        devices = list(kiln.devices())
+    except Exception as e:  # a machine without a driver: kiln says why
+        devices, why = [], str(e)
+    else:
+        why = "kiln.devices() lists none"
+    if not devices:
+        raise InstallError(
+            "unsupported", EXIT_UNSUPPORTED,
+            f"no CUDA device on this machine ({why}), so no target wheel of {package} can be "
+            f"chosen for it; pip cannot see the GPU either. Give --target with one of: {listed}")
+    target = kiln.choose_target(available)  # the loader's rule, for device 0
+    # The whole decision, with each target's reason, where this runtime offers it.
+    explain = getattr(kiln, "target_choice", None)
+    facts = explain(available) if explain else {}
+    if target is None:
+        why_not = "; ".join(why for _, why in facts.get("rejected", []))
+        raise InstallError(
+            "unsupported", EXIT_UNSUPPORTED,
+            f"no target wheel of {package} runs on this machine's device (offered: {listed})"
+            + (f": {why_not}" if why_not else ""))
+    reason = next((why for t, why in facts.get("candidates", []) if t == target), "")
+    return str(target), reason
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m kiln install",
+        description="pip install the target wheel of a kiln package chosen for this machine's "
+                    "GPU by kiln's target-choice rule; pip brings the package's own wheel and "
+                    "the kiln runtime by dependency (docs/wheels.md).")
+    p.add_argument("package", help="the kiln package, e.g. acme-kernels")
+    p.add_argument("--version", help="the package version (default: the newest offered)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--find-links", metavar="DIR", help="a directory of wheels (kiln wheel --out)")
+    src.add_argument("--index-url", metavar="URL",
+                     help="a simple repository (PEP 503/691), e.g. https://pypi.org/simple")
+    p.add_argument("--target", help="install this target's wheel (e.g. sm_90a) instead of asking "
+                                    "the local devices")
+    p.add_argument("--no-index", action="store_true",
+                   help="with --find-links: pass --no-index to pip (the directory must then hold "
+                        "the package wheel and the kiln runtime too)")
+    p.add_argument("--dry-run", action="store_true", help="print the pip command, run nothing")
+    p.add_argument("--json", action="store_true", help="print the choice as JSON on stdout")
+    return p
+
+
+def _plan(args) -> dict:
+    offers = (_offers_in_dir(args.package, args.find_links) if args.find_links
+              else _offers_on_index(args.package, args.index_url))
+    where = args.find_links or args.index_url
+    if not offers:
+        raise InstallError("not-found", EXIT_NOT_FOUND,
+                           f"no target wheel of {args.package} in {where} (looked for "
+                           f"{_normalize(args.package).replace('-', '_')}_cu<N>_<target>-"
+                           f"<version>-py3-none-any.whl; kiln wheel writes them)")
+    versions = sorted({o.version for o in offers}, key=_version_key)
+    version = _pep440(args.version) if args.version else versions[-1]
+    offers = [o for o in offers if o.version == version]
+    if not offers:
+        raise InstallError("not-found", EXIT_NOT_FOUND,
+                           f"{args.package} {args.version} has no target wheel in {where}, "
+                           f"which offers versions {', '.join(versions)}")
+    # Several CUDA majors of one target: the newest (the wheels' names say which).
+    newest_cuda = max(o.cuda_major for o in offers)
+    offers = [o for o in offers if o.cuda_major == newest_cuda]
+    available = sorted({o.target for o in offers})
+    if args.target:
+        target, reason = _target_name(args.target), "--target"
+        if target not in available:
+            raise InstallError("not-found", EXIT_NOT_FOUND,
+                               f"{args.package} {version} has no wheel for {target} in {where}, "
+                               f"which offers {', '.join(available)}")
+    else:
+        target, reason = _device_target(args.package, available)
+    offer = next(o for o in offers if o.target == target)
+    requirement = f"{offer.distribution(args.package)}=={version}"
+    source = (["--find-links", os.path.abspath(args.find_links)] if args.find_links
+              else ["--index-url", args.index_url])
+    if args.no_index:
+        source.append("--no-index")
+    return {
+        "package": args.package, "version": version, "target": target, "reason": reason,
+        "available": available, "wheel": offer.file, "where": offer.where,
+        "requirement": requirement,
+        "command": [sys.executable, "-m", "pip", "install", *source, requirement],
+    }
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["install"]:
+        argv = argv[1:]
+    args = _parser().parse_args(argv)
+    try:
+        plan = _plan(args)
+    except InstallError as e:
+        print(f"kiln: error ({e.kind}): {e}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": {"kind": e.kind, "exit_code": e.code,
+                                        "message": str(e)}}))
+        return e.code
+    plan["dry_run"] = args.dry_run
+    print(f"{args.package} {plan['version']}: {plan['target']} ({plan['reason'] or 'chosen'}) "
+          f"of {', '.join(plan['available'])}: {plan['wheel']}", file=sys.stderr)
+    if args.dry_run:
+        if args.json:
+            print(json.dumps(plan, indent=2))
+        else:
+            print(" ".join(plan["command"]))
+        return 0
+    rc = subprocess.call(plan["command"], stdout=sys.stderr if args.json else None)
+    plan["pip_exit_code"] = rc
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    if rc != 0:
+        print(f"kiln: pip failed (exit {rc}): {' '.join(plan['command'])}", file=sys.stderr)
+    return rc

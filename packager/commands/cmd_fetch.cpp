@@ -199,14 +199,15 @@ void add_fetch_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   tuning
       ->add_option("--download-timeout", o->download_timeout_s,
-                   "seconds each request may take, plus its expected size at --min-rate; past "
+                   "seconds a mirror may take for the index or TUF metadata, all retries "
+                   "together; for an archive, per request, plus its size at --min-rate; past "
                    "it the next mirror is asked")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   tuning
       ->add_option("--min-rate", o->fetch.download_min_rate,
-                   "bytes/s a request's deadline allows for its expected size (an archive's "
-                   "size from the index; 16 MiB for the index)")
+                   "bytes/s an archive's deadline allows for its size (from the index or "
+                   "the TUF targets metadata)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 

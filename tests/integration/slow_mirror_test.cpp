@@ -2,17 +2,23 @@
 // mirrors"): real servers on loopback (tests/misbehaving_server/server.py) trickling an endless
 // index or TUF metadata file just above the 1 KB/s stall rule, with the per-mirror time of a file
 // only a bound limits (--download-timeout, 60 s by default) shortened to 2 s so each test takes
-// seconds. Before the rule, such a mirror held `kiln fetch` for that time plus the file's bound
-// at --min-rate: 2 s + 16 MiB at 64 KiB/s (258 s) for the index, 2 s + 500 KB at 64 KiB/s
-// (9.8 s) for a root. A slow but honest link (every file dripped at 16 KiB/s) still completes.
+// seconds; `kiln fetch` and the loader's mirror tier alike. Before the rule, such a mirror held
+// `kiln fetch` for that time plus the file's bound at --min-rate: 2 s + 16 MiB at 64 KiB/s (258 s)
+// for the index, 2 s + 500 KB at 64 KiB/s (9.8 s) for a root. A slow but honest link (every file
+// dripped at 16 KiB/s) still completes.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
 #include <string>
 
+#include "fetch/fetch.hpp"
 #include "format/manifest.hpp"
+#include "kiln/loader.hpp"
+#include "loader_factory.hpp"
 #include "misbehaving_server.hpp"
+#include "plan/resolver.hpp"
+#include "stand_in_driver.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 
@@ -101,10 +107,10 @@ TEST_F(SlowMirror, EndlessTufRootMetadataCostsTheMirrorItsTimeAndTheNextMirrorSe
                         (tmp / "keys").string());
   ASSERT_EQ(made.exit_code, 0) << made.out;
   // A rotation makes root v2, which a client of v1 asks for: this mirror trickles it forever.
-  auto rotated = test::run(test::kiln_cli() + " tuf-repo --dir " + (tmp / "tuf").string() +
-                           " --offline-keys " + (tmp / "keys" / "offline").string() +
-                           " --online-keys " + (tmp / "keys" / "online").string() +
-                           " rotate timestamp");
+  auto rotated =
+      test::run(test::kiln_cli() + " tuf-repo --dir " + (tmp / "tuf").string() +
+                " --offline-keys " + (tmp / "keys" / "offline").string() + " --online-keys " +
+                (tmp / "keys" / "online").string() + " rotate timestamp");
   ASSERT_EQ(rotated.exit_code, 0) << rotated.out;
   ASSERT_TRUE(fs::exists(tmp / "tuf" / "metadata" / "2.root.json"));
   MisbehavingServer slow(tmp / "tuf", "trickle", {"--match", "2.root.json", "--drip-rate", "1100"});
@@ -119,6 +125,47 @@ TEST_F(SlowMirror, EndlessTufRootMetadataCostsTheMirrorItsTimeAndTheNextMirrorSe
   EXPECT_LT(took, 8.0) << r.out;
   EXPECT_EQ(slow.count("/metadata/2.root.json"), 1);
   EXPECT_TRUE(installed());
+}
+
+TEST_F(SlowMirror, TheLoadersMirrorTierMovesOnAfterTheSameTime) {
+  // A release the reference package's loader accepts; its index trickled by the first mirror.
+  test::ReleaseSpec spec;
+  spec.loadable = true;
+  test::SyntheticDist dist = test::write_release_dist(tmp / "loadable", spec, {"sm_80", "sm_90a"});
+  MisbehavingServer slow(dist.dir, "trickle", {"--match", "index.json", "--drip-rate", "1100"});
+  MisbehavingServer good(dist.dir, "ok");
+  LoaderConfig cfg;
+  cfg.cache_dir = (tmp / "loader-cache").string();
+  cfg.mirrors = {slow.url(), good.url()};
+  cfg.index_sha256 = dist.index_sha256;
+  cfg.disable_jit = true;
+  cfg.use_installed_store = false;
+  LoaderDeps deps;
+  auto drv = std::make_shared<test::Cc90Driver>();
+  deps.driver = drv;
+  // The tier fetches with FetchOptions' defaults (60 s); 2 s here, as --download-timeout 2.
+  auto shortened = [](FetchOptions o) {
+    o.download_timeout_ms = 2000;
+    return o;
+  };
+  deps.fetch = [shortened](const FetchOptions& o, const std::vector<std::string>& t,
+                           const std::string& dest) {
+    return fetch_targets(shortened(o), t, dest);
+  };
+  deps.index_targets = [shortened](const FetchOptions& o) {
+    return fetch_index_targets(shortened(o));
+  };
+  auto loader = make_loader(test::reference_description(), cfg, std::move(deps));
+  auto t0 = Clock::now();
+  (void)loader->get("axpy_dtype_f32");
+  double took = seconds_since(t0);
+  // The tier reads the index twice (to choose a target, then to fetch it): 2 s each on the
+  // slow mirror, then the good one serves; before, each would have been 2 s + 256 s.
+  EXPECT_EQ(slow.count("/" + index_name), 2);
+  EXPECT_GE(took, 3.8);
+  EXPECT_LT(took, 12.0);
+  EXPECT_EQ(drv->images,
+            std::vector<std::string>{dist.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]});
 }
 
 TEST_F(SlowMirror, ASlowButSteadyLinkStillCompletesTheRelease) {

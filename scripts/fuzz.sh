@@ -13,14 +13,15 @@ cd "$(dirname "$0")/.."
 secs="${KILN_FUZZ_SECONDS:-45}"
 build="${KILN_FUZZ_BUILD:-build-fuzz}"
 all=(index manifest manifest_entry scan_record fatbin archive checksums wheel wheel_record
-  retry_after package_description action_result)
+  retry_after package_description action_result tuf_metadata bundle shard_manifest)
 targets=("$@")
 ((${#targets[@]})) || targets=("${all[@]}")
 
 # -max_len per target: above every seed, small enough that a run explores rather than grows.
 declare -A max_len=([index]=16384 [manifest]=16384 [manifest_entry]=16384 [scan_record]=8192
   [fatbin]=65536 [archive]=65536 [checksums]=8192 [wheel]=65536 [wheel_record]=8192
-  [retry_after]=256 [package_description]=65536 [action_result]=4096)
+  [retry_after]=256 [package_description]=65536 [action_result]=4096 [tuf_metadata]=16384
+  [bundle]=131072 [shard_manifest]=16384)
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache
@@ -44,7 +45,11 @@ for t in "${targets[@]}"; do
   mkdir -p "$run/corpus"
   # New inputs go to $run/corpus; the checked-in seeds (regressions included) are read only.
   dict=()
-  case "$t" in index | manifest | manifest_entry | package_description) dict=(-dict=fuzz/json.dict) ;; esac
+  case "$t" in
+  index | manifest | manifest_entry | package_description | tuf_metadata | shard_manifest)
+    dict=(-dict=fuzz/json.dict)
+    ;;
+  esac
   # -fork=1 with -ignore_*: a finding does not end the run, so one known bug does not hide the
   # next one; every distinct input is kept and the exit status says whether there was any.
   set +e

@@ -412,17 +412,32 @@ TEST(ManifestIndexCheck, NamesEveryDifferingFieldWithBothValuesAndTheWorstKind) 
 
 // --- deadlines (issue 12, item 5) ---------------------------------------------------------------
 
-TEST(DownloadDeadline, FloorPlusExpectedBytesAtTheMinimumRate) {
+TEST(DownloadDeadline, PinnedSizeGetsTheFloorPlusItsBytesAtTheMinimumRate) {
   FetchOptions o;
   o.download_timeout_ms = 2000;
   o.download_min_rate = 1000;
   EXPECT_EQ(fetch_detail::download_deadline_ms(o, 0), 2000);
   EXPECT_EQ(fetch_detail::download_deadline_ms(o, 5000), 7000);
+  EXPECT_EQ(fetch_detail::download_deadline_ms(o, 5000, 99999), 7000);  // per attempt
   FetchOptions d;  // defaults: 60 s + size at 64 KiB/s; a 100 MiB archive gets 1660 s
   EXPECT_EQ(fetch_detail::download_deadline_ms(d, 100u << 20), 60000 + 1600 * 1000);
   o.download_min_rate = 1;
   EXPECT_EQ(fetch_detail::download_deadline_ms(o, ~std::uint64_t{0}),
             std::numeric_limits<long>::max());  // saturates, no overflow
+}
+
+TEST(DownloadDeadline, AFileOnlyABoundLimitsGetsSixtySecondsPerMirrorWhateverTheBound) {
+  FetchOptions d;  // defaults
+  // Before (issue 26, item 3): the index was counted at its 16 MiB bound, 60 s + 256 s.
+  EXPECT_EQ(fetch_detail::download_deadline_ms(d, fetch_detail::kMaxIndexBytes), 316000);
+  // Now: 60 s for every attempt on the mirror together; what earlier ones took is gone.
+  EXPECT_EQ(fetch_detail::download_deadline_ms(d, std::nullopt), 60000);
+  EXPECT_EQ(fetch_detail::download_deadline_ms(d, std::nullopt, 25000), 35000);
+  EXPECT_EQ(fetch_detail::download_deadline_ms(d, std::nullopt, 60000), 0);
+  EXPECT_EQ(fetch_detail::download_deadline_ms(d, std::nullopt, 90000), 0);
+  // 60 s at the 64 KiB/s a real slow link is assumed to have: 3.75 MiB, far above a real index
+  // (a few KB per release) or TUF metadata file.
+  EXPECT_GE(60 * d.download_min_rate, 3840 * 1024);
 }
 
 TEST_F(FetchLogic, EveryRequestCarriesItsDeadlineCappedByWhatIsLeftOfTheCommand) {
@@ -435,12 +450,50 @@ TEST_F(FetchLogic, EveryRequestCarriesItsDeadlineCappedByWhatIsLeftOfTheCommand)
   transport.on_call = [this] { clock_ms += 10000; };
   fetch(o);
   ASSERT_EQ(transport.requests.size(), 2u);
-  // The index: its 16 MiB limit at 1 byte/s, capped by the whole fetch's 50 s.
-  EXPECT_EQ(transport.requests[0].total_timeout_ms, 50000);
+  // The index: only a bound limits it, so its deadline does not scale: the 1 s floor.
+  EXPECT_EQ(transport.requests[0].total_timeout_ms, 1000);
   // The archive: 1 s + its size at 1 byte/s, well within the 40 s left.
   EXPECT_EQ(transport.requests[1].total_timeout_ms,
             1000 + static_cast<long>(rel.archive_bytes.size()) * 1000);
   ASSERT_LT(transport.requests[1].total_timeout_ms, 40000);
+}
+
+TEST_F(FetchLogic, AStallingIndexMirrorGetsSixtySecondsForAllItsAttemptsThenTheNextServes) {
+  std::string a = "https://a.example", b = "https://b.example";
+  serve_release(a);
+  serve_release(b);
+  const std::string index_a = a + "/" + index_file_name("kiln-kernels", rel.version);
+  // Drips just fast enough for 25 s, then stalls: a timeout, which is retried.
+  transport.replies[index_a] = {{status(TransferStatus::Timeout), ""}};
+  transport.on_call = [this] { clock_ms += 25000; };
+  std::vector<std::int64_t> asked_at;
+  FetchOptions o = options({a, b});
+  o.retry_base_ms = 4000;
+  fetch_detail::FetchDeps deps;
+  deps.transport = &transport;
+  deps.sleep_ms = [this](long ms) {
+    slept.push_back(ms);
+    clock_ms += ms;
+  };
+  deps.verified_present = [](const std::filesystem::path&, const std::string&) { return false; };
+  deps.install = [](const std::filesystem::path&, const std::filesystem::path& store,
+                    const std::string&) { return store.string(); };
+  deps.read_manifest = [this](const std::filesystem::path&) { return manifest; };
+  deps.now_ms = [this] { return clock_ms; };
+  const std::int64_t t0 = clock_ms;
+  FetchResult r = fetch_detail::fetch_targets_with(o, {"sm_90a"}, dir.path().string(), deps);
+  EXPECT_EQ(r.installed.size(), 1u);
+  // 25 s, backoff 4 s, 25 s; the next backoff (8 s) would outlast the 6 s left: b is asked.
+  EXPECT_EQ(transport.calls[index_a], 2);
+  ASSERT_GE(transport.requests.size(), 3u);
+  EXPECT_EQ(transport.requests[0].total_timeout_ms, 60000);
+  EXPECT_EQ(transport.requests[1].total_timeout_ms, 31000);
+  EXPECT_EQ(transport.requests[2].url, b + "/" + index_file_name("kiln-kernels", rel.version));
+  EXPECT_EQ(slept, (std::vector<long>{4000}));
+  // b was asked once a's 60 s were spent, not 4 x (60 s + 256 s) later.
+  EXPECT_LE(clock_ms - t0, 60000 + 2 * 25000);
+  ASSERT_FALSE(r.failures.empty());
+  EXPECT_NE(r.failures.back().what.find("timed out"), std::string::npos) << r.failures.back().what;
 }
 
 TEST_F(FetchLogic, MirrorPastItsDeadlineIsNotRetriedAndTheNextMirrorServes) {

@@ -205,6 +205,21 @@ TEST(TufCanonicalJson, RefusesFloatingPointNumbers) {
   EXPECT_EQ(attack_of([] { canonical_json(json::parse(R"({"a":1.5})")); }), Attack::Malformed);
 }
 
+TEST(TufCanonicalJson, AFloatInAnEnvelopeIsMalformedNamingTheFile) {
+  // Found by fuzz/tuf_metadata_fuzz.cpp: the refusal did not say which file held the float.
+  try {
+    parse_envelope(R"({"signed":{"_type":"targets","x":[1.5]},"signatures":[]})",
+                   "https://m.example/metadata/2.targets.json");
+    FAIL() << "a float accepted";
+  } catch (const tuf::Error& e) {
+    EXPECT_EQ(e.attack(), Attack::Malformed);
+    EXPECT_NE(std::string(e.what()).find("https://m.example/metadata/2.targets.json: \"signed\": "
+                                         "canonical JSON has no floating-point numbers (found 1.5)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TufSignatures, EachSchemeVerifiesItsOwnSignatureAndRefusesAlteredData) {
   for (const char* scheme :
        {"ed25519", "ecdsa-sha2-nistp256", "rsassa-pss-sha256", "rsa-pkcs1v15-sha256"}) {

@@ -109,7 +109,7 @@ class VerifiedDownload : public ::testing::Test {
   ScriptedTransport transport;
   std::vector<long> sleeps;
   RetryLoop loop{nullptr, RetryPolicy{3, 500, 30000}, [this](long ms) { sleeps.push_back(ms); },
-                 nullptr, nullptr};
+                 nullptr, nullptr, nullptr};
   const std::string body = "the pinned archive bytes";
 };
 
@@ -234,7 +234,7 @@ TEST(RetryLoopGet, EachAttemptRebuildsItsRequestAndResetsTheSink) {
   transport.replies = {http(500, "partial"), ok("whole")};
   std::vector<long> sleeps;
   RetryLoop loop{&transport, RetryPolicy{3, 10, 100}, [&](long ms) { sleeps.push_back(ms); },
-                 nullptr, nullptr};
+                 nullptr, nullptr, nullptr};
   int built = 0;
   std::string got;
   TransferResult r = get_with_retries(

@@ -98,7 +98,11 @@ std::string normalise_mirror(const std::string& mirror) {
   return m;
 }
 
-long download_deadline_ms(const FetchOptions& opts, std::uint64_t expected_bytes) {
+long download_deadline_ms(const FetchOptions& opts, std::optional<std::uint64_t> pinned_bytes,
+                          std::int64_t spent_ms) {
+  if (!pinned_bytes)
+    return static_cast<long>(std::max<std::int64_t>(0, opts.download_timeout_ms - spent_ms));
+  const std::uint64_t expected_bytes = *pinned_bytes;
   std::uint64_t rate = static_cast<std::uint64_t>(std::max(1L, opts.download_min_rate));
   constexpr std::uint64_t kMax = static_cast<std::uint64_t>(std::numeric_limits<long>::max());
   if (expected_bytes / rate >= kMax / 1000) return std::numeric_limits<long>::max();
@@ -141,6 +145,12 @@ struct Context {
   long remaining_ms() const {
     return static_cast<long>(std::max<std::int64_t>(0, deadline_ms - now()));
   }
+  // What is left of the time of a file only a bound limits, on a mirror first asked for it at
+  // `started_ms` (RetryLoop::file_budget_ms).
+  std::function<long()> unpinned_budget(std::int64_t started_ms) const {
+    return
+        [this, started_ms] { return download_deadline_ms(opts, std::nullopt, now() - started_ms); };
+  }
   // Ends the fetch once its deadline has passed, naming it, `doing` and every failure so far.
   void check_deadline(const std::string& doing) {
     // Passed within the transport's slack too: a request that curl ended a millisecond before
@@ -173,14 +183,17 @@ struct Context {
     }
     log("mirror " + mirror + ": " + url + ": " + what);
   }
-  // A request for `url`, which should bring `expected_bytes`, with its deadline.
-  TransferRequest request(const std::string& url, std::uint64_t expected_bytes) {
+  // A request for `url` with its deadline (download_deadline_ms): `pinned_bytes` its stated
+  // size, or nullopt when only a bound limits it; `started_ms` (now()'s clock) when this mirror
+  // was first asked for the file.
+  TransferRequest request(const std::string& url, std::optional<std::uint64_t> pinned_bytes,
+                          std::int64_t started_ms) {
     check_deadline("requesting " + url);
     TransferRequest r;
     r.url = url;
     // At least 1 ms: 0 would mean "no deadline" to the transport.
-    r.total_timeout_ms =
-        std::max(1L, std::min(download_deadline_ms(opts, expected_bytes), remaining_ms()));
+    r.total_timeout_ms = std::max(
+        1L, std::min(download_deadline_ms(opts, pinned_bytes, now() - started_ms), remaining_ms()));
     r.connect_timeout_ms = opts.connect_timeout_ms;
     r.low_speed_bytes = opts.low_speed_bytes;
     r.low_speed_seconds = opts.low_speed_seconds;
@@ -249,8 +262,12 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
     std::string url = mirror + "/" + name;
     std::string body;
     bool too_big = false;
+    // Only its 16 MiB bound limits the index: every attempt on this mirror shares one budget.
+    const std::int64_t started = cx.now();
+    RetryLoop loop = retry_loop(cx, mirror, url, "fetching ");
+    loop.file_budget_ms = cx.unpinned_budget(started);
     TransferResult r = get_with_retries(
-        retry_loop(cx, mirror, url, "fetching "), [&] { return cx.request(url, kMaxIndexBytes); },
+        loop, [&] { return cx.request(url, std::nullopt, started); },
         [&] {
           body.clear();
           too_big = false;
@@ -309,12 +326,37 @@ class TransportFetcher final : public tuf::Fetcher {
  public:
   TransportFetcher(Context& cx, std::string mirror) : cx_(cx), mirror_(std::move(mirror)) {}
 
+  // Metadata: only a bound limits it (download_deadline_ms's budget per file and mirror).
   std::optional<std::string> get(const std::string& url, std::size_t max_bytes) override {
+    return get_bounded(url, max_bytes, false);
+  }
+  // A target of known length (the index): its deadline scales with that length.
+  std::optional<std::string> get_target(const std::string& url, std::size_t length) {
+    return get_bounded(url, length, true);
+  }
+
+  // Targets are downloaded through download_verified, never here; bounded in memory.
+  bool stream(const std::string& url, std::size_t max_bytes,
+              const std::function<bool(const char*, std::size_t)>& sink) override {
+    std::optional<std::string> body = get(url, max_bytes);
+    if (!body) return false;
+    if (!sink(body->data(), body->size()))
+      throw Error(ErrorKind::Io, url + ": writing the download failed");
+    return true;
+  }
+
+ private:
+  std::optional<std::string> get_bounded(const std::string& url, std::size_t max_bytes,
+                                         bool size_pinned) {
     RetryLoop loop;
     loop.transport = cx_.deps.transport;
     loop.policy = cx_.policy;
     loop.sleep_ms = cx_.deps.sleep_ms;
     loop.remaining_ms = [this] { return cx_.remaining_ms(); };
+    const std::int64_t started = cx_.now();
+    if (!size_pinned) loop.file_budget_ms = cx_.unpinned_budget(started);
+    const std::optional<std::uint64_t> pinned =
+        size_pinned ? std::optional<std::uint64_t>(max_bytes) : std::nullopt;
     loop.on_failure = [this, url](const TransferResult& r, const RetryDecision& d, int) {
       if (d.retry)
         cx_.log("mirror " + mirror_ + ": " + url + ": " + describe(r) + " (retrying in " +
@@ -324,7 +366,7 @@ class TransportFetcher final : public tuf::Fetcher {
     std::string body;
     bool too_big = false;
     TransferResult r = get_with_retries(
-        loop, [&] { return cx_.request(url, max_bytes); },
+        loop, [&] { return cx_.request(url, pinned, started); },
         [&] {
           body.clear();
           too_big = false;
@@ -344,17 +386,6 @@ class TransportFetcher final : public tuf::Fetcher {
     throw tuf::Error(tuf::Attack::Network, url + ": " + describe(r));
   }
 
-  // Targets are downloaded through download_verified, never here; bounded in memory.
-  bool stream(const std::string& url, std::size_t max_bytes,
-              const std::function<bool(const char*, std::size_t)>& sink) override {
-    std::optional<std::string> body = get(url, max_bytes);
-    if (!body) return false;
-    if (!sink(body->data(), body->size()))
-      throw Error(ErrorKind::Io, url + ": writing the download failed");
-    return true;
-  }
-
- private:
   Context& cx_;
   std::string mirror_;
 };
@@ -405,7 +436,8 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
                              " is more than the " + std::to_string(kMaxIndexBytes) +
                              " bytes an index may have");
       std::string url = tuf_target_url(mirror, *info, consistent);
-      std::optional<std::string> body = fetcher.get(url, static_cast<std::size_t>(info->length));
+      std::optional<std::string> body =
+          fetcher.get_target(url, static_cast<std::size_t>(info->length));
       if (!body) throw tuf::Error(tuf::Attack::Network, url + ": not found on the mirror");
       tuf::verify_length_and_hashes(*body, info->length, info->hashes, tuf::Attack::TargetMismatch,
                                     "target " + name);
@@ -493,8 +525,8 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
       info ? tuf_download_expect(*info) : DownloadExpect{e.sha256, e.size, e.size};
   cx.log("downloading " + url + " (" + std::to_string(e.size) + " bytes)");
   DownloadResult d = download_verified(
-      retry_loop(cx, mirror, url, "downloading "), [&] { return cx.request(url, e.size); },
-      cx.dest / e.file, expect);
+      retry_loop(cx, mirror, url, "downloading "),
+      [&] { return cx.request(url, e.size, cx.now()); }, cx.dest / e.file, expect);
   // Under TUF a refusal is worded as the client's own (tuf::Error) and names its attack.
   auto refuse = [&](tuf::Attack attack, const std::string& tuf_what, const std::string& what) {
     if (info)

@@ -50,10 +50,12 @@ struct FetchOptions {
   long retry_base_ms = 500;       // backoff: base * 2^attempt, capped at retry_cap_ms
   long retry_cap_ms = 30000;      // also caps a server's Retry-After
   long lock_timeout_ms = 600000;  // waiting for another process downloading the same archive
-  // Deadlines (docs/mirrors.md, "Deadlines"), so a mirror dripping bytes just above the
-  // low-speed limit cannot hold a fetch for hours. Each request must end within
-  //   download_timeout_ms + expected bytes * 1000 / download_min_rate ms
-  // (an archive's size from the index; the index counts as its 16 MiB limit); past that it is
+  // Deadlines (docs/mirrors.md, "Deadlines"; docs/security.md, "Slow mirrors"), so a mirror
+  // dripping bytes just above the low-speed limit cannot hold a fetch for long. A file of
+  // known size (an archive: its size from the index or the targets metadata) must arrive within
+  //   download_timeout_ms + size * 1000 / download_min_rate ms
+  // per request; a file only a bound limits (the index under a pin, TUF metadata) within
+  // download_timeout_ms on one mirror, every retry and backoff included. Past that it is
   // abandoned, not retried, and the next mirror is asked. The whole call (lock waits, retries,
   // backoff included) must end within timeout_ms, else Error{Network} naming the deadline.
   // All three must be > 0 (Error{Usage}).

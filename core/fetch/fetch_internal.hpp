@@ -45,8 +45,17 @@ std::string normalise_mirror(const std::string& mirror);
 // The largest index accepted: a mirror streaming garbage is cut off here.
 constexpr std::size_t kMaxIndexBytes = 16u << 20;
 
-// The deadline of one request expecting `expected_bytes`: download_timeout_ms plus the time
-// those bytes take at download_min_rate (FetchOptions). Pure.
-long download_deadline_ms(const FetchOptions& opts, std::uint64_t expected_bytes);
+// The one rule for how long a mirror may take to serve one file (docs/security.md, "Slow
+// mirrors"); returns the deadline of the next attempt, in ms. Pure.
+//   `pinned_bytes` (an archive, a description, a TUF target: a size the index or signed
+//   metadata states): download_timeout_ms plus those bytes at download_min_rate, for each
+//   attempt (a slow link still completes a large archive).
+//   nullopt (the index under a digest pin, TUF metadata: only a bound, up to 16 MiB, limits
+//   its size): what is left of download_timeout_ms after `spent_ms`, the time this mirror has
+//   already had for this file (earlier attempts and backoff), at least 0. The bound does not
+//   scale the deadline, so a mirror dripping an endless file costs download_timeout_ms (60 s),
+//   not 60 s + 16 MiB at 64 KiB/s (316 s).
+long download_deadline_ms(const FetchOptions& opts, std::optional<std::uint64_t> pinned_bytes,
+                          std::int64_t spent_ms = 0);
 
 }  // namespace kiln::fetch_detail

@@ -25,6 +25,12 @@ TransferResult get_with_retries(const RetryLoop& loop,
     TransferResult r = loop.transport->get(request(), sink);
     if (r.status == TransferStatus::Ok || r.status == TransferStatus::Aborted) return r;
     RetryDecision d = decide_retry(r, n, loop.policy);
+    // The file's time on this mirror would be gone before the next attempt starts: ask the
+    // next mirror now instead of sleeping into the deadline.
+    if (d.retry && loop.file_budget_ms && loop.file_budget_ms() <= d.delay_ms) {
+      d.retry = false;
+      d.reason = "its time on this mirror is spent";
+    }
     if (loop.on_failure) loop.on_failure(r, d, n);
     if (!d.retry) return r;
     long delay = d.delay_ms;

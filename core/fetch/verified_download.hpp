@@ -43,6 +43,9 @@ struct RetryLoop {
   std::function<void(const TransferResult&, const RetryDecision&, int attempt)> on_failure;
   // What is left of a whole-command deadline: caps every backoff sleep. Empty: no cap.
   std::function<long()> remaining_ms;
+  // What is left of this file's time on this mirror (download_deadline_ms, a file only a bound
+  // limits): a retry whose backoff would use it all is not made. Empty: no budget.
+  std::function<long()> file_budget_ms;
 };
 
 // GETs with retries. `request` builds each attempt's request (so its deadline is recomputed),

@@ -228,7 +228,14 @@ Envelope parse_envelope(std::string_view bytes, const std::string& what) {
   Envelope env;
   env.signed_json = field(doc, "signed", what);
   if (!env.signed_json.is_object()) malformed(what, "\"signed\" is not an object");
-  env.canonical_signed = canonical_json(env.signed_json);
+  try {
+    env.canonical_signed = canonical_json(env.signed_json);
+  } catch (const Error& e) {
+    // canonical_json knows no file: name it (a float anywhere in "signed"; found by fuzzing).
+    const std::string m = e.what();
+    const std::size_t at = m.find("canonical JSON");
+    malformed(what, "\"signed\": " + (at == std::string::npos ? m : m.substr(at)));
+  }
   const json& sigs = field(doc, "signatures", what);
   if (!sigs.is_array()) malformed(what, "\"signatures\" is not a list");
   for (const auto& s : sigs) {

@@ -45,6 +45,32 @@ cp "$work/mirror/kiln-kernels-$v-SHA256SUMS" "$c/checksums/release-SHA256SUMS"
 # A package description as kiln_add_kernel_package installs it: the example project's (small).
 "$kiln" package-source --source examples/acme-kernels --symbol s --output "$work/s.c" \
   --description "$c/package_description/acme-kernels-description.json" 2>/dev/null
+# The description `kiln build` publishes beside the index (the whole reference package's).
+cp "$dist/kiln-kernels-$v.package.json" "$c/package_description/release-kiln-kernels-description.json"
+# shard.json of the same slice built as shard 1 of 2 (`kiln build --shard`, what a CI runner
+# writes and `kiln merge` reads).
+"$kiln" build --out "$work/ks" --targets sm_80,compute_80 --only axpy_dtype_f32 --shard 1/2 -j1 \
+  >/dev/null
+cp "$(find "$work/ks" -name shard.json | head -1)" "$c/shard_manifest/release-shard-1-of-2.json"
+# TUF metadata of every role: the mirror made a TUF repository by ci/tuf_repo.sh (throwaway keys),
+# then a bundle of it (`kiln bundle`, as a .tar.zst, and its plain tar) trusted by its root,
+# which fuzz/bundle-root.json holds for bundle_fuzz.
+ci/tuf_repo.sh "$kiln" "$work/mirror" "$work/tuf" "$work/keys"
+md="$work/tuf/metadata"
+cp "$md/1.root.json" "$c/tuf_metadata/release-root.json"
+cp "$md/timestamp.json" "$c/tuf_metadata/release-timestamp.json"
+cp "$(ls "$md"/*.snapshot.json | sort -V | tail -1)" "$c/tuf_metadata/release-snapshot.json"
+cp "$(ls "$md"/*.targets.json | sort -V | tail -1)" "$c/tuf_metadata/release-targets.json"
+cp "$md/1.root.json" fuzz/bundle-root.json
+# kiln tuf-repo signs no delegations: the delegated forms (path patterns, path_hash_prefixes,
+# succinct hash bins, a bin's own targets) are the real targets metadata with a delegations block
+# added, its keys the real targets key (the fuzz target parses; it checks no signature).
+python3 fuzz/corpus/delegated_seeds.py "$c/tuf_metadata/release-root.json" \
+  "$c/tuf_metadata/release-targets.json" "$c/tuf_metadata"
+KILN_CACHE_DIR="$work/bundle-cache" "$kiln" bundle --mirror "$work/tuf" --tuf-root "$md/1.root.json" \
+  --release "kiln-kernels-$v" --targets sm_80 --out "$work/bundle.tar.zst" >/dev/null
+cp "$work/bundle.tar.zst" "$c/bundle/release-bundle-sm_80.tar.zst"
+zstd -q -d -c "$work/bundle.tar.zst" >"$c/bundle/release-bundle-sm_80.tar"
 scan_record_fuzz="${KILN_FUZZ_BUILD:-build-fuzz}/fuzz/scan_record_fuzz"
 if [ -x "$scan_record_fuzz" ]; then
   "$scan_record_fuzz" --write-seeds="$c/scan_record"

@@ -129,8 +129,8 @@ void add_fetch_command(CLI::App& app, int& rc) {
       "metadata, kept in $KILN_CACHE_DIR/tuf/); not both. With neither: the root installed\n"
       "beside kiln (<prefix>/share/kiln/tuf/root.json), else the build's pin, else refused.\n"
       "Each archive's manifest must name the target, release and CUDA version of its index\n"
-      "entry. Deadlines: --timeout for the whole command, --download-timeout + size/--min-rate\n"
-      "per request.\n"
+      "entry. Deadlines: --timeout for the whole command; --download-timeout per mirror for the\n"
+      "index or TUF metadata (retries included), + size/--min-rate per archive request.\n"
       "Exit codes: 0 ok, 2 usage, 3 integrity (bad bytes everywhere, or an archive filed under\n"
       "another target; under TUF every attack: rollback, freeze, mix-and-match, bad or too few\n"
       "signatures, endless data, wrong target bytes, named in the error's \"attack\" field),\n"
@@ -199,14 +199,15 @@ void add_fetch_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   tuning
       ->add_option("--download-timeout", o->download_timeout_s,
-                   "seconds each request may take, plus its expected size at --min-rate; past "
+                   "seconds a mirror may take for the index or TUF metadata, all retries "
+                   "together; for an archive, per request, plus its size at --min-rate; past "
                    "it the next mirror is asked")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   tuning
       ->add_option("--min-rate", o->fetch.download_min_rate,
-                   "bytes/s a request's deadline allows for its expected size (an archive's "
-                   "size from the index; 16 MiB for the index)")
+                   "bytes/s an archive's deadline allows for its size (from the index or "
+                   "the TUF targets metadata)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 

@@ -176,7 +176,22 @@ VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std:
   uo.metadata_url = kBundleUrl;
   uo.keep_root_history = true;
   tuf::Updater updater(uo, fetcher, now);
-  updater.refresh();
+  try {
+    updater.refresh();
+  } catch (const tuf::Error& e) {
+    // Nothing is downloaded from a bundle: "unreachable" is a metadata file it does not hold
+    // (found by fuzz/bundle_fuzz.cpp; it read as a network failure, exit 8).
+    if (e.attack() != tuf::Attack::Network) throw;
+    const std::string m = e.what();
+    const std::size_t at = m.find(kBundleUrl);
+    std::string file = at == std::string::npos ? m : m.substr(at + std::strlen(kBundleUrl));
+    file = file.substr(0, file.find(':'));
+    throw Error(ErrorKind::NotFound, "the bundle " + dir.string() + " has no " + file +
+                                         ", which its TUF metadata needs: not a whole bundle "
+                                         "(kiln bundle writes the root chain, timestamp.json, "
+                                         "snapshot and targets metadata)")
+        .with("file", file);
+  }
 
   VerifiedBundle out;
   const tuf::TrustedSet& trusted = updater.trusted();

@@ -622,6 +622,22 @@ TEST_F(TufBundle, ATamperedBundleInstallsNothingEvenFromItsIntactArchives) {
   EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
 }
 
+TEST_F(TufBundle, ABundleWithoutItsTimestampIsNotFoundNamingTheFileNotANetworkFailure) {
+  // Found by fuzz/bundle_fuzz.cpp: a bundle lacking a metadata file read as "repository
+  // unreachable" (exit 8) on a machine that downloads nothing.
+  fs::path b = tmp / "bundle";
+  {
+    MisbehavingServer s(repo(), "ok");
+    ASSERT_EQ(bundle(s.url(), b, "--targets sm_80").exit_code, 0);
+  }
+  fs::remove(b / "timestamp.json");
+  auto r = install(b, "--json");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::NotFound)) << r.out;
+  EXPECT_CONTAINS(r.out, "the bundle " + b.string() + " has no timestamp.json");
+  EXPECT_EQ(error_of_run(r)["fields"]["file"], "timestamp.json") << r.out;
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
+}
+
 TEST_F(TufBundle, AnOlderBundleAfterANewerOneIsRefusedAsRollback) {
   fs::path old_bundle = tmp / "bundle-1";
   fs::path new_bundle = tmp / "bundle-2";

@@ -19,6 +19,8 @@ Modes:
   slow          the file in 20 pieces over about a second (so concurrent clients overlap)
   drip          full Content-Length, then the file at --drip-rate bytes/s in ten pieces a
                 second: above a low-speed limit, so only a total deadline ends it
+  trickle       no Content-Length, then garbage forever at --drip-rate bytes/s in ten pieces a
+                second (an endless file just above a low-speed limit; only a deadline ends it)
 """
 import argparse
 import json
@@ -144,6 +146,20 @@ def make_handler(args):
                 except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                     pass
                 self.close_connection = True
+            elif mode == "trickle":
+                self.send_response(200)
+                self.end_headers()
+                if head:
+                    return
+                step = max(1, args.drip_rate // 10)
+                try:
+                    while True:
+                        self.wfile.write(b"\x20" * step)
+                        self.wfile.flush()
+                        time.sleep(0.1)
+                except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+                    pass
+                self.close_connection = True
             else:
                 self.send_plain(200, {"Content-Type": "application/octet-stream"}, data)
 
@@ -169,6 +185,8 @@ def main():
     args = p.parse_args()
 
     ThreadingHTTPServer.daemon_threads = True
+    # Many clients at once (tests/node/many_processes.sh: 64 processes): no refused connects.
+    ThreadingHTTPServer.request_queue_size = 256
     ThreadingHTTPServer.allow_reuse_address = True
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(args))
     if args.tls_cert:

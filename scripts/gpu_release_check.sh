@@ -34,6 +34,12 @@
 #              compute_80 by the tarball's kiln and installed beside its library: acme_demo runs
 #              acme's kernels and kiln::ops::axpy of the reference package in one process, each
 #              from its own store, and checks every result
+#   python     the release's wheels pip-installed into a fresh venv: every reference op from
+#              Python against NumPy, torch custom ops, the JIT tier, acme beside kiln-kernels
+#              (tests/gpu/python_ops_check.py), then bench/python_launch_bench.py
+#   many-processes  64 processes x 8 threads on one empty cache through a pinned mirror, then
+#              through TUF: one download per archive, every loaded image the store's
+#              (tests/node/many_processes.sh)
 set -uo pipefail
 CARRY=.carry/release
 
@@ -82,6 +88,11 @@ prepare() {
   # from two pinned mirrors in one process (tests/gpu/two_packages.c).
   "$ukiln" mirror stage "$tmp/acme-dist" --to "$CARRY/acme-mirror" --source examples/acme-kernels \
     >/dev/null
+  # acme's own wheels (its package wheel and target wheels), for the python case.
+  "$ukiln" wheel --dist "$tmp/acme-dist" --out "$CARRY/acme-wheels" >/dev/null
+  # A node's worth of processes (tests/node/many_processes.sh) on the real driver.
+  cp "$build/tests/kiln_node_process" "$CARRY/bin/"
+  strip --strip-debug "$CARRY/bin/kiln_node_process"
   local uprefix
   uprefix=$(dirname "$(dirname "$ukiln")")
   cc -std=c11 -O2 -Wall -Werror tests/gpu/two_packages.c -o "$CARRY/bin/two_packages" \
@@ -91,6 +102,7 @@ prepare() {
   local lazy
   lazy=$(lazy_libs "$(ls "$tmp"/kiln-*/bin/kiln)")
   { ldd "$tmp"/kiln-*/bin/kiln "$tmp"/kiln-*/lib/libkiln.so "$CARRY/bin/kiln_gpu_tests" \
+    "$CARRY/bin/kiln_node_process" \
     "$CARRY/bin/zstd" $lazy | awk '/=> \// {print $3}'; for l in $lazy; do echo "$l"; done; } | sort -u |
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libkiln|libkiln-kernels)\.so' |
     while read -r lib; do cp -L "$lib" "$CARRY/syslib/"; done
@@ -149,6 +161,13 @@ run() {
   grep -q "scale_dtype_f32 from $root/$CARRY/acme/share/kiln/artifacts/acme-kernels-" \
     "$out/packages.log" || { rc=1; echo "FAILED: packages: acme's kernel not from its store" | tee -a "$log"; }
   tier_cases "$tree" "$out" || rc=1
+  python_case "$out" || rc=1
+  # many-processes: 64 processes x 8 threads on one empty cache, pinned mirror then TUF.
+  echo "--- many-processes: tests/node/many_processes.sh (64 x 8, real driver)" | tee -a "$log"
+  LD_LIBRARY_PATH="$root/$CARRY/syslib" bash tests/node/many_processes.sh "$tree/bin/kiln" \
+    "$root/$CARRY/bin/kiln_node_process" "$root/$CARRY/mirror" "$out/many-processes" 2>&1 |
+    tail -n 5 | tee -a "$log"
+  [ "${PIPESTATUS[0]}" = 0 ] || { rc=1; echo "FAILED: many-processes" | tee -a "$log"; }
   echo "release check exit: $rc" | tee -a "$out/release-check.log"
   return $rc
 }
@@ -327,6 +346,26 @@ tier_cases() {
   cp "$work"/mirror*.log "$out/" 2>/dev/null
   echo "tier cases exit: $rc" | tee -a "$log"
   return $rc
+}
+
+# python: the wheels ci/release.sh published (the kiln runtime, kiln-kernels' package and
+# target wheels) and acme's own, pip-installed into a fresh venv of the node's python3 (which
+# holds torch, CuPy and numpy) from that directory alone: every reference op against NumPy, the
+# torch custom ops, Loader.launch, the JIT tier, acme beside kiln-kernels
+# (tests/gpu/python_ops_check.py); then the launch benchmark in the same venv.
+python_case() {
+  local out=$1 root=$PWD wheels venv
+  wheels=$(mktemp -d /tmp/kiln-wheels-XXXXXX)
+  venv=$(mktemp -d /tmp/kiln-venv-XXXXXX)/venv
+  cp "$root/$CARRY"/pkg/*.whl "$root/$CARRY"/acme-wheels/*.whl "$wheels/"
+  echo "--- python: tests/gpu/python_ops_check.py --wheels $wheels" | tee -a "$out/release-check.log"
+  (cd /tmp && LD_LIBRARY_PATH="$root/$CARRY/syslib" python3 "$root/tests/gpu/python_ops_check.py" \
+    --wheels "$wheels" --keep "$venv") 2>&1 | tee "$out/python.log" | tee -a "$out/release-check.log"
+  local st=${PIPESTATUS[0]}
+  echo "--- python: bench/python_launch_bench.py" | tee -a "$out/release-check.log"
+  (cd /tmp && LD_LIBRARY_PATH="$root/$CARRY/syslib" "$venv/bin/python" \
+    "$root/bench/python_launch_bench.py") 2>&1 | tee "$out/python-bench.log" | tee -a "$out/release-check.log"
+  [ "$st" = 0 ] || { echo "FAILED: python (exit $st)" | tee -a "$out/release-check.log"; return 1; }
 }
 
 case "${1:-}" in

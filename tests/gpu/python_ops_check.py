@@ -61,6 +61,15 @@ def outer(args) -> int:
     if not os.path.exists(os.path.join(venv, "bin", "python")):
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", venv], check=True)
     py = os.path.join(venv, "bin", "python")
+    # When this interpreter is itself a venv (the GPU node's python3 is /opt/torch/.venv), a
+    # venv made from it sees the base interpreter's packages, not this one's torch/CuPy/numpy:
+    # a .pth file adds this interpreter's site-packages after the new venv's own.
+    import site
+    inner_site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(inner_site, "kiln-gpu-check-host.pth"), "w") as f:
+        f.write("\n".join(site.getsitepackages()) + "\n")
     pip = [py, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", wheels]
     subprocess.run(pip + ["kiln", "kiln-kernels"], check=True)
     # The target wheel for this machine: `python -m kiln install` when the runtime has it, else

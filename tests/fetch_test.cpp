@@ -332,19 +332,6 @@ TEST_F(FetchLogic, AlreadyInstalledNeedsNoNetwork) {
   EXPECT_EQ(fetch(o).already_present.size(), 1u);
 }
 
-// A fetch killed after installing an archive and before deleting the download left the
-// .tar.zst beside its store directory (crash points, tests/crash/): the next fetch, finding the
-// directory, removes the archive and needs no network; a download's temporary file too.
-TEST_F(FetchLogic, AnArchiveAKilledFetchLeftBesideItsInstalledDirectoryIsRemoved) {
-  installed.insert(archive_stem("kiln-kernels", rel.version, cuda_version(), "sm_90a"));
-  test::write_file(dir / rel.archive_name, rel.archive_bytes);
-  test::write_file(dir / (rel.archive_name + ".tmp.0123456789abcdef"), "half");
-  FetchResult r = fetch(options({"https://a.example"}));
-  EXPECT_EQ(r.already_present.size(), 1u);
-  EXPECT_TRUE(transport.calls.empty());
-  EXPECT_EQ(store_files(), std::vector<std::string>{});
-}
-
 // --- the manifest against its index entry (issue 12, item 4) ----------------------------------
 
 TEST_F(FetchLogic, ArchiveWhoseManifestNamesAnotherTargetIsRefusedAsIntegrityBeforeInstall) {

@@ -78,6 +78,7 @@ TEST(Store, InstallUnpacksManifestAndArtifactsUnderTheArchiveStem) {
 // a refused install stays for the caller to report and remove.
 TEST(Store, AnInstallThatConsumesTheArchiveRemovesItBeforeTheDirectoryAppears) {
   TempDir dir;
+  fs::create_directories(dir / "store");
   write_archive(dir / "store" / "a.tar.zst", members_for(kArtifacts), 0);
   InstallResult r = install_archive(dir / "store" / "a.tar.zst", dir / "store", std::nullopt, {},
                                     ArchiveAfterInstall::Remove);

@@ -567,24 +567,17 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
                          ? e.file.substr(0, e.file.size() - suffix.size())
                          : e.file;
   out.store_dir = (cx.dest / stem).string();
-  std::error_code ec;
   if (cx.deps.verified_present(cx.dest, stem)) {
     out.present = true;
-    // A fetch killed between installing the archive and removing it left the archive beside
-    // its store directory (crash points, tests/crash/): removed under the file's lock.
-    if (!cx.deps.keep_archives && fs::exists(cx.dest / e.file, ec)) {
-      FileLock lock = lock_store_file(cx, e.file);
-      fs::remove(cx.dest / e.file, ec);
-    }
     return out;
   }
   FileLock lock = lock_store_file(cx, e.file);
   // Another process may have installed it while we waited.
   if (cx.deps.verified_present(cx.dest, stem)) {
     out.present = true;
-    if (!cx.deps.keep_archives) fs::remove(cx.dest / e.file, ec);
     return out;
   }
+  std::error_code ec;
   for (const auto& mirror : cx.mirrors) {
     if (is_mirror_bad(mirror)) {
       cx.fail(mirror, mirror + "/" + e.file,

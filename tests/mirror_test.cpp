@@ -272,7 +272,8 @@ TEST_F(Mirror, AStageRemovesWhatAKilledStageOfTheReleaseLeft) {
   EXPECT_FALSE(fs::exists(orphan));
   EXPECT_TRUE(fs::exists(other));
   fs::remove(other);
-  auto r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + index_sha));
+  auto r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + index_sha +
+                         " --sums-sha256 " + sha256_file(mirror / sums_name())));
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
@@ -668,6 +669,12 @@ TEST_F(MirrorSyncFile, ASyncRemovesTheStagingDirectoryAKilledSyncOfTheReleaseLef
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_FALSE(has_staging_dir(dest));
   EXPECT_EQ(snapshot(dest), snapshot(mirror));
+  // Killed after its renames, with nothing left to transfer: removed all the same.
+  write_file(left / archive_name("sm_80"), "a staged copy");
+  r = sync();
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "0 files transferred");
+  EXPECT_FALSE(has_staging_dir(dest));
 }
 
 TEST_F(MirrorSyncFile, CorruptUpstreamArchiveLeavesTheDestinationByteIdentical) {

@@ -302,6 +302,10 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   std::stable_sort(todo.begin(), todo.end(),
                    [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   if (todo.empty()) {
+    // Nothing to transfer; what a sync of the release killed after its renames left (its staging
+    // directory) is removed all the same.
+    std::error_code ec;
+    if (fs::is_directory(to, ec)) lock_release_in_mirror(to, package, version);
     sx.log("0 files transferred, " + std::to_string(result.already_good.size()) + " already good");
     result.bytes_downloaded = sx.bytes_downloaded();
     return result;

@@ -86,19 +86,20 @@ TEST_F(TufRepo, ClientDownloadsAReleaseAndFollowsResignsAndRotations) {
   cli("rotate root");
   ASSERT_EQ(client("refresh"), 0) << last_.out;
   EXPECT_EQ(client_version("root"), 3);
-  EXPECT_EQ(client_version("timestamp"), 4);
+  // Rotating timestamp signs it twice: old and new keys before root 2, new ones after.
+  EXPECT_EQ(client_version("timestamp"), 5);
 
   // A timestamp signed with the retired key is refused.
   fs::path old_pem = repo() / "keys" / "online" / "retired" / "timestamp" / (old_ts_id + ".pem");
   Signer old = Signer::from_private_pem(test::read_file(old_pem), "ecdsa-sha2-nistp256");
   json ts = repo_signed("timestamp.json");
-  ts["version"] = 5;
+  ts["version"] = 6;
   test::write_file(repo() / "metadata" / "timestamp.json", sign_metadata(ts, {&old}));
   EXPECT_EQ(client("refresh"), 1);
   EXPECT_NE(last_.out.find("signed by a key not trusted for the role (revoked or unknown)"),
             std::string::npos)
       << last_.out;
-  EXPECT_EQ(client_version("timestamp"), 4);
+  EXPECT_EQ(client_version("timestamp"), 5);
 }
 
 TEST_F(TufRepo, ThresholdsAndBothSchemesPerRoleAreWrittenAndAccepted) {
@@ -291,8 +292,8 @@ TEST_F(TufRepo, RotationSignsWithOldAndNewKeysBeforeTheNewRootAndNewOnesAfter) {
   cli("rotate snapshot");
   auto keyids_of = [&](const std::string& root_file) {
     std::set<std::string> ids;
-    for (const auto& id : repo_signed(root_file)["roles"]["snapshot"]["keyids"])
-      ids.insert(id.get<std::string>());
+    const json root = repo_signed(root_file);
+    for (const auto& id : root["roles"]["snapshot"]["keyids"]) ids.insert(id.get<std::string>());
     return ids;
   };
   auto signers_of = [&](std::int64_t version) {
@@ -309,6 +310,24 @@ TEST_F(TufRepo, RotationSignsWithOldAndNewKeysBeforeTheNewRootAndNewOnesAfter) {
   EXPECT_EQ(signers_of(before + 2), new_keys);
   ASSERT_EQ(client_init(), 0) << last_.out;
   EXPECT_EQ(client("refresh"), 0) << last_.out;
+}
+
+// A rotation killed after <N+1>.root.json but before root.json: clients already trust N+1, so
+// the next command takes it as the current root (completing root.json) instead of publishing a
+// second, different root N+1 that those clients would never accept (crash points).
+TEST_F(TufRepo, ARootChangeKilledBeforeRootJsonIsCompletedByTheNextCommand) {
+  cli("init");
+  ASSERT_EQ(client_init(), 0) << last_.out;
+  cli("rotate timestamp");
+  const std::string v2 = test::read_file(repo() / "metadata" / "2.root.json");
+  test::write_file(repo() / "metadata" / "root.json",
+                   test::read_file(repo() / "metadata" / "1.root.json"));
+  ASSERT_EQ(client("refresh"), 0) << last_.out;  // the client follows 2.root.json
+  cli("refresh");
+  EXPECT_EQ(test::read_file(repo() / "metadata" / "root.json"), v2);
+  EXPECT_FALSE(fs::exists(repo() / "metadata" / "3.root.json"));
+  EXPECT_EQ(client("refresh"), 0) << last_.out;
+  EXPECT_EQ(client_version("root"), 2);
 }
 
 TEST_F(TufRepo, BadOptionsAreUsageErrorsNamingTheValue) {

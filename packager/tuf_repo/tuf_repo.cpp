@@ -63,17 +63,6 @@ fs::path metadata_path(const fs::path& dir, const std::string& file) {
   return dir / "metadata" / file;
 }
 
-// One command at a time writes a repository: flock on the repository directory itself (it is
-// served as it is: no lock file in it). Once held, what a command killed mid-write left is
-// removed: AtomicFile's temporaries in metadata/ and in the key directories (a kill between a
-// file's write and its rename; crash points, tests/crash/).
-FileLock lock_repository(const fs::path& dir, const KeyDirs& keys) {
-  FileLock lock = FileLock::acquire_directory(dir, std::chrono::minutes(10));
-  remove_orphaned_temps(dir / "metadata");
-  for (const char* role : kRoles) remove_orphaned_temps(role_key_dir(keys, role));
-  return lock;
-}
-
 json read_signed(const fs::path& dir, const std::string& file) {
   fs::path p = metadata_path(dir, file);
   json doc = json::parse(read_whole_file(p), nullptr, false);
@@ -90,6 +79,30 @@ std::int64_t version_of(const fs::path& dir, const std::string& file) {
     throw Error(ErrorKind::Format,
                 metadata_path(dir, file).string() + ": field \"version\" is not an integer");
   return s["version"].get<std::int64_t>();
+}
+
+// A root change killed between <N+1>.root.json and root.json: clients already follow N+1 (they
+// fetch the versioned names), so root.json is brought up to it before anything reads it; a
+// command reading the older root.json would publish a second, different root N+1 (crash points,
+// tests/crash/).
+void complete_interrupted_root(const fs::path& dir) {
+  if (!fs::exists(metadata_path(dir, "root.json"))) return;
+  std::int64_t v = version_of(dir, "root.json");
+  for (fs::path next; fs::exists(next = metadata_path(dir, std::to_string(v + 1) + ".root.json"));
+       ++v)
+    write_file_atomically(metadata_path(dir, "root.json"), read_whole_file(next));
+}
+
+// One command at a time writes a repository: flock on the repository directory itself (it is
+// served as it is: no lock file in it). Once held, what a command killed mid-write left is
+// removed: AtomicFile's temporaries in metadata/ and in the key directories (a kill between a
+// file's write and its rename; crash points, tests/crash/).
+FileLock lock_repository(const fs::path& dir, const KeyDirs& keys) {
+  FileLock lock = FileLock::acquire_directory(dir, std::chrono::minutes(10));
+  remove_orphaned_temps(dir / "metadata");
+  for (const char* role : kRoles) remove_orphaned_temps(role_key_dir(keys, role));
+  complete_interrupted_root(dir);
+  return lock;
 }
 
 json common(const char* type, std::int64_t version, std::time_t expires) {

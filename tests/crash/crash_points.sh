@@ -435,6 +435,10 @@ points_of() { od -An -tu8 "$1/.points" | tr -d ' '; }
 # Every path under a world except the destination, the harness's own files and the clients.
 outside() { snapshot "$1" $DEST home/.cache .points .point-log .clients .check.err .out .rerun; }
 
+differences() {  # differences BEFORE AFTER: the first ten lines that differ, indented
+  diff <(echo "$1") <(echo "$2") | grep '^[<>]' | head -10 | sed 's/^/    /'
+}
+
 point() {  # point CASE N: exit 0 when it held (or the command finished before point N)
   local c=$1 n=$2
   load_case "$c"
@@ -456,7 +460,7 @@ point() {  # point CASE N: exit 0 when it held (or the command finished before p
   local after
   after=$(outside "$w")
   if [[ "$before" != "$after" ]]; then
-    problems+=$'\n  outside the destination changed:\n'$(diff <(echo "$before") <(echo "$after") | grep '^[<>]' | head -10 | sed 's/^/    /')
+    problems+=$'\n  outside the destination changed:\n'$(differences "$before" "$after")
   fi
   rc=0
   run_command "$w" 0 "$w/.rerun" || rc=$?
@@ -468,7 +472,7 @@ point() {  # point CASE N: exit 0 when it held (or the command finished before p
     local final
     final=$(final_state "$w")
     if [[ "$final" != "$(cat "$WORK/tpl/$c.final")" ]]; then
-      problems+=$'\n  the rerun ends unlike an unkilled run:\n'$(diff <(cat "$WORK/tpl/$c.final") <(echo "$final") | grep '^[<>]' | head -10 | sed 's/^/    /')
+      problems+=$'\n  the rerun ends unlike an unkilled run:\n'$(differences "$(cat "$WORK/tpl/$c.final")" "$final")
     fi
     out=$(check rerun 2>&1) ||
       problems+=$'\n  after the rerun the destination does not verify: '"$out"
@@ -517,7 +521,11 @@ start_server
   "$KILN" tuf-repo --dir repo-refreshed "${K[@]}" refresh >/dev/null
   "$KILN" bundle --out bundle --targets sm_80,sm_90a --mirror "$URL/release/repo" \
     --tuf-root root.json --package $PKG --version $VER >/dev/null
-) 2>>"$WORK/release.log" || { echo "setting up the release failed:" >&2; cat "$WORK/release.log" >&2; exit 1; }
+) 2>>"$WORK/release.log" || {
+  echo "setting up the release failed:" >&2
+  cat "$WORK/release.log" >&2
+  exit 1
+}
 printf 'release ready in %s s\n' "$(seconds_since "$t0")"
 
 total_points=0

@@ -10,8 +10,8 @@
 //
 // A point is: write/pwrite/writev/copy_file_range/sendfile to a regular file, fsync, fdatasync,
 // syncfs, rename(at,at2), mkdir(at), unlink(at), rmdir, remove, link(at), symlink(at), ftruncate,
-// and open/openat/creat with O_CREAT. The call is not made: the process dies on its way in, as on a power cut between
-// the previous call and this one.
+// and open/openat/creat with O_CREAT. The call is not made: the process dies on its way in,
+// between the previous call and this one.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -59,8 +59,13 @@ int lock_once(const std::filesystem::path& path) {
   }
 }
 
-// One attempt on a directory's own descriptor. Returns it locked, or -1 when someone else holds
-// the lock.
+constexpr int kCannotLockDirectories = -2;
+
+// One attempt on a directory's own descriptor. Returns it locked, -1 when someone else holds the
+// lock, kCannotLockDirectories where the filesystem cannot flock a directory (NFS emulates flock
+// with byte-range locks, which a descriptor opened for reading cannot take): the caller goes on
+// without the lock (acquire_directory returns one not held) rather than failing a build or a
+// sync that worked before directories were locked.
 int lock_directory_once(const std::filesystem::path& dir) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) io_error("cannot open directory to lock", dir, errno);
@@ -69,6 +74,8 @@ int lock_directory_once(const std::filesystem::path& dir) {
   while (rc != 0 && errno == EINTR);
   if (rc == 0) return fd.release();
   if (errno == EWOULDBLOCK) return -1;
+  if (errno == EBADF || errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL)
+    return kCannotLockDirectories;
   io_error("cannot flock directory", dir, errno);
 }
 
@@ -100,8 +107,10 @@ FileLock FileLock::acquire_with(const std::filesystem::path& path,
   for (;;) {
     if (directory) {
       FileLock lock;
-      lock.fd_ = lock_directory_once(path);
+      int fd = lock_directory_once(path);
       lock.path_ = path;
+      if (fd == kCannotLockDirectories) return lock;  // not held: see lock_directory_once
+      lock.fd_ = fd;
       if (lock.held()) return lock;
     } else if (auto lock = try_acquire(path)) {
       return std::move(*lock);

@@ -104,7 +104,8 @@ std::vector<PublishedArchive> publish_release(
   if (ec) throw Error(ErrorKind::Io, "cannot create " + dist_dir.string() + ": " + ec.message());
   // One publisher at a time per dist (flock on the directory: nothing is added to it).
   FileLock lock = FileLock::acquire_directory(dist_dir, std::chrono::minutes(10));
-  remove_killed_publish_leftovers(dist_dir, id.name, id.version);
+  // Not held where the filesystem cannot lock a directory: then nothing is removed.
+  if (lock.held()) remove_killed_publish_leftovers(dist_dir, id.name, id.version);
   std::vector<std::pair<fs::path, fs::path>> pending;  // temp -> final
   std::vector<PublishedArchive> out;
   Index index;

@@ -236,6 +236,7 @@ FileLock lock_release_in_mirror(const fs::path& mirror, const std::string& packa
   const std::string release = package + "-" + version;
   std::error_code ec;
   FileLock lock = FileLock::acquire_directory(mirror, std::chrono::minutes(10));
+  if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
   remove_orphaned_temps_if(mirror, [&](std::string_view file) {
     return starts_with(file, release) && file.size() > release.size() &&
            (file[release.size()] == '-' || file[release.size()] == '.');

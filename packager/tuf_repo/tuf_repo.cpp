@@ -99,9 +99,10 @@ void complete_interrupted_root(const fs::path& dir) {
 // file's write and its rename; crash points, tests/crash/).
 FileLock lock_repository(const fs::path& dir, const KeyDirs& keys) {
   FileLock lock = FileLock::acquire_directory(dir, std::chrono::minutes(10));
+  complete_interrupted_root(dir);
+  if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
   remove_orphaned_temps(dir / "metadata");
   for (const char* role : kRoles) remove_orphaned_temps(role_key_dir(keys, role));
-  complete_interrupted_root(dir);
   return lock;
 }
 

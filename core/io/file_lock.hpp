@@ -22,7 +22,8 @@ class FileLock {
   static std::optional<FileLock> try_acquire(const std::filesystem::path& path);
   // The same lock on an existing directory itself (flock on its descriptor): nothing is created
   // in it, for a directory whose listing is its content (a mirror). No holder note: a timeout
-  // names the directory only.
+  // names the directory only. Where the filesystem cannot flock a directory (NFS), the lock
+  // returned is not held (held() false) rather than an error.
   static FileLock acquire_directory(const std::filesystem::path& dir,
                                     std::chrono::milliseconds timeout);
 

@@ -98,4 +98,29 @@ TEST(AtomicFile, WriteFileAtomicallyWritesExactBytes) {
 }
 
 }  // namespace
+// What a writer killed before commit() leaves ("<file>.tmp.<16 hex>") is removed by the next
+// holder of the lock (crash points, tests/crash/): only AtomicFile's own names, of the file asked.
+TEST(AtomicFile, OrphanedTemporaryFilesAreRemovedAndNothingElse) {
+  TempDir dir;
+  write_file(dir / "a.json", "a");
+  write_file(dir / "a.json.tmp.0123456789abcdef", "half");
+  write_file(dir / "b.json.tmp.fedcba9876543210", "");
+  write_file(dir / "a.json.tmp.notsixteenhex", "kept");
+  write_file(dir / "a.json.tmp.0123456789ABCDEF", "kept");
+  fs::create_directories(dir / "c.tmp.0123456789abcdef");
+
+  auto removed = remove_orphaned_temps(dir.path(), "a.json");
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0], dir / "a.json.tmp.0123456789abcdef");
+  EXPECT_EQ(
+      names_in(dir.path()),
+      (std::set<std::string>{"a.json", "b.json.tmp.fedcba9876543210", "a.json.tmp.notsixteenhex",
+                             "a.json.tmp.0123456789ABCDEF", "c.tmp.0123456789abcdef"}));
+
+  EXPECT_EQ(remove_orphaned_temps(dir.path()).size(), 1u);  // b's: every file's, not the dir
+  EXPECT_EQ(names_in(dir.path()),
+            (std::set<std::string>{"a.json", "a.json.tmp.notsixteenhex",
+                                   "a.json.tmp.0123456789ABCDEF", "c.tmp.0123456789abcdef"}));
+}
+
 }  // namespace kiln

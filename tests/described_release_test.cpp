@@ -88,6 +88,19 @@ TEST(DescribedRelease, VerifyOfAnIndexJudgesWhatItNamesAndChecksTheDescriptionIt
   EXPECT_CONTAINS(other.out, "the index of package acme-kernels, not kiln-kernels");
 }
 
+// An install killed while writing the description leaves "<file>.tmp.<16 hex>" in the store (crash
+// points, tests/crash/): the next install of the description removes it.
+TEST(DescribedRelease, AnInstallRemovesTheDescriptionTemporaryAKilledInstallLeft) {
+  TempDir tmp;
+  Release acme = described_dist(tmp / "dist", "acme-kernels", "1.2.0");
+  const fs::path orphan = tmp / "store" / "acme-kernels-1.2.0.package.json.tmp.0123456789abcdef";
+  write_file(orphan, acme.description.substr(0, 10));
+  auto r = kiln_in(tmp.path(), "install dist/acme-kernels-1.2.0-index.json --dest store");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_EQ(read_file(tmp / "store" / "acme-kernels-1.2.0.package.json"), acme.description);
+}
+
 TEST(DescribedRelease, InstallOfAnIndexWritesTheDescriptionTheStoreIsThenJudgedBy) {
   TempDir tmp;
   Release acme = described_dist(tmp / "dist", "acme-kernels", "1.2.0");

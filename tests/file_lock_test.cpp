@@ -102,6 +102,24 @@ TEST(FileLock, LockOfAKilledProcessDoesNotBlock) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
 }
 
+// A mirror or a TUF repository is locked on the directory itself: nothing is added to what it
+// serves, and a second holder waits as for a lock file.
+TEST(FileLock, ADirectoryIsLockedOnItselfWithNoFileInIt) {
+  TempDir dir;
+  FileLock held = FileLock::acquire_directory(dir.path(), 1s);
+  EXPECT_TRUE(held.held());
+  try {
+    FileLock::acquire_directory(dir.path(), 50ms);
+    ADD_FAILURE() << "a second holder got the lock";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io);
+    EXPECT_NE(std::string(e.what()).find(dir.path().string()), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  held.release();
+  EXPECT_TRUE(FileLock::acquire_directory(dir.path(), 1s).held());
+}
+
 TEST(FileLock, LockInMissingDirectoryIsIoErrorNamingThePath) {
   TempDir dir;
   auto path = dir / "no" / "such" / "x.lock";

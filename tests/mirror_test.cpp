@@ -337,6 +337,24 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
   EXPECT_EQ(files[tarball_name()]["kind"], "tarball");
 }
 
+// A stage killed mid-copy leaves "<file>.tmp.<16 hex>" in the mirror, which `mirror verify` would
+// report as an unlisted file of the release (crash points, tests/crash/): the next stage of the
+// release removes it, and leaves other releases' alone.
+TEST_F(Mirror, AStageRemovesWhatAKilledStageOfTheReleaseLeft) {
+  fs::create_directories(mirror);
+  const fs::path orphan = mirror / (archive_name("sm_80") + ".tmp.0123456789abcdef");
+  const fs::path other = mirror / "acme-kernels-1.0.0-index.json.tmp.0123456789abcdef";
+  write_file(orphan, "half an archive");
+  write_file(other, "another release's");
+  stage();
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_TRUE(fs::exists(other));
+  fs::remove(other);
+  auto r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + index_sha +
+                         " --sums-sha256 " + sha256_file(mirror / sums_name())));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
 // A mirror serving two packages (design.md, "package"): with no release named and no project
 // here, verify checks every release in the directory and reports them in one table; a problem in
 // one release is that release's, and a pin, which covers one release, needs it named.
@@ -718,6 +736,23 @@ TEST_F(MirrorSyncFile, FirstRunCopiesEverythingAndSecondTransfersNothing) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "0 files transferred (0 bytes), 6 already good");
   EXPECT_EQ(snapshot(dest), before);
+}
+
+// A sync killed mid-way leaves its staging directory (crash points, tests/crash/): the next sync
+// of the release removes it.
+TEST_F(MirrorSyncFile, ASyncRemovesTheStagingDirectoryAKilledSyncOfTheReleaseLeft) {
+  const fs::path left = dest / (".kiln-sync-kiln-kernels-" + std::string(kVer) + "-AbC123");
+  write_file(left / archive_name("sm_80"), "half an archive");
+  auto r = sync();
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(has_staging_dir(dest));
+  EXPECT_EQ(snapshot(dest), snapshot(mirror));
+  // Killed after its renames, with nothing left to transfer: removed all the same.
+  write_file(left / archive_name("sm_80"), "a staged copy");
+  r = sync();
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "0 files transferred");
+  EXPECT_FALSE(has_staging_dir(dest));
 }
 
 TEST_F(MirrorSyncFile, CorruptUpstreamArchiveLeavesTheDestinationByteIdentical) {

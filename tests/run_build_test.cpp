@@ -253,6 +253,27 @@ TEST(BuildRun, FailedCompileLeavesThePreviousDistByteForByte) {
             static_cast<std::ptrdiff_t>(files));
 }
 
+// A build killed mid-publish left its archives under temporary names and the index's temporary
+// in the dist, one more per kill (crash points, tests/crash/): the next publish of the release
+// removes them, and leaves other releases' alone.
+TEST(BuildRun, APublishRemovesWhatAKilledPublishOfTheReleaseLeft) {
+  BuildRig rig;
+  rig.build();
+  const fs::path dist = rig.out / "dist";
+  const std::string archive =
+      archive_file_name("acme-scale", "2.3.4", kiln::cuda_version(), "compute_80");
+  const std::vector<std::string> left = {
+      "." + archive + ".partial-99999", "." + archive + ".partial-99999.tmp.a1b2c3d4",
+      index_file_name("acme-scale", "2.3.4") + ".tmp.0123456789abcdef"};
+  for (const auto& n : left) write_file(dist / n, "half");
+  const std::string others = ".acme-other-1.0.0-cuda13.0-compute_80.tar.zst.partial-99999";
+  write_file(dist / others, "another release's");
+  rig.opts.build_time += 1;  // other bytes: the archives are written again
+  rig.build();
+  for (const auto& n : left) EXPECT_FALSE(fs::exists(dist / n)) << n;
+  EXPECT_TRUE(fs::exists(dist / others));
+}
+
 TEST(BuildRun, RunnerFailureWithoutAFailedCompileIsInternalWithTheRunnersOutput) {
   BuildRig rig;
   rig.runner.unexplained_failure = true;

@@ -73,6 +73,28 @@ TEST(Store, InstallUnpacksManifestAndArtifactsUnderTheArchiveStem) {
             manifest_to_json(manifest_for(kArtifacts)));
 }
 
+// A download installed by fetch is removed before its directory is renamed into place: a kill
+// leaves the archive or the directory, never both (crash points, tests/crash/); the archive of
+// a refused install stays for the caller to report and remove.
+TEST(Store, AnInstallThatConsumesTheArchiveRemovesItBeforeTheDirectoryAppears) {
+  TempDir dir;
+  fs::create_directories(dir / "store");
+  write_archive(dir / "store" / "a.tar.zst", members_for(kArtifacts), 0);
+  InstallResult r = install_archive(dir / "store" / "a.tar.zst", dir / "store", std::nullopt, {},
+                                    ArchiveAfterInstall::Remove);
+  EXPECT_EQ(r.action, InstallResult::Action::Installed);
+  EXPECT_FALSE(fs::exists(dir / "store" / "a.tar.zst"));
+  EXPECT_EQ(snapshot(dir / "store").size(), 4u);
+
+  write_archive(dir / "b.tar.zst", members_for(kArtifacts), 0);
+  std::string refused = error_of(ErrorKind::Stale, [&] {
+    install_archive(dir / "b.tar.zst", dir / "store", std::nullopt,
+                    RequiredRelease{"another-package", ""}, ArchiveAfterInstall::Remove);
+  });
+  EXPECT_NE(refused.find("not another-package"), std::string::npos) << refused;
+  EXPECT_TRUE(fs::exists(dir / "b.tar.zst"));
+}
+
 TEST(Store, ScanListsInstalledArchiveWithItsManifest) {
   TempDir dir;
   write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <ctime>
 #include <map>
+#include <set>
 
 #include "test_util.hpp"
 #include "tuf/tuf_signer.hpp"
@@ -85,19 +86,20 @@ TEST_F(TufRepo, ClientDownloadsAReleaseAndFollowsResignsAndRotations) {
   cli("rotate root");
   ASSERT_EQ(client("refresh"), 0) << last_.out;
   EXPECT_EQ(client_version("root"), 3);
-  EXPECT_EQ(client_version("timestamp"), 4);
+  // Rotating timestamp signs it twice: old and new keys before root 2, new ones after.
+  EXPECT_EQ(client_version("timestamp"), 5);
 
   // A timestamp signed with the retired key is refused.
   fs::path old_pem = repo() / "keys" / "online" / "retired" / "timestamp" / (old_ts_id + ".pem");
   Signer old = Signer::from_private_pem(test::read_file(old_pem), "ecdsa-sha2-nistp256");
   json ts = repo_signed("timestamp.json");
-  ts["version"] = 5;
+  ts["version"] = 6;
   test::write_file(repo() / "metadata" / "timestamp.json", sign_metadata(ts, {&old}));
   EXPECT_EQ(client("refresh"), 1);
   EXPECT_NE(last_.out.find("signed by a key not trusted for the role (revoked or unknown)"),
             std::string::npos)
       << last_.out;
-  EXPECT_EQ(client_version("timestamp"), 4);
+  EXPECT_EQ(client_version("timestamp"), 5);
 }
 
 TEST_F(TufRepo, ThresholdsAndBothSchemesPerRoleAreWrittenAndAccepted) {
@@ -281,6 +283,53 @@ TEST_F(TufRepo, RevokeRemovesTheKeyAndRefusesToGoBelowTheThreshold) {
   EXPECT_EQ(client_version("root"), 3);
 }
 
+// A rotation killed between root N+1 and the role's re-signing must leave metadata both roots
+// accept (crash points, tests/crash/): the role's metadata are first signed by the old and the
+// new keys together, then, after root N+1, by the new keys alone.
+TEST_F(TufRepo, RotationSignsWithOldAndNewKeysBeforeTheNewRootAndNewOnesAfter) {
+  cli("init");
+  const std::int64_t before = repo_signed("snapshot.json")["version"].get<std::int64_t>();
+  cli("rotate snapshot");
+  auto keyids_of = [&](const std::string& root_file) {
+    std::set<std::string> ids;
+    const json root = repo_signed(root_file);
+    for (const auto& id : root["roles"]["snapshot"]["keyids"]) ids.insert(id.get<std::string>());
+    return ids;
+  };
+  auto signers_of = [&](std::int64_t version) {
+    std::set<std::string> ids;
+    auto doc = json::parse(
+        test::read_file(repo() / "metadata" / (std::to_string(version) + ".snapshot.json")));
+    for (const auto& sig : doc["signatures"]) ids.insert(sig["keyid"].get<std::string>());
+    return ids;
+  };
+  std::set<std::string> old_keys = keyids_of("1.root.json"), new_keys = keyids_of("2.root.json");
+  std::set<std::string> both = old_keys;
+  both.insert(new_keys.begin(), new_keys.end());
+  EXPECT_EQ(signers_of(before + 1), both);
+  EXPECT_EQ(signers_of(before + 2), new_keys);
+  ASSERT_EQ(client_init(), 0) << last_.out;
+  EXPECT_EQ(client("refresh"), 0) << last_.out;
+}
+
+// A rotation killed after <N+1>.root.json but before root.json: clients already trust N+1, so
+// the next command takes it as the current root (completing root.json) instead of publishing a
+// second, different root N+1 that those clients would never accept (crash points).
+TEST_F(TufRepo, ARootChangeKilledBeforeRootJsonIsCompletedByTheNextCommand) {
+  cli("init");
+  ASSERT_EQ(client_init(), 0) << last_.out;
+  cli("rotate timestamp");
+  const std::string v2 = test::read_file(repo() / "metadata" / "2.root.json");
+  test::write_file(repo() / "metadata" / "root.json",
+                   test::read_file(repo() / "metadata" / "1.root.json"));
+  ASSERT_EQ(client("refresh"), 0) << last_.out;  // the client follows 2.root.json
+  cli("refresh");
+  EXPECT_EQ(test::read_file(repo() / "metadata" / "root.json"), v2);
+  EXPECT_FALSE(fs::exists(repo() / "metadata" / "3.root.json"));
+  EXPECT_EQ(client("refresh"), 0) << last_.out;
+  EXPECT_EQ(client_version("root"), 2);
+}
+
 TEST_F(TufRepo, BadOptionsAreUsageErrorsNamingTheValue) {
   auto r = repo_cmd("--keys root=0 init");
   EXPECT_EQ(r.exit_code, 2);
@@ -303,6 +352,30 @@ TEST_F(TufRepo, InitRefusesAnExistingRepository) {
   auto r = repo_cmd("init");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("already a TUF repository"), std::string::npos) << r.out;
+}
+
+// An init killed before its timestamp left a root.json and no repository a client can use
+// (crash points, tests/crash/): the next init starts over instead of refusing, and the result is
+// a repository a client updates from. An init that finished is still refused.
+TEST_F(TufRepo, AnInitKilledBeforeItsTimestampStartsOverAndTheRepositoryWorks) {
+  cli("init");
+  fs::remove(repo() / "metadata" / "timestamp.json");
+  test::write_file(repo() / "metadata" / "snapshot.json.tmp.0123456789abcdef", "half");
+  cli("init");
+  EXPECT_FALSE(fs::exists(repo() / "metadata" / "snapshot.json.tmp.0123456789abcdef"));
+  ASSERT_EQ(client_init(), 0) << last_.out;
+  EXPECT_EQ(client("refresh"), 0) << last_.out;
+  auto r = repo_cmd("init");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+// A command killed between a metadata file's write and its rename left "<file>.tmp.<16 hex>" in
+// the published metadata/ (crash points): the next command removes it.
+TEST_F(TufRepo, TheNextCommandRemovesTheTemporaryFilesOfAKilledOne) {
+  cli("init");
+  test::write_file(repo() / "metadata" / "2.targets.json.tmp.0123456789abcdef", "half");
+  cli("refresh");
+  EXPECT_FALSE(fs::exists(repo() / "metadata" / "2.targets.json.tmp.0123456789abcdef"));
 }
 
 }  // namespace

@@ -363,6 +363,15 @@ TEST_F(TufClient, RefreshStoresTopLevelRolesAfterTheSpecsRequests) {
             (std::vector<std::string>{"meta/2.root.json", "meta/timestamp.json"}));
 }
 
+// A client killed while writing its metadata leaves "<role>.json.tmp.<16 hex>": the next client
+// to take the directory's lock removes it (crash points, tests/crash/).
+TEST_F(TufClient, TemporaryFilesOfAKilledClientAreRemovedByTheNext) {
+  test::write_file(dir_ / "metadata" / "timestamp.json.tmp.0123456789abcdef", "{\"half");
+  refresh();
+  EXPECT_FALSE(fs::exists(dir_ / "metadata" / "timestamp.json.tmp.0123456789abcdef"));
+  EXPECT_EQ(stored_version("timestamp"), 1);
+}
+
 TEST_F(TufClient, ConsistentSnapshotRequestsVersionedNames) {
   repo.root["consistent_snapshot"] = true;
   repo.root["version"] = 2;

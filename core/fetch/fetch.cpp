@@ -46,6 +46,7 @@
 #include "fetch/verified_download.hpp"
 #include "format/manifest.hpp"
 #include "format/target.hpp"
+#include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
@@ -499,19 +500,10 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
               std::move(fields));
 }
 
-// Removes <archive>.tmp.* left by a writer that died. Safe only while holding the lock.
+// Removes <file>.tmp.* left by a writer that died. Safe only while holding the file's lock.
 void remove_orphans(Context& cx, const std::string& file) {
-  std::error_code ec;
-  std::string prefix = file + ".tmp.";
-  for (auto it = fs::directory_iterator(cx.dest, ec); !ec && it != fs::directory_iterator();
-       it.increment(ec)) {
-    std::string n = it->path().filename().string();
-    if (n.rfind(prefix, 0) == 0) {
-      std::error_code rm;
-      fs::remove(it->path(), rm);
-      cx.log("removed " + it->path().string() + " left by an interrupted download");
-    }
-  }
+  for (const auto& p : remove_orphaned_temps(cx.dest, file))
+    cx.log("removed " + p.string() + " left by an interrupted download");
 }
 
 // Downloads one archive from one mirror into <dest>/<file> through the one verified download;
@@ -570,6 +562,28 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
   return false;
 }
 
+// The lock every writer of <dest>/<file> holds (store_file_lock_path), within the deadline; what
+// a killed writer of the file left is removed once it is held.
+FileLock lock_store_file(Context& cx, const std::string& file) {
+  fs::path lock_path = store_file_lock_path(cx.dest, file);
+  std::error_code ec;
+  fs::create_directories(lock_path.parent_path(), ec);
+  if (ec)
+    throw Error(ErrorKind::Io, "cannot create the lock directory " +
+                                   lock_path.parent_path().string() + ": " + ec.message());
+  cx.log("waiting for the lock on " + file);
+  std::optional<FileLock> lock;
+  try {
+    lock.emplace(FileLock::acquire(lock_path, std::chrono::milliseconds(std::min(
+                                                  cx.opts.lock_timeout_ms, cx.remaining_ms()))));
+  } catch (const Error&) {
+    cx.check_deadline("waiting for the lock on " + file);
+    throw;
+  }
+  remove_orphans(cx, file);
+  return std::move(*lock);
+}
+
 struct ArchiveOutcome {
   std::string store_dir;
   bool installed = false;
@@ -589,28 +603,13 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
     out.present = true;
     return out;
   }
-  fs::path lock_dir = cx.dest / ".kiln-locks";
-  std::error_code ec;
-  fs::create_directories(lock_dir, ec);
-  if (ec)
-    throw Error(ErrorKind::Io,
-                "cannot create the lock directory " + lock_dir.string() + ": " + ec.message());
-  cx.log("waiting for the lock on " + e.file);
-  std::optional<FileLock> lock;
-  try {
-    lock.emplace(FileLock::acquire(
-        lock_dir / (e.file + ".lock"),
-        std::chrono::milliseconds(std::min(cx.opts.lock_timeout_ms, cx.remaining_ms()))));
-  } catch (const Error&) {
-    cx.check_deadline("waiting for the lock on " + e.file);
-    throw;
-  }
+  FileLock lock = lock_store_file(cx, e.file);
   // Another process may have installed it while we waited.
   if (cx.deps.verified_present(cx.dest, stem)) {
     out.present = true;
     return out;
   }
-  remove_orphans(cx, e.file);
+  std::error_code ec;
   for (const auto& mirror : cx.mirrors) {
     if (is_mirror_bad(mirror)) {
       cx.fail(mirror, mirror + "/" + e.file,
@@ -672,6 +671,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
 std::string fetch_description(Context& cx, const TrustedIndex& ti) {
   const IndexFile& d = *ti.index.description;
   IndexEntry pinned{d.file, "", d.size, d.sha256};
+  FileLock lock = lock_store_file(cx, d.file);
   for (const auto& mirror : cx.mirrors) {
     if (is_mirror_bad(mirror)) continue;
     if (download_from(cx, mirror, pinned)) {
@@ -889,7 +889,8 @@ struct RealFetch {
       return store_has_verified(store, stem);
     };
     deps.install = [](const fs::path& archive, const fs::path& store, const std::string& sha) {
-      return install_archive(archive, store, sha).directory.string();
+      return install_archive(archive, store, sha, {}, ArchiveAfterInstall::Remove)
+          .directory.string();
     };
     deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
   }

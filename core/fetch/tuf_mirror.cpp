@@ -111,6 +111,7 @@ void prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
                 "cannot create the TUF metadata directory " + dir.string() + ": " + ec.message(),
                 {{"path", dir.string()}});
   FileLock lock = FileLock::acquire(dir / ".tuf.lock", std::chrono::seconds(60));
+  remove_orphaned_temps(dir);  // a dead writer's (every writer holds the lock)
   if (!fs::exists(dir / "root.json", ec)) write_file_atomically(dir / "root.json", anchor_root);
 }
 

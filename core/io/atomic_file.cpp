@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -86,6 +87,44 @@ void AtomicFile::commit() {
 void sync_directory(const std::filesystem::path& dir) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd) ::fsync(fd.get());
+}
+
+namespace {
+
+// The file whose temporary `name` is ("<file>.tmp.<16 hex digits>", AtomicFile's name), or
+// nothing when it is not one.
+std::optional<std::string_view> atomic_temp_of(std::string_view name) {
+  constexpr std::string_view kInfix = ".tmp.";
+  constexpr std::size_t kSuffix = 16;
+  if (name.size() < kInfix.size() + kSuffix + 1) return std::nullopt;
+  std::string_view file = name.substr(0, name.size() - kInfix.size() - kSuffix);
+  if (name.substr(file.size(), kInfix.size()) != kInfix) return std::nullopt;
+  for (char c : name.substr(name.size() - kSuffix))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+  return file;
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> remove_orphaned_temps_if(
+    const std::filesystem::path& dir, const std::function<bool(std::string_view file)>& whose) {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::optional<std::string_view> file = atomic_temp_of(name);
+    if (!file || !whose(*file)) continue;
+    std::error_code type_ec;
+    if (!it->is_regular_file(type_ec)) continue;
+    if (::unlink(it->path().c_str()) == 0) removed.push_back(it->path());
+  }
+  return removed;
+}
+
+std::vector<std::filesystem::path> remove_orphaned_temps(const std::filesystem::path& dir,
+                                                         std::string_view file) {
+  return remove_orphaned_temps_if(dir,
+                                  [file](std::string_view f) { return file.empty() || f == file; });
 }
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view data) {

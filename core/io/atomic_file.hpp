@@ -5,8 +5,10 @@
 // Without commit() the temporary file is removed by the destructor: a failure leaves no trace.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "io/file_descriptor.hpp"
 #include "io/limits.hpp"
@@ -49,6 +51,16 @@ std::string read_whole_file(const std::filesystem::path& path,
 // (the rename has already happened): a directory that cannot be opened is left alone. The one
 // place every committing path (AtomicFile, installs, mirror sync) does it.
 void sync_directory(const std::filesystem::path& dir);
+
+// Removes the temporary files AtomicFile left in `dir` ("<name>.tmp.<16 hex digits>") when their
+// writer died before commit() (kill -9, power loss): they are never read, but would stay forever.
+// Only those of `file` ("<file>.tmp.*") when it is given, else every one in dir. Safe only while
+// holding the lock that every writer of those files holds. Returns the paths removed.
+std::vector<std::filesystem::path> remove_orphaned_temps(const std::filesystem::path& dir,
+                                                         std::string_view file = {});
+// The same for every file whose name `whose` accepts (the name without ".tmp.<16 hex>").
+std::vector<std::filesystem::path> remove_orphaned_temps_if(
+    const std::filesystem::path& dir, const std::function<bool(std::string_view file)>& whose);
 
 // Convenience: the whole of `data` written atomically to `path`.
 void write_file_atomically(const std::filesystem::path& path, std::string_view data);

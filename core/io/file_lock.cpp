@@ -59,6 +59,26 @@ int lock_once(const std::filesystem::path& path) {
   }
 }
 
+constexpr int kCannotLockDirectories = -2;
+
+// One attempt on a directory's own descriptor. Returns it locked, -1 when someone else holds the
+// lock, kCannotLockDirectories where the filesystem cannot flock a directory (NFS emulates flock
+// with byte-range locks, which a descriptor opened for reading cannot take): the caller goes on
+// without the lock (acquire_directory returns one not held) rather than failing a build or a
+// sync that worked before directories were locked.
+int lock_directory_once(const std::filesystem::path& dir) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!fd) io_error("cannot open directory to lock", dir, errno);
+  int rc;
+  do rc = ::flock(fd.get(), LOCK_EX | LOCK_NB);
+  while (rc != 0 && errno == EINTR);
+  if (rc == 0) return fd.release();
+  if (errno == EWOULDBLOCK) return -1;
+  if (errno == EBADF || errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL)
+    return kCannotLockDirectories;
+  io_error("cannot flock directory", dir, errno);
+}
+
 }  // namespace
 
 std::optional<FileLock> FileLock::try_acquire(const std::filesystem::path& path) {
@@ -71,14 +91,33 @@ std::optional<FileLock> FileLock::try_acquire(const std::filesystem::path& path)
 }
 
 FileLock FileLock::acquire(const std::filesystem::path& path, std::chrono::milliseconds timeout) {
+  return acquire_with(path, timeout, false);
+}
+
+FileLock FileLock::acquire_directory(const std::filesystem::path& dir,
+                                     std::chrono::milliseconds timeout) {
+  return acquire_with(dir, timeout, true);
+}
+
+FileLock FileLock::acquire_with(const std::filesystem::path& path,
+                                std::chrono::milliseconds timeout, bool directory) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   for (;;) {
-    if (auto lock = try_acquire(path)) return std::move(*lock);
+    if (directory) {
+      FileLock lock;
+      int fd = lock_directory_once(path);
+      lock.path_ = path;
+      if (fd == kCannotLockDirectories) return lock;  // not held: see lock_directory_once
+      lock.fd_ = fd;
+      if (lock.held()) return lock;
+    } else if (auto lock = try_acquire(path)) {
+      return std::move(*lock);
+    }
     auto now = Clock::now();
     if (now >= deadline) {
-      std::string holder = describe_lock_holder(path);
+      std::string holder = directory ? "" : describe_lock_holder(path);
       std::ostringstream msg;
       msg << "timed out after " << timeout.count() << " ms waiting for lock " << path.string()
           << " (held by " << (holder.empty() ? "an unknown process" : holder)

@@ -20,6 +20,12 @@ class FileLock {
   static FileLock acquire(const std::filesystem::path& path, std::chrono::milliseconds timeout);
   // One attempt, no waiting: nullopt when another holder has it.
   static std::optional<FileLock> try_acquire(const std::filesystem::path& path);
+  // The same lock on an existing directory itself (flock on its descriptor): nothing is created
+  // in it, for a directory whose listing is its content (a mirror). No holder note: a timeout
+  // names the directory only. Where the filesystem cannot flock a directory (NFS), the lock
+  // returned is not held (held() false) rather than an error.
+  static FileLock acquire_directory(const std::filesystem::path& dir,
+                                    std::chrono::milliseconds timeout);
 
   FileLock() = default;
   ~FileLock();
@@ -33,6 +39,9 @@ class FileLock {
   void release();  // idempotent; the lock file stays (removing it would race other waiters)
 
  private:
+  static FileLock acquire_with(const std::filesystem::path& path, std::chrono::milliseconds timeout,
+                               bool directory);
+
   int fd_ = -1;
   std::filesystem::path path_;
 };

@@ -565,6 +565,10 @@ InstallResult::Action move_into_place(TempDirGuard& tmp, const fs::path& target,
 
 }  // namespace
 
+fs::path store_file_lock_path(const fs::path& store, const std::string& file) {
+  return store / ".kiln-locks" / (file + ".lock");
+}
+
 fs::path install_description(std::string_view bytes, const IndexFile& pin,
                              const fs::path& dest_store, const std::string& origin,
                              const std::string& index_origin) {
@@ -576,6 +580,10 @@ fs::path install_description(std::string_view bytes, const IndexFile& pin,
   fs::create_directories(dest_store, ec);
   if (ec)
     throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
+  fs::create_directories(dest_store / ".kiln-locks", ec);
+  FileLock lock =
+      FileLock::acquire(store_file_lock_path(dest_store, pin.file), kInstallLockTimeout);
+  remove_orphaned_temps(dest_store, pin.file);
   fs::path out = dest_store / pin.file;
   write_file_atomically(out, bytes);
   return out;
@@ -583,7 +591,7 @@ fs::path install_description(std::string_view bytes, const IndexFile& pin,
 
 InstallResult install_archive(const fs::path& archive, const fs::path& dest_store,
                               const std::optional<std::string>& expected_sha256,
-                              const RequiredRelease& required) {
+                              const RequiredRelease& required, ArchiveAfterInstall after) {
   if (expected_sha256) require_pinned_digest(archive, *expected_sha256);
   FileLock lock = lock_store_for_install(dest_store);
   // Streamed into a temp dir inside the store, verified member by member; renamed into place
@@ -596,6 +604,8 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
   require_release(archive, m, required);
   result.directory =
       dest_store / archive_stem(m.package, m.package_version, m.cuda_version, m.target);
+  std::error_code ec;
+  if (after == ArchiveAfterInstall::Remove) fs::remove(archive, ec);
   if (directory_matches(result.directory, tmp.path())) {
     result.action = InstallResult::Action::Unchanged;
     return result;

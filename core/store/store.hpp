@@ -105,16 +105,29 @@ struct RequiredRelease {
   std::string package;
   std::string version;
 };
+// Remove: the archive is a download kept only to be installed (kiln fetch, the loader's mirror
+// tier); it is removed once unpacked and verified, before the directory is renamed into place,
+// so that a kill at any point leaves the archive or the store directory, never both (crash
+// points, tests/crash/). A refused archive is left for the caller.
+enum class ArchiveAfterInstall { Keep, Remove };
 InstallResult install_archive(const std::filesystem::path& archive,
                               const std::filesystem::path& dest_store,
                               const std::optional<std::string>& expected_sha256 = std::nullopt,
-                              const RequiredRelease& required = {});
+                              const RequiredRelease& required = {},
+                              ArchiveAfterInstall after = ArchiveAfterInstall::Keep);
+
+// The lock every writer of the file <store>/<file> holds while writing it (an archive `kiln
+// fetch` downloads, a package description): <store>/.kiln-locks/<file>.lock. Whoever takes it
+// may remove the <file>.tmp.* that a writer killed mid-write left (remove_orphaned_temps).
+std::filesystem::path store_file_lock_path(const std::filesystem::path& store,
+                                           const std::string& file);
 
 // Writes a release's description (index format 3: `pin`, whose file name parse_index derived from
 // the package and version) into `dest_store` as <store>/<pin.file>, atomically, after checking
-// `bytes` against the pin (Error{Integrity} naming `origin`, the index and both values). The
-// store directory is created when missing. Returns the file written. Its content is read
-// strictly wherever it is used (project/package_description.hpp).
+// `bytes` against the pin (Error{Integrity} naming `origin`, the index and both values), under
+// store_file_lock_path(), removing what a killed writer of it left. The store directory is
+// created when missing. Returns the file written. Its content is read strictly wherever it is
+// used (project/package_description.hpp).
 std::filesystem::path install_description(std::string_view bytes, const IndexFile& pin,
                                           const std::filesystem::path& dest_store,
                                           const std::string& origin,

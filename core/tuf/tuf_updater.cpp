@@ -86,6 +86,8 @@ Updater::Updater(UpdaterOptions opts, Fetcher& fetcher, std::time_t now)
   if (!opts_.target_base_url.empty()) opts_.target_base_url = with_slash(opts_.target_base_url);
   lock_ = std::make_unique<Lock>();
   lock_->lock = FileLock::acquire(opts_.metadata_dir / ".tuf.lock", std::chrono::seconds(60));
+  // Every writer of the directory holds the lock: a temporary file here is a dead writer's.
+  remove_orphaned_temps(opts_.metadata_dir);
   std::string root = read_whole_file(opts_.metadata_dir / "root.json");
   trusted_ = std::make_unique<TrustedSet>(root, now);
 }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "build/toolkit.hpp"
 #include "format/archive.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
@@ -42,6 +44,29 @@ bool same_members(const fs::path& path, const std::vector<ArchiveMember>& member
 
 std::string archive_tmp_name(const std::string& final_name) {
   return "." + final_name + ".partial-" + std::to_string(::getpid());
+}
+
+// What a publish of `package` `version` killed mid-way left in the dist (crash points,
+// tests/crash/): archives under their temporary names (archive_tmp_name, and write_archive's
+// own temporary beside each) and the index's and description's AtomicFile temporaries. Only
+// while holding the dist's lock, which every publisher holds.
+void remove_killed_publish_leftovers(const fs::path& dist, const std::string& package,
+                                     const std::string& version) {
+  const std::string release = package + "-" + version;
+  auto of_release = [&](std::string_view file) {
+    return file.size() > release.size() && file.compare(0, release.size(), release) == 0 &&
+           (file[release.size()] == '-' || file[release.size()] == '.');
+  };
+  remove_orphaned_temps_if(dist, of_release);
+  std::error_code ec;
+  for (fs::directory_iterator it(dist, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 1 && name[0] == '.' && of_release(std::string_view(name).substr(1)) &&
+        name.find(".partial-") != std::string::npos) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+    }
+  }
 }
 
 }  // namespace
@@ -77,6 +102,10 @@ std::vector<PublishedArchive> publish_release(
   const bool created = !fs::exists(dist_dir, ec);
   fs::create_directories(dist_dir, ec);
   if (ec) throw Error(ErrorKind::Io, "cannot create " + dist_dir.string() + ": " + ec.message());
+  // One publisher at a time per dist (flock on the directory: nothing is added to it).
+  FileLock lock = FileLock::acquire_directory(dist_dir, std::chrono::minutes(10));
+  // Not held where the filesystem cannot lock a directory: then nothing is removed.
+  if (lock.held()) remove_killed_publish_leftovers(dist_dir, id.name, id.version);
   std::vector<std::pair<fs::path, fs::path>> pending;  // temp -> final
   std::vector<PublishedArchive> out;
   Index index;

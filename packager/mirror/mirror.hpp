@@ -259,10 +259,10 @@ struct SyncResult {
 };
 
 // Copies a release from an upstream mirror, all or nothing: files are downloaded into
-// `<to>/.kiln-sync-XXXXXX/`, hashed while streaming, verified, and renamed into `to` only when
-// every one of them verified (the index and the checksum file last). Any failure removes the
-// staging directory and leaves `to` as it was; the Error names the file, the URL, what was
-// expected and what came. Only the files plan_sync publishes are written (and the checksum file
+// `<to>/.kiln-sync-<package>-<version>-XXXXXX/`, hashed while streaming, verified, and renamed into
+// `to` only when every one of them verified (the index and the checksum file last). Any failure
+// removes the staging directory and leaves `to` as it was; the Error names the file, the URL, what
+// was expected and what came. Only the files plan_sync publishes are written (and the checksum file
 // it gives); the withheld ones are logged and returned. Kinds: NotFound (404, missing file://),
 // Network (transfer failures after retries), Integrity (digest, size, pin), Format (checksum
 // file, a line that is not a file of the release, index, archive), Stale (index of another

@@ -4,6 +4,7 @@
 // an archive's content against its index entry.
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "format/manifest.hpp"
+#include "io/atomic_file.hpp"
 #include "io/limits.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
@@ -236,6 +238,30 @@ std::vector<ReleaseName> releases_in(const fs::path& dir) {
 }
 
 namespace mirror_detail {
+
+// --- the lock of a release in a mirror --------------------------------------------------------
+
+std::string sync_staging_prefix(const std::string& package, const std::string& version) {
+  return ".kiln-sync-" + package + "-" + version + "-";
+}
+
+FileLock lock_release_in_mirror(const fs::path& mirror, const std::string& package,
+                                const std::string& version) {
+  const std::string release = package + "-" + version;
+  std::error_code ec;
+  FileLock lock = FileLock::acquire_directory(mirror, std::chrono::minutes(10));
+  if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
+  remove_orphaned_temps_if(mirror, [&](std::string_view file) {
+    return starts_with(file, release) && file.size() > release.size() &&
+           (file[release.size()] == '-' || file[release.size()] == '.');
+  });
+  const std::string staging = sync_staging_prefix(package, version);
+  for (fs::directory_iterator it(mirror, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code rm;
+    if (starts_with(it->path().filename().string(), staging)) fs::remove_all(it->path(), rm);
+  }
+  return lock;
+}
 
 std::string read_capped(const fs::path& p, std::size_t cap) {
   std::ifstream in(p, std::ios::binary);

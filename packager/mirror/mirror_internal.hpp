@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "format/manifest.hpp"
+#include "io/file_lock.hpp"
 #include "mirror/mirror.hpp"
 #include "store/store.hpp"
 
@@ -44,6 +45,16 @@ std::vector<VerifyProblem> check_archive_content(const std::filesystem::path& pa
                                                  const IndexEntry& e, const Index& idx,
                                                  const std::string& version,
                                                  const std::string& index_origin);
+
+// The lock a stage or sync holds while it writes into `mirror`: flock on the mirror directory
+// itself, so that the mirror holds no lock file. Once it is held, what a stage or sync of
+// `package` `version` killed mid-way left is removed: its files' temporaries ("<file>.tmp.<16
+// hex>") and its staging directories (sync_staging_prefix()). Error{Io} naming the directory
+// when it cannot be taken within 10 minutes.
+FileLock lock_release_in_mirror(const std::filesystem::path& mirror, const std::string& package,
+                                const std::string& version);
+// ".kiln-sync-<package>-<version>-": the name of a sync's staging directory, before mkdtemp's part.
+std::string sync_staging_prefix(const std::string& package, const std::string& version);
 
 // Each problem's message on a line of its own ("\n  " before each), to follow a sentence.
 std::string join_problems(const std::vector<VerifyProblem>& problems);

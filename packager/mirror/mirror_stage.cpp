@@ -204,6 +204,7 @@ StageResult stage_release(const StageOptions& opts) {
   if (ec || !fs::is_directory(opts.to, ec))
     throw Error(ErrorKind::Io, "cannot create the mirror directory " + opts.to.string() +
                                    (ec ? ": " + ec.message() : ""));
+  FileLock lock = lock_release_in_mirror(opts.to, package, version);
   const std::string sums_name = checksums_file_name(package, version);
   const fs::path sums_path = opts.to / sums_name;
   std::vector<ChecksumEntry> previous;

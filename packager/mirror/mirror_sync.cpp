@@ -8,7 +8,8 @@
 //   plan_sync: every SUMS line a file of <ver>, else Format (nothing written); archives agree
 //     with the index; wheels/tarballs published only under a pinned SUMS, else withheld
 //   for each file to publish: <to>/<name> has the listed digest? -> already good, no transfer
-//     else stream into <to>/.kiln-sync-XXXXXX/<name>, hashing; > cap -> abort
+//     else (under a flock on <to>, taking which removes what a killed sync left)
+//     stream into <to>/.kiln-sync-<pkg>-<ver>-XXXXXX/<name>, hashing; > cap -> abort
 //       (download_verified, verified_download.hpp: the verified download and retry loop that
 //       kiln fetch and the loader's mirror tier use)
 //       digest (and size, archive members, manifest for archives) verified -> next file
@@ -69,8 +70,8 @@ ErrorKind kind_of(const TransferResult& r) {
 // The staging directory inside the destination; removed unless every file was moved out.
 class StagingDir {
  public:
-  explicit StagingDir(const fs::path& parent) {
-    std::string tmpl = (parent / ".kiln-sync-XXXXXX").string();
+  StagingDir(const fs::path& parent, const std::string& prefix) {
+    std::string tmpl = (parent / (prefix + "XXXXXX")).string();
     if (!::mkdtemp(tmpl.data()))
       throw Error(ErrorKind::Io, "cannot create a staging directory in " + parent.string() + ": " +
                                      std::strerror(errno));
@@ -301,6 +302,10 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   std::stable_sort(todo.begin(), todo.end(),
                    [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   if (todo.empty()) {
+    // Nothing to transfer; what a sync of the release killed after its renames left (its staging
+    // directory) is removed all the same.
+    std::error_code ec;
+    if (fs::is_directory(to, ec)) lock_release_in_mirror(to, package, version);
     sx.log("0 files transferred, " + std::to_string(result.already_good.size()) + " already good");
     result.bytes_downloaded = sx.bytes_downloaded();
     return result;
@@ -315,7 +320,8 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
                 to.string() + " is not a writable directory" + (ec ? ": " + ec.message() : ""));
   bool committing = false;
   try {
-    StagingDir staging(to);
+    FileLock lock = lock_release_in_mirror(to, package, version);
+    StagingDir staging(to, sync_staging_prefix(package, version));
     std::uint64_t bytes = 0;
     for (const auto& name : todo) {
       const fs::path staged = staging.path() / name;

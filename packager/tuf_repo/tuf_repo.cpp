@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "kiln/error.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "tuf/tuf_signer.hpp"
@@ -77,6 +79,31 @@ std::int64_t version_of(const fs::path& dir, const std::string& file) {
     throw Error(ErrorKind::Format,
                 metadata_path(dir, file).string() + ": field \"version\" is not an integer");
   return s["version"].get<std::int64_t>();
+}
+
+// A root change killed between <N+1>.root.json and root.json: clients already follow N+1 (they
+// fetch the versioned names), so root.json is brought up to it before anything reads it; a
+// command reading the older root.json would publish a second, different root N+1 (crash points,
+// tests/crash/).
+void complete_interrupted_root(const fs::path& dir) {
+  if (!fs::exists(metadata_path(dir, "root.json"))) return;
+  std::int64_t v = version_of(dir, "root.json");
+  for (fs::path next; fs::exists(next = metadata_path(dir, std::to_string(v + 1) + ".root.json"));
+       ++v)
+    write_file_atomically(metadata_path(dir, "root.json"), read_whole_file(next));
+}
+
+// One command at a time writes a repository: flock on the repository directory itself (it is
+// served as it is: no lock file in it). Once held, what a command killed mid-write left is
+// removed: AtomicFile's temporaries in metadata/ and in the key directories (a kill between a
+// file's write and its rename; crash points, tests/crash/).
+FileLock lock_repository(const fs::path& dir, const KeyDirs& keys) {
+  FileLock lock = FileLock::acquire_directory(dir, std::chrono::minutes(10));
+  complete_interrupted_root(dir);
+  if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
+  remove_orphaned_temps(dir / "metadata");
+  for (const char* role : kRoles) remove_orphaned_temps(role_key_dir(keys, role));
+  return lock;
 }
 
 json common(const char* type, std::int64_t version, std::time_t expires) {
@@ -169,11 +196,29 @@ json meta_entry(std::int64_t version, const std::string& bytes) {
           {"hashes", {{"sha256", *tuf::hex_digest("sha256", bytes)}}}};
 }
 
+// The signers of `role` under `root`, and with `also` (a root about to replace or be replaced
+// by it) those of its keys for the role that are at hand too: metadata both roots accept.
+std::vector<Signer> signers_for(const KeyDirs& keys, const tuf::Root& root, const std::string& role,
+                                const tuf::Root* also) {
+  std::vector<Signer> out = role_signers(keys, root, role);
+  if (!also) return out;
+  fs::path d = role_key_dir(keys, role);
+  for (const auto& id : also->roles.at(role).keyids) {
+    std::error_code ec;
+    if (std::any_of(out.begin(), out.end(), [&](const Signer& s) { return s.keyid() == id; }) ||
+        !fs::is_regular_file(d / (id + ".pem"), ec))
+      continue;
+    out.push_back(
+        Signer::from_private_pem(read_whole_file(d / (id + ".pem")), also->keys.at(id).scheme));
+  }
+  return out;
+}
+
 void publish_snapshot_timestamp(const fs::path& dir, const KeyDirs& keys, const tuf::Root& root,
-                                const Expiry& e, std::time_t now) {
+                                const Expiry& e, std::time_t now, const tuf::Root* also = nullptr) {
   // Signers first: a missing online key leaves every file as it was.
-  std::vector<Signer> snap_keys = role_signers(keys, root, "snapshot");
-  std::vector<Signer> ts_keys = role_signers(keys, root, "timestamp");
+  std::vector<Signer> snap_keys = signers_for(keys, root, "snapshot", also);
+  std::vector<Signer> ts_keys = signers_for(keys, root, "timestamp", also);
   std::string targets_bytes = read_whole_file(metadata_path(dir, "targets.json"));
   std::int64_t targets_version = version_of(dir, "targets.json");
   std::int64_t snap_version = version_of(dir, "snapshot.json") + 1;
@@ -191,15 +236,27 @@ void publish_snapshot_timestamp(const fs::path& dir, const KeyDirs& keys, const 
 // New targets version listing `targets_map`, then (unless `targets_only`: `refresh` publishes
 // it where the online keys are) snapshot and timestamp.
 void publish_targets(const fs::path& dir, const KeyDirs& keys, const tuf::Root& root,
-                     const json& targets_map, bool targets_only, const Expiry& e, std::time_t now) {
+                     const json& targets_map, bool targets_only, const Expiry& e, std::time_t now,
+                     const tuf::Root* also = nullptr) {
   check_signers(keys, root, republished_roles("targets", targets_only));
-  std::vector<Signer> signers = role_signers(keys, root, "targets");
+  std::vector<Signer> signers = signers_for(keys, root, "targets", also);
   std::int64_t version = version_of(dir, "targets.json") + 1;
   json next = common("targets", version, days(now, e.targets_days));
   next["targets"] = targets_map;
   publish(dir, "targets.json", version, tuf::sign_metadata(next, pointers(signers)),
           root.consistent_snapshot);
-  if (!targets_only) publish_snapshot_timestamp(dir, keys, root, e, now);
+  if (!targets_only) publish_snapshot_timestamp(dir, keys, root, e, now, also);
+}
+
+// What the changed role signs, re-signed under `root` (and `also`, signers_for()).
+void resign_after_root_change(const fs::path& dir, const KeyDirs& keys, const RootChangeOptions& o,
+                              const tuf::Root& root, const tuf::Root* also, const Expiry& e,
+                              std::time_t now) {
+  if (o.role == "targets")
+    publish_targets(dir, keys, root, read_signed(dir, "targets.json")["targets"], o.targets_only, e,
+                    now, also);
+  else if (o.role != "root" && !o.targets_only)
+    publish_snapshot_timestamp(dir, keys, root, e, now, also);
 }
 
 void link_or_copy(const fs::path& from, const fs::path& to) {
@@ -300,9 +357,6 @@ void apply_role_option(std::map<std::string, RoleSpec>& roles, const std::string
 std::vector<std::string> init_repository(const fs::path& dir, const KeyDirs& keys,
                                          const InitOptions& options, const Expiry& e,
                                          std::time_t now) {
-  if (fs::exists(metadata_path(dir, "root.json")))
-    throw Error(ErrorKind::Usage, metadata_path(dir, "root.json").string() +
-                                      " exists: this directory is already a TUF repository");
   std::map<std::string, RoleSpec> specs;
   for (const char* role : kRoles) {
     auto it = options.roles.find(role);
@@ -313,6 +367,19 @@ std::vector<std::string> init_repository(const fs::path& dir, const KeyDirs& key
       throw Error(ErrorKind::Usage, std::string("tuf-repo init: role ") + role + ": threshold " +
                                         std::to_string(s.threshold) + " is more than its " +
                                         std::to_string(s.keys) + " keys");
+  }
+  fs::create_directories(dir);
+  FileLock lock = lock_repository(dir, keys);
+  // timestamp.json is the last file an init writes: without it, no client could have used the
+  // repository, and an init that did not finish (killed) starts over. Its keys stay in the key
+  // directories, listed by no root.
+  if (fs::exists(metadata_path(dir, "timestamp.json")))
+    throw Error(ErrorKind::Usage, metadata_path(dir, "timestamp.json").string() +
+                                      " exists: this directory is already a TUF repository");
+  for (const char* file : {"root.json", "1.root.json", "targets.json", "1.targets.json",
+                           "snapshot.json", "1.snapshot.json"}) {
+    std::error_code gone;
+    fs::remove(metadata_path(dir, file), gone);
   }
   json root = common("root", 1, days(now, e.root_days));
   root["consistent_snapshot"] = options.consistent_snapshot;
@@ -348,6 +415,7 @@ std::vector<std::string> init_repository(const fs::path& dir, const KeyDirs& key
 std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
                                      const std::vector<fs::path>& paths, bool targets_only,
                                      const Expiry& e, std::time_t now) {
+  FileLock lock = lock_repository(dir, keys);
   tuf::Root root = trusted_root(dir);
   // Refuse before copying anything when a key is missing.
   check_signers(keys, root, republished_roles("targets", targets_only));
@@ -375,6 +443,7 @@ std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
 
 void refresh_snapshot_timestamp(const fs::path& dir, const KeyDirs& keys, const Expiry& e,
                                 std::time_t now) {
+  FileLock lock = lock_repository(dir, keys);
   publish_snapshot_timestamp(dir, keys, trusted_root(dir), e, now);
 }
 
@@ -382,6 +451,7 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
                                      const RootChangeOptions& o, const Expiry& e, std::time_t now) {
   check_role(o.role, "root change");
   if (!o.scheme.empty()) check_signing_scheme(o.scheme, "--scheme");
+  FileLock lock = lock_repository(dir, keys);
   json current = read_signed(dir, "root.json");
   tuf::Root old_root = trusted_root(dir);
   json next = current;
@@ -466,6 +536,11 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
     lines.push_back(o.role + " " + s.keyid() + " " + s.public_key().scheme + " " +
                     (role_key_dir(keys, o.role) / (s.keyid() + ".pem")).string());
   }
+  // The role's metadata are signed by its old and new keys together before the new root is
+  // published, and by the new keys alone after: a kill in between leaves metadata that clients
+  // of either root accept (crash points, tests/crash/). Old keys not at hand (a lost key being
+  // replaced) are skipped.
+  resign_after_root_change(dir, keys, o, new_root, &old_root, e, now);
   write_file_atomically(metadata_path(dir, std::to_string(new_root.version) + ".root.json"), bytes);
   write_file_atomically(metadata_path(dir, "root.json"), bytes);
   for (const auto& id : leaving) {
@@ -477,11 +552,7 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
     lines.push_back("retired " + o.role + " " + id);
   }
   // Re-sign what the role's new keys sign, so clients see them at once.
-  if (o.role == "targets")
-    publish_targets(dir, keys, new_root, read_signed(dir, "targets.json")["targets"],
-                    o.targets_only, e, now);
-  else if (o.role != "root" && !o.targets_only)
-    publish_snapshot_timestamp(dir, keys, new_root, e, now);
+  resign_after_root_change(dir, keys, o, new_root, nullptr, e, now);
   return lines;
 }
 

@@ -74,7 +74,8 @@ def outer(args) -> int:
     subprocess.run(pip + ["kiln", "kiln-kernels"], check=True)
     # The target wheel for this machine: `python -m kiln install` when the runtime has it, else
     # every kiln-kernels target wheel in DIR (the loader picks by the target-choice rule).
-    r = subprocess.run([py, "-m", "kiln", "install", "kiln-kernels", "--find-links", wheels])
+    r = subprocess.run([py, "-m", "kiln", "install", "kiln-kernels", "--find-links", wheels,
+                        "--no-index"])
     if r.returncode != 0:
         targets = [w for w in glob.glob(os.path.join(wheels, "kiln_kernels_*.whl"))]
         subprocess.run(pip + ["--no-deps", *targets], check=True)

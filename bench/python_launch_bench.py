@@ -125,7 +125,9 @@ def launch_overhead(calls, count, description=None):
         results["bindings_missing"] = str(e)
     else:
         func = driver.CUfunction(f)
-        types = (ctypes.c_longlong, ctypes.c_float, None, None)
+        # Device pointers as plain ints need a ctypes type: None is only for binding objects
+        # (CUdeviceptr and the like, which have getPtr()).
+        types = (ctypes.c_longlong, ctypes.c_float, ctypes.c_void_p, ctypes.c_void_p)
 
         def bindings_launch():
             err, = driver.cuLaunchKernel(func, GRID, 1, 1, BLOCK, 1, 1, 0, 0,

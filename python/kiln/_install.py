@@ -25,10 +25,13 @@ EXIT_USAGE = 2
 EXIT_UNSUPPORTED = 5
 EXIT_NOT_FOUND = 6
 EXIT_NETWORK = 8
+EXIT_FORMAT = 10
+EXIT_LIMIT = 12
 
 _WHEEL_RE = r"^{prefix}_cu(\d+)_((?:sm|compute)\d+[af]?)-([^-]+)-py3-none-any\.whl$"
 _TARGET_RE = re.compile(r"^(sm|compute)_?(\d+)([af]?)$")
 _TIMEOUT_S = 30
+_MAX_INDEX_PAGE_BYTES = 64 << 20  # as limits::kMaxJsonBytes: a JSON or HTML index page
 
 
 class InstallError(Exception):
@@ -128,12 +131,21 @@ def _get_simple(url: str):
         "Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"})
     try:
         with urllib.request.urlopen(req, timeout=_TIMEOUT_S) as r:
-            body = r.read()
+            # An index page is untrusted input: read at most its bound, and say so past it.
+            body = r.read(_MAX_INDEX_PAGE_BYTES + 1)
             ctype = r.headers.get("Content-Type", "")
     except Exception as e:  # urllib raises several kinds; each is "the index did not serve"
         raise InstallError("network", EXIT_NETWORK, f"cannot read the index page {url}: {e}")
+    if len(body) > _MAX_INDEX_PAGE_BYTES:
+        raise InstallError("limit", EXIT_LIMIT,
+                           f"the index page {url} is larger than {_MAX_INDEX_PAGE_BYTES} bytes "
+                           "(the bound on an index page): give --find-links a directory, or an "
+                           "index that serves fewer projects")
     if "json" in ctype:
-        return json.loads(body), None
+        try:
+            return json.loads(body), None
+        except ValueError as e:
+            raise InstallError("format", EXIT_FORMAT, f"the index page {url} is not JSON: {e}")
     parser = _Links()
     parser.feed(body.decode("utf-8", "replace"))
     return None, parser.links

@@ -34,8 +34,9 @@ echo "$tools_site" >"$site/kiln-test-tools.pth"
 
 mkdir "$work/run"
 cd "$work/run"
-KILN_TEST_RUNTIME_WHEEL="$wheel" KILN_TEST_KILN_CLI="$cli" KILN_TEST_PYTHON="$python" \
-  KILN_TEST_SOURCE_DIR="$repo" KILN_TEST_PYBUILD="$tools" KILN_TEST_WORK="$work" \
+KILN_REQUIRE_PYTHON_TESTS=1 KILN_TEST_RUNTIME_WHEEL="$wheel" KILN_TEST_KILN_CLI="$cli" \
+  KILN_TEST_PYTHON="$python" KILN_TEST_SOURCE_DIR="$repo" KILN_TEST_PYBUILD="$tools" \
+  KILN_TEST_WORK="$work" \
   XDG_CACHE_HOME="$work/cache" \
   "$work/venv/bin/python" -m pytest -p no:cacheprovider \
   --rootdir "$repo/tests/python" "$repo/tests/python" "$@"

@@ -60,14 +60,3 @@ def test_unknown_command_is_a_usage_error():
     r = subprocess.run([sys.executable, "-m", "kiln", "frobnicate"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "unknown command 'frobnicate'" in r.stderr
-
-
-def test_install_dispatches_to_kiln_install_and_says_when_this_runtime_has_none():
-    import importlib.util
-
-    if importlib.util.find_spec("kiln._install") is not None:
-        pytest.skip("kiln._install is present: its own tests cover `python -m kiln install`")
-    r = subprocess.run([sys.executable, "-m", "kiln", "install", "acme-kernels"],
-                       capture_output=True, text=True)
-    assert r.returncode == 5, r.stderr
-    assert "kiln: error (unsupported): this kiln runtime has no installer (kiln._install" in r.stderr

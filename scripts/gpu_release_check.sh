@@ -36,7 +36,8 @@
 #              from its own store, and checks every result
 #   python     the release's wheels pip-installed into a fresh venv: every reference op from
 #              Python against NumPy, torch custom ops, the JIT tier, acme beside kiln-kernels
-#              (tests/gpu/python_ops_check.py), then bench/python_launch_bench.py
+#              (tests/gpu/python_ops_check.py), docs/python.md run as written
+#              (tests/gpu/python_doc_check.py), then bench/python_launch_bench.py
 #   many-processes  64 processes x 8 threads on one empty cache through a pinned mirror, then
 #              through TUF: one download per archive, every loaded image the store's
 #              (tests/node/many_processes.sh)
@@ -362,6 +363,12 @@ python_case() {
   (cd /tmp && LD_LIBRARY_PATH="$root/$CARRY/syslib" python3 "$root/tests/gpu/python_ops_check.py" \
     --wheels "$wheels" --keep "$venv") 2>&1 | tee "$out/python.log" | tee -a "$out/release-check.log"
   local st=${PIPESTATUS[0]}
+  # docs/python.md, every ```python block as written, in the same venv.
+  echo "--- python: tests/gpu/python_doc_check.py docs/python.md" | tee -a "$out/release-check.log"
+  (cd /tmp && LD_LIBRARY_PATH="$root/$CARRY/syslib" "$venv/bin/python" \
+    "$root/tests/gpu/python_doc_check.py" "$root/docs/python.md") 2>&1 |
+    tee "$out/python-doc.log" | tee -a "$out/release-check.log"
+  [ "${PIPESTATUS[0]}" = 0 ] || st=1
   echo "--- python: bench/python_launch_bench.py" | tee -a "$out/release-check.log"
   (cd /tmp && LD_LIBRARY_PATH="$root/$CARRY/syslib" "$venv/bin/python" \
     "$root/bench/python_launch_bench.py") 2>&1 | tee "$out/python-bench.log" | tee -a "$out/release-check.log"

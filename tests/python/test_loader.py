@@ -155,3 +155,12 @@ def test_choose_target_is_the_one_target_choice_rule():
 def test_devices_and_choose_target_default_come_from_the_driver(stand_in):
     assert kiln.devices() == [kiln.Device(0, "kiln stand-in CC 9.0", 90, "sm_90")]
     assert kiln.choose_target(["sm_80", "sm_90"]) == "sm_90"
+
+
+def test_load_puts_the_store_of_the_best_target_first(stand_in, tmp_path):
+    # The loader's store order wins over target preference, so kiln.load orders the target
+    # wheels' stores by the target-choice rule for device 0 (the stand-in: CC 9.0).
+    ptx, sass, other = tmp_path / "compute80", tmp_path / "sm90a", tmp_path / "sm100"
+    for store, target in ((ptx, "compute_80"), (sass, "sm_90a"), (other, "sm_100")):
+        (store / f"acme-kernels-1.2.0-cuda13.0-{target}").mkdir(parents=True)
+    assert kiln._stores_best_first([ptx, other, sass]) == [sass, ptx, other]

@@ -20,6 +20,8 @@ import sys
 import urllib.parse
 import urllib.request
 
+from kiln._installed import _normalize, _release_key
+
 # docs/exit-codes.md
 EXIT_USAGE = 2
 EXIT_UNSUPPORTED = 5
@@ -41,10 +43,6 @@ class InstallError(Exception):
         self.code = code
 
 
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _target_name(compact: str) -> str:
     """'sm90a' -> 'sm_90a', 'compute80' -> 'compute_80' (docs/wheels.md, "Names")."""
     m = _TARGET_RE.match(compact)
@@ -56,16 +54,8 @@ def _target_name(compact: str) -> str:
 
 
 def _version_key(v: str):
-    """PEP 440 order for the spellings kiln writes: N.N.N[aN|bN|rcN][.devN]."""
-    m = re.match(r"^(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.dev(\d+))?$", v)
-    if not m:
-        return ((), 0, 0, 0)
-    release = tuple(int(x) for x in m.group(1).split("."))
-    while len(release) > 1 and release[-1] == 0:
-        release = release[:-1]
-    phase = {"a": 1, "b": 2, "rc": 3}.get(m.group(2) or "", 0 if m.group(4) else 4)
-    dev = int(m.group(4)) if m.group(4) else 1 << 62
-    return (release, phase, int(m.group(3) or 0), dev)
+    """PEP 440 order for the spellings kiln writes; any other spelling sorts first."""
+    return _release_key(v) or ((), 0, 0, 0)
 
 
 def _pep440(version: str) -> str:

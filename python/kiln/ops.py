@@ -226,25 +226,24 @@ def silu_and_mul(x, out=None, *, stream=None, loader=None):
 
 def gemm_f32(a, b, out=None, *, stream=None, loader=None):
     """out [M, N] = a [M, K] @ b [K, N], float32 row-major. Returns out."""
-    aa, ba = _array(a, "a"), _array(b, "b")
-    check_dtype("a", aa.dtype, ("f32",))
-    check_dtype("b", ba.dtype, ("f32",))
-    M, N, K = gemm_shapes(aa.shape, ba.shape)
-    out, oa = _out(out, aa, (M, N), "f32")
-    _same_device({"a": aa, "b": ba, "out": oa})
-    _kiln._ops.gemm_f32(_loader(loader), _stream(stream, aa), oa.ptr, aa.ptr, ba.ptr, M, N, K)
-    return out
+    return _gemm(_kiln._ops.gemm_f32, "f32", a, b, out, stream, loader)
 
 
 def gemm_f16(a, b, out=None, *, stream=None, loader=None):
     """out [M, N] (float32) = a [M, K] @ b [K, N], a and b float16. Returns out."""
+    return _gemm(_kiln._ops.gemm_f16, "f16", a, b, out, stream, loader)
+
+
+def _gemm(op, in_dtype, a, b, out, stream, loader):
+    """The checks both GEMMs make (a and b of in_dtype, [M, K] @ [K, N], one device), then op
+    into a float32 out [M, N]."""
     aa, ba = _array(a, "a"), _array(b, "b")
-    check_dtype("a", aa.dtype, ("f16",))
-    check_dtype("b", ba.dtype, ("f16",))
+    check_dtype("a", aa.dtype, (in_dtype,))
+    check_dtype("b", ba.dtype, (in_dtype,))
     M, N, K = gemm_shapes(aa.shape, ba.shape)
     out, oa = _out(out, aa, (M, N), "f32")
     _same_device({"a": aa, "b": ba, "out": oa})
-    _kiln._ops.gemm_f16(_loader(loader), _stream(stream, aa), oa.ptr, aa.ptr, ba.ptr, M, N, K)
+    op(_loader(loader), _stream(stream, aa), oa.ptr, aa.ptr, ba.ptr, M, N, K)
     return out
 
 

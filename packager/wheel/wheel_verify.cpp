@@ -277,10 +277,12 @@ std::vector<std::pair<std::string, std::string>> entry_points(const std::string&
   std::istringstream in(text);
   std::string line;
   bool inside = false;
-  auto trim = [](std::string v) {
-    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
-    while (!v.empty() && std::isspace(static_cast<unsigned char>(v.front()))) v.erase(0, 1);
-    return v;
+  // One pass each way: entry_points.txt comes from an untrusted wheel, and erasing a leading
+  // blank at a time is quadratic in a long run of them.
+  auto trim = [](const std::string& v) {
+    const char* blanks = " \t\r\n\f\v";
+    std::size_t b = v.find_first_not_of(blanks);
+    return b == std::string::npos ? std::string() : v.substr(b, v.find_last_not_of(blanks) - b + 1);
   };
   while (std::getline(in, line)) {
     line = trim(line);

@@ -6,6 +6,7 @@
 // over a text parse_manifest accepts, it gives nullptr (not laid out as kiln writes it) or the
 // same header and, for every URI, the same entry, and nothing for an unlisted one; over any
 // other text, it refuses only with kiln::Error and never gives an entry of another URI.
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -23,20 +24,21 @@ std::string canonical(kiln::Manifest m, const kiln::ArtifactEntry* only = nullpt
   return kiln::manifest_to_json(m);
 }
 
-// open(text) asked for `first` first (a get's URI), then for each of `uris`.
+// open(text) asked for `first` first (a get's URI), then for each of `uris`; guided by `ranks`
+// when given (any ranks: a hint must never change an answer).
 void check_lookup(const std::string& text, const std::string& origin, const std::string& first,
-                  const kiln::Manifest* want) {
+                  const kiln::Manifest* want, const kiln::UriRanks* ranks = nullptr) {
   using namespace kiln;
   std::shared_ptr<const ManifestEntries> got;
   const bool opened = fuzz::refuses_cleanly(
-      [&] { got = ManifestEntries::open(text, origin, &first); }, {ErrorKind::Format});
+      [&] { got = ManifestEntries::open(text, origin, &first, ranks); }, {ErrorKind::Format});
   if (!opened && want) fuzz::finding("open() threw over a text parse_manifest accepts");
   if (!got) return;
   if (want && canonical(got->header()) != canonical(*want))
     fuzz::finding("open() gives a different header: " + canonical(got->header()));
   auto one = [&](const std::string& uri, const ArtifactEntry* listed) {
     std::shared_ptr<const Manifest> m;
-    if (!fuzz::refuses_cleanly([&] { m = got->for_uri(uri); },
+    if (!fuzz::refuses_cleanly([&] { m = got->for_uri(uri, ranks); },
                                {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin)) {
       if (want) fuzz::finding("open()'s for_uri threw over a text parse_manifest accepts");
       return;
@@ -100,6 +102,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (got->for_uri("\x01 not a uri")->find("\x01 not a uri"))
     fuzz::finding("for_uri found an unlisted uri");
-  check_lookup(text, origin, want->artifacts.empty() ? "axpy" : want->artifacts.back().uri, &*want);
+  const std::string first = want->artifacts.empty() ? "axpy" : want->artifacts.back().uri;
+  check_lookup(text, origin, first, &*want);
+  // Guided by the manifest's own order (the ranks a description gives), and by ranks made from
+  // the input's length (mostly wrong): the same answers.
+  const kiln::Manifest& listed = *want;
+  const kiln::UriRanks right{listed.artifacts.size(),
+                             [&listed](std::string_view uri) -> std::optional<std::size_t> {
+                               for (std::size_t i = 0; i < listed.artifacts.size(); ++i)
+                                 if (listed.artifacts[i].uri == uri) return i;
+                               return std::nullopt;
+                             }};
+  check_lookup(text, origin, first, &*want, &right);
+  const std::size_t count = listed.artifacts.size() + 1 + size % 5;
+  const kiln::UriRanks wrong{count, [count, salt = size](std::string_view uri)
+                                        -> std::optional<std::size_t> {
+                               std::size_t r = std::hash<std::string_view>()(uri) ^ salt;
+                               r %= count + 2;
+                               if (r >= count) return std::nullopt;
+                               return r;
+                             }};
+  check_lookup(text, origin, first, &*want, &wrong);
   return 0;
 }

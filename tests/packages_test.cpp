@@ -230,6 +230,26 @@ TEST(Packages, AnUnknownUriNamesThePackageItWasAskedOf) {
   EXPECT_NE(msg.find("did you mean: axpy_dtype_f32"), std::string::npos) << msg;
 }
 
+TEST(Packages, AKernelIsCheckedWhenALookupReachesItNotWhenTheLoaderIsCreated) {
+  // Creating a Loader costs the same for 10 kernels or 20,000: the table is checked where a
+  // lookup goes (the kernel found and its neighbours), and whole once a lookup misses.
+  const kiln_package* ref = kiln_kernels_package();
+  ASSERT_GE(ref->kernel_count, 3u);
+  std::vector<kiln_package_kernel> table(ref->kernels, ref->kernels + ref->kernel_count);
+  const std::size_t last = table.size() - 1;
+  table[last].family = nullptr;
+  kiln_package bad = *ref;
+  bad.kernels = table.data();
+  kiln::Package p(&bad);
+  ASSERT_NE(p.spec(table[0].uri), nullptr);
+  EXPECT_EQ(*p.rank(table[1].uri), 1u);
+  std::string msg = kiln::test::error_of(ErrorKind::Usage, [&] { p.spec(table[last].uri); });
+  EXPECT_NE(msg.find("kernel " + std::to_string(last) + " has a null field"), std::string::npos)
+      << msg;
+  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package(&bad).spec("no_such"); });
+  EXPECT_NE(msg.find("has a null field"), std::string::npos) << msg;
+}
+
 TEST(Packages, ADescriptionThatDoesNotHoldTogetherIsRefusedAsUsage) {
   kiln_package bad = *kiln_kernels_package();
   bad.abi_version = KILN_PACKAGE_ABI_VERSION + 1;
@@ -243,15 +263,21 @@ TEST(Packages, ADescriptionThatDoesNotHoldTogetherIsRefusedAsUsage) {
   bad.version = "1.0";
   msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package p(&bad); });
   EXPECT_NE(msg.find("version '1.0'"), std::string::npos) << msg;
-  // Kernels out of order: lookups would miss, so the description is refused.
+  // Kernels out of order: lookups would miss, so the description is refused by the first
+  // lookup that reaches them, found or not, and by a listing of every URI.
   std::vector<kiln_package_kernel> swapped(kiln_kernels_package()->kernels,
                                            kiln_kernels_package()->kernels + 2);
   std::swap(swapped[0], swapped[1]);
   bad = *kiln_kernels_package();
   bad.kernels = swapped.data();
   bad.kernel_count = swapped.size();
-  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package p(&bad); });
+  for (const char* uri : {swapped[0].uri, swapped[1].uri, "no_such_kernel"}) {
+    msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Loader(bad).get(uri); });
+    EXPECT_NE(msg.find("not sorted"), std::string::npos) << uri << ": " << msg;
+  }
+  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package(&bad).uris(); });
   EXPECT_NE(msg.find("not sorted"), std::string::npos) << msg;
+  EXPECT_EQ(kiln_package_source_hash(&bad, swapped[0].uri), nullptr);
 
   // The C ABI: NULL and a bad description are usage errors with a message, no loader.
   kiln_loader* l = reinterpret_cast<kiln_loader*>(0x1);

@@ -355,6 +355,10 @@ constexpr std::size_t kObjectBrace = 5;  // '{' of kObjectLines
 constexpr std::string_view kObjectClose = "\n    }";
 // A lookup reads this many bytes at a time; an object's URI may run this far past a window.
 constexpr std::size_t kSearchWindow = 4096;
+// A step of the binary search reads this much from the middle of what is left: enough to hold
+// an object's first line (kiln's objects take 0.8-1 KiB), and the next as much again when it
+// does not. Each step costs one pread whatever its size; less to copy and scan is what it saves.
+constexpr std::size_t kProbeWindow = 1024;
 constexpr std::size_t kSearchUriSlack = 256;
 constexpr std::size_t kMaxSearchedUri = std::size_t{64} << 10;
 // Windows a remembered manifest keeps for later lookups (their top levels are the same).
@@ -365,8 +369,11 @@ constexpr std::size_t kMaxSearchedHeader = std::size_t{1} << 20;
 constexpr std::size_t kMaxSearchedObject = std::size_t{1} << 20;
 
 // Appends the object first lines that start in [from, to) to `out`; false: read the text whole.
-using WindowReader =
-    std::function<bool(std::size_t from, std::size_t to, std::vector<ManifestObjectLine>& out)>;
+// `remember`: a window the next lookups are likely to read again (the binary search's).
+using WindowReader = std::function<bool(std::size_t from, std::size_t to, bool remember,
+                                        std::vector<ManifestObjectLine>& out)>;
+// Reads a rank-guided lookup makes before the binary search takes over (find_object).
+constexpr int kMaxGuesses = 4;
 
 // Where the header's landmarks lie in a file laid out as kiln writes it.
 struct ArrayBounds {
@@ -441,42 +448,101 @@ bool object_lines(ManifestFile& file, std::size_t from, std::size_t to, std::siz
   return true;
 }
 
-enum class Found { yes, no, read_whole };
+enum class Found { yes, no, read_whole, narrowed };
+
+// What is left to search: the objects whose first line starts in [lo, hi).
+struct Bracket {
+  std::size_t lo = 0, hi = 0;
+};
+
+// One step of a lookup: reads the object lines from `from` on, `window` bytes at a time until one
+// is seen (or hi is reached), and narrows `br` by them: yes (`at` is uri's object), no (uri is
+// not in the array), narrowed, or read_whole (lines out of order, an over-long URI, a stretch
+// without any object). `seen` receives the lines read.
+Found probe(const WindowReader& lines, std::size_t from, std::size_t window, bool remember,
+            const std::string& uri, Bracket& br, std::vector<ManifestObjectLine>& seen,
+            std::size_t& at) {
+  seen.clear();
+  for (std::size_t to = from; seen.empty() && to < br.hi;) {
+    const std::size_t next = std::min(br.hi, to + window);
+    if (!lines(to, next, remember, seen)) return Found::read_whole;
+    to = next;
+    if (to - from > kMaxSearchedObject) return Found::read_whole;
+  }
+  for (std::size_t i = 1; i < seen.size(); ++i)
+    if (!(seen[i - 1].uri < seen[i].uri)) return Found::read_whole;
+  if (seen.empty() || uri < seen.front().uri) {
+    if (from == br.lo) return Found::no;
+    br.hi = from;
+  } else if (uri > seen.back().uri) {
+    br.lo = seen.back().at + 1;
+  } else {
+    for (const ManifestObjectLine& line : seen)
+      if (line.uri == uri) {
+        at = line.at;
+        return Found::yes;
+      }
+    return Found::no;
+  }
+  return Found::narrowed;
+}
+
+// Up to kMaxGuesses steps that read where uri's object would start if the bracket's objects
+// were of one size, placed by uri's rank among the ranks of the URIs at the bracket's ends (the
+// array's ends at first), and half a probe before it so that its first line falls inside. Each
+// step narrows the bracket as a binary search step does, so the search that follows starts
+// from what is left; a URI without a rank ends the guesses.
+Found guess_object(const WindowReader& lines, const UriRanks& ranks, const std::string& uri,
+                   Bracket& br, std::size_t& at) {
+  const std::optional<std::size_t> target = ranks.rank(uri);
+  if (!target || *target >= ranks.count) return Found::narrowed;
+  // Ranks of the bracket's ends: before the first URI and after the last at first.
+  double rank_lo = -1, rank_hi = static_cast<double>(ranks.count);
+  std::vector<ManifestObjectLine> seen;
+  for (int step = 0; step < kMaxGuesses && br.hi - br.lo > 2 * kSearchWindow; ++step) {
+    const double share = (static_cast<double>(*target) - rank_lo) / (rank_hi - rank_lo);
+    if (!(share > 0 && share < 1)) return Found::narrowed;
+    std::size_t from = br.lo + static_cast<std::size_t>(share * static_cast<double>(br.hi - br.lo));
+    from = from > br.lo + kProbeWindow / 2 ? from - kProbeWindow / 2 : br.lo;
+    const Bracket before = br;
+    Found f = probe(lines, std::min(from, br.hi - 1), kProbeWindow, /*remember=*/false, uri, br,
+                    seen, at);
+    if (f != Found::narrowed) return f;
+    // The URI now at the end that moved, as a rank; none (the end moved to where no line was
+    // seen, or the URI is not in the list) ends the guesses.
+    std::optional<std::size_t> r;
+    if (br.lo != before.lo) {
+      r = ranks.rank(seen.back().uri);
+      if (r) rank_lo = static_cast<double>(*r);
+    } else if (!seen.empty()) {
+      r = ranks.rank(seen.front().uri);
+      if (r) rank_hi = static_cast<double>(*r);
+    }
+    if (!r) return Found::narrowed;
+  }
+  return Found::narrowed;
+}
 
 // Binary search of the artifact objects of the array (b, e) for `uri`, over byte offsets: each
 // step reads one window from the middle of what is left (through `lines`, which may remember
-// windows) and narrows by the URIs whose first line starts in it. Lines out of order, an
-// over-long URI or a stretch without any object make the whole text decide (read_whole).
+// windows) and narrows by the URIs whose first line starts in it; with `ranks`, guesses first
+// (guess_object). Lines out of order, an over-long URI or a stretch without any object make the
+// whole text decide (read_whole).
 Found find_object(const WindowReader& lines, std::size_t b, std::size_t e, const std::string& uri,
-                  std::size_t& at) {
-  std::size_t lo = b + 1, hi = e - 1;  // the objects whose first line starts in [lo, hi)
+                  const UriRanks* ranks, std::size_t& at) {
+  Bracket br{b + 1, e - 1};
+  if (ranks && ranks->rank && br.lo < br.hi) {
+    Found f = guess_object(lines, *ranks, uri, br, at);
+    if (f != Found::narrowed) return f;
+  }
   std::vector<ManifestObjectLine> seen;
   for (int step = 0; step < 128; ++step) {
-    if (lo >= hi) return Found::no;
-    const bool last = hi - lo <= 2 * kSearchWindow;
-    const std::size_t from = last ? lo : lo + (hi - lo) / 2;
-    seen.clear();
-    for (std::size_t to = from; seen.empty() && to < hi;) {
-      const std::size_t next = last ? hi : std::min(hi, to + kSearchWindow);
-      if (!lines(to, next, seen)) return Found::read_whole;
-      to = next;
-      if (to - from > kMaxSearchedObject) return Found::read_whole;
-    }
-    for (std::size_t i = 1; i < seen.size(); ++i)
-      if (!(seen[i - 1].uri < seen[i].uri)) return Found::read_whole;
-    if (seen.empty() || uri < seen.front().uri) {
-      if (from == lo) return Found::no;
-      hi = from;
-    } else if (uri > seen.back().uri) {
-      lo = seen.back().at + 1;
-    } else {
-      for (const ManifestObjectLine& line : seen)
-        if (line.uri == uri) {
-          at = line.at;
-          return Found::yes;
-        }
-      return Found::no;
-    }
+    if (br.lo >= br.hi) return Found::no;
+    const bool last = br.hi - br.lo <= 2 * kSearchWindow;
+    const std::size_t from = last ? br.lo : br.lo + (br.hi - br.lo) / 2;
+    Found f = probe(lines, from, last ? br.hi - br.lo : kProbeWindow, /*remember=*/!last, uri, br,
+                    seen, at);
+    if (f != Found::narrowed) return f;
   }
   return Found::read_whole;
 }
@@ -543,10 +609,11 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::read(std::string&& text,
 std::shared_ptr<const ManifestEntries> ManifestEntries::open(std::size_t size,
                                                              const std::string& origin,
                                                              ManifestOpener opener,
-                                                             const std::string* first_uri) {
+                                                             const std::string* first_uri,
+                                                             const UriRanks* ranks) {
   // No text past the limit is taken by the strict reader whole, so none is looked up either.
   if (size > limits::kMaxJsonBytes) return nullptr;
-  std::unique_ptr<ManifestFile> file = opener();
+  std::shared_ptr<ManifestFile> file = opener();
   if (!file) return nullptr;
   std::optional<ArrayBounds> array = find_array(*file, size);
   if (!array) return nullptr;
@@ -561,29 +628,32 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::open(std::size_t size,
   m->header_ = std::move(header);
   m->opener_ = std::move(opener);
   if (first_uri) {
-    std::shared_ptr<const Manifest> first = m->search(*file, *first_uri);
+    std::shared_ptr<const Manifest> first = m->search(*file, *first_uri, ranks);
     if (!first) return nullptr;  // the text read whole decides, once, for every URI
     m->by_uri_[*first_uri] = std::move(first);
   }
   if (!file->unchanged()) return nullptr;
+  m->file_ = std::move(file);
   return m;
 }
 
 std::shared_ptr<const ManifestEntries> ManifestEntries::open(const std::string& text,
                                                              const std::string& origin,
-                                                             const std::string* first_uri) {
+                                                             const std::string* first_uri,
+                                                             const UriRanks* ranks) {
   // Its own copy: the result may read other objects after `text` is gone.
   auto copy = std::make_shared<const std::string>(text);
   return open(
-      text.size(), origin, [copy] { return std::make_unique<TextFile>(copy); }, first_uri);
+      text.size(), origin, [copy] { return std::make_unique<TextFile>(copy); }, first_uri, ranks);
 }
 
-std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file,
-                                                        const std::string& uri) const {
+std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file, const std::string& uri,
+                                                        const UriRanks* ranks) const {
   // Windows of the top of the search are the same for every URI: remembered (with the file's
   // identity, which every open checks), so later lookups read only the levels below.
-  WindowReader lines = [&](std::size_t from, std::size_t to, std::vector<ManifestObjectLine>& out) {
-    {
+  WindowReader lines = [&](std::size_t from, std::size_t to, bool remember,
+                           std::vector<ManifestObjectLine>& out) {
+    if (remember) {
       std::lock_guard<std::mutex> lock(mu_);
       auto hit = windows_.find({from, to});
       if (hit != windows_.end()) {
@@ -593,6 +663,7 @@ std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file,
     }
     const std::size_t before = out.size();
     if (!object_lines(file, from, to, artifacts_end_, out)) return false;
+    if (!remember) return true;
     std::lock_guard<std::mutex> lock(mu_);
     if (windows_.size() < kMaxRememberedWindows)
       windows_.emplace(std::make_pair(from, to),
@@ -600,10 +671,11 @@ std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file,
     return true;
   };
   std::size_t at = 0;
-  switch (find_object(lines, artifacts_begin_, artifacts_end_, uri, at)) {
+  switch (find_object(lines, artifacts_begin_, artifacts_end_, uri, ranks, at)) {
     case Found::no:
       return header_;
     case Found::read_whole:
+    case Found::narrowed:  // not an answer find_object gives
       return nullptr;
     case Found::yes:
       break;
@@ -620,7 +692,8 @@ std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file,
   return m;
 }
 
-std::shared_ptr<const Manifest> ManifestEntries::for_uri_by_search(const std::string& uri) const {
+std::shared_ptr<const Manifest> ManifestEntries::for_uri_by_search(const std::string& uri,
+                                                                  const UriRanks* ranks) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (whole_) return whole_->for_uri(uri);
@@ -628,10 +701,12 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri_by_search(const std::st
     if (slot != by_uri_.end()) return slot->second;
   }
   // The file is read outside the lock: gets of other URIs of this manifest do not wait on it.
-  std::unique_ptr<ManifestFile> file = opener_();
+  // It is the one open() opened: whoever asks has just found the path's identity to be the one
+  // it was opened with (resolver.cpp, manifest_source), and unchanged() below checks it again.
+  std::shared_ptr<ManifestFile> file = file_ ? file_ : std::shared_ptr<ManifestFile>(opener_());
   if (!file)
     throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
-  std::shared_ptr<const Manifest> found = search(*file, uri);
+  std::shared_ptr<const Manifest> found = search(*file, uri, ranks);
   if (!found) return whole_file_decides(*file, uri);
   if (!file->unchanged())
     throw Error(ErrorKind::Io, origin_ + ": changed while read (for " + uri + ")");
@@ -654,9 +729,10 @@ std::shared_ptr<const Manifest> ManifestEntries::whole_file_decides(ManifestFile
   return whole_->for_uri(uri);
 }
 
-std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri) const {
+std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri,
+                                                         const UriRanks* ranks) const {
   if (full_) return full_;
-  if (opener_) return for_uri_by_search(uri);
+  if (opener_) return for_uri_by_search(uri, ranks);
   auto it = std::lower_bound(spans_.begin(), spans_.end(), std::string_view(uri),
                              [&](const Span& s, std::string_view u) { return s.uri(text_) < u; });
   if (it == spans_.end() || it->uri(text_) != uri) return header_;

@@ -47,8 +47,10 @@ struct ManifestObjectLine {
   std::string uri;
 };
 
-// One manifest file opened for one lookup (ManifestEntries::open): byte ranges read from the
-// same open file, and whether it is still the file that was opened once they are read.
+// One manifest file opened for lookups (ManifestEntries::open): byte ranges read from the same
+// open file, and whether it is still the file that was opened once they are read. The file the
+// first lookup opened serves every later one of the same ManifestEntries, so both may be called
+// from several threads at once.
 class ManifestFile {
  public:
   virtual ~ManifestFile() = default;
@@ -57,9 +59,20 @@ class ManifestFile {
   // Still the file that was opened (not rewritten, replaced or grown while read).
   virtual bool unchanged() = 0;
 };
-// Opens the manifest for one lookup; nullptr when it is no longer the file looked at (another
-// identity) or cannot be opened.
+// Opens the manifest; nullptr when it is no longer the file looked at (another identity) or
+// cannot be opened.
 using ManifestOpener = std::function<std::unique_ptr<ManifestFile>()>;
+
+// Where URIs stand in the sorted list a manifest's URIs come from (the package description's
+// kernel table): a lookup that knows it guesses where a URI's object lies and corrects by the
+// URIs it reads, in a few reads whatever the number of artifacts, before halving what is left
+// (docs/decisions.md, "Loading cost independent of package size"). Only a hint: a wrong rank
+// costs reads, never a different answer.
+struct UriRanks {
+  std::size_t count = 0;  // URIs in the list
+  // uri's index in the list; nullopt when it is not there. Called from several threads.
+  std::function<std::optional<std::size_t>(std::string_view uri)> rank;
+};
 
 class ManifestEntries {
  public:
@@ -79,13 +92,16 @@ class ManifestEntries {
   // search meets a text not laid out as kiln writes it, or whose object does not read as its
   // URI's, makes for_uri read the whole file as read() does, whose answer (or error) is the
   // answer; a file that is no longer the opened one when for_uri reads it is an Error{Io}.
+  // `ranks` (may be null) guides the searches (UriRanks).
   static std::shared_ptr<const ManifestEntries> open(std::size_t size, const std::string& origin,
                                                      ManifestOpener opener,
-                                                     const std::string* first_uri);
+                                                     const std::string* first_uri,
+                                                     const UriRanks* ranks = nullptr);
   // The same over a text in memory (tests, the fuzz target); `text` is only read.
   static std::shared_ptr<const ManifestEntries> open(const std::string& text,
                                                      const std::string& origin,
-                                                     const std::string* first_uri);
+                                                     const std::string* first_uri,
+                                                     const UriRanks* ranks = nullptr);
   // Whether it was opened (open()) rather than read. For tests.
   bool searched() const { return static_cast<bool>(opener_); }
 
@@ -96,8 +112,9 @@ class ManifestEntries {
   // A manifest whose find(uri) is what parse_manifest's gives, and whose other fields are
   // header()'s. Read by the strict reader, its only artifact is uri's (none when the manifest
   // does not list uri); otherwise it is parse_manifest's whole manifest. Converted once per URI
-  // and shared: the same pointer for the same URI.
-  std::shared_ptr<const Manifest> for_uri(const std::string& uri) const;
+  // and shared: the same pointer for the same URI. `ranks` (may be null) guides a search.
+  std::shared_ptr<const Manifest> for_uri(const std::string& uri,
+                                          const UriRanks* ranks = nullptr) const;
   // Whether the strict reader decided the text (false: parse_manifest did). For tests.
   bool strict() const { return !full_; }
 
@@ -106,9 +123,11 @@ class ManifestEntries {
 
  private:
   ManifestEntries() = default;
-  std::shared_ptr<const Manifest> for_uri_by_search(const std::string& uri) const;
+  std::shared_ptr<const Manifest> for_uri_by_search(const std::string& uri,
+                                                    const UriRanks* ranks) const;
   // uri's entry from the opened file (nullptr: the file must decide whole), header_ when absent.
-  std::shared_ptr<const Manifest> search(ManifestFile& file, const std::string& uri) const;
+  std::shared_ptr<const Manifest> search(ManifestFile& file, const std::string& uri,
+                                         const UriRanks* ranks) const;
   std::shared_ptr<const Manifest> whole_file_decides(ManifestFile& file,
                                                      const std::string& uri) const;
 
@@ -121,9 +140,11 @@ class ManifestEntries {
   std::shared_ptr<const Manifest> full_;    // not strict: parse_manifest's
   std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;  // strict: the artifacts array
   std::size_t size_ = 0;
-  // open(): objects found by searching the file of size_ bytes, each opened by opener_; the
-  // windows earlier searches read, by [from, to) (guarded by mu_).
+  // open(): objects found by searching the file of size_ bytes, opened once by opener_ and kept
+  // open (one descriptor per manifest remembered: a later lookup makes no open and close of its
+  // own); the windows earlier searches read, by [from, to) (guarded by mu_).
   ManifestOpener opener_;
+  std::shared_ptr<ManifestFile> file_;
   mutable std::map<std::pair<std::size_t, std::size_t>, std::vector<ManifestObjectLine>> windows_;
   // open(): the file read whole, once a search or an object did not read as kiln writes it.
   mutable std::shared_ptr<const ManifestEntries> whole_;

@@ -5,10 +5,12 @@
 // manifest instead of a directory listing and a read + parse. Artifact bytes are never cached:
 // every load still reads and hashes them (design.md rule 4).
 //
-// Timestamps have the kernel's coarse clock granularity (a few ms), so a change right after a
-// read can leave mtime as it was. As git does with its index ("racy" entries), only a settled
-// entry is remembered: one whose mtime and ctime were at least kSettledNs before the read
-// began. Any later change then gets a later timestamp, and the identity differs.
+// Timestamps have the kernel's coarse clock granularity (a few ms), so a change in place right
+// after a read can leave mtime as it was. As git does with its index ("racy" entries), only a
+// settled entry of what changes in place is remembered: one whose mtime and ctime were at least
+// kSettledNs before the read began. Any later change then gets a later timestamp, and the
+// identity differs. A file that is never rewritten in place (a new version is a new file, renamed
+// over the old: another inode) is remembered as soon as it is read (Rewrites::never).
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -49,11 +51,19 @@ inline bool settled(const FileIdentity& id, std::int64_t read_start_ns,
   return id.mtime_ns <= read_start_ns - margin_ns && id.ctime_ns <= read_start_ns - margin_ns;
 }
 
+// How what a cache remembers changes on disk.
+enum class Rewrites {
+  in_place,  // a directory gaining and losing entries: only settled entries are remembered
+  never,     // a file replaced by renaming a new one over it, as kiln writes a store's archives
+};
+
 // path -> (identity, value). Thread-safe; bounded (cleared when it reaches kMaxEntries).
 template <typename T>
 class IdentityCache {
  public:
   static constexpr std::size_t kMaxEntries = 256;
+
+  explicit IdentityCache(Rewrites rewrites = Rewrites::in_place) : rewrites_(rewrites) {}
 
   // The value remembered for `path` while it still has identity `id`; nullptr otherwise.
   std::shared_ptr<const T> find(const std::string& path, const FileIdentity& id) const {
@@ -67,11 +77,12 @@ class IdentityCache {
     map_.clear();
   }
   // Remembers `value` as what `path` held with identity `id` (taken before the read that
-  // produced it, at `read_start_ns`); an unsettled entry is forgotten instead.
+  // produced it, at `read_start_ns`); an unsettled entry of what changes in place is forgotten
+  // instead.
   void put(const std::string& path, const FileIdentity& id, std::int64_t read_start_ns,
            std::shared_ptr<const T> value) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!settled(id, read_start_ns)) {
+    if (rewrites_ == Rewrites::in_place && !settled(id, read_start_ns)) {
       map_.erase(path);
       return;
     }
@@ -84,6 +95,7 @@ class IdentityCache {
     FileIdentity id;
     std::shared_ptr<const T> value;
   };
+  const Rewrites rewrites_;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Entry> map_;
 };

@@ -375,16 +375,24 @@ struct StoreMemory {
   IdentityCache<std::vector<std::string>> listings;
   // Names taken from scan records, for get()'s fast path only (the full scan lists itself).
   IdentityCache<std::vector<std::string>> recorded_listings;
-  // Manifests parsed whole (full scans) and read for lookups by URI (get()'s fast path).
-  IdentityCache<Manifest> manifests;
-  IdentityCache<ManifestEntries> manifest_entries;
-  // The same keyed by text, for a manifest whose identity was not settled.
+  // Directories whose scan record did not serve (none, or of another identity), by the identity
+  // they had: a store not settled yet is listed by every get, without reading the record again.
+  IdentityCache<bool> records_not_serving{Rewrites::never};
+  // Manifests parsed whole (full scans) and read for lookups by URI (get()'s fast path),
+  // remembered as soon as they are read, settled or not: a store's archive directories are
+  // written beside the store and renamed into it, never rewritten in place (identity_cache.hpp,
+  // Rewrites::never), so a new manifest is a new file with another identity.
+  IdentityCache<Manifest> manifests{Rewrites::never};
+  IdentityCache<ManifestEntries> manifest_entries{Rewrites::never};
+  // The same keyed by text, for a manifest whose identity changed but not its bytes (touched,
+  // or installed again from the same archive): read again, not parsed again.
   TextCache<ParsedManifest> parsed_by_text;
   TextCache<ManifestEntries> entries_by_text;
 
   void clear() {
     listings.clear();
     recorded_listings.clear();
+    records_not_serving.clear();
     manifests.clear();
     manifest_entries.clear();
     parsed_by_text.clear();
@@ -498,11 +506,12 @@ struct StoreScanner::ManifestSource {
 };
 
 StoreScanner::StoreScanner(std::string package, std::string version, std::string record_dir,
-                           std::shared_ptr<const StoreFs> fs)
+                           std::shared_ptr<const StoreFs> fs, UriRanks ranks)
     : package_(std::move(package)),
       version_(std::move(version)),
       record_dir_(std::move(record_dir)),
-      fs_(fs ? std::move(fs) : disk_store_fs()) {}
+      fs_(fs ? std::move(fs) : disk_store_fs()),
+      ranks_(std::move(ranks)) {}
 
 StoreScan StoreScanner::scan(const std::string& dir, const std::string& source) const {
   return scan_impl(dir, source, nullptr, 0);
@@ -568,15 +577,21 @@ std::shared_ptr<const std::vector<std::string>> StoreScanner::archive_names(
 // store yet: its names serve while the directory keeps the identity they were listed with.
 std::shared_ptr<const std::vector<std::string>> StoreScanner::names_from_record(
     OneScan& one, const std::string& key) const {
+  StoreMemory& memory = store_memory();
+  if (memory.records_not_serving.find(key, *one.dir_id)) return nullptr;
   one.record_path = scan_record_path(record_dir_, package_, one.dir);
   one.record = read_scan_record(one.record_path, package_, one.dir);
   one.record_read = true;
-  if (!one.record || !(one.record->dir == *one.dir_id)) return nullptr;
+  if (!one.record || !(one.record->dir == *one.dir_id)) {
+    static const auto kNotServing = std::make_shared<const bool>(true);
+    memory.records_not_serving.put(key, *one.dir_id, one.read_start, kNotServing);
+    return nullptr;
+  }
   if (log_enabled(LogLevel::Debug))
     log(LogLevel::Debug,
         "store " + one.dir + ": listing taken from the scan record " + one.record_path);
   auto recorded = std::make_shared<const std::vector<std::string>>(one.record->names);
-  store_memory().recorded_listings.put(key, *one.dir_id, one.read_start, recorded);
+  memory.recorded_listings.put(key, *one.dir_id, one.read_start, recorded);
   return recorded;
 }
 
@@ -630,7 +645,7 @@ StoreScanner::ManifestSource StoreScanner::manifest_source(const OneScan& one,
       return fs->open_manifest(path, id);
     };
     src.entries = ManifestEntries::open(static_cast<std::size_t>(src.id->size), mpath,
-                                        std::move(opener), one.uri);
+                                        std::move(opener), one.uri, ranks());
     src.searched = src.entries != nullptr;
   }
   if (!src.remembered && !src.entries) src.text = read_file(mpath);
@@ -653,7 +668,7 @@ std::shared_ptr<const Manifest> StoreScanner::manifest_for_uri(const OneScan& on
     require_archive_dir_name(dir, src.entries->header());
     if (src.id) memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
   }
-  return src.entries->for_uri(*one.uri);
+  return src.entries->for_uri(*one.uri, ranks());
 }
 
 // A full scan: the whole manifest, parsed (or the parse remembered for the same text).
@@ -681,10 +696,12 @@ bool StoreScanner::serves_release(const StoreArchive& a, const std::string& uri)
 // next process's time.
 void StoreScanner::keep_scan_record(OneScan& one, const std::vector<std::string>& names) const {
   if (!one.use_record || !one.listed_now) return;
+  // A directory not settled is not recorded (next_scan_record): no need to read the record.
+  const bool dir_settled = settled(*one.dir_id, one.read_start, kRecordSettledNs);
+  if (!dir_settled) return;
   if (one.record_path.empty()) one.record_path = scan_record_path(record_dir_, package_, one.dir);
   if (!one.record_read) one.record = read_scan_record(one.record_path, package_, one.dir);
-  ScanLearned now{*one.dir_id, settled(*one.dir_id, one.read_start, kRecordSettledNs), names,
-                  one.listed_now, one.through_links};
+  ScanLearned now{*one.dir_id, dir_settled, names, one.listed_now, one.through_links};
   std::optional<ScanRecord> next = next_scan_record(one.record, package_, one.dir, std::move(now));
   if (!next) return;
   if (auto why = write_scan_record(one.record_path, *next))

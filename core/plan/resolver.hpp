@@ -70,8 +70,11 @@ class StoreScanner {
   // record_dir: where get()'s fast path keeps each store's scan between processes (the cache
   // directory: <record_dir>/scan/, scan_record.hpp); empty: nowhere (the CLI's scans).
   // fs: the disk; nullptr: the real one.
+  // ranks: where the package's URIs stand in its description, which guides get()'s lookups in
+  // a manifest (format/manifest_entry.hpp, UriRanks); none: they halve.
   explicit StoreScanner(std::string package = {}, std::string version = {},
-                        std::string record_dir = {}, std::shared_ptr<const StoreFs> fs = nullptr);
+                        std::string record_dir = {}, std::shared_ptr<const StoreFs> fs = nullptr,
+                        UriRanks ranks = {});
   // Every archive, whole manifests. Never throws: problems are reported in the result.
   StoreScan scan(const std::string& dir, const std::string& source) const;
   // The fast path of get(): leaves out archives that cannot serve `uri` on a device of compute
@@ -106,8 +109,11 @@ class StoreScanner {
   bool serves_release(const StoreArchive& a, const std::string& uri) const;
   void keep_scan_record(OneScan& one, const std::vector<std::string>& names) const;
 
+  const UriRanks* ranks() const { return ranks_.rank ? &ranks_ : nullptr; }
+
   std::string package_, version_, record_dir_;
   std::shared_ptr<const StoreFs> fs_;
+  UriRanks ranks_;
 };
 
 // Forgets what the store tier remembers in this process (identity_cache.hpp: listings, manifests

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -97,14 +98,23 @@ class PackageData {
 // A C identifier is what `--symbol` and kiln_add_kernel_package's SYMBOL must be.
 bool is_c_identifier(std::string_view s);
 
-// The loader's view of one package description: checked once (throws Error{Usage} naming what
-// does not hold together), then read without copies. Lookups are memoised per URI.
+// The loader's view of one package description, read without copies; what does not hold
+// together throws Error{Usage} naming it. The constructor checks the header and the files; a
+// kernel is checked when a lookup reaches it (its fields, and its order against both
+// neighbours), and the whole table once a lookup misses or every URI is asked for, so that
+// creating a Loader costs the same for 10 kernels or 20,000 (docs/decisions.md, "Loading cost
+// independent of package size"). Lookups are memoised per URI.
 class Package {
  public:
   explicit Package(const kiln_package* desc);
   const std::string& name() const { return name_; }
   const std::string& version() const { return version_; }
   const kiln_package* c() const { return desc_; }
+  // The description's own entry for uri, checked; nullptr for a URI the package does not have.
+  const kiln_package_kernel* kernel(std::string_view uri) const;
+  // uri's index in the kernel table if a search finds it there, else nullopt; checks nothing
+  // beyond the entries the search compares (a hint: format/manifest_entry.hpp, UriRanks).
+  std::optional<std::size_t> rank(std::string_view uri) const;
   // nullptr for a URI the package does not have. The pointer lives as long as this Package.
   const Specialisation* spec(std::string_view uri) const;
   std::vector<std::string> uris() const;  // sorted
@@ -117,8 +127,13 @@ class Package {
   std::string library_path() const;
 
  private:
+  [[noreturn]] static void refuse(const std::string& what);
+  void check_kernel(std::size_t i) const;  // its fields, and its order after kernel i - 1
+  void check_all_kernels() const;          // once
+
   const kiln_package* desc_;
   std::string name_, version_;
+  mutable std::once_flag all_checked_;
   mutable std::mutex mu_;
   mutable std::map<const kiln_package_kernel*, std::unique_ptr<const Specialisation>> specs_;
   mutable std::unique_ptr<const Registry> registry_;

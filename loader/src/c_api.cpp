@@ -257,12 +257,9 @@ int kiln_index_format(void) { return kiln::kIndexFormat; }
 const char* kiln_package_source_hash(const kiln_package* package, const char* uri) {
   if (!package || !uri) return nullptr;
   try {
-    // Checked like a Loader checks it; the hash is the description's own static string.
-    kiln::Package pkg(package);
-    const kiln_package_kernel* end = package->kernels + package->kernel_count;
-    for (const kiln_package_kernel* k = package->kernels; k != end; ++k)
-      if (std::strcmp(k->uri, uri) == 0) return k->source_hash;
-    return nullptr;
+    // Looked up and checked as a Loader does; the hash is the description's own static string.
+    const kiln_package_kernel* k = kiln::Package(package).kernel(uri);
+    return k ? k->source_hash : nullptr;
   } catch (...) {
     return nullptr;
   }

@@ -710,8 +710,12 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
                     config.log_file);
   impl_->cfg = std::move(config);
   impl_->driver = deps.driver ? deps.driver : make_cuda_driver();
+  // The description's kernel table guides lookups in the manifests (UriRanks); the Package
+  // outlives the scanner (both the Impl's).
+  UriRanks ranks{package.kernel_count,
+                 [pkg = impl_->pkg.get()](std::string_view uri) { return pkg->rank(uri); }};
   impl_->fs = std::make_unique<StoreScanner>(impl_->pkg->name(), impl_->pkg->version(),
-                                             impl_->cfg.cache_dir, deps.fs);
+                                             impl_->cfg.cache_dir, deps.fs, std::move(ranks));
   if (deps.jit) {
     impl_->jit = deps.jit;
   } else {

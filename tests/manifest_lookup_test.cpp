@@ -158,6 +158,8 @@ TEST(ManifestLookup, RanksFindAUriInAFewReadsWhateverTheNumberOfArtifacts) {
       total += c.reads;
       ++asked;
     }
+    std::printf("%zu artifacts: %zu lookups, %.2f reads each on average, %zu at most\n", n, asked,
+                static_cast<double>(total) / static_cast<double>(asked), most);
     // The guess, at most one correction, the object.
     EXPECT_LE(most, 4u) << n;
     EXPECT_LE(total, 3 * asked) << n;

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
+#include "io/file_lock.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
@@ -752,6 +754,26 @@ TEST_F(MirrorSyncFile, ASyncRemovesTheStagingDirectoryAKilledSyncOfTheReleaseLef
   r = sync();
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "0 files transferred");
+  EXPECT_FALSE(has_staging_dir(dest));
+}
+
+TEST_F(MirrorSyncFile, ASyncWithNothingToTransferDoesNotWaitForAWriterHoldingTheMirror) {
+  ASSERT_EQ(sync().exit_code, 0);
+  const fs::path left = dest / (".kiln-sync-kiln-kernels-" + std::string(kVer) + "-AbC123");
+  write_file(left / archive_name("sm_80"), "a staged copy");
+  // Another stage or sync of the mirror, at work (the same lock they take).
+  FileLock writer = FileLock::acquire_directory(dest, std::chrono::seconds(5));
+  ASSERT_TRUE(writer.held());
+  const auto start = std::chrono::steady_clock::now();
+  auto r = sync();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_CONTAINS(r.out, "0 files transferred");
+  EXPECT_CONTAINS(r.out, "is being written by another stage or sync");
+  EXPECT_LT(took, std::chrono::seconds(20));
+  EXPECT_TRUE(has_staging_dir(dest));  // the writer's to remove
+  writer.release();
+  ASSERT_EQ(sync().exit_code, 0);
   EXPECT_FALSE(has_staging_dir(dest));
 }
 

@@ -246,10 +246,10 @@ std::string sync_staging_prefix(const std::string& package, const std::string& v
 }
 
 FileLock lock_release_in_mirror(const fs::path& mirror, const std::string& package,
-                                const std::string& version) {
+                                const std::string& version, std::chrono::milliseconds wait) {
   const std::string release = package + "-" + version;
   std::error_code ec;
-  FileLock lock = FileLock::acquire_directory(mirror, std::chrono::minutes(10));
+  FileLock lock = FileLock::acquire_directory(mirror, wait);
   if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
   remove_orphaned_temps_if(mirror, [&](std::string_view file) {
     return starts_with(file, release) && file.size() > release.size() &&

@@ -5,6 +5,7 @@
 // mirror_files.cpp.
 #include <cstddef>
 #include <cstdint>
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -50,9 +51,10 @@ std::vector<VerifyProblem> check_archive_content(const std::filesystem::path& pa
 // itself, so that the mirror holds no lock file. Once it is held, what a stage or sync of
 // `package` `version` killed mid-way left is removed: its files' temporaries ("<file>.tmp.<16
 // hex>") and its staging directories (sync_staging_prefix()). Error{Io} naming the directory
-// when it cannot be taken within 10 minutes.
+// when it cannot be taken within `wait` (a sync with nothing to transfer waits for none).
 FileLock lock_release_in_mirror(const std::filesystem::path& mirror, const std::string& package,
-                                const std::string& version);
+                                const std::string& version,
+                                std::chrono::milliseconds wait = std::chrono::minutes(10));
 // ".kiln-sync-<package>-<version>-": the name of a sync's staging directory, before mkdtemp's part.
 std::string sync_staging_prefix(const std::string& package, const std::string& version);
 

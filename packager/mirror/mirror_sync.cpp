@@ -303,9 +303,17 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
                    [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
   if (todo.empty()) {
     // Nothing to transfer; what a sync of the release killed after its renames left (its staging
-    // directory) is removed all the same.
+    // directory) is removed all the same, unless a writer holds the mirror now: then it is
+    // that writer's to remove, and a sync with nothing to do does not wait for it.
     std::error_code ec;
-    if (fs::is_directory(to, ec)) lock_release_in_mirror(to, package, version);
+    if (fs::is_directory(to, ec)) {
+      try {
+        lock_release_in_mirror(to, package, version, std::chrono::milliseconds(0));
+      } catch (const Error&) {
+        sx.log("leftovers of killed syncs not looked for: " + to.string() +
+               " is being written by another stage or sync");
+      }
+    }
     sx.log("0 files transferred, " + std::to_string(result.already_good.size()) + " already good");
     result.bytes_downloaded = sx.bytes_downloaded();
     return result;

@@ -292,6 +292,16 @@ TEST(Names, AReleaseFileNameGivesItsPackageAndVersion) {
     EXPECT_FALSE(release_of_file_name(not_one, "-index.json")) << not_one;
 }
 
+TEST(Names, AReleasesFilesAndTheirTemporariesAreTold) {
+  for (const char* f : {"acme-1.2.0-cuda13.0-sm_90a.tar.zst", "acme-1.2.0-index.json",
+                        "acme-1.2.0.package.json", "acme-1.2.0-SHA256SUMS",
+                        "acme-1.2.0-index.json.tmp.0123456789abcdef"})
+    EXPECT_TRUE(names_release_file(f, "acme", "1.2.0")) << f;
+  for (const char* f : {"acme-1.2.0", "acme-1.2.1-index.json", "acme-kernels-1.2.0-index.json",
+                        "acme-1.2.00-index.json", "acme1.2.0-index.json", "README"})
+    EXPECT_FALSE(names_release_file(f, "acme", "1.2.0")) << f;
+}
+
 TEST(Names, ArchiveIndexAndStemFollowTheGrammar) {
   EXPECT_EQ(archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
             "kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst");

@@ -248,6 +248,13 @@ bool is_package_version(std::string_view sv) {
   });
 }
 
+bool names_release_file(std::string_view file, std::string_view package, std::string_view version) {
+  const std::size_t n = package.size() + 1 + version.size();
+  return file.size() > n && file.substr(0, package.size()) == package &&
+         file[package.size()] == '-' && file.substr(package.size() + 1, version.size()) == version &&
+         (file[n] == '-' || file[n] == '.');
+}
+
 const ArtifactEntry* Manifest::find(std::string_view uri) const {
   for (const auto& a : artifacts)
     if (a.uri == uri) return &a;

@@ -120,6 +120,11 @@ struct ReleaseOfFile {
 };
 std::optional<ReleaseOfFile> release_of_file_name(std::string_view name, std::string_view suffix);
 
+// Whether `file` names one of release <package> <version>'s files or a temporary of one (what a
+// killed writer of the release may leave): "<package>-<version>" followed by '-' or '.'. Used to
+// clean up only after the release being written (a dist, a mirror).
+bool names_release_file(std::string_view file, std::string_view package, std::string_view version);
+
 // <package>-<version>-cuda<major>.<minor>-<target>.tar.zst
 std::string archive_file_name(std::string_view package, std::string_view version,
                               std::string_view cuda, std::string_view target);

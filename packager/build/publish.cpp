@@ -52,10 +52,8 @@ std::string archive_tmp_name(const std::string& final_name) {
 // while holding the dist's lock, which every publisher holds.
 void remove_killed_publish_leftovers(const fs::path& dist, const std::string& package,
                                      const std::string& version) {
-  const std::string release = package + "-" + version;
   auto of_release = [&](std::string_view file) {
-    return file.size() > release.size() && file.compare(0, release.size(), release) == 0 &&
-           (file[release.size()] == '-' || file[release.size()] == '.');
+    return names_release_file(file, package, version);
   };
   remove_orphaned_temps_if(dist, of_release);
   std::error_code ec;

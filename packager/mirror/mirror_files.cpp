@@ -247,13 +247,11 @@ std::string sync_staging_prefix(const std::string& package, const std::string& v
 
 FileLock lock_release_in_mirror(const fs::path& mirror, const std::string& package,
                                 const std::string& version, std::chrono::milliseconds wait) {
-  const std::string release = package + "-" + version;
   std::error_code ec;
   FileLock lock = FileLock::acquire_directory(mirror, wait);
   if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
   remove_orphaned_temps_if(mirror, [&](std::string_view file) {
-    return starts_with(file, release) && file.size() > release.size() &&
-           (file[release.size()] == '-' || file[release.size()] == '.');
+    return names_release_file(file, package, version);
   });
   const std::string staging = sync_staging_prefix(package, version);
   for (fs::directory_iterator it(mirror, ec), end; !ec && it != end; it.increment(ec)) {

@@ -195,6 +195,26 @@ TEST(WheelContents, TargetWheelRequiresItsPackageAtExactlyItsVersionAndNamesIt) 
             "[kiln.targets]\nacme-kernels = acme_kernels_cu13_sm90a\n");
 }
 
+TEST(WheelContents, PackageWheelOffersAnExtraPerTargetWheelPinnedToItsVersion) {
+  auto files = wheel::package_wheel_contents(
+      "acme-kernels", "1.2.0-rc1", {"acme-kernels-1.2.0-rc1.package.json", "{}"}, "0.3.4",
+      {wheel::distribution_name("acme-kernels", "13.0", "sm_90a"),
+       wheel::distribution_name("acme-kernels", "13.0", "compute_80")});
+  const std::string& metadata = files[2].data;
+  ASSERT_NE(files[2].path.find("/METADATA"), std::string::npos);
+  // Sorted, each extra before its requirement; pip normalises neither further (PEP 685).
+  EXPECT_CONTAINS(metadata,
+                  "Provides-Extra: cu13-compute80\n"
+                  "Requires-Dist: acme-kernels-cu13-compute80==1.2.0rc1; extra == \"cu13-compute80\"\n"
+                  "Provides-Extra: cu13-sm90a\n"
+                  "Requires-Dist: acme-kernels-cu13-sm90a==1.2.0rc1; extra == \"cu13-sm90a\"\n");
+  // A target wheel of another package is a caller's mistake, not metadata to write.
+  kiln::test::error_of(ErrorKind::Internal, [&] {
+    wheel::package_wheel_contents("acme-kernels", "1.2.0", {"d.package.json", "{}"}, "0.3.4",
+                                  {"other-kernels-cu13-sm90a"});
+  });
+}
+
 TEST(WheelContents, PackageWheelHoldsTheDescriptionAndRequiresTheRuntimeOfThisMinor) {
   auto files = wheel::package_wheel_contents(
       "acme-kernels", "1.2.0", {"acme-kernels-1.2.0.package.json", "{\"described\": 1}"}, "0.3.4");

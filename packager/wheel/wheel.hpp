@@ -84,12 +84,13 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
 
 // Every file of the package's own wheel, in zip order: __init__.py and the description (the
 // file of `description`, its bytes as the index pins them), then METADATA (Requires-Dist:
-// runtime_requirement(generator_version)), WHEEL, entry_points.txt and RECORD. The description
-// is not parsed here: build_wheels checks it first.
-std::vector<WheelFile> package_wheel_contents(std::string_view package,
-                                              std::string_view package_version,
-                                              const ArchiveMember& description,
-                                              std::string_view generator_version);
+// runtime_requirement(generator_version), and for each of `target_distributions`, the target
+// wheels' distribution names (distribution_name), an extra named by what follows
+// "<package>-" ("cu13-sm90a") that requires it at exactly this version), WHEEL,
+// entry_points.txt and RECORD. The description is not parsed here: build_wheels checks it first.
+std::vector<WheelFile> package_wheel_contents(
+    std::string_view package, std::string_view package_version, const ArchiveMember& description,
+    std::string_view generator_version, const std::vector<std::string>& target_distributions = {});
 
 // --- zip (I/O) ---
 

@@ -165,8 +165,13 @@ BuiltWheel build_package_wheel(const fs::path& index_path, const Index& idx,
     throw Error(ErrorKind::Stale, dp.string() + " describes " + name + " " + version +
                                       ", the index " + ip + " is of " + idx.package + " " +
                                       idx.package_version);
+  // An extra for every target of the release, whichever are built now: the same bytes for any
+  // --targets.
+  std::vector<std::string> targets;
+  for (const auto& a : idx.archives)
+    targets.push_back(distribution_name(idx.package, idx.cuda_version, a.target));
   auto files = package_wheel_contents(idx.package, idx.package_version, {d.file, std::move(text)},
-                                      kiln::version());
+                                      kiln::version(), targets);
   const fs::path whl = options.out / package_wheel_file_name(idx.package, idx.package_version);
   // Nothing in the description dates it: without SOURCE_DATE_EPOCH the earliest zip time, so
   // that its bytes depend on the description alone (not on the targets chosen).

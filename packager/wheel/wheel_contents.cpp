@@ -137,7 +137,8 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
 std::vector<WheelFile> package_wheel_contents(std::string_view package,
                                               std::string_view package_version,
                                               const ArchiveMember& description,
-                                              std::string_view generator_version) {
+                                              std::string_view generator_version,
+                                              const std::vector<std::string>& target_distributions) {
   require_plain("package", package);
   require_plain("package version", package_version);
   require_plain("kiln version", generator_version);
@@ -162,6 +163,23 @@ std::vector<WheelFile> package_wheel_contents(std::string_view package,
   metadata += "Requires-Python: >=3.8\n";
   // The runtimes that read the formats this kiln writes (docs/wheels.md, "Versions").
   metadata += "Requires-Dist: " + runtime_requirement(generator_version) + "\n";
+  // One extra per target wheel of the release, requiring it at exactly this version, so that
+  // `pip install -U "<package>[cu13-sm90a]"` moves both together (docs/wheels.md, "Versions").
+  std::vector<std::string> extras;
+  for (const auto& d : target_distributions) {
+    if (d.size() <= package.size() + 1 || d.compare(0, package.size(), package) != 0 ||
+        d[package.size()] != '-')
+      throw Error(ErrorKind::Internal, "target wheel '" + d + "' is not of package " +
+                                           std::string(package));
+    extras.push_back(d.substr(package.size() + 1));
+  }
+  std::sort(extras.begin(), extras.end());
+  extras.erase(std::unique(extras.begin(), extras.end()), extras.end());
+  for (const auto& e : extras) {
+    metadata += "Provides-Extra: " + e + "\n";
+    metadata += "Requires-Dist: " + std::string(package) + "-" + e + "==" + version +
+                "; extra == \"" + e + "\"\n";
+  }
   append_dist_info(files, dist_info, metadata, generator_version,
                    std::string("[") + kPackagesEntryPointGroup + "]\n" + std::string(package) +
                        " = " + pkg + "\n");

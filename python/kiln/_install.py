@@ -4,8 +4,10 @@ pip cannot see the GPU, so it cannot choose among a package's target wheels
 (acme-kernels-cu13-sm90a, acme-kernels-cu13-sm80, ...). This command lists the target wheels
 offered in a directory (--find-links) or on an index (--index-url, PEP 691 JSON or PEP 503
 HTML simple pages), chooses one for the local devices by kiln.choose_target (the loader's one
-target-choice rule), and runs `python -m pip install <target wheel>==<version>`, which brings
-the package's own wheel and the kiln runtime by their Requires-Dist (docs/wheels.md).
+target-choice rule), and runs `python -m pip install "<package>[<extra>]==<version>"
+<target wheel>==<version>` (the package wheel names one extra per target wheel), which pip
+resolves together with the kiln runtime by their Requires-Dist (docs/wheels.md). Run again
+when a new release is offered, it upgrades both together.
 """
 
 from __future__ import annotations
@@ -242,6 +244,11 @@ def _plan(args) -> dict:
         target, reason = _device_target(args.package, available)
     offer = next(o for o in offers if o.target == target)
     requirement = f"{offer.distribution(args.package)}=={version}"
+    # The package with the target's extra too (kiln wheel writes one per target: docs/wheels.md),
+    # so that `pip install -U "<package>[<extra>]"` later moves both; asked for together, pip
+    # pairs them in one resolution (and a package wheel without the extra still installs).
+    extra = offer.distribution(args.package)[len(_normalize(args.package)) + 1:]
+    requirements = [f"{args.package}[{extra}]=={version}", requirement]
     source = (["--find-links", os.path.abspath(args.find_links)] if args.find_links
               else ["--index-url", args.index_url])
     if args.no_index:
@@ -249,8 +256,8 @@ def _plan(args) -> dict:
     return {
         "package": args.package, "version": version, "target": target, "reason": reason,
         "available": available, "wheel": offer.file, "where": offer.where,
-        "requirement": requirement,
-        "command": [sys.executable, "-m", "pip", "install", *source, requirement],
+        "requirement": requirement, "extra": extra, "requirements": requirements,
+        "command": [sys.executable, "-m", "pip", "install", *source, *requirements],
     }
 
 

@@ -206,6 +206,28 @@ def test_upgrading_the_target_wheel_upgrades_its_package_wheel(venv):
     assert venv.installed(PKG)["stale"] == []
 
 
+def test_the_package_wheel_offers_an_extra_per_target_that_pins_its_wheel(wheelhouse):
+    whl = wheelhouse["dir"] / f"pairtest_kernels-{NEW}-py3-none-any.whl"
+    with zipfile.ZipFile(whl) as z:
+        metadata = z.read(f"pairtest_kernels-{NEW}.dist-info/METADATA").decode()
+    for extra in ("cu13-sm80", "cu13-sm90a"):
+        assert f"Provides-Extra: {extra}\n" in metadata, metadata
+        assert (f"Requires-Dist: {PKG}-{extra}=={NEW}; extra == \"{extra}\"\n" in metadata), metadata
+
+
+def test_upgrading_the_package_with_its_target_extra_upgrades_both(venv):
+    # The upgrade that broke FlashInfer's users, spelled with the extra python -m kiln install
+    # uses: pip re-resolves the target wheel with the package and moves them together.
+    venv.pip("install", f"{PKG}[cu13-sm90a]=={OLD}")
+    v = venv.versions()
+    assert (v[_target_dist(PKG, "sm_90a")], v[PKG]) == (OLD, OLD)
+    venv.pip("install", "-U", f"{PKG}[cu13-sm90a]")
+    v = venv.versions()
+    assert (v[_target_dist(PKG, "sm_90a")], v[PKG]) == (NEW, NEW)
+    assert venv.pip("check").returncode == 0
+    assert venv.installed(PKG)["stale"] == []
+
+
 def test_pip_refuses_a_mismatched_set_asked_for_at_once(venv):
     r = venv.pip("install", f"{_target_dist(PKG, 'sm_90a')}=={OLD}", f"{PKG}=={NEW}",
                   check=False)
@@ -353,6 +375,24 @@ def test_kiln_install_installs_the_chosen_target_and_its_package(venv, wheelhous
           "--no-index", "--target", "sm_80"])
     v = venv.versions()
     assert (v[_target_dist(PKG, "sm_80")], v[PKG]) == (NEW, NEW)
+
+
+def test_kiln_install_again_upgrades_the_package_and_its_target_together(venv, wheelhouse):
+    venv.pip("install", "kiln")
+    install = [venv.python, "-m", "kiln", "install", PKG, "--find-links",
+               str(wheelhouse["dir"]), "--no-index", "--target", "sm_90a"]
+    _run(install + ["--version", OLD])
+    v = venv.versions()
+    assert (v[_target_dist(PKG, "sm_90a")], v[PKG]) == (OLD, OLD)
+    plan = json.loads(_run(install + ["--json"]).stdout)
+    assert plan["requirements"] == [f"{PKG}[cu13-sm90a]=={NEW}", f"{_target_dist(PKG, 'sm_90a')}=={NEW}"]
+    assert plan["pip_exit_code"] == 0
+    v = venv.versions()
+    assert (v[_target_dist(PKG, "sm_90a")], v[PKG]) == (NEW, NEW)
+    assert venv.installed(PKG)["stale"] == []
+    # ... and the plain pip upgrade of the extra it installed moves nothing further (both new).
+    venv.pip("install", "-U", f"{PKG}[cu13-sm90a]")
+    assert venv.pip("check").returncode == 0
 
 
 @pytest.fixture

@@ -501,11 +501,6 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
 }
 
 // Removes <file>.tmp.* left by a writer that died. Safe only while holding the file's lock.
-void remove_orphans(Context& cx, const std::string& file) {
-  for (const auto& p : remove_orphaned_temps(cx.dest, file))
-    cx.log("removed " + p.string() + " left by an interrupted download");
-}
-
 // Downloads one archive from one mirror into <dest>/<file> through the one verified download;
 // true once renamed into place. Bytes that are not the pinned ones distrust the mirror. Under
 // TUF the archive is the target <mirror>/targets/[<sha256>.]<file>, checked against its length
@@ -565,23 +560,19 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
 // The lock every writer of <dest>/<file> holds (store_file_lock_path), within the deadline; what
 // a killed writer of the file left is removed once it is held.
 FileLock lock_store_file(Context& cx, const std::string& file) {
-  fs::path lock_path = store_file_lock_path(cx.dest, file);
-  std::error_code ec;
-  fs::create_directories(lock_path.parent_path(), ec);
-  if (ec)
-    throw Error(ErrorKind::Io, "cannot create the lock directory " +
-                                   lock_path.parent_path().string() + ": " + ec.message());
   cx.log("waiting for the lock on " + file);
-  std::optional<FileLock> lock;
+  std::vector<fs::path> removed;
   try {
-    lock.emplace(FileLock::acquire(lock_path, std::chrono::milliseconds(std::min(
-                                                  cx.opts.lock_timeout_ms, cx.remaining_ms()))));
+    FileLock lock = kiln::lock_store_file(
+        cx.dest, file,
+        std::chrono::milliseconds(std::min(cx.opts.lock_timeout_ms, cx.remaining_ms())), &removed);
+    for (const auto& p : removed)
+      cx.log("removed " + p.string() + " left by an interrupted download");
+    return lock;
   } catch (const Error&) {
     cx.check_deadline("waiting for the lock on " + file);
     throw;
   }
-  remove_orphans(cx, file);
-  return std::move(*lock);
 }
 
 struct ArchiveOutcome {

@@ -569,6 +569,20 @@ fs::path store_file_lock_path(const fs::path& store, const std::string& file) {
   return store / ".kiln-locks" / (file + ".lock");
 }
 
+FileLock lock_store_file(const fs::path& store, const std::string& file,
+                         std::chrono::milliseconds timeout, std::vector<fs::path>* removed) {
+  const fs::path lock_path = store_file_lock_path(store, file);
+  std::error_code ec;
+  fs::create_directories(lock_path.parent_path(), ec);
+  if (ec)
+    throw Error(ErrorKind::Io, "cannot create the lock directory " +
+                                   lock_path.parent_path().string() + ": " + ec.message());
+  FileLock lock = FileLock::acquire(lock_path, timeout);
+  std::vector<fs::path> gone = remove_orphaned_temps(store, file);
+  if (removed) *removed = std::move(gone);
+  return lock;
+}
+
 fs::path install_description(std::string_view bytes, const IndexFile& pin,
                              const fs::path& dest_store, const std::string& origin,
                              const std::string& index_origin) {
@@ -580,10 +594,7 @@ fs::path install_description(std::string_view bytes, const IndexFile& pin,
   fs::create_directories(dest_store, ec);
   if (ec)
     throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
-  fs::create_directories(dest_store / ".kiln-locks", ec);
-  FileLock lock =
-      FileLock::acquire(store_file_lock_path(dest_store, pin.file), kInstallLockTimeout);
-  remove_orphaned_temps(dest_store, pin.file);
+  FileLock lock = lock_store_file(dest_store, pin.file, kInstallLockTimeout);
   fs::path out = dest_store / pin.file;
   write_file_atomically(out, bytes);
   return out;

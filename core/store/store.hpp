@@ -11,6 +11,7 @@
 // Installs unpack into a hidden temp directory inside the store and rename it into place, so a
 // reader sees either the old directory, the new one, or none: never a partial one.
 // Written down in manifests/README.md ("Store layout").
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -20,6 +21,7 @@
 
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
+#include "io/file_lock.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln {
@@ -121,6 +123,13 @@ InstallResult install_archive(const std::filesystem::path& archive,
 // may remove the <file>.tmp.* that a writer killed mid-write left (remove_orphaned_temps).
 std::filesystem::path store_file_lock_path(const std::filesystem::path& store,
                                            const std::string& file);
+// Takes that lock within `timeout` (FileLock::acquire: Error{Io} naming it on timeout), its
+// directory created first (Error{Io} naming the directory when it cannot be), then removes the
+// <file>.tmp.* a killed writer left; what was removed goes to `removed` when given. Every writer
+// of a store file takes it through here.
+FileLock lock_store_file(const std::filesystem::path& store, const std::string& file,
+                         std::chrono::milliseconds timeout,
+                         std::vector<std::filesystem::path>* removed = nullptr);
 
 // Writes a release's description (index format 3: `pin`, whose file name parse_index derived from
 // the package and version) into `dest_store` as <store>/<pin.file>, atomically, after checking

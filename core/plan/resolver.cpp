@@ -424,13 +424,6 @@ std::shared_ptr<const ManifestEntries> read_manifest_entries_cached(std::string&
       [&] { return ManifestEntries::read(std::move(text), path); });
 }
 
-// The target an archive directory is named for: <package>-<version>-cuda<X.Y>-<target>.
-std::optional<Target> dir_target(const std::string& name) {
-  auto dash = name.rfind('-');
-  if (dash == std::string::npos) return std::nullopt;
-  return parse_target(std::string_view(name).substr(dash + 1));
-}
-
 // Pure: the archive names a scan reads, in order. A full scan (uri == nullptr) reads every one
 // in name order. get()'s fast path leaves out a name whose target cannot run on cc (its
 // manifest is not even read; sound because a directory whose name does not match its manifest
@@ -447,7 +440,7 @@ std::vector<const std::string*> reading_order(const std::vector<std::string>& na
   std::vector<Named> kept;
   kept.reserve(names.size());
   for (const auto& name : names) {
-    std::optional<Target> t = dir_target(name);
+    std::optional<Target> t = archive_dir_target(name);
     if (uri && t && !runs_on(*t, cc)) continue;
     kept.push_back({&name, t});
   }
@@ -476,6 +469,13 @@ std::vector<const std::string*> reading_order(const std::vector<std::string>& na
 }  // namespace
 
 void forget_store_memory() { store_memory().clear(); }
+
+std::vector<Target> targets_in_store(const std::string& store, const std::string& package) {
+  std::vector<Target> targets;
+  for (const auto& name : list_store_archive_dirs(store, package).archive_names)
+    if (auto t = archive_dir_target(name)) targets.push_back(*t);
+  return targets;
+}
 
 // One scan of one store directory: the directory's identity when it began, the scan record
 // read for it (get()'s fast path), and what the scan learned for the next record.

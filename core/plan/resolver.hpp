@@ -58,6 +58,10 @@ struct StoreScan {
   std::vector<StoreArchive> archives;  // sorted by directory name
 };
 
+// The targets of `package`'s archive directories in `store`, in name order, as a store scan
+// lists them (store/store_scan.hpp: the store rule, bounded); empty when it cannot be listed.
+std::vector<Target> targets_in_store(const std::string& store, const std::string& package);
+
 // The loader's view of store directories: each scan of a store, over the thin disk interface
 // (store/store_fs.hpp), with the policy above it: the process-wide memory of listings and
 // manifests while unchanged on disk (identity_cache.hpp), the scan record kept between processes

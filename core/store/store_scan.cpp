@@ -27,6 +27,12 @@ bool is_archive_dir_name(std::string_view name, std::string_view package) {
   return pkg && (package.empty() || *pkg == package);
 }
 
+std::optional<Target> archive_dir_target(std::string_view name) {
+  const auto dash = name.rfind('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  return parse_target(name.substr(dash + 1));
+}
+
 StoreListing list_store_archive_dirs(const fs::path& store, std::string_view package) {
   // POSIX calls, not std::filesystem: a fresh process's first get() lists a store, and this is
   // one open, one or two getdents64 and no allocation per entry that is not an archive.

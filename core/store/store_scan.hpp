@@ -23,12 +23,16 @@
 #include <vector>
 
 #include "format/manifest.hpp"
+#include "format/target.hpp"
 
 namespace kiln {
 
 // Pure: does an entry of this name count as an archive directory (when it is a directory)?
 // `package` empty: of any package.
 bool is_archive_dir_name(std::string_view name, std::string_view package = {});
+// Pure: the target an archive directory is named for (<package>-<version>-cuda<X.Y>-<target>),
+// nullopt when its last part is not a target.
+std::optional<Target> archive_dir_target(std::string_view name);
 
 // What listing a store directory came to: callers decide on this, never on the words.
 enum class ListingStatus {

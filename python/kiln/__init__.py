@@ -95,26 +95,22 @@ def load(name: str, config: Config | None = None, **fields) -> Loader:
     cfg = config if config is not None else Config.from_env()
     if fields:
         cfg = cfg.replace(**fields)
-    stores = _stores_best_first(found.stores)
+    stores = _stores_best_first(found.name, found.stores)
     cfg = cfg.replace(artifact_path=[str(s) for s in stores] + list(cfg.artifact_path))
     return Loader(description=found.description, config=cfg)
 
 
-def _stores_best_first(stores: list) -> list:
+def _stores_best_first(package: str, stores: list) -> list:
     """The target wheels' stores in the order the target-choice rule ranks their targets for
     device 0. The loader's store order wins over target preference (docs/loader.md: a PTX in
     the first store beats SASS in the second), so with the sm_90a and compute_80 wheels both
-    installed, sm_90a's store must come first. Stores of no candidate target keep their order,
-    after; without a device, the order is as found."""
+    installed, sm_90a's store must come first. Each store is listed by the loader's own store
+    rule. Stores of no candidate target keep their order, after; without a device, the order
+    is as found."""
     target_of = {}  # target -> the first store offering it
     for store in stores:
-        try:
-            names = [p.name for p in pathlib.Path(store).iterdir()
-                     if p.is_dir() and not p.name.startswith(".")]
-        except OSError:
-            continue
-        for name in names:  # <package>-<version>-cuda<X.Y>-<target>
-            target_of.setdefault(name.rsplit("-", 1)[-1], store)
+        for target in _kiln._store_targets(str(store), package):
+            target_of.setdefault(target, store)
     try:
         ranked = [t for t, _ in target_choice(sorted(target_of))["candidates"]]
     except Error:

@@ -17,6 +17,7 @@
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
+#include "plan/resolver.hpp"
 #include "plan/target_choice.hpp"
 #include "project/package_description.hpp"
 #include "runtime/driver.hpp"
@@ -200,6 +201,16 @@ void bind_machine_facts(nb::module_& m) {
         "why)]}.");
   m.def(
       "parse_device", [](nb::handle v) { return parse_device(v, "device"); }, nb::arg("device"));
+  m.def(
+      "_store_targets",
+      [](const std::string& store, const std::string& package) {
+        std::vector<std::string> targets;
+        for (const Target& t : targets_in_store(store, package)) targets.push_back(t.str());
+        return targets;
+      },
+      nb::arg("store"), nb::arg("package"),
+      "The targets of `package`'s archive directories in `store`, as the loader's store scan "
+      "lists them (the store rule, bounded); [] when the store cannot be listed.");
   m.def("_doctor_facts", &doctor_facts, nb::arg("config"));
   m.def("_build_facts", &build_facts);
 }

@@ -163,4 +163,11 @@ def test_load_puts_the_store_of_the_best_target_first(stand_in, tmp_path):
     ptx, sass, other = tmp_path / "compute80", tmp_path / "sm90a", tmp_path / "sm100"
     for store, target in ((ptx, "compute_80"), (sass, "sm_90a"), (other, "sm_100")):
         (store / f"acme-kernels-1.2.0-cuda13.0-{target}").mkdir(parents=True)
-    assert kiln._stores_best_first([ptx, other, sass]) == [sass, ptx, other]
+    assert kiln._stores_best_first("acme-kernels", [ptx, other, sass]) == [sass, ptx, other]
+    # Listed by the loader's store rule: another package's archive, or a name that is not an
+    # archive directory's, offers nothing, and the store keeps its place after.
+    foreign = tmp_path / "foreign"
+    (foreign / "other-kernels-1.0.0-cuda13.0-sm_90a").mkdir(parents=True)
+    (foreign / ".acme-kernels-1.2.0-cuda13.0-sm_90a").mkdir()
+    assert kiln._stores_best_first("acme-kernels", [foreign, ptx]) == [ptx, foreign]
+    assert kiln._kiln._store_targets(str(tmp_path / "missing"), "acme-kernels") == []

@@ -208,6 +208,12 @@ TEST(WheelContents, PackageWheelOffersAnExtraPerTargetWheelPinnedToItsVersion) {
                   "Requires-Dist: acme-kernels-cu13-compute80==1.2.0rc1; extra == \"cu13-compute80\"\n"
                   "Provides-Extra: cu13-sm90a\n"
                   "Requires-Dist: acme-kernels-cu13-sm90a==1.2.0rc1; extra == \"cu13-sm90a\"\n");
+  EXPECT_EQ(metadata.find("Requires-Dist: acme-kernels-cu13-sm90a==1.2.0rc1\n"), std::string::npos);
+  // Every target required as well, when asked (kiln wheel --require-every-target).
+  auto every = wheel::package_wheel_contents(
+      "acme-kernels", "1.2.0-rc1", {"acme-kernels-1.2.0-rc1.package.json", "{}"}, "0.3.4",
+      {wheel::distribution_name("acme-kernels", "13.0", "sm_90a")}, true);
+  EXPECT_CONTAINS(every[2].data, "\nRequires-Dist: acme-kernels-cu13-sm90a==1.2.0rc1\n");
   // A target wheel of another package is a caller's mistake, not metadata to write.
   kiln::test::error_of(ErrorKind::Internal, [&] {
     wheel::package_wheel_contents("acme-kernels", "1.2.0", {"d.package.json", "{}"}, "0.3.4",

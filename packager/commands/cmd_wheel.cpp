@@ -54,6 +54,7 @@ void add_wheel_command(CLI::App& app, int& rc) {
     std::string dist;
     std::string targets;
     std::string out;
+    bool require_every_target = false;
     bool json = false;
   };
   auto opts = std::make_shared<Opts>();
@@ -64,6 +65,11 @@ void add_wheel_command(CLI::App& app, int& rc) {
                   "comma-separated targets from the index (default: every target it lists)");
   cmd->add_option("--out", opts->out, "directory to write the wheels to (created if missing)")
       ->required();
+  cmd->add_flag("--require-every-target", opts->require_every_target,
+                "the package wheel requires every target wheel of the release at its version "
+                "(not only through its extras): pip installs and upgrades all of them with the "
+                "package, so even a bare `pip install -U <package>` keeps them paired; every "
+                "machine then installs every target");
   cmd->add_flag("--json", opts->json,
                 "print {wheels: [{wheel, target, file, size, sha256}], failed: [{wheel, target, "
                 "kind, message}]}: wheel is \"package\" (target null) or \"target\"");
@@ -71,6 +77,7 @@ void add_wheel_command(CLI::App& app, int& rc) {
     wheel::BuildOptions o;
     o.dist = opts->dist;
     o.out = opts->out;
+    o.require_every_target = opts->require_every_target;
     if (!opts->targets.empty()) {
       for (const auto& t : parse_target_list(opts->targets)) o.targets.push_back(t.str());
     }

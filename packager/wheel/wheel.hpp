@@ -88,9 +88,12 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
 // wheels' distribution names (distribution_name), an extra named by what follows
 // "<package>-" ("cu13-sm90a") that requires it at exactly this version), WHEEL,
 // entry_points.txt and RECORD. The description is not parsed here: build_wheels checks it first.
+// With `require_every_target`, it also requires each of them without an extra (pip then installs
+// and upgrades every target wheel with the package: BuildOptions::require_every_target).
 std::vector<WheelFile> package_wheel_contents(
     std::string_view package, std::string_view package_version, const ArchiveMember& description,
-    std::string_view generator_version, const std::vector<std::string>& target_distributions = {});
+    std::string_view generator_version, const std::vector<std::string>& target_distributions = {},
+    bool require_every_target = false);
 
 // --- zip (I/O) ---
 
@@ -115,6 +118,10 @@ struct BuildOptions {
   std::filesystem::path out;         // created when missing
   // Timestamp of every zip entry; nullopt: each archive's manifest build_time.
   std::optional<std::int64_t> source_date_epoch;
+  // The package wheel requires every target wheel of the release at its version, not only
+  // through its extras: `pip install -U <package>` then upgrades them all with it, and every
+  // machine installs every target (docs/wheels.md, "Versions").
+  bool require_every_target = false;
 };
 
 struct BuiltWheel {

@@ -171,7 +171,7 @@ BuiltWheel build_package_wheel(const fs::path& index_path, const Index& idx,
   for (const auto& a : idx.archives)
     targets.push_back(distribution_name(idx.package, idx.cuda_version, a.target));
   auto files = package_wheel_contents(idx.package, idx.package_version, {d.file, std::move(text)},
-                                      kiln::version(), targets);
+                                      kiln::version(), targets, options.require_every_target);
   const fs::path whl = options.out / package_wheel_file_name(idx.package, idx.package_version);
   // Nothing in the description dates it: without SOURCE_DATE_EPOCH the earliest zip time, so
   // that its bytes depend on the description alone (not on the targets chosen).

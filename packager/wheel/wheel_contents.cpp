@@ -138,7 +138,8 @@ std::vector<WheelFile> package_wheel_contents(std::string_view package,
                                               std::string_view package_version,
                                               const ArchiveMember& description,
                                               std::string_view generator_version,
-                                              const std::vector<std::string>& target_distributions) {
+                                              const std::vector<std::string>& target_distributions,
+                                              bool require_every_target) {
   require_plain("package", package);
   require_plain("package version", package_version);
   require_plain("kiln version", generator_version);
@@ -180,6 +181,9 @@ std::vector<WheelFile> package_wheel_contents(std::string_view package,
     metadata += "Requires-Dist: " + std::string(package) + "-" + e + "==" + version +
                 "; extra == \"" + e + "\"\n";
   }
+  if (require_every_target)
+    for (const auto& e : extras)
+      metadata += "Requires-Dist: " + std::string(package) + "-" + e + "==" + version + "\n";
   append_dist_info(files, dist_info, metadata, generator_version,
                    std::string("[") + kPackagesEntryPointGroup + "]\n" + std::string(package) +
                        " = " + pkg + "\n");

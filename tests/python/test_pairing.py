@@ -228,6 +228,37 @@ def test_upgrading_the_package_with_its_target_extra_upgrades_both(venv):
     assert venv.installed(PKG)["stale"] == []
 
 
+@pytest.fixture(scope="session")
+def every_target_wheels(wheelhouse, tmp_path_factory):
+    """The same releases' wheels with kiln wheel --require-every-target: the package wheel
+    requires each target wheel, not only through its extra."""
+    env = _need_env()
+    out = tmp_path_factory.mktemp("every-target")
+    for version in (OLD, NEW):
+        dist = wheelhouse["dists"][(PKG, version)]
+        r = _run([env["KILN_TEST_KILN_CLI"], "wheel", "--dist", str(dist), "--out", str(out),
+                  "--require-every-target", "--json"],
+                 env=dict(os.environ, SOURCE_DATE_EPOCH="1700000000"))
+        assert json.loads(r.stdout)["ok"], r.stdout
+    shutil.copy(env["KILN_TEST_RUNTIME_WHEEL"], out)
+    return out
+
+
+def test_with_every_target_required_a_bare_upgrade_of_the_package_upgrades_them_all(
+        every_target_wheels, wheelhouse, tmp_path):
+    venv = Venv(tmp_path / "venv", wheelhouse["python"], every_target_wheels)
+    venv.pip("install", f"{PKG}=={OLD}")
+    v = venv.versions()
+    assert (v[PKG], v[_target_dist(PKG, "sm_80")], v[_target_dist(PKG, "sm_90a")]) == (OLD,) * 3
+    # FlashInfer's break, exactly: the package upgraded by name alone.
+    venv.pip("install", "-U", PKG)
+    v = venv.versions()
+    assert (v[PKG], v[_target_dist(PKG, "sm_80")], v[_target_dist(PKG, "sm_90a")]) == (NEW,) * 3
+    assert venv.pip("check").returncode == 0
+    found = venv.installed(PKG)
+    assert found["stale"] == [] and len(found["stores"]) == 2
+
+
 def test_pip_refuses_a_mismatched_set_asked_for_at_once(venv):
     r = venv.pip("install", f"{_target_dist(PKG, 'sm_90a')}=={OLD}", f"{PKG}=={NEW}",
                   check=False)

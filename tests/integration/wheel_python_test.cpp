@@ -136,8 +136,12 @@ TEST_F(WheelPython, PipInstallsItAndLibkilnResolvesFromArtifactDir) {
                 "print([(e.name, e.value) for e in m.entry_points(group=\"kiln.packages\")])'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string v = kiln::version();
-  EXPECT_EQ(r.out, "['kiln-kernels==" + v + "']\n['" + wheel::runtime_requirement(v) +
-                       "']\n[('kiln-kernels', '" + wheel::wheel_name_component(dist) + "', '" + v +
+  // The package wheel: the runtime's range, and the release's one target (the only one its
+  // index lists here) through its extra.
+  const std::string extra = dist.substr(std::string("kiln-kernels-").size());
+  EXPECT_EQ(r.out, "['kiln-kernels==" + v + "']\n['" + wheel::runtime_requirement(v) + "', '" +
+                       dist + "==" + v + "; extra == \"" + extra + "\"']\n[('kiln-kernels', '" +
+                       wheel::wheel_name_component(dist) + "', '" + v +
                        "')]\n[('kiln-kernels', 'kiln_kernels')]\n");
 
   const std::string pkg = wheel::wheel_name_component(

@@ -626,7 +626,6 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::open(std::size_t size,
   m->size_ = size;
   m->text_ = std::move(array->prefix);
   m->header_ = std::move(header);
-  m->opener_ = std::move(opener);
   if (first_uri) {
     std::shared_ptr<const Manifest> first = m->search(*file, *first_uri, ranks);
     if (!first) return nullptr;  // the text read whole decides, once, for every URI
@@ -703,9 +702,7 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri_by_search(const std::st
   // The file is read outside the lock: gets of other URIs of this manifest do not wait on it.
   // It is the one open() opened: whoever asks has just found the path's identity to be the one
   // it was opened with (resolver.cpp, manifest_source), and unchanged() below checks it again.
-  std::shared_ptr<ManifestFile> file = file_ ? file_ : std::shared_ptr<ManifestFile>(opener_());
-  if (!file)
-    throw Error(ErrorKind::Io, origin_ + ": changed or unreadable while read (for " + uri + ")");
+  ManifestFile* file = file_.get();
   std::shared_ptr<const Manifest> found = search(*file, uri, ranks);
   if (!found) return whole_file_decides(*file, uri);
   if (!file->unchanged())
@@ -732,7 +729,7 @@ std::shared_ptr<const Manifest> ManifestEntries::whole_file_decides(ManifestFile
 std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri,
                                                          const UriRanks* ranks) const {
   if (full_) return full_;
-  if (opener_) return for_uri_by_search(uri, ranks);
+  if (file_) return for_uri_by_search(uri, ranks);
   auto it = std::lower_bound(spans_.begin(), spans_.end(), std::string_view(uri),
                              [&](const Span& s, std::string_view u) { return s.uri(text_) < u; });
   if (it == spans_.end() || it->uri(text_) != uri) return header_;

@@ -103,7 +103,7 @@ class ManifestEntries {
                                                      const std::string* first_uri,
                                                      const UriRanks* ranks = nullptr);
   // Whether it was opened (open()) rather than read. For tests.
-  bool searched() const { return static_cast<bool>(opener_); }
+  bool searched() const { return static_cast<bool>(file_); }
 
   // The text it was read from (open(): the header's bytes, the array left empty).
   const std::string& text() const { return text_; }
@@ -140,10 +140,9 @@ class ManifestEntries {
   std::shared_ptr<const Manifest> full_;    // not strict: parse_manifest's
   std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;  // strict: the artifacts array
   std::size_t size_ = 0;
-  // open(): objects found by searching the file of size_ bytes, opened once by opener_ and kept
-  // open (one descriptor per manifest remembered: a later lookup makes no open and close of its
+  // open(): objects found by searching the file of size_ bytes, the one open() opened, kept open
+  // (one descriptor per manifest remembered: a later lookup makes no open and close of its
   // own); the windows earlier searches read, by [from, to) (guarded by mu_).
-  ManifestOpener opener_;
   std::shared_ptr<ManifestFile> file_;
   mutable std::map<std::pair<std::size_t, std::size_t>, std::vector<ManifestObjectLine>> windows_;
   // open(): the file read whole, once a search or an object did not read as kiln writes it.

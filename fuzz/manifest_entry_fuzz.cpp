@@ -9,6 +9,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "format/manifest.hpp"
 #include "format/manifest_entry.hpp"
@@ -24,8 +26,23 @@ std::string canonical(kiln::Manifest m, const kiln::ArtifactEntry* only = nullpt
   return kiln::manifest_to_json(m);
 }
 
-// open(text) asked for `first` first (a get's URI), then for each of `uris`; guided by `ranks`
-// when given (any ranks: a hint must never change an answer).
+// The URIs on the text's artifact object lines as kiln writes them (what open()'s search
+// narrows by), at most 8: over a text parse_manifest refuses, the URIs a lookup can still find.
+std::vector<std::string> object_line_uris(const std::string& text) {
+  static const std::string kLine = "\n    {\n      \"uri\": \"";
+  std::vector<std::string> out;
+  for (std::size_t at = text.find(kLine); at != std::string::npos && out.size() < 8;
+       at = text.find(kLine, at + 1)) {
+    const std::size_t begin = at + kLine.size(), end = text.find('"', begin);
+    if (end == std::string::npos) break;
+    out.push_back(text.substr(begin, end - begin));
+  }
+  return out;
+}
+
+// open(text) asked for `first` first (a get's URI), then for each listed URI (`want`'s, or the
+// text's object lines' when parse_manifest refuses it) and one that is not a URI; guided by
+// `ranks` when given (any ranks: a hint must never change an answer).
 void check_lookup(const std::string& text, const std::string& origin, const std::string& first,
                   const kiln::Manifest* want, const kiln::UriRanks* ranks = nullptr) {
   using namespace kiln;
@@ -55,6 +72,8 @@ void check_lookup(const std::string& text, const std::string& origin, const std:
   one(first, want ? want->find(first) : nullptr);
   if (want)
     for (const auto& a : want->artifacts) one(a.uri, &a);
+  else
+    for (const auto& uri : object_line_uris(text)) one(uri, nullptr);
   one("\x01 not a uri", nullptr);
 }
 

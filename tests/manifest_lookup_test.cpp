@@ -286,6 +286,86 @@ TEST(ManifestLookup, AFileThatChangesWhileLookedUpIsNotBelieved) {
   EXPECT_FALSE(gone);
 }
 
+// manifest_of(20) with artifact 2's object given every key again, with artifact 17's values,
+// and artifacts 3 to 17 gone: the shape the manifest_entry fuzz target found (its inputs are
+// fuzz/corpus/manifest_entry/regression-repeated-keys-*). Read as JSON's last value per key,
+// k_i_00002 would be listed with k_i_00017's file, digest and entries.
+std::string repeated_keys_manifest(const std::string& target = "sm_90a") {
+  const std::string text = manifest_of(20, target);
+  auto object = [&](std::size_t i) {
+    const std::size_t at = text.find("\n    {\n      \"uri\": \"" + uri_of(i) + "\"");
+    return std::make_pair(at, text.find("\n    }", at));
+  };
+  const auto [two, two_end] = object(2);
+  const auto [seventeen, seventeen_end] = object(17);
+  // 17's members but its uri line, after 2's last member.
+  const std::size_t after_uri = text.find('\n', text.find("\"uri\"", seventeen));
+  return text.substr(0, two_end) + "," + text.substr(after_uri, seventeen_end - after_uri) +
+         text.substr(seventeen_end);
+}
+
+TEST(ManifestLookup, AnArtifactThatRepeatsItsKeysIsRefusedNeverReadAsAnotherArtifactsEntry) {
+  const std::string text = repeated_keys_manifest();
+  const std::string asked = uri_of(2), first = uri_of(19);
+  ASSERT_NE(text.find("\"file\": \"" + uri_of(17) + ".fatbin\""), std::string::npos);
+  // parse_manifest (install, verify, a full scan) and the strict reader refuse it alike, naming
+  // the file and the first key given again.
+  const std::string want =
+      "m: field 'artifacts[2].family': given more than once in one object";
+  for (auto reader : {+[](const std::string& t) { parse_manifest(t, "m"); },
+                      +[](const std::string& t) { ManifestEntries::read(std::string(t), "m"); }}) {
+    try {
+      reader(text);
+      ADD_FAILURE() << "a manifest repeating an artifact's keys was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Format);
+      EXPECT_EQ(std::string(e.what()), want);
+    }
+  }
+  // A lookup opened for another URI, asked for k_i_00002 afterwards (guided by ranks or not):
+  // the same error, never an entry (which would load k_i_00017's kernel).
+  const UriRanks ranks = ranks_of(20);
+  for (const UriRanks* r : {static_cast<const UriRanks*>(nullptr), &ranks}) {
+    auto e = ManifestEntries::open(text, "m", &first, r);
+    ASSERT_TRUE(e);
+    try {
+      auto m = e->for_uri(asked, r);
+      ADD_FAILURE() << "got " << (m->artifacts.empty() ? "nothing" : m->artifacts[0].file);
+    } catch (const Error& err) {
+      EXPECT_EQ(err.kind(), ErrorKind::Format);
+      EXPECT_EQ(std::string(err.what()), want);
+    }
+    // Asked first, it leaves the text to a whole read, which refuses it as above.
+    EXPECT_FALSE(ManifestEntries::open(text, "m", &asked, r));
+  }
+}
+
+TEST(ManifestLookup, ATextParseManifestDecidesGivesOnlyTheAskedUrisEntry) {
+  // An escape in one object (JSON allows it, kiln never writes one) leaves the text to
+  // parse_manifest; a lookup still answers with the asked URI's entry alone, as for a text the
+  // strict reader decides.
+  std::string text = manifest_of(20);
+  const std::size_t flag = text.find("\"-O3\"", text.find("\"uri\": \"" + uri_of(5) + "\""));
+  ASSERT_NE(flag, std::string::npos);
+  text.replace(flag, 5, "\"-O\\u0033\"");
+  const Manifest full = parse_manifest(text, "m");
+  const std::string first = uri_of(19);
+  auto whole = ManifestEntries::read(std::string(text), "m");
+  EXPECT_FALSE(whole->strict());
+  auto looked = ManifestEntries::open(text, "m", &first);
+  ASSERT_TRUE(looked);
+  for (const auto& a : full.artifacts)
+    for (const ManifestEntries* e : {whole.get(), looked.get()}) {
+      auto m = e->for_uri(a.uri);
+      ASSERT_EQ(m->artifacts.size(), 1u) << a.uri;
+      EXPECT_EQ(m->artifacts[0].uri, a.uri);
+      EXPECT_EQ(m->artifacts[0].file, a.uri + ".fatbin");
+      EXPECT_EQ(e->for_uri(a.uri), m);  // converted once
+    }
+  EXPECT_TRUE(whole->for_uri("k_i_99999")->artifacts.empty());
+  EXPECT_TRUE(looked->for_uri("k_i_99999")->artifacts.empty());
+}
+
 // --- get()'s store scan ----------------------------------------------------------------------
 
 // The disk, counting the bytes of manifest.json read.
@@ -341,6 +421,33 @@ TEST(ManifestLookup, AStoreJustWrittenIsLookedUpNotReadForEveryUri) {
     EXPECT_LE(counting->manifest_bytes, std::size_t{96} << 10)
         << "get " << i << " of a " << text.size() << "-byte manifest";
   }
+}
+
+TEST(ManifestLookup, AGetInAStoreWhoseArtifactRepeatsItsKeysIsRefusedNotAnotherKernel) {
+  // A store whose manifest.json has the fuzz finding's shape: a get of k_i_00019 is served (its
+  // object reads strictly), a later get of k_i_00002 in the same process is refused as a format
+  // error naming the file, and never gives k_i_00017's file to load and verify.
+  test::TempDir tmp;
+  const fs::path dir =
+      tmp / "store" / archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
+  fs::create_directories(dir);
+  test::write_file(dir / "manifest.json", repeated_keys_manifest("sm_90"));
+  StoreScanner scanner("kiln-kernels", kiln::version(), (tmp / "cache").string(), nullptr,
+                       ranks_of(20));
+  forget_store_memory();
+  StoreScan s = scanner.scan_for((tmp / "store").string(), "artifact path", uri_of(19), 90);
+  ASSERT_EQ(s.archives.size(), 1u);
+  ASSERT_TRUE(s.archives[0].manifest) << s.archives[0].error;
+  ASSERT_NE(s.archives[0].manifest->find(uri_of(19)), nullptr);
+  s = scanner.scan_for((tmp / "store").string(), "artifact path", uri_of(2), 90);
+  ASSERT_EQ(s.archives.size(), 1u);
+  const StoreArchive& a = s.archives[0];
+  if (a.manifest && a.manifest->find(uri_of(2)))
+    FAIL() << "get " << uri_of(2) << " would load " << a.manifest->find(uri_of(2))->file;
+  EXPECT_EQ(a.error_kind, ErrorKind::Format);
+  EXPECT_NE(a.error.find("manifest.json: field 'artifacts[2].family': given more than once"),
+            std::string::npos)
+      << a.error;
 }
 
 }  // namespace

@@ -80,8 +80,9 @@ std::string get_sha256(const Json& obj, const std::string& key, const std::strin
   return s;
 }
 
-Json parse_root(std::string_view text, const std::string& origin) {
-  Json root = parse_untrusted_json<Json>(text, origin);
+Json parse_root(std::string_view text, const std::string& origin,
+                RepeatedKeys repeated = RepeatedKeys::last_wins) {
+  Json root = parse_untrusted_json<Json>(text, origin, limits::kMaxJsonBytes, repeated);
   if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
   return root;
 }
@@ -296,7 +297,10 @@ std::string manifest_to_json(const Manifest& m) {
 }
 
 Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
-  Json root = parse_root(json_text, origin);
+  // A key given twice is refused, not read as its last value: an artifact object that repeats
+  // its keys would otherwise take another artifact's file under its own URI, and the loader's
+  // lookup (manifest_entry.hpp), which refuses repeated keys, must agree with this reader.
+  Json root = parse_root(json_text, origin, RepeatedKeys::refused);
   check_header(root, kMarker, kManifestFormat, "manifest", origin);
   check_keys(root, kRootFields, origin, "");
   Manifest m;

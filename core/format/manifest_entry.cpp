@@ -168,8 +168,8 @@ class StrictReader {
   }
 
   // The field `key` names, marked seen; nullopt for an unknown or repeated key (parse_manifest
-  // keeps a repeated key's last value: not this reader's business). Kiln writes fields in table
-  // order, so the one after the last seen is tried first.
+  // then decides, and refuses a repeated key too, with its message). Kiln writes fields in
+  // table order, so the one after the last seen is tried first.
   template <class Field, std::size_t N>
   static std::optional<Field> field(const std::array<std::string_view, N>& fields,
                                     std::string_view key, unsigned& seen) {
@@ -713,6 +713,21 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri_by_search(const std::st
   return slot;
 }
 
+// parse_manifest decided the text: the header and uri's entry from its manifest, nothing else
+// (another URI's entry is never an answer for this one, whatever the text).
+std::shared_ptr<const Manifest> ManifestEntries::only_uri_of_full(const std::string& uri) const {
+  const ArtifactEntry* a = full_->find(uri);
+  if (!a) return header_;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = by_uri_[uri];
+  if (!slot) {
+    auto m = std::make_shared<Manifest>(*header_);
+    m->artifacts.push_back(*a);
+    slot = std::move(m);
+  }
+  return slot;
+}
+
 // A text that is not laid out as kiln writes it where a search went, or an object that does not
 // read as its URI's: the whole text decides, as read() does (its answer, or its error).
 std::shared_ptr<const Manifest> ManifestEntries::whole_file_decides(ManifestFile& file,
@@ -728,7 +743,7 @@ std::shared_ptr<const Manifest> ManifestEntries::whole_file_decides(ManifestFile
 
 std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri,
                                                          const UriRanks* ranks) const {
-  if (full_) return full_;
+  if (full_) return only_uri_of_full(uri);
   if (file_) return for_uri_by_search(uri, ranks);
   auto it = std::lower_bound(spans_.begin(), spans_.end(), std::string_view(uri),
                              [&](const Span& s, std::string_view u) { return s.uri(text_) < u; });

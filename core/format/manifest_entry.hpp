@@ -110,9 +110,9 @@ class ManifestEntries {
   // Every field but the artifacts (format_version, versions, target, build time, skipped).
   const Manifest& header() const { return *header_; }
   // A manifest whose find(uri) is what parse_manifest's gives, and whose other fields are
-  // header()'s. Read by the strict reader, its only artifact is uri's (none when the manifest
-  // does not list uri); otherwise it is parse_manifest's whole manifest. Converted once per URI
-  // and shared: the same pointer for the same URI. `ranks` (may be null) guides a search.
+  // header()'s. Its only artifact is uri's (none when the manifest does not list uri), whichever
+  // reader decided the text: never another URI's entry, whatever the bytes. Converted once per
+  // URI and shared: the same pointer for the same URI. `ranks` (may be null) guides a search.
   std::shared_ptr<const Manifest> for_uri(const std::string& uri,
                                           const UriRanks* ranks = nullptr) const;
   // Whether the strict reader decided the text (false: parse_manifest did). For tests.
@@ -130,6 +130,7 @@ class ManifestEntries {
                                          const UriRanks* ranks) const;
   std::shared_ptr<const Manifest> whole_file_decides(ManifestFile& file,
                                                      const std::string& uri) const;
+  std::shared_ptr<const Manifest> only_uri_of_full(const std::string& uri) const;
 
   using Span = ArtifactSpan;
 
@@ -137,7 +138,7 @@ class ManifestEntries {
   std::string origin_;
   std::shared_ptr<const Manifest> header_;  // artifacts empty
   std::vector<Span> spans_;                 // strict: every artifact, sorted by URI
-  std::shared_ptr<const Manifest> full_;    // not strict: parse_manifest's
+  std::shared_ptr<const Manifest> full_;    // not strict: parse_manifest's (for_uri trims it)
   std::size_t artifacts_begin_ = 0, artifacts_end_ = 0;  // strict: the artifacts array
   std::size_t size_ = 0;
   // open(): objects found by searching the file of size_ bytes, the one open() opened, kept open

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,6 +27,13 @@ void check_json_bounds(std::string_view text, const std::string& origin,
                        std::size_t max_bytes = limits::kMaxJsonBytes,
                        int max_depth = limits::kMaxJsonDepth);
 
+// What parse_untrusted_json does with a key an object gives twice. JSON leaves it open
+// (RFC 8259: names SHOULD be unique), and readers differ (first value, last value, refusal).
+enum class RepeatedKeys {
+  last_wins,  // the last value, at the key's first position (what JsonT::parse gives)
+  refused,    // Error{Format} naming `origin` and the key's path: a format kiln writes
+};
+
 namespace json_detail {
 
 // SFINAE: reserve() where the object type has it (ordered_map, a vector), nothing otherwise.
@@ -44,6 +52,9 @@ void reserve_members(M&, std::size_t, long) {}
 template <typename JsonT>
 class TreeBuilder {
  public:
+  TreeBuilder(RepeatedKeys repeated, const std::string& origin)
+      : repeated_(repeated), origin_(origin) {}
+
   using number_integer_t = typename JsonT::number_integer_t;
   using number_unsigned_t = typename JsonT::number_unsigned_t;
   using number_float_t = typename JsonT::number_float_t;
@@ -69,12 +80,14 @@ class TreeBuilder {
     return true;
   }
   bool end_object() {
-    Frame f = std::move(frames_.back());
-    frames_.pop_back();
     JsonT obj(JsonT::value_t::object);
     auto& members = obj.template get_ref<typename JsonT::object_t&>();
-    reserve_members(members, f.members.size(), 0);
-    for (auto& kv : f.members) members[kv.first] = std::move(kv.second);
+    reserve_members(members, frames_.back().members.size(), 0);
+    for (auto& kv : frames_.back().members) members[kv.first] = std::move(kv.second);
+    // Fewer members than keys read: a key was given twice.
+    if (members.size() != frames_.back().members.size() && repeated_ == RepeatedKeys::refused)
+      refuse_repeated_key();
+    frames_.pop_back();
     return add(std::move(obj));
   }
   bool start_array(std::size_t) {
@@ -101,6 +114,22 @@ class TreeBuilder {
     std::vector<std::pair<string_t, JsonT>> members;
     JsonT array;
   };
+  // The innermost object's first key given again, by its path ("artifacts[2].family"), as the
+  // format readers name fields in their errors.
+  [[noreturn]] void refuse_repeated_key() const {
+    std::string path;
+    for (std::size_t i = 0; i + 1 < frames_.size(); ++i)
+      path += frames_[i].object ? (path.empty() ? "" : ".") + frames_[i].key
+                                : "[" + std::to_string(frames_[i].array.size()) + "]";
+    std::set<std::string_view> keys;
+    for (const auto& kv : frames_.back().members)
+      if (!keys.insert(kv.first).second) {
+        path += (path.empty() ? "" : ".") + kv.first;
+        break;
+      }
+    throw Error(ErrorKind::Format,
+                origin_ + ": field '" + path + "': given more than once in one object");
+  }
   bool add(JsonT v) {
     if (frames_.empty()) {
       result = std::move(v);
@@ -114,18 +143,22 @@ class TreeBuilder {
     return true;
   }
   std::vector<Frame> frames_;
+  RepeatedKeys repeated_;
+  const std::string& origin_;
 };
 
 }  // namespace json_detail
 
 // check_json_bounds, then parse (into the tree JsonT::parse gives). Malformed JSON (including
-// numbers out of range such as 1e999) throws Error{Format} naming `origin`.
+// numbers out of range such as 1e999) throws Error{Format} naming `origin`; so does a key given
+// twice in one object when `repeated` is RepeatedKeys::refused.
 template <typename JsonT>
 JsonT parse_untrusted_json(std::string_view text, const std::string& origin,
-                           std::size_t max_bytes = limits::kMaxJsonBytes) {
+                           std::size_t max_bytes = limits::kMaxJsonBytes,
+                           RepeatedKeys repeated = RepeatedKeys::last_wins) {
   check_json_bounds(text, origin, max_bytes);
   try {
-    json_detail::TreeBuilder<JsonT> builder;
+    json_detail::TreeBuilder<JsonT> builder(repeated, origin);
     if (!JsonT::sax_parse(text.begin(), text.end(), &builder))
       throw Error(ErrorKind::Format, origin + ": not valid JSON");
     return std::move(builder.result);

@@ -339,6 +339,23 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
   EXPECT_EQ(files[tarball_name()]["kind"], "tarball");
 }
 
+
+// A mirror directory is served whole: a private key in it (TUF keys kept beside the release, an
+// operator's deploy key) would be served with the release. Stage refuses, naming it, and copies
+// nothing.
+TEST_F(Mirror, StageRefusesAMirrorThatHoldsAPrivateKeyAndCopiesNothing) {
+  const fs::path key = mirror / "tuf" / "signing.key";
+  write_file(key, "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIA==\n-----END EC PRIVATE KEY-----\n");
+  auto before = snapshot(mirror);
+  auto r = test::run(cli("stage " + (tmp / "dist").string() + " --to " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_CONTAINS(r.out, "mirror stage: " + key.string() + " is a private key");
+  EXPECT_CONTAINS(r.out, "would be served from the mirror " + mirror.string());
+  EXPECT_EQ(snapshot(mirror), before);
+  fs::remove(key);
+  stage();
+}
+
 // A stage killed mid-copy leaves "<file>.tmp.<16 hex>" in the mirror, which `mirror verify` would
 // report as an unlisted file of the release (crash points, tests/crash/): the next stage of the
 // release removes it, and leaves other releases' alone.
@@ -794,6 +811,20 @@ TEST_F(MirrorSyncFile, CorruptUpstreamArchiveLeavesTheDestinationByteIdentical) 
   EXPECT_CONTAINS(r.out, "Nothing was changed");
   EXPECT_EQ(snapshot(dest), before);
   EXPECT_FALSE(has_staging_dir(dest));
+}
+
+TEST_F(MirrorSyncFile, SyncRefusesADestinationThatHoldsAPrivateKeyAndWritesNothing) {
+  // A TUF key file as kiln tuf-repo names it, found by its name alone.
+  const fs::path key = dest / "keys" / "online" / "timestamp" / (std::string(64, 'c') + ".pem");
+  write_file(key, "key bytes");
+  auto before = snapshot(dest);
+  auto r = sync();
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_CONTAINS(r.out, "mirror sync: " + key.string() + " is a private key");
+  EXPECT_CONTAINS(r.out, "nothing was published");
+  EXPECT_EQ(snapshot(dest), before);
+  EXPECT_FALSE(has_staging_dir(dest));
+  EXPECT_FALSE(fs::exists(dest / sums_name()));
 }
 
 TEST_F(MirrorSyncFile, FailureIntoANewDirectoryLeavesNoDirectory) {

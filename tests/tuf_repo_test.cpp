@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "io/private_key_scan.hpp"
 #include "test_util.hpp"
 #include "tuf/tuf_signer.hpp"
 #include "tuf/tuf_updater.hpp"
@@ -23,6 +24,8 @@ namespace fs = std::filesystem;
 class TufRepo : public ::testing::Test {
  protected:
   fs::path repo() const { return dir_ / "repo"; }
+  // Where the keys go by default: beside the repository, never in it.
+  fs::path keys() const { return tuf_repo::default_keys_dir(repo()); }
   test::RunResult repo_cmd(const std::string& args) {
     return test::run(test::kiln_cli() + " tuf-repo --dir " + repo().string() + " " + args);
   }
@@ -90,7 +93,7 @@ TEST_F(TufRepo, ClientDownloadsAReleaseAndFollowsResignsAndRotations) {
   EXPECT_EQ(client_version("timestamp"), 5);
 
   // A timestamp signed with the retired key is refused.
-  fs::path old_pem = repo() / "keys" / "online" / "retired" / "timestamp" / (old_ts_id + ".pem");
+  fs::path old_pem = keys() / "online" / "retired" / "timestamp" / (old_ts_id + ".pem");
   Signer old = Signer::from_private_pem(test::read_file(old_pem), "ecdsa-sha2-nistp256");
   json ts = repo_signed("timestamp.json");
   ts["version"] = 6;
@@ -116,7 +119,7 @@ TEST_F(TufRepo, ThresholdsAndBothSchemesPerRoleAreWrittenAndAccepted) {
   for (const auto& id : root["roles"]["root"]["keyids"]) {
     EXPECT_EQ(root["keys"][id.get<std::string>()]["scheme"], "ecdsa-sha2-nistp256");
     EXPECT_TRUE(
-        fs::exists(repo() / "keys" / "offline" / "root" / (id.get<std::string>() + ".pem")));
+        fs::exists(keys() / "offline" / "root" / (id.get<std::string>() + ".pem")));
   }
   for (const auto& id : root["roles"]["timestamp"]["keyids"])
     EXPECT_EQ(root["keys"][id.get<std::string>()]["scheme"], "ed25519");
@@ -124,7 +127,8 @@ TEST_F(TufRepo, ThresholdsAndBothSchemesPerRoleAreWrittenAndAccepted) {
             3u);
   EXPECT_EQ(json::parse(test::read_file(repo() / "metadata" / "targets.json"))["signatures"].size(),
             2u);
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3 + 2 + 2 + 1 + 1) << out;
+  // One line per key, then the repository and its two key directories, each with its advice.
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 3 + 2 + 2 + 1 + 6) << out;
 
   test::write_file(dir_ / "a.whl", "wheel bytes");
   cli("add " + (dir_ / "a.whl").string());
@@ -174,7 +178,7 @@ TEST_F(TufRepo, WithoutConsistentSnapshotNamesArePlain) {
 
 TEST_F(TufRepo, RefreshNeedsOnlyTheOnlineKeysAndAddWithoutTargetsKeysWritesNothing) {
   cli("init");
-  fs::rename(repo() / "keys" / "offline", dir_ / "offline-usb");
+  fs::rename(keys() / "offline", dir_ / "offline-usb");
   cli("refresh");
   EXPECT_EQ(repo_signed("timestamp.json")["version"], 2);
   EXPECT_EQ(repo_signed("snapshot.json")["version"], 2);
@@ -184,7 +188,7 @@ TEST_F(TufRepo, RefreshNeedsOnlyTheOnlineKeysAndAddWithoutTargetsKeysWritesNothi
   auto r = repo_cmd("add " + (dir_ / "y.bin").string());
   EXPECT_EQ(r.exit_code, 6) << r.out;  // not-found
   EXPECT_NE(r.out.find("signing targets needs 1 of its 1 keys"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find((repo() / "keys" / "offline" / "targets").string()), std::string::npos);
+  EXPECT_NE(r.out.find((keys() / "offline" / "targets").string()), std::string::npos);
   EXPECT_EQ(metadata_files(), before);
 
   // With the offline keys brought back from where the operator keeps them, add works.
@@ -196,13 +200,13 @@ TEST_F(TufRepo, RefreshNeedsOnlyTheOnlineKeysAndAddWithoutTargetsKeysWritesNothi
 
 TEST_F(TufRepo, OfflineAddSignsTargetsOnlyAndTheOnlineRefreshPublishesIt) {
   cli("init");
-  fs::rename(repo() / "keys" / "online", dir_ / "online-host");
+  fs::rename(keys() / "online", dir_ / "online-host");
   test::write_file(dir_ / "z.bin", "release 1");
   auto before = metadata_files();
   auto r = repo_cmd("add " + (dir_ / "z.bin").string());
   EXPECT_EQ(r.exit_code, 6) << r.out;
   EXPECT_NE(r.out.find("signing snapshot needs 1 of its 1 keys (threshold, root v1), found 0 in " +
-                       (repo() / "keys" / "online" / "snapshot").string()),
+                       (keys() / "online" / "snapshot").string()),
             std::string::npos)
       << r.out;
   EXPECT_EQ(metadata_files(), before);
@@ -213,7 +217,7 @@ TEST_F(TufRepo, OfflineAddSignsTargetsOnlyAndTheOnlineRefreshPublishesIt) {
   EXPECT_EQ(repo_signed("snapshot.json")["meta"]["targets.json"]["version"], 1);
 
   // On the release host: only the online keys, and refresh publishes targets v2.
-  fs::rename(repo() / "keys" / "offline", dir_ / "offline-usb");
+  fs::rename(keys() / "offline", dir_ / "offline-usb");
   cli("--online-keys " + (dir_ / "online-host").string() + " refresh");
   EXPECT_EQ(repo_signed("snapshot.json")["meta"]["targets.json"]["version"], 2);
   ASSERT_EQ(client_init(), 0);
@@ -225,7 +229,7 @@ TEST_F(TufRepo, RootRotationWithoutAThresholdOfOldRootKeysWritesNothing) {
   cli("--keys root=3 --threshold root=2 init");
   json root = repo_signed("root.json");
   for (int i = 0; i < 2; ++i)
-    fs::remove(repo() / "keys" / "offline" / "root" /
+    fs::remove(keys() / "offline" / "root" /
                (root["roles"]["root"]["keyids"][i].get<std::string>() + ".pem"));
   auto before = metadata_files();
   auto r = repo_cmd("rotate root");
@@ -269,7 +273,7 @@ TEST_F(TufRepo, RevokeRemovesTheKeyAndRefusesToGoBelowTheThreshold) {
   EXPECT_EQ(v2["roles"]["snapshot"]["keyids"].size(), 1u);
   EXPECT_EQ(v2["roles"]["snapshot"]["threshold"], 1);
   EXPECT_FALSE(v2["keys"].contains(id));
-  EXPECT_TRUE(fs::exists(repo() / "keys" / "online" / "retired" / "snapshot" / (id + ".pem")));
+  EXPECT_TRUE(fs::exists(keys() / "online" / "retired" / "snapshot" / (id + ".pem")));
 
   r = repo_cmd("revoke snapshot deadbeef");
   EXPECT_EQ(r.exit_code, 2) << r.out;
@@ -376,6 +380,132 @@ TEST_F(TufRepo, TheNextCommandRemovesTheTemporaryFilesOfAKilledOne) {
   test::write_file(repo() / "metadata" / "2.targets.json.tmp.0123456789abcdef", "half");
   cli("refresh");
   EXPECT_FALSE(fs::exists(repo() / "metadata" / "2.targets.json.tmp.0123456789abcdef"));
+}
+
+// Every file under `root` whose bytes hold "PRIVATE KEY".
+std::vector<std::string> files_holding_private_keys(const fs::path& root) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file() && test::read_file(e.path()).find("PRIVATE KEY") != std::string::npos)
+      out.push_back(e.path().string());
+  return out;
+}
+
+TEST_F(TufRepo, InitWritesNoPrivateKeyUnderTheRepositoryAndSaysWhereTheKeysWent) {
+  std::string out = cli("--keys root=3 --threshold root=2 init");
+  EXPECT_EQ(files_holding_private_keys(repo()), std::vector<std::string>{});
+  EXPECT_EQ(keys(), fs::weakly_canonical(dir_.path()) / "repo.keys");
+  EXPECT_EQ(files_holding_private_keys(keys()).size(), 6u);  // 3 root, 1 each other role
+  EXPECT_NE(out.find("offline keys (root, targets):      " + (keys() / "offline").string()),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("move them to an offline machine"), std::string::npos) << out;
+  EXPECT_NE(out.find("online keys (snapshot, timestamp): " + (keys() / "online").string()),
+            std::string::npos)
+      << out;
+
+  // --json carries the same; every later action finds the keys the same way.
+  fs::remove_all(repo());
+  fs::remove_all(keys());
+  auto r = repo_cmd("init --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["offline_keys"]["dir"], (keys() / "offline").string());
+  EXPECT_EQ(j["online_keys"]["dir"], (keys() / "online").string());
+  EXPECT_NE(j["offline_keys"]["advice"].get<std::string>().find("offline machine"),
+            std::string::npos);
+  ASSERT_EQ(j["keys"].size(), 4u);
+  for (const auto& k : j["keys"]) {
+    EXPECT_EQ(k["offline"], k["role"] == "root" || k["role"] == "targets") << k;
+    EXPECT_EQ(fs::path(k["file"].get<std::string>()).parent_path().parent_path(),
+              keys() / (k["offline"].get<bool>() ? "offline" : "online"));
+  }
+  test::write_file(dir_ / "kiln-0.1.0-index.json", "{}\n");
+  cli("add " + (dir_ / "kiln-0.1.0-index.json").string());
+  cli("refresh");
+  cli("rotate timestamp");
+  EXPECT_EQ(files_holding_private_keys(repo()), std::vector<std::string>{});
+}
+
+TEST_F(TufRepo, AKeyDirectoryInsideTheRepositoryOrHoldingItIsRefusedNamingBoth) {
+  // Inside, directly, through --offline-keys, and through a symbolic link to the repository.
+  fs::create_directories(repo());
+  fs::create_directory_symlink(repo(), dir_ / "served");
+  for (const std::string& keys_opt :
+       {"--keys-dir " + (repo() / "keys").string(),
+        "--offline-keys " + (repo() / "private").string(),
+        "--keys-dir " + (dir_ / "served" / "keys").string(), "--keys-dir " + repo().string()}) {
+    auto r = repo_cmd(keys_opt + " init");
+    EXPECT_EQ(r.exit_code, 2) << keys_opt << ": " << r.out;
+    EXPECT_NE(r.out.find("is inside the repository " + repo().string()), std::string::npos)
+        << r.out;
+    EXPECT_NE(r.out.find("--keys-dir DIR (default " + keys().string()), std::string::npos)
+        << r.out;
+  }
+  // The repository inside a key directory.
+  auto r = repo_cmd("--offline-keys " + dir_.path().string() + " init");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("offline key directory " + dir_.path().string()), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("holds the repository " + repo().string()), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(repo()));  // nothing written
+  EXPECT_FALSE(fs::exists(repo() / "keys"));
+
+  // Keys where kiln 0.1 put them are refused by every action, with the move to make.
+  cli("init");
+  fs::create_directories(repo() / "keys");
+  fs::rename(keys() / "online", repo() / "keys" / "online");
+  r = repo_cmd("refresh");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("mv " + (repo() / "keys").string() + " " + keys().string()),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(TufRepo, AddRefusesToPublishAPrivateKeyNamingItAndWritesNothing) {
+  cli("init");
+  fs::path release = dir_ / "release";
+  test::write_file(release / "kiln-0.1.0-index.json", "{}\n");
+  test::write_file(release / "ops" / "deploy_key",
+                   "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+                   "-----END OPENSSH PRIVATE KEY-----\n");
+  auto before = metadata_files();
+  auto r = repo_cmd("add " + release.string());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find((release / "ops" / "deploy_key").string() + " is a private key"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("nothing was published"), std::string::npos) << r.out;
+  EXPECT_EQ(metadata_files(), before);
+  EXPECT_TRUE(fs::is_empty(repo() / "targets"));
+
+  // A copy of a key file inside the repository itself (found by its name alone).
+  fs::remove_all(release / "ops");
+  fs::path targets_key = *fs::directory_iterator(keys() / "offline" / "targets");
+  fs::create_directories(repo() / "backup");
+  fs::copy_file(targets_key, repo() / "backup" / targets_key.filename());
+  test::write_file(repo() / "backup" / targets_key.filename(), "renamed and re-encoded");
+  r = repo_cmd("add " + release.string());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find((repo() / "backup" / targets_key.filename()).string()), std::string::npos)
+      << r.out;
+  EXPECT_EQ(metadata_files(), before);
+  fs::remove_all(repo() / "backup");
+  cli("add " + release.string());
+}
+
+TEST(PrivateKeyScan, PemPrivateKeyHeadersAndKilnKeyNamesAreKeysAndCertificatesAreNot) {
+  for (const char* label : {"PRIVATE KEY", "EC PRIVATE KEY", "RSA PRIVATE KEY",
+                            "ENCRYPTED PRIVATE KEY", "OPENSSH PRIVATE KEY"})
+    EXPECT_TRUE(holds_private_key_header(std::string("junk\n-----BEGIN ") + label + "-----\n"))
+        << label;
+  EXPECT_FALSE(holds_private_key_header("-----BEGIN CERTIFICATE-----\n"));
+  EXPECT_FALSE(holds_private_key_header("-----BEGIN PUBLIC KEY-----\n"));
+  EXPECT_FALSE(holds_private_key_header("-----BEGIN x PRIVATE KEY-----"));  // not a PEM label
+  EXPECT_TRUE(is_tuf_key_file_name(std::string(64, 'a') + ".pem"));
+  EXPECT_FALSE(is_tuf_key_file_name(std::string(64, 'a') + ".json"));
+  EXPECT_FALSE(is_tuf_key_file_name(std::string(63, 'a') + ".pem"));
+  EXPECT_FALSE(is_tuf_key_file_name(std::string(64, 'A') + ".pem"));
 }
 
 }  // namespace

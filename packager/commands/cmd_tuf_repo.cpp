@@ -5,6 +5,7 @@
 #include <ctime>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "commands/commands.hpp"
 #include "kiln/error.hpp"
@@ -16,6 +17,7 @@ namespace {
 
 struct TufRepoOpts {
   std::string dir;
+  std::string keys_dir;
   std::string offline_keys;
   std::string online_keys;
   std::vector<std::string> schemes;
@@ -27,17 +29,52 @@ struct TufRepoOpts {
   std::string role;
   std::string keyid;
   tuf_repo::Expiry expiry;
+  bool json = false;
 
   tuf_repo::KeyDirs key_dirs() const {
-    tuf_repo::KeyDirs k = tuf_repo::default_key_dirs(dir);
-    if (!offline_keys.empty()) k.offline = offline_keys;
-    if (!online_keys.empty()) k.online = online_keys;
-    return k;
+    return tuf_repo::key_dirs_for(dir, {keys_dir, offline_keys, online_keys});
   }
 };
 
 void print_lines(const std::vector<std::string>& lines) {
   for (const auto& l : lines) std::cout << l << "\n";
+}
+
+const char* kOfflineAdvice =
+    "move them to an offline machine and keep them off every networked one (docs/tuf.md, "
+    "\"Keeping root and targets keys offline\")";
+const char* kOnlineAdvice = "all `refresh` needs: keep them on the host that runs it";
+
+// What init wrote and where: the keys are outside the repository; the offline ones belong
+// offline.
+void print_init(const std::string& dir, const tuf_repo::KeyDirs& k,
+                const std::vector<tuf_repo::NewKey>& keys, bool as_json) {
+  if (as_json) {
+    nlohmann::json out = {
+        {"repository", dir},
+        {"offline_keys",
+         {{"dir", k.offline.string()}, {"roles", {"root", "targets"}}, {"advice", kOfflineAdvice}}},
+        {"online_keys",
+         {{"dir", k.online.string()},
+          {"roles", {"snapshot", "timestamp"}},
+          {"advice", kOnlineAdvice}}},
+        {"keys", nlohmann::json::array()}};
+    for (const auto& key : keys)
+      out["keys"].push_back({{"role", key.role},
+                             {"keyid", key.keyid},
+                             {"scheme", key.scheme},
+                             {"file", key.file.string()},
+                             {"offline", key.offline()}});
+    std::cout << out.dump() << "\n";
+    return;
+  }
+  for (const auto& key : keys) std::cout << tuf_repo::key_line(key) << "\n";
+  std::cout << "initialized TUF repository in " << dir << " (serve it: metadata/, targets/)\n"
+            << "private keys are outside it:\n"
+            << "  offline keys (root, targets):      " << k.offline.string() << "\n"
+            << "    " << kOfflineAdvice << "\n"
+            << "  online keys (snapshot, timestamp): " << k.online.string() << "\n"
+            << "    " << kOnlineAdvice << "\n";
 }
 
 // A root change for o.role: --scheme (one bare value or ROLE=SCHEME) and --threshold ROLE=N.
@@ -65,14 +102,18 @@ void add_tuf_repo_command(CLI::App& app, int& rc) {
       "write and sign a TUF repository (metadata/, targets/ under --dir): init, add FILES|DIRS, "
       "refresh (re-sign snapshot and timestamp), rotate ROLE, add-key ROLE, revoke ROLE KEYID. "
       "Keys are OpenSSL ed25519 or ecdsa-p256 PEM files in <role>/<keyid>.pem under two "
-      "directories: offline (root, targets) and online (snapshot, timestamp; all `refresh` "
-      "needs). Options go before the action. docs/tuf.md.");
+      "directories outside the repository (refused inside it): offline (root, targets) and "
+      "online (snapshot, timestamp; all `refresh` needs). Options go before the action. "
+      "docs/tuf.md.");
   auto o = std::make_shared<TufRepoOpts>();
-  cmd->add_option("--dir", o->dir, "repository directory")->required();
+  cmd->add_option("--dir", o->dir, "repository directory: what a server publishes")->required();
+  cmd->add_option("--keys-dir", o->keys_dir,
+                  "key directory, outside --dir: KEYS/offline and KEYS/online (default DIR.keys, "
+                  "beside the repository)");
   cmd->add_option("--offline-keys", o->offline_keys,
-                  "directory of the root and targets keys (default DIR/keys/offline)");
+                  "directory of the root and targets keys (default KEYS/offline)");
   cmd->add_option("--online-keys", o->online_keys,
-                  "directory of the snapshot and timestamp keys (default DIR/keys/online)");
+                  "directory of the snapshot and timestamp keys (default KEYS/online)");
   cmd->add_option("--scheme", o->schemes,
                   "scheme of new keys, for every role or ROLE=SCHEME (repeatable): ed25519 "
                   "(default) or ecdsa-sha2-nistp256");
@@ -93,18 +134,20 @@ void add_tuf_repo_command(CLI::App& app, int& rc) {
   cmd->add_option("--timestamp-days", o->expiry.timestamp_days, "timestamp expiry in days (1)");
   cmd->require_subcommand(1, 1);
 
-  cmd->add_subcommand("init", "create keys and version 1 of every role; prints each key")
-      ->callback([o, &rc] {
-        tuf_repo::InitOptions io;
-        for (const auto& s : o->schemes) tuf_repo::apply_role_option(io.roles, "scheme", s);
-        for (const auto& k : o->key_counts) tuf_repo::apply_role_option(io.roles, "keys", k);
-        for (const auto& t : o->thresholds) tuf_repo::apply_role_option(io.roles, "threshold", t);
-        io.consistent_snapshot = !o->no_consistent_snapshot;
-        print_lines(
-            tuf_repo::init_repository(o->dir, o->key_dirs(), io, o->expiry, std::time(nullptr)));
-        std::cout << "initialized TUF repository in " << o->dir << "\n";
-        rc = 0;
-      });
+  auto* init = cmd->add_subcommand(
+      "init", "create keys and version 1 of every role; prints each key and where they went");
+  init->add_flag("--json", o->json, "print the keys and their directories as JSON on stdout");
+  init->callback([o, &rc] {
+    tuf_repo::InitOptions io;
+    for (const auto& s : o->schemes) tuf_repo::apply_role_option(io.roles, "scheme", s);
+    for (const auto& k : o->key_counts) tuf_repo::apply_role_option(io.roles, "keys", k);
+    for (const auto& t : o->thresholds) tuf_repo::apply_role_option(io.roles, "threshold", t);
+    io.consistent_snapshot = !o->no_consistent_snapshot;
+    tuf_repo::KeyDirs keys = o->key_dirs();
+    print_init(o->dir, keys,
+               tuf_repo::init_repository(o->dir, keys, io, o->expiry, std::time(nullptr)), o->json);
+    rc = 0;
+  });
   auto* add = cmd->add_subcommand(
       "add",
       "add files, or every file under a directory (a release: index, archives, wheels, "

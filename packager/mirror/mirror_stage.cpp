@@ -12,6 +12,7 @@
 #include "format/manifest.hpp"
 #include "io/artifact_check.hpp"
 #include "io/atomic_file.hpp"
+#include "io/private_key_scan.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
@@ -100,6 +101,8 @@ StageResult stage_release(const StageOptions& opts) {
   const std::string& version = release.version;
   if (opts.sources.empty()) throw Error(ErrorKind::Usage, "no dist directory to stage from");
   if (opts.to.empty()) throw Error(ErrorKind::Usage, "no mirror directory given (--to)");
+  refuse_private_key_in({opts.to}, "mirror stage",
+                        "would be served from the mirror " + opts.to.string());
   auto log = [&](const std::string& line) {
     if (opts.log) opts.log(line);
   };

@@ -36,6 +36,7 @@
 #include "fetch/verified_download.hpp"
 #include "format/manifest.hpp"
 #include "io/atomic_file.hpp"
+#include "io/private_key_scan.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
@@ -215,6 +216,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
                 "by a digest you trust.");
   const std::string base = fetch_detail::normalise_mirror(opts.from);
   const fs::path to = opts.to;
+  refuse_private_key_in({to}, "mirror sync", "would be served from the mirror " + to.string());
   Syncer sx(opts, transport, sleep_ms);
 
   // 1. The checksum file, then the index it lists.

@@ -10,6 +10,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
+#include "io/private_key_scan.hpp"
 #include "kiln/error.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "tuf/tuf_signer.hpp"
@@ -98,6 +99,7 @@ void complete_interrupted_root(const fs::path& dir) {
 // removed: AtomicFile's temporaries in metadata/ and in the key directories (a kill between a
 // file's write and its rename; crash points, tests/crash/).
 FileLock lock_repository(const fs::path& dir, const KeyDirs& keys) {
+  check_keys_apart(dir, keys);
   FileLock lock = FileLock::acquire_directory(dir, std::chrono::minutes(10));
   complete_interrupted_root(dir);
   if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
@@ -309,8 +311,72 @@ std::vector<std::pair<std::string, fs::path>> collect_targets(const std::vector<
 
 }  // namespace
 
-KeyDirs default_key_dirs(const fs::path& dir) {
-  return {dir / "keys" / "offline", dir / "keys" / "online"};
+namespace {
+
+// `p` absolute, symbolic links of its existing part resolved, no trailing separator.
+fs::path resolved(const fs::path& p) {
+  fs::path r = fs::weakly_canonical(fs::absolute(p));
+  return r.filename().empty() && r.has_parent_path() && r != r.root_path() ? r.parent_path() : r;
+}
+
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
+  return o == outer.end();
+}
+
+}  // namespace
+
+fs::path default_keys_dir(const fs::path& dir) {
+  fs::path r = resolved(dir);
+  if (r.filename().empty())
+    throw Error(ErrorKind::Usage, "tuf-repo: --dir " + dir.string() +
+                                      " has no name to put the keys beside (<dir>.keys): give "
+                                      "--keys-dir");
+  return r.parent_path() / (r.filename().string() + ".keys");
+}
+
+KeyDirs key_dirs_for(const fs::path& dir, const KeyDirOptions& o) {
+  fs::path base = o.keys_dir.empty() ? default_keys_dir(dir) : o.keys_dir;
+  return {o.offline.empty() ? base / "offline" : o.offline,
+          o.online.empty() ? base / "online" : o.online};
+}
+
+void check_keys_apart(const fs::path& dir, const KeyDirs& keys) {
+  const fs::path repo = resolved(dir);
+  auto refuse = [&](const fs::path& key_dir, const std::string& sentence) {
+    throw Error(ErrorKind::Usage,
+                "tuf-repo: " + sentence +
+                    ": a server publishing the repository would serve the private keys. Keep "
+                    "them apart: --keys-dir DIR (default " +
+                    default_keys_dir(dir).string() +
+                    ", beside the repository), and the offline keys (root, targets) on an "
+                    "offline machine (docs/tuf.md)",
+                {{"path", key_dir.string()}, {"repository", dir.string()}});
+  };
+  for (const char* old : {"offline", "online"}) {
+    std::error_code ec;
+    fs::path legacy = dir / "keys" / old;
+    if (fs::is_directory(legacy, ec))
+      refuse(legacy, "key directory " + legacy.string() + " is inside the repository " +
+                         dir.string() +
+                         " (where earlier kiln versions kept keys): move it out (mv " +
+                         (dir / "keys").string() + " " + default_keys_dir(dir).string() +
+                         "), and rotate every key that may have been served");
+  }
+  const std::pair<const char*, fs::path> dirs[] = {{"offline", keys.offline},
+                                                   {"online", keys.online}};
+  for (const auto& [which, key_dir] : dirs) {
+    const fs::path k = resolved(key_dir);
+    const std::string names = std::string(which) + " key directory " + key_dir.string();
+    if (is_within(k, repo)) refuse(key_dir, names + " is inside the repository " + dir.string());
+    if (is_within(repo, k))
+      refuse(key_dir, names + " holds the repository " + dir.string() +
+                          " (a server, or a copy, of one would carry the other)");
+  }
+}
+
+std::string key_line(const NewKey& k) {
+  return k.role + " " + k.keyid + " " + k.scheme + " " + k.file.string();
 }
 
 std::string format_expires(std::time_t t) {
@@ -354,9 +420,8 @@ void apply_role_option(std::map<std::string, RoleSpec>& roles, const std::string
   }
 }
 
-std::vector<std::string> init_repository(const fs::path& dir, const KeyDirs& keys,
-                                         const InitOptions& options, const Expiry& e,
-                                         std::time_t now) {
+std::vector<NewKey> init_repository(const fs::path& dir, const KeyDirs& keys,
+                                    const InitOptions& options, const Expiry& e, std::time_t now) {
   std::map<std::string, RoleSpec> specs;
   for (const char* role : kRoles) {
     auto it = options.roles.find(role);
@@ -368,6 +433,7 @@ std::vector<std::string> init_repository(const fs::path& dir, const KeyDirs& key
                                         std::to_string(s.threshold) + " is more than its " +
                                         std::to_string(s.keys) + " keys");
   }
+  check_keys_apart(dir, keys);
   fs::create_directories(dir);
   FileLock lock = lock_repository(dir, keys);
   // timestamp.json is the last file an init writes: without it, no client could have used the
@@ -386,7 +452,7 @@ std::vector<std::string> init_repository(const fs::path& dir, const KeyDirs& key
   root["keys"] = json::object();
   root["roles"] = json::object();
   std::map<std::string, std::vector<Signer>> signers;
-  std::vector<std::string> lines;
+  std::vector<NewKey> written;
   for (const char* role : kRoles) {
     json ids = json::array();
     for (int i = 0; i < specs[role].keys; ++i) {
@@ -402,14 +468,14 @@ std::vector<std::string> init_repository(const fs::path& dir, const KeyDirs& key
   for (const char* role : kRoles)
     for (const auto& s : signers[role]) {
       save_key(keys, role, s);
-      lines.push_back(std::string(role) + " " + s.keyid() + " " + s.public_key().scheme + " " +
-                      (role_key_dir(keys, role) / (s.keyid() + ".pem")).string());
+      written.push_back({role, s.keyid(), s.public_key().scheme,
+                         role_key_dir(keys, role) / (s.keyid() + ".pem")});
     }
   std::string root_bytes = tuf::sign_metadata(root, pointers(signers["root"]));
   write_file_atomically(metadata_path(dir, "1.root.json"), root_bytes);
   write_file_atomically(metadata_path(dir, "root.json"), root_bytes);
   publish_targets(dir, keys, trusted_root(dir), json::object(), false, e, now);
-  return lines;
+  return written;
 }
 
 std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
@@ -417,8 +483,13 @@ std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
                                      const Expiry& e, std::time_t now) {
   FileLock lock = lock_repository(dir, keys);
   tuf::Root root = trusted_root(dir);
-  // Refuse before copying anything when a key is missing.
+  // Refuse before copying anything when a key is missing, or when what would be published
+  // holds a private key.
   check_signers(keys, root, republished_roles("targets", targets_only));
+  std::vector<fs::path> published(paths);
+  published.push_back(dir);
+  refuse_private_key_in(published, "tuf-repo add",
+                        "would be published in the TUF repository " + dir.string());
   json targets = read_signed(dir, "targets.json");
   json map = targets.value("targets", json::object());
   std::vector<std::string> names;
@@ -533,8 +604,8 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
   std::vector<std::string> lines;
   for (const auto& s : fresh) {
     save_key(keys, o.role, s);
-    lines.push_back(o.role + " " + s.keyid() + " " + s.public_key().scheme + " " +
-                    (role_key_dir(keys, o.role) / (s.keyid() + ".pem")).string());
+    lines.push_back(key_line({o.role, s.keyid(), s.public_key().scheme,
+                              role_key_dir(keys, o.role) / (s.keyid() + ".pem")}));
   }
   // The role's metadata are signed by its old and new keys together before the new root is
   // published, and by the new keys alone after: a kill in between leaves metadata that clients

@@ -5,9 +5,10 @@
 //                       <v>.snapshot.json, kept for clients still reading an older snapshot
 //   <dir>/targets/      the release files; with consistent snapshots as <hash>.<name> (one
 //                       hard link per hash algorithm), else under their own names
-//   offline key dir     <role>/<keyid>.pem for root and targets (default <dir>/keys/offline)
+//   offline key dir     <role>/<keyid>.pem for root and targets (default <dir>.keys/offline)
 //   online key dir      <role>/<keyid>.pem for snapshot and timestamp (default
-//                       <dir>/keys/online): all the scheduled re-sign (`refresh`) reads
+//                       <dir>.keys/online): all the scheduled re-sign (`refresh`) reads
+// <dir> is what a server publishes, so no key directory may be in it (check_keys_apart).
 //   <key dir>/retired/<role>/<keyid>.pem   keys rotated out or revoked (never used again)
 // The published root.json is the only record of which keys and thresholds a role has; a key
 // file's scheme is the one root.json gives for its keyid. Every write is atomic, versions only
@@ -32,8 +33,23 @@ struct KeyDirs {
   std::filesystem::path offline;  // root, targets
   std::filesystem::path online;   // snapshot, timestamp
 };
-// <dir>/keys/offline and <dir>/keys/online.
-KeyDirs default_key_dirs(const std::filesystem::path& dir);
+// What the command line says about the keys (any of them empty: not given).
+struct KeyDirOptions {
+  std::filesystem::path keys_dir;  // --keys-dir K: K/offline and K/online
+  std::filesystem::path offline;   // --offline-keys, over K/offline
+  std::filesystem::path online;    // --online-keys, over K/online
+};
+// <dir>.keys, beside the repository: <dir> resolved through symbolic links, so every spelling
+// of one repository finds the same keys. Throws Error{Usage} for a <dir> with no name ("/").
+std::filesystem::path default_keys_dir(const std::filesystem::path& dir);
+// The key directories every action reads and writes: K = --keys-dir or default_keys_dir(dir).
+KeyDirs key_dirs_for(const std::filesystem::path& dir, const KeyDirOptions& options);
+// Throws Error{Usage} (fields `path`: the key directory, `repository`: <dir>) when a key
+// directory is <dir>, is inside it or holds it (compared with symbolic links resolved), or when
+// <dir>/keys/offline or <dir>/keys/online exists (where earlier kiln versions put keys by
+// default): the message names both and says what to do. Every action calls it before it writes
+// anything.
+void check_keys_apart(const std::filesystem::path& dir, const KeyDirs& keys);
 
 struct RoleSpec {
   int keys = 1;
@@ -51,18 +67,31 @@ struct InitOptions {
 void apply_role_option(std::map<std::string, RoleSpec>& roles, const std::string& what,
                        const std::string& option);
 
+// A key file an action wrote.
+struct NewKey {
+  std::string role;
+  std::string keyid;
+  std::string scheme;
+  std::filesystem::path file;
+  bool offline() const { return role == "root" || role == "targets"; }
+};
+// "<role> <keyid> <scheme> <file>"
+std::string key_line(const NewKey& key);
+
 // Keys for the four roles and version 1 of every role. Throws Error{Usage} when
 // <dir>/metadata/root.json already exists or a threshold is not in 1..keys.
-// Returns one line per key: "<role> <keyid> <scheme> <file>".
-std::vector<std::string> init_repository(const std::filesystem::path& dir, const KeyDirs& keys,
-                                         const InitOptions& options, const Expiry& expiry,
-                                         std::time_t now);
+// Returns the keys written, in role order.
+std::vector<NewKey> init_repository(const std::filesystem::path& dir, const KeyDirs& keys,
+                                    const InitOptions& options, const Expiry& expiry,
+                                    std::time_t now);
 
 // Adds files as targets with length, sha256 and sha512, then new targets, snapshot and
 // timestamp versions (`targets_only`: targets alone, for a machine without the online keys;
 // the next `refresh` publishes it). A directory adds every regular file under it, its target
 // path relative to the directory; a file is added under its file name. A path already listed
-// is replaced. Every key needed is checked before anything is written. Returns the paths.
+// is replaced. Every key needed is checked before anything is written, and so is what would be
+// published: a private key under `paths` or <dir> (io/private_key_scan.hpp) is refused with
+// Error{Usage} naming its file. Returns the paths.
 std::vector<std::string> add_targets(const std::filesystem::path& dir, const KeyDirs& keys,
                                      const std::vector<std::filesystem::path>& paths,
                                      bool targets_only, const Expiry& expiry, std::time_t now);

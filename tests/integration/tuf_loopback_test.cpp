@@ -96,7 +96,9 @@ class TufAttack : public ::testing::Test {
     return test::tuf_forge::signed_of(repo() / "metadata", file);
   }
   std::vector<tuf::Signer> keys_of(const std::string& role, const std::string& sub = "") {
-    return test::tuf_forge::keys_of(repo() / "keys", repo() / "metadata", role, sub);
+    // `kiln tuf-repo`'s default key directory: <repo>.keys, beside the repository.
+    const fs::path keys = fs::weakly_canonical(repo()).string() + ".keys";
+    return test::tuf_forge::keys_of(keys, repo() / "metadata", role, sub);
   }
   static std::vector<const tuf::Signer*> ptrs(const std::vector<tuf::Signer>& v,
                                               std::size_t n = 99) {

@@ -326,8 +326,10 @@ MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std
   if (out.fetch.empty()) {
     std::string all;
     for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
+    // "serve family X" only when a target would run but the family does not declare it.
+    const bool by_family = family && !choose_named_targets(cc, offered).candidates.empty();
     const std::string what =
-        family ? "can serve family " + family->name + " on CC " : std::string("can run on CC ");
+        by_family ? "can serve family " + family->name + " on CC " : std::string("can run on CC ");
     out.rejected.push_back(
         {{"mirror", "", where,
           "no archive of " + package + " " + version + " " + what + cc_string(cc) +

@@ -327,5 +327,109 @@ TEST(CompatCAbi, FactsMatchTheCppSide) {
   EXPECT_EQ(kiln_package_source_hash(kiln_kernels_package(), nullptr), nullptr);
 }
 
+// ---- an input that names its package is judged as that package, wherever kiln runs
+
+// acme-kernels 1.2.0's release: its index, one archive and its description, every kernel with
+// the source hash its description gives it.
+test::SyntheticDist acme_release(const fs::path& dir) {
+  test::ReleaseSpec rel;
+  rel.package = "acme-kernels";
+  rel.version = "1.2.0";
+  rel.loadable = true;
+  auto dist = test::write_release_dist(dir, rel, {"sm_90a"});
+  test::describe_release(dist, acme_description());
+  return dist;
+}
+
+struct Judged {
+  Run compat;              // kiln compat --json --device sm_90 INPUT
+  test::RunResult verify;  // kiln verify INPUT
+};
+
+// Both commands on `input`, run in `cwd` with `env` (no KILN_* of the test's own environment).
+Judged judge_from(const fs::path& cwd, const std::string& env, const fs::path& input) {
+  const std::string here = "cd '" + cwd.string() + "' && env -u KILN_ARTIFACT_PATH " + env + " ";
+  Judged j;
+  auto c = test::run("(" + here + test::kiln_cli() + " compat --json --device sm_90 '" +
+                     input.string() + "' 2>/dev/null)");
+  j.compat.exit_code = c.exit_code;
+  j.compat.out = c.out;
+  try {
+    j.compat.j = Json::parse(c.out);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not JSON: " << e.what() << "\n" << c.out;
+  }
+  j.verify = test::run(here + test::kiln_cli() + " verify '" + input.string() + "'");
+  return j;
+}
+
+void expect_judged_as_acme(const Judged& j) {
+  EXPECT_EQ(j.compat.exit_code, 0) << j.compat.out;
+  ASSERT_EQ(j.compat.j["packages"].size(), 1u) << j.compat.out;
+  const Json& p = j.compat.j["packages"][0];
+  EXPECT_EQ(p["judged_as"], "acme-kernels 1.2.0") << j.compat.out;
+  EXPECT_TRUE(p["problems"].empty()) << j.compat.out;
+  EXPECT_EQ(j.compat.out.find("kiln-kernels"), std::string::npos) << j.compat.out;
+  EXPECT_EQ(j.verify.exit_code, 0) << j.verify.out;
+  EXPECT_EQ(j.verify.out.find("FAIL"), std::string::npos) << j.verify.out;
+  EXPECT_NE(j.verify.out.find("OK "), std::string::npos) << j.verify.out;
+}
+
+TEST(CompatCli, AnotherPackagesIndexInsideKilnsSourceTreeIsJudgedAsThatPackage) {
+  TempDir dir;
+  auto dist = acme_release(dir / "dist");
+  // kiln's tree holds registry/package.json (kiln-kernels): a default only for its own inputs.
+  Judged j =
+      judge_from(test::source_dir(), "KILN_CACHE_DIR=" + (dir / "cache").string(), dist.index_path);
+  expect_judged_as_acme(j);
+  // kiln install takes it as what it names too.
+  auto installed = test::run("cd '" + test::source_dir() + "' && " + test::kiln_cli() +
+                             " install '" + dist.index_path.string() + "' --dest '" +
+                             (dir / "store").string() + "'");
+  EXPECT_EQ(installed.exit_code, 0) << installed.out;
+  EXPECT_TRUE(fs::exists(dir / "store" / "acme-kernels-1.2.0.package.json")) << installed.out;
+  // An input of the tree's own package is still judged against it (another version: stale).
+  test::ReleaseSpec old;
+  old.version = "0.0.9";
+  auto kiln_dist = test::write_release_dist(dir / "old", old, {"sm_90a"});
+  Judged stale = judge_from(test::source_dir(), "KILN_CACHE_DIR=" + (dir / "cache").string(),
+                            kiln_dist.index_path);
+  EXPECT_EQ(stale.compat.exit_code, 4) << stale.compat.out;
+  EXPECT_EQ(stale.verify.exit_code, 4) << stale.verify.out;
+}
+
+TEST(CompatCli, AnotherPackagesIndexBesideAnInstalledKilnKernelsIsJudgedAsThatPackage) {
+  TempDir dir;
+  auto dist = acme_release(dir / "dist");
+  // A node: no project here, kiln-kernels described in the store a loader reads.
+  static const Project project = load_project(test::source_dir());
+  static const PackageData data(project);
+  test::write_file(dir / "store" / package_description_file_name("kiln-kernels", kiln::version()),
+                   package_description_json(*data.get()));
+  fs::create_directories(dir / "work");
+  Judged j = judge_from(dir / "work",
+                        "KILN_ARTIFACT_PATH=" + (dir / "store").string() +
+                            " KILN_CACHE_DIR=" + (dir / "cache").string(),
+                        dist.index_path);
+  expect_judged_as_acme(j);
+}
+
+TEST(CompatCli, AnArchiveOfAPackageKilnHasNoDescriptionOfIsJudgedWithoutOneAndSaysSo) {
+  TempDir dir;
+  auto dist = acme_release(dir / "dist");
+  fs::create_directories(dir / "alone");
+  const fs::path archive = dir / "alone" / dist.archive.at("sm_90a");
+  fs::copy_file(dist.dir / dist.archive.at("sm_90a"), archive);
+  Judged j = judge_from(test::source_dir(), "KILN_CACHE_DIR=" + (dir / "cache").string(), archive);
+  EXPECT_EQ(j.compat.exit_code, 0) << j.compat.out;
+  const Json& p = j.compat.j["packages"][0];
+  EXPECT_EQ(p["judged_as"], "acme-kernels 1.2.0") << j.compat.out;
+  bool said = false;
+  for (const auto& n : p["notes"])
+    said = said || n.get<std::string>().find("source hashes are not checked") != std::string::npos;
+  EXPECT_TRUE(said) << j.compat.out;
+  EXPECT_EQ(j.verify.exit_code, 0) << j.verify.out;
+}
+
 }  // namespace
 }  // namespace kiln

@@ -549,6 +549,41 @@ TEST(Loader, JitUnavailableIsNamedInTheFailure) {
   EXPECT_NE(msg.find("NVRTC unavailable: libnvrtc.so.13 not found"), std::string::npos) << msg;
 }
 
+TEST(Loader, FamilyNotDeclaredForTheDeviceIsServedByNoTierAndTheAdviceSaysSo) {
+  // hopper_wgmma is declared only for sm_90a: on CC 8.6 neither the mirror's sm_86 archive nor
+  // the JIT may serve it, though both would run there and the fake JIT compiles anything.
+  Rig rig;
+  rig.driver->cc = 86;
+  rig.cfg.disable_jit = false;
+  rig.cfg.offline = false;
+  rig.cfg.mirrors = {"https://mirror.example/kiln"};
+  rig.offered = {"sm_80", "sm_86", "sm_90a"};
+  auto l = rig.loader();
+  std::string msg;
+  EXPECT_EQ(get_error(*l, "hopper_wgmma_bn_64", &msg), ErrorKind::NotFound);
+  EXPECT_EQ(rig.jit->compiles.load(), 0);
+  EXPECT_TRUE(rig.fetched.empty()) << msg;
+  EXPECT_NE(msg.find("[mirror sm_86] https://mirror.example/kiln: family 'hopper_wgmma' is "
+                     "declared only for sm_90a"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("[jit sm_86] family 'hopper_wgmma' is declared only for sm_90a"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("which cannot run on CC 8.6: no archive of kiln-kernels"), std::string::npos)
+      << msg;
+  // resolve() walks the same plan: no tier promised.
+  kiln::Resolution r = l->resolve("hopper_wgmma_bn_64", 86);
+  EXPECT_FALSE(r.chosen) << r.to_json();
+  // On the device it is declared for, the JIT serves it with the arch-specific target.
+  rig.driver->cc = 90;
+  rig.cfg.mirrors.clear();
+  kiln::Resolution r90 = rig.loader()->resolve("hopper_wgmma_bn_64", 90);
+  ASSERT_TRUE(r90.chosen) << r90.to_json();
+  EXPECT_EQ(r90.chosen->tier, "jit");
+  EXPECT_EQ(r90.chosen->target, "sm_90a");
+}
+
 TEST(Loader, WarmGetIsFast) {
   Rig rig;
   write_loadable_entry(rig.tmp / "s", {"sm_90"});

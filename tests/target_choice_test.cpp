@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 
+#include "jit/jit.hpp"
 #include "kiln/version.hpp"
 #include "plan/resolver.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -250,6 +253,185 @@ TEST(ResolutionPlan, TiersInOrderWithOneMessageEachWhenSkipped) {
   ASSERT_TRUE(nomirror[1].skip);
   EXPECT_EQ(nomirror[1].skip->candidate.reason, "no mirror configured (KILN_MIRRORS is empty)");
   EXPECT_FALSE(nomirror[2].skip);
+}
+
+// ---- a family's declared targets are part of the rule (registry "targets")
+
+kiln::Family declared(const std::string& name, const std::vector<std::string>& rules) {
+  kiln::Family f;
+  f.name = name;
+  for (const auto& r : rules) f.targets.push_back(*kiln::parse_target_rule(r));
+  return f;
+}
+
+kiln::JitCapability nvrtc_for_every_arch() {
+  kiln::JitCapability cap;
+  cap.available = true;
+  cap.nvrtc_major = 13;
+  cap.supported_archs = {75, 80, 86, 89, 90, 100, 120};
+  return cap;
+}
+
+TEST(TargetChoice, TargetsTheFamilyDoesNotDeclareAreRejectedWithTheFamilysReason) {
+  const kiln::Family hopper = declared("hopper_wgmma", {"sm_90a"});
+  // CC 8.6: sm_86, sm_80 and compute_80 run there, but the family is not built for them.
+  auto c = kiln::choose_named_targets(86, kDefault, &hopper);
+  EXPECT_TRUE(c.candidates.empty());
+  EXPECT_EQ(c.candidates.size() + c.rejected.size(), kDefault.size());
+  EXPECT_EQ(reason_of(c, "sm_86"), "family 'hopper_wgmma' is declared only for sm_90a");
+  EXPECT_EQ(reason_of(c, "compute_80"), "family 'hopper_wgmma' is declared only for sm_90a");
+  // What cannot run keeps the device's reason.
+  EXPECT_EQ(reason_of(c, "sm_90a"),
+            "sm_90a runs only on CC 9.0 (arch-specific); the device is CC 8.6");
+  // CC 9.0: its one declared target, and nothing the family does not declare.
+  EXPECT_EQ(order(kiln::choose_named_targets(90, kDefault, &hopper)), V{"sm_90a"});
+  // Without a family (a whole archive): the device alone decides, as before.
+  EXPECT_EQ(order(kiln::choose_named_targets(86, kDefault)), (V{"sm_86", "sm_80", "compute_80"}));
+
+  const kiln::Family scale = declared("scale", {"sm_80+"});
+  auto s75 = kiln::choose_named_targets(75, {"sm_75", "sm_80", "compute_75"}, &scale);
+  EXPECT_TRUE(s75.candidates.empty());
+  EXPECT_EQ(reason_of(s75, "sm_75"), "family 'scale' is declared only for sm_80+");
+  EXPECT_EQ(order(kiln::choose_named_targets(86, {"sm_75", "sm_80", "compute_80"}, &scale)),
+            (V{"sm_80", "compute_80"}));
+}
+
+TEST(TargetChoice, AFamilyNoneOfWhoseTargetsRunsOnTheDeviceSaysSo) {
+  const kiln::Family hopper = declared("hopper_wgmma", {"sm_90a"});
+  EXPECT_EQ(kiln::family_cannot_run(hopper, 86).value_or("<none>"),
+            "family 'hopper_wgmma' is declared only for sm_90a, which cannot run on CC 8.6");
+  EXPECT_FALSE(kiln::family_cannot_run(hopper, 90));
+  EXPECT_TRUE(kiln::family_cannot_run(hopper, 100));
+  const kiln::Family scale = declared("scale", {"sm_80+"});
+  EXPECT_EQ(kiln::family_cannot_run(scale, 75).value_or("<none>"),
+            "family 'scale' is declared only for sm_80+, which cannot run on CC 7.5");
+  EXPECT_FALSE(kiln::family_cannot_run(scale, 80));
+  EXPECT_FALSE(kiln::family_cannot_run(scale, 121));
+  // An exact plain target admits its PTX too, which runs on every later arch.
+  EXPECT_FALSE(kiln::family_cannot_run(declared("f", {"sm_80"}), 90));
+  EXPECT_TRUE(kiln::family_cannot_run(declared("f", {"sm_80"}), 75));
+}
+
+TEST(TargetChoice, JitTierRefusesAFamilyNotDeclaredForTheDeviceWithTheJitsOwnWords) {
+  const kiln::Family hopper = declared("hopper_wgmma", {"sm_90a"});
+  auto r = kiln::jit_refusal(nvrtc_for_every_arch(), 86, &hopper);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->kind, kiln::ErrorKind::Unsupported);
+  EXPECT_EQ(r->candidate.tier, "jit");
+  EXPECT_EQ(r->candidate.target, "sm_86");
+  EXPECT_EQ(r->candidate.reason, "family 'hopper_wgmma' is declared only for sm_90a");
+  // The JIT's own refusal is the same sentence (one rule, not a copy).
+  EXPECT_EQ(kiln::jit_refusal_reason(hopper, 86), r->candidate.reason);
+  EXPECT_FALSE(kiln::jit_refusal(nvrtc_for_every_arch(), 90, &hopper));
+  // The family's rule holds whatever NVRTC is there: it comes first.
+  kiln::JitCapability none;
+  none.missing = "libnvrtc.so.13 not found";
+  EXPECT_EQ(kiln::jit_refusal(none, 86, &hopper)->candidate.reason,
+            "family 'hopper_wgmma' is declared only for sm_90a");
+  const kiln::Family scale = declared("scale", {"sm_80+"});
+  EXPECT_EQ(kiln::jit_refusal(nvrtc_for_every_arch(), 75, &scale)->candidate.reason,
+            "family 'scale' is declared only for sm_80+");
+  EXPECT_FALSE(kiln::jit_refusal(nvrtc_for_every_arch(), 86, &scale));
+}
+
+TEST(TargetChoice, MirrorTierAndAdviceApplyTheFamilysDeclaredTargets) {
+  const kiln::Family hopper = declared("hopper_wgmma", {"sm_90a"});
+  auto m = kiln::choose_mirror_targets(86, "kiln-kernels", "0.1.0", kDefault, "http://m", &hopper);
+  EXPECT_TRUE(m.fetch.empty());
+  ASSERT_FALSE(m.rejected.empty());
+  EXPECT_EQ(m.rejected.back().candidate.reason,
+            "no archive of kiln-kernels 0.1.0 can serve family hopper_wgmma on CC 8.6 (the index "
+            "lists: sm_80, sm_86, sm_89, sm_90a, sm_100, sm_120, compute_80)");
+  auto m90 =
+      kiln::choose_mirror_targets(90, "kiln-kernels", "0.1.0", kDefault, "http://m", &hopper);
+  EXPECT_EQ(m90.fetch, V{"sm_90a"});
+
+  std::string advice = kiln::fetch_advice(86, "kiln-kernels", "0.1.0", kDefault, "/c", &hopper);
+  EXPECT_EQ(advice,
+            "family 'hopper_wgmma' is declared only for sm_90a, which cannot run on CC 8.6: no "
+            "archive of kiln-kernels 0.1.0 and no JIT can serve it on this device");
+  EXPECT_EQ(advice.find("kiln fetch"), std::string::npos) << advice;
+  // A family that runs there: the archive the rule picks for it.
+  const kiln::Family axpy = declared("axpy", {"sm_80+"});
+  EXPECT_NE(kiln::fetch_advice(86, "kiln-kernels", "0.1.0", kDefault, "/c", &axpy).find("sm_86"),
+            std::string::npos);
+}
+
+// ---- the CLI: `kiln resolve` answers by the same rule
+
+struct Resolved {
+  kiln::test::RunResult text, json;
+};
+
+Resolved resolve_cli(const kiln::test::TempDir& dir, const std::string& source,
+                     const std::string& args, const std::string& env = "KILN_OFFLINE=1") {
+  const std::string base = "KILN_ARTIFACT_PATH=" + (dir / "none").string() +
+                           " KILN_CACHE_DIR=" + (dir / "cache").string() + " " + env + " " +
+                           kiln::test::kiln_cli() + " resolve --source " + source + " " + args;
+  return {kiln::test::run(base + " 2>/dev/null"),
+          kiln::test::run(base + " --explain --json 2>/dev/null")};
+}
+
+const nlohmann::json* rejection(const nlohmann::json& j, const std::string& tier,
+                                const std::string& target) {
+  for (const auto& r : j["rejected"])
+    if (r["tier"] == tier && r["target"] == target) return &r;
+  return nullptr;
+}
+
+TEST(TargetChoiceCli, ResolveNeverPromisesJitForAFamilyNotDeclaredForTheDevice) {
+  kiln::test::TempDir dir;
+  auto r = resolve_cli(dir, kiln::test::source_dir(), "hopper_wgmma_bn_64 --device sm_86");
+  EXPECT_EQ(r.text.exit_code, 6) << r.text.out;  // not found: no tier can serve
+  EXPECT_EQ(r.text.out.find("jit sm_86"), std::string::npos) << r.text.out;
+  EXPECT_NE(r.text.out.find("hopper_wgmma_bn_64 on sm_86: no source; jit: family 'hopper_wgmma' "
+                            "is declared only for sm_90a"),
+            std::string::npos)
+      << r.text.out;
+  EXPECT_EQ(r.json.exit_code, 6) << r.json.out;
+  auto j = nlohmann::json::parse(r.json.out);
+  EXPECT_TRUE(j["chosen"].is_null()) << r.json.out;
+  const nlohmann::json* jit = rejection(j, "jit", "sm_86");
+  ASSERT_NE(jit, nullptr) << r.json.out;
+  EXPECT_EQ((*jit)["reason"], "family 'hopper_wgmma' is declared only for sm_90a");
+}
+
+TEST(TargetChoiceCli, ResolveOfAnotherPackagesFamilyBelowItsTargetsServesNothing) {
+  kiln::test::TempDir dir;
+  const std::string acme = kiln::test::source_dir() + "/examples/acme-kernels";
+  // A mirror configured (never contacted by resolve): acme's release targets are unknown here,
+  // yet no archive of a family declared only for sm_80+ can run on CC 7.5.
+  auto r = resolve_cli(dir, acme, "scale_dtype_f32 --device sm_75",
+                       "KILN_MIRRORS=file://" + (dir / "mirror").string());
+  EXPECT_EQ(r.text.exit_code, 6) << r.text.out;
+  EXPECT_EQ(r.text.out.find("jit sm_75"), std::string::npos) << r.text.out;
+  EXPECT_NE(r.text.out.find("family 'scale' is declared only for sm_80+"), std::string::npos)
+      << r.text.out;
+  auto j = nlohmann::json::parse(r.json.out);
+  EXPECT_TRUE(j["chosen"].is_null()) << r.json.out;
+  const nlohmann::json* mirror = rejection(j, "mirror", "");
+  ASSERT_NE(mirror, nullptr) << r.json.out;
+  EXPECT_EQ((*mirror)["reason"],
+            "family 'scale' is declared only for sm_80+, which cannot run on CC 7.5");
+  // On a device it is declared for, the same package resolves.
+  auto ok = resolve_cli(dir, acme, "scale_dtype_f32 --device sm_86",
+                        "KILN_MIRRORS=file://" + (dir / "mirror").string());
+  EXPECT_EQ(ok.text.exit_code, 0) << ok.text.out;
+}
+
+TEST(TargetChoiceCli, ResolveWithTheReleaseTargetsNeverOffersAMirrorArchiveTheFamilyLacks) {
+  if (kiln::release_targets().empty()) GTEST_SKIP() << "this build compiled in no release targets";
+  kiln::test::TempDir dir;
+  auto r = resolve_cli(dir, kiln::test::source_dir(), "hopper_wgmma_bn_64 --device sm_86",
+                       "KILN_MIRRORS=file://" + (dir / "mirror").string());
+  EXPECT_EQ(r.text.exit_code, 6) << r.text.out;
+  EXPECT_EQ(r.text.out.find("mirror sm_86"), std::string::npos) << r.text.out;
+  auto j = nlohmann::json::parse(r.json.out);
+  EXPECT_TRUE(j["chosen"].is_null()) << r.json.out;
+  for (const auto& t : kiln::release_targets()) {
+    const nlohmann::json* m = rejection(j, "mirror", t);
+    ASSERT_NE(m, nullptr) << t << "\n" << r.json.out;
+  }
 }
 
 }  // namespace

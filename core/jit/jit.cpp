@@ -54,15 +54,26 @@ std::string arch_name(int cc) { return "sm_" + std::to_string(cc); }
 
 }  // namespace
 
+namespace {
+Target exact_sass(int cc, char suffix) {
+  Target t;
+  t.kind = Target::Kind::Sass;
+  t.arch = cc;
+  t.suffix = suffix;
+  return t;
+}
+}  // namespace
+
 std::optional<Target> jit_target(const Family& family, int cc) {
-  for (char suffix : {'\0', 'a'}) {
-    Target t;
-    t.kind = Target::Kind::Sass;
-    t.arch = cc;
-    t.suffix = suffix;
-    if (rule_allows(family.targets, t)) return t;
-  }
+  for (char suffix : {'\0', 'a'})
+    if (!undeclared_target(family, exact_sass(cc, suffix))) return exact_sass(cc, suffix);
   return std::nullopt;
+}
+
+std::string jit_refusal_reason(const Family& family, int cc) {
+  // The family's own rule (project/registry.hpp), in its words: the plan's JIT tier refuses
+  // with the same sentence before any compile is asked for.
+  return undeclared_target(family, exact_sass(cc, 0)).value_or(declared_only(family));
 }
 
 std::vector<std::string> nvrtc_options(const Family& family, const Target& target,
@@ -94,13 +105,9 @@ JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& famil
                                             cap.library_path + " supports only " + list);
   }
   const std::optional<Target> target = jit_target(family, cc);
-  if (!target) {
-    std::string rules;
-    for (const auto& t : family.targets) rules += (rules.empty() ? "" : ", ") + t.text;
+  if (!target)
     throw Error(ErrorKind::Unsupported, "cannot JIT-compile " + spec.uri + " for " + arch_name(cc) +
-                                            ": family '" + family.name + "' is declared only for " +
-                                            rules);
-  }
+                                            ": " + jit_refusal_reason(family, cc));
   const std::string arch = target->str();
   if (cache_dir.empty())
     throw Error(ErrorKind::Usage, "cannot JIT-compile " + spec.uri + ": no cache directory given");

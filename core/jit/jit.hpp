@@ -111,9 +111,13 @@ struct JitKeyInputs {
 std::string jit_cache_key(const JitKeyInputs& in);
 
 // Pure: the exact-device target JIT builds for a family on compute capability cc: sm_<cc> if
-// the family's rules admit it, else sm_<cc>a (a family declared only for sm_90a still JITs on a
-// 9.0 device, which is exactly what the 'a' target runs on); nullopt when neither is admitted.
+// the family's declared targets admit it (undeclared_target, project/registry.hpp), else
+// sm_<cc>a (a family declared only for sm_90a still JITs on a 9.0 device, which is exactly what
+// the 'a' target runs on); nullopt when neither is admitted. The loader's JIT tier
+// (plan/resolver.hpp jit_refusal) and compile() both ask it.
 std::optional<Target> jit_target(const Family& family, int cc);
+// Why jit_target has none: the family's refusal, "family 'x' is declared only for sm_90a".
+std::string jit_refusal_reason(const Family& family, int cc);
 // Pure: the NVRTC options for one family and target (include_dir may be empty).
 std::vector<std::string> nvrtc_options(const Family& family, const Target& target,
                                        const std::string& include_dir);

@@ -218,12 +218,17 @@ std::vector<std::string> near_matches(const std::string& uri, const std::vector<
 }
 
 std::string fetch_advice(int cc, const std::string& package, const std::string& version,
-                         const std::vector<std::string>& offered, const std::string& cache_dir) {
+                         const std::vector<std::string>& offered, const std::string& cache_dir,
+                         const Family* family) {
+  if (family)
+    if (auto why = family_cannot_run(*family, cc))
+      return *why + ": no archive of " + package + " " + version +
+             " and no JIT can serve it on this device";
   std::string cmd = "kiln fetch --package " + package + " --version " + version + " --device " +
                     device_target(cc) + " --dest " + cache_dir;
   std::string copy = " (then copy that directory here, or add it to KILN_ARTIFACT_PATH)";
   if (offered.empty()) return "to get it on a machine with network access: " + cmd + copy;
-  NamedChoice choice = choose_named_targets(cc, offered);
+  NamedChoice choice = choose_named_targets(cc, offered, family);
   std::string all;
   for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
   if (choice.candidates.empty())
@@ -291,8 +296,11 @@ std::vector<Tier> resolution_plan(const TierInputs& in, int cc) {
   return plan;
 }
 
-std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc) {
+std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc, const Family* family) {
   std::string target = device_target(cc);
+  // The family's rule first: it holds whatever NVRTC is installed.
+  if (family && !jit_target(*family, cc))
+    return Rejection{{"jit", target, "", jit_refusal_reason(*family, cc)}, ErrorKind::Unsupported};
   if (!cap.available)
     return Rejection{{"jit", target, "", "NVRTC unavailable: " + cap.missing},
                      ErrorKind::Unsupported};
@@ -306,9 +314,9 @@ std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc) {
 
 MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std::string& version,
                                    const std::vector<std::string>& offered,
-                                   const std::string& where) {
+                                   const std::string& where, const Family* family) {
   MirrorChoice out;
-  NamedChoice choice = choose_named_targets(cc, offered);
+  NamedChoice choice = choose_named_targets(cc, offered, family);
   for (const auto& [t, why] : choice.candidates) {
     out.fetch.push_back(t);
     out.reasons.push_back(why);
@@ -318,9 +326,13 @@ MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std
   if (out.fetch.empty()) {
     std::string all;
     for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
+    // "serve family X" only when a target would run but the family does not declare it.
+    const bool by_family = family && !choose_named_targets(cc, offered).candidates.empty();
+    const std::string what =
+        by_family ? "can serve family " + family->name + " on CC " : std::string("can run on CC ");
     out.rejected.push_back(
         {{"mirror", "", where,
-          "no archive of " + package + " " + version + " can run on CC " + cc_string(cc) +
+          "no archive of " + package + " " + version + " " + what + cc_string(cc) +
               " (the index lists: " + (all.empty() ? "none" : all) + ")"},
          ErrorKind::Unsupported});
   }

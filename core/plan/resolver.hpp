@@ -171,8 +171,11 @@ std::vector<std::string> near_matches(const std::string& uri, const std::vector<
 // Pure: the "to get it" advice of a failed get() on a device of compute capability cc, from the
 // targets release `version` offers (release_targets(); empty when unknown): `kiln fetch --device`
 // with the archive the target-choice rule picks, or "no archive of release V can run on CC X.Y".
+// `family` (the URI's): when none of its declared targets runs on cc, no archive nor JIT can
+// serve it, and the advice says so (family_cannot_run).
 std::string fetch_advice(int cc, const std::string& package, const std::string& version,
-                         const std::vector<std::string>& offered, const std::string& cache_dir);
+                         const std::vector<std::string>& offered, const std::string& cache_dir,
+                         const Family* family = nullptr);
 
 // Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
 // every candidate that would have run failed for that reason, else NotFound), message naming
@@ -196,15 +199,18 @@ struct TierInputs {
 };
 std::vector<Tier> resolution_plan(const TierInputs& in, int cc);
 
-// Pure: why the JIT tier cannot serve cc with this NVRTC (unavailable, or the arch is not among
-// its supported ones); nullopt when it can.
+// Pure: why the JIT tier cannot serve the URI of `family` on cc: the family's declared targets
+// admit no target JIT builds for cc (jit/jit.hpp jit_target, the family's own rule), or NVRTC is
+// unavailable or does not list the arch; nullopt when it can. family nullptr: NVRTC alone.
 struct JitCapability;
-std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc);
+std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc,
+                                     const Family* family = nullptr);
 
 // Pure: the mirror tier's choice over the targets the release offers (the pinned index for
 // get(), the compiled-in release_targets() for resolve()): the targets to fetch, best first,
 // and a rejection for each offered target that cannot run on cc; when none can, a last
-// rejection "no archive of release V can run on CC X.Y". `where` is the mirror list.
+// rejection "no archive of release V can run on CC X.Y". `where` is the mirror list. `family`
+// (the URI's): targets its declared targets do not admit are rejected too (choose_targets).
 struct MirrorChoice {
   std::vector<std::string> fetch;  // best first
   std::vector<std::string> reasons;
@@ -212,7 +218,7 @@ struct MirrorChoice {
 };
 MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std::string& version,
                                    const std::vector<std::string>& offered,
-                                   const std::string& where);
+                                   const std::string& where, const Family* family = nullptr);
 
 // What Loader runs over. Any member left empty gets the real one.
 struct LoaderDeps {

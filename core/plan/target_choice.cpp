@@ -38,7 +38,8 @@ std::string kind_words(const Target& t) {
 
 }  // namespace
 
-TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool explain) {
+TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool explain,
+                            const Family* family) {
   TargetChoice out;
   out.cc = cc;
   std::vector<Target> seen;
@@ -49,6 +50,11 @@ TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool exp
       out.rejected.push_back({t, explain ? why_not_runnable(t, cc) : std::string()});
       continue;
     }
+    if (family)
+      if (auto why = undeclared_target(*family, t)) {
+        out.rejected.push_back({t, explain ? std::move(*why) : std::string()});
+        continue;
+      }
     TargetCandidate c;
     c.target = t;
     if (t.kind == Target::Kind::Ptx) {
@@ -75,7 +81,8 @@ TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool exp
   return out;
 }
 
-NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered) {
+NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered,
+                                 const Family* family) {
   NamedChoice out;
   out.cc = cc;
   std::vector<Target> parsed;
@@ -85,10 +92,22 @@ NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered
     else
       out.rejected.emplace_back(s, "'" + s + "' is not a target");
   }
-  TargetChoice c = choose_targets(cc, parsed);
+  TargetChoice c = choose_targets(cc, parsed, true, family);
   for (const auto& x : c.candidates) out.candidates.emplace_back(x.target.str(), x.reason);
   for (const auto& x : c.rejected) out.rejected.emplace_back(x.target.str(), x.reason);
   return out;
+}
+
+std::optional<std::string> family_cannot_run(const Family& family, int cc) {
+  for (const auto& r : family.targets) {
+    // An open rule ("sm_80+") admits sm_<cc> itself once cc reaches it; an exact one admits its
+    // SASS and its PTX form.
+    if (r.at_least && cc >= r.target.arch) return std::nullopt;
+    Target ptx = r.target;
+    ptx.kind = Target::Kind::Ptx;
+    if (!r.at_least && (runs_on(r.target, cc) || runs_on(ptx, cc))) return std::nullopt;
+  }
+  return declared_only(family) + ", which cannot run on CC " + cc_string(cc);
 }
 
 std::optional<std::vector<std::string>> compiled_release_targets(std::string_view package,

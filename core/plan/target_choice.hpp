@@ -1,15 +1,18 @@
 #pragma once
-// The one target-choice rule (design.md "Target choice", rule 9): from a device's compute
-// capability and the targets on offer, the ordered candidates with the reason each may run, and
-// the rejected ones with the reason each cannot. Pure. Every path calls it: the store tier
-// (plan_stores), the mirror tier (over the pinned index's targets), `kiln fetch --device`, the
-// failed get()'s advice, `kiln resolve` and `kiln compat --device`.
+// The one target-choice rule (docs/loader.md "Target choice"): from a device's compute
+// capability, the targets on offer and, when one kernel is asked for, its family's declared
+// targets, the ordered candidates with the reason each may run, and the rejected ones with the
+// reason each cannot. Pure. Every path calls it: the store tier (plan_stores), the mirror tier
+// (over the pinned index's targets), `kiln fetch --device`, the failed get()'s advice, `kiln
+// resolve` and `kiln compat --device`; the JIT tier (jit_refusal) asks the same family question
+// (undeclared_target, project/registry.hpp) of the one target it would build.
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "format/target.hpp"
+#include "project/registry.hpp"
 
 namespace kiln {
 
@@ -36,7 +39,11 @@ struct TargetChoice {
 // arch, highest first. Ties keep the offered order. Duplicates are listed once.
 // `explain` false: the same order, with every reason left empty (the cold get's ranking of store
 // directory names, which prints nothing, builds no words).
-TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool explain = true);
+// `family` given (one kernel asked for): a target its declared targets do not admit is rejected
+// too, with the family's reason (undeclared_target: "family 'x' is declared only for sm_90a"),
+// however well it would run; nullptr: the choice for a whole archive, any family.
+TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool explain = true,
+                            const Family* family = nullptr);
 
 // The same over target strings (an index's or a manifest's); a string that is not a target is
 // rejected with "'x' is not a target".
@@ -45,7 +52,13 @@ struct NamedChoice {
   std::vector<std::pair<std::string, std::string>> candidates;  // (target, reason), best first
   std::vector<std::pair<std::string, std::string>> rejected;    // (target, reason)
 };
-NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered);
+NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered,
+                                 const Family* family = nullptr);
+
+// Why no tier can serve `family` on cc whatever is on offer: none of its declared targets runs
+// there ("family 'hopper_wgmma' is declared only for sm_90a, which cannot run on CC 8.6");
+// nullopt when one does.
+std::optional<std::string> family_cannot_run(const Family& family, int cc);
 
 std::string device_target(int cc);  // "sm_90"
 std::string cc_string(int cc);      // "9.0"

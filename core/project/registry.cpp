@@ -98,6 +98,17 @@ const Family* Registry::family(std::string_view name) const {
   return nullptr;
 }
 
+std::string declared_only(const Family& family) {
+  std::string rules;
+  for (const auto& r : family.targets) rules += (rules.empty() ? "" : ", ") + r.text;
+  return "family '" + family.name + "' is declared only for " + rules;
+}
+
+std::optional<std::string> undeclared_target(const Family& family, const Target& t) {
+  if (rule_allows(family.targets, t)) return std::nullopt;
+  return declared_only(family);
+}
+
 Registry parse_registry(std::string_view text, const std::string& origin) {
   json root;
   try {

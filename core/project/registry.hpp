@@ -70,6 +70,14 @@ struct Registry {
   const Family* family(std::string_view name) const;
 };
 
+// What the family's declared targets (registry "targets") are, as written: "family
+// 'hopper_wgmma' is declared only for sm_90a" ("sm_80+", "sm_90a, sm_100a").
+std::string declared_only(const Family& family);
+// Why `family` is not served on target t: nullopt when its declared targets admit t, else
+// "family 'hopper_wgmma' is declared only for sm_90a". Whatever serves a family's kernels asks
+// this one question: every tier's target choice (plan/target_choice.hpp) and the JIT's target.
+std::optional<std::string> undeclared_target(const Family& family, const Target& t);
+
 constexpr int kRegistryFormat = 1;
 
 // Parses and validates; throws Error{Format} naming origin, family and field.

@@ -258,14 +258,18 @@ struct Loader::Impl {
   // --- resolve(): the same plan, walked without loading, downloading or compiling
   std::optional<Candidate> explain(Search& s, const Specialisation& spec);
   std::optional<Candidate> explain_stores(Search& s, const Specialisation& spec) const;
-  std::optional<Candidate> explain_mirrors(Search& s) const;
-  std::optional<Candidate> explain_jit(Search& s);
+  std::optional<Candidate> explain_mirrors(Search& s, const Specialisation& spec) const;
+  std::optional<Candidate> explain_jit(Search& s, const Specialisation& spec);
 
   // --- what both walks read
   BuildIdentity identity(const Specialisation& spec) const {
     return {pkg->name(), pkg->version(), kManifestFormat, spec.source_hash};
   }
   TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
+  // The URI's family as the package's registry declares it (its targets are part of the
+  // target-choice rule of the mirror and JIT tiers and of the advice); nullptr when the
+  // registry cannot be read (the JIT tier then says why). Never asked on a store hit.
+  const Family* family_of(const Specialisation& spec) const;
   std::vector<std::pair<std::string, std::string>> store_dirs() const;
   std::vector<StoreScan> scan_stores(Search& s) const;
   std::vector<std::string> known_release_targets() const;
@@ -361,9 +365,9 @@ void Loader::Impl::load(Entry& e, const std::string& uri, const Specialisation& 
     if (ok) break;
   }
   if (!ok)
-    throw resolution_failure(
-        uri, cc, s.searched, s.rejected,
-        fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(), cfg.cache_dir));
+    throw resolution_failure(uri, cc, s.searched, s.rejected,
+                             fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(),
+                                          cfg.cache_dir, family_of(spec)));
   e.handle = std::move(h);
   e.ready.store(true, std::memory_order_release);
 }
@@ -488,7 +492,8 @@ bool Loader::Impl::try_mirrors(Search& s, const Specialisation& spec, KernelHand
     s.reject({"mirror", "", list, e.what()}, e);
     return false;
   }
-  MirrorChoice choice = choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list);
+  MirrorChoice choice =
+      choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list, family_of(spec));
   for (const auto& r : choice.rejected) s.reject(r.candidate, r.kind);
   for (std::size_t i = 0; i < choice.fetch.size(); ++i) {
     const std::string& target = choice.fetch[i];
@@ -514,7 +519,16 @@ bool Loader::Impl::try_mirrors(Search& s, const Specialisation& spec, KernelHand
 
 bool Loader::Impl::try_jit(Search& s, const Specialisation& spec, KernelHandle& out) {
   std::string target = device_target(s.cc);
-  if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc)) {
+  const Family* fam = nullptr;
+  try {
+    fam = pkg->registry().family(spec.family);
+    if (!fam)
+      throw Error(ErrorKind::Format, "package " + pkg->name() + " has no family " + spec.family);
+  } catch (const Error& e) {
+    s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
+    return false;
+  }
+  if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc, fam)) {
     s.reject(refusal->candidate, refusal->kind);
     return false;
   }
@@ -522,9 +536,6 @@ bool Loader::Impl::try_jit(Search& s, const Specialisation& spec, KernelHandle& 
                           ", compiling with NVRTC: " + summary(s.rejected));
   JitResult res;
   try {
-    const Family* fam = pkg->registry().family(spec.family);
-    if (!fam)
-      throw Error(ErrorKind::Format, "package " + pkg->name() + " has no family " + spec.family);
     res = jit_compiler().compile(spec, *fam, s.cc, cfg.cache_dir);
   } catch (const Error& e) {
     s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
@@ -591,9 +602,9 @@ std::optional<Candidate> Loader::Impl::explain(Search& s, const Specialisation& 
     if (t.name == "store")
       chosen = explain_stores(s, spec);
     else if (t.name == "mirror")
-      chosen = explain_mirrors(s);
+      chosen = explain_mirrors(s, spec);
     else
-      chosen = explain_jit(s);
+      chosen = explain_jit(s, spec);
   }
   return chosen;
 }
@@ -624,30 +635,54 @@ std::optional<Candidate> Loader::Impl::explain_stores(Search& s, const Specialis
 
 // Not contacted: the choice is made over the targets compiled in as the release's
 // (release_targets()); get() makes it over the pinned index, which lists the same.
-std::optional<Candidate> Loader::Impl::explain_mirrors(Search& s) const {
+std::optional<Candidate> Loader::Impl::explain_mirrors(Search& s,
+                                                       const Specialisation& spec) const {
   std::string list = mirror_list(s);
   std::vector<std::string> offered = known_release_targets();
+  const Family* fam = family_of(spec);
+  if (offered.empty() && fam)
+    if (auto why = family_cannot_run(*fam, s.cc)) {  // whatever the index offers
+      s.reject({"mirror", "", list, *why}, ErrorKind::Unsupported);
+      return std::nullopt;
+    }
   if (offered.empty())
     return Candidate{"mirror", "", list,
                      "not contacted; get() chooses among the targets the pinned index "
                      "offers (this libkiln does not know the release's targets)"};
-  MirrorChoice choice = choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list);
+  MirrorChoice choice =
+      choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list, fam);
   for (const auto& x : choice.rejected) s.reject(x.candidate, x.kind);
   if (choice.fetch.empty()) return std::nullopt;
   return Candidate{"mirror", choice.fetch.front(), list,
                    "not contacted; get() would fetch it: " + choice.reasons.front()};
 }
 
-std::optional<Candidate> Loader::Impl::explain_jit(Search& s) {
-  if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc)) {
+std::optional<Candidate> Loader::Impl::explain_jit(Search& s, const Specialisation& spec) {
+  const Family* fam = family_of(spec);
+  if (!fam) {
+    s.reject({"jit", device_target(s.cc), cfg.cache_dir,
+              "package " + pkg->name() + " has no readable family " + spec.family},
+             ErrorKind::Format);
+    return std::nullopt;
+  }
+  if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc, fam)) {
     s.reject(refusal->candidate, refusal->kind);
     return std::nullopt;
   }
-  return Candidate{"jit", device_target(s.cc), cfg.cache_dir + "/jit",
-                   "NVRTC compiles it for " + device_target(s.cc)};
+  const std::string target = jit_target(*fam, s.cc)->str();
+  return Candidate{"jit", target, cfg.cache_dir + "/jit", "NVRTC compiles it for " + target};
 }
 
 // --- what both walks read
+
+const Family* Loader::Impl::family_of(const Specialisation& spec) const {
+  try {
+    return pkg->registry().family(spec.family);
+  } catch (const Error& e) {
+    log(LogLevel::Debug, "the family of " + spec.uri + " is unknown: " + e.what());
+    return nullptr;
+  }
+}
 
 std::vector<std::pair<std::string, std::string>> Loader::Impl::store_dirs() const {
   std::vector<std::pair<std::string, std::string>> dirs;

@@ -49,10 +49,10 @@ void add_install_command(CLI::App& app, int& rc) {
       "every archive listed in it from the index's directory, each checked against the index's "
       "sha256; given archives, checks each against its manifest. A refused archive leaves the "
       "store as it was. Archives of another package or version than the one named (--source, "
-      "--package and --version, or the project in the current directory) are refused (exit 4) "
-      "unless --any-version; with none named, each input's own package and version is "
-      "installed, except that a package described beside --dest (<name>-<version>.package.json) "
-      "must be of the version described.\n"
+      "--package and --version) are refused (exit 4) unless --any-version, and so are archives "
+      "of the current directory's project at another version; other inputs install their own "
+      "package and version, except that a package described beside --dest "
+      "(<name>-<version>.package.json) must be of the version described.\n"
       "Given an index, the package description it pins (<name>-<version>.package.json) is "
       "written beside the archives after the same check.\n"
       "--bundle B (from `kiln bundle`): installs the release named (--package and --version, "
@@ -153,23 +153,26 @@ void add_install_command(CLI::App& app, int& rc) {
       throw Error(ErrorKind::Usage, "kiln install needs INPUT... or --bundle B (see --help)");
     RequiredRelease required;
     const bool named = package_named(opts->pkg);
-    // With nothing named, an index or archive names its own package and version; a package
-    // described beside the destination store (<name>-<version>.package.json, which its loader
-    // judges freshness by) must be of that version.
+    // Named on the command line: every input must be of it. The project here is a default only
+    // for inputs of its own package: another package's index or archive names its own package and
+    // version; a package described beside the destination store (<name>-<version>.package.json,
+    // which its loader judges freshness by) must be of that version.
+    const bool given = package_given(opts->pkg);
     std::map<std::string, FoundDescription> described;
     if (!opts->any_version && named) {
       ChosenPackage c = choose_package(opts->pkg, opts->json);
       required = {c.name, c.version};
-    } else if (!opts->any_version) {
+    }
+    if (!opts->any_version && !given) {
       for (auto& d : find_package_descriptions({opts->dest}))
         described.emplace(d.package, std::move(d));  // newest first: the first one stays
-      if (!opts->json)
+      if (!named && !opts->json)
         std::fprintf(stderr, "kiln install: no --package or --source given and no project here: "
                              "installing the package and version each input names%s\n",
                      described.empty() ? "" : ", at the version described beside the store");
     }
     auto required_for = [&](const std::string& package) -> RequiredRelease {
-      if (opts->any_version || named) return required;
+      if (opts->any_version || given || (named && package == required.package)) return required;
       auto d = described.find(package);
       if (d == described.end()) return {};
       return {package, d->second.version};

@@ -76,8 +76,11 @@ void add_resolve_command(CLI::App& app, int& rc) {
       std::cout << r.uri << " on " << r.device << ": " << r.chosen->tier
                 << (r.chosen->target.empty() ? "" : " " + r.chosen->target) << " " << r.chosen->path
                 << "\n";
-    else
+    else if (r.rejected.empty())
       std::cout << r.uri << " on " << r.device << ": no source (run with --explain for why)\n";
+    else  // the word of the last tier walked: why the walk ended with nothing
+      std::cout << r.uri << " on " << r.device << ": no source; " << r.rejected.back().tier << ": "
+                << r.rejected.back().reason << " (run with --explain for every rejection)\n";
     if (!o->explain) return;
     if (r.chosen && !r.chosen->reason.empty()) std::cout << "why: " << r.chosen->reason << "\n";
     std::cout << "searched, in order:\n";

@@ -25,15 +25,30 @@ struct Checked {
   std::vector<VerifyProblem> problems;
 };
 
-// The release archives must belong to: named (--source, --package [--version], or the project
-// here; an empty version: any), or, with none named, nullopt: each input is judged by what it
-// names itself, and a store by the descriptions beside it.
-std::optional<ChosenPackage> named_release(const PackageOptions& o, bool quiet) {
-  if (!package_named(o)) return std::nullopt;
+// The release inputs are judged as: named (--source, --package [--version]; an empty version:
+// any), every input then of it; or the project here, a default only for inputs of its own
+// package; or none: each input is judged by what it names itself, a store by the descriptions
+// beside it.
+struct Judging {
+  std::optional<ChosenPackage> release;
+  bool by_default = false;  // the project here, not named on the command line
+  // Whether an input of `package` is judged as the release (else as what it names itself).
+  bool covers(const std::string& package) const {
+    return release && (!by_default || package == release->name);
+  }
+  // The version verify_*_file checks for every input: only a release named for all.
+  std::string version_for_all() const {
+    return release && !by_default ? release->version : std::string();
+  }
+};
+
+Judging judging(const PackageOptions& o, bool quiet) {
+  if (!package_named(o)) return {};
+  if (!package_given(o)) return {choose_package(o, quiet), true};
   std::error_code ec;
   if (o.source.empty() && o.version.empty() && !fs::exists("registry/package.json", ec))
-    return ChosenPackage{o.package, "", ""};  // --package alone: that package, any version
-  return choose_package(o, quiet);
+    return {ChosenPackage{o.package, "", ""}, false};  // --package alone: any version
+  return {choose_package(o, quiet), false};
 }
 
 // The version each package described in `store` has there (<name>-<version>.package.json; the
@@ -46,6 +61,7 @@ std::map<std::string, std::string> described_versions(const fs::path& store) {
 
 void check_release(const std::string& file, const std::string& package, const std::string& version,
                    const std::string& what, const ChosenPackage& want, Checked& out) {
+  if (package.empty()) return;  // not read: verify_*_file said why
   if (package != want.name)
     out.problems.push_back({ErrorKind::Stale, file, "package",
                             file + ": " + what + " of package " + package + ", not " + want.name +
@@ -59,8 +75,7 @@ void check_release(const std::string& file, const std::string& package, const st
 // Every archive directory's bytes are checked; the package version against the release named,
 // or, with none, against the description of its package beside the store (a store shared by
 // several packages holds other releases, which their own loaders judge).
-void verify_store_dir(const fs::path& p, bool single, const std::optional<ChosenPackage>& named,
-                      Checked& out) {
+void verify_store_dir(const fs::path& p, bool single, const Judging& judged, Checked& out) {
   std::vector<StoreArchive> entries;
   if (single) {
     // One unpacked archive directory, read as a store scan reads each of its entries.
@@ -69,17 +84,19 @@ void verify_store_dir(const fs::path& p, bool single, const std::optional<Chosen
     entries = scan_store(p);
   }
   fs::path store = single ? fs::path(entries.front().dir).parent_path() : p;
-  const std::map<std::string, std::string> described =
-      named ? std::map<std::string, std::string>() : described_versions(store);
+  const std::map<std::string, std::string> described = described_versions(store);
   for (const auto& e : entries) {
     out.items.push_back(e.dir);
     auto probs = verify_store_archive(e);
     out.problems.insert(out.problems.end(), probs.begin(), probs.end());
     if (!e.manifest) continue;
     const std::string file = e.dir + "/manifest.json";
-    if (named && (single || e.manifest->package == named->name)) {
-      check_release(file, e.manifest->package, e.manifest->package_version, "an archive", *named,
-                    out);
+    if (judged.covers(e.manifest->package) &&
+        (single || e.manifest->package == judged.release->name)) {
+      check_release(file, e.manifest->package, e.manifest->package_version, "an archive",
+                    *judged.release, out);
+    } else if (judged.release && !judged.by_default) {
+      continue;  // another package's, left to its own loader
     } else if (auto d = described.find(e.manifest->package); d != described.end()) {
       check_release(file, e.manifest->package, e.manifest->package_version, "an archive",
                     {d->first, d->second, ""}, out);
@@ -116,11 +133,12 @@ void add_verify_command(CLI::App& app, int& rc) {
       "version, every artifact's size and sha256), an index (the description and each archive "
       "beside it: present, size and sha256 as pinned, each manifest agreeing with the index, "
       "then as an archive), or a store directory (each manifest and artifact digest). The "
-      "package and version archives must have: the release named by --source, --package "
-      "[--version] or the project in the current directory; with none named, what the input "
-      "names itself, and in a store the version described beside it "
-      "(<name>-<version>.package.json); other packages' archives in a store are left to their "
-      "own loaders. Exit 0 when all is well, else the code of the most severe problem: 3 "
+      "package and version archives must have: the release named by --source or --package "
+      "[--version]; else what the input names itself (the project in the current directory "
+      "only for inputs of its own package), and in a store the version described beside it "
+      "(<name>-<version>.package.json); with a package named, other packages' archives in a "
+      "store are left to their own loaders. Exit 0 when all is well, else the code of the most "
+      "severe problem: 3 "
       "integrity, "
       "4 stale, 10 format, 6 not found, 9 io, 12 limit (a size, depth or count bound of "
       "docs/security.md exceeded).");
@@ -136,44 +154,60 @@ void add_verify_command(CLI::App& app, int& rc) {
   cmd->add_flag("--json", opts->json, "machine-readable report");
   cmd->callback([opts, &rc] {
     fs::path p = opts->path;
-    const std::optional<ChosenPackage> named = named_release(opts->pkg, opts->json);
-    const std::string version = named ? named->version : std::string();
-    PathKind kind = classify_path(p);
+    const Judging judged = judging(opts->pkg, opts->json);
+    const std::string version = judged.version_for_all();
     Checked c;
+    // The release check verify_*_file did not make: a named release's package (its version is
+    // checked there), or the whole release for the default's own package.
+    auto judge = [&](const std::string& file, const std::string& package,
+                     const std::string& package_version, const std::string& what) {
+      if (!judged.covers(package)) return;
+      if (judged.by_default || package != judged.release->name)
+        check_release(file, package, package_version, what, *judged.release, c);
+    };
+    // `is`: "is of" (an archive), "is the index of".
+    auto say = [&](const std::string& is, const std::string& package,
+                   const std::string& package_version) {
+      if (package.empty() || judged.covers(package) || opts->json) return;
+      if (!judged.release)
+        std::fprintf(stderr, "kiln verify: no package named: %s %s %s %s\n", p.c_str(), is.c_str(),
+                     package.c_str(), package_version.c_str());
+      else
+        std::fprintf(stderr,
+                     "kiln verify: %s %s %s %s, judged as that package (the project here "
+                     "is %s)\n",
+                     p.c_str(), is.c_str(), package.c_str(), package_version.c_str(),
+                     judged.release->name.c_str());
+    };
+    PathKind kind = classify_path(p);
     switch (kind) {
       case PathKind::Archive: {
         c.items.push_back(p.string());
         Manifest m;
         c.problems = verify_archive_file(p, version, &m);
-        if (named && !m.package.empty() && m.package != named->name)
-          check_release(p.string(), m.package, m.package_version, "an archive", *named, c);
-        if (!named && !m.package.empty() && !opts->json)
-          std::fprintf(stderr, "kiln verify: no package named: %s is of %s %s\n", p.c_str(),
-                       m.package.c_str(), m.package_version.c_str());
+        judge(p.string(), m.package, m.package_version, "an archive");
+        say("is of", m.package, m.package_version);
         break;
       }
       case PathKind::Index: {
         Index idx;
         c.problems = verify_index_file(p, version, &idx);
-        if (named && !idx.package.empty() && idx.package != named->name)
-          check_release(p.string(), idx.package, idx.package_version, "the index", *named, c);
-        if (!named && !idx.package.empty() && !opts->json)
-          std::fprintf(stderr, "kiln verify: no package named: %s is the index of %s %s\n",
-                       p.c_str(), idx.package.c_str(), idx.package_version.c_str());
+        judge(p.string(), idx.package, idx.package_version, "the index");
+        say("is the index of", idx.package, idx.package_version);
         c.items.push_back(p.string());
         check_indexed_description(p, idx, c);
         for (const auto& a : idx.archives) c.items.push_back((p.parent_path() / a.file).string());
         break;
       }
       case PathKind::Store:
-        verify_store_dir(p, false, named, c);
+        verify_store_dir(p, false, judged, c);
         // An empty store verifies nothing; saying "OK" would hide a failed install.
         if (c.items.empty())
           c.problems.push_back({ErrorKind::NotFound, p.string(), "archives",
                                 p.string() + ": no archive directories in this store"});
         break;
       case PathKind::StoreArchive:
-        verify_store_dir(p, true, named, c);
+        verify_store_dir(p, true, judged, c);
         break;
       default:
         throw Error(ErrorKind::Usage, "kiln verify checks archives, indexes and stores; " +

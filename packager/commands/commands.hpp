@@ -86,6 +86,11 @@ ChosenPackage choose_package(const PackageOptions& o, bool quiet);
 // holding registry/package.json) in the current directory. With none, the commands that are
 // given an index, archive, store, bundle or dist act on what it names itself.
 bool package_named(const PackageOptions& o);
+// Whether --source, --package or --version was given: then every input is judged as that
+// package. Without, the project in the current directory and the package described beside
+// kiln are defaults only for inputs that name no package (or name that one): an index,
+// archive, manifest or wheel that names another is judged as the package it names.
+bool package_given(const PackageOptions& o);
 CLI::Validator package_name_option();
 
 // A --release value: NAME-VERSION, with an optional =INDEX_SHA256 pin where the command takes
@@ -113,6 +118,16 @@ struct DescribedPackage {
 };
 DescribedPackage describe_package(const PackageOptions& o,
                                   const std::vector<std::filesystem::path>& stores, bool quiet);
+// The package an input that names its own (`package` at `version`) is judged as when none was
+// given (package_given false): describe_package's default when it is that package; else that
+// package's description in `stores` (of `version` when there, else the newest); else its
+// description among `beside` (the one the input carries or has beside it); nullopt when kiln
+// has none, and the caller judges what it can without one. Never another package. Says on
+// stderr which it took, unless `quiet`.
+std::optional<DescribedPackage> describe_package_named_by_input(
+    const PackageOptions& o, const std::vector<std::filesystem::path>& stores,
+    const std::string& package, const std::string& version,
+    const std::vector<std::filesystem::path>& beside, bool quiet);
 // The stores a command looks in for installed descriptions: KILN_ARTIFACT_PATH (or the
 // config's), the store installed beside this kiln (<prefix>/share/kiln/artifacts), the cache.
 std::vector<std::filesystem::path> description_stores(const LoaderConfig& cfg);

@@ -1,5 +1,6 @@
 // The package a command acts on (commands.hpp: PackageOptions), and `kiln package-source`,
 // which writes a project's package description for kiln_add_kernel_package.
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <iostream>
@@ -95,10 +96,13 @@ void add_described_package_options(CLI::App* cmd, PackageOptions& o) {
   cmd->footer(kPackageChoiceHelp);
 }
 
+bool package_given(const PackageOptions& o) {
+  return !o.source.empty() || !o.package.empty() || !o.version.empty();
+}
+
 bool package_named(const PackageOptions& o) {
   std::error_code ec;
-  return !o.source.empty() || !o.package.empty() || !o.version.empty() ||
-         std::filesystem::exists("registry/package.json", ec);
+  return package_given(o) || std::filesystem::exists("registry/package.json", ec);
 }
 
 ChosenPackage choose_package(const PackageOptions& o, bool quiet) {
@@ -190,6 +194,42 @@ DescribedPackage describe_package(const PackageOptions& o,
               "no package to act on: no kernel project in the current directory (no "
               "registry/package.json) and no package description (<name>-<version>.package.json) "
               "in " + looked + ": pass --source PROJECT or --package NAME");
+}
+
+std::optional<DescribedPackage> describe_package_named_by_input(
+    const PackageOptions& o, const std::vector<std::filesystem::path>& stores,
+    const std::string& package, const std::string& version,
+    const std::vector<std::filesystem::path>& beside, bool quiet) {
+  auto taken = [&](DescribedPackage d) {
+    if (!quiet)
+      std::cerr << "kiln: the input names " << package << " " << version << ": judged as package "
+                << d.data->get()->name << " " << d.data->get()->version << " from " << d.origin
+                << "\n";
+    return std::optional<DescribedPackage>(std::move(d));
+  };
+  // The default, when it is the package named: the project here, or the one described.
+  try {
+    DescribedPackage d = describe_package(o, stores, /*quiet=*/true);
+    if (d.data->get()->name == package) return taken(std::move(d));
+  } catch (const Error&) {
+    // No default (none, or several described): the input's own package is looked for below.
+  }
+  auto load =
+      [&](const std::vector<std::filesystem::path>& where) -> std::optional<DescribedPackage> {
+    std::vector<FoundDescription> found = find_package_descriptions(where, package);
+    auto same = std::find_if(found.begin(), found.end(),
+                             [&](const FoundDescription& f) { return f.version == version; });
+    if (same == found.end()) same = found.begin();
+    if (same == found.end()) return std::nullopt;
+    return DescribedPackage{load_package_description(same->file), same->file.string(), ""};
+  };
+  if (auto d = load(stores)) return taken(std::move(*d));
+  if (auto d = load(beside)) return taken(std::move(*d));
+  if (!quiet)
+    std::cerr << "kiln: the input names " << package << " " << version
+              << ", which no description here describes (" << joined(stores)
+              << "): judged without one\n";
+  return std::nullopt;
 }
 
 void add_package_command(CLI::App& app, int& rc) {

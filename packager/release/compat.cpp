@@ -59,6 +59,7 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
                     {loader.package, loader.package_version, loader.manifest_format, ""}))
     report(f, "");
   for (const auto& a : m.artifacts) {
+    if (!loader.kernels_known) break;  // no description: nothing to judge the hashes by
     auto want = loader.source_hash(a.uri);
     if (!want) {
       ++cm.unknown_uris;
@@ -298,6 +299,40 @@ void check_runtime_wheel(const LoaderFacts& loader, const fs::path& p, CompatPac
 
 }  // namespace
 
+std::optional<InputRelease> release_named_by(const fs::path& p) {
+  try {
+    const std::string name = p.filename().string();
+    if (ends_with(name, ".whl")) {
+      if (name.rfind("kiln-", 0) == 0) return std::nullopt;  // kiln's runtime
+      if (auto pw = wheel::read_package_wheel(p)) return InputRelease{pw->package, pw->version, {}};
+      auto ms = wheel::wheel_manifests(p);
+      if (ms.empty()) return std::nullopt;
+      return InputRelease{ms.front().package, ms.front().package_version, {}};
+    }
+    PathKind kind = classify_path(p);
+    if (kind == PathKind::Archive) {
+      if (is_kiln_tarball_name(name)) return std::nullopt;
+      auto members = read_archive(p);
+      if (members.empty() || members.front().name != "manifest.json") return std::nullopt;
+      Manifest m = parse_manifest(members.front().data, p.string());
+      return InputRelease{m.package, m.package_version, {p.parent_path()}};
+    }
+    if (kind == PathKind::Index) {
+      Index idx = parse_index(read_whole_file(p, limits::kMaxJsonBytes), p.string());
+      return InputRelease{idx.package, idx.package_version, {p.parent_path()}};
+    }
+    if (kind == PathKind::Manifest || kind == PathKind::StoreArchive) {
+      fs::path mf = kind == PathKind::Manifest ? p : p / "manifest.json";
+      Manifest m = parse_manifest(read_whole_file(mf, limits::kMaxJsonBytes), mf.string());
+      // A store archive's description lies in its store, beside the archive directory.
+      fs::path dir = fs::absolute(mf).parent_path();
+      return InputRelease{m.package, m.package_version, {dir.parent_path(), dir}};
+    }
+  } catch (const Error&) {
+  }
+  return std::nullopt;
+}
+
 CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& device_ccs,
                           const std::vector<fs::path>& packages) {
   CompatReport rep;
@@ -388,6 +423,7 @@ std::string CompatReport::to_json() const {
     Json jp = Json::object();
     jp["path"] = p.path;
     jp["kind"] = p.kind;
+    jp["judged_as"] = p.judged_as;
     jp["compatible"] = p.compatible();
     jp["manifests"] = Json::array();
     for (const auto& m : p.manifests)

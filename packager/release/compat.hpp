@@ -33,8 +33,9 @@ struct CompatManifest {
 
 struct CompatPackage {
   std::string path;
-  std::string kind;  // archive, index, store, store-archive, wheel, package-wheel,
-                     // runtime-wheel, tarball
+  std::string judged_as;  // "acme-kernels 1.2.0": the package whose loader it was judged for
+  std::string kind;       // archive, index, store, store-archive, wheel, package-wheel,
+                          // runtime-wheel, tarball
   std::vector<CompatManifest> manifests;
   std::vector<std::string> notes;  // things worth knowing that are not incompatibilities
   std::vector<CompatProblem> problems;
@@ -51,6 +52,15 @@ struct CompatReport {
   std::string to_json() const;
   std::string to_table() const;
 };
+
+// The package and version an input names itself (an archive's or manifest's, an index's, a
+// wheel's) and where a description of it may lie beside it; nullopt for an input that names
+// none (a store, kiln's runtime wheel or tarball) or cannot be read (check_compat says why).
+struct InputRelease {
+  std::string package, version;
+  std::vector<std::filesystem::path> beside;  // directories that may hold its description
+};
+std::optional<InputRelease> release_named_by(const std::filesystem::path& input);
 
 // Never throws for a bad package: an unreadable or missing package is a problem of that
 // package (kind NotFound / Format), so every package is reported.

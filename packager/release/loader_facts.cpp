@@ -49,6 +49,7 @@ void set_package(LoaderFacts& facts, const Project& project) {
   facts.package = project.name;
   facts.package_version = project.version;
   facts.source_hashes.clear();
+  facts.kernels_known = true;
   for (const auto& s : project.registry.specialisations) facts.source_hashes[s.uri] = s.source_hash;
 }
 
@@ -56,6 +57,7 @@ void set_package(LoaderFacts& facts, const kiln_package& package) {
   facts.package = package.name;
   facts.package_version = package.version;
   facts.source_hashes.clear();
+  facts.kernels_known = true;
   for (std::size_t i = 0; i < package.kernel_count; ++i)
     facts.source_hashes[package.kernels[i].uri] = package.kernels[i].source_hash;
 }

@@ -23,6 +23,9 @@ struct LoaderFacts {
   std::string package;                               // the package served ("" until set_package)
   std::string package_version;                       // its version
   std::map<std::string, std::string> source_hashes;  // uri -> hash
+  // false: no description of the package was found (an input names a package kiln has none
+  // of); its kernels' source hashes cannot be judged and are not.
+  bool kernels_known = true;
   // nullopt: the package has no such URI.
   std::optional<std::string> source_hash(const std::string& uri) const;
 

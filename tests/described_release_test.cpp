@@ -4,9 +4,12 @@
 // it is given (design.md rule 12). Two packages share every mirror and store here.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "format/archive.hpp"
 #include "format/manifest.hpp"
 #include "io/sha256.hpp"
 #include "project/package.hpp"
@@ -223,6 +226,107 @@ TEST(DescribedRelease, AWheelCarriesTheDescriptionInItsStore) {
       EXPECT_EQ(f.data, acme.description);
     }
   EXPECT_TRUE(found) << whl;
+}
+
+// Every file under `dir` (hidden ones and lock files included) with its bytes; "" for a
+// directory: what a refused install must leave exactly as it was.
+std::map<std::string, std::string> listing_and_bytes(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    out[fs::relative(it->path(), dir).string()] =
+        it->is_directory() ? std::string() : read_file(it->path());
+  return out;
+}
+
+// A store that already serves one release, and acme-kernels 1.2.0's dist whose sm_90a archive
+// (the second: sm_80 would land first) is damaged by `damage`; `kiln install` of that index
+// must refuse it as integrity (exit 3) before anything is written, naming the archive and the
+// index, and leave the store's listing and bytes as they were: no description, no archive of
+// the release, no temporaries. A destination that did not exist is not created.
+void expect_release_refused_leaving_the_store(const std::function<void(const fs::path&)>& damage,
+                                              const std::string& said) {
+  TempDir tmp;
+  described_dist(tmp / "dist-kiln", "kiln-kernels", "0.1.0");
+  ASSERT_EQ(
+      kiln_in(tmp.path(), "install dist-kiln/kiln-kernels-0.1.0-index.json --dest store").exit_code,
+      0);
+  Release acme = described_dist(tmp / "dist", "acme-kernels", "1.2.0");
+  const fs::path archive = tmp / "dist" / acme.dist.archive.at("sm_90a");
+  const std::string pinned = read_file(archive);
+  damage(archive);
+  const auto before = listing_and_bytes(tmp / "store");
+  ASSERT_FALSE(before.empty());
+
+  auto r = kiln_in(tmp.path(), "install dist/acme-kernels-1.2.0-index.json --dest store");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "kiln: error (integrity)");
+  EXPECT_CONTAINS(r.out, "dist/" + acme.dist.archive.at("sm_90a") + ": " + said);
+  EXPECT_CONTAINS(r.out, "dist/acme-kernels-1.2.0-index.json says ");
+  EXPECT_EQ(listing_and_bytes(tmp / "store"), before);
+  EXPECT_FALSE(fs::exists(tmp / "store" / "acme-kernels-1.2.0.package.json"));
+
+  auto fresh = kiln_in(tmp.path(), "install dist/acme-kernels-1.2.0-index.json --dest fresh");
+  EXPECT_EQ(fresh.exit_code, 3) << fresh.out;
+  EXPECT_FALSE(fs::exists(tmp / "fresh"));
+
+  // Repaired, the same command installs the whole release, description last.
+  write_file(archive, pinned);
+  auto ok = kiln_in(tmp.path(), "install dist/acme-kernels-1.2.0-index.json --dest store");
+  EXPECT_EQ(ok.exit_code, 0) << ok.out;
+  EXPECT_EQ(read_file(tmp / "store" / "acme-kernels-1.2.0.package.json"), acme.description);
+}
+
+TEST(DescribedRelease, InstallOfAnIndexWithATruncatedArchiveWritesNothing) {
+  expect_release_refused_leaving_the_store(
+      [](const fs::path& archive) {
+        const std::string bytes = read_file(archive);
+        write_file(archive, bytes.substr(0, bytes.size() / 2));
+      },
+      "size is ");
+}
+
+TEST(DescribedRelease, InstallOfAnIndexWithAFlippedByteInAnArchiveWritesNothing) {
+  expect_release_refused_leaving_the_store(
+      [](const fs::path& archive) {
+        std::string bytes = read_file(archive);
+        bytes[bytes.size() / 2] ^= 0x01;  // the same size: only the digest tells
+        write_file(archive, bytes);
+      },
+      "sha256 is ");
+}
+
+// An archive whose bytes are the ones pinned but whose members are not what its manifest says
+// (an index that pinned a bad build): refused when unpacked, and still nothing of the release
+// lands, not the archive that unpacked well before it, not the description.
+TEST(DescribedRelease, InstallOfAnIndexPinningABadArchiveLandsNoneOfIt) {
+  TempDir tmp;
+  Release acme = described_dist(tmp / "dist", "acme-kernels", "1.2.0");
+  const fs::path archive = tmp / "dist" / acme.dist.archive.at("sm_90a");
+  kiln::test::ReleaseSpec rel;
+  rel.package = "acme-kernels";
+  rel.version = "1.2.0";
+  auto members = kiln::test::release_members(rel, "sm_90a");
+  members.back().data[0] ^= 0x01;
+  kiln::write_archive(archive, members, 0);
+  // Re-pin the bad bytes in the index, as a broken build would have.
+  Json index = Json::parse(read_file(acme.dist.index_path));
+  for (auto& a : index["archives"])
+    if (a["target"] == "sm_90a") {
+      a["size"] = fs::file_size(archive);
+      a["sha256"] = kiln::sha256_file(archive);
+    }
+  write_file(acme.dist.index_path, index.dump(2) + "\n");
+  fs::create_directories(tmp / "store");
+
+  auto r = kiln_in(tmp.path(), "install dist/acme-kernels-1.2.0-index.json --dest store");
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  EXPECT_CONTAINS(r.out, "refusing to install the release of dist/acme-kernels-1.2.0-index.json");
+  EXPECT_CONTAINS(r.out, acme.dist.archive.at("sm_90a") + ":" + members.back().name);
+  EXPECT_FALSE(fs::exists(tmp / "store" / acme.dist.stem("sm_80")));
+  EXPECT_FALSE(fs::exists(tmp / "store" / "acme-kernels-1.2.0.package.json"));
+  for (const auto& e : fs::directory_iterator(tmp / "store"))
+    EXPECT_EQ(e.path().filename(), ".kiln-locks") << e.path();
 }
 
 }  // namespace

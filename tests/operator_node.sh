@@ -79,7 +79,8 @@ cp -r "$work/acme-prefix/." "$node/acme/"
 kiln=$(ls "$node"/kiln-*/bin/kiln)
 prefix=$(dirname "$(dirname "$kiln")")
 # On the node: cwd an empty directory, the source and build trees hidden, no KILN_* variable
-# but the cache directory. $1: the exit code expected; the rest: the command line.
+# but the cache directory. $1: the exit code expected (any: not judged); the rest: the command
+# line.
 on_node() {
   local want=$1
   shift
@@ -88,7 +89,7 @@ on_node() {
     KILN_CACHE_DIR="$node/cache" bwrap --dev-bind / / "${hidden[@]}" \
     --chdir "$node/home" "$@" 2>&1) || rc=$?
   printf '$ %s\n%s\n(exit %s)\n' "$*" "$out" "$rc" >>"$log"
-  [ "$rc" = "$want" ] || fail "exit $rc, not $want: $* -> $out"
+  [ "$want" = any ] || [ "$rc" = "$want" ] || fail "exit $rc, not $want: $* -> $out"
   if grep -q "this kiln was built from" <<<"$out"; then fail "fell back to the build tree: $*"; fi
   LAST="$out"
 }
@@ -97,7 +98,8 @@ kstore="$prefix/share/kiln/artifacts"
 astore="$node/acme/share/kiln/artifacts"
 
 say "doctor"
-on_node 0 "$kiln" doctor --json
+# Its verdict depends on the node's driver (none here: exit 5, named); its facts do not.
+on_node any "$kiln" doctor --json
 has "\"name\": \"kiln-kernels\""
 has "$kstore"
 

@@ -475,6 +475,39 @@ void require_pinned_digest(const fs::path& archive, const std::string& expected_
                  {"actual", mm->actual}});
 }
 
+// A file an index pins, beside it: present, then its size (before hashing) and its sha256
+// against the pin, in the words of io/artifact_check.hpp naming the file and the index. nullopt
+// when it matches. `kiln verify INDEX` reports by it and `kiln install INDEX` refuses by it.
+std::optional<Error> pinned_file_refusal(const fs::path& path, const ArtifactPin& pin,
+                                         const std::string& index_origin) {
+  const std::string as = path.string();
+  std::vector<ErrorField> fields = {{"path", as}, {"index", index_origin}};
+  auto refusal = [&](ErrorKind kind, const std::string& message, std::vector<ErrorField> more) {
+    fields.insert(fields.end(), more.begin(), more.end());
+    return Error(kind, message, fields);
+  };
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    return refusal(ErrorKind::NotFound,
+                   as + ": listed in " + index_origin + " but not found beside it",
+                   {{"field", "file"}});
+  std::size_t size = 0;
+  std::string digest;
+  try {
+    const std::uintmax_t on_disk = fs::file_size(path, ec);
+    if (auto mm = ec ? std::optional<PinMismatch>() : size_mismatch(on_disk, pin.size))
+      return refusal(ErrorKind::Integrity, mm->message(as, index_origin),
+                     {{"field", mm->field}, {"expected", mm->expected}, {"actual", mm->actual}});
+    digest = sha256_file(path, &size);
+  } catch (const Error& e) {
+    return refusal(e.kind(), e.what(), {{"field", "file"}});
+  }
+  if (auto mm = pin_mismatch(size, digest, pin))
+    return refusal(ErrorKind::Integrity, mm->message(as, index_origin),
+                   {{"field", mm->field}, {"expected", mm->expected}, {"actual", mm->actual}});
+  return std::nullopt;
+}
+
 // One installer at a time per store; whoever takes the lock removes what dead ones left.
 FileLock lock_store_for_install(const fs::path& dest_store) {
   std::error_code ec;
@@ -626,6 +659,100 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
   return result;
 }
 
+namespace {
+
+// The refusals of a release install, thrown as one Error of the most severe kind when there is
+// any: every refused file named, the fields those of the first refusal of that kind.
+void throw_refusals(const std::vector<Error>& refused, const fs::path& index_path,
+                    const fs::path& dest_store) {
+  if (refused.empty()) return;
+  std::vector<VerifyProblem> kinds;
+  for (const auto& e : refused) kinds.push_back({e.kind(), "", "", ""});
+  const ErrorKind kind = *most_severe(kinds);
+  std::string msg = "refusing to install the release of " + index_path.string() + " (" +
+                    dest_store.string() + " is left as it was):";
+  const Error* first = nullptr;
+  for (const auto& e : refused) {
+    msg += "\n  " + std::string(e.what());
+    if (!first && e.kind() == kind) first = &e;
+  }
+  throw Error(kind, msg, first->fields());
+}
+
+}  // namespace
+
+ReleaseInstallResult install_release(const fs::path& index_path, const Index& index,
+                                     const fs::path& dest_store) {
+  const fs::path dir = index_path.parent_path();
+  const std::string ip = index_path.string();
+  std::vector<Error> refused;
+  // Every pinned file against the index's size and digest before anything is decompressed.
+  for (const auto& e : index.archives)
+    if (auto r = pinned_file_refusal(dir / e.file, ArtifactPin{e.size, e.sha256}, ip))
+      refused.push_back(*r);
+  std::string description;
+  const fs::path description_path = index.description ? dir / index.description->file : fs::path();
+  if (index.description) {
+    const IndexFile& pin = *index.description;
+    if (auto r = pinned_file_refusal(description_path, ArtifactPin{pin.size, pin.sha256}, ip))
+      refused.push_back(*r);
+    else
+      try {
+        description = read_whole_file(description_path, limits::kMaxJsonBytes);
+      } catch (const Error& e) {
+        refused.push_back(e);
+      }
+  }
+  throw_refusals(refused, index_path, dest_store);
+  // Each manifest against its index entry, from the first member alone.
+  for (const auto& e : index.archives) {
+    const fs::path ap = dir / e.file;
+    try {
+      if (std::optional<Manifest> m = read_leading_manifest(ap))
+        require_manifest_matches_index(*m, e, index, ap.string(), ip);
+    } catch (const Error& err) {
+      refused.push_back(err);
+    }
+  }
+  throw_refusals(refused, index_path, dest_store);
+  // Every archive unpacked and checked into a temp dir of its own before any is renamed.
+  FileLock lock = lock_store_for_install(dest_store);
+  struct Staged {
+    std::unique_ptr<TempDirGuard> tmp;
+    InstallResult result;
+  };
+  std::vector<Staged> staged;
+  for (const auto& e : index.archives) {
+    const fs::path ap = dir / e.file;
+    try {
+      Staged s{std::make_unique<TempDirGuard>(dest_store), {}};
+      s.result.manifest = unpack_verified(ap, s.tmp->path(), e.sha256);
+      const Manifest& m = s.result.manifest;
+      require_manifest_matches_index(m, e, index, ap.string(), ip);
+      s.result.directory =
+          dest_store / archive_stem(m.package, m.package_version, m.cuda_version, m.target);
+      staged.push_back(std::move(s));
+    } catch (const Error& err) {
+      refused.push_back(err);
+    }
+  }
+  throw_refusals(refused, index_path, dest_store);
+  if (!staged.empty()) flush_unpacked(staged.front().tmp->path());  // one syncfs for them all
+  ReleaseInstallResult out;
+  for (auto& s : staged) {
+    if (directory_matches(s.result.directory, s.tmp->path()))
+      s.result.action = InstallResult::Action::Unchanged;
+    else
+      s.result.action = move_into_place(*s.tmp, s.result.directory, dest_store);
+    out.archives.push_back(std::move(s.result));
+  }
+  // Last: a description beside the store says its archives are there.
+  if (index.description)
+    out.description = install_description(description, *index.description, dest_store,
+                                          description_path.string(), ip);
+  return out;
+}
+
 std::vector<VerifyProblem> verify_archive_file(const fs::path& archive,
                                                const std::string& expected_package_version,
                                                Manifest* manifest_out) {
@@ -668,24 +795,11 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
   // A file the index pins: present beside it, of the pinned size and sha256. False when it
   // could not be read at all.
   auto check_pinned = [&](const fs::path& path, std::uint64_t want_size, const std::string& want) {
-    std::string as = path.string();
-    std::error_code ec;
-    if (!fs::exists(path, ec)) {
-      problems.push_back(
-          {ErrorKind::NotFound, as, "file", as + ": listed in " + ip + " but not found beside it"});
-      return false;
-    }
-    std::size_t size = 0;
-    std::string digest;
-    try {
-      digest = sha256_file(path, &size);
-    } catch (const Error& err) {
-      problems.push_back({err.kind(), as, "file", err.what()});
-      return false;
-    }
-    if (auto mm = pin_mismatch(size, digest, ArtifactPin{want_size, want}))
-      problems.push_back({ErrorKind::Integrity, as, mm->field, mm->message(as, ip)});
-    return true;
+    std::optional<Error> refused = pinned_file_refusal(path, ArtifactPin{want_size, want}, ip);
+    if (!refused) return true;
+    const std::string field = *refused->field("field");
+    problems.push_back({refused->kind(), path.string(), field, refused->what()});
+    return field != "file";
   };
   if (idx.description)
     check_pinned(dir / idx.description->file, idx.description->size, idx.description->sha256);

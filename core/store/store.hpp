@@ -142,6 +142,24 @@ std::filesystem::path install_description(std::string_view bytes, const IndexFil
                                           const std::string& origin,
                                           const std::string& index_origin);
 
+// A release from its index (`index_path`, parsed as `index`), all or nothing: nothing is written
+// into `dest_store` (not even its lock directory) before every file the index pins beside it is
+// present with the pinned size and sha256, the package description included (Error{NotFound},
+// Error{Integrity} naming the file, the index and both values, as `kiln verify INDEX` words it),
+// and every archive's manifest agrees with the index (require_manifest_matches_index). Then,
+// under the store's install lock, every archive is unpacked and checked member by member into a
+// temp dir of its own; only when all passed are they renamed into place, one by one, and the
+// description is written last. A refusal throws one Error of the most severe kind naming every
+// file refused (fields: those of the first refusal of that kind) and leaves the store as it
+// was; a kill at any point leaves archive directories that verify and temp dirs the next
+// installer removes, never a description without its archives.
+struct ReleaseInstallResult {
+  std::vector<InstallResult> archives;               // in the index's order
+  std::optional<std::filesystem::path> description;  // written, when the index pins one
+};
+ReleaseInstallResult install_release(const std::filesystem::path& index_path, const Index& index,
+                                     const std::filesystem::path& dest_store);
+
 // Whole-file checks used by `kiln verify` (and anyone re-checking a download). Every problem is
 // collected; nothing stops at the first. `expected_package_version` empty: any version passes;
 // otherwise a differing package_version is a Stale problem naming both values.

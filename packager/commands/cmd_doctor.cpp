@@ -1,5 +1,6 @@
 // `kiln doctor [--json] [--require-gpu]`: every capability kiln needs, each line a fact that
-// was checked (the library loaded and answered, the binary ran, a file was really created).
+// was checked (the library loaded and answered, the binary ran, a file was really created);
+// whether loading can work is decided from them by judge_loading (plan/load_readiness.hpp).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,11 +15,12 @@
 #include <optional>
 
 #include "commands/commands.hpp"
-#include "fetch/fetch.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
+#include "plan/doctor_probes.hpp"
+#include "plan/load_readiness.hpp"
 #include "plan/resolver.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/environment.hpp"
@@ -123,9 +125,11 @@ void add_doctor_command(CLI::App& app, int& rc) {
       "check every capability kiln needs on this machine: CUDA driver and devices, NVRTC, "
       "nvcc/ptxas/nvlink/fatbinary, the cache directory (really writes a file), the "
       "configured stores and mirrors, whether libcurl and libarchive load (libkiln loads them "
-      "only for mirrors and archives). Exit 0 when loading from stores can work; 5 when "
-      "something needed is missing. No GPU is reported (gpu: none) but is not a failure "
-      "unless --require-gpu.");
+      "only for mirrors and archives). Exit 0 when loading can work here: the driver loads "
+      "and reports a device, the cache directory is writable, every KILN_ARTIFACT_PATH store "
+      "is readable, and each device is served by a store holding an archive that runs on it, "
+      "a mirror that was reached, or a usable JIT; else 5 (unsupported), each missing piece "
+      "named (`missing` in --json).");
   struct Opts {
     bool json = false;
     bool require_gpu = false;
@@ -135,10 +139,11 @@ void add_doctor_command(CLI::App& app, int& rc) {
   add_package_options(cmd, o->pkg);
   cmd->add_flag("--json", o->json, "machine-readable output");
   cmd->add_flag("--require-gpu", o->require_gpu,
-                "exit 5 unless the driver loads and reports at least one device");
+                "exit 5 unless the driver loads and reports at least one device (always "
+                "required now; kept for scripts that pass it)");
   cmd->callback([o, &rc] {
     LoaderConfig cfg = LoaderConfig::from_env();
-    std::vector<std::string> missing;
+    LoadFacts facts;  // what the verdict is decided from (plan/load_readiness.hpp)
     Json j;
     j["kiln"] = {{"version", version()}, {"commit", git_commit()}, {"cuda", cuda_full_version()}};
 
@@ -153,9 +158,12 @@ void add_doctor_command(CLI::App& app, int& rc) {
       jd = {{"available", true},
             {"library", kCudaDriverLibrary},
             {"version", std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10)}};
+      facts.driver_loads = true;
     } catch (const Error& e) {
       jd = {{"available", false}, {"library", kCudaDriverLibrary}, {"detail", e.what()}};
+      facts.driver_problem = e.what();
     }
+    for (const auto& d : devs) facts.device_ccs.push_back(d.cc);
     j["driver"] = jd;
     j["devices"] = Json::array();
     for (const auto& d : devs)
@@ -163,7 +171,6 @@ void add_doctor_command(CLI::App& app, int& rc) {
                               {"name", d.name},
                               {"compute_capability", cc_string(d.cc)},
                               {"target", device_target(d.cc)}});
-    if (o->require_gpu && devs.empty()) missing.push_back("gpu (--require-gpu)");
 
     // NVRTC: the real probe compiles a test program.
     NvrtcConfig nc;
@@ -178,6 +185,8 @@ void add_doctor_command(CLI::App& app, int& rc) {
                   {"library", cap.library_path},
                   {"detail", cap.missing},
                   {"jit_disabled", cfg.disable_jit}};
+    facts.jit_usable = cap.available && !cfg.disable_jit;
+    facts.jit_problem = cap.available ? "disabled by KILN_DISABLE_JIT" : cap.missing;
 
     j["tools"] = Json::array();
     for (const char* name : {"nvcc", "ptxas", "nvlink", "fatbinary"}) {
@@ -206,7 +215,8 @@ void add_doctor_command(CLI::App& app, int& rc) {
     std::string cache_problem = check_writable(cfg.cache_dir);
     j["cache_dir"] = {
         {"path", cfg.cache_dir}, {"writable", cache_problem.empty()}, {"detail", cache_problem}};
-    if (!cache_problem.empty()) missing.push_back("writable cache directory " + cfg.cache_dir);
+    facts.cache_dir = cfg.cache_dir;
+    facts.cache_problem = cache_problem;
 
     // The package whose stores and mirror index are judged (--source/--package/--version, or
     // the default project's); without one, every package's archives are counted.
@@ -222,14 +232,18 @@ void add_doctor_command(CLI::App& app, int& rc) {
     auto add_store = [&](const std::string& dir, const std::string& source, bool required) {
       StoreScan s = disk.scan(dir, source);
       int bad = 0;
-      for (const auto& a : s.archives) bad += a.manifest ? 0 : 1;
+      StoreFacts sf{dir, source, required, s.readable, s.problem, {}};
+      for (const auto& a : s.archives) {
+        bad += a.manifest ? 0 : 1;
+        if (a.manifest) sf.targets.push_back(a.manifest->target);
+      }
+      facts.stores.push_back(std::move(sf));
       j["stores"].push_back({{"dir", dir},
                              {"source", source},
                              {"readable", s.readable},
                              {"archives", s.archives.size()},
                              {"unusable_archives", bad},
                              {"detail", s.problem}});
-      if (required && !s.readable) missing.push_back("store " + dir + " (" + s.problem + ")");
     };
     for (const auto& d : cfg.artifact_path) add_store(d, "artifact path", true);
     if (cfg.use_installed_store) {
@@ -241,36 +255,18 @@ void add_doctor_command(CLI::App& app, int& rc) {
     add_store(cfg.cache_dir, "cache directory", false);
 
     j["offline"] = cfg.offline;
+    facts.offline = cfg.offline;
     j["mirrors"] = Json::array();
-    if (!cfg.mirrors.empty()) {
-      if (cfg.offline) {
-        for (const auto& m : cfg.mirrors)
-          j["mirrors"].push_back({{"url", m},
-                                  {"reachable", nullptr},
-                                  {"detail", "not contacted: offline (KILN_OFFLINE=1)"}});
-      } else {
-        FetchOptions fo = mirror_fetch_options(cfg, installed_tuf_root());
-        if (chosen) {
-          fo.package = chosen->name;
-          fo.version = chosen->version;
-        }
-        std::vector<MirrorProbe> probes;
-        if (chosen) {
-          probes = probe_mirrors(fo);
-        } else {
-          for (const auto& m : cfg.mirrors)
-            probes.push_back({m, "", false, 0,
-                              "not probed: no kernel project here to name the release's index "
-                              "(--source, or --package and --version)"});
-        }
-        for (const auto& p : probes)
-          j["mirrors"].push_back(
-              {{"url", p.mirror}, {"reachable", p.reachable}, {"detail", p.detail}});
-      }
-    }
-    j["missing"] = missing;
-    j["ok"] = missing.empty();
-    rc = missing.empty() ? 0 : exit_code(ErrorKind::Unsupported);
+    facts.mirrors = probe_mirror_facts(cfg, chosen ? chosen->name : std::string(),
+                                       chosen ? chosen->version : std::string());
+    for (const auto& m : facts.mirrors)
+      j["mirrors"].push_back({{"url", m.url},
+                              {"reachable", cfg.offline ? Json(nullptr) : Json(m.reachable)},
+                              {"detail", m.detail}});
+    const LoadVerdict verdict = judge_loading(facts);
+    j["missing"] = verdict.missing;
+    j["ok"] = verdict.ok;
+    rc = verdict.ok ? 0 : exit_code(ErrorKind::Unsupported);
 
     if (o->json) {
       std::cout << j.dump(2) << "\n";
@@ -331,10 +327,10 @@ void add_doctor_command(CLI::App& app, int& rc) {
       std::cout << "mirror " << m["url"].get<std::string>() << ": "
                 << m["detail"].get<std::string>() << "\n";
     std::cout << "offline: " << yes(cfg.offline) << "\n";
-    if (missing.empty())
-      std::cout << "ok: loading from stores can work here\n";
+    if (verdict.ok)
+      std::cout << "ok: loading can work here\n";
     else
-      for (const auto& m : missing) std::cout << "missing: " << m << "\n";
+      for (const auto& m : verdict.missing) std::cout << "missing: " << m << "\n";
   });
 }
 

@@ -1,6 +1,7 @@
 // `kiln install ARCHIVE|INDEX... --dest DIR`: verify archives and unpack them into a store.
-// An index pins each archive beside it by sha256; a bare archive is checked against its own
-// manifest. One refused archive does not stop the others; the exit code is the worst failure.
+// An index pins each archive beside it by size and sha256 and is installed all or nothing
+// (store.hpp install_release); a bare archive is checked against its own manifest. One refused
+// input does not stop the others; the exit code is the worst failure.
 // `kiln install --bundle B --tuf-root ROOT --dest DIR`: an air-gapped bundle (bundle.hpp),
 // verified whole against the TUF root before anything is installed.
 #include <cstdio>
@@ -46,15 +47,18 @@ void add_install_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "install",
       "verify archives and unpack them into a store directory (--dest). Given an index, installs "
-      "every archive listed in it from the index's directory, each checked against the index's "
-      "sha256; given archives, checks each against its manifest. A refused archive leaves the "
-      "store as it was. Archives of another package or version than the one named (--source, "
-      "--package and --version) are refused (exit 4) unless --any-version, and so are archives "
-      "of the current directory's project at another version; other inputs install their own "
-      "package and version, except that a package described beside --dest "
-      "(<name>-<version>.package.json) must be of the version described.\n"
+      "every archive listed in it from the index's directory, all or nothing: every archive and "
+      "the package description are checked against the index's size and sha256 (exit 3 naming "
+      "the file, the index and both values) and every archive is unpacked and checked before "
+      "any lands; given archives, checks each against its manifest. A refused archive or "
+      "release leaves the store as it was. Archives of another package or version than the "
+      "one named (--source, --package and --version) are refused (exit 4) unless "
+      "--any-version, and so are archives of the current directory's project at another "
+      "version; other inputs install their own package and version, except that a package "
+      "described beside --dest (<name>-<version>.package.json) must be of the version "
+      "described.\n"
       "Given an index, the package description it pins (<name>-<version>.package.json) is "
-      "written beside the archives after the same check.\n"
+      "written beside the archives last, once all of them are in place.\n"
       "--bundle B (from `kiln bundle`): installs the release named (--package and --version, "
       "or --source), else every release B carries, with their descriptions; it "
       "verifies B's TUF metadata against the root (--tuf-root, "
@@ -195,17 +199,7 @@ void add_install_command(CLI::App& app, int& rc) {
       if (!opts->json)
         std::fprintf(stderr, "kiln: error (%s): %s\n", to_string(e.kind()), e.what());
     };
-    // `from`: the index entry and index that pinned the archive, checked against its manifest
-    // (the one check fetch uses too) before anything is unpacked.
-    auto one = [&](const fs::path& archive, const std::optional<std::string>& sha,
-                   const IndexEntry* entry, const Index* idx, const std::string& index_origin) {
-      // Its manifest, read ahead only where something must be decided before unpacking: the
-      // index entry it must match, or the package whose description beside --dest pins it.
-      std::optional<Manifest> m;
-      if (entry || !described.empty()) m = read_leading_manifest(archive);
-      if (entry && m) require_manifest_matches_index(*m, *entry, *idx, archive.string(), index_origin);
-      InstallResult r =
-          install_archive(archive, opts->dest, sha, required_for(m ? m->package : std::string()));
+    auto report = [&](const fs::path& archive, const InstallResult& r) {
       Json j = Json::object();
       j["archive"] = archive.string();
       j["target"] = r.manifest.target;
@@ -215,12 +209,21 @@ void add_install_command(CLI::App& app, int& rc) {
       if (!opts->json)
         std::printf("%-9s %s -> %s\n", action_name(r.action), archive.c_str(), r.directory.c_str());
     };
+    // A bare archive is checked against its own manifest.
+    auto one = [&](const fs::path& archive) {
+      // Its manifest, read ahead only where the package whose description beside --dest pins
+      // it must be known before unpacking.
+      std::optional<Manifest> m;
+      if (!described.empty()) m = read_leading_manifest(archive);
+      report(archive, install_archive(archive, opts->dest, std::nullopt,
+                                      required_for(m ? m->package : std::string())));
+    };
     for (const auto& input : opts->inputs) {
       fs::path p = input;
       try {
         PathKind kind = classify_path(p);
         if (kind == PathKind::Archive) {
-          one(p, std::nullopt, nullptr, nullptr, "");
+          one(p);
         } else if (kind == PathKind::Index) {
           Index idx = parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string());
           const RequiredRelease wanted = required_for(idx.package);
@@ -239,28 +242,17 @@ void add_install_command(CLI::App& app, int& rc) {
                                               ", or pass --any-version to keep both)");
           if (idx.archives.empty())
             throw Error(ErrorKind::NotFound, p.string() + " lists no archives");
-          for (const auto& a : idx.archives) {
-            fs::path ap = p.parent_path() / a.file;
-            try {
-              one(ap, a.sha256, &a, &idx, p.string());
-            } catch (const Error& e) {
-              fail(ap.string(), e);
-            }
-          }
-          if (idx.description) {
-            // The package's description, pinned by the index: commands on this node read the
-            // package's URIs and source hashes from it (resolve, compat, install, verify).
-            fs::path dp = p.parent_path() / idx.description->file;
-            try {
-              fs::path written =
-                  install_description(read_whole_file(dp, limits::kMaxJsonBytes), *idx.description,
-                                      opts->dest, dp.string(), p.string());
-              descriptions.push_back(written.string());
-              if (!opts->json)
-                std::printf("%-9s %s -> %s\n", "described", dp.c_str(), written.c_str());
-            } catch (const Error& e) {
-              fail(dp.string(), e);
-            }
+          // All or nothing: every archive and the description checked against the index
+          // before anything is written (install_release).
+          ReleaseInstallResult r = install_release(p, idx, opts->dest);
+          for (std::size_t i = 0; i < r.archives.size(); ++i)
+            report(p.parent_path() / idx.archives[i].file, r.archives[i]);
+          if (r.description) {
+            descriptions.push_back(r.description->string());
+            if (!opts->json)
+              std::printf("%-9s %s -> %s\n", "described",
+                          (p.parent_path() / idx.description->file).c_str(),
+                          r.description->c_str());
           }
         } else {
           throw Error(ErrorKind::Usage, input + " is a " + to_string(kind) +

@@ -2,9 +2,11 @@
 user, each a fact that was checked (the driver loaded and answered, NVRTC compiled a test
 program, libcurl/libarchive loaded and from where, a file was really written in the cache
 directory), plus this runtime's version and the formats it reads, and the kiln packages
-installed in this environment. Exit 0 when loading from stores can work here, 5 (unsupported)
-when something that needs is missing (a writable cache directory); no GPU is reported but is
-no failure."""
+installed in this environment. The verdict is `kiln doctor`'s, by the same C++ rule
+(plan/load_readiness.hpp through _kiln._load_verdict): exit 0 when loading can work here (a
+driver with a device, a writable cache directory, readable configured stores, and each device
+served by a store archive that runs on it, a mirror that answered or a usable JIT), else 5
+(unsupported), each missing piece named."""
 
 from __future__ import annotations
 
@@ -56,8 +58,11 @@ def facts(config: kiln.Config | None = None) -> dict:
     j["offline"] = cfg.offline
     j["mirrors"] = list(cfg.mirrors)
     j["installed"] = _installed_packages()
-    j["missing"] = [] if not problem else [f"writable cache directory {cfg.cache_dir}"]
-    j["ok"] = not j["missing"]
+    packages = [(p["name"], p["version"], p["stores"]) for p in j["installed"]["packages"]]
+    verdict = _kiln._load_verdict(cfg, native, problem, packages)
+    j["mirror_probes"] = verdict["mirrors"]
+    j["missing"] = list(verdict["missing"])
+    j["ok"] = verdict["ok"]
     return j
 
 
@@ -95,6 +100,8 @@ def _print(j: dict) -> None:
           (f" ({c['detail']})" if c["detail"] else ""))
     print(f"offline: {'yes' if j['offline'] else 'no'}; mirrors: "
           f"{' '.join(j['mirrors']) or 'none configured'}")
+    for m in j["mirror_probes"]:
+        print(f"mirror {m['url']}: {m['detail']}")
     inst = j["installed"]
     if not inst["available"]:
         print(f"installed packages: unknown: {inst['detail']}")
@@ -105,7 +112,7 @@ def _print(j: dict) -> None:
         for s in p["stale"]:
             print(f"  stale: {s}")
     if j["ok"]:
-        print("ok: loading from stores can work here")
+        print("ok: loading can work here")
     for m in j["missing"]:
         print(f"missing: {m}")
 

@@ -5,10 +5,13 @@
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "format/target.hpp"
@@ -17,6 +20,8 @@
 #include "kiln/kiln.h"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
+#include "plan/doctor_probes.hpp"
+#include "plan/load_readiness.hpp"
 #include "plan/resolver.hpp"
 #include "plan/target_choice.hpp"
 #include "project/package_description.hpp"
@@ -158,6 +163,73 @@ nb::dict doctor_facts(const LoaderConfig& cfg) {
   return j;
 }
 
+// One installed package: its name, version and target stores (kiln._installed).
+using InstalledPackage = std::tuple<std::string, std::string, std::vector<std::string>>;
+
+// The verdict of `python -m kiln doctor`, by the rule `kiln doctor` judges by (judge_loading)
+// over the same kinds of facts: `native` (what _doctor_facts found: driver, devices, NVRTC),
+// the cache directory's write check, the stores of every installed package and the configured
+// ones (scanned as the loader scans them), and the mirrors probed for each installed package's
+// index. Returns {ok, missing, mirrors: [{url, reachable, detail}]}.
+nb::dict load_verdict(const LoaderConfig& cfg, nb::dict native, const std::string& cache_problem,
+                      const std::vector<InstalledPackage>& packages) {
+  LoadFacts f;
+  nb::dict driver = nb::cast<nb::dict>(native["driver"]);
+  f.driver_loads = nb::cast<bool>(driver["available"]);
+  f.driver_problem = nb::cast<std::string>(driver["detail"]);
+  for (nb::handle d : nb::cast<nb::list>(native["devices"]))
+    f.device_ccs.push_back(nb::cast<int>(nb::cast<nb::tuple>(d)[2]));
+  nb::dict nvrtc = nb::cast<nb::dict>(native["nvrtc"]);
+  const bool nvrtc_ok = nb::cast<bool>(nvrtc["available"]);
+  f.jit_usable = nvrtc_ok && !cfg.disable_jit;
+  f.jit_problem = nvrtc_ok ? std::string("disabled by KILN_DISABLE_JIT")
+                           : nb::cast<std::string>(nvrtc["detail"]);
+  f.cache_dir = cfg.cache_dir;
+  f.cache_problem = cache_problem;
+
+  // One entry per directory, the targets of every package's usable archives in it.
+  std::map<std::string, std::size_t> seen;
+  auto add_store = [&](const StoreScanner& disk, const std::string& dir, const std::string& source,
+                       bool required) {
+    StoreScan scan = disk.scan(dir, source);
+    auto [it, fresh] = seen.emplace(dir, f.stores.size());
+    if (fresh) f.stores.push_back({dir, source, required, scan.readable, scan.problem, {}});
+    for (const auto& a : scan.archives)
+      if (a.manifest) f.stores[it->second].targets.push_back(a.manifest->target);
+  };
+  auto add_stores = [&](const StoreScanner& disk, const std::vector<std::string>& own) {
+    for (const auto& d : own) add_store(disk, d, "installed package", false);
+    for (const auto& d : cfg.artifact_path) add_store(disk, d, "artifact path", true);
+    add_store(disk, cfg.cache_dir, "cache directory", false);
+  };
+  for (const auto& [name, version, stores] : packages)
+    add_stores(StoreScanner(name, version), stores);
+  if (packages.empty()) add_stores(StoreScanner(), {});
+
+  f.offline = cfg.offline;
+  if (packages.empty()) f.mirrors = probe_mirror_facts(cfg, "", "");
+  for (const auto& [name, version, stores] : packages)
+    for (auto& m : probe_mirror_facts(cfg, name, version)) {
+      m.detail = name + " " + version + ": " + m.detail;
+      f.mirrors.push_back(std::move(m));
+    }
+
+  const LoadVerdict v = judge_loading(f);
+  nb::dict out;
+  out["ok"] = v.ok;
+  out["missing"] = v.missing;
+  nb::list mirrors;
+  for (const auto& m : f.mirrors) {
+    nb::dict d;
+    d["url"] = m.url;
+    d["reachable"] = m.reachable;
+    d["detail"] = m.detail;
+    mirrors.append(d);
+  }
+  out["mirrors"] = mirrors;
+  return out;
+}
+
 nb::dict build_facts() {
   nb::dict d;
   d["version"] = std::string(version());
@@ -212,6 +284,9 @@ void bind_machine_facts(nb::module_& m) {
       "The targets of `package`'s archive directories in `store`, as the loader's store scan "
       "lists them (the store rule, bounded); [] when the store cannot be listed.");
   m.def("_doctor_facts", &doctor_facts, nb::arg("config"));
+  m.def("_load_verdict", &load_verdict, nb::arg("config"), nb::arg("native"),
+        nb::arg("cache_problem"), nb::arg("packages"),
+        "Whether loading can work here, by `kiln doctor`'s rule: {ok, missing, mirrors}.");
   m.def("_build_facts", &build_facts);
 }
 

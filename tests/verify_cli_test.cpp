@@ -240,8 +240,8 @@ TEST(VerifyCli, CorruptIndexIsAFormatErrorNamingTheFileForVerifyAndInstall) {
   // The parse problem itself is named.
   auto v = test::run(cli("verify " + (dir / "not-json" / name).string()));
   EXPECT_NE(v.out.find("parse"), std::string::npos) << v.out;
-  EXPECT_FALSE(fs::exists(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0",
-                                                       "sm_80")));
+  EXPECT_FALSE(
+      fs::exists(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
 }
 
 TEST(VerifyCli, AFileOfNoKindKilnReadsIsAUsageErrorSaidInAWholeSentence) {
@@ -250,8 +250,8 @@ TEST(VerifyCli, AFileOfNoKindKilnReadsIsAUsageErrorSaidInAWholeSentence) {
   auto v = test::run(cli("verify " + (dir / "notes.txt").string()));
   EXPECT_EQ(v.exit_code, 2) << v.out;
   EXPECT_NE(v.out.find("notes.txt is a file of no kind kiln reads"), std::string::npos) << v.out;
-  auto i = test::run(cli("install " + (dir / "notes.txt").string() + " --dest " +
-                         (dir / "store").string()));
+  auto i = test::run(
+      cli("install " + (dir / "notes.txt").string() + " --dest " + (dir / "store").string()));
   EXPECT_EQ(i.exit_code, 2) << i.out;
   EXPECT_NE(i.out.find("notes.txt is a file of no kind kiln reads"), std::string::npos) << i.out;
 }

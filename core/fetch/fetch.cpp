@@ -451,11 +451,11 @@ class TransportFetcher final : public tuf::Fetcher {
 // no metadata there, to say which mistake it was.
 bool serves_plain_index(Context& cx, const std::string& mirror, const std::string& name) {
   std::size_t got = 0;
-  TransferResult r = cx.deps.transport->get(
-      cx.request(mirror + "/" + name, std::nullopt, cx.now()), [&](const char*, std::size_t n) {
-        got += n;
-        return got <= kMaxIndexBytes;
-      });
+  TransferResult r = cx.deps.transport->get(cx.request(mirror + "/" + name, std::nullopt, cx.now()),
+                                            [&](const char*, std::size_t n) {
+                                              got += n;
+                                              return got <= kMaxIndexBytes;
+                                            });
   return r.status == TransferStatus::Ok;
 }
 

@@ -736,8 +736,8 @@ namespace {
 // an index whose "format" is missing or mistyped), so that its parser names the fault.
 PathKind kind_by_name(const std::string& name) {
   auto ends_with = [&](std::string_view tail) {
-    return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(),
-                                                      tail.data(), tail.size()) == 0;
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail.data(), tail.size()) == 0;
   };
   if (ends_with("-index.json")) return PathKind::Index;
   if (name == kManifestName) return PathKind::Manifest;

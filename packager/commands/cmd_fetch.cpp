@@ -72,8 +72,8 @@ namespace {
 // for this kiln's own release), ordered by the loader's target-choice rule, fetched best first
 // and the next one when a fetch fails.
 // The index is downloaded once: its verified bytes go to each fetch of a chosen target.
-FetchResult fetch_for_device(FetchOptions opts, const std::string& device,
-                             const std::string& dest, int& cc, std::string& chosen) {
+FetchResult fetch_for_device(FetchOptions opts, const std::string& device, const std::string& dest,
+                             int& cc, std::string& chosen) {
   cc = device_cc(device);
   const std::string release = opts.package + " " + opts.version;
   // Offline, the targets compiled in as the release's, when this is that release.

@@ -111,8 +111,9 @@ class Syncer {
     loop.sleep_ms = sleep_;
     loop.on_failure = [this, name, url](const TransferResult& r, const RetryDecision& d, int n) {
       if (!d.retry)
-        throw Error(fetch_detail::error_kind(r), name + ": " + url + ": " + describe(r) +
-                                    (n > 1 ? " (after " + std::to_string(n) + " attempts)" : ""));
+        throw Error(fetch_detail::error_kind(r),
+                    name + ": " + url + ": " + describe(r) +
+                        (n > 1 ? " (after " + std::to_string(n) + " attempts)" : ""));
       log(name + ": " + url + ": " + describe(r) + ", retrying in " + std::to_string(d.delay_ms) +
           " ms");
     };
@@ -162,7 +163,8 @@ class Syncer {
         throw Error(ErrorKind::Io, name + ": " + d.write_error);
       case DownloadStatus::TransferFailed:
         // on_failure threw for every failure that is not retried: not reached.
-        throw Error(fetch_detail::error_kind(d.transfer), name + ": " + url + ": " + describe(d.transfer));
+        throw Error(fetch_detail::error_kind(d.transfer),
+                    name + ": " + url + ": " + describe(d.transfer));
       case DownloadStatus::SizeMismatch:
         bytes_downloaded_ += d.bytes;
         throw Error(ErrorKind::Integrity, name + ": " + url + ": size mismatch: the index lists " +

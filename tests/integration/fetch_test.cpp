@@ -564,8 +564,7 @@ TEST_F(Fetch, MissingReleaseIsNotFoundOnEveryPinnedPathAndAnUnreachableMirrorIsN
   // Not missing, unreachable: nothing listens, or every attempt is a 500.
   auto refused = cli("http://127.0.0.1:" + std::to_string(free_port()));
   EXPECT_EQ(refused.exit_code, exit_code(ErrorKind::Network)) << refused.out;
-  MisbehavingServer failing(rel.dir, "500-then-200",
-                            {"--match", "index", "--fail-count", "99"});
+  MisbehavingServer failing(rel.dir, "500-then-200", {"--match", "index", "--fail-count", "99"});
   FetchOptions o = options({failing.url()});
   auto [k500, m500] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_EQ(k500, ErrorKind::Network) << m500;
@@ -944,7 +943,8 @@ TEST_F(MirrorTier, AMirrorWithoutTheReleaseIsRejectedAsNotFoundNamingTheMissingI
   fs::create_directories(tmp / "empty");
   MisbehavingServer s(tmp / "empty", "ok");
   auto drv = std::make_shared<Cc90Driver>();
-  std::string msg = test::error_of(ErrorKind::NotFound, [&] { loader(s.url(), drv)->get("axpy_dtype_f32"); });
+  std::string msg =
+      test::error_of(ErrorKind::NotFound, [&] { loader(s.url(), drv)->get("axpy_dtype_f32"); });
   EXPECT_CONTAINS(msg, "[mirror] " + s.url() + ": no mirror served a trusted index");
   EXPECT_CONTAINS(msg, s.url() + "/" + rel.index_path.filename().string() + ": HTTP 404");
   EXPECT_CONTAINS(msg, "is not on these mirrors");

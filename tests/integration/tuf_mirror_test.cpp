@@ -329,13 +329,15 @@ TEST_F(TufMirror, ATufRootPointedAtAPlainMirrorIsNotFoundSayingSoWithTheWayOut) 
   EXPECT_CONTAINS(r.out, plain.url() + "/metadata/timestamp.json: not found: " + plain.url() +
                              " serves no TUF metadata; it serves " + plain.url() + "/" + index +
                              " as a plain mirror does");
-  EXPECT_CONTAINS(r.out, "point --mirror at one, or fetch from a plain mirror with the index's "
-                         "pinned digest (--index-sha256, KILN_INDEX_SHA256)");
+  EXPECT_CONTAINS(r.out,
+                  "point --mirror at one, or fetch from a plain mirror with the index's "
+                  "pinned digest (--index-sha256, KILN_INDEX_SHA256)");
   EXPECT_EQ(r.out.find("unreachable"), std::string::npos) << r.out;
   EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{});
   // The loader's mirror tier rejects it for the same reason, and its get() is NotFound.
   auto drv = std::make_shared<Cc90Driver>();
-  std::string msg = test::error_of(ErrorKind::NotFound, [&] { loader(plain.url(), drv)->get(kUri); });
+  std::string msg =
+      test::error_of(ErrorKind::NotFound, [&] { loader(plain.url(), drv)->get(kUri); });
   EXPECT_CONTAINS(msg, "serves no TUF metadata");
   EXPECT_TRUE(drv->images.empty());
   // An empty directory is no plain mirror either: only the missing metadata is named.
@@ -350,8 +352,8 @@ TEST_F(TufMirror, ATufRootPointedAtAPlainMirrorIsNotFoundSayingSoWithTheWayOut) 
 TEST_F(TufMirror, CliFetchDeviceDownloadsTheIndexTargetOnce) {
   MisbehavingServer s(repo(), "ok");
   auto r = test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + test::kiln_cli() +
-                     " fetch --device 9.0 --dest " + cli_store().string() + " --mirror " +
-                     s.url() + " --tuf-root " + root.string());
+                     " fetch --device 9.0 --dest " + cli_store().string() + " --mirror " + s.url() +
+                     " --tuf-root " + root.string());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string index = dist_.index_path.filename().string();
   std::string sha = signed_of("targets.json")["targets"][index]["hashes"]["sha256"];

@@ -23,6 +23,7 @@ namespace kiln {
 namespace {
 
 using fetch_detail::decide_retry;
+using fetch_detail::error_kind;
 using fetch_detail::RetryPolicy;
 using fetch_detail::TransferResult;
 using fetch_detail::TransferStatus;
@@ -70,6 +71,17 @@ TEST(RetryDecision, NotFoundForbiddenTlsAndRefusedRedirectsAreNeverRetried) {
   for (auto s : {TransferStatus::Tls, TransferStatus::Refused, TransferStatus::Missing,
                  TransferStatus::Deadline, TransferStatus::Aborted, TransferStatus::Ok})
     EXPECT_FALSE(decide_retry(status(s), 1, p).retry) << to_string(s);
+}
+
+// The one rule for what a failed transfer means: not there is NotFound, anything else Network.
+TEST(TransferErrorKind, MissingFilesAreNotFoundAndEveryOtherFailureIsNetwork) {
+  for (long code : {404L, 410L}) EXPECT_EQ(error_kind(http(code)), ErrorKind::NotFound) << code;
+  EXPECT_EQ(error_kind(status(TransferStatus::Missing)), ErrorKind::NotFound);
+  for (long code : {400L, 401L, 403L, 408L, 429L, 500L, 503L})
+    EXPECT_EQ(error_kind(http(code)), ErrorKind::Network) << code;
+  for (auto s : {TransferStatus::Connection, TransferStatus::Timeout, TransferStatus::Deadline,
+                 TransferStatus::Tls, TransferStatus::Refused})
+    EXPECT_EQ(error_kind(status(s)), ErrorKind::Network) << to_string(s);
 }
 
 TEST(RetryDecision, TooManyRequestsHonoursRetryAfterCapped) {
@@ -299,7 +311,7 @@ TEST_F(FetchLogic, NotFoundIsNotRetriedAndTheErrorNamesEveryMirror) {
     fetch(options({a, b}));
     FAIL();
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Network);
+    EXPECT_EQ(e.kind(), ErrorKind::NotFound);
     std::string m = e.what();
     EXPECT_NE(m.find(a + "/" + rel.archive_name + ": HTTP 404"), std::string::npos) << m;
     EXPECT_NE(m.find(b), std::string::npos) << m;

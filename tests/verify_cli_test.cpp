@@ -213,6 +213,51 @@ TEST(InspectCli, MissingPathExitsNotFoundAndUnknownFileExitsFormat) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
 }
 
+// A corrupt index is an index (its name says so when its content cannot): `kiln verify` and
+// `kiln install` report a format error naming the file and what its parser found, as `kiln
+// mirror stage` does; only a file that is none of kiln's by content or name is a usage error.
+TEST(VerifyCli, CorruptIndexIsAFormatErrorNamingTheFileForVerifyAndInstall) {
+  TempDir dir;
+  fs::path good = write_release(dir / "rel", {"sm_80"});
+  const std::string text = test::read_file(good);
+  const std::string name = good.filename().string();
+  const std::map<std::string, std::string> corrupt = {
+      {"not-json", "{ this is not json"},
+      {"truncated", text.substr(0, 12)},
+      {"wrong-fields", R"({"format": 3, "archives": "none"})"},
+      {"empty", ""}};
+  for (const auto& [what, bytes] : corrupt) {
+    fs::path index = dir / what / name;
+    test::write_file(index, bytes);
+    auto v = test::run(cli("verify " + index.string()));
+    EXPECT_EQ(v.exit_code, 10) << what << ": " << v.out;
+    EXPECT_NE(v.out.find("FAIL (format) " + index.string()), std::string::npos)
+        << what << ": " << v.out;
+    EXPECT_EQ(v.out.find("unknown"), std::string::npos) << what << ": " << v.out;
+    auto i = test::run(cli("install " + index.string() + " --dest " + (dir / "store").string()));
+    EXPECT_EQ(i.exit_code, 10) << what << ": " << i.out;
+    EXPECT_NE(i.out.find(index.string()), std::string::npos) << what << ": " << i.out;
+    EXPECT_NE(i.out.find("format"), std::string::npos) << what << ": " << i.out;
+  }
+  // The parse problem itself is named.
+  auto v = test::run(cli("verify " + (dir / "not-json" / name).string()));
+  EXPECT_NE(v.out.find("parse"), std::string::npos) << v.out;
+  EXPECT_FALSE(
+      fs::exists(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
+}
+
+TEST(VerifyCli, AFileOfNoKindKilnReadsIsAUsageErrorSaidInAWholeSentence) {
+  TempDir dir;
+  test::write_file(dir / "notes.txt", "release notes\n");
+  auto v = test::run(cli("verify " + (dir / "notes.txt").string()));
+  EXPECT_EQ(v.exit_code, 2) << v.out;
+  EXPECT_NE(v.out.find("notes.txt is a file of no kind kiln reads"), std::string::npos) << v.out;
+  auto i = test::run(
+      cli("install " + (dir / "notes.txt").string() + " --dest " + (dir / "store").string()));
+  EXPECT_EQ(i.exit_code, 2) << i.out;
+  EXPECT_NE(i.out.find("notes.txt is a file of no kind kiln reads"), std::string::npos) << i.out;
+}
+
 TEST(VerifyCli, EmptyStoreIsNotReportedAsOk) {
   TempDir dir;
   fs::create_directories(dir / "store");

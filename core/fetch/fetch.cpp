@@ -175,12 +175,13 @@ struct Context {
     opts.log(line);
   }
   // `bad_bytes`: the mirror served bytes that failed verification (it is distrusted), as opposed
-  // to not serving them; fetch_archive decides Integrity vs Network from it.
+  // to not serving them; FailureTally decides the kind of a file from the flags.
+  // `not_found`: the mirror answered that the file is not there (MirrorFailure::not_found).
   void fail(const std::string& mirror, const std::string& url, const std::string& what,
-            bool bad_bytes = false, const std::string& attack = "") {
+            bool bad_bytes = false, const std::string& attack = "", bool not_found = false) {
     {
       std::lock_guard<std::mutex> g(mu);
-      failures.push_back({mirror, url, what, bad_bytes, attack});
+      failures.push_back({mirror, url, what, bad_bytes, attack, not_found});
     }
     log("mirror " + mirror + ": " + url + ": " + what);
   }
@@ -215,12 +216,38 @@ RetryLoop retry_loop(Context& cx, const std::string& mirror, const std::string& 
   loop.on_failure = [&cx, mirror, url, doing](const TransferResult& r, const RetryDecision& d,
                                               int) {
     cx.fail(mirror, url,
-            describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""));
+            describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""),
+            false, "", !d.retry && error_kind(r) == ErrorKind::NotFound);
     cx.check_deadline(doing + url);
   };
   loop.remaining_ms = [&cx] { return cx.remaining_ms(); };
   return loop;
 }
+
+// What every mirror's failure to serve one file adds up to, decided from what each failure was
+// (MirrorFailure's flags), never from its words: the one rule for the kind of "no mirror served
+// <file>". A failure that was retried counts as a network one.
+struct FailureTally {
+  bool any = false;
+  bool all_bad_bytes = true;   // every mirror served bytes that failed verification
+  bool missing_or_bad = true;  // none failed but by not having the file or by bad bytes
+  bool any_not_found = false;
+  void add(const MirrorFailure& f) {
+    any = true;
+    if (!f.bad_bytes) all_bad_bytes = false;
+    if (!f.bad_bytes && !f.not_found) missing_or_bad = false;
+    if (f.not_found) any_not_found = true;
+  }
+  // The release is not where it was looked for: no mirror has it, or those that had it served
+  // other bytes. A retry would not help; another mirror or another release would.
+  bool not_found() const { return any_not_found && missing_or_bad; }
+  // For a file whose verification failures carry no further verdict (an archive, the
+  // description): Integrity when every mirror served bad bytes.
+  ErrorKind kind() const {
+    if (any && all_bad_bytes) return ErrorKind::Integrity;
+    return not_found() ? ErrorKind::NotFound : ErrorKind::Network;
+  }
+};
 
 const std::string& required_package(const FetchOptions& opts) {
   if (opts.package.empty())
@@ -254,6 +281,14 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
   std::string name = index_file_name(package, version);
   bool only_bad_bytes = true;
   std::string mismatch;
+  if (const auto& earlier = cx.opts.index; earlier && sha256_hex(earlier->json) == pin) {
+    TrustedIndex t{parse_index(earlier->json, earlier->url), earlier->mirror, earlier->url};
+    if (t.index.package == package && t.index.package_version == version) {
+      cx.log("index " + earlier->url + ": fetched already, SHA-256 matches the pin");
+      cx.index_json = earlier->json;
+      return t;
+    }
+  }
   for (const auto& mirror : cx.mirrors) {
     if (is_mirror_bad(mirror)) {
       cx.fail(mirror, mirror + "/" + name, "skipped: served bytes that failed verification earlier",
@@ -311,11 +346,21 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
   }
   std::ostringstream msg;
   msg << "no mirror served a trusted index " << name << ":";
-  for (const auto& f : cx.failures) msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
+  FailureTally tally;
+  for (const auto& f : cx.failures) {
+    msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
+    tally.add(f);
+  }
   if (only_bad_bytes && !mismatch.empty()) {
     msg << "\nThe pinned digest comes from " << cx.anchor.source << "; check it belongs to release "
         << version;
     throw Error(ErrorKind::Integrity, msg.str());
+  }
+  if (tally.not_found()) {
+    msg << "\nRelease " << package << " " << version
+        << " is not on these mirrors: check --package and --version, or add a mirror that "
+           "holds it (--mirror, KILN_MIRRORS).";
+    throw Error(ErrorKind::NotFound, msg.str()).with("file", name);
   }
   throw Error(ErrorKind::Network, msg.str());
 }
@@ -329,8 +374,16 @@ class TransportFetcher final : public tuf::Fetcher {
 
   // Metadata: only a bound limits it (download_deadline_ms's budget per file and mirror).
   std::optional<std::string> get(const std::string& url, std::size_t max_bytes) override {
-    return get_bounded(url, max_bytes, false);
+    missing_metadata_.clear();
+    std::optional<std::string> body = get_bounded(url, max_bytes, false);
+    if (!body) missing_metadata_ = url;
+    return body;
   }
+  // The metadata file the last request found missing; empty when it was served or failed
+  // otherwise. The client stops on a missing timestamp, snapshot or targets (not on the root
+  // after the newest: that one ends the chain), so when it gives up as unreachable right after
+  // one, the mirror is not a TUF repository at all, or an incomplete one.
+  const std::string& missing_metadata() const { return missing_metadata_; }
   // A target of known length (the index): its deadline scales with that length.
   std::optional<std::string> get_target(const std::string& url, std::size_t length) {
     return get_bounded(url, length, true);
@@ -381,17 +434,47 @@ class TransportFetcher final : public tuf::Fetcher {
       throw tuf::Error(tuf::Attack::TooLarge, url + ": more than " + std::to_string(max_bytes) +
                                                   " bytes served, the bound for this file");
     if (r.status == TransferStatus::Ok) return body;
-    if (r.status == TransferStatus::Missing ||
-        (r.status == TransferStatus::Http && (r.http_status == 404 || r.http_status == 403)))
+    // Not there is an answer; TUF also reads 403 so (a bucket that hides what it lacks).
+    if (error_kind(r) == ErrorKind::NotFound ||
+        (r.status == TransferStatus::Http && r.http_status == 403))
       return std::nullopt;
     throw tuf::Error(tuf::Attack::Network, url + ": " + describe(r));
   }
 
   Context& cx_;
   std::string mirror_;
+  std::string missing_metadata_;
 };
 
+// Whether `mirror` serves the plain index `name` at its top, as a mirror read through a pinned
+// digest does: one request, no retries, the bytes dropped. Only asked after a TUF refresh found
+// no metadata there, to say which mistake it was.
+bool serves_plain_index(Context& cx, const std::string& mirror, const std::string& name) {
+  std::size_t got = 0;
+  TransferResult r = cx.deps.transport->get(cx.request(mirror + "/" + name, std::nullopt, cx.now()),
+                                            [&](const char*, std::size_t n) {
+                                              got += n;
+                                              return got <= kMaxIndexBytes;
+                                            });
+  return r.status == TransferStatus::Ok;
+}
+
 std::string short_hex(const std::string& hex) { return hex.substr(0, 12) + "..."; }
+
+// The bytes of FetchOptions::index when they are the target `name` this refresh's targets
+// metadata lists (length and every hash); nullopt otherwise.
+std::optional<std::string> reusable_index(Context& cx, const tuf::TargetFile& info,
+                                          const std::string& name) {
+  if (!cx.opts.index) return std::nullopt;
+  try {
+    tuf::verify_length_and_hashes(cx.opts.index->json, info.length, info.hashes,
+                                  tuf::Attack::TargetMismatch, "target " + name);
+  } catch (const tuf::Error&) {
+    return std::nullopt;  // not these bytes: download the index
+  }
+  cx.log("index " + cx.opts.index->url + ": fetched already");
+  return cx.opts.index->json;
+}
 
 // The index through TUF: per mirror, refresh <mirror>/metadata into the root's metadata
 // directory (under its lock), look the index up as a target, download it bounded by its length
@@ -410,14 +493,15 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
   prepare_metadata_dir(md, anchor_root);
   const std::time_t now = cx.opts.tuf_clock ? cx.opts.tuf_clock() : std::time(nullptr);
   std::optional<tuf::Error> first_attack;
+  bool no_metadata = false;  // a mirror answered without TUF metadata
   for (const auto& mirror : cx.mirrors) {
     std::string metadata_url = mirror + "/" + kTufMetadataDir;
     if (is_mirror_bad(mirror)) {
       cx.fail(mirror, metadata_url, "skipped: served bytes that failed verification earlier", true);
       continue;
     }
+    TransportFetcher fetcher(cx, mirror);
     try {
-      TransportFetcher fetcher(cx, mirror);
       tuf::UpdaterOptions uo;
       uo.metadata_dir = md;
       uo.metadata_url = metadata_url;
@@ -437,9 +521,14 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
                              " is more than the " + std::to_string(kMaxIndexBytes) +
                              " bytes an index may have");
       std::string url = tuf_target_url(mirror, *info, consistent);
-      std::optional<std::string> body =
-          fetcher.get_target(url, static_cast<std::size_t>(info->length));
-      if (!body) throw tuf::Error(tuf::Attack::Network, url + ": not found on the mirror");
+      std::optional<std::string> body = reusable_index(cx, *info, name);
+      if (body)
+        url = cx.opts.index->url;
+      else
+        body = fetcher.get_target(url, static_cast<std::size_t>(info->length));
+      if (!body)
+        throw tuf::Error(tuf::Attack::TargetNotFound,
+                         url + ": not on the mirror, though the targets metadata lists " + name);
       tuf::verify_length_and_hashes(*body, info->length, info->hashes, tuf::Attack::TargetMismatch,
                                     "target " + name);
       TrustedIndex t{parse_index(*body, url), mirror, url};
@@ -470,9 +559,19 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
       return t;
     } catch (const tuf::Error& e) {
       bool bad_bytes = e.kind() != ErrorKind::Network && e.kind() != ErrorKind::NotFound;
+      std::string what = e.what();
+      bool not_found = e.kind() == ErrorKind::NotFound;
+      if (e.attack() == tuf::Attack::Network && !fetcher.missing_metadata().empty()) {
+        // Not unreachable: it answered, without the metadata a TUF repository has.
+        not_found = true;
+        no_metadata = true;
+        what = fetcher.missing_metadata() + ": not found: " + mirror + " serves no TUF metadata";
+        if (serves_plain_index(cx, mirror, name))
+          what += "; it serves " + mirror + "/" + name + " as a plain mirror does";
+      }
       // An unreachable mirror attacked nothing: its failure names no attack.
-      cx.fail(mirror, metadata_url, e.what(), bad_bytes,
-              e.attack() == tuf::Attack::Network ? "" : tuf::attack_id(e.attack()));
+      cx.fail(mirror, metadata_url, what, bad_bytes,
+              e.attack() == tuf::Attack::Network ? "" : tuf::attack_id(e.attack()), not_found);
       if (bad_bytes) {
         mark_mirror_bad(mirror);
         if (!first_attack) first_attack = e;
@@ -482,13 +581,18 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
   std::ostringstream msg;
   msg << "no mirror served a trusted index " << name << " through TUF (root " << cx.anchor.value
       << ", " << cx.anchor.source << "):";
-  bool only_bad_bytes = true, only_not_found = true;
+  bool only_bad_bytes = true;
+  FailureTally tally;
   for (const auto& f : cx.failures) {
     msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
     if (!f.bad_bytes) only_bad_bytes = false;
-    if (f.bad_bytes || f.attack != tuf::attack_id(tuf::Attack::TargetNotFound))
-      only_not_found = false;
+    tally.add(f);
   }
+  if (no_metadata)
+    msg << "\nA TUF root (" << cx.anchor.source
+        << ") reads a TUF repository (<mirror>/metadata and <mirror>/targets, as `kiln "
+           "tuf-repo` writes them): point --mirror at one, or fetch from a plain mirror with "
+           "the index's pinned digest (--index-sha256, KILN_INDEX_SHA256) instead of the root.";
   std::vector<ErrorField> fields;
   if (first_attack) fields.push_back({"attack", tuf::attack_id(first_attack->attack())});
   fields.push_back({"file", name});
@@ -496,7 +600,7 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
     msg << "\nThe repository's metadata was refused: nothing from it was used.";
     throw Error(first_attack->kind(), msg.str(), std::move(fields));
   }
-  throw Error(only_not_found ? ErrorKind::NotFound : ErrorKind::Network, msg.str(),
+  throw Error(tally.not_found() ? ErrorKind::NotFound : ErrorKind::Network, msg.str(),
               std::move(fields));
 }
 
@@ -560,12 +664,13 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
 // The lock every writer of <dest>/<file> holds (store_file_lock_path), within the deadline; what
 // a killed writer of the file left is removed once it is held.
 FileLock lock_store_file(Context& cx, const std::string& file) {
-  cx.log("waiting for the lock on " + file);
   std::vector<fs::path> removed;
   try {
+    // Said only when another process holds it: a lock taken at once is no wait.
     FileLock lock = kiln::lock_store_file(
         cx.dest, file,
-        std::chrono::milliseconds(std::min(cx.opts.lock_timeout_ms, cx.remaining_ms())), &removed);
+        std::chrono::milliseconds(std::min(cx.opts.lock_timeout_ms, cx.remaining_ms())), &removed,
+        [&] { cx.log("waiting for the lock on " + file + ": another process holds it"); });
     for (const auto& p : removed)
       cx.log("removed " + p.string() + " left by an interrupted download");
     return lock;
@@ -629,7 +734,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
   }
   std::ostringstream msg;
   msg << "could not fetch " << e.file << " (" << e.target << ") from any mirror:";
-  bool bad_bytes_only = true;
+  FailureTally tally;
   std::string attack;
   {
     std::lock_guard<std::mutex> g(cx.mu);
@@ -638,7 +743,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
           f.url.compare(f.url.size() - e.file.size(), e.file.size(), e.file) != 0)
         continue;
       msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
-      if (!f.bad_bytes) bad_bytes_only = false;
+      tally.add(f);
       if (attack.empty()) attack = f.attack;
     }
   }
@@ -648,8 +753,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
   std::vector<ErrorField> fields{
       {"file", e.file}, {"target", e.target}, {"path", cx.dest.string()}};
   if (!attack.empty()) fields.insert(fields.begin(), {"attack", attack});
-  throw Error(bad_bytes_only ? ErrorKind::Integrity : ErrorKind::Network, msg.str(),
-              std::move(fields));
+  throw Error(tally.kind(), msg.str(), std::move(fields));
 }
 
 }  // namespace
@@ -671,12 +775,15 @@ std::string fetch_description(Context& cx, const TrustedIndex& ti) {
     }
   }
   std::string tried;
+  FailureTally tally;
   for (const auto& f : cx.failures)
     if (f.url.size() >= d.file.size() &&
-        f.url.compare(f.url.size() - d.file.size(), d.file.size(), d.file) == 0)
+        f.url.compare(f.url.size() - d.file.size(), d.file.size(), d.file) == 0) {
       tried += "\n  " + f.mirror + ": " + f.url + ": " + f.what;
-  throw Error(ErrorKind::Network, "no mirror served the package description " + d.file + " that " +
-                                      ti.url + " pins:" + tried)
+      tally.add(f);
+    }
+  throw Error(tally.kind(), "no mirror served the package description " + d.file + " that " +
+                                ti.url + " pins:" + tried)
       .with("file", d.file);
 }
 
@@ -715,7 +822,7 @@ TrustedIndex fetch_trusted_index(Context& cx, const std::string& package,
   return fetch_index(cx, package, version);
 }
 
-std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, const FetchDeps& deps) {
+FetchedIndex fetch_release_index_with(const FetchOptions& opts, const FetchDeps& deps) {
   Context cx(opts, deps);
   // The same whole-command deadline as fetch_targets: the index alone must not drip forever.
   start_deadline(cx, opts);
@@ -728,8 +835,8 @@ std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, cons
   set_mirrors(cx, opts, "the index of release " + package + " " + version);
   set_anchor(cx, opts, package + " " + version);
   TrustedIndex ti = fetch_trusted_index(cx, package, version, {});
-  std::vector<std::string> out;
-  for (const auto& e : ti.index.archives) out.push_back(e.target);
+  FetchedIndex out{cx.index_json, ti.mirror, ti.url, {}};
+  for (const auto& e : ti.index.archives) out.targets.push_back(e.target);
   return out;
 }
 
@@ -907,9 +1014,13 @@ FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std:
   return fetch_detail::fetch_targets_with(opts, targets, dir, f.deps);
 }
 
-std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
+FetchedIndex fetch_release_index(const FetchOptions& opts) {
   RealFetch f(opts, "the release index");
-  return fetch_detail::fetch_index_targets_with(opts, f.deps);
+  return fetch_detail::fetch_release_index_with(opts, f.deps);
+}
+
+std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
+  return fetch_release_index(opts).targets;
 }
 
 std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {

@@ -10,10 +10,20 @@
 // matches.
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln {
+
+// A release's index as a fetch accepted it (fetch_release_index): its bytes, where they came from
+// and the targets it lists, in index order.
+struct FetchedIndex {
+  std::string json;
+  std::string mirror;
+  std::string url;
+  std::vector<std::string> targets;
+};
 
 struct FetchOptions {
   // Tried in order. Empty: the list compiled in with -DKILN_DEFAULT_MIRRORS (may be empty).
@@ -69,6 +79,11 @@ struct FetchOptions {
   // index format 3) into the store, downloaded and checked like an archive (under TUF, also a
   // target of the metadata). `kiln fetch` asks for it; a loader has its package compiled in.
   bool with_description = false;
+  // The release's index from an earlier fetch of this release (fetch_release_index), so that a
+  // choice made from it (`kiln fetch --device`) does not download it again. Its bytes are
+  // checked as a download's are (against the pin, or the TUF targets metadata of the refresh);
+  // bytes that fail that are not used, and the index is downloaded.
+  std::optional<FetchedIndex> index;
   // Progress and every fallback with its reason ("retrying in 1000 ms: HTTP 500"). Empty: quiet.
   std::function<void(const std::string&)> log;
 };
@@ -83,6 +98,9 @@ struct MirrorFailure {
   // Under TUF, the attack the bytes were refused as (tuf::attack_id: "rollback", "freeze",
   // "target-mismatch", ...); empty otherwise.
   std::string attack;
+  // The mirror answered that the file is not there (HTTP 404 or 410, a missing file:// path, a
+  // TUF repository without the metadata or target): fetch_detail::error_kind's NotFound.
+  bool not_found = false;
 };
 
 struct FetchResult {
@@ -117,6 +135,9 @@ FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std:
 // is downloaded). Callers choose among them with the target-choice rule (`kiln fetch --device`,
 // the loader's mirror tier). Throws like fetch_targets; offline: Error{NotFound}.
 std::vector<std::string> fetch_index_targets(const FetchOptions& opts);
+// The same fetch of the index, keeping its bytes: hand it to a later fetch_targets as
+// FetchOptions::index so the index is downloaded once.
+FetchedIndex fetch_release_index(const FetchOptions& opts);
 
 // Reachability of each mirror for `kiln doctor`: one real request for the release index with
 // a short timeout (no retries); reachable means the index was served and matched the pin

@@ -36,7 +36,7 @@ struct FetchDeps {
 FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,
                                const std::string& dest_store, const FetchDeps& deps);
 
-std::vector<std::string> fetch_index_targets_with(const FetchOptions& opts, const FetchDeps& deps);
+FetchedIndex fetch_release_index_with(const FetchOptions& opts, const FetchDeps& deps);
 
 // Mirror URL as used in messages and the bad-mirror set: trailing '/' removed, a bare
 // absolute path turned into file://. Throws Error{Usage} for any other scheme.

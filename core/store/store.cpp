@@ -603,14 +603,17 @@ fs::path store_file_lock_path(const fs::path& store, const std::string& file) {
 }
 
 FileLock lock_store_file(const fs::path& store, const std::string& file,
-                         std::chrono::milliseconds timeout, std::vector<fs::path>* removed) {
+                         std::chrono::milliseconds timeout, std::vector<fs::path>* removed,
+                         const std::function<void()>& on_wait) {
   const fs::path lock_path = store_file_lock_path(store, file);
   std::error_code ec;
   fs::create_directories(lock_path.parent_path(), ec);
   if (ec)
     throw Error(ErrorKind::Io, "cannot create the lock directory " +
                                    lock_path.parent_path().string() + ": " + ec.message());
-  FileLock lock = FileLock::acquire(lock_path, timeout);
+  std::optional<FileLock> now = FileLock::try_acquire(lock_path);
+  if (!now && on_wait) on_wait();
+  FileLock lock = now ? std::move(*now) : FileLock::acquire(lock_path, timeout);
   std::vector<fs::path> gone = remove_orphaned_temps(store, file);
   if (removed) *removed = std::move(gone);
   return lock;
@@ -840,6 +843,47 @@ const char* to_string(PathKind kind) {
   return "unknown";
 }
 
+namespace {
+
+// What a file's name says it is, as `kiln build --dist` and `kiln mirror stage` name them: the
+// word of a file whose content does not say (JSON that does not parse, a truncated or empty file,
+// an index whose "format" is missing or mistyped), so that its parser names the fault.
+PathKind kind_by_name(const std::string& name) {
+  auto ends_with = [&](std::string_view tail) {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail.data(), tail.size()) == 0;
+  };
+  if (ends_with("-index.json")) return PathKind::Index;
+  if (name == kManifestName) return PathKind::Manifest;
+  if (ends_with(".tar.zst")) return PathKind::Archive;
+  return PathKind::Unknown;
+}
+
+}  // namespace
+
+const char* describe(PathKind kind) {
+  switch (kind) {
+    case PathKind::Fatbin:
+      return "a fatbin";
+    case PathKind::Cubin:
+      return "a cubin";
+    case PathKind::Archive:
+      return "an archive";
+    case PathKind::Index:
+      return "an index";
+    case PathKind::Manifest:
+      return "a manifest";
+    case PathKind::Store:
+      return "a store";
+    case PathKind::StoreArchive:
+      return "an unpacked archive";
+    case PathKind::Unknown:
+      break;
+  }
+  return "a file of no kind kiln reads (not an index, manifest, archive or fatbin by its content "
+         "or its name)";
+}
+
 PathKind classify_path(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec))
@@ -861,6 +905,7 @@ PathKind classify_path(const fs::path& path) {
     return PathKind::Cubin;
   if (head.compare(0, 4, "\x28\xb5\x2f\xfd") == 0) return PathKind::Archive;
   if (head.size() >= 262 && head.compare(257, 5, "ustar") == 0) return PathKind::Archive;
+  const PathKind named = kind_by_name(path.filename().string());
   std::size_t first = head.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && head[first] == '{') {
     std::string text = read_whole_file(path, limits::kMaxLocalFileBytes);
@@ -880,7 +925,7 @@ PathKind classify_path(const fs::path& path) {
       if (text.find("\"kiln-manifest\"") != std::string::npos) return PathKind::Manifest;
     }
   }
-  return PathKind::Unknown;
+  return named;
 }
 
 }  // namespace kiln

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -127,9 +128,12 @@ std::filesystem::path store_file_lock_path(const std::filesystem::path& store,
 // directory created first (Error{Io} naming the directory when it cannot be), then removes the
 // <file>.tmp.* a killed writer left; what was removed goes to `removed` when given. Every writer
 // of a store file takes it through here.
+// `on_wait` runs once when the lock is held by another holder, before waiting for it (a caller
+// says it waits only when it does).
 FileLock lock_store_file(const std::filesystem::path& store, const std::string& file,
                          std::chrono::milliseconds timeout,
-                         std::vector<std::filesystem::path>* removed = nullptr);
+                         std::vector<std::filesystem::path>* removed = nullptr,
+                         const std::function<void()>& on_wait = {});
 
 // Writes a release's description (index format 3: `pin`, whose file name parse_index derived from
 // the package and version) into `dest_store` as <store>/<pin.file>, atomically, after checking
@@ -174,9 +178,14 @@ std::vector<VerifyProblem> verify_index_file(const std::filesystem::path& index,
                                              const std::string& expected_package_version,
                                              Index* index_out = nullptr);
 
-// What a path given to the CLI holds, decided from its content (not its name) where possible.
+// What a path given to the CLI holds: decided from its content where that says (magic bytes, an
+// index or manifest's "format"), else from its name (<...>-index.json, manifest.json, .tar.zst),
+// so a corrupt index is an index whose parser names the fault; Unknown when neither says.
 enum class PathKind { Fatbin, Cubin, Archive, Index, Manifest, Store, StoreArchive, Unknown };
 const char* to_string(PathKind kind);
+// The kind in a sentence, with its article: "an index", "a fatbin", "a file of no kind kiln
+// reads" (Unknown).
+const char* describe(PathKind kind);
 // Throws Error{NotFound} when the path does not exist.
 PathKind classify_path(const std::filesystem::path& path);
 

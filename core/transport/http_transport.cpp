@@ -39,6 +39,13 @@ const char* to_string(TransferStatus s) {
   return "?";
 }
 
+ErrorKind error_kind(const TransferResult& r) {
+  if (r.status == TransferStatus::Missing) return ErrorKind::NotFound;
+  if (r.status == TransferStatus::Http && (r.http_status == 404 || r.http_status == 410))
+    return ErrorKind::NotFound;
+  return ErrorKind::Network;
+}
+
 std::optional<long> parse_retry_after_seconds(const std::string& value) {
   std::size_t b = value.find_first_not_of(" \t");
   std::size_t e = value.find_last_not_of(" \t\r\n");

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "kiln/error.hpp"
+
 namespace kiln::fetch_detail {
 
 enum class TransferStatus {
@@ -45,6 +47,12 @@ struct TransferResult {
   std::optional<long> retry_after_s;  // from a Retry-After header, in seconds from now
   std::string message;                // human-readable detail (curl's error text)
 };
+
+// The one rule for what a failed transfer means to the user, on every path (kiln fetch under a
+// pin or TUF, the loader's mirror tier, kiln mirror sync): NotFound when the file is not there
+// (HTTP 404 or 410, a missing file:// path), Network for everything else (refused, timed out,
+// 5xx after retries, TLS, a refused redirect, 403). Not for Ok or Aborted: the caller knows.
+ErrorKind error_kind(const TransferResult& r);
 
 // Receives the body in pieces; returning false aborts the transfer (status Aborted).
 using Sink = std::function<bool(const char* data, std::size_t size)>;

@@ -71,15 +71,21 @@ namespace {
 // --device: the targets the release offers (its pinned index; offline: the ones compiled in
 // for this kiln's own release), ordered by the loader's target-choice rule, fetched best first
 // and the next one when a fetch fails.
-FetchResult fetch_for_device(const FetchOptions& opts, const std::string& device,
-                             const std::string& dest, int& cc, std::string& chosen) {
+// The index is downloaded once: its verified bytes go to each fetch of a chosen target.
+FetchResult fetch_for_device(FetchOptions opts, const std::string& device, const std::string& dest,
+                             int& cc, std::string& chosen) {
   cc = device_cc(device);
   const std::string release = opts.package + " " + opts.version;
   // Offline, the targets compiled in as the release's, when this is that release.
   std::optional<std::vector<std::string>> compiled =
       compiled_release_targets(opts.package, opts.version);
-  std::vector<std::string> offered =
-      opts.offline && compiled ? *compiled : fetch_index_targets(opts);
+  std::vector<std::string> offered;
+  if (opts.offline && compiled) {
+    offered = *compiled;
+  } else {
+    opts.index = fetch_release_index(opts);
+    offered = opts.index->targets;
+  }
   NamedChoice choice = choose_named_targets(cc, offered);
   auto say = [&](const std::string& m) {
     if (opts.log) opts.log(m);
@@ -135,8 +141,10 @@ void add_fetch_command(CLI::App& app, int& rc) {
       "another target; under TUF every attack: rollback, freeze, mix-and-match, bad or too few\n"
       "signatures, endless data, wrong target bytes, named in the error's \"attack\" field),\n"
       "4 stale (an index or archive of another package or release), 5 unsupported (--device: no\n"
-      "archive of the release runs there; auto: no GPU), 6 not found (offline, or no archive\n"
-      "for a target), 8 network (no mirror could serve, or --timeout passed), 9 io.");
+      "archive of the release runs there; auto: no GPU), 6 not found (offline, no archive for a\n"
+      "target, the release missing on every mirror: HTTP 404/410 or no such file, or a TUF root\n"
+      "pointed at a mirror without TUF metadata), 8 network (no mirror could answer: refused,\n"
+      "timed out, 5xx after retries, TLS; or --timeout passed), 9 io.");
   struct Opts {
     std::string targets;
     std::string device;

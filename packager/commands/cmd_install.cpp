@@ -255,7 +255,7 @@ void add_install_command(CLI::App& app, int& rc) {
                           r.description->c_str());
           }
         } else {
-          throw Error(ErrorKind::Usage, input + " is a " + to_string(kind) +
+          throw Error(ErrorKind::Usage, input + " is " + describe(kind) +
                                             ", not an archive (.tar.zst) or an index");
         }
       } catch (const Error& e) {

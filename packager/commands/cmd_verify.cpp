@@ -211,7 +211,7 @@ void add_verify_command(CLI::App& app, int& rc) {
         break;
       default:
         throw Error(ErrorKind::Usage, "kiln verify checks archives, indexes and stores; " +
-                                          p.string() + " is a " + to_string(kind) +
+                                          p.string() + " is " + describe(kind) +
                                           " (try `kiln inspect`)");
     }
     auto worst = most_severe(c.problems);

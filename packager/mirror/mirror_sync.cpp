@@ -59,14 +59,6 @@ using fetch_detail::RetryLoop;
 using fetch_detail::RetryPolicy;
 using fetch_detail::TransferRequest;
 using fetch_detail::TransferResult;
-using fetch_detail::TransferStatus;
-
-ErrorKind kind_of(const TransferResult& r) {
-  if (r.status == TransferStatus::Missing) return ErrorKind::NotFound;
-  if (r.status == TransferStatus::Http && (r.http_status == 404 || r.http_status == 410))
-    return ErrorKind::NotFound;
-  return ErrorKind::Network;
-}
 
 // The staging directory inside the destination; removed unless every file was moved out.
 class StagingDir {
@@ -120,8 +112,9 @@ class Syncer {
     loop.sleep_ms = sleep_;
     loop.on_failure = [this, name, url](const TransferResult& r, const RetryDecision& d, int n) {
       if (!d.retry)
-        throw Error(kind_of(r), name + ": " + url + ": " + describe(r) +
-                                    (n > 1 ? " (after " + std::to_string(n) + " attempts)" : ""));
+        throw Error(fetch_detail::error_kind(r),
+                    name + ": " + url + ": " + describe(r) +
+                        (n > 1 ? " (after " + std::to_string(n) + " attempts)" : ""));
       log(name + ": " + url + ": " + describe(r) + ", retrying in " + std::to_string(d.delay_ms) +
           " ms");
     };
@@ -171,7 +164,8 @@ class Syncer {
         throw Error(ErrorKind::Io, name + ": " + d.write_error);
       case DownloadStatus::TransferFailed:
         // on_failure threw for every failure that is not retried: not reached.
-        throw Error(kind_of(d.transfer), name + ": " + url + ": " + describe(d.transfer));
+        throw Error(fetch_detail::error_kind(d.transfer),
+                    name + ": " + url + ": " + describe(d.transfer));
       case DownloadStatus::SizeMismatch:
         bytes_downloaded_ += d.bytes;
         throw Error(ErrorKind::Integrity, name + ": " + url + ": size mismatch: the index lists " +

@@ -292,7 +292,8 @@ void fetch_release_into(const BundleRequest& req, FetchOptions o, const BundleRe
   o.package = release.package;
   o.version = release.version;
   o.with_description = true;
-  std::vector<std::string> offered = fetch_index_targets(o);
+  o.index = fetch_release_index(o);  // downloaded once: the archives' fetch reuses it
+  const std::vector<std::string>& offered = o.index->targets;
   std::set<std::string> chosen;
   for (const auto& t : req.targets) chosen.insert(t);
   for (int cc : req.devices) {

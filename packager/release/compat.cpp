@@ -382,7 +382,7 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
         check_manifest_text(loader, read_whole_file(mf), mf.string(), pkg);
       } else {
         throw Error(ErrorKind::Usage,
-                    p.string() + " is a " + to_string(kind) +
+                    p.string() + " is " + describe(kind) +
                         ", not a package (archive, index, store, wheel or kiln tarball)");
       }
       check_device(device_ccs, pkg);

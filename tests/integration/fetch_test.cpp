@@ -437,11 +437,11 @@ TEST_F(Fetch, ForgedIndexIsRefusedShowingPinnedAndServedDigests) {
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 0);
 }
 
-TEST_F(Fetch, NotFoundIsNotRetried) {
+TEST_F(Fetch, MissingArchiveIsNotFoundAndNotRetried) {
   MisbehavingServer s(rel.dir, "404");
   auto [kind, msg] =
       error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
-  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_EQ(kind, ErrorKind::NotFound);
   EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a") + ": HTTP 404");
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
   expect_only_verified(dest, {});
@@ -527,10 +527,78 @@ TEST_F(Fetch, BothMirrorsFailingNamesBothInTheError) {
   auto [kind, msg] = error_of([&] {
     fetch_targets(options({bad.url(), gone.url()}), {"sm_90a"}, dest.string());
   });
-  EXPECT_EQ(kind, ErrorKind::Network);
+  // One mirror lacks it, the other serves other bytes: nowhere is it to be had (a retry would
+  // not change that).
+  EXPECT_EQ(kind, ErrorKind::NotFound);
   EXPECT_CONTAINS(msg, bad.url() + rel.url_path("sm_90a") + ": SHA-256 mismatch");
   EXPECT_CONTAINS(msg, gone.url() + rel.url_path("sm_90a") + ": HTTP 404");
   expect_only_verified(dest, {});
+}
+
+// One fault, one kind: a release the mirror does not have is NotFound (exit 6) whether its index
+// or its archive is missing, over http or file://, from the CLI or the library; a mirror that
+// cannot answer (connection refused, 5xx after every retry) stays Network (exit 8).
+TEST_F(Fetch, MissingReleaseIsNotFoundOnEveryPinnedPathAndAnUnreachableMirrorIsNetwork) {
+  fs::create_directories(tmp / "empty");
+  MisbehavingServer empty(tmp / "empty", "ok");
+  auto [kind, msg] =
+      error_of([&] { fetch_targets(options({empty.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::NotFound) << msg;
+  EXPECT_CONTAINS(msg, empty.url() + "/" + rel.index_path.filename().string() + ": HTTP 404");
+  EXPECT_CONTAINS(msg, "is not on these mirrors");
+  EXPECT_EQ(empty.count("/" + rel.index_path.filename().string()), 1);  // not retried
+  auto cli = [&](const std::string& mirror) {
+    return test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
+                     " --mirror " + mirror + " --index-sha256 " + rel.index_sha256);
+  };
+  for (const std::string& mirror : {empty.url(), "file://" + (tmp / "empty").string()}) {
+    auto r = cli(mirror);
+    EXPECT_EQ(r.exit_code, exit_code(ErrorKind::NotFound)) << r.out;
+    EXPECT_CONTAINS(r.out, "kiln: error (not-found): no mirror served a trusted index");
+    EXPECT_CONTAINS(r.out, "--mirror, KILN_MIRRORS");
+  }
+  MisbehavingServer no_archive(rel.dir, "404", {"--match", "sm_90a"});
+  auto a = cli(no_archive.url());
+  EXPECT_EQ(a.exit_code, exit_code(ErrorKind::NotFound)) << a.out;
+  EXPECT_CONTAINS(a.out, no_archive.url() + rel.url_path("sm_90a") + ": HTTP 404");
+  // Not missing, unreachable: nothing listens, or every attempt is a 500.
+  auto refused = cli("http://127.0.0.1:" + std::to_string(free_port()));
+  EXPECT_EQ(refused.exit_code, exit_code(ErrorKind::Network)) << refused.out;
+  MisbehavingServer failing(rel.dir, "500-then-200", {"--match", "index", "--fail-count", "99"});
+  FetchOptions o = options({failing.url()});
+  auto [k500, m500] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(k500, ErrorKind::Network) << m500;
+  EXPECT_EQ(failing.count("/" + rel.index_path.filename().string()), 3);  // 1 + 2 retries
+  expect_only_verified(dest, {});
+}
+
+// `kiln fetch --device` chooses from the index and fetches from it: one download of the index.
+// "waiting for the lock" is said only when another process holds the archive's lock.
+TEST_F(Fetch, CliFetchDeviceDownloadsTheIndexOnceAndWaitsAloudOnlyForAHolder) {
+  MisbehavingServer s(rel.dir, "ok");
+  const std::string fetch = test::kiln_cli() + " fetch --device sm_90 --mirror " + s.url() +
+                            " --index-sha256 " + rel.index_sha256 + " --dest ";
+  auto r = test::run(fetch + dest.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(s.count("/" + rel.index_path.filename().string()), 1) << r.out;
+  EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
+  EXPECT_EQ(r.out.find("waiting"), std::string::npos) << r.out;
+  expect_only_verified(dest, {rel.stem("sm_90a")});
+
+  // Another holder of the archive's lock for a second: now the fetch waits, and says so.
+  fs::path other = tmp / "other";
+  fs::create_directories(store_file_lock_path(other, rel.archive.at("sm_90a")).parent_path());
+  auto lock = FileLock::acquire(store_file_lock_path(other, rel.archive.at("sm_90a")),
+                                std::chrono::seconds(5));
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    lock.release();
+  });
+  auto w = test::run(fetch + other.string());
+  release.join();
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  EXPECT_CONTAINS(w.out, "waiting for the lock on " + rel.archive.at("sm_90a"));
+  expect_only_verified(other, {rel.stem("sm_90a")});
 }
 
 TEST_F(Fetch, OfflineWithNothingLocalFailsAtOnceAndAsksNoServer) {
@@ -869,6 +937,19 @@ TEST_F(MirrorTier, MissingBestArchiveFallsBackToThePtxArchive) {
             std::vector<std::string>{rel.artifacts["compute_80"]["axpy_dtype_f32.fatbin"]});
   EXPECT_EQ(s.count(rel.url_path("compute_80")), 1);
   expect_only_verified(dest, {rel.stem("compute_80")});
+}
+
+TEST_F(MirrorTier, AMirrorWithoutTheReleaseIsRejectedAsNotFoundNamingTheMissingIndex) {
+  fs::create_directories(tmp / "empty");
+  MisbehavingServer s(tmp / "empty", "ok");
+  auto drv = std::make_shared<Cc90Driver>();
+  std::string msg =
+      test::error_of(ErrorKind::NotFound, [&] { loader(s.url(), drv)->get("axpy_dtype_f32"); });
+  EXPECT_CONTAINS(msg, "[mirror] " + s.url() + ": no mirror served a trusted index");
+  EXPECT_CONTAINS(msg, s.url() + "/" + rel.index_path.filename().string() + ": HTTP 404");
+  EXPECT_CONTAINS(msg, "is not on these mirrors");
+  EXPECT_EQ(s.count("/" + rel.index_path.filename().string()), 1);
+  EXPECT_TRUE(drv->images.empty());
 }
 
 TEST_F(MirrorTier, TamperedArchiveOnTheFirstMirrorIsTakenFromTheSecond) {

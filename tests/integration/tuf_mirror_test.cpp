@@ -319,6 +319,58 @@ TEST_F(TufMirror, OfflineAsksNoServerAndNamesTheFetchCommand) {
   EXPECT_FALSE(fs::exists(cli_cache() / "tuf"));
 }
 
+// A TUF root pointed at a plain mirror: not "unreachable" but NotFound (exit 6), naming the
+// metadata file the mirror lacks, that it looks like a plain mirror, and the two ways out.
+TEST_F(TufMirror, ATufRootPointedAtAPlainMirrorIsNotFoundSayingSoWithTheWayOut) {
+  MisbehavingServer plain(tmp / "mirror", "ok");
+  const std::string index = dist_.index_path.filename().string();
+  auto r = cli_fetch(plain.url());
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::NotFound)) << r.out;
+  EXPECT_CONTAINS(r.out, plain.url() + "/metadata/timestamp.json: not found: " + plain.url() +
+                             " serves no TUF metadata; it serves " + plain.url() + "/" + index +
+                             " as a plain mirror does");
+  EXPECT_CONTAINS(r.out,
+                  "point --mirror at one, or fetch from a plain mirror with the index's "
+                  "pinned digest (--index-sha256, KILN_INDEX_SHA256)");
+  EXPECT_EQ(r.out.find("unreachable"), std::string::npos) << r.out;
+  EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{});
+  // The loader's mirror tier rejects it for the same reason, and its get() is NotFound.
+  auto drv = std::make_shared<Cc90Driver>();
+  std::string msg =
+      test::error_of(ErrorKind::NotFound, [&] { loader(plain.url(), drv)->get(kUri); });
+  EXPECT_CONTAINS(msg, "serves no TUF metadata");
+  EXPECT_TRUE(drv->images.empty());
+  // An empty directory is no plain mirror either: only the missing metadata is named.
+  fs::create_directories(tmp / "nothing");
+  MisbehavingServer nothing(tmp / "nothing", "ok");
+  auto n = cli_fetch(nothing.url());
+  EXPECT_EQ(n.exit_code, exit_code(ErrorKind::NotFound)) << n.out;
+  EXPECT_CONTAINS(n.out, nothing.url() + " serves no TUF metadata");
+  EXPECT_EQ(n.out.find("as a plain mirror does"), std::string::npos) << n.out;
+}
+
+TEST_F(TufMirror, CliFetchDeviceDownloadsTheIndexTargetOnce) {
+  MisbehavingServer s(repo(), "ok");
+  auto r = test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + test::kiln_cli() +
+                     " fetch --device 9.0 --dest " + cli_store().string() + " --mirror " + s.url() +
+                     " --tuf-root " + root.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string index = dist_.index_path.filename().string();
+  std::string sha = signed_of("targets.json")["targets"][index]["hashes"]["sha256"];
+  EXPECT_EQ(s.count("/targets/" + sha + "." + index), 1) << r.out;
+  EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{dist_.stem("sm_90a")});
+}
+
+// A release's archive the targets metadata lists but the mirror does not serve: NotFound, as
+// under a pinned digest.
+TEST_F(TufMirror, AnArchiveMissingFromTheRepositoryIsNotFound) {
+  MisbehavingServer s(repo(), "404", {"--match", dist_.archive.at("sm_90a")});
+  auto r = cli_fetch(s.url(), "--json");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::NotFound)) << r.out;
+  EXPECT_CONTAINS(r.out, "HTTP 404");
+  EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{});
+}
+
 TEST_F(TufMirror, AnAttackedMirrorIsDistrustedAndTheNextOneServes) {
   MisbehavingServer bad(repo(), "endless", {"--match", "timestamp.json"});
   MisbehavingServer down(repo(), "404", {"--match", "/"});

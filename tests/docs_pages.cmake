@@ -14,11 +14,18 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${wo
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "cmake --install ${BUILD_DIR} failed (${rc})")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -E env KILN_WHEEL_BUILD_DIR=${BUILD_DIR}/python-wheel
-          bash ${SRC_DIR}/scripts/build_runtime_wheel.sh ${BUILD_DIR}/python-dist
-  RESULT_VARIABLE rc OUTPUT_VARIABLE wheel OUTPUT_STRIP_TRAILING_WHITESPACE)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "scripts/build_runtime_wheel.sh ${BUILD_DIR}/python-dist failed (${rc})")
+# The runtime wheel: KILN_TEST_RUNTIME_WHEEL's directory when set (as scripts/python_tests.sh
+# takes it), else built (incrementally) where python.RuntimeWheel builds it.
+if(DEFINED ENV{KILN_TEST_RUNTIME_WHEEL})
+  get_filename_component(wheels "$ENV{KILN_TEST_RUNTIME_WHEEL}" DIRECTORY)
+else()
+  set(wheels "${BUILD_DIR}/python-dist")
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env KILN_WHEEL_BUILD_DIR=${BUILD_DIR}/python-wheel
+            bash ${SRC_DIR}/scripts/build_runtime_wheel.sh ${wheels}
+    RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "scripts/build_runtime_wheel.sh ${wheels} failed (${rc})")
+  endif()
 endif()
 execute_process(COMMAND bash ${SRC_DIR}/scripts/find_python312.sh
   RESULT_VARIABLE rc OUTPUT_VARIABLE python OUTPUT_STRIP_TRAILING_WHITESPACE)
@@ -36,7 +43,7 @@ foreach(page IN LISTS pages)
   # package index (pip looks nowhere else), and a cache of its own.
   execute_process(
     COMMAND ${CMAKE_COMMAND} -E env KILN_PREFIX=${work}/kiln KILN_SRC=${SRC_DIR}
-            KILN_WHEELS=${BUILD_DIR}/python-dist PYTHON=${python}
+            KILN_WHEELS=${wheels} PYTHON=${python}
             WORK=${scratch}/scratch XDG_CACHE_HOME=${scratch}/cache
             PATH=${work}/kiln/bin:$ENV{PATH} PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1
             --unset=KILN_ARTIFACT_PATH --unset=KILN_MIRRORS --unset=KILN_INDEX_SHA256

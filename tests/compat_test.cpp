@@ -226,6 +226,45 @@ TEST(CompatCli, TargetThatCannotRunOnTheDeviceIsUnsupportedNamingBoth) {
   EXPECT_EQ(compat("--device 9.0 " + a.string()).exit_code, 0);
 }
 
+// `kiln compat --device sm_90 dist/*.whl` (README): the target wheels of one release are a set,
+// of which the device's is installed; a wheel for another target is "not for" the device (a
+// note), and only a set of which no wheel runs there is unsupported.
+TEST(CompatCli, TargetWheelsGivenTogetherAnswerForTheSetNotEachWheel) {
+  TempDir dir;
+  test::ReleaseSpec rel;
+  rel.loadable = true;
+  rel.with_artifacts(
+      {{kUri16, std::string("image of ") + kUri16}, {kUri32, std::string("image of ") + kUri32}});
+  auto dist = test::write_release_dist(dir.path(), rel, {"sm_80", "sm_90a"});
+  static const Project project = load_project(test::source_dir());
+  static const PackageData data(project);
+  test::describe_release(dist, package_description_json(*data.get()));
+  wheel::BuildOptions o;
+  o.dist = dir.path();
+  o.out = dir.path();
+  ASSERT_TRUE(wheel::build_wheels(o).failed.empty());
+  const std::string v = kiln::version();
+  const std::string both =
+      (dir.path() / wheel::wheel_file_name("kiln-kernels", v, "13.0", "sm_80")).string() + " " +
+      (dir.path() / wheel::wheel_file_name("kiln-kernels", v, "13.0", "sm_90a")).string();
+  auto r = compat("--device sm_90 " + both);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  ASSERT_EQ(r.j["packages"].size(), 2u) << r.out;
+  EXPECT_TRUE(r.j["packages"][0]["problems"].empty()) << r.out;
+  EXPECT_CONTAINS(r.j["packages"][0]["notes"].dump(), "not for sm_90 (another wheel given serves it)");
+  auto table = test::run(test::kiln_cli() + " compat --device sm_90 " + both + " 2>&1");
+  EXPECT_EQ(table.exit_code, 0) << table.out;
+  EXPECT_EQ(table.out.find("INCOMPATIBLE"), std::string::npos) << table.out;
+  // Alone, the sm_80 wheel is what it was: unsupported on sm_90; a device none runs on, too.
+  auto alone = compat("--device sm_90 " + (dir.path() / wheel::wheel_file_name(
+                                                            "kiln-kernels", v, "13.0", "sm_80"))
+                                              .string());
+  EXPECT_EQ(alone.exit_code, 5) << alone.out;
+  auto none = compat("--device sm_75 " + both);
+  EXPECT_EQ(none.exit_code, 5) << none.out;
+  EXPECT_NE(find_problem(none.j["packages"][1], "target"), nullptr) << none.out;
+}
+
 TEST(CompatCli, IndexChecksTheArchivesBesideItAndStoreChecksEveryArchiveDirectory) {
   TempDir dir;
   ArchiveSpec s80;

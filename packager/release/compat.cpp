@@ -298,6 +298,34 @@ void check_runtime_wheel(const LoaderFacts& loader, const fs::path& p, CompatPac
 }
 
 }  // namespace
+// Target wheels given together (`kiln compat --device sm_90 dist/*.whl`) are a set offered to
+// pip, one wheel per target, of which `python -m kiln install` picks the device's: a wheel whose
+// target does not run on a device is "not for" it (a note) when another wheel of the same
+// package and version given with it does; only when none of them runs there is each a problem.
+void check_target_wheels_together(const std::vector<int>& ccs,
+                                  std::vector<CompatPackage*> wheels) {
+  for (auto* w : wheels) {
+    if (w->manifests.empty()) continue;
+    const auto& m0 = w->manifests.front();
+    std::vector<std::string> offered;  // every target of this package and version given
+    for (const auto* o : wheels)
+      for (const auto& m : o->manifests)
+        if (m.package == m0.package && m.package_version == m0.package_version)
+          offered.push_back(m.target);
+    std::vector<int> served_elsewhere, alone;
+    for (int cc : ccs)
+      (choose_named_targets(cc, offered).candidates.empty() ? alone : served_elsewhere)
+          .push_back(cc);
+    CompatPackage own;
+    own.path = w->path;
+    own.manifests = w->manifests;
+    check_device(alone, *w);  // no wheel given runs there: the problem, as for one wheel
+    check_device(served_elsewhere, own);
+    for (const auto& x : own.problems)  // another wheel given serves the device
+      w->notes.push_back("not for " + x.loader_value + " (another wheel given serves it): " +
+                         x.message);
+  }
+}
 
 std::optional<InputRelease> release_named_by(const fs::path& p) {
   try {
@@ -385,13 +413,17 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
                     p.string() + " is " + describe(kind) +
                         ", not a package (archive, index, store, wheel or kiln tarball)");
       }
-      check_device(device_ccs, pkg);
+      if (pkg.kind != "wheel") check_device(device_ccs, pkg);  // wheels: together, below
     } catch (const Error& e) {
       if (pkg.kind.empty()) pkg.kind = "unknown";
       pkg.problems.push_back({e.kind(), "package", p.string(), "", "", e.what()});
     }
     rep.packages.push_back(std::move(pkg));
   }
+  std::vector<CompatPackage*> wheels;
+  for (auto& pkg : rep.packages)
+    if (pkg.kind == "wheel") wheels.push_back(&pkg);
+  check_target_wheels_together(device_ccs, wheels);
   return rep;
 }
 

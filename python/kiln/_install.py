@@ -3,7 +3,8 @@
 pip cannot see the GPU, so it cannot choose among a package's target wheels
 (acme-kernels-cu13-sm90a, acme-kernels-cu13-sm80, ...). This command lists the target wheels
 offered in a directory (--find-links) or on an index (--index-url, PEP 691 JSON or PEP 503
-HTML simple pages), chooses one for the local devices by kiln.choose_target (the loader's one
+HTML simple pages), or, with neither, where pip itself is configured to look (its find-links
+and index-url, from PIP_* variables or pip.conf; PyPI when nothing is configured), chooses one for the local devices by kiln.choose_target (the loader's one
 target-choice rule), and runs `python -m pip install "<package>[<extra>]==<version>"
 <target wheel>==<version>` (the package wheel names one extra per target wheel), which pip
 resolves together with the kiln runtime by their Requires-Dist (docs/wheels.md). Run again
@@ -162,6 +163,35 @@ def _offers_on_index(package: str, index_url: str) -> list[_Offer]:
     return offers
 
 
+_PYPI = "https://pypi.org/simple"
+
+
+def _pip_configuration() -> dict:
+    """pip's own settings as `pip config list` reports them (PIP_* variables over files)."""
+    try:
+        out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
+                             text=True, timeout=_TIMEOUT_S).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    files, env = {}, {}
+    for line in out.splitlines():
+        m = re.match(r"^([^.=]*)\.([a-z-]+)='(.*)'$", line.strip())
+        if m:
+            (env if m.group(1) == ":env:" else files)[m.group(2)] = m.group(3)
+    return {**files, **env}
+
+
+def _configured_sources() -> tuple[list[str], list[str]]:
+    """(find-links directories, index URLs) where pip looks when given no source."""
+    conf = _pip_configuration()
+    links = [d[len("file://"):] if d.startswith("file://") else d
+             for d in conf.get("find-links", "").split()]
+    no_index = conf.get("no-index", "").lower() in ("1", "true", "yes", "on")
+    indexes = [] if no_index else [conf.get("index-url") or _PYPI] + \
+        conf.get("extra-index-url", "").split()
+    return [d for d in links if os.path.isdir(d)], indexes
+
+
 def _device_target(package: str, available: list[str]) -> tuple[str, str]:
     """(target, why) chosen by kiln's one rule for the local devices, or InstallError."""
     import kiln  # the extension: only when a device must be asked
@@ -200,8 +230,11 @@ def _parser() -> argparse.ArgumentParser:
                     "the kiln runtime by dependency (docs/wheels.md).")
     p.add_argument("package", help="the kiln package, e.g. acme-kernels")
     p.add_argument("--version", help="the package version (default: the newest offered)")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--find-links", metavar="DIR", help="a directory of wheels (kiln wheel --out)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--find-links", metavar="DIR",
+                     help="a directory of wheels (kiln wheel --out); with neither this nor "
+                          "--index-url: where pip is configured to look (PIP_FIND_LINKS, "
+                          "PIP_INDEX_URL, pip.conf), else PyPI")
     src.add_argument("--index-url", metavar="URL",
                      help="a simple repository (PEP 503/691), e.g. https://pypi.org/simple")
     p.add_argument("--target", help="install this target's wheel (e.g. sm_90a) instead of asking "
@@ -215,9 +248,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _plan(args) -> dict:
-    offers = (_offers_in_dir(args.package, args.find_links) if args.find_links
-              else _offers_on_index(args.package, args.index_url))
-    where = args.find_links or args.index_url
+    if args.find_links or args.index_url:
+        offers = (_offers_in_dir(args.package, args.find_links) if args.find_links
+                  else _offers_on_index(args.package, args.index_url))
+        where = args.find_links or args.index_url
+    else:  # pip's configuration, and pip then runs with it unchanged
+        links, indexes = _configured_sources()
+        offers = [o for d in links for o in _offers_in_dir(args.package, d)]
+        unreachable = None
+        for url in indexes:  # an unreachable index matters only when nothing else offers
+            try:
+                offers += _offers_on_index(args.package, url)
+            except InstallError as e:
+                if e.kind != "network":
+                    raise
+                unreachable = e
+        if not offers and unreachable:
+            raise unreachable
+        where = "pip's configured sources (" + ", ".join(links + indexes) + ")"
     if not offers:
         raise InstallError("not-found", EXIT_NOT_FOUND,
                            f"no target wheel of {args.package} in {where} (looked for "
@@ -250,7 +298,7 @@ def _plan(args) -> dict:
     extra = offer.distribution(args.package)[len(_normalize(args.package)) + 1:]
     requirements = [f"{args.package}[{extra}]=={version}", requirement]
     source = (["--find-links", os.path.abspath(args.find_links)] if args.find_links
-              else ["--index-url", args.index_url])
+              else ["--index-url", args.index_url] if args.index_url else [])
     if args.no_index:
         source.append("--no-index")
     return {

@@ -480,3 +480,28 @@ def test_kiln_install_without_a_gpu_says_so_and_exits_unsupported(venv, wheelhou
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v"]))
+
+
+def test_kiln_install_with_no_source_looks_where_pip_is_configured_to(venv, wheelhouse,
+                                                                     simple_index):
+    # `python -m kiln install kiln-kernels` as docs/python.md writes it: no --find-links and no
+    # --index-url, so the wheels are found (and pip installs them) where pip itself looks.
+    venv.pip("install", "kiln")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    offline = {**env, "PIP_FIND_LINKS": str(wheelhouse["dir"]), "PIP_NO_INDEX": "1"}
+    r = _run([venv.python, "-m", "kiln", "install", PKG, "--target", "sm_80", "--dry-run",
+              "--json"], env=offline)
+    plan = json.loads(r.stdout)
+    assert plan["wheel"] == f"pairtest_kernels_cu13_sm80-{NEW}-py3-none-any.whl"
+    assert "--find-links" not in plan["command"] and "--index-url" not in plan["command"]
+    _run([venv.python, "-m", "kiln", "install", PKG, "--target", "sm_80"], env=offline)
+    v = venv.versions()
+    assert (v[_target_dist(PKG, "sm_80")], v[PKG]) == (NEW, NEW)
+    indexed = {**env, "PIP_INDEX_URL": simple_index}
+    plan = json.loads(_run([venv.python, "-m", "kiln", "install", OTHER, "--target", "sm_90a",
+                            "--dry-run", "--json"], env=indexed).stdout)
+    assert plan["where"].startswith(simple_index)
+    none = {**env, "PIP_NO_INDEX": "1"}
+    r = _run([venv.python, "-m", "kiln", "install", PKG, "--target", "sm_80", "--dry-run"],
+             env=none, check=False)
+    assert r.returncode == 6 and "pip's configured sources" in r.stderr, r.stderr

@@ -97,7 +97,7 @@ void add_compat_command(CLI::App& app, int& rc) {
     std::optional<CompatReport> rep;
     for (const auto& input : o->packages) {
       LoaderFacts f = facts_for(input);
-      CompatReport one = check_compat(f, devices, {input});
+      CompatReport one = check_compat(f, devices, {input}, /*wheels_as_a_set=*/false);
       for (auto& p : one.packages) {
         p.judged_as = f.package + " " + f.package_version;
         if (!f.kernels_known && p.kind != "package-wheel")  // a package wheel carries its own
@@ -111,6 +111,7 @@ void add_compat_command(CLI::App& app, int& rc) {
       else
         rep->packages.insert(rep->packages.end(), one.packages.begin(), one.packages.end());
     }
+    check_target_wheels_together(*rep);  // the wheels of every input, as one set
     std::cout << (o->json ? rep->to_json() : rep->to_table());
     rc = rep->exit_code();
   });

@@ -302,8 +302,11 @@ void check_runtime_wheel(const LoaderFacts& loader, const fs::path& p, CompatPac
 // pip, one wheel per target, of which `python -m kiln install` picks the device's: a wheel whose
 // target does not run on a device is "not for" it (a note) when another wheel of the same
 // package and version given with it does; only when none of them runs there is each a problem.
-void check_target_wheels_together(const std::vector<int>& ccs,
-                                  std::vector<CompatPackage*> wheels) {
+void check_target_wheels_together(CompatReport& rep) {
+  const std::vector<int>& ccs = rep.devices;
+  std::vector<CompatPackage*> wheels;
+  for (auto& pkg : rep.packages)
+    if (pkg.kind == "wheel") wheels.push_back(&pkg);
   for (auto* w : wheels) {
     if (w->manifests.empty()) continue;
     const auto& m0 = w->manifests.front();
@@ -362,7 +365,7 @@ std::optional<InputRelease> release_named_by(const fs::path& p) {
 }
 
 CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& device_ccs,
-                          const std::vector<fs::path>& packages) {
+                          const std::vector<fs::path>& packages, bool wheels_as_a_set) {
   CompatReport rep;
   rep.loader = loader;
   rep.devices = device_ccs;
@@ -420,10 +423,7 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
     }
     rep.packages.push_back(std::move(pkg));
   }
-  std::vector<CompatPackage*> wheels;
-  for (auto& pkg : rep.packages)
-    if (pkg.kind == "wheel") wheels.push_back(&pkg);
-  check_target_wheels_together(device_ccs, wheels);
+  if (wheels_as_a_set) check_target_wheels_together(rep);
   return rep;
 }
 

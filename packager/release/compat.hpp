@@ -63,8 +63,17 @@ struct InputRelease {
 std::optional<InputRelease> release_named_by(const std::filesystem::path& input);
 
 // Never throws for a bad package: an unreadable or missing package is a problem of that
-// package (kind NotFound / Format), so every package is reported.
+// package (kind NotFound / Format), so every package is reported. Target wheels are judged on
+// the devices as one set (check_target_wheels_together) unless wheels_as_a_set is false: then
+// the caller does it once over the reports it merges.
 CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& device_ccs,
-                          const std::vector<std::filesystem::path>& packages);
+                          const std::vector<std::filesystem::path>& packages,
+                          bool wheels_as_a_set = true);
+
+// Target wheels given together are a set offered to pip: a wheel whose target does not run on a
+// device is "not for" it (a note) when another wheel of its package and version in `rep` does.
+// check_compat applies it to its own inputs; a caller that merges reports of several
+// check_compat calls (one per input, each judged as its own package) applies it once, after.
+void check_target_wheels_together(CompatReport& rep);
 
 }  // namespace kiln::cli

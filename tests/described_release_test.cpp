@@ -1,7 +1,8 @@
 // Releases that describe themselves (index format 3 pins <package>-<version>.package.json), and
 // the commands an operator runs on them where no project is at hand: every run below is in an
 // empty working directory, naming no package, so each command must take the package from what
-// it is given (design.md rule 12). Two packages share every mirror and store here.
+// it is given (docs/rules.md, What is installed describes itself). Two packages share every mirror
+// and store here.
 #include <gtest/gtest.h>
 
 #include <functional>

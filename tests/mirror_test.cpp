@@ -374,9 +374,9 @@ TEST_F(Mirror, AStageRemovesWhatAKilledStageOfTheReleaseLeft) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
-// A mirror serving two packages (design.md, "package"): with no release named and no project
-// here, verify checks every release in the directory and reports them in one table; a problem in
-// one release is that release's, and a pin, which covers one release, needs it named.
+// A mirror serving two packages (docs/architecture.md's words): with no release named and no
+// project here, verify checks every release in the directory and reports them in one table; a
+// problem in one release is that release's, and a pin, which covers one release, needs it named.
 TEST_F(Mirror, VerifyWithNothingNamedChecksEveryReleaseOfEveryPackage) {
   stage();
   test::ReleaseSpec acme;

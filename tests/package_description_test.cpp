@@ -1,7 +1,7 @@
 // The package description as a file (project/package_description.hpp): written from what a
 // library carries, read back strictly into the same description, refused with the field named,
 // found beside a store, and used by `kiln resolve` and `kiln compat` on a node without the
-// project (design.md rule 12).
+// project (docs/rules.md, What is installed describes itself).
 #include "project/package_description.hpp"
 
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // parsed manifest.json), reused while the file or directory keeps its identity: device, inode,
 // size, mtime and ctime in nanoseconds. A cold get() then costs one stat() per store and per
 // manifest instead of a directory listing and a read + parse. Artifact bytes are never cached:
-// every load still reads and hashes them (design.md rule 4).
+// every load still reads and hashes them (docs/rules.md, Verified bytes only).
 //
 // Timestamps have the kernel's coarse clock granularity (a few ms), so a change in place right
 // after a read can leave mtime as it was. As git does with its index ("racy" entries), only a

@@ -3,9 +3,9 @@
 // exact device arch, and keep the cubin in an on-disk cache shared by processes.
 //
 // NVRTC is dlopen'ed (libnvrtc.so.13, then libnvrtc.so), never linked: libkiln must load on
-// machines without it. probe() is a real capability check (see design.md rule 1): the library
-// loads, every symbol resolves, nvrtcVersion answers, the arch list is read, and a tiny program
-// using cuda_fp16.h/cuda_bf16.h compiles to a cubin (the only step that needs
+// machines without it. probe() is a real capability check (docs/rules.md, Capabilities are checked
+// whole): the library loads, every symbol resolves, nvrtcVersion answers, the arch list is read,
+// and a tiny program using cuda_fp16.h/cuda_bf16.h compiles to a cubin (the only step that needs
 // libnvrtc-builtins and the toolkit headers).
 //
 // Disk cache, under <cache_dir>/jit/ (format version kJitCacheFormat):

@@ -1,7 +1,7 @@
 #pragma once
-// Resolution as pure functions over values (design.md rule 8): which artifacts of which stores
-// could serve a URI on a device of compute capability cc, in what order, and why every other
-// one was rejected. Reading stores and files sits behind StoreFs (store/store_fs.hpp); the
+// Resolution as pure functions over values (docs/rules.md, Pure decisions): which artifacts of
+// which stores could serve a URI on a device of compute capability cc, in what order, and why every
+// other one was rejected. Reading stores and files sits behind StoreFs (store/store_fs.hpp); the
 // driver, the compiler and the fetcher are injected through LoaderDeps, so the whole order is
 // unit-tested with fakes.
 #include <cstdint>
@@ -185,7 +185,7 @@ std::string fetch_advice(int cc, const std::string& package, const std::string& 
 Error resolution_failure(const std::string& uri, int cc, const std::vector<std::string>& searched,
                          const std::vector<Rejection>& rejected, const std::string& advice);
 
-// The resolution order as a value (design.md "Resolution order"): the tiers after the
+// The resolution order as a value (docs/loader.md): the tiers after the
 // in-process cache, in order, each either walked or skipped with the rejection both get() and
 // resolve() report. Pure: decided from the configuration alone.
 struct Tier {

@@ -2,8 +2,9 @@
 // A package's description as a file: what `kiln package-source` compiles into a package's library
 // (kiln/package.h), written as JSON so that it ships wherever the package's stores go (the CMake
 // install of a library made with kiln_add_kernel_package, the tarball, `kiln install`) and every
-// command on a node without the project's sources can answer from it (design.md rule 12;
-// docs/packages.md, "What is installed"). docs/decisions.md, "The package description as a file".
+// command on a node without the project's sources can answer from it (docs/rules.md, What is
+// installed describes itself; docs/packages.md, "What is installed"). docs/decisions.md, "The
+// package description as a file".
 //
 // The file is <store>/<name>-<version>.package.json (a regular file: the store rule,
 // store/store_scan.hpp, counts only directories as archives, so it is never taken for one):

@@ -1,5 +1,5 @@
 #pragma once
-// Two logs (design.md "Logging"): the loader's own decisions (KILN_LOG=error|warn|info|debug)
+// Two logs (docs/loader.md): the loader's own decisions (KILN_LOG=error|warn|info|debug)
 // and kernel API calls (KILN_API_LOG=0..3), both to stderr or KILN_LOG_FILE (%p = pid).
 // Levels are read from the environment once, at first use; Loader's config may override them.
 // When a log is off, the check is one load of a cached int and one branch.

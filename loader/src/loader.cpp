@@ -1,4 +1,4 @@
-// Loader: the resolution order of design.md, over the driver, disk, compiler and fetcher
+// Loader: the resolution order of docs/loader.md, over the driver, disk, compiler and fetcher
 // interfaces. Pure ranking and staleness live in resolver.cpp; this file does the I/O, the
 // in-process cache and the locking.
 #include "kiln/loader.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // libkiln's loader: finds a kernel for the device in hand (in-process cache, local stores,
 // mirrors, JIT last), verifies every byte before the driver sees it, refuses stale packages.
-// Resolution order and rules: docs/loader.md and design.md.
+// Resolution order and rules: docs/loader.md and docs/rules.md.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

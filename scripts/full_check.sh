@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The full checks, run before an issue is resolved (docs/testing.md): what CI samples to stay
-# within its budget, run whole. On a fresh clone of this machine's kind it takes about two hours.
+# within its budget, run whole (docs/testing.md; its own time is not yet measured).
 #   scripts/full_check.sh [--no-ci]      --no-ci: only step 2
 #   1. ci/test.sh with every crash point of every command (KILN_CRASH_SAMPLE=0) and a longer
 #      exploration per fuzz target (KILN_FUZZ_SECONDS, default 300 here instead of CI's 12);

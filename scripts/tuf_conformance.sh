@@ -2,8 +2,9 @@
 # Runs the TUF conformance suite (theupdateframework/tuf-conformance, vendored unmodified)
 # against `kiln tuf-client` (docs/tuf.md).
 #   scripts/tuf_conformance.sh [KILN] [-- PYTEST ARGS...]   KILN defaults to build/kiln
-# The suite comes from $KILN_TUF_CONFORMANCE, else ../shared/vendor/tuf-conformance beside
-# the checkout, else /work/shared/vendor/tuf-conformance; without any of them the script says
+# The suite comes from $KILN_TUF_CONFORMANCE, else a vendored copy in a directory beside the
+# checkout (../*/vendor/tuf-conformance), else under /work (/work/*/vendor/tuf-conformance, where
+# these machines keep it); without any of them the script says
 # so and exits 77 (skipped). Its Python dependencies come from PyPI, pinned (the versions in
 # the suite's pyproject.toml), into a venv under build/; `faketime` comes from Debian
 # (scripts/bootstrap.sh). Writes build/tuf-conformance/report.txt (pytest's summary lines).
@@ -15,8 +16,8 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then kiln="$(cd "$(dirname "$1")" && pwd)/$
 [ "${1:-}" = "--" ] && shift
 
 suite=""
-for c in "${KILN_TUF_CONFORMANCE:-}" "$repo/../shared/vendor/tuf-conformance" \
-         /work/shared/vendor/tuf-conformance; do
+for c in "${KILN_TUF_CONFORMANCE:-}" "$repo"/../*/vendor/tuf-conformance \
+         /work/*/vendor/tuf-conformance; do
   if [ -n "$c" ] && [ -f "$c/pyproject.toml" ] && [ -d "$c/tuf_conformance" ]; then
     suite="$(cd "$c" && pwd)"
     break

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "build/build.hpp"
+#include "builder/build.hpp"
 #include "format/target.hpp"
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"

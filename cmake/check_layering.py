@@ -19,6 +19,10 @@ import sys
 SOURCE_EXTENSIONS = (".cpp", ".hpp", ".h", ".c", ".cu", ".cuh")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 BEGIN, END = "<!-- layering:begin -->", "<!-- layering:end -->"
+# The public headers of include/kiln/ that declare the facade (the Loader class, the typed ops and
+# the C ABI over them). The core stands below the facade: it uses the vocabulary headers
+# (config.hpp, resolution.hpp, package.h, kernels.h, error.hpp, version.hpp), never these.
+FACADE_HEADERS = {"kiln/loader.hpp", "kiln/ops.hpp", "kiln/kiln.h", "kiln/kiln_ops.h"}
 
 
 def floors(concerns):
@@ -62,6 +66,11 @@ def check_file(path, me, allowed, concerns, problems, used):
         if ".." in include.split("/"):
             problems.append(f'{path}: #include "{include}" climbs out of its folder; '
                             "include a concern's header as \"<concern>/<file>\"")
+            continue
+        if include in FACADE_HEADERS and os.path.relpath(path, ROOT).startswith("core" + os.sep):
+            problems.append(f'{path}: #include "{include}" is the facade\'s; the core uses the '
+                            "vocabulary of include/kiln/ (config.hpp, resolution.hpp, package.h, "
+                            "error.hpp)")
             continue
         head, _, rest = include.partition("/")
         if not rest or head not in concerns or head == me:

@@ -1,9 +1,9 @@
-// parse_shard_manifest and plan_merge (packager/build/shard.cpp) over any bytes: the shard.json a
+// parse_shard_manifest and plan_merge (packager/builder/shard.cpp) over any bytes: the shard.json a
 // CI runner wrote with `kiln build --shard I/N`, which `kiln merge` reads. Refusals are typed and
 // name the file; an accepted manifest writes and reads back to the same bytes, and planning a
 // merge of it alone refuses cleanly (a typed error; one about a shard not given names that
 // shard, not this file) or gives one complete manifest per target of the shard.
-#include "build/shard.hpp"
+#include "builder/shard.hpp"
 #include "fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

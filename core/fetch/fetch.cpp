@@ -54,6 +54,7 @@
 #include "store/index_entry_check.hpp"
 #include "store/store.hpp"
 #include "tuf/tuf_updater.hpp"
+#include "util/join.hpp"
 
 #ifndef KILN_DEFAULT_MIRRORS
 #define KILN_DEFAULT_MIRRORS ""
@@ -901,8 +902,8 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
     auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
                            [&](const IndexEntry& e) { return e.target == t; });
     if (it == ti.index.archives.end()) {
-      std::string have;
-      for (const auto& e : ti.index.archives) have += (have.empty() ? "" : ", ") + e.target;
+      std::string have =
+          util::join(ti.index.archives, ", ", [](const IndexEntry& e) { return e.target; });
       throw Error(ErrorKind::NotFound, "release " + package + " " + version +
                                            " has no archive for " + t + " (index from " +
                                            ti.mirror + " lists: " + (have.empty() ? "none" : have) +

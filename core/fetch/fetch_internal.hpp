@@ -1,6 +1,6 @@
 #pragma once
 // fetch_targets with its collaborators passed in, so tests can swap the network, the clock
-// and the store for fakes. fetch.cpp wires in libcurl, real sleeps and kiln/store.hpp.
+// and the store for fakes. fetch.cpp wires in libcurl, real sleeps and store/store.hpp.
 #include <cstdint>
 #include <filesystem>
 #include <functional>

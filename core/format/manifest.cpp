@@ -7,10 +7,13 @@
 #include <string_view>
 
 #include "format/manifest_rules.hpp"
+#include "format/release_json.hpp"
 #include "format/target.hpp"
 #include "format/untrusted_json.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "util/field_error.hpp"
+#include "util/join.hpp"
 
 namespace kiln {
 namespace {
@@ -28,11 +31,7 @@ constexpr std::array<std::string_view, 3> kIndexFileFields = {"file", "size", "s
 constexpr std::array<std::string_view, 4> kIndexArchiveFields = {"file", "target", "size",
                                                                  "sha256"};
 
-[[noreturn]] void fail(const std::string& origin, const std::string& field,
-                       const std::string& what) {
-  throw Error(ErrorKind::Format,
-              origin + ": " + (field.empty() ? "" : "field '" + field + "': ") + what);
-}
+using util::fail;
 
 const Json& member(const Json& obj, const std::string& key, const std::string& origin,
                    const std::string& where) {
@@ -49,9 +48,7 @@ void check_keys(const Json& obj, const std::array<std::string_view, N>& allowed,
                 const std::string& origin, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     if (field_index(allowed, it.key())) continue;
-    std::string list;
-    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-    fail(origin, where + it.key(), "unknown field (allowed: " + list + ")");
+    fail(origin, where + it.key(), "unknown field (allowed: " + util::join(allowed, ", ") + ")");
   }
 }
 
@@ -273,13 +270,7 @@ std::string manifest_to_json(const Manifest& m) {
       skipped.begin(), skipped.end(),
       [](const SkippedFamily* x, const SkippedFamily* y) { return x->family < y->family; });
 
-  Json root = Json::object();
-  root["format"] = std::string(kMarker);
-  root["format_version"] = m.format_version;
-  root["package"] = m.package;
-  root["package_version"] = m.package_version;
-  root["git_commit"] = m.git_commit;
-  root["cuda_version"] = m.cuda_version;
+  Json root = release_json_header("format", kMarker, m);
   root["target"] = m.target;
   root["build_time"] = m.build_time;
   Json ja = Json::array();
@@ -355,13 +346,7 @@ std::string index_to_json(const Index& idx) {
     if (x->target != y->target) return x->target < y->target;
     return x->file < y->file;
   });
-  Json root = Json::object();
-  root["format"] = std::string(kIndexMarker);
-  root["format_version"] = idx.format_version;
-  root["package"] = idx.package;
-  root["package_version"] = idx.package_version;
-  root["git_commit"] = idx.git_commit;
-  root["cuda_version"] = idx.cuda_version;
+  Json root = release_json_header("format", kIndexMarker, idx);
   Json ja = Json::array();
   for (const auto* a : arcs) {
     Json o = Json::object();

@@ -3,7 +3,7 @@
 // parse_manifest (manifest.cpp: the whole manifest, through a JSON tree) and the loader's
 // one-entry reader (manifest_entry.hpp). Both take the key tables and the value checks from
 // here, so a rule changed in one place is changed for both; the differential test
-// (tests/manifest_entry_test.cpp) and fuzz/manifest_entry_fuzz.cpp check that they agree.
+// (tests/format/manifest_entry_test.cpp) and fuzz/manifest_entry_fuzz.cpp check that they agree.
 #include <array>
 #include <cstddef>
 #include <optional>

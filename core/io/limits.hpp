@@ -1,8 +1,8 @@
 #pragma once
-// Every limit kiln puts on untrusted bytes, in one place (design rule 10). docs/security.md
-// holds the same table with the threat model and how each limit is enforced; keep the two in
-// step. Exceeding one throws Error{Limit} (exit code 12) naming the file, what was exceeded,
-// the value found and the limit.
+// Every limit kiln puts on untrusted bytes, in one place (docs/rules.md, "Untrusted bytes are
+// bounded"). docs/security.md holds the same table with the threat model and how each limit is
+// enforced; keep the two in step. Exceeding one throws Error{Limit} (exit code 12) naming the
+// file, what was exceeded, the value found and the limit.
 //
 // Limits that live beside the code they guard (documented in the same table):
 //   fetch_detail::kMaxIndexBytes (fetch_internal.hpp)  16 MiB index download

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "jit/jit_internal.hpp"
+#include "util/join.hpp"
 
 namespace kiln {
 
@@ -44,10 +45,10 @@ std::shared_ptr<NvrtcApi> open_nvrtc(const std::vector<std::string>& candidates,
     }
     auto api = std::make_shared<NvrtcApi>();
     api->handle = h;
-    std::string unresolved;
+    std::vector<const char*> unresolved;
     auto sym = [&](auto& fn, const char* symbol) {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(h, symbol));
-      if (!fn) unresolved += (unresolved.empty() ? "" : ", ") + std::string(symbol);
+      if (!fn) unresolved.push_back(symbol);
     };
     sym(api->version, "nvrtcVersion");
     sym(api->num_archs, "nvrtcGetNumSupportedArchs");
@@ -68,7 +69,8 @@ std::shared_ptr<NvrtcApi> open_nvrtc(const std::vector<std::string>& candidates,
             ? info.dli_fname
             : name;
     if (!unresolved.empty()) {
-      tried += (tried.empty() ? "" : "; ") + api->path + " lacks symbols: " + unresolved;
+      tried += (tried.empty() ? "" : "; ") + api->path +
+               " lacks symbols: " + util::join(unresolved, ", ");
       continue;  // left loaded: dlclose of NVRTC is not known to be safe
     }
     return api;

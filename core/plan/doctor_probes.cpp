@@ -1,6 +1,7 @@
 #include "plan/doctor_probes.hpp"
 
 #include "fetch/fetch.hpp"
+#include "plan/install_location.hpp"
 #include "plan/resolver.hpp"
 
 namespace kiln {
@@ -21,6 +22,27 @@ std::vector<MirrorFacts> probe_mirror_facts(const LoaderConfig& cfg, const std::
   fo.package = package;
   fo.version = version;
   for (const auto& p : probe_mirrors(fo)) out.push_back({p.mirror, p.reachable, p.detail});
+  return out;
+}
+
+std::vector<StoreProbe> probe_stores(const LoaderConfig& cfg, const StoreScanner& disk,
+                                     const std::string& installed_dir) {
+  std::vector<StoreProbe> out;
+  auto add = [&](const std::string& dir, const std::string& source, bool required) {
+    StoreScan s = disk.scan(dir, source);
+    StoreProbe p{{dir, source, required, s.readable, s.problem, {}}, s.archives.size(), 0};
+    for (const auto& a : s.archives) {
+      p.unusable += a.manifest ? 0 : 1;
+      if (a.manifest) p.facts.targets.push_back(a.manifest->target);
+    }
+    out.push_back(std::move(p));
+  };
+  for (const auto& d : cfg.artifact_path) add(d, "artifact path", true);
+  // Beside this kiln (<prefix>/bin/kiln -> <prefix>/share/kiln/artifacts), where a tarball puts
+  // libkiln, the reference package and their store.
+  if (cfg.use_installed_store && !installed_dir.empty())
+    add(installed_dir, "installed beside this kiln", false);
+  add(cfg.cache_dir, "cache directory", false);
   return out;
 }
 

@@ -1,11 +1,13 @@
 #pragma once
-// The facts about mirrors that the doctor's verdict (load_readiness.hpp) is decided from,
-// gathered the same way by `kiln doctor` and `python -m kiln doctor`: this is the I/O side.
+// The facts about mirrors and stores that the doctor's verdict (load_readiness.hpp) is decided
+// from, gathered the same way by `kiln doctor` and `python -m kiln doctor` (mirrors): this is the
+// I/O side.
 #include <string>
 #include <vector>
 
-#include "kiln/loader.hpp"
+#include "kiln/config.hpp"
 #include "plan/load_readiness.hpp"
+#include "plan/resolver.hpp"
 
 namespace kiln {
 
@@ -14,5 +16,20 @@ namespace kiln {
 // named whose index to ask for. Empty when no mirror is configured.
 std::vector<MirrorFacts> probe_mirror_facts(const LoaderConfig& cfg, const std::string& package,
                                             const std::string& version);
+
+// One store as `kiln doctor` reports it: the facts the verdict counts (the targets of its usable
+// archives) and how many archives it holds, usable or not.
+struct StoreProbe {
+  StoreFacts facts;
+  std::size_t archives = 0;  // archive directories of the package judged (every package's: none)
+  int unusable = 0;          // of those, the ones without a usable manifest
+};
+
+// The stores the loader looks in, in its order, each scanned by `disk`: every KILN_ARTIFACT_PATH
+// store ("artifact path", required: unreadable is missing); the store installed beside this
+// kiln, `installed_dir`, when the config uses it and it is known ("installed beside this kiln");
+// the cache directory ("cache directory").
+std::vector<StoreProbe> probe_stores(const LoaderConfig& cfg, const StoreScanner& disk,
+                                     const std::string& installed_dir);
 
 }  // namespace kiln

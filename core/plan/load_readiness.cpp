@@ -3,31 +3,25 @@
 #include <algorithm>
 
 #include "plan/target_choice.hpp"
+#include "util/join.hpp"
 
 namespace kiln {
 
 namespace {
 
-std::string joined(const std::vector<std::string>& parts, const char* sep) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
-  return out;
-}
-
 // Why no store serves: the stores searched, or that there is none.
 std::string no_store_reason(const LoadFacts& f, const std::string& runs_there) {
-  std::vector<std::string> dirs;
-  for (const auto& s : f.stores) dirs.push_back(s.dir);
-  if (dirs.empty()) return "no store configured";
-  return "no store holds an archive" + runs_there + " (searched " + joined(dirs, ", ") + ")";
+  if (f.stores.empty()) return "no store configured";
+  return "no store holds an archive" + runs_there + " (searched " +
+         util::join(f.stores, ", ", [](const StoreFacts& s) { return s.dir; }) + ")";
 }
 
 std::string no_mirror_reason(const LoadFacts& f) {
   if (f.mirrors.empty()) return "no mirror configured";
   if (f.offline) return "mirrors not used: offline (KILN_OFFLINE=1)";
-  std::vector<std::string> each;
-  for (const auto& m : f.mirrors) each.push_back(m.url + ": " + m.detail);
-  return "no mirror reached (" + joined(each, "; ") + ")";
+  return "no mirror reached (" +
+         util::join(f.mirrors, "; ", [](const MirrorFacts& m) { return m.url + ": " + m.detail; }) +
+         ")";
 }
 
 bool mirror_serves(const LoadFacts& f) {

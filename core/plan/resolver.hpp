@@ -1,9 +1,10 @@
 #pragma once
 // Resolution as pure functions over values (docs/rules.md, Pure decisions): which artifacts of
 // which stores could serve a URI on a device of compute capability cc, in what order, and why every
-// other one was rejected. Reading stores and files sits behind StoreFs (store/store_fs.hpp); the
-// driver, the compiler and the fetcher are injected through LoaderDeps, so the whole order is
-// unit-tested with fakes.
+// other one was rejected. Reading stores is StoreScanner's (plan/store_scanner.hpp, over StoreFs);
+// the wording of a mistyped URI's near matches is plan/near_matches.hpp's; where the install
+// keeps its files, plan/install_location.hpp's. The driver, the compiler and the fetcher are
+// injected through LoaderDeps, so the whole order is unit-tested with fakes.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -15,10 +16,13 @@
 #include "format/manifest.hpp"
 #include "format/target.hpp"
 #include "kiln/error.hpp"
-#include "kiln/loader.hpp"
+#include "kiln/config.hpp"
+#include "kiln/resolution.hpp"
 #include "plan/target_choice.hpp"
-#include "store/store.hpp"
-#include "store/store_fs.hpp"
+// Only for the packager's commands that still reach installed_store_dir and installed_tuf_root
+// through this header; new code includes plan/install_location.hpp itself.
+#include "plan/install_location.hpp"
+#include "plan/store_scanner.hpp"
 
 namespace kiln {
 
@@ -49,81 +53,6 @@ std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art
 // The format_version a manifest text declares ("?" when it has none), for a message naming both
 // values when the parser refused it as stale.
 std::string declared_format(const std::string& text);
-
-struct StoreScan {
-  std::string dir;
-  std::string source;  // where the directory came from: "KILN_ARTIFACT_PATH", "installed", "cache"
-  bool readable = false;
-  std::string problem;                // "does not exist", "not a directory", ... when !readable
-  std::vector<StoreArchive> archives;  // sorted by directory name
-};
-
-// The targets of `package`'s archive directories in `store`, in name order, as a store scan
-// lists them (store/store_scan.hpp: the store rule, bounded); empty when it cannot be listed.
-std::vector<Target> targets_in_store(const std::string& store, const std::string& package);
-
-// The loader's view of store directories: each scan of a store, over the thin disk interface
-// (store/store_fs.hpp), with the policy above it: the process-wide memory of listings and
-// manifests while unchanged on disk (identity_cache.hpp), the scan record kept between processes
-// (scan_record.hpp), and the fast scan's reading order by the target-choice rule. Given a
-// package, only that package's archive directories are read (and the fast scan stops at one of
-// `version`); without, every package's. Artifact bytes are read once, hashed, and the same
-// buffer goes to the driver: no time-of-check/time-of-use gap.
-class StoreScanner {
- public:
-  // record_dir: where get()'s fast path keeps each store's scan between processes (the cache
-  // directory: <record_dir>/scan/, scan_record.hpp); empty: nowhere (the CLI's scans).
-  // fs: the disk; nullptr: the real one.
-  // ranks: where the package's URIs stand in its description, which guides get()'s lookups in
-  // a manifest (format/manifest_entry.hpp, UriRanks); none: they halve.
-  explicit StoreScanner(std::string package = {}, std::string version = {},
-                        std::string record_dir = {}, std::shared_ptr<const StoreFs> fs = nullptr,
-                        UriRanks ranks = {});
-  // Every archive, whole manifests. Never throws: problems are reported in the result.
-  StoreScan scan(const std::string& dir, const std::string& source) const;
-  // The fast path of get(): leaves out archives that cannot serve `uri` on a device of compute
-  // capability cc (their directory name ends in a target that does not run there), trims each
-  // manifest to `uri`'s artifact, and stops after the first archive, in target-preference
-  // order, whose manifest lists `uri` for this release. Its best usable candidate is scan()'s;
-  // rejections and the other candidates need not be (when nothing it returned serves, get()
-  // rescans with scan() and tries the rest). Never throws.
-  StoreScan scan_for(const std::string& dir, const std::string& source, const std::string& uri,
-                     int cc) const;
-  // A store file, whole: regular files only (no FIFO, no /dev/zero behind a symlink), bounded
-  // by the largest artifact a store may hold. Throws Error{NotFound, Io, Limit} naming the path.
-  std::string read_file(const std::string& path) const;
-
- private:
-  struct OneScan;
-  struct ManifestSource;
-  // uri == nullptr: every archive, whole manifests (scan()).
-  StoreScan scan_impl(const std::string& dir, const std::string& source, const std::string* uri,
-                      int cc) const;
-  std::shared_ptr<const std::vector<std::string>> archive_names(OneScan& one,
-                                                                std::string& problem) const;
-  std::shared_ptr<const std::vector<std::string>> names_from_record(OneScan& one,
-                                                                    const std::string& key) const;
-  StoreArchive read_archive(OneScan& one, const std::string& name) const;
-  ManifestSource manifest_source(const OneScan& one, const std::string& mpath) const;
-  std::shared_ptr<const Manifest> manifest_for_uri(const OneScan& one, const std::string& dir,
-                                                   const std::string& mpath,
-                                                   ManifestSource& src) const;
-  std::shared_ptr<const Manifest> whole_manifest(const std::string& dir, const std::string& mpath,
-                                                 ManifestSource& src) const;
-  bool serves_release(const StoreArchive& a, const std::string& uri) const;
-  void keep_scan_record(OneScan& one, const std::vector<std::string>& names) const;
-
-  const UriRanks* ranks() const { return ranks_.rank ? &ranks_ : nullptr; }
-
-  std::string package_, version_, record_dir_;
-  std::shared_ptr<const StoreFs> fs_;
-  UriRanks ranks_;
-};
-
-// Forgets what the store tier remembers in this process (identity_cache.hpp: listings, manifests
-// read and parsed), so that the next scan starts as a fresh process's does: for tests and
-// benchmarks of what a new process pays, such as the scan record (scan_record.hpp).
-void forget_store_memory();
 
 // Target choice (choose_targets, device_target, cc_string, why_not_runnable) is in
 // target_choice.hpp: plan_stores, the mirror tier and the failure's advice all call it.
@@ -163,10 +92,6 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
 // mismatch in artifact_check.hpp's words ("sha256 is X, manifest says Y").
 std::string verify_artifact(const std::string& bytes, std::uint64_t size,
                             const std::string& sha256);
-
-// Pure: up to `max` registry URIs close to `uri` (edit distance, shared family prefix).
-std::vector<std::string> near_matches(const std::string& uri, const std::vector<std::string>& all,
-                                      std::size_t max = 5);
 
 // Pure: the "to get it" advice of a failed get() on a device of compute capability cc, from the
 // targets release `version` offers (release_targets(); empty when unknown): `kiln fetch --device`
@@ -235,18 +160,10 @@ struct LoaderDeps {
   std::optional<std::string> installed_store;
 };
 
-// <dir of the file holding `address`>/../share/kiln/artifacts ("" when it cannot be found):
-// with a package description's address, the store installed beside the package's library.
-std::string installed_store_dir(const void* address);
 // What the mirror tier fetches with under `cfg`: its mirrors, trust anchors (index pin, TUF
 // root, `installed_root` from installed_tuf_root(), metadata under <cache dir>/tuf), CA bundle
 // and offline switch. The loader's mirror tier, `kiln fetch`, `kiln bundle` and `kiln doctor`'s
 // probe start from it, so they read one configuration the same way.
 FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& installed_root);
-
-// <dir of the file holding libkiln (or bin/kiln)>/../share/kiln/tuf/root.json: the TUF root an
-// operator installs beside the library (kiln tarball ships none); "" when the library cannot be
-// found; the file may not exist.
-std::string installed_tuf_root();
 
 }  // namespace kiln

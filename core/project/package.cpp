@@ -1,5 +1,5 @@
 // Kernel packages: the project files, the generated description and the loader's view of it
-// (kiln/package.hpp).
+// (kiln/package.h).
 #include "project/package.hpp"
 
 #include <dlfcn.h>
@@ -13,6 +13,7 @@
 #include "format/manifest.hpp"
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
+#include "util/field_error.hpp"
 
 namespace kiln {
 
@@ -20,12 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& origin, const std::string& field,
-                       const std::string& what) {
-  Error e(ErrorKind::Format,
-          origin + ": " + (field.empty() ? "" : "field '" + field + "': ") + what);
-  throw e.with("path", origin).with("field", field);
-}
+using util::fail;
 
 // A project file, bounded like any local file kiln reads whole; nullopt when there is none.
 std::optional<std::string> read_file(const fs::path& p) {

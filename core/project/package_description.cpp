@@ -13,6 +13,7 @@
 #include "io/limits.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "util/field_error.hpp"
 
 namespace kiln {
 
@@ -23,40 +24,35 @@ namespace {
 
 constexpr const char* kSuffix = ".package.json";
 
-[[noreturn]] void refuse(const std::string& origin, const std::string& field,
-                         const std::string& why, ErrorKind kind = ErrorKind::Format) {
-  throw Error(kind, origin + (field.empty() ? "" : ": " + field) + ": " + why)
-      .with("path", origin)
-      .with("field", field);
-}
+using util::fail;
 
 // The members of `object` (named `where` in messages), each in `allowed`, every one present.
 void require_exactly(const Json& object, const std::string& origin, const std::string& where,
                      std::initializer_list<const char*> fields) {
-  if (!object.is_object()) refuse(origin, where, "expected a JSON object");
+  if (!object.is_object()) fail(origin, where, "expected a JSON object");
   for (auto it = object.begin(); it != object.end(); ++it)
     if (std::none_of(fields.begin(), fields.end(), [&](const char* f) { return it.key() == f; }))
-      refuse(origin, where + (where.empty() ? "" : ".") + it.key(), "unknown field");
+      fail(origin, where + (where.empty() ? "" : ".") + it.key(), "unknown field");
   for (const char* f : fields)
-    if (!object.contains(f)) refuse(origin, where + (where.empty() ? "" : ".") + f, "missing");
+    if (!object.contains(f)) fail(origin, where + (where.empty() ? "" : ".") + f, "missing");
 }
 
 const std::string& string_at(const Json& object, const char* key, const std::string& origin,
                              const std::string& field) {
   const Json& v = object.at(key);
-  if (!v.is_string()) refuse(origin, field, "expected a string");
+  if (!v.is_string()) fail(origin, field, "expected a string");
   return v.get_ref<const std::string&>();
 }
 
 const Json& array_at(const Json& object, const char* key, const std::string& origin,
                      const std::string& field, std::uint64_t max_items) {
   const Json& v = object.at(key);
-  if (!v.is_array()) refuse(origin, field, "expected an array");
+  if (!v.is_array()) fail(origin, field, "expected an array");
   if (v.size() > max_items)
-    refuse(origin, field,
-           std::to_string(v.size()) + " items, more than the limit of " +
-               std::to_string(max_items) + " (docs/security.md)",
-           ErrorKind::Limit);
+    fail(origin, field,
+         std::to_string(v.size()) + " items, more than the limit of " + std::to_string(max_items) +
+             " (docs/security.md)",
+         ErrorKind::Limit);
   return v;
 }
 
@@ -87,26 +83,26 @@ PackageData::Kernel read_kernel(const Json& k, const std::string& origin,
   PackageData::Kernel out;
   out.uri = string_at(k, "uri", origin, where + ".uri");
   if (!is_uri(out.uri))
-    refuse(origin, where + ".uri", "'" + out.uri.substr(0, 80) + "' is not a URI ([a-z0-9_]+)");
+    fail(origin, where + ".uri", "'" + out.uri.substr(0, 80) + "' is not a URI ([a-z0-9_]+)");
   out.family = string_at(k, "family", origin, where + ".family");
-  if (!is_uri(out.family)) refuse(origin, where + ".family", "not a family name ([a-z0-9_]+)");
+  if (!is_uri(out.family)) fail(origin, where + ".family", "not a family name ([a-z0-9_]+)");
   out.source_hash = string_at(k, "source_hash", origin, where + ".source_hash");
   if (!is_sha256_hex(out.source_hash))
-    refuse(origin, where + ".source_hash", "expected 64 lowercase hex digits");
+    fail(origin, where + ".source_hash", "expected 64 lowercase hex digits");
   const Json& params = array_at(k, "params", origin, where + ".params", 64);
   for (std::size_t i = 0; i < params.size(); ++i) {
     const Json& pair = params[i];
     std::string at = where + ".params[" + std::to_string(i) + "]";
     if (!pair.is_array() || pair.size() != 2 || !pair[0].is_string() || !pair[1].is_string())
-      refuse(origin, at, "expected [name, value], two strings");
+      fail(origin, at, "expected [name, value], two strings");
     out.params.push_back(pair[0].get<std::string>());
     out.params.push_back(pair[1].get<std::string>());
   }
   const Json& entries = array_at(k, "entries", origin, where + ".entries", 256);
-  if (entries.empty()) refuse(origin, where + ".entries", "a kernel has at least one entry");
+  if (entries.empty()) fail(origin, where + ".entries", "a kernel has at least one entry");
   for (std::size_t i = 0; i < entries.size(); ++i) {
     if (!entries[i].is_string() || entries[i].get_ref<const std::string&>().empty())
-      refuse(origin, where + ".entries[" + std::to_string(i) + "]", "expected a name expression");
+      fail(origin, where + ".entries[" + std::to_string(i) + "]", "expected a name expression");
     out.entries.push_back(entries[i].get<std::string>());
   }
   return out;
@@ -117,19 +113,21 @@ std::pair<std::string, std::string> read_file_entry(const Json& f, const std::st
   require_exactly(f, origin, where, {"path", "size", "sha256", "text"});
   std::string path = string_at(f, "path", origin, where + ".path");
   if (!is_project_path(path))
-    refuse(origin, where + ".path", "'" + path.substr(0, 80) + "' is not a relative path inside "
-                                    "a project (no leading '/', no '.' or '..' part)");
+    fail(origin, where + ".path",
+         "'" + path.substr(0, 80) +
+             "' is not a relative path inside "
+             "a project (no leading '/', no '.' or '..' part)");
   std::string text = string_at(f, "text", origin, where + ".text");
   const Json& size = f.at("size");
   if (!size.is_number_unsigned() || size.get<std::uint64_t>() != text.size())
-    refuse(origin, where + ".size",
-           "expected the length of text (" + std::to_string(text.size()) + " bytes)",
-           ErrorKind::Integrity);
+    fail(origin, where + ".size",
+         "expected the length of text (" + std::to_string(text.size()) + " bytes)",
+         ErrorKind::Integrity);
   const std::string& sha = string_at(f, "sha256", origin, where + ".sha256");
   if (sha256_hex(text) != sha)
-    refuse(origin, where + ".sha256",
-           "sha256 of text is " + sha256_hex(text) + ", the description says " + sha.substr(0, 80),
-           ErrorKind::Integrity);
+    fail(origin, where + ".sha256",
+         "sha256 of text is " + sha256_hex(text) + ", the description says " + sha.substr(0, 80),
+         ErrorKind::Integrity);
   return {std::move(path), std::move(text)};
 }
 
@@ -172,32 +170,33 @@ std::string package_description_json(const kiln_package& p) {
   } catch (const nlohmann::json::type_error& e) {  // 316: invalid UTF-8
     throw Error(ErrorKind::Format, std::string("package ") + p.name + " " + p.version +
                                        ": a source is not UTF-8 text, which a package "
-                                       "description carries as JSON text: " + e.what());
+                                       "description carries as JSON text: " +
+                                       e.what());
   }
 }
 
 std::unique_ptr<PackageData> read_package_description(std::string_view text,
                                                       const std::string& origin) {
   Json root = parse_untrusted_json<Json>(text, origin);
-  if (!root.is_object()) refuse(origin, "", "expected a JSON object at the top level");
+  if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
   if (root.contains("format")) {
     const Json& f = root["format"];
-    if (!f.is_number_integer()) refuse(origin, "format", "expected an integer");
+    if (!f.is_number_integer()) fail(origin, "format", "expected an integer");
     long long v = f.get<long long>();
     if (v != kPackageDescriptionFormat)
-      refuse(origin, "format",
-             "version " + std::to_string(v) + " is too " +
-                 (v < kPackageDescriptionFormat ? "old" : "new (upgrade kiln)") +
-                 "; this kiln reads version " + std::to_string(kPackageDescriptionFormat),
-             ErrorKind::Stale);
+      fail(origin, "format",
+           "version " + std::to_string(v) + " is too " +
+               (v < kPackageDescriptionFormat ? "old" : "new (upgrade kiln)") +
+               "; this kiln reads version " + std::to_string(kPackageDescriptionFormat),
+           ErrorKind::Stale);
   }
   require_exactly(root, origin, "", {"format", "package", "package_version", "kernels", "files"});
   std::string name = string_at(root, "package", origin, "package");
   if (!is_package_name(name))
-    refuse(origin, "package", std::string(kPackageNameRule) + ", found '" + name.substr(0, 80) + "'");
+    fail(origin, "package", std::string(kPackageNameRule) + ", found '" + name.substr(0, 80) + "'");
   std::string version = string_at(root, "package_version", origin, "package_version");
   if (!is_package_version(version))
-    refuse(origin, "package_version", "expected MAJOR.MINOR.PATCH[-prerelease]");
+    fail(origin, "package_version", "expected MAJOR.MINOR.PATCH[-prerelease]");
 
   const Json& kernels = array_at(root, "kernels", origin, "kernels", limits::kMaxPackageKernels);
   std::vector<PackageData::Kernel> parsed;
@@ -205,9 +204,9 @@ std::unique_ptr<PackageData> read_package_description(std::string_view text,
   for (std::size_t i = 0; i < kernels.size(); ++i) {
     parsed.push_back(read_kernel(kernels[i], origin, "kernels[" + std::to_string(i) + "]"));
     if (i > 0 && !(parsed[i - 1].uri < parsed[i].uri))
-      refuse(origin, "kernels[" + std::to_string(i) + "].uri",
-             "'" + parsed[i].uri + "' is not after '" + parsed[i - 1].uri +
-                 "': kernels are sorted by uri, each once");
+      fail(origin, "kernels[" + std::to_string(i) + "].uri",
+           "'" + parsed[i].uri + "' is not after '" + parsed[i - 1].uri +
+               "': kernels are sorted by uri, each once");
   }
   const Json& files = array_at(root, "files", origin, "files", limits::kMaxPackageFiles);
   std::vector<std::pair<std::string, std::string>> read_files;
@@ -216,7 +215,7 @@ std::unique_ptr<PackageData> read_package_description(std::string_view text,
     std::string where = "files[" + std::to_string(i) + "]";
     read_files.push_back(read_file_entry(files[i], origin, where));
     if (!paths.insert(read_files.back().first).second)
-      refuse(origin, where + ".path", "'" + read_files.back().first + "' appears twice");
+      fail(origin, where + ".path", "'" + read_files.back().first + "' appears twice");
   }
   return std::make_unique<PackageData>(std::move(name), std::move(version), std::move(parsed),
                                        std::move(read_files));

@@ -11,6 +11,7 @@
 
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "util/join.hpp"
 
 namespace kiln {
 namespace {
@@ -56,12 +57,8 @@ void check_keys(const json& obj, const std::set<std::string>& allowed, const std
                 const std::string& fam, const std::string& where) {
   for (auto it = obj.begin(); it != obj.end(); ++it)
     if (!allowed.count(it.key()))
-      fail(
-          origin, fam, where + it.key(), "unknown field (allowed: " + [&] {
-            std::string s;
-            for (auto& a : allowed) s += (s.empty() ? "" : ", ") + a;
-            return s;
-          }() + ")");
+      fail(origin, fam, where + it.key(),
+           "unknown field (allowed: " + util::join(allowed, ", ") + ")");
 }
 
 std::string substitute(const std::string& expr, const Family& fam,
@@ -99,9 +96,8 @@ const Family* Registry::family(std::string_view name) const {
 }
 
 std::string declared_only(const Family& family) {
-  std::string rules;
-  for (const auto& r : family.targets) rules += (rules.empty() ? "" : ", ") + r.text;
-  return "family '" + family.name + "' is declared only for " + rules;
+  return "family '" + family.name + "' is declared only for " +
+         util::join(family.targets, ", ", [](const TargetRule& r) { return r.text; });
 }
 
 std::optional<std::string> undeclared_target(const Family& family, const Target& t) {

@@ -41,7 +41,7 @@ struct Specialisation {
 };
 
 // Read access to kernels/ files by relative path (disk, or a package description's copy:
-// PackageSourceTree in kiln/package.hpp).
+// PackageSourceTree in kiln/package.h).
 class SourceTree {
  public:
   virtual ~SourceTree() = default;

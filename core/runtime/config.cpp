@@ -7,7 +7,7 @@
 
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
-#include "kiln/loader.hpp"
+#include "kiln/config.hpp"
 #include "runtime/environment.hpp"
 #include "runtime/log.hpp"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
-#include "kiln/loader.hpp"
+#include "kiln/config.hpp"
 
 namespace kiln {
 

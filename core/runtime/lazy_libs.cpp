@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kiln/error.hpp"
+#include "util/join.hpp"
 
 #if !defined(KILN_CURL_SONAME) || !defined(KILN_ARCHIVE_SONAME) || !defined(KILN_CURL_PACKAGE) || \
     !defined(KILN_ARCHIVE_PACKAGE)
@@ -34,10 +35,8 @@ std::string open_and_resolve(const std::string& file, Api& api, const LibraryFac
   resolve(handle, api, missing);
   if (missing.empty()) return "";  // kept open for the life of the process
   ::dlclose(handle);
-  std::string list;
-  for (const auto& m : missing) list += (list.empty() ? "" : ", ") + m;
-  return file + " lacks " + list + " (libkiln was built against " + f.name + " " + f.built_version +
-         ")";
+  return file + " lacks " + util::join(missing, ", ") + " (libkiln was built against " + f.name +
+         " " + f.built_version + ")";
 }
 
 #define KILN_LAZY_RESOLVE(field, symbol)                                       \

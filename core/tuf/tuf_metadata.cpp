@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <set>
 
+#include "util/join.hpp"
+
 namespace kiln::tuf {
 
 using nlohmann::json;
@@ -355,15 +357,16 @@ void verify_threshold(const Envelope& env, const std::map<std::string, Key>& key
     if (verify_signature(k->second, s->second, env.canonical_signed)) ++valid;
   }
   if (valid >= role.threshold) return;
-  std::string untrusted;
+  std::vector<std::string> untrusted;
   for (const auto& [keyid, sig] : env.signatures)
     if (std::find(role.keyids.begin(), role.keyids.end(), keyid) == role.keyids.end())
-      untrusted += (untrusted.empty() ? "" : ", ") + keyid.substr(0, 8);
+      untrusted.push_back(keyid.substr(0, 8));
   std::string msg = role_name + " has " + std::to_string(valid) +
                     " valid signature(s) from the keys " + signer_name +
                     " trusts for it, threshold is " + std::to_string(role.threshold);
   if (untrusted.empty()) throw Error(Attack::BadSignature, msg);
-  msg += "; signed by key(s) " + untrusted + " that " + signer_name + " does not list for it";
+  msg += "; signed by key(s) " + util::join(untrusted, ", ") + " that " + signer_name +
+         " does not list for it";
   bool only_untrusted = valid == 0;
   for (const auto& [keyid, sig] : env.signatures)
     if (std::find(role.keyids.begin(), role.keyids.end(), keyid) != role.keyids.end())

@@ -1,6 +1,6 @@
 // Loader: the resolution order of docs/loader.md, over the driver, disk, compiler and fetcher
-// interfaces. Pure ranking and staleness live in resolver.cpp; this file does the I/O, the
-// in-process cache and the locking.
+// interfaces. Pure ranking and staleness live in core/plan/resolver.cpp, the store scans in
+// core/plan/store_scanner.cpp; this file does the I/O, the in-process cache and the locking.
 #include "kiln/loader.hpp"
 
 #include <algorithm>
@@ -20,6 +20,8 @@
 #include "kiln/version.hpp"
 #include "loader_access.hpp"
 #include "loader_factory.hpp"
+#include "plan/install_location.hpp"
+#include "plan/near_matches.hpp"
 #include "plan/resolver.hpp"
 #include "project/package.hpp"
 #include "project/registry.hpp"
@@ -28,25 +30,6 @@
 #include "runtime/log.hpp"
 
 namespace kiln {
-
-std::string Resolution::to_json() const {
-  using Json = nlohmann::ordered_json;
-  auto cand = [](const Candidate& c, bool with_reason) {
-    Json j;
-    j["tier"] = c.tier;
-    j["target"] = c.target;
-    j["path"] = c.path;
-    if (with_reason) j["reason"] = c.reason;
-    return j;
-  };
-  Json root;
-  root["uri"] = uri;
-  root["device"] = device;
-  root["chosen"] = chosen ? cand(*chosen, true) : Json(nullptr);
-  root["rejected"] = Json::array();
-  for (const auto& r : rejected) root["rejected"].push_back(cand(r, true));
-  return root.dump(2) + "\n";
-}
 
 namespace {
 

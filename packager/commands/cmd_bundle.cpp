@@ -5,13 +5,87 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "build/build.hpp"
+#include "builder/build.hpp"
 #include "commands/commands.hpp"
 #include "kiln/error.hpp"
 #include "release/bundle.hpp"
 #include "runtime/environment.hpp"
 
 namespace kiln::cli {
+
+namespace {
+
+struct BundleArgs {
+  std::string out;
+  std::string targets;
+  std::vector<std::string> devices;
+  std::vector<std::string> mirrors;
+  std::vector<std::string> releases;
+  FetchOptions fetch;
+  PackageOptions pkg;
+  bool json = false;
+  double timeout_s = 0;
+};
+
+// The request the options make: each --release, else the package chosen (choose_package); the
+// fetch options completed from the environment; the entries' time from SOURCE_DATE_EPOCH.
+packager::BundleRequest bundle_request(const BundleArgs& o) {
+  packager::BundleRequest req;
+  FetchOptions flags = o.fetch;
+  flags.mirrors = o.mirrors;
+  flags.timeout_ms = std::max(1L, std::lround(o.timeout_s * 1000));
+  for (const auto& r : o.releases) {
+    ReleaseArg named = parse_release_arg(r);
+    req.releases.push_back({named.package, named.version, {}});
+  }
+  if (req.releases.empty()) {
+    ChosenPackage chosen = choose_package(o.pkg, o.json);
+    req.releases.push_back({chosen.name, chosen.version, {}});
+  }
+  req.fetch = with_environment(std::move(flags));
+  req.fetch.log = [](const std::string& line) { std::cerr << "kiln bundle: " << line << "\n"; };
+  req.targets = split_list(o.targets);
+  for (const auto& d : o.devices) req.devices.push_back(device_cc(d));
+  req.out = o.out;
+  if (std::string sde = read_environment().source_date_epoch; !sde.empty())
+    req.mtime = packager::parse_source_date_epoch(sde);
+  return req;
+}
+
+std::string bundle_json(const std::string& out, const packager::BundleResult& r) {
+  nlohmann::ordered_json j;
+  j["out"] = out;
+  if (r.releases.size() == 1) {  // one release: its fields at the top, as before
+    j["package"] = r.releases.front().package;
+    j["version"] = r.releases.front().version;
+    j["targets"] = r.releases.front().targets;
+  }
+  j["releases"] = nlohmann::ordered_json::array();
+  for (const auto& rel : r.releases)
+    j["releases"].push_back(
+        {{"package", rel.package}, {"version", rel.version}, {"targets", rel.targets}});
+  j["root_version"] = r.root_version;
+  j["timestamp_version"] = r.timestamp_version;
+  j["timestamp_expires"] = r.timestamp_expires;
+  j["files"] = r.files;
+  return j.dump(2) + "\n";
+}
+
+void print_bundle(const std::string& out, const packager::BundleResult& r) {
+  std::cout << "bundle " << out << ": root v" << r.root_version << ", timestamp v"
+            << r.timestamp_version << " (expires " << r.timestamp_expires << ")\n";
+  for (const auto& rel : r.releases) {
+    std::cout << "  release " << rel.package << " " << rel.version << ":";
+    for (const auto& t : rel.targets) std::cout << " " << t;
+    std::cout << "\n";
+  }
+  for (const auto& f : r.files) std::cout << "  " << f << "\n";
+  std::cout << "install it offline: kiln install --bundle " << out
+            << " --tuf-root ROOT --dest STORE (before " << r.timestamp_expires
+            << ", or with --expiry-reference)\n";
+}
+
+}  // namespace
 
 void add_bundle_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
@@ -27,18 +101,7 @@ void add_bundle_command(CLI::App& app, int& rc) {
       "is verified as an installer would before it is written. Trust: --tuf-root, else\n"
       "KILN_TUF_ROOT, else the root installed beside kiln; an index pin cannot make a bundle.\n"
       "Exit codes as kiln fetch (docs/exit-codes.md).");
-  struct Opts {
-    std::string out;
-    std::string targets;
-    std::vector<std::string> devices;
-    std::vector<std::string> mirrors;
-    std::vector<std::string> releases;
-    FetchOptions fetch;
-    PackageOptions pkg;
-    bool json = false;
-    double timeout_s = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<BundleArgs>();
   o->timeout_s = static_cast<double>(o->fetch.timeout_ms) / 1000;
   cmd->add_option("--out", o->out, "the bundle to write: a new directory, or FILE.tar.zst")
       ->required();
@@ -60,56 +123,11 @@ void add_bundle_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
   cmd->callback([o, &rc] {
-    packager::BundleRequest req;
-    FetchOptions flags = o->fetch;
-    flags.mirrors = o->mirrors;
-    flags.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
-    for (const auto& r : o->releases) {
-      ReleaseArg named = parse_release_arg(r);
-      req.releases.push_back({named.package, named.version, {}});
-    }
-    if (req.releases.empty()) {
-      ChosenPackage chosen = choose_package(o->pkg, o->json);
-      req.releases.push_back({chosen.name, chosen.version, {}});
-    }
-    req.fetch = with_environment(std::move(flags));
-    req.fetch.log = [](const std::string& line) { std::cerr << "kiln bundle: " << line << "\n"; };
-    req.targets = split_list(o->targets);
-    for (const auto& d : o->devices) req.devices.push_back(device_cc(d));
-    req.out = o->out;
-    if (std::string sde = read_environment().source_date_epoch; !sde.empty())
-      req.mtime = packager::parse_source_date_epoch(sde);
-    packager::BundleResult r = packager::write_bundle(req);
-    if (o->json) {
-      nlohmann::ordered_json j;
-      j["out"] = o->out;
-      if (r.releases.size() == 1) {  // one release: its fields at the top, as before
-        j["package"] = r.releases.front().package;
-        j["version"] = r.releases.front().version;
-        j["targets"] = r.releases.front().targets;
-      }
-      j["releases"] = nlohmann::ordered_json::array();
-      for (const auto& rel : r.releases)
-        j["releases"].push_back(
-            {{"package", rel.package}, {"version", rel.version}, {"targets", rel.targets}});
-      j["root_version"] = r.root_version;
-      j["timestamp_version"] = r.timestamp_version;
-      j["timestamp_expires"] = r.timestamp_expires;
-      j["files"] = r.files;
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::cout << "bundle " << o->out << ": root v" << r.root_version << ", timestamp v"
-                << r.timestamp_version << " (expires " << r.timestamp_expires << ")\n";
-      for (const auto& rel : r.releases) {
-        std::cout << "  release " << rel.package << " " << rel.version << ":";
-        for (const auto& t : rel.targets) std::cout << " " << t;
-        std::cout << "\n";
-      }
-      for (const auto& f : r.files) std::cout << "  " << f << "\n";
-      std::cout << "install it offline: kiln install --bundle " << o->out
-                << " --tuf-root ROOT --dest STORE (before " << r.timestamp_expires
-                << ", or with --expiry-reference)\n";
-    }
+    packager::BundleResult r = packager::write_bundle(bundle_request(*o));
+    if (o->json)
+      std::cout << bundle_json(o->out, r);
+    else
+      print_bundle(o->out, r);
     rc = 0;
   });
 }

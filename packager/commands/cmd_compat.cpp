@@ -2,16 +2,64 @@
 // package work with this libkiln (or another build of it) on this GPU? A yes, or a precise no.
 #include <iostream>
 #include <memory>
-#include <set>
 
 #include "commands/commands.hpp"
 #include "kiln/error.hpp"
-#include "kiln/loader.hpp"
+#include "kiln/config.hpp"
 #include "release/compat.hpp"
+#include "release/compat_inputs.hpp"
 #include "release/loader_facts.hpp"
 #include "runtime/driver.hpp"
 
 namespace kiln::cli {
+
+namespace {
+
+struct CompatArgs {
+  std::vector<std::string> packages;
+  std::string loader = "this";
+  PackageOptions pkg;
+  std::string devices = "auto";
+  bool json = false;
+};
+
+// Every GPU the CUDA driver reports (throws without a driver).
+std::vector<int> present_devices() {
+  auto driver = make_cuda_driver();
+  driver->init();
+  std::vector<int> ccs;
+  for (const auto& dev : driver->devices()) ccs.push_back(dev.cc);
+  return ccs;
+}
+
+// The report over every input: the package given (--source, --package, --version) judges every
+// input; else each input that names its package is judged as that one (its description as kiln
+// finds it), and the default only those naming none.
+CompatReport compat(const CompatArgs& o) {
+  const LoaderFacts loader = o.loader == "this" ? this_loader_facts() : open_loader_facts(o.loader);
+  const std::vector<std::filesystem::path> stores = description_stores(LoaderConfig::from_env());
+  const std::vector<int> devices = compat_devices(
+      split_list(o.devices), [](const std::string& d) { return parse_device_cc(d, "auto or none"); },
+      present_devices);
+  std::optional<LoaderFacts> given;
+  auto default_facts = [&]() -> const LoaderFacts& {
+    if (!given) {
+      given = loader;
+      set_package(*given, *describe_package(o.pkg, stores, o.json).data->get());
+    }
+    return *given;
+  };
+  return check_compat_inputs(o.packages, devices, [&](const std::filesystem::path& input) {
+    std::optional<InputRelease> named;
+    if (!package_given(o.pkg)) named = release_named_by(input);
+    if (!named) return default_facts();
+    auto d = describe_package_named_by_input(o.pkg, stores, named->package, named->version,
+                                             named->beside, o.json);
+    return facts_judged_as(loader, *named, d ? d->data->get() : nullptr);
+  });
+}
+
+}  // namespace
 
 void add_compat_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
@@ -26,14 +74,7 @@ void add_compat_command(CLI::App& app, int& rc) {
       "when every package is compatible; otherwise the exit code of the worst problem (4 stale: "
       "version/format/hash; 5 unsupported: no target for the device; 3 integrity; 10 format; 6 "
       "not found). Every problem names the field and both values.");
-  struct Opts {
-    std::vector<std::string> packages;
-    std::string loader = "this";
-    PackageOptions pkg;
-    std::string devices = "auto";
-    bool json = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<CompatArgs>();
   cmd->add_option("PACKAGE", o->packages, "archive, index, store directory, wheel or tarball")
       ->required();
   cmd->add_option("--loader", o->loader,
@@ -48,72 +89,9 @@ void add_compat_command(CLI::App& app, int& rc) {
                 "compatible, manifests, problems: [{kind, field, where, package, loader, "
                 "message}], notes}]}");
   cmd->callback([o, &rc] {
-    const LoaderFacts loader =
-        o->loader == "this" ? this_loader_facts() : open_loader_facts(o->loader);
-    const std::vector<std::filesystem::path> stores = description_stores(LoaderConfig::from_env());
-    std::set<int> ccs;
-    std::vector<std::string> devs = split_list(o->devices);
-    for (const auto& d : devs) {
-      if (d == "none") continue;
-      if (d != "auto") {
-        ccs.insert(parse_device_cc(d, "auto or none"));
-        continue;
-      }
-      try {
-        auto driver = make_cuda_driver();
-        driver->init();
-        for (const auto& dev : driver->devices()) ccs.insert(dev.cc);
-      } catch (const Error&) {
-        // No driver or no device: targets are not checked, and the report says so.
-      }
-    }
-    const std::vector<int> devices(ccs.begin(), ccs.end());
-    // The package given (--source, --package, --version) judges every input; else each input
-    // that names its package is judged as that one, and the default only those naming none.
-    std::optional<LoaderFacts> given;
-    auto default_facts = [&]() -> const LoaderFacts& {
-      if (!given) {
-        given = loader;
-        set_package(*given, *describe_package(o->pkg, stores, o->json).data->get());
-      }
-      return *given;
-    };
-    auto facts_for = [&](const std::filesystem::path& input) -> LoaderFacts {
-      std::optional<InputRelease> named;
-      if (!package_given(o->pkg)) named = release_named_by(input);
-      if (!named) return default_facts();
-      LoaderFacts f = loader;
-      if (auto d = describe_package_named_by_input(o->pkg, stores, named->package, named->version,
-                                                   named->beside, o->json)) {
-        set_package(f, *d->data->get());
-        return f;
-      }
-      f.package = named->package;
-      f.package_version = named->version;
-      f.source_hashes.clear();
-      f.kernels_known = false;
-      return f;
-    };
-    std::optional<CompatReport> rep;
-    for (const auto& input : o->packages) {
-      LoaderFacts f = facts_for(input);
-      CompatReport one = check_compat(f, devices, {input}, /*wheels_as_a_set=*/false);
-      for (auto& p : one.packages) {
-        p.judged_as = f.package + " " + f.package_version;
-        if (!f.kernels_known && p.kind != "package-wheel")  // a package wheel carries its own
-          p.notes.push_back("no description of " + p.judged_as +
-                            " beside it or installed: its kernels' source hashes are not checked");
-        else if (rep && rep->loader.package != f.package)
-          p.notes.push_back("judged as " + p.judged_as + ", the package it names");
-      }
-      if (!rep)
-        rep = std::move(one);
-      else
-        rep->packages.insert(rep->packages.end(), one.packages.begin(), one.packages.end());
-    }
-    check_target_wheels_together(*rep);  // the wheels of every input, as one set
-    std::cout << (o->json ? rep->to_json() : rep->to_table());
-    rc = rep->exit_code();
+    const CompatReport rep = compat(*o);
+    std::cout << (o->json ? rep.to_json() : rep.to_table());
+    rc = rep.exit_code();
   });
 }
 

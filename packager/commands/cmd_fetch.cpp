@@ -10,11 +10,11 @@
 #include "commands/commands.hpp"
 #include "fetch/fetch.hpp"
 #include "format/target.hpp"
+#include "kiln/config.hpp"
 #include "kiln/error.hpp"
-#include "kiln/loader.hpp"
 #include "kiln/version.hpp"
+#include "plan/device_fetch.hpp"
 #include "plan/resolver.hpp"
-#include "plan/target_choice.hpp"
 #include "runtime/driver.hpp"
 
 namespace kiln::cli {
@@ -68,95 +68,140 @@ int device_cc(const std::string& device) {
 
 namespace {
 
-// --device: the targets the release offers (its pinned index; offline: the ones compiled in
-// for this kiln's own release), ordered by the loader's target-choice rule, fetched best first
-// and the next one when a fetch fails.
-// The index is downloaded once: its verified bytes go to each fetch of a chosen target.
-FetchResult fetch_for_device(FetchOptions opts, const std::string& device, const std::string& dest,
-                             int& cc, std::string& chosen) {
-  cc = device_cc(device);
-  const std::string release = opts.package + " " + opts.version;
-  // Offline, the targets compiled in as the release's, when this is that release.
-  std::optional<std::vector<std::string>> compiled =
-      compiled_release_targets(opts.package, opts.version);
-  std::vector<std::string> offered;
-  if (opts.offline && compiled) {
-    offered = *compiled;
-  } else {
-    opts.index = fetch_release_index(opts);
-    offered = opts.index->targets;
-  }
-  NamedChoice choice = choose_named_targets(cc, offered);
-  auto say = [&](const std::string& m) {
-    if (opts.log) opts.log(m);
-  };
-  for (const auto& [t, why] : choice.rejected) say("not " + t + ": " + why);
-  if (choice.candidates.empty()) {
-    std::string all;
-    for (const auto& t : offered) all += (all.empty() ? "" : ", ") + t;
-    throw Error(ErrorKind::Unsupported, "no archive of release " + release + " can run on CC " +
-                                            cc_string(cc) + " (it offers " +
-                                            (all.empty() ? "none" : all) + ")");
-  }
-  std::string failures;
-  std::optional<ErrorKind> kind;
-  for (const auto& [t, why] : choice.candidates) {
-    say("for CC " + cc_string(cc) + ": " + t + " (" + why + ")");
-    try {
-      FetchResult r = fetch_targets(opts, {t}, dest);
-      chosen = t;
-      return r;
-    } catch (const Error& e) {
-      if (e.kind() == ErrorKind::Usage || e.kind() == ErrorKind::Io) throw;
-      say(t + " failed, trying the next target that can run: " + e.what());
-      failures += "\n" + t + ": " + e.what();
-      if (!kind) kind = e.kind();
+constexpr const char* kHelp =
+    "download the release archives for some targets (--targets) or for a device (--device)\n"
+    "from trusted mirrors, verify them against the pinned index and unpack them into a store.\n"
+    "--device sm_XX|X.Y|auto fetches the pinned index and picks by the loader's target-choice\n"
+    "rule among the targets it lists: exact SASS, else SASS of the same major and a lower\n"
+    "minor, else PTX of a lower or equal arch; the best one, then the next on failure.\n"
+    "Re-running is a no-op that re-verifies what is there.\n"
+    "Mirrors: --mirror, else KILN_MIRRORS, else the build's default list.\n"
+    "Trust: --index-sha256 / KILN_INDEX_SHA256 (a digest pinning the index), or\n"
+    "--tuf-root / KILN_TUF_ROOT (a TUF root: each mirror is then a TUF repository as\n"
+    "`kiln tuf-repo` writes it, and the index and archives are verified through its signed\n"
+    "metadata, kept in $KILN_CACHE_DIR/tuf/); not both. With neither: the root installed\n"
+    "beside kiln (<prefix>/share/kiln/tuf/root.json), else the build's pin, else refused.\n"
+    "Each archive's manifest must name the target, release and CUDA version of its index\n"
+    "entry. Deadlines: --timeout for the whole command; --download-timeout per mirror for the\n"
+    "index or TUF metadata (retries included), + size/--min-rate per archive request.\n"
+    "Exit codes: 0 ok, 2 usage, 3 integrity (bad bytes everywhere, or an archive filed under\n"
+    "another target; under TUF every attack: rollback, freeze, mix-and-match, bad or too few\n"
+    "signatures, endless data, wrong target bytes, named in the error's \"attack\" field),\n"
+    "4 stale (an index or archive of another package or release), 5 unsupported (--device: no\n"
+    "archive of the release runs there; auto: no GPU), 6 not found (offline, no archive for a\n"
+    "target, the release missing on every mirror: HTTP 404/410 or no such file, or a TUF root\n"
+    "pointed at a mirror without TUF metadata), 8 network (no mirror could answer: refused,\n"
+    "timed out, 5xx after retries, TLS; or --timeout passed), 9 io.";
+
+struct FetchOpts {
+  std::string targets;
+  std::string device;
+  std::string dest;
+  std::vector<std::string> mirrors;
+  FetchOptions fetch;
+  PackageOptions pkg;
+  bool json = false;
+  double timeout_s = 0;           // --timeout; set from FetchOptions' defaults below
+  double download_timeout_s = 0;  // --download-timeout
+};
+
+// The options that tune transfers, in their own group of --help.
+void add_tuning_options(CLI::App* cmd, FetchOpts& o) {
+  auto* tuning = cmd->add_option_group("tuning");
+  tuning->add_option("--max-parallel", o.fetch.max_parallel, "archives downloading at once")
+      ->capture_default_str();
+  tuning->add_option("--connect-timeout-ms", o.fetch.connect_timeout_ms)->capture_default_str();
+  tuning
+      ->add_option("--low-speed-bytes", o.fetch.low_speed_bytes,
+                   "abort a transfer slower than this many bytes/s ...")
+      ->capture_default_str();
+  tuning->add_option("--low-speed-seconds", o.fetch.low_speed_seconds, "... for this many seconds")
+      ->capture_default_str();
+  tuning
+      ->add_option("--retries", o.fetch.max_retries,
+                   "further attempts per mirror for 5xx, 429 and connection errors")
+      ->capture_default_str();
+  tuning->add_option("--retry-base-ms", o.fetch.retry_base_ms, "first backoff delay")
+      ->capture_default_str();
+  tuning
+      ->add_option("--download-timeout", o.download_timeout_s,
+                   "seconds a mirror may take for the index or TUF metadata, all retries "
+                   "together; for an archive, per request, plus its size at --min-rate; past "
+                   "it the next mirror is asked")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  tuning
+      ->add_option("--min-rate", o.fetch.download_min_rate,
+                   "bytes/s an archive's deadline allows for its size (from the index or "
+                   "the TUF targets metadata)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
+// `chosen`: the target --device picked (cc its device), "" for --targets.
+void print_fetch(const FetchOpts& o, const FetchOptions& opts, const FetchResult& r, int cc,
+                 const std::string& chosen) {
+  if (o.json) {
+    nlohmann::ordered_json j;
+    if (!chosen.empty()) {
+      j["device"] = device_target(cc);
+      j["target"] = chosen;
     }
+    j["package"] = opts.package;
+    j["version"] = opts.version;
+    j["installed"] = r.installed;
+    j["already_present"] = r.already_present;
+    j["description"] = r.description.empty() ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(r.description);
+    j["failures"] = nlohmann::ordered_json::array();
+    for (const auto& f : r.failures) {
+      nlohmann::ordered_json one = {{"mirror", f.mirror}, {"url", f.url}, {"what", f.what}};
+      if (!f.attack.empty()) one["attack"] = f.attack;
+      j["failures"].push_back(std::move(one));
+    }
+    std::cout << j.dump(2) << "\n";
+    return;
   }
-  throw Error(*kind, "no archive of release " + release + " that can run on CC " + cc_string(cc) +
-                         " could be fetched:" + failures);
+  if (!chosen.empty())
+    std::cout << "CC " << cc_string(cc) << ": " << chosen << " of release " << opts.package << " "
+              << opts.version << "\n";
+  for (const auto& d : r.installed) std::cout << "installed " << d << "\n";
+  for (const auto& d : r.already_present) std::cout << "present, verified " << d << "\n";
+  if (!r.description.empty()) std::cout << "described " << r.description << "\n";
+  if (!r.failures.empty())
+    std::cout << r.failures.size() << " failed attempt(s) on the way; see above\n";
+}
+
+int run_fetch(const FetchOpts& o) {
+  FetchOptions opts = o.fetch;
+  ChosenPackage chosen_pkg = choose_package(o.pkg, o.json);
+  opts.package = chosen_pkg.name;
+  opts.version = chosen_pkg.version;
+  opts.mirrors = o.mirrors;
+  opts.timeout_ms = std::max(1L, std::lround(o.timeout_s * 1000));
+  opts.download_timeout_ms = std::max(1L, std::lround(o.download_timeout_s * 1000));
+  opts = with_environment(std::move(opts));
+  opts.with_description = true;
+  // Progress goes to stderr so that --json output on stdout stays parseable.
+  opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
+  if (!o.device.empty()) {
+    const int cc = device_cc(o.device);
+    DeviceFetch d = fetch_for_device(opts, cc, o.dest);  // plan/device_fetch.hpp
+    print_fetch(o, opts, d.result, cc, d.target);
+    return 0;
+  }
+  if (o.targets.empty())
+    throw Error(ErrorKind::Usage,
+                "kiln fetch needs --targets LIST or --device sm_XX|auto (see --help)");
+  print_fetch(o, opts, fetch_targets(opts, split_list(o.targets), o.dest), 0, "");
+  return 0;
 }
 
 }  // namespace
 
 void add_fetch_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand(
-      "fetch",
-      "download the release archives for some targets (--targets) or for a device (--device)\n"
-      "from trusted mirrors, verify them against the pinned index and unpack them into a store.\n"
-      "--device sm_XX|X.Y|auto fetches the pinned index and picks by the loader's target-choice\n"
-      "rule among the targets it lists: exact SASS, else SASS of the same major and a lower\n"
-      "minor, else PTX of a lower or equal arch; the best one, then the next on failure.\n"
-      "Re-running is a no-op that re-verifies what is there.\n"
-      "Mirrors: --mirror, else KILN_MIRRORS, else the build's default list.\n"
-      "Trust: --index-sha256 / KILN_INDEX_SHA256 (a digest pinning the index), or\n"
-      "--tuf-root / KILN_TUF_ROOT (a TUF root: each mirror is then a TUF repository as\n"
-      "`kiln tuf-repo` writes it, and the index and archives are verified through its signed\n"
-      "metadata, kept in $KILN_CACHE_DIR/tuf/); not both. With neither: the root installed\n"
-      "beside kiln (<prefix>/share/kiln/tuf/root.json), else the build's pin, else refused.\n"
-      "Each archive's manifest must name the target, release and CUDA version of its index\n"
-      "entry. Deadlines: --timeout for the whole command; --download-timeout per mirror for the\n"
-      "index or TUF metadata (retries included), + size/--min-rate per archive request.\n"
-      "Exit codes: 0 ok, 2 usage, 3 integrity (bad bytes everywhere, or an archive filed under\n"
-      "another target; under TUF every attack: rollback, freeze, mix-and-match, bad or too few\n"
-      "signatures, endless data, wrong target bytes, named in the error's \"attack\" field),\n"
-      "4 stale (an index or archive of another package or release), 5 unsupported (--device: no\n"
-      "archive of the release runs there; auto: no GPU), 6 not found (offline, no archive for a\n"
-      "target, the release missing on every mirror: HTTP 404/410 or no such file, or a TUF root\n"
-      "pointed at a mirror without TUF metadata), 8 network (no mirror could answer: refused,\n"
-      "timed out, 5xx after retries, TLS; or --timeout passed), 9 io.");
-  struct Opts {
-    std::string targets;
-    std::string device;
-    std::string dest;
-    std::vector<std::string> mirrors;
-    FetchOptions fetch;
-    PackageOptions pkg;
-    bool json = false;
-    double timeout_s = 0;           // --timeout; set from FetchOptions' defaults below
-    double download_timeout_s = 0;  // --download-timeout
-  };
-  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("fetch", kHelp);
+  auto o = std::make_shared<FetchOpts>();
   o->timeout_s = static_cast<double>(o->fetch.timeout_ms) / 1000;
   o->download_timeout_s = static_cast<double>(o->fetch.download_timeout_ms) / 1000;
   auto* targets_opt =
@@ -189,90 +234,8 @@ void add_fetch_command(CLI::App& app, int& rc) {
                   "the fetch ends with a network error (exit 8)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  auto* tuning = cmd->add_option_group("tuning");
-  tuning->add_option("--max-parallel", o->fetch.max_parallel, "archives downloading at once")
-      ->capture_default_str();
-  tuning->add_option("--connect-timeout-ms", o->fetch.connect_timeout_ms)->capture_default_str();
-  tuning
-      ->add_option("--low-speed-bytes", o->fetch.low_speed_bytes,
-                   "abort a transfer slower than this many bytes/s ...")
-      ->capture_default_str();
-  tuning->add_option("--low-speed-seconds", o->fetch.low_speed_seconds, "... for this many seconds")
-      ->capture_default_str();
-  tuning
-      ->add_option("--retries", o->fetch.max_retries,
-                   "further attempts per mirror for 5xx, 429 and connection errors")
-      ->capture_default_str();
-  tuning->add_option("--retry-base-ms", o->fetch.retry_base_ms, "first backoff delay")
-      ->capture_default_str();
-  tuning
-      ->add_option("--download-timeout", o->download_timeout_s,
-                   "seconds a mirror may take for the index or TUF metadata, all retries "
-                   "together; for an archive, per request, plus its size at --min-rate; past "
-                   "it the next mirror is asked")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  tuning
-      ->add_option("--min-rate", o->fetch.download_min_rate,
-                   "bytes/s an archive's deadline allows for its size (from the index or "
-                   "the TUF targets metadata)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-
-  cmd->callback([o, &rc] {
-    FetchOptions opts = o->fetch;
-    ChosenPackage chosen_pkg = choose_package(o->pkg, o->json);
-    opts.package = chosen_pkg.name;
-    opts.version = chosen_pkg.version;
-    opts.mirrors = o->mirrors;
-    opts.timeout_ms = std::max(1L, std::lround(o->timeout_s * 1000));
-    opts.download_timeout_ms = std::max(1L, std::lround(o->download_timeout_s * 1000));
-    opts = with_environment(std::move(opts));
-    opts.with_description = true;
-    // Progress goes to stderr so that --json output on stdout stays parseable.
-    opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
-    FetchResult r;
-    int cc = 0;
-    std::string chosen;
-    if (!o->device.empty()) {
-      r = fetch_for_device(opts, o->device, o->dest, cc, chosen);
-    } else {
-      if (o->targets.empty())
-        throw Error(ErrorKind::Usage,
-                    "kiln fetch needs --targets LIST or --device sm_XX|auto (see --help)");
-      r = fetch_targets(opts, split_list(o->targets), o->dest);
-    }
-    if (o->json) {
-      nlohmann::ordered_json j;
-      if (!chosen.empty()) {
-        j["device"] = device_target(cc);
-        j["target"] = chosen;
-      }
-      j["package"] = opts.package;
-      j["version"] = opts.version;
-      j["installed"] = r.installed;
-      j["already_present"] = r.already_present;
-      j["description"] = r.description.empty() ? nlohmann::ordered_json(nullptr)
-                                               : nlohmann::ordered_json(r.description);
-      j["failures"] = nlohmann::ordered_json::array();
-      for (const auto& f : r.failures) {
-        nlohmann::ordered_json one = {{"mirror", f.mirror}, {"url", f.url}, {"what", f.what}};
-        if (!f.attack.empty()) one["attack"] = f.attack;
-        j["failures"].push_back(std::move(one));
-      }
-      std::cout << j.dump(2) << "\n";
-    } else {
-      if (!chosen.empty())
-        std::cout << "CC " << cc_string(cc) << ": " << chosen << " of release " << opts.package
-                  << " " << opts.version << "\n";
-      for (const auto& d : r.installed) std::cout << "installed " << d << "\n";
-      for (const auto& d : r.already_present) std::cout << "present, verified " << d << "\n";
-      if (!r.description.empty()) std::cout << "described " << r.description << "\n";
-      if (!r.failures.empty())
-        std::cout << r.failures.size() << " failed attempt(s) on the way; see above\n";
-    }
-    rc = 0;
-  });
+  add_tuning_options(cmd, *o);
+  cmd->callback([o, &rc] { rc = run_fetch(*o); });
 }
 
 }  // namespace kiln::cli

@@ -14,6 +14,7 @@
 #include "io/atomic_file.hpp"
 #include "kiln/error.hpp"
 #include "project/package_description.hpp"
+#include "project/project_paths.hpp"
 #include "store/store.hpp"
 
 namespace kiln::cli {
@@ -123,14 +124,6 @@ Json inspect_store(const fs::path& p) {
   return out;
 }
 
-bool is_description_file(const fs::path& p) {
-  const std::string suffix = ".package.json", name = p.filename().string();
-  std::error_code ec;
-  return name.size() > suffix.size() &&
-         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-         fs::is_regular_file(p, ec);
-}
-
 // A package description (<name>-<version>.package.json), read as strictly as every command
 // reads it: the package, its specialisations and the sources the JIT tier compiles from.
 Json inspect_description(const fs::path& p) {
@@ -163,25 +156,58 @@ void print_manifest_text(const Json& m) {
                 s["reason"].get<std::string>().c_str());
 }
 
+void print_fatbin_text(const Json& j) {
+  std::printf("%zu images:\n", j["images"].size());
+  for (const auto& img : j["images"]) {
+    std::printf(
+        "  %-4s %-12s %10llu bytes%s\n", img["kind"].get<std::string>().c_str(),
+        img["target"].get<std::string>().c_str(), img["size"].get<unsigned long long>(),
+        img["compressed"].get<bool>()
+            ? (" (zstd, " + std::to_string(img["decompressed_size"].get<unsigned long long>()) +
+               " unpacked)")
+                  .c_str()
+            : "");
+    if (img.contains("kernels"))
+      for (const auto& k : img["kernels"])
+        std::printf("       %s\n", k["name"].get<std::string>().c_str());
+    if (img.contains("note"))
+      std::printf("       note: %s\n", img["note"].get<std::string>().c_str());
+  }
+}
+
+void print_index_text(const Json& index) {
+  std::printf("release %s %s (commit %s), CUDA %s, %zu archives:\n",
+              index["package"].get<std::string>().c_str(),
+              index["package_version"].get<std::string>().c_str(),
+              index["git_commit"].get<std::string>().c_str(),
+              index["cuda_version"].get<std::string>().c_str(), index["archives"].size());
+  for (const auto& a : index["archives"])
+    std::printf("  %-8s %-52s %10llu  sha256 %.16s\n", a["target"].get<std::string>().c_str(),
+                a["file"].get<std::string>().c_str(), a["size"].get<unsigned long long>(),
+                a["sha256"].get<std::string>().c_str());
+  if (index.contains("description"))
+    std::printf("  %-8s %-52s %10llu  sha256 %.16s\n", "describe",
+                index["description"]["file"].get<std::string>().c_str(),
+                index["description"]["size"].get<unsigned long long>(),
+                index["description"]["sha256"].get<std::string>().c_str());
+}
+
+void print_store_text(const Json& j) {
+  std::printf("%zu archives:\n", j["archives"].size());
+  for (const auto& a : j["archives"]) {
+    if (a.contains("error"))
+      std::printf("  BROKEN %s: %s\n", a["directory"].get<std::string>().c_str(),
+                  a["error"].get<std::string>().c_str());
+    else
+      std::printf("  %-8s %s (%zu artifacts)\n", a["target"].get<std::string>().c_str(),
+                  a["directory"].get<std::string>().c_str(), a["artifacts"].get<std::size_t>());
+  }
+}
+
 void print_text(PathKind kind, const Json& j) {
   switch (kind) {
     case PathKind::Fatbin:
-      std::printf("%zu images:\n", j["images"].size());
-      for (const auto& img : j["images"]) {
-        std::printf(
-            "  %-4s %-12s %10llu bytes%s\n", img["kind"].get<std::string>().c_str(),
-            img["target"].get<std::string>().c_str(), img["size"].get<unsigned long long>(),
-            img["compressed"].get<bool>()
-                ? (" (zstd, " + std::to_string(img["decompressed_size"].get<unsigned long long>()) +
-                   " unpacked)")
-                      .c_str()
-                : "");
-        if (img.contains("kernels"))
-          for (const auto& k : img["kernels"])
-            std::printf("       %s\n", k["name"].get<std::string>().c_str());
-        if (img.contains("note"))
-          std::printf("       note: %s\n", img["note"].get<std::string>().c_str());
-      }
+      print_fatbin_text(j);
       break;
     case PathKind::Cubin:
       std::printf("cubin for sm_%d, %zu kernels:\n", j["elf_sm"].get<int>(), j["kernels"].size());
@@ -199,35 +225,79 @@ void print_text(PathKind kind, const Json& j) {
       print_manifest_text(j["manifest"]);
       break;
     case PathKind::Index:
-      std::printf("release %s %s (commit %s), CUDA %s, %zu archives:\n",
-                  j["index"]["package"].get<std::string>().c_str(),
-                  j["index"]["package_version"].get<std::string>().c_str(),
-                  j["index"]["git_commit"].get<std::string>().c_str(),
-                  j["index"]["cuda_version"].get<std::string>().c_str(),
-                  j["index"]["archives"].size());
-      for (const auto& a : j["index"]["archives"])
-        std::printf("  %-8s %-52s %10llu  sha256 %.16s\n", a["target"].get<std::string>().c_str(),
-                    a["file"].get<std::string>().c_str(), a["size"].get<unsigned long long>(),
-                    a["sha256"].get<std::string>().c_str());
-      if (j["index"].contains("description"))
-        std::printf("  %-8s %-52s %10llu  sha256 %.16s\n", "describe",
-                    j["index"]["description"]["file"].get<std::string>().c_str(),
-                    j["index"]["description"]["size"].get<unsigned long long>(),
-                    j["index"]["description"]["sha256"].get<std::string>().c_str());
+      print_index_text(j["index"]);
       break;
     case PathKind::Store:
-      std::printf("%zu archives:\n", j["archives"].size());
-      for (const auto& a : j["archives"]) {
-        if (a.contains("error"))
-          std::printf("  BROKEN %s: %s\n", a["directory"].get<std::string>().c_str(),
-                      a["error"].get<std::string>().c_str());
-        else
-          std::printf("  %-8s %s (%zu artifacts)\n", a["target"].get<std::string>().c_str(),
-                      a["directory"].get<std::string>().c_str(), a["artifacts"].get<std::size_t>());
-      }
+      print_store_text(j);
       break;
     case PathKind::Unknown:
       break;
+  }
+}
+
+// What a path of `kind` holds, as JSON (the text output is printed from it).
+Json inspect_path(PathKind kind, const fs::path& p) {
+  Json j = Json::object();
+  switch (kind) {
+    case PathKind::Fatbin:
+      return inspect_fatbin(p);
+    case PathKind::Cubin:
+      return inspect_cubin(p);
+    case PathKind::Archive:
+      return inspect_archive(p);
+    case PathKind::Manifest:
+      j["manifest"] =
+          manifest_json(parse_manifest(read_whole_file(p, limits::kMaxLocalFileBytes), p.string()));
+      return j;
+    case PathKind::StoreArchive:
+      j["manifest"] = manifest_json(
+          parse_manifest(read_whole_file(p / "manifest.json", limits::kMaxLocalFileBytes),
+                         (p / "manifest.json").string()));
+      return j;
+    case PathKind::Index:
+      j["index"] = Json::parse(
+          index_to_json(parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string())));
+      return j;
+    case PathKind::Store:
+      return inspect_store(p);
+    case PathKind::Unknown:
+      break;
+  }
+  throw Error(ErrorKind::Format, p.string() +
+                                     " is none of: fatbin (magic 0xBA55ED50), cubin (ELF), "
+                                     "archive (.tar.zst), kiln index or manifest (JSON with "
+                                     "\"format\"), store directory");
+}
+
+void print_description(const fs::path& p, bool json) {
+  Json j = inspect_description(p);
+  if (json) {
+    Json out = {{"path", p.string()}, {"kind", "description"}};
+    for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = it.value();
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::printf("%s: description of package %s %s, %zu specialisations, %zu source files\n",
+              p.c_str(), j["package"].get<std::string>().c_str(),
+              j["version"].get<std::string>().c_str(), j["kernels"].size(), j["files"].size());
+  for (const auto& f : j["files"])
+    std::printf("  %10llu  %s\n", f["size"].get<unsigned long long>(),
+                f["path"].get<std::string>().c_str());
+}
+
+void inspect(const fs::path& p, bool json) {
+  if (is_package_description_file(p)) return print_description(p, json);
+  PathKind kind = classify_path(p);
+  Json j = inspect_path(kind, p);
+  if (json) {
+    Json out = Json::object();
+    out["path"] = p.string();
+    out["kind"] = to_string(kind);
+    for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = it.value();
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::printf("%s: %s\n", p.c_str(), to_string(kind));
+    print_text(kind, j);
   }
 }
 
@@ -251,72 +321,7 @@ void add_format_commands(CLI::App& app, int& rc) {
       ->required();
   cmd->add_flag("--json", opts->json, "machine-readable output");
   cmd->callback([opts, &rc] {
-    fs::path p = opts->path;
-    if (is_description_file(p)) {
-      Json j = inspect_description(p);
-      if (opts->json) {
-        Json out = {{"path", p.string()}, {"kind", "description"}};
-        for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = it.value();
-        std::cout << out.dump(2) << "\n";
-      } else {
-        std::printf("%s: description of package %s %s, %zu specialisations, %zu source files\n",
-                    p.c_str(), j["package"].get<std::string>().c_str(),
-                    j["version"].get<std::string>().c_str(), j["kernels"].size(),
-                    j["files"].size());
-        for (const auto& f : j["files"])
-          std::printf("  %10llu  %s\n", f["size"].get<unsigned long long>(),
-                      f["path"].get<std::string>().c_str());
-      }
-      rc = 0;
-      return;
-    }
-    PathKind kind = classify_path(p);
-    Json j;
-    switch (kind) {
-      case PathKind::Fatbin:
-        j = inspect_fatbin(p);
-        break;
-      case PathKind::Cubin:
-        j = inspect_cubin(p);
-        break;
-      case PathKind::Archive:
-        j = inspect_archive(p);
-        break;
-      case PathKind::Manifest:
-        j = Json::object();
-        j["manifest"] = manifest_json(
-            parse_manifest(read_whole_file(p, limits::kMaxLocalFileBytes), p.string()));
-        break;
-      case PathKind::StoreArchive:
-        j = Json::object();
-        j["manifest"] = manifest_json(
-            parse_manifest(read_whole_file(p / "manifest.json", limits::kMaxLocalFileBytes),
-                           (p / "manifest.json").string()));
-        break;
-      case PathKind::Index:
-        j = Json::object();
-        j["index"] = Json::parse(
-            index_to_json(parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string())));
-        break;
-      case PathKind::Store:
-        j = inspect_store(p);
-        break;
-      case PathKind::Unknown:
-        throw Error(ErrorKind::Format, p.string() +
-                                           " is none of: fatbin (magic 0xBA55ED50), cubin (ELF), "
-                                           "archive (.tar.zst), kiln index or manifest (JSON with "
-                                           "\"format\"), store directory");
-    }
-    if (opts->json) {
-      Json out = Json::object();
-      out["path"] = p.string();
-      out["kind"] = to_string(kind);
-      for (auto it = j.begin(); it != j.end(); ++it) out[it.key()] = it.value();
-      std::cout << out.dump(2) << "\n";
-    } else {
-      std::printf("%s: %s\n", p.c_str(), to_string(kind));
-      print_text(kind, j);
-    }
+    inspect(opts->path, opts->json);
     rc = 0;
   });
   add_verify_command(app, rc);

@@ -9,8 +9,8 @@
 #include <set>
 
 #include "commands/commands.hpp"
+#include "kiln/config.hpp"
 #include "kiln/error.hpp"
-#include "kiln/loader.hpp"
 #include "kiln/version.hpp"
 #include "mirror/mirror.hpp"
 #include "store/store.hpp"
@@ -22,6 +22,30 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 using namespace kiln::packager;
+
+// One staged release: its JSON, and its lines unless --json.
+Json report_staged(const StageOptions& opts, const StageResult& r, bool json) {
+  const std::string sums = checksums_file_name(opts.package, opts.version);
+  const std::string to = opts.to.string();
+  Json j = Json::object();
+  j["to"] = to;
+  j["package"] = opts.package;
+  j["version"] = opts.version;
+  j["copied"] = r.copied;
+  j["unchanged"] = r.unchanged;
+  j["carried"] = r.carried;
+  j["checksums"] = sums;
+  j["checksums_sha256"] = r.checksums_sha256;
+  if (!json) {
+    for (const auto& n : r.copied) std::printf("copied    %s\n", n.c_str());
+    for (const auto& n : r.unchanged) std::printf("unchanged %s\n", n.c_str());
+    for (const auto& n : r.carried) std::printf("kept      %s\n", n.c_str());
+    std::printf("%s: %s %s: %zu copied, %zu unchanged, %zu kept; %s sha256 %s\n", to.c_str(),
+                opts.package.c_str(), opts.version.c_str(), r.copied.size(), r.unchanged.size(),
+                r.carried.size(), sums.c_str(), r.checksums_sha256.c_str());
+  }
+  return j;
+}
 
 void add_stage(CLI::App& mirror, int& rc) {
   auto* cmd = mirror.add_subcommand(
@@ -48,53 +72,26 @@ void add_stage(CLI::App& mirror, int& rc) {
   add_package_options(cmd, o->pkg);
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
   cmd->callback([o, &rc] {
-    // The releases: the one named, else every index in the sources.
+    // The releases: the one named, else every index in the sources (releases_to_stage).
+    const std::vector<fs::path> sources(o->sources.begin(), o->sources.end());
     std::vector<ReleaseName> releases;
     if (package_named(o->pkg)) {
       ChosenPackage chosen = choose_package(o->pkg, o->json);
       releases.push_back({chosen.name, chosen.version});
     } else {
-      std::vector<fs::path> sources(o->sources.begin(), o->sources.end());
       releases = releases_to_stage(sources, o->to);
-      if (releases.empty()) {
-        std::string looked;
-        for (const auto& src : o->sources) looked += (looked.empty() ? "" : ", ") + src;
-        throw Error(ErrorKind::NotFound,
-                    "no release to stage: no <package>-<version>-index.json in " + looked +
-                        ", and no file there of a release " + o->to +
-                        " holds (name one with --package and --version)");
-      }
     }
     Json all = Json::array();
     for (const auto& release : releases) {
       StageOptions opts;
-      for (const auto& s : o->sources) opts.sources.push_back(s);
+      opts.sources = sources;
       opts.to = o->to;
       opts.package = release.package;
       opts.version = release.version;
       opts.log = [](const std::string& line) {
         std::cerr << "kiln mirror stage: " << line << "\n";
       };
-      StageResult r = stage_release(opts);
-      const std::string sums = checksums_file_name(opts.package, opts.version);
-      Json j = Json::object();
-      j["to"] = o->to;
-      j["package"] = opts.package;
-      j["version"] = opts.version;
-      j["copied"] = r.copied;
-      j["unchanged"] = r.unchanged;
-      j["carried"] = r.carried;
-      j["checksums"] = sums;
-      j["checksums_sha256"] = r.checksums_sha256;
-      all.push_back(std::move(j));
-      if (!o->json) {
-        for (const auto& n : r.copied) std::printf("copied    %s\n", n.c_str());
-        for (const auto& n : r.unchanged) std::printf("unchanged %s\n", n.c_str());
-        for (const auto& n : r.carried) std::printf("kept      %s\n", n.c_str());
-        std::printf("%s: %s %s: %zu copied, %zu unchanged, %zu kept; %s sha256 %s\n", o->to.c_str(),
-                    opts.package.c_str(), opts.version.c_str(), r.copied.size(), r.unchanged.size(),
-                    r.carried.size(), sums.c_str(), r.checksums_sha256.c_str());
-      }
+      all.push_back(report_staged(opts, stage_release(opts), o->json));
     }
     if (o->json) {
       // One release: its fields at the top level, as before; every one under "releases".
@@ -108,28 +105,15 @@ void add_stage(CLI::App& mirror, int& rc) {
 }
 
 // The releases `kiln mirror verify` checks: the one named (--source, --package/--version, or the
-// project here), else every release whose files are in the directory. Pins name one release.
-std::vector<ReleaseName> releases_to_verify(const PackageOptions& pkg, bool quiet,
-                                            const std::string& dir,
-                                            const VerifyMirrorOptions& pins) {
+// project here), else every release in the directory (mirror's releases_to_verify).
+std::vector<ReleaseName> releases_named_or_in(const PackageOptions& pkg, bool quiet,
+                                              const std::string& dir,
+                                              const VerifyMirrorOptions& pins) {
   if (package_named(pkg)) {
     ChosenPackage chosen = choose_package(pkg, quiet);
     return {{chosen.name, chosen.version}};
   }
-  std::vector<ReleaseName> all = releases_in(dir);
-  if (all.empty())
-    throw Error(ErrorKind::NotFound,
-                "no release in " + dir +
-                    ": no <package>-<version>-SHA256SUMS or <package>-<version>-index.json");
-  if (all.size() > 1 && (!pins.index_sha256.empty() || !pins.sums_sha256.empty())) {
-    std::string names;
-    for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.package + " " + r.version;
-    throw Error(ErrorKind::Usage, dir + " holds " + std::to_string(all.size()) +
-                                      " releases (" + names +
-                                      "): a pin covers one, so name it with --package and "
-                                      "--version");
-  }
-  return all;
+  return releases_to_verify(dir, !pins.index_sha256.empty() || !pins.sums_sha256.empty());
 }
 
 Json release_report_json(const MirrorReport& r) {
@@ -232,7 +216,7 @@ void add_verify(CLI::App& mirror, int& rc) {
   cmd->add_flag("--json", o->json, "machine-readable report");
   cmd->callback([o, &rc] {
     // Each release to verify with the pins that cover it: --release NAME-VERSION[=PIN] each
-    // with its own, else releases_to_verify's with --index-sha256 / --sums-sha256.
+    // with its own, else releases_named_or_in's with --index-sha256 / --sums-sha256.
     std::vector<VerifyMirrorOptions> asked;
     for (const auto& text : o->releases) {
       ReleaseArg r = parse_release_arg(text);
@@ -243,7 +227,7 @@ void add_verify(CLI::App& mirror, int& rc) {
       asked.push_back(std::move(vo));
     }
     if (o->releases.empty())
-      for (const ReleaseName& release : releases_to_verify(o->pkg, o->json, o->dir, o->verify)) {
+      for (const ReleaseName& release : releases_named_or_in(o->pkg, o->json, o->dir, o->verify)) {
         VerifyMirrorOptions vo = o->verify;
         vo.package = release.package;
         vo.version = release.version;
@@ -251,10 +235,7 @@ void add_verify(CLI::App& mirror, int& rc) {
       }
     std::vector<MirrorReport> reports;
     for (const auto& vo : asked) reports.push_back(verify_mirror(o->dir, vo));
-    std::optional<ErrorKind> worst;
-    for (const auto& r : reports)
-      if (auto w = r.worst())
-        worst = most_severe({{*w, "", "", ""}, {worst.value_or(*w), "", "", ""}});
+    const std::optional<ErrorKind> worst = worst_of(reports);
     if (o->json)
       std::cout << mirror_report_json(o->dir, reports, worst).dump(2) << "\n";
     else
@@ -263,33 +244,117 @@ void add_verify(CLI::App& mirror, int& rc) {
   });
 }
 
+constexpr const char* kSyncHelp =
+    "copy a release from an upstream mirror (http://, https://, file://) into a directory,\n"
+    "all or nothing. Needs a pin: --index-sha256 (covers the index and the archives and\n"
+    "description it pins) and/or\n"
+    "--sums-sha256 (covers every file <package>-<version>-SHA256SUMS lists). SHA256SUMS first\n"
+    "(against --sums-sha256), then the index (against --index-sha256 / KILN_INDEX_SHA256 and\n"
+    "its SHA256SUMS line). Every SHA256SUMS line must be a file of --version (else exit 10,\n"
+    "nothing written). Wheels and tarballs are published only under a pinned SHA256SUMS;\n"
+    "otherwise they are withheld and named. Each file to publish that is not already present\n"
+    "with the right digest is downloaded into DIR/.kiln-sync-<package>-<version>-XXXXXX/\n"
+    "while hashing and verified (archives: size, digest, content); only when every file\n"
+    "verified are they\n"
+    "renamed into DIR, the index and SHA256SUMS (listing only what was published) last.\n"
+    "Any failure leaves DIR as it was. Several releases at once: --release NAME-VERSION=PIN\n"
+    "for each (its own index pin), synced one after the other, each all or nothing.\n"
+    "Exit codes: 0 ok, 2 usage, 3 integrity, 4 stale, 6 not found, 8 network, 9 io,\n"
+    "10 format.";
+
+struct SyncOpts {
+  SyncOptions sync;
+  std::string to;
+  PackageOptions pkg;
+  std::vector<std::string> releases;
+  bool json = false;
+};
+
+void add_sync_tuning(CLI::App* cmd, SyncOptions& sync) {
+  auto* tuning = cmd->add_option_group("tuning");
+  tuning->add_option("--connect-timeout-ms", sync.connect_timeout_ms)->capture_default_str();
+  tuning
+      ->add_option("--low-speed-bytes", sync.low_speed_bytes,
+                   "abort a transfer slower than this many bytes/s ...")
+      ->capture_default_str();
+  tuning->add_option("--low-speed-seconds", sync.low_speed_seconds, "... for this many seconds")
+      ->capture_default_str();
+  tuning
+      ->add_option("--retries", sync.max_retries,
+                   "further attempts per file for 5xx, 429 and connection errors")
+      ->capture_default_str();
+  tuning->add_option("--retry-base-ms", sync.retry_base_ms, "first backoff delay")
+      ->capture_default_str();
+  tuning
+      ->add_option("--max-file-bytes", sync.max_file_bytes,
+                   "largest wheel or tarball accepted (archives are capped at their indexed size)")
+      ->capture_default_str();
+}
+
+// The syncs asked for: one per --release NAME-VERSION=PIN, each with its own index pin; else
+// the release named, pinned by --index-sha256 (else KILN_INDEX_SHA256) and/or --sums-sha256.
+std::vector<SyncOptions> syncs_asked(const SyncOpts& o, const LoaderConfig& env) {
+  std::vector<SyncOptions> syncs;
+  if (o.releases.empty()) {
+    SyncOptions one = o.sync;
+    ChosenPackage chosen = choose_package(o.pkg, o.json);
+    one.package = chosen.name;
+    one.version = chosen.version;
+    if (one.index_sha256.empty()) one.index_sha256 = env.index_sha256;
+    syncs.push_back(std::move(one));
+    return syncs;
+  }
+  if (!o.sync.index_sha256.empty() || !o.sync.sums_sha256.empty() || !o.pkg.package.empty() ||
+      !o.pkg.version.empty() || !o.pkg.source.empty())
+    throw Error(ErrorKind::Usage,
+                "--release NAME-VERSION=PIN names each release with its own "
+                "pin: not with --package, --version, --source, "
+                "--index-sha256 or --sums-sha256");
+  for (const auto& text : o.releases) {
+    ReleaseArg r = parse_release_arg(text);
+    if (r.pin.empty())
+      throw Error(ErrorKind::Usage, "--release '" + text +
+                                        "': a sync needs the index pin, "
+                                        "NAME-VERSION=INDEX_SHA256");
+    SyncOptions one = o.sync;
+    one.package = r.package;
+    one.version = r.version;
+    one.index_sha256 = r.pin;
+    syncs.push_back(std::move(one));
+  }
+  return syncs;
+}
+
+// One synced release: its JSON, and its lines unless --json.
+Json report_synced(const SyncOptions& opts, const SyncResult& r, bool json) {
+  Json j = Json::object();
+  j["from"] = opts.from;
+  j["to"] = opts.to.string();
+  j["package"] = opts.package;
+  j["version"] = opts.version;
+  j["transferred"] = r.transferred;
+  j["already_good"] = r.already_good;
+  Json withheld = Json::array();
+  for (const auto& w : r.withheld)
+    withheld.push_back({{"name", w.name}, {"kind", to_string(w.kind)}, {"reason", w.reason}});
+  j["withheld"] = std::move(withheld);
+  j["bytes_transferred"] = r.bytes_transferred;
+  j["bytes_downloaded"] = r.bytes_downloaded;
+  if (!json) {
+    for (const auto& n : r.transferred) std::printf("transferred  %s\n", n.c_str());
+    for (const auto& w : r.withheld)
+      std::printf("withheld     %s: %s\n", w.name.c_str(), w.reason.c_str());
+    std::printf("%s %s: %zu files transferred (%llu bytes), %zu already good, %zu withheld\n",
+                opts.package.c_str(), opts.version.c_str(), r.transferred.size(),
+                static_cast<unsigned long long>(r.bytes_transferred), r.already_good.size(),
+                r.withheld.size());
+  }
+  return j;
+}
+
 void add_sync(CLI::App& mirror, int& rc) {
-  auto* cmd = mirror.add_subcommand(
-      "sync",
-      "copy a release from an upstream mirror (http://, https://, file://) into a directory,\n"
-      "all or nothing. Needs a pin: --index-sha256 (covers the index and the archives and\n"
-      "description it pins) and/or\n"
-      "--sums-sha256 (covers every file <package>-<version>-SHA256SUMS lists). SHA256SUMS first\n"
-      "(against --sums-sha256), then the index (against --index-sha256 / KILN_INDEX_SHA256 and\n"
-      "its SHA256SUMS line). Every SHA256SUMS line must be a file of --version (else exit 10,\n"
-      "nothing written). Wheels and tarballs are published only under a pinned SHA256SUMS;\n"
-      "otherwise they are withheld and named. Each file to publish that is not already present\n"
-      "with the right digest is downloaded into DIR/.kiln-sync-<package>-<version>-XXXXXX/\n"
-      "while hashing and verified (archives: size, digest, content); only when every file\n"
-      "verified are they\n"
-      "renamed into DIR, the index and SHA256SUMS (listing only what was published) last.\n"
-      "Any failure leaves DIR as it was. Several releases at once: --release NAME-VERSION=PIN\n"
-      "for each (its own index pin), synced one after the other, each all or nothing.\n"
-      "Exit codes: 0 ok, 2 usage, 3 integrity, 4 stale, 6 not found, 8 network, 9 io,\n"
-      "10 format.");
-  struct Opts {
-    SyncOptions sync;
-    std::string to;
-    PackageOptions pkg;
-    std::vector<std::string> releases;
-    bool json = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto* cmd = mirror.add_subcommand("sync", kSyncHelp);
+  auto o = std::make_shared<SyncOpts>();
   cmd->add_option("--from", o->sync.from,
                   "upstream mirror URL (http://, https://, file:// or an absolute directory)")
       ->required();
@@ -308,84 +373,16 @@ void add_sync(CLI::App& mirror, int& rc) {
                   "PEM file of CA certificates for https (default: KILN_CA_BUNDLE, else the "
                   "system store)");
   cmd->add_flag("--json", o->json, "print the summary as JSON on stdout");
-  auto* tuning = cmd->add_option_group("tuning");
-  tuning->add_option("--connect-timeout-ms", o->sync.connect_timeout_ms)->capture_default_str();
-  tuning
-      ->add_option("--low-speed-bytes", o->sync.low_speed_bytes,
-                   "abort a transfer slower than this many bytes/s ...")
-      ->capture_default_str();
-  tuning->add_option("--low-speed-seconds", o->sync.low_speed_seconds, "... for this many seconds")
-      ->capture_default_str();
-  tuning
-      ->add_option("--retries", o->sync.max_retries,
-                   "further attempts per file for 5xx, 429 and connection errors")
-      ->capture_default_str();
-  tuning->add_option("--retry-base-ms", o->sync.retry_base_ms, "first backoff delay")
-      ->capture_default_str();
-  tuning
-      ->add_option("--max-file-bytes", o->sync.max_file_bytes,
-                   "largest wheel or tarball accepted (archives are capped at their indexed size)")
-      ->capture_default_str();
+  add_sync_tuning(cmd, o->sync);
   cmd->callback([o, &rc] {
     const LoaderConfig env = LoaderConfig::from_env();  // the one table of variables
-    std::vector<SyncOptions> syncs;
-    if (!o->releases.empty()) {
-      if (!o->sync.index_sha256.empty() || !o->sync.sums_sha256.empty() ||
-          !o->pkg.package.empty() || !o->pkg.version.empty() || !o->pkg.source.empty())
-        throw Error(ErrorKind::Usage,
-                    "--release NAME-VERSION=PIN names each release with its own "
-                    "pin: not with --package, --version, --source, "
-                    "--index-sha256 or --sums-sha256");
-      for (const auto& text : o->releases) {
-        ReleaseArg r = parse_release_arg(text);
-        if (r.pin.empty())
-          throw Error(ErrorKind::Usage, "--release '" + text +
-                                            "': a sync needs the index pin, "
-                                            "NAME-VERSION=INDEX_SHA256");
-        SyncOptions one = o->sync;
-        one.package = r.package;
-        one.version = r.version;
-        one.index_sha256 = r.pin;
-        syncs.push_back(std::move(one));
-      }
-    } else {
-      SyncOptions one = o->sync;
-      ChosenPackage chosen = choose_package(o->pkg, o->json);
-      one.package = chosen.name;
-      one.version = chosen.version;
-      if (one.index_sha256.empty()) one.index_sha256 = env.index_sha256;
-      syncs.push_back(std::move(one));
-    }
     Json all = Json::array();
-    for (SyncOptions& opts : syncs) {
+    for (SyncOptions& opts : syncs_asked(*o, env)) {
       opts.to = o->to;
       if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
       // Progress goes to stderr so that --json output on stdout stays parseable.
       opts.log = [](const std::string& line) { std::cerr << "kiln mirror sync: " << line << "\n"; };
-      SyncResult r = sync_release(opts);
-      Json j = Json::object();
-      j["from"] = opts.from;
-      j["to"] = o->to;
-      j["package"] = opts.package;
-      j["version"] = opts.version;
-      j["transferred"] = r.transferred;
-      j["already_good"] = r.already_good;
-      Json withheld = Json::array();
-      for (const auto& w : r.withheld)
-        withheld.push_back({{"name", w.name}, {"kind", to_string(w.kind)}, {"reason", w.reason}});
-      j["withheld"] = std::move(withheld);
-      j["bytes_transferred"] = r.bytes_transferred;
-      j["bytes_downloaded"] = r.bytes_downloaded;
-      all.push_back(std::move(j));
-      if (!o->json) {
-        for (const auto& n : r.transferred) std::printf("transferred  %s\n", n.c_str());
-        for (const auto& w : r.withheld)
-          std::printf("withheld     %s: %s\n", w.name.c_str(), w.reason.c_str());
-        std::printf("%s %s: %zu files transferred (%llu bytes), %zu already good, %zu withheld\n",
-                    opts.package.c_str(), opts.version.c_str(), r.transferred.size(),
-                    static_cast<unsigned long long>(r.bytes_transferred), r.already_good.size(),
-                    r.withheld.size());
-      }
+      all.push_back(report_synced(opts, sync_release(opts), o->json));
     }
     if (o->json) {
       // One release: its fields at the top level, as before; every one under "releases".

@@ -3,19 +3,17 @@
 
 #include "commands/commands.hpp"
 #include "project/package.hpp"
+#include "project/project_paths.hpp"
 #include "project/registry.hpp"
 
 namespace kiln::cli {
 
 std::string default_source_dir() {
-  std::error_code ec;
-  if (std::filesystem::exists("registry/package.json", ec)) return ".";
 #ifdef KILN_SOURCE_DIR
-  if (std::filesystem::exists(std::filesystem::path(KILN_SOURCE_DIR) / "registry" / "package.json",
-                              ec))
-    return KILN_SOURCE_DIR;
+  return default_project_dir(KILN_SOURCE_DIR);
+#else
+  return default_project_dir("");
 #endif
-  return ".";
 }
 
 std::string project_dir(const std::string& source, bool quiet) {

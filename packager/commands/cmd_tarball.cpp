@@ -6,7 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "build/build.hpp"
+#include "builder/build.hpp"
 #include "commands/commands.hpp"
 #include "format/target.hpp"
 #include "kiln/error.hpp"
@@ -16,8 +16,27 @@
 namespace kiln::cli {
 
 namespace {
-namespace fs = std::filesystem;
+
 using Json = nlohmann::ordered_json;
+
+std::string tarball_json(const TarballResult& r) {
+  Json j = Json::object();
+  j["file"] = r.file.string();
+  j["size"] = r.size;
+  j["sha256"] = r.sha256;
+  j["targets"] = r.targets;
+  j["entries"] = r.entries;
+  return j.dump(2) + "\n";
+}
+
+void print_tarball(const TarballResult& r) {
+  std::string targets;
+  for (const auto& x : r.targets) targets += (targets.empty() ? "" : ",") + x;
+  std::printf("%s  %.1f MiB  %zu entries  targets %s\nsha256 %s\n", r.file.c_str(),
+              static_cast<double>(r.size) / (1024.0 * 1024.0), r.entries, targets.c_str(),
+              r.sha256.c_str());
+}
+
 }  // namespace
 
 void add_tarball_command(CLI::App& app, int& rc) {
@@ -54,36 +73,17 @@ void add_tarball_command(CLI::App& app, int& rc) {
     if (!o->targets.empty())  // empty: every target of the index
       for (const auto& target : parse_target_list(o->targets)) t.targets.push_back(target.str());
     t.version = o->version;
-    if (!o->prefix.empty()) {
-      t.prefix = o->prefix;
-    } else if (auto p = running_install_prefix()) {
-      t.prefix = *p;
-    } else {
-      throw Error(ErrorKind::Usage,
-                  "this kiln runs from a build directory, not an install tree: run `cmake "
-                  "--install BUILD_DIR --prefix DIR` and pass --prefix DIR (or run DIR/bin/kiln)");
-    }
+    t.prefix = tarball_prefix(o->prefix, running_install_prefix());
     if (std::string sde = read_environment().source_date_epoch; !sde.empty())
       t.mtime = packager::parse_source_date_epoch(sde);
     t.progress = [](const std::string& s) {
       std::fprintf(stderr, "kiln tarball: %s\n", s.c_str());
     };
     TarballResult r = build_tarball(t);
-    if (o->json) {
-      Json j = Json::object();
-      j["file"] = r.file.string();
-      j["size"] = r.size;
-      j["sha256"] = r.sha256;
-      j["targets"] = r.targets;
-      j["entries"] = r.entries;
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::string targets;
-      for (const auto& x : r.targets) targets += (targets.empty() ? "" : ",") + x;
-      std::printf("%s  %.1f MiB  %zu entries  targets %s\nsha256 %s\n", r.file.c_str(),
-                  static_cast<double>(r.size) / (1024.0 * 1024.0), r.entries, targets.c_str(),
-                  r.sha256.c_str());
-    }
+    if (o->json)
+      std::cout << tarball_json(r);
+    else
+      print_tarball(r);
     rc = 0;
   });
 }

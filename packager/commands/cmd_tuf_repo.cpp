@@ -20,9 +20,7 @@ struct TufRepoOpts {
   std::string keys_dir;
   std::string offline_keys;
   std::string online_keys;
-  std::vector<std::string> schemes;
-  std::vector<std::string> key_counts;
-  std::vector<std::string> thresholds;
+  tuf_repo::RoleOptions roles;
   bool no_consistent_snapshot = false;
   bool targets_only = false;
   std::vector<std::string> files;
@@ -77,21 +75,49 @@ void print_init(const std::string& dir, const tuf_repo::KeyDirs& k,
             << "    " << kOnlineAdvice << "\n";
 }
 
-// A root change for o.role: --scheme (one bare value or ROLE=SCHEME) and --threshold ROLE=N.
-tuf_repo::RootChangeOptions root_change(const TufRepoOpts& o, tuf_repo::RootChange change) {
-  tuf_repo::RootChangeOptions rc;
-  rc.change = change;
-  rc.role = o.role;
-  rc.keyid = o.keyid;
-  rc.targets_only = o.targets_only;
-  std::map<std::string, tuf_repo::RoleSpec> specs;
-  for (const auto& s : o.schemes) tuf_repo::apply_role_option(specs, "scheme", s);
-  for (const auto& t : o.thresholds) tuf_repo::apply_role_option(specs, "threshold", t);
-  if (!o.schemes.empty()) rc.scheme = specs[o.role].scheme;
-  for (const auto& t : o.thresholds)
-    if (t.find('=') == std::string::npos || t.rfind(o.role + "=", 0) == 0)
-      rc.threshold = specs[o.role].threshold;
-  return rc;
+using Opts = std::shared_ptr<TufRepoOpts>;
+
+void add_init(CLI::App* cmd, const Opts& o, int& rc) {
+  auto* init = cmd->add_subcommand(
+      "init", "create keys and version 1 of every role; prints each key and where they went");
+  init->add_flag("--json", o->json, "print the keys and their directories as JSON on stdout");
+  init->callback([o, &rc] {
+    tuf_repo::InitOptions io = tuf_repo::init_options(o->roles, !o->no_consistent_snapshot);
+    tuf_repo::KeyDirs keys = o->key_dirs();
+    print_init(o->dir, keys,
+               tuf_repo::init_repository(o->dir, keys, io, o->expiry, std::time(nullptr)), o->json);
+    rc = 0;
+  });
+}
+
+void add_add(CLI::App* cmd, const Opts& o, int& rc) {
+  auto* add = cmd->add_subcommand(
+      "add",
+      "add files, or every file under a directory (a release: index, archives, wheels, "
+      "tarballs, checksum files), as targets; new targets, snapshot and timestamp");
+  add->add_option("PATH", o->files, "files or directories to publish")->required();
+  add->callback([o, &rc] {
+    std::vector<std::filesystem::path> files(o->files.begin(), o->files.end());
+    for (const auto& n : tuf_repo::add_targets(o->dir, o->key_dirs(), files, o->targets_only,
+                                               o->expiry, std::time(nullptr)))
+      std::cout << "target " << n << "\n";
+    rc = 0;
+  });
+}
+
+// rotate, add-key, revoke: root N+1 with ROLE's keys changed; prints each new key.
+CLI::App* add_root_change(CLI::App* cmd, const Opts& o, int& rc, const char* name,
+                          const char* help, tuf_repo::RootChange change) {
+  auto* sub = cmd->add_subcommand(name, help);
+  sub->add_option("ROLE", o->role, "root, targets, snapshot or timestamp")->required();
+  sub->callback([o, &rc, change] {
+    print_lines(tuf_repo::change_root(
+        o->dir, o->key_dirs(),
+        tuf_repo::root_change_options(change, o->role, o->keyid, o->targets_only, o->roles),
+        o->expiry, std::time(nullptr)));
+    rc = 0;
+  });
+  return sub;
 }
 
 }  // namespace
@@ -114,12 +140,12 @@ void add_tuf_repo_command(CLI::App& app, int& rc) {
                   "directory of the root and targets keys (default KEYS/offline)");
   cmd->add_option("--online-keys", o->online_keys,
                   "directory of the snapshot and timestamp keys (default KEYS/online)");
-  cmd->add_option("--scheme", o->schemes,
+  cmd->add_option("--scheme", o->roles.schemes,
                   "scheme of new keys, for every role or ROLE=SCHEME (repeatable): ed25519 "
                   "(default) or ecdsa-sha2-nistp256");
-  cmd->add_option("--keys", o->key_counts,
+  cmd->add_option("--keys", o->roles.key_counts,
                   "init: keys per role, N or ROLE=N (repeatable; default 1)");
-  cmd->add_option("--threshold", o->thresholds,
+  cmd->add_option("--threshold", o->roles.thresholds,
                   "signatures a role needs, N or ROLE=N (repeatable; default 1): init, and "
                   "rotate/add-key/revoke for their role");
   cmd->add_flag("--no-consistent-snapshot", o->no_consistent_snapshot,
@@ -134,65 +160,23 @@ void add_tuf_repo_command(CLI::App& app, int& rc) {
   cmd->add_option("--timestamp-days", o->expiry.timestamp_days, "timestamp expiry in days (1)");
   cmd->require_subcommand(1, 1);
 
-  auto* init = cmd->add_subcommand(
-      "init", "create keys and version 1 of every role; prints each key and where they went");
-  init->add_flag("--json", o->json, "print the keys and their directories as JSON on stdout");
-  init->callback([o, &rc] {
-    tuf_repo::InitOptions io;
-    for (const auto& s : o->schemes) tuf_repo::apply_role_option(io.roles, "scheme", s);
-    for (const auto& k : o->key_counts) tuf_repo::apply_role_option(io.roles, "keys", k);
-    for (const auto& t : o->thresholds) tuf_repo::apply_role_option(io.roles, "threshold", t);
-    io.consistent_snapshot = !o->no_consistent_snapshot;
-    tuf_repo::KeyDirs keys = o->key_dirs();
-    print_init(o->dir, keys,
-               tuf_repo::init_repository(o->dir, keys, io, o->expiry, std::time(nullptr)), o->json);
-    rc = 0;
-  });
-  auto* add = cmd->add_subcommand(
-      "add",
-      "add files, or every file under a directory (a release: index, archives, wheels, "
-      "tarballs, checksum files), as targets; new targets, snapshot and timestamp");
-  add->add_option("PATH", o->files, "files or directories to publish")->required();
-  add->callback([o, &rc] {
-    std::vector<std::filesystem::path> files(o->files.begin(), o->files.end());
-    for (const auto& n : tuf_repo::add_targets(o->dir, o->key_dirs(), files, o->targets_only,
-                                               o->expiry, std::time(nullptr)))
-      std::cout << "target " << n << "\n";
-    rc = 0;
-  });
+  add_init(cmd, o, rc);
+  add_add(cmd, o, rc);
   cmd->add_subcommand("refresh",
                       "new snapshot and timestamp versions with fresh expiry (online keys only)")
       ->callback([o, &rc] {
         tuf_repo::refresh_snapshot_timestamp(o->dir, o->key_dirs(), o->expiry, std::time(nullptr));
         rc = 0;
       });
-  auto* rotate =
-      cmd->add_subcommand("rotate", "replace every key of ROLE with a new one, in root N+1");
-  rotate->add_option("ROLE", o->role, "root, targets, snapshot or timestamp")->required();
-  rotate->callback([o, &rc] {
-    print_lines(tuf_repo::change_root(o->dir, o->key_dirs(),
-                                      root_change(*o, tuf_repo::RootChange::Rotate), o->expiry,
-                                      std::time(nullptr)));
-    rc = 0;
-  });
-  auto* add_key = cmd->add_subcommand("add-key", "add one new key to ROLE, in root N+1");
-  add_key->add_option("ROLE", o->role, "root, targets, snapshot or timestamp")->required();
-  add_key->callback([o, &rc] {
-    print_lines(tuf_repo::change_root(o->dir, o->key_dirs(),
-                                      root_change(*o, tuf_repo::RootChange::AddKey), o->expiry,
-                                      std::time(nullptr)));
-    rc = 0;
-  });
-  auto* revoke = cmd->add_subcommand(
-      "revoke", "remove KEYID (8+ leading characters) from ROLE, in root N+1; its file retires");
-  revoke->add_option("ROLE", o->role, "root, targets, snapshot or timestamp")->required();
-  revoke->add_option("KEYID", o->keyid, "the key to revoke")->required();
-  revoke->callback([o, &rc] {
-    print_lines(tuf_repo::change_root(o->dir, o->key_dirs(),
-                                      root_change(*o, tuf_repo::RootChange::Revoke), o->expiry,
-                                      std::time(nullptr)));
-    rc = 0;
-  });
+  add_root_change(cmd, o, rc, "rotate", "replace every key of ROLE with a new one, in root N+1",
+                  tuf_repo::RootChange::Rotate);
+  add_root_change(cmd, o, rc, "add-key", "add one new key to ROLE, in root N+1",
+                  tuf_repo::RootChange::AddKey);
+  add_root_change(cmd, o, rc, "revoke",
+                  "remove KEYID (8+ leading characters) from ROLE, in root N+1; its file retires",
+                  tuf_repo::RootChange::Revoke)
+      ->add_option("KEYID", o->keyid, "the key to revoke")
+      ->required();
 }
 
 }  // namespace kiln::cli

@@ -6,7 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "build/build.hpp"
+#include "builder/build.hpp"
 #include "commands/commands.hpp"
 #include "format/target.hpp"
 #include "kiln/error.hpp"
@@ -31,6 +31,52 @@ std::string human_size(std::uint64_t bytes) {
     std::snprintf(buf, sizeof buf, "%.1f GiB",
                   static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
   return buf;
+}
+
+Json wheel_kind(const std::string& target) { return target.empty() ? "package" : "target"; }
+Json target_or_null(const std::string& target) {
+  return target.empty() ? Json(nullptr) : Json(target);
+}
+
+std::string wheels_json(const wheel::BuildResult& result) {
+  Json wheels = Json::array();
+  for (const auto& w : result.wheels) {
+    Json j = Json::object();
+    j["wheel"] = wheel_kind(w.target);
+    j["target"] = target_or_null(w.target);
+    j["file"] = w.file.string();
+    j["size"] = w.size;
+    j["sha256"] = w.sha256;
+    wheels.push_back(std::move(j));
+  }
+  Json failed = Json::array();
+  for (const auto& f : result.failed) {
+    Json j = Json::object();
+    j["wheel"] = wheel_kind(f.target);
+    j["target"] = target_or_null(f.target);
+    j["kind"] = to_string(f.kind);
+    j["message"] = f.message;
+    failed.push_back(std::move(j));
+  }
+  Json out = Json::object();
+  out["wheels"] = std::move(wheels);
+  out["failed"] = std::move(failed);
+  out["ok"] = !result.worst().has_value();
+  out["exit_code"] = result.exit_code();
+  return out.dump(2) + "\n";
+}
+
+void print_wheels(const wheel::BuildResult& result, const std::string& out) {
+  for (const auto& f : result.failed)
+    std::fprintf(stderr, "kiln: wheel %s failed (%s): %s\n",
+                 f.target.empty() ? "package" : f.target.c_str(), to_string(f.kind),
+                 f.message.c_str());
+  for (const auto& w : result.wheels)
+    std::printf("%s  %s  %s\n", w.sha256.c_str(), human_size(w.size).c_str(), w.file.c_str());
+  std::printf("%zu wheel%s written to %s", result.wheels.size(),
+              result.wheels.size() == 1 ? "" : "s", out.c_str());
+  if (!result.failed.empty()) std::printf(", %zu failed", result.failed.size());
+  std::printf("\n");
 }
 
 }  // namespace
@@ -88,50 +134,11 @@ void add_wheel_command(CLI::App& app, int& rc) {
       std::fprintf(stderr, "wheel %s: %s (%s)\n", w.target.empty() ? "package" : w.target.c_str(),
                    w.file.filename().c_str(), human_size(w.size).c_str());
     });
-
-    std::optional<ErrorKind> worst;
-    for (const auto& f : result.failed)
-      worst = most_severe({{f.kind, "", "", ""}, {worst.value_or(f.kind), "", "", ""}});
-    rc = worst ? exit_code(*worst) : 0;
-
-    if (opts->json) {
-      Json wheels = Json::array();
-      for (const auto& w : result.wheels) {
-        Json j = Json::object();
-        j["wheel"] = w.target.empty() ? "package" : "target";
-        j["target"] = w.target.empty() ? Json(nullptr) : Json(w.target);
-        j["file"] = w.file.string();
-        j["size"] = w.size;
-        j["sha256"] = w.sha256;
-        wheels.push_back(std::move(j));
-      }
-      Json failed = Json::array();
-      for (const auto& f : result.failed) {
-        Json j = Json::object();
-        j["wheel"] = f.target.empty() ? "package" : "target";
-        j["target"] = f.target.empty() ? Json(nullptr) : Json(f.target);
-        j["kind"] = to_string(f.kind);
-        j["message"] = f.message;
-        failed.push_back(std::move(j));
-      }
-      Json out = Json::object();
-      out["wheels"] = std::move(wheels);
-      out["failed"] = std::move(failed);
-      out["ok"] = !worst.has_value();
-      out["exit_code"] = rc;
-      std::cout << out.dump(2) << "\n";
-      return;
-    }
-    for (const auto& f : result.failed)
-      std::fprintf(stderr, "kiln: wheel %s failed (%s): %s\n",
-                   f.target.empty() ? "package" : f.target.c_str(), to_string(f.kind),
-                   f.message.c_str());
-    for (const auto& w : result.wheels)
-      std::printf("%s  %s  %s\n", w.sha256.c_str(), human_size(w.size).c_str(), w.file.c_str());
-    std::printf("%zu wheel%s written to %s", result.wheels.size(),
-                result.wheels.size() == 1 ? "" : "s", opts->out.c_str());
-    if (!result.failed.empty()) std::printf(", %zu failed", result.failed.size());
-    std::printf("\n");
+    rc = result.exit_code();
+    if (opts->json)
+      std::cout << wheels_json(result);
+    else
+      print_wheels(result, opts->out);
   });
 }
 

@@ -11,7 +11,7 @@
 #include "fetch/fetch.hpp"
 #include "format/target.hpp"
 #include "kiln/error.hpp"
-#include "kiln/loader.hpp"
+#include "kiln/config.hpp"
 #include "project/package.hpp"
 
 namespace kiln::cli {
@@ -19,6 +19,7 @@ namespace kiln::cli {
 void add_registry_command(CLI::App& app, int& rc);
 void add_fetch_command(CLI::App& app, int& rc);
 void add_build_command(CLI::App& app, int& rc);
+void add_merge_command(CLI::App& app, int& rc);       // cmd_merge.cpp
 // `kiln inspect`, `kiln verify`, `kiln install` (cmd_inspect/verify/install.cpp).
 void add_format_commands(CLI::App& app, int& rc);
 void add_loader_commands(CLI::App& app, int& rc);     // resolve, doctor (cmd_resolve.cpp)
@@ -134,24 +135,5 @@ std::vector<std::filesystem::path> description_stores(const LoaderConfig& cfg);
 // --source, --package and --version as describe_package reads them, with the help saying so.
 void add_described_package_options(CLI::App* cmd, PackageOptions& o);
 void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (package_option.cpp)
-
-// `kiln build`'s targets (cmd_build.cpp), the first of: --targets; the project's
-// registry/package.json "targets"; its ci/targets.txt when it has one; the release list compiled
-// into kiln (KILN_RELEASE_TARGETS). Pure: the caller reads the files.
-struct BuildTargetSources {
-  std::string flag;                         // --targets as given; "" when not given
-  std::vector<Target> project;              // registry/package.json "targets"; empty: none
-  std::optional<std::string> targets_file;  // ci/targets.txt's text; nullopt: no such file
-  std::string targets_file_path;            // that file, for messages
-  std::vector<std::string> compiled;        // release_targets()
-};
-struct BuildTargets {
-  std::vector<Target> targets;
-  std::string origin;  // "--targets", "registry/package.json", "ci/targets.txt", "the release
-                       // list compiled into kiln"
-};
-// Throws Error{Usage} for a malformed list (naming where it came from) and when nothing names
-// a target.
-BuildTargets choose_build_targets(const BuildTargetSources& sources);
 
 }  // namespace kiln::cli

@@ -3,20 +3,25 @@
 #include <nlohmann/json.hpp>
 
 #include "commands/commands.hpp"
+#include "commands/error_json.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::cli {
 
-std::string error_json(const Error& e) {
+nlohmann::ordered_json error_fields_json(const Error& e) {
   nlohmann::ordered_json fields = nlohmann::ordered_json::object();
   // The first value of a name wins, as Error::field has it.
   for (const auto& f : e.fields())
     if (!fields.contains(f.name)) fields[f.name] = f.value;
+  return fields;
+}
+
+std::string error_json(const Error& e) {
   nlohmann::ordered_json j = {{"error",
                                {{"kind", to_string(e.kind())},
                                 {"exit_code", exit_code(e.kind())},
                                 {"message", e.what()},
-                                {"fields", std::move(fields)}}}};
+                                {"fields", error_fields_json(e)}}}};
   return j.dump();
 }
 

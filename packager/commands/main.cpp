@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   kiln::cli::add_format_commands(app, rc);
   kiln::cli::add_fetch_command(app, rc);
   kiln::cli::add_build_command(app, rc);
+  kiln::cli::add_merge_command(app, rc);
   kiln::cli::add_loader_commands(app, rc);
   kiln::cli::add_tarball_command(app, rc);
   kiln::cli::add_wheel_command(app, rc);

@@ -159,9 +159,18 @@ std::vector<ReleaseName> releases_in(const std::filesystem::path& dir);
 
 // The releases `kiln mirror stage` stages when none is named: each whose index is in one of
 // `sources`, and each the mirror `to` already holds (releases_in) of which a source has a file
-// (wheels built later join their release). Sorted, each once; empty when there are none.
+// (wheels built later join their release). Sorted, each once; Error{NotFound} naming the sources
+// and `to` when there are none.
 std::vector<ReleaseName> releases_to_stage(const std::vector<std::filesystem::path>& sources,
                                            const std::filesystem::path& to);
+
+// The releases `kiln mirror verify` checks when none is named: every release in `dir`
+// (releases_in). Error{NotFound} when there is none; Error{Usage} naming them when there are
+// several and `pinned` (--index-sha256 or --sums-sha256: a pin covers one release).
+std::vector<ReleaseName> releases_to_verify(const std::filesystem::path& dir, bool pinned);
+
+// The most severe problem of all the reports (MirrorReport::worst of each); nullopt when all ok.
+std::optional<ErrorKind> worst_of(const std::vector<MirrorReport>& reports);
 
 // Checks every file of the release in `dir` and reports each one, good or bad: nothing stops
 // at the first problem. Throws only when `dir` is not a readable directory (NotFound / Io) or

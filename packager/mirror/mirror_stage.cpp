@@ -18,6 +18,7 @@
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
 #include "store/store.hpp"
+#include "util/join.hpp"
 
 namespace kiln::packager {
 
@@ -90,6 +91,14 @@ std::vector<ReleaseName> releases_to_stage(const std::vector<fs::path>& sources,
       for (const auto& src : sources)
         if (fs::is_directory(src, ec) && !release_files_in(src, r.package, r.version).empty())
           found.emplace(r.package, r.version);
+  if (found.empty()) {
+    std::string looked;
+    for (const auto& src : sources) looked += (looked.empty() ? "" : ", ") + src.string();
+    throw Error(ErrorKind::NotFound, "no release to stage: no <package>-<version>-index.json in " +
+                                         looked + ", and no file there of a release " +
+                                         to.string() +
+                                         " holds (name one with --package and --version)");
+  }
   std::vector<ReleaseName> out;
   for (const auto& [package, version] : found) out.push_back({package, version});
   return out;
@@ -106,8 +115,8 @@ StageResult stage_release(const StageOptions& opts) {
   auto log = [&](const std::string& line) {
     if (opts.log) opts.log(line);
   };
-  std::string source_list;
-  for (const auto& s : opts.sources) source_list += (source_list.empty() ? "" : ", ") + s.string();
+  std::string source_list =
+      util::join(opts.sources, ", ", [](const fs::path& s) { return s.string(); });
 
   std::vector<VerifyProblem> problems;
   std::map<std::string, Candidate> cand;

@@ -44,6 +44,31 @@ std::optional<ErrorKind> MirrorReport::worst() const {
   return most_severe(all);
 }
 
+std::vector<ReleaseName> releases_to_verify(const fs::path& dir, bool pinned) {
+  std::vector<ReleaseName> all = releases_in(dir);
+  if (all.empty())
+    throw Error(ErrorKind::NotFound,
+                "no release in " + dir.string() +
+                    ": no <package>-<version>-SHA256SUMS or <package>-<version>-index.json");
+  if (all.size() > 1 && pinned) {
+    std::string names;
+    for (const auto& r : all) names += (names.empty() ? "" : ", ") + r.package + " " + r.version;
+    throw Error(ErrorKind::Usage, dir.string() + " holds " + std::to_string(all.size()) +
+                                      " releases (" + names +
+                                      "): a pin covers one, so name it with --package and "
+                                      "--version");
+  }
+  return all;
+}
+
+std::optional<ErrorKind> worst_of(const std::vector<MirrorReport>& reports) {
+  std::optional<ErrorKind> worst;
+  for (const auto& r : reports)
+    if (auto w = r.worst())
+      worst = most_severe({{*w, "", "", ""}, {worst.value_or(*w), "", "", ""}});
+  return worst;
+}
+
 namespace {
 
 // Rows of the verify report under construction: every problem of a file is kept; the row's

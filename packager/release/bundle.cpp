@@ -25,6 +25,7 @@
 #include "store/index_entry_check.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "tuf/tuf_updater.hpp"
+#include "util/join.hpp"
 
 namespace kiln::packager {
 
@@ -281,9 +282,8 @@ bool is_tarball(const fs::path& p) {
 namespace {
 
 std::string release_list(const std::vector<BundleRelease>& releases) {
-  std::string out;
-  for (const auto& r : releases) out += (out.empty() ? "" : ", ") + r.package + " " + r.version;
-  return out;
+  return util::join(releases, ", ",
+                    [](const BundleRelease& r) { return r.package + " " + r.version; });
 }
 
 // One release's index, description and chosen archives, fetched through TUF into `staging`.

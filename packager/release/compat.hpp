@@ -2,7 +2,7 @@
 // `kiln compat`: will this libkiln (or another build of it) accept a package? The rules are the
 // loader's own (resolver.cpp plan_stores): the manifest format version it reads, the package
 // version it is, the source hash it expects for each kernel URI; plus, for the devices given
-// or present, whether any of the package's targets runs there (target rules of kiln/target.hpp).
+// or present, whether any of the package's targets runs there (target rules of format/target.hpp).
 #include <filesystem>
 #include <optional>
 #include <string>

@@ -4,6 +4,7 @@
 
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
+#include "util/join.hpp"
 
 namespace kiln::cli {
 
@@ -81,10 +82,10 @@ LoaderFacts open_loader_facts(const fs::path& library) {
                 "cannot load " + abs.string() + " as libkiln: " + (why ? why : "dlopen failed"));
   }
   std::shared_ptr<void> handle(h, [](void* p) { ::dlclose(p); });
-  std::string missing;
+  std::vector<const char*> missing;
   auto sym = [&](const char* name) {
     void* p = ::dlsym(h, name);
-    if (!p) missing += std::string(missing.empty() ? "" : ", ") + name;
+    if (!p) missing.push_back(name);
     return p;
   };
   FactsApi api;
@@ -93,9 +94,9 @@ LoaderFacts open_loader_facts(const fs::path& library) {
   api.manifest_format = reinterpret_cast<int (*)()>(sym("kiln_manifest_format"));
   api.index_format = reinterpret_cast<int (*)()>(sym("kiln_index_format"));
   if (!missing.empty())
-    throw Error(ErrorKind::Unsupported, abs.string() +
-                                            " is not a libkiln this kiln can question: missing " +
-                                            missing + " (libkiln 0.1.0 and later export them)");
+    throw Error(ErrorKind::Unsupported,
+                abs.string() + " is not a libkiln this kiln can question: missing " +
+                    util::join(missing, ", ") + " (libkiln 0.1.0 and later export them)");
   return ask(api, std::move(handle));
 }
 

@@ -22,6 +22,7 @@
 #include "kiln/version.hpp"
 #include "release/loader_facts.hpp"
 #include "store/store.hpp"
+#include "util/join.hpp"
 
 namespace kiln::cli {
 
@@ -185,6 +186,14 @@ std::optional<fs::path> running_install_prefix() {
   return prefix;
 }
 
+fs::path tarball_prefix(const std::string& flag, const std::optional<fs::path>& running) {
+  if (!flag.empty()) return flag;
+  if (running) return *running;
+  throw Error(ErrorKind::Usage,
+              "this kiln runs from a build directory, not an install tree: run `cmake "
+              "--install BUILD_DIR --prefix DIR` and pass --prefix DIR (or run DIR/bin/kiln)");
+}
+
 TarballResult build_tarball(const TarballOptions& opts) {
   auto say = [&](const std::string& s) {
     if (opts.progress) opts.progress(s);
@@ -218,8 +227,8 @@ TarballResult build_tarball(const TarballOptions& opts) {
       auto it = std::find_if(index.archives.begin(), index.archives.end(),
                              [&](const IndexEntry& a) { return a.target == t; });
       if (it == index.archives.end()) {
-        std::string have;
-        for (const auto& a : index.archives) have += (have.empty() ? "" : ", ") + a.target;
+        std::string have =
+            util::join(index.archives, ", ", [](const IndexEntry& a) { return a.target; });
         throw Error(ErrorKind::NotFound, "target " + t + " is not in " + index_path.string() +
                                              " (it has: " + have + ")");
       }

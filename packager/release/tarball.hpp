@@ -60,6 +60,11 @@ std::string tarball_file_name(const std::string& version, const std::string& cud
 // The install tree this kiln runs from (<exe>/..), when it is one (bin/kiln beside
 // lib/cmake/kiln/kilnConfig.cmake); nullopt when running from a build directory.
 std::optional<std::filesystem::path> running_install_prefix();
+// The install tree `kiln tarball` packs: --prefix (`flag`) when given, else the tree this kiln
+// runs from (`running`: running_install_prefix()). Throws Error{Usage} saying how to make one
+// when there is neither.
+std::filesystem::path tarball_prefix(const std::string& flag,
+                                     const std::optional<std::filesystem::path>& running);
 
 // The manifests of every store packed in a tarball (share/kiln/artifacts/*/manifest.json),
 // for `kiln compat`. Throws Error{Format} when the file is not a kiln tarball.

@@ -1,6 +1,6 @@
 #pragma once
 // kiln build's result cache: compile results stored under a key that names everything they
-// depend on (packager/build derives it: compile_key), in a directory or on a server speaking the
+// depend on (packager/builder derives it: compile_key), in a directory or on a server speaking the
 // HTTP cache protocol of Bazel's remote caching (bazel-remote, nginx with WebDAV PUT). The cache
 // is untrusted: every read is bounded and checked against its digest here, and the build checks
 // a hit like a fresh compile before using it. A cache that fails never fails the build.

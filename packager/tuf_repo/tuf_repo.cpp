@@ -14,6 +14,7 @@
 #include "kiln/error.hpp"
 #include "tuf/tuf_metadata.hpp"
 #include "tuf/tuf_signer.hpp"
+#include "util/join.hpp"
 
 namespace kiln::tuf_repo {
 
@@ -112,7 +113,7 @@ json common(const char* type, std::int64_t version, std::time_t expires) {
   return {{"_type", type},
           {"spec_version", kSpec},
           {"version", version},
-          {"expires", format_expires(expires)}};
+          {"expires", tuf::format_utc_time(expires)}};
 }
 
 std::time_t days(std::time_t now, int n) { return now + static_cast<std::time_t>(n) * 86400; }
@@ -129,7 +130,7 @@ std::vector<Signer> role_signers(const KeyDirs& keys, const tuf::Root& root,
   const tuf::RoleKeys& rk = root.roles.at(role);
   fs::path d = role_key_dir(keys, role);
   std::vector<Signer> out;
-  std::string missing;
+  std::vector<std::string> missing;
   int at_hand = 0;
   for (const auto& id : rk.keyids) {
     if (pending && std::any_of(pending->begin(), pending->end(),
@@ -140,7 +141,7 @@ std::vector<Signer> role_signers(const KeyDirs& keys, const tuf::Root& root,
     fs::path p = d / (id + ".pem");
     std::error_code ec;
     if (!fs::is_regular_file(p, ec)) {
-      missing += (missing.empty() ? "" : ", ") + short_id(id);
+      missing.push_back(short_id(id));
       continue;
     }
     Signer s = Signer::from_private_pem(read_whole_file(p), root.keys.at(id).scheme);
@@ -155,7 +156,7 @@ std::vector<Signer> role_signers(const KeyDirs& keys, const tuf::Root& root,
                 "tuf-repo: signing " + role + " needs " + std::to_string(rk.threshold) +
                     " of its " + std::to_string(rk.keyids.size()) + " keys (threshold, root v" +
                     std::to_string(root.version) + "), found " + std::to_string(at_hand) + " in " +
-                    d.string() + " (missing " + missing + ")");
+                    d.string() + " (missing " + util::join(missing, ", ") + ")");
   return out;
 }
 
@@ -379,14 +380,6 @@ std::string key_line(const NewKey& k) {
   return k.role + " " + k.keyid + " " + k.scheme + " " + k.file.string();
 }
 
-std::string format_expires(std::time_t t) {
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 void apply_role_option(std::map<std::string, RoleSpec>& roles, const std::string& what,
                        const std::string& option) {
   auto eq = option.find('=');
@@ -527,7 +520,7 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
   tuf::Root old_root = trusted_root(dir);
   json next = current;
   next["version"] = old_root.version + 1;
-  next["expires"] = format_expires(days(now, e.root_days));
+  next["expires"] = tuf::format_utc_time(days(now, e.root_days));
   const std::string what =
       "tuf-repo: root v" + std::to_string(old_root.version + 1) + ": role " + o.role;
 

@@ -121,6 +121,21 @@ std::vector<std::string> change_root(const std::filesystem::path& dir, const Key
                                      const RootChangeOptions& options, const Expiry& expiry,
                                      std::time_t now);
 
-std::string format_expires(std::time_t t);
+// The role options of `kiln tuf-repo` as given (role_options.cpp): --scheme, --keys and
+// --threshold, each a bare VALUE (every role) or ROLE=VALUE, repeatable.
+struct RoleOptions {
+  std::vector<std::string> schemes;
+  std::vector<std::string> key_counts;
+  std::vector<std::string> thresholds;
+};
+// init's options: every role option applied in turn (schemes, then keys, then thresholds).
+// Throws Error{Usage} naming a malformed option.
+InitOptions init_options(const RoleOptions& options, bool consistent_snapshot);
+// A root change of `role`: the scheme of new keys when any --scheme was given (ROLE=SCHEME's,
+// or the bare one), the threshold when a --threshold was bare or of this role. Every option is
+// checked, those of other roles too (Error{Usage}).
+RootChangeOptions root_change_options(RootChange change, const std::string& role,
+                                      const std::string& keyid, bool targets_only,
+                                      const RoleOptions& options);
 
 }  // namespace kiln::tuf_repo

@@ -140,6 +140,10 @@ struct FailedWheel {
 struct BuildResult {
   std::vector<BuiltWheel> wheels;
   std::vector<FailedWheel> failed;
+  // The most severe failure's kind (store.hpp: most_severe; of equal ones, the last), nullopt
+  // when none failed; the exit code of `kiln wheel`: its code, or 0.
+  std::optional<ErrorKind> worst() const;
+  int exit_code() const;
 };
 
 // The index in `dist` (exactly one <package>-<ver>-index.json) is parsed; each chosen target's

@@ -20,6 +20,7 @@
 #include "store/index_entry_check.hpp"
 #include "store/store.hpp"
 #include "store/store_scan.hpp"
+#include "util/join.hpp"
 #include "wheel/wheel.hpp"
 
 namespace kiln::wheel {
@@ -43,8 +44,8 @@ fs::path find_index(const fs::path& dist) {
     throw Error(ErrorKind::NotFound, "no <package>-<version>-index.json in " + dist.string() +
                                          " (kiln build --dist DIR writes one)");
   if (found.size() > 1) {
-    std::string names;
-    for (const auto& f : found) names += (names.empty() ? "" : ", ") + f.filename().string();
+    std::string names =
+        util::join(found, ", ", [](const fs::path& f) { return f.filename().string(); });
     throw Error(ErrorKind::Usage, dist.string() + " holds the indexes of several releases (" +
                                       names + "); give --dist a directory with one");
   }
@@ -53,8 +54,7 @@ fs::path find_index(const fs::path& dist) {
 
 std::vector<IndexEntry> choose_archives(const Index& idx, const std::vector<std::string>& wanted,
                                         const std::string& index_name) {
-  std::string listed;
-  for (const auto& a : idx.archives) listed += (listed.empty() ? "" : ", ") + a.target;
+  std::string listed = util::join(idx.archives, ", ", [](const IndexEntry& a) { return a.target; });
   if (idx.archives.empty()) throw Error(ErrorKind::NotFound, index_name + " lists no archives");
   if (wanted.empty()) return idx.archives;
   std::vector<IndexEntry> chosen;
@@ -77,8 +77,7 @@ std::vector<IndexEntry> choose_archives(const Index& idx, const std::vector<std:
     if (!dup) chosen.push_back(*it);
   }
   if (!missing.empty()) {
-    std::string names;
-    for (const auto& m : missing) names += (names.empty() ? "" : ", ") + m;
+    std::string names = util::join(missing, ", ");
     throw Error(ErrorKind::NotFound, "target" + std::string(missing.size() > 1 ? "s " : " ") +
                                          names + " not in " + index_name + ", which lists " +
                                          listed);
@@ -208,6 +207,18 @@ BuildResult build_wheels(const BuildOptions& options,
     }
   }
   return result;
+}
+
+std::optional<ErrorKind> BuildResult::worst() const {
+  // Among failures of equal severity, the last one's kind.
+  std::vector<VerifyProblem> kinds;
+  for (auto f = failed.rbegin(); f != failed.rend(); ++f) kinds.push_back({f->kind, "", "", ""});
+  return most_severe(kinds);
+}
+
+int BuildResult::exit_code() const {
+  auto w = worst();
+  return w ? kiln::exit_code(*w) : 0;
 }
 
 }  // namespace kiln::wheel

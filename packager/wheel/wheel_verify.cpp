@@ -14,6 +14,7 @@
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "store/store.hpp"
+#include "util/join.hpp"
 #include "wheel/wheel.hpp"
 #include "wheel/wheel_paths.hpp"
 
@@ -151,8 +152,7 @@ std::vector<WheelProblem> verify_wheel(const fs::path& whl) {
       dist_infos.insert(top);
   }
   if (dist_infos.size() != 1) {
-    std::string names;
-    for (const auto& d : dist_infos) names += (names.empty() ? "" : ", ") + d;
+    std::string names = util::join(dist_infos, ", ");
     add(w, "holds " + std::to_string(dist_infos.size()) + " .dist-info directories" +
                (names.empty() ? "" : " (" + names + ")") + ", expected exactly one");
     return problems;
@@ -193,11 +193,8 @@ std::vector<WheelProblem> verify_wheel(const fs::path& whl) {
     for (auto [it, end] = h.equal_range("Tag"); it != end; ++it) tags.insert(it->second);
     if (tags.empty()) add(where, "has no Tag");
     if (wn && !tags.empty() && tags != wn->tags) {
-      std::string listed;
-      for (const auto& t : tags) listed += (listed.empty() ? "" : ", ") + t;
-      std::string named;
-      for (const auto& t : wn->tags) named += (named.empty() ? "" : ", ") + t;
-      add(where, "tags " + listed + " differ from the file name's " + named);
+      add(where, "tags " + util::join(tags, ", ") + " differ from the file name's " +
+                     util::join(wn->tags, ", "));
     }
   }
   if (const WheelFile* metadata = find("METADATA")) {

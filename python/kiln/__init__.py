@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pathlib
 import warnings
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kiln import _kiln
 from kiln._errors import (
@@ -67,12 +67,12 @@ def devices() -> list[Device]:
     return [Device(*d) for d in _kiln.devices()]
 
 
-def build_facts() -> dict:
+def build_facts() -> dict[str, Any]:
     """This runtime's version, commit, CUDA toolkit and the format versions it reads."""
     return dict(_BUILD)
 
 
-def load(name: str, config: Config | None = None, **fields) -> Loader:
+def load(name: str, config: Config | None = None, **fields: Any) -> Loader:
     """A Loader for the installed package `name` (its package wheel and target wheels).
 
     The stores of its installed target wheels go first on the config's artifact_path; a target
@@ -100,14 +100,14 @@ def load(name: str, config: Config | None = None, **fields) -> Loader:
     return Loader(description=found.description, config=cfg)
 
 
-def _stores_best_first(package: str, stores: list) -> list:
+def _stores_best_first(package: str, stores: list[pathlib.Path]) -> list[pathlib.Path]:
     """The target wheels' stores in the order the target-choice rule ranks their targets for
     device 0. The loader's store order wins over target preference (docs/loader.md: a PTX in
     the first store beats SASS in the second), so with the sm_90a and compute_80 wheels both
     installed, sm_90a's store must come first. Each store is listed by the loader's own store
     rule. Stores of no candidate target keep their order, after; without a device, the order
     is as found."""
-    target_of = {}  # target -> the first store offering it
+    target_of: dict[str, pathlib.Path] = {}  # target -> the first store offering it
     for store in stores:
         for target in _kiln._store_targets(str(store), package):
             target_of.setdefault(target, store)
@@ -119,12 +119,18 @@ def _stores_best_first(package: str, stores: list) -> list:
     return first + [s for s in stores if s not in first]
 
 
-def __getattr__(name: str):
-    if name == "ops":  # imported on first use: it may import torch
-        import importlib
+if TYPE_CHECKING:
+    # A type checker sees kiln.ops as the submodule it is; it does not see __getattr__, which
+    # would make every misspelt attribute of kiln pass (docs/python.md "Types").
+    from kiln import ops as ops
+else:
 
-        return importlib.import_module("kiln.ops")
-    raise AttributeError(f"module 'kiln' has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        if name == "ops":  # imported on first use: it may import torch
+            import importlib
+
+            return importlib.import_module("kiln.ops")
+        raise AttributeError(f"module 'kiln' has no attribute {name!r}")
 
 
 __all__ = [

@@ -6,7 +6,9 @@ contiguity and device."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kiln import _kiln
 from kiln._errors import usage
@@ -44,7 +46,7 @@ def _compact_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def _is_contiguous(shape, strides_elems) -> bool:
+def _is_contiguous(shape: Sequence[int], strides_elems: Sequence[int] | None) -> bool:
     if not strides_elems:
         return True
     # Dimensions of extent 1 may have any stride.
@@ -52,7 +54,7 @@ def _is_contiguous(shape, strides_elems) -> bool:
                for n, s, c in zip(shape, strides_elems, _compact_strides(tuple(shape))))
 
 
-def _torch_like_device(obj) -> int | None:
+def _torch_like_device(obj: object) -> int | None:
     dev = getattr(obj, "device", None)
     index = getattr(dev, "index", None)  # torch.device
     if isinstance(index, int):
@@ -61,7 +63,7 @@ def _torch_like_device(obj) -> int | None:
     return ident if isinstance(ident, int) else None
 
 
-def _from_cai(obj, name: str) -> DeviceArray:
+def _from_cai(obj: Any, name: str) -> DeviceArray:
     cai = obj.__cuda_array_interface__
     typestr = cai.get("typestr", "")
     dtype = _TYPESTR.get(typestr)
@@ -81,7 +83,7 @@ def _from_cai(obj, name: str) -> DeviceArray:
                        _torch_like_device(obj))
 
 
-def _from_dlpack(obj, name: str) -> DeviceArray:
+def _from_dlpack(obj: Any, name: str) -> DeviceArray:
     dev_type, dev_id = obj.__dlpack_device__()
     if int(dev_type) not in _CUDA_DLPACK_DEVICES:
         raise usage(f"{name}: a {type(obj).__name__} on DLPack device type {int(dev_type)} "
@@ -95,7 +97,7 @@ def _from_dlpack(obj, name: str) -> DeviceArray:
                        device_id)
 
 
-def device_array(obj, name: str) -> DeviceArray:
+def device_array(obj: object, name: str) -> DeviceArray:
     """The array `obj` as kiln.ops reads it; UsageError naming `name` when it is none."""
     if isinstance(obj, DeviceArray):
         return obj

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+from typing import Any
 
 import kiln
 from kiln import _kiln
@@ -43,9 +44,9 @@ def _installed_packages() -> dict:
     return {"available": True, "detail": "", "packages": out}
 
 
-def facts(config: kiln.Config | None = None) -> dict:
+def facts(config: kiln.Config | None = None) -> dict[str, Any]:
     cfg = config if config is not None else kiln.Config.from_env()
-    j = {"runtime": kiln.build_facts(), "python": sys.version.split()[0],
+    j: dict[str, Any] = {"runtime": kiln.build_facts(), "python": sys.version.split()[0],
          "module": os.path.dirname(kiln.__file__)}
     native = _kiln._doctor_facts(cfg)
     j["driver"] = native["driver"]

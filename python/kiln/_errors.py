@@ -8,6 +8,8 @@ kind, so `except kiln.IntegrityError:` picks one.
 
 from __future__ import annotations
 
+from typing import Any
+
 # The context field names in use (docs/exit-codes.md), readable as attributes even when a given
 # error lacks them (then None); `argument` names a bad argument of the Python API.
 KNOWN_FIELDS = (
@@ -19,15 +21,15 @@ KNOWN_FIELDS = (
 class Error(Exception):
     """A kiln failure: .kind, .exit_code, .message, .fields (dict) and the fields as attributes."""
 
-    kind = "internal"
-    exit_code = 1
+    kind: str = "internal"
+    exit_code: int = 1
 
-    def __init__(self, message: str, fields: dict[str, str] | None = None):
+    def __init__(self, message: str, fields: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.fields = dict(fields or {})
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> str | None:
         # Only reached when normal lookup fails: context fields by name.
         fields = self.__dict__.get("fields", {})
         if name in fields:
@@ -42,7 +44,7 @@ class Error(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, fields={self.fields!r})"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The `{"error": {...}}` object `kiln --json` prints for the same failure."""
         return {"error": {"kind": self.kind, "exit_code": self.exit_code,
                           "message": self.message, "fields": dict(self.fields)}}

@@ -166,14 +166,15 @@ def _offers_on_index(package: str, index_url: str) -> list[_Offer]:
 _PYPI = "https://pypi.org/simple"
 
 
-def _pip_configuration() -> dict:
+def _pip_configuration() -> dict[str, str]:
     """pip's own settings as `pip config list` reports them (PIP_* variables over files)."""
     try:
         out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True,
                              text=True, timeout=_TIMEOUT_S).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
-    files, env = {}, {}
+    files: dict[str, str] = {}
+    env: dict[str, str] = {}
     for line in out.splitlines():
         m = re.match(r"^([^.=]*)\.([a-z-]+)='(.*)'$", line.strip())
         if m:

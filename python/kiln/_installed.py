@@ -46,10 +46,7 @@ def _normalize(name: str) -> str:
 
 
 def _entry_points(group: str) -> list[metadata.EntryPoint]:
-    eps = metadata.entry_points()
-    if hasattr(eps, "select"):
-        return list(eps.select(group=group))
-    return list(eps.get(group, []))  # Python < 3.10
+    return list(metadata.entry_points(group=group))  # Python >= 3.10 (the runtime: >= 3.12)
 
 
 def _dist_name(dist: metadata.Distribution) -> str:
@@ -92,7 +89,7 @@ def _outside(version: str, specifiers: str) -> bool | None:
     for spec in specifiers.split(","):
         m = re.match(r"^\s*(>=|<=|==|!=|<|>)\s*(\S+)\s*$", spec)
         bound = _release_key(m.group(2)) if m else None
-        if bound is None:
+        if m is None or bound is None:
             return None
         op = m.group(1)
         if op == "<" and bound[1] == 4 and v[1] < 4 and v[0] == bound[0]:

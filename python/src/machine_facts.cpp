@@ -262,17 +262,22 @@ int parse_device(nb::handle value, const char* name) {
 }
 
 void bind_machine_facts(nb::module_& m) {
-  m.def("devices", &device_list,
+  m.def("devices", &device_list, nb::sig("def devices() -> list[tuple[int, str, int, str]]"),
         "The CUDA devices as (ordinal, name, cc, target) tuples; kiln.UnsupportedError when "
         "the driver (libcuda.so.1) does not load or initialise.");
   m.def("choose_target", &choose_target, nb::arg("available"), nb::arg("cc") = nb::none(),
+        nb::sig("def choose_target(available: collections.abc.Sequence[str], "
+                "cc: int | str | None = None) -> str | None"),
         "The best of `available` for a device of compute capability `cc` (90 = 9.0; default: "
         "device 0) by kiln's one target-choice rule, or None when none runs there.");
   m.def("target_choice", &target_choice, nb::arg("available"), nb::arg("cc") = nb::none(),
+        nb::sig("def target_choice(available: collections.abc.Sequence[str], "
+                "cc: int | str | None = None) -> dict[str, typing.Any]"),
         "The whole decision: {cc, device, candidates: [(target, why)], rejected: [(target, "
         "why)]}.");
   m.def(
-      "parse_device", [](nb::handle v) { return parse_device(v, "device"); }, nb::arg("device"));
+      "parse_device", [](nb::handle v) { return parse_device(v, "device"); }, nb::arg("device"),
+      nb::sig("def parse_device(device: int | str) -> int"));
   m.def(
       "_store_targets",
       [](const std::string& store, const std::string& package) {

@@ -21,6 +21,7 @@
 #include "machine_facts.hpp"
 #include "ops_bindings.hpp"
 #include "python_loader.hpp"
+#include "util/join.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -76,10 +77,10 @@ void apply_fields(LoaderConfig& cfg, nb::kwargs fields) {
     bool known = false;
     for (const auto& f : config_fields()) known = known || f == name;
     if (!known) {
-      std::string list;
-      for (const auto& f : config_fields()) list += (list.empty() ? "" : ", ") + f;
-      throw Error(ErrorKind::Usage, "Config has no field '" + name + "'; its fields: " + list,
-                  {{"setting", name}});
+      throw Error(
+          ErrorKind::Usage,
+          "Config has no field '" + name + "'; its fields: " + util::join(config_fields(), ", "),
+          {{"setting", name}});
     }
     try {
       nb::setattr(self, name.c_str(), fspath_value(name, value));
@@ -272,8 +273,12 @@ void bind_loader(nb::module_& m) {
   nb::class_<PythonLoader>(m, "Loader",
                            "Serves one kernel package (kiln::Loader): get, prefetch, resolve, "
                            "launch.")
+      // The signatures below name the types the nb::handle parameters take (the stubs,
+      // kiln/_kiln.pyi, come from them: docs/python.md "Types").
       .def("__init__", &init_loader, nb::kw_only(), "description"_a = nb::none(),
-           "package"_a = nb::none(), "config"_a = nb::none())
+           "package"_a = nb::none(), "config"_a = nb::none(),
+           nb::sig("def __init__(self, *, description: str | os.PathLike[str] | None = None, "
+                   "package: Package | None = None, config: Config | None = None) -> None"))
       .def_prop_ro("package", [](const PythonLoader& l) { return l.package; })
       .def_prop_ro("config", [](const PythonLoader& l) { return l.loader->config(); })
       .def_prop_ro("id", [](const PythonLoader& l) { return l.loader->id(); })
@@ -309,9 +314,15 @@ void bind_loader(nb::module_& m) {
             }
             return resolution_dict(r, explain);
           },
-          "uri"_a, "device"_a = nb::none(), "explain"_a = true)
+          "uri"_a, "device"_a = nb::none(), "explain"_a = true,
+          nb::sig("def resolve(self, uri: str, device: int | str | None = None, "
+                  "explain: bool = True) -> dict[str, typing.Any]"))
       .def("launch", &launch, "kernel"_a, "grid"_a, "block"_a, "args"_a, "shared_bytes"_a = 0,
-           "stream"_a = nb::none(), "entry"_a = 0);
+           "stream"_a = nb::none(), "entry"_a = 0,
+           nb::sig("def launch(self, kernel: Kernel, grid: int | collections.abc.Sequence[int], "
+                   "block: int | collections.abc.Sequence[int], "
+                   "args: collections.abc.Sequence[object], shared_bytes: int = 0, "
+                   "stream: object | None = None, entry: int = 0) -> None"));
 }
 
 // What kiln.ops reads of a DLPack array (bfloat16 has no __cuda_array_interface__ typestr).
@@ -332,10 +343,17 @@ void bind_scalars(nb::module_& m) {
                      return nb::bytes(reinterpret_cast<const char*>(s.bytes.data()), s.size);
                    })
       .def("__repr__", [](const Scalar& s) { return "kiln." + s.type + "(...)"; });
-  for (const char* t : {"f32", "f64", "i8", "u8", "i16", "u16", "i32", "u32", "i64", "u64"}) {
+  // The signature of each: nb::sig keeps the pointer, so literals.
+  static const char* const scalar_types[][2] = {
+      {"f32", "def f32(value: float) -> Scalar"}, {"f64", "def f64(value: float) -> Scalar"},
+      {"i8", "def i8(value: int) -> Scalar"},     {"u8", "def u8(value: int) -> Scalar"},
+      {"i16", "def i16(value: int) -> Scalar"},   {"u16", "def u16(value: int) -> Scalar"},
+      {"i32", "def i32(value: int) -> Scalar"},   {"u32", "def u32(value: int) -> Scalar"},
+      {"i64", "def i64(value: int) -> Scalar"},   {"u64", "def u64(value: int) -> Scalar"}};
+  for (const auto& [t, sig] : scalar_types) {
     std::string type = t;
     m.def(
-        t, [type](nb::handle v) { return make_scalar(type, v); }, "value"_a);
+        t, [type](nb::handle v) { return make_scalar(type, v); }, "value"_a, nb::sig(sig));
   }
 }
 

@@ -59,7 +59,7 @@ void bind_ops(nb::module_& m) {
           ops::reduce_sum(*pl.loader, st, as_ptr(out), as_ptr(in), n, as_ptr(ws), ws_bytes, d);
         });
       },
-      "loader"_a, "stream"_a.none(), "out"_a, "in"_a, "n"_a, "workspace"_a, "workspace_bytes"_a,
+      "loader"_a, "stream"_a.none(), "out"_a, "in_"_a, "n"_a, "workspace"_a, "workspace_bytes"_a,
       "dtype"_a);
   o.def(
       "rmsnorm",
@@ -71,7 +71,7 @@ void bind_ops(nb::module_& m) {
           ops::rmsnorm(*pl.loader, st, as_ptr(out), as_ptr(in), as_ptr(w), rows, cols, eps, d);
         });
       },
-      "loader"_a, "stream"_a.none(), "out"_a, "in"_a, "weight"_a, "rows"_a, "cols"_a, "eps"_a,
+      "loader"_a, "stream"_a.none(), "out"_a, "in_"_a, "weight"_a, "rows"_a, "cols"_a, "eps"_a,
       "dtype"_a);
   o.def(
       "softmax",
@@ -81,7 +81,7 @@ void bind_ops(nb::module_& m) {
         ops::DType d = dtype_named(dt);
         without_gil([&] { ops::softmax(*pl.loader, st, as_ptr(out), as_ptr(in), rows, cols, d); });
       },
-      "loader"_a, "stream"_a.none(), "out"_a, "in"_a, "rows"_a, "cols"_a, "dtype"_a);
+      "loader"_a, "stream"_a.none(), "out"_a, "in_"_a, "rows"_a, "cols"_a, "dtype"_a);
   o.def(
       "silu_and_mul",
       [](PythonLoader& pl, nb::handle s, Ptr out, Ptr in, long long rows, int d,
@@ -91,7 +91,7 @@ void bind_ops(nb::module_& m) {
         without_gil(
             [&] { ops::silu_and_mul(*pl.loader, st, as_ptr(out), as_ptr(in), rows, d, t); });
       },
-      "loader"_a, "stream"_a.none(), "out"_a, "in"_a, "rows"_a, "d"_a, "dtype"_a);
+      "loader"_a, "stream"_a.none(), "out"_a, "in_"_a, "rows"_a, "d"_a, "dtype"_a);
   o.def(
       "gemm_f32",
       [](PythonLoader& pl, nb::handle s, Ptr c, Ptr a, Ptr b, int M, int N, int K) {

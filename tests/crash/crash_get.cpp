@@ -2,7 +2,7 @@
 // a Loader of the project at SOURCE (its package description, as kiln package-source compiles
 // it), every setting from the environment as libkiln reads it (KILN_MIRRORS, KILN_INDEX_SHA256,
 // KILN_CACHE_DIR, KILN_ARTIFACT_PATH, KILN_DISABLE_JIT...), the real mirror tier, scan record
-// and JIT tier (NVRTC), and the CC 9.0 stand-in driver of tests/stand_in_driver.hpp: no GPU.
+// and JIT tier (NVRTC), and the CC 9.0 stand-in driver of tests/support/stand_in_driver.hpp: no GPU.
 // Exit 0 when the kernel loaded, else the error's exit code with its message on stderr.
 #include <exception>
 #include <iostream>

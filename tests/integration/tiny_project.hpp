@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "test_util.hpp"
+#include "kernel_project.hpp"
 
 namespace kiln::test::tiny {
 
@@ -53,12 +53,11 @@ inline const std::string kPackage = "tiny-kernels";
 inline const std::string kVersion = "0.3.0";
 
 inline void write_project(const std::filesystem::path& src) {
-  write_file(src / "VERSION", kVersion + "\n");
-  write_file(src / "registry/package.json", "{\"format\": 1, \"name\": \"" + kPackage + "\"}\n");
-  write_file(src / "registry/kernels.json", kRegistry);
-  write_file(src / "kernels/common.cuh", kCommon);
-  write_file(src / "kernels/scale.cu", kScale);
-  write_file(src / "kernels/hop.cu", kHop);
+  write_kernel_project(src, {kPackage,
+                             kVersion,
+                             kRegistry,
+                             "",
+                             {{"common.cuh", kCommon}, {"scale.cu", kScale}, {"hop.cu", kHop}}});
 }
 
 }  // namespace kiln::test::tiny

@@ -1,0 +1,289 @@
+#pragma once
+// `kiln build`: plan (registry x targets -> artifacts), build.ninja generation, running
+// ninja with progress, and publishing one archive per target plus the release index.
+// The planning half is pure (values in, values out) and unit-tested; run_build does the I/O.
+// User documentation: docs/packager.md.
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "builder/toolkit.hpp"
+#include "format/manifest.hpp"
+#include "format/target.hpp"
+#include "project/package.hpp"
+#include "project/registry.hpp"
+
+namespace kiln::packager {
+
+// One artifact: one specialisation built for one target. Paths are relative to the out
+// directory, where ninja runs, so nothing in them depends on where the out directory is.
+struct PlannedArtifact {
+  std::string uri;
+  std::string family;
+  Target target;
+  std::string stub;               // stubs/<uri>.kiln-stub.cu
+  std::string fatbin;             // obj/<target>/<uri>.fatbin
+  std::string depfile;            // obj/<target>/<uri>.d
+  std::vector<std::string> args;  // nvcc argv after the compiler path, as ninja runs it
+};
+
+struct TargetPlan {
+  Target target;
+  std::vector<PlannedArtifact> artifacts;  // sorted by URI
+  std::vector<SkippedFamily> skipped;      // sorted by family
+};
+
+struct BuildPlan {
+  std::string source_dir;                    // absolute; kernels/ lives below it
+  std::vector<TargetPlan> targets;           // in Target order (SASS first, then arch)
+  std::map<std::string, std::string> stubs;  // stub path -> contents
+  std::size_t artifact_count() const;
+};
+
+// Which specialisations to build for which targets. `only` holds fnmatch globs matched
+// against family names and URIs (empty: everything). A family whose target rules do not
+// admit a target is skipped for it, with the reason. Throws Error{NotFound} for a glob that
+// matches nothing, Error{Unsupported} for a glob whose families build on none of `targets`.
+BuildPlan plan_build(const Registry& reg, const std::vector<Target>& targets,
+                     const std::vector<std::string>& only, const std::string& source_dir);
+
+// The generated translation unit: includes the family's sources and takes each entry's
+// address, which makes nvcc instantiate exactly those kernels.
+std::string stub_source(const Family& fam, const Specialisation& spec);
+
+// build.ninja for a plan. Deterministic: the same plan, nvcc and source dir give the same
+// bytes (nothing run-dependent such as times, job counts or the out directory).
+std::string ninja_file(const BuildPlan& plan, const std::string& nvcc,
+                       const std::string& launcher = "");
+
+// The flags recorded in the manifest: the argv as run, with the source directory written as
+// "$KILN_SOURCE" and the dependency-file flags (-MD -MF, no effect on the bytes) left out.
+std::vector<std::string> manifest_flags(const PlannedArtifact& a, const std::string& source_dir);
+
+// ci/targets.txt: comma- or newline-separated targets, '#' starts a comment. Throws
+// Error{Usage} naming `origin` on a malformed or empty list.
+std::vector<Target> parse_targets_file(std::string_view text, const std::string& origin);
+
+// Parallelism. Each edge compiles one arch, so nvcc's -t (per-arch threads) buys nothing:
+// parallelism is ninja jobs only. jobs = min(cores, mem_available / per_job), at least 1;
+// `requested` (--jobs) wins.
+// Measured peak RSS of one nvcc job on the largest kernel (hopper_wgmma, sm_90a): ~100 MB;
+// 512 MiB leaves headroom for heavier templates (docs/packager.md).
+constexpr std::uint64_t kPerJobMemoryBytes = std::uint64_t{512} << 20;
+int choose_jobs(unsigned cores, std::optional<std::uint64_t> mem_available_bytes,
+                std::uint64_t per_job_bytes, std::optional<int> requested);
+// MemAvailable from /proc/meminfo text, in bytes.
+std::optional<std::uint64_t> parse_mem_available(std::string_view meminfo);
+
+// SOURCE_DATE_EPOCH: a non-negative integer; throws Error{Usage} otherwise.
+std::int64_t parse_source_date_epoch(std::string_view value);
+
+// The build time recorded in manifests and archive mtimes, reproducible by default:
+// SOURCE_DATE_EPOCH when set (throws Error{Usage} when malformed); else the source tree's last
+// commit time (`git log -1 --format=%ct` output, when git answered with a number); else
+// kFixedBuildTime. Never the clock: two plain builds of one tree give the same bytes.
+constexpr std::int64_t kFixedBuildTime = 315532800;  // 1980-01-01T00:00:00Z, zip's first date
+struct BuildTime {
+  std::int64_t seconds = 0;
+  std::string origin;  // "SOURCE_DATE_EPOCH", "git commit time", "fixed (no git commit)"
+};
+BuildTime choose_build_time(const std::optional<std::string>& source_date_epoch,
+                            const std::optional<std::string>& git_commit_time);
+
+// ---- shards: a deterministic part of one build's work ----
+
+// "--shard I/N", 1 <= I <= N. Throws Error{Usage} naming the text.
+struct ShardSpec {
+  int index = 1;  // 1-based
+  int count = 1;
+};
+ShardSpec parse_shard_spec(std::string_view text);
+
+// The partition: the plan's artifacts in plan order (targets in Target order, URIs sorted)
+// are dealt round-robin, position p (0-based) to shard p % N + 1. Every piece of work lands in
+// exactly one shard, and shards differ in size by at most one compile.
+int shard_of(std::size_t position, int count);
+// The plan with only the artifacts of `shard` (targets and their skipped lists kept whole).
+BuildPlan shard_plan(const BuildPlan& plan, const ShardSpec& shard);
+// "<target>/<uri>": one piece of work, as shard manifests name it.
+std::string work_key(const std::string& target, const std::string& uri);
+std::vector<std::string> plan_work(const BuildPlan& plan);
+
+// Base nvcc flags of every edge (family flags, -gencode and paths follow them).
+const std::vector<std::string>& base_nvcc_flags();
+
+// One line of ninja output with NINJA_STATUS="[%f/%t] ": "[3/8] NVCC <uri> <target>".
+struct NinjaStatusLine {
+  int finished = 0;
+  int total = 0;
+  std::string uri;
+  std::string target;
+};
+std::optional<NinjaStatusLine> parse_ninja_status(std::string_view line);
+
+// Matches each registry entry expression to a mangled symbol found in the built image, by
+// demangled name (whitespace-insensitive). Throws Error{Format} naming the URI, target, the
+// entry that is missing and the symbols that were found.
+std::vector<ArtifactEntry::Entry> match_entries(
+    const std::vector<std::string>& expressions, const std::vector<std::string>& symbols,
+    const std::function<std::string(const std::string&)>& demangle, const std::string& uri,
+    const std::string& target);
+
+// ---- the result cache's key (pure; docs/decisions.md, "The build result cache") ----
+
+// What a compile depends on that the plan does not say: the toolchain as nvcc will run it.
+struct CompilerIdentity {
+  std::string nvcc_version;      // ToolkitInfo::full_version, e.g. "13.0.88"
+  std::string host_compiler;     // first line of `<host compiler> --version` (nvcc preprocesses
+                                 // with it), or why it could not be run
+  std::string nvcc_environment;  // NVCC_CCBIN, NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS as set
+};
+
+// One compile's key: SHA-256 over tagged fields (Sha256::field), and the fields themselves, in
+// the order hashed, for the record beside each fatbin (a person can diff two keys).
+struct CompileKey {
+  std::string hex;
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+constexpr const char* kCompileKeyVersion = "1";  // bump when the fields below change
+
+// The key of artifact `a` (of specialisation `spec`, compiled from stub text `stub`): the key's
+// version, the specialisation's source hash (its family's sources, the kernels/ headers they
+// include, its declaration), URI, parameters and entries, the stub, the target, the flags as
+// the manifest records them (source directory written $KILN_SOURCE, paths relative to the out
+// directory), and the compiler identity. No absolute path, unless a flag makes nvcc embed paths
+// in the output (embeds_paths): then the source and out directories are in it too.
+CompileKey compile_key(const PlannedArtifact& a, const Specialisation& spec,
+                       const std::string& stub, const std::string& source_dir,
+                       const std::string& out_dir, const CompilerIdentity& compiler);
+// -lineinfo, -G, -g and their long forms: the output then holds paths (cuda-facts: -lineinfo
+// embeds the working directory, -G temp names), so trees at different paths must not share it.
+bool embeds_paths(const std::vector<std::string>& flags);
+
+// ---- the build itself (I/O) ----
+
+enum class ProgressStyle { Live, Lines };
+
+struct BuildOptions {
+  std::vector<Target> targets;
+  std::vector<std::string> only;
+  std::optional<int> jobs;
+  std::string out_dir;
+  std::string dist_dir;
+  std::string source_dir;
+  std::int64_t build_time = 0;  // manifest build time and archive mtimes (choose_build_time)
+  ProgressStyle progress = ProgressStyle::Lines;
+  // Compiler launcher (e.g. sccache): runs as `<launcher> <nvcc> <args>`. Part of nothing
+  // hashed or recorded (manifest flags, shard toolchain): it must not change the bytes, and
+  // every result is checked before packing. Empty: nvcc runs directly.
+  std::string launcher;
+  // Build only this shard's part; `dist_dir` then receives a shard (shard.hpp), not archives.
+  std::optional<ShardSpec> shard;
+  // The result cache (--cache, KILN_BUILD_CACHE): a directory or an http(s):// URL; empty: none.
+  // Consulted before ninja runs; a hit skips the compile, a miss is stored after its check.
+  std::string cache;
+  long cache_connect_timeout_ms = 2000;  // a remote cache's bounds (result_cache.hpp)
+  long cache_request_deadline_ms = 10000;
+  std::string cache_ca_bundle;  // PEM file for an https:// cache (KILN_CA_BUNDLE); empty: system
+  // NVCC_CCBIN, NVCC_PREPEND_FLAGS, NVCC_APPEND_FLAGS: in the key (nvcc reads them).
+  std::string nvcc_ccbin, nvcc_prepend_flags, nvcc_append_flags;
+};
+
+// What the result cache did in one build.
+struct CacheStats {
+  std::string location;        // the directory or URL (no credentials)
+  std::size_t hits = 0;        // results taken from the cache (checked like a compile)
+  std::size_t misses = 0;      // compiled (nothing usable in the cache), refused ones included
+  std::size_t refused = 0;     // entries refused: malformed, digest or compile-result check
+  std::size_t up_to_date = 0;  // already in --out with the same key: neither looked up nor built
+  std::size_t stored = 0;      // compile results stored
+  std::uint64_t bytes_fetched = 0;
+  std::uint64_t bytes_stored = 0;
+  std::string skipped;  // why the cache was dropped for the rest of the build; empty: it was not
+};
+
+struct PublishedArchive {
+  std::string path;
+  Target target;
+  std::uint64_t size = 0;
+  std::string sha256;
+  std::size_t artifacts = 0;
+  std::vector<SkippedFamily> skipped;
+};
+
+struct BuildResult {
+  std::size_t total = 0;     // artifacts in the plan (in this shard's part, for a shard)
+  std::size_t compiled = 0;  // edges ninja ran this time
+  int jobs = 0;
+  double seconds = 0;
+  std::string index_path;  // for a shard: its shard.json
+  std::vector<PublishedArchive> archives;
+  std::optional<CacheStats> cache;  // when a result cache was given
+};
+
+// What identifies a release's archives: the project's package name and version (its
+// registry/package.json and VERSION), its git commit, and the CUDA toolkit; and the package's
+// description (project/package_description.hpp), published beside the index and pinned by it.
+struct PackageIdentity {
+  std::string name;  // "kiln-kernels"
+  std::string version;
+  std::string git_commit;
+  std::string cuda_version;
+  std::string description_json;  // "": the release carries no description
+};
+// The project's git commit: kiln's own compiled-in one for kiln's tree, else `git rev-parse HEAD`
+// in the project, else "" (not a git checkout).
+PackageIdentity package_identity(const Project& project);
+
+// One archive's content: its manifest (every field set, artifacts sorted by URI) and the bytes
+// of each artifact, in the manifest's order.
+struct ArchiveContent {
+  Manifest manifest;
+  std::vector<std::string> bytes;
+};
+// One compile result as packing takes it: its image's bytes and the entries found in it.
+struct CompiledArtifact {
+  std::string bytes;
+  std::vector<ArtifactEntry::Entry> entries;
+};
+// The content of one target's archive: each planned artifact's manifest entry (the registry's
+// values, the flags it was compiled with, the size and digest of its result) and bytes, as
+// `result` gives them (run_build: the file nvcc wrote, held to check_compile_result). One pass,
+// each URI's specialisation found by binary search: linear in the artifacts.
+ArchiveContent archive_content(
+    const TargetPlan& tp, const Registry& reg, const PackageIdentity& id, std::int64_t build_time,
+    const std::string& source_dir,
+    const std::function<CompiledArtifact(const PlannedArtifact&, const Specialisation&)>& result);
+// Writes one archive per content, the description (when the identity has one) and the index
+// into dist, atomically as a set (temporary names renamed only after all are written; an
+// archive whose members are unchanged is not rewritten; the index last). `kiln build` and `kiln
+// merge` both publish through this, so their bytes agree.
+// `content(i)` gives archive i's content (i < archives), asked once each and in order, so that
+// one archive's artifact bytes are in memory at a time, not the release's.
+std::vector<PublishedArchive> publish_release(
+    const PackageIdentity& id, std::size_t archives,
+    const std::function<ArchiveContent(std::size_t)>& content, std::int64_t build_time,
+    const std::string& dist_dir, std::string* index_path);
+
+// Checks one compile result before it is packed: exactly one image, of the artifact's target
+// (arch and SASS/PTX), holding every registry entry. Returns the manifest entries. Throws
+// Error{Format} naming the artifact (URI, target) and the file.
+std::vector<ArtifactEntry::Entry> check_compile_result(const std::string& bytes,
+                                                       const std::string& path,
+                                                       const std::string& uri, const Target& t,
+                                                       const std::vector<std::string>& entries);
+
+// Plans, writes stubs and build.ninja (each only when its content changes), runs ninja and,
+// when every compile succeeded, publishes archives and the index into dist. Progress goes to
+// `progress_out` (stderr in the CLI). Throws Error{Compile} naming family, URI, target and
+// the compiler's message; nothing is published then and the previous dist is left as it was.
+BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* progress_out);
+
+std::string build_result_json(const BuildResult& r);
+
+}  // namespace kiln::packager

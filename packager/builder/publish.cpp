@@ -1,0 +1,171 @@
+// Publishing a release: one archive per target and the index pinning them, written into dist
+// as a set (build.hpp: publish_release). `kiln build` and `kiln merge` both publish here.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "builder/build.hpp"
+#include "builder/toolkit.hpp"
+#include "format/archive.hpp"
+#include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "project/package.hpp"
+#include "project/package_description.hpp"
+#include "runtime/environment.hpp"
+
+namespace kiln::packager {
+namespace fs = std::filesystem;
+
+namespace {
+
+// True when `path` is an archive holding exactly `members` (names, order and bytes); the
+// manifest among them pins build time, versions and digests, which fix the archive's bytes.
+bool same_members(const fs::path& path, const std::vector<ArchiveMember>& members) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    auto old = read_archive(path);
+    if (old.size() != members.size()) return false;
+    for (size_t i = 0; i < old.size(); ++i)
+      if (old[i].name != members[i].name || old[i].data != members[i].data) return false;
+    return true;
+  } catch (const Error&) {
+    return false;  // unreadable or corrupt: rewrite it
+  }
+}
+
+std::string archive_tmp_name(const std::string& final_name) {
+  return "." + final_name + ".partial-" + std::to_string(::getpid());
+}
+
+// What a publish of `package` `version` killed mid-way left in the dist (crash points,
+// tests/crash/): archives under their temporary names (archive_tmp_name, and write_archive's
+// own temporary beside each) and the index's and description's AtomicFile temporaries. Only
+// while holding the dist's lock, which every publisher holds.
+void remove_killed_publish_leftovers(const fs::path& dist, const std::string& package,
+                                     const std::string& version) {
+  auto of_release = [&](std::string_view file) {
+    return names_release_file(file, package, version);
+  };
+  remove_orphaned_temps_if(dist, of_release);
+  std::error_code ec;
+  for (fs::directory_iterator it(dist, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() > 1 && name[0] == '.' && of_release(std::string_view(name).substr(1)) &&
+        name.find(".partial-") != std::string::npos) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+    }
+  }
+}
+
+}  // namespace
+
+PackageIdentity package_identity(const Project& project) {
+  std::string commit;
+  std::error_code ec;
+  fs::path kiln_tree = fs::weakly_canonical(KILN_SOURCE_DIR, ec);
+  if (!ec && fs::weakly_canonical(project.root, ec) == kiln_tree && !ec) {
+    commit = kiln::git_commit();
+  } else if (auto git = find_on_path("git", read_environment().path)) {
+    ProcessResult r = run_process({*git, "-C", project.root.string(), "rev-parse", "HEAD"});
+    if (r.exit_code == 0) {
+      commit = r.output;
+      while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+    }
+  }
+  PackageData data(project);
+  return {project.name, project.version, commit, kiln::cuda_version(),
+          package_description_json(*data.get())};
+}
+
+std::vector<PublishedArchive> publish_release(
+    const PackageIdentity& id, std::size_t archives,
+    const std::function<ArchiveContent(std::size_t)>& content, std::int64_t build_time,
+    const std::string& dist_dir_in, std::string* index_path) {
+  fs::path dist_dir = fs::absolute(dist_dir_in).lexically_normal();
+  // Archives are assembled under temporary names and renamed only after all of them are
+  // written, so a failure leaves the previous dist as it was.
+  std::error_code ec;
+  // A failure leaves no dist directory it did not find (a bad compile result is found only
+  // when its archive's turn comes).
+  const bool created = !fs::exists(dist_dir, ec);
+  fs::create_directories(dist_dir, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot create " + dist_dir.string() + ": " + ec.message());
+  // One publisher at a time per dist (flock on the directory: nothing is added to it).
+  FileLock lock = FileLock::acquire_directory(dist_dir, std::chrono::minutes(10));
+  // Not held where the filesystem cannot lock a directory: then nothing is removed.
+  if (lock.held()) remove_killed_publish_leftovers(dist_dir, id.name, id.version);
+  std::vector<std::pair<fs::path, fs::path>> pending;  // temp -> final
+  std::vector<PublishedArchive> out;
+  Index index;
+  index.package = id.name;
+  index.package_version = id.version;
+  index.git_commit = id.git_commit;
+  index.cuda_version = id.cuda_version;
+  try {
+    for (std::size_t a = 0; a < archives; ++a) {
+      ArchiveContent c = content(a);
+      const Manifest& m = c.manifest;
+      std::vector<ArchiveMember> files;
+      files.reserve(m.artifacts.size() + 1);
+      for (size_t i = 0; i < m.artifacts.size(); ++i)
+        files.push_back({m.artifacts[i].file, std::move(c.bytes.at(i))});
+      std::sort(files.begin(), files.end(),
+                [](const ArchiveMember& x, const ArchiveMember& y) { return x.name < y.name; });
+      files.insert(files.begin(), ArchiveMember{"manifest.json", manifest_to_json(m)});
+      std::string name = archive_file_name(id.name, id.version, id.cuda_version, m.target);
+      PublishedArchive pa;
+      pa.path = (dist_dir / name).string();
+      auto target = parse_target(m.target);
+      if (!target)
+        throw Error(ErrorKind::Format,
+                    "manifest of " + name + ": target '" + m.target + "' is not a target name");
+      pa.target = *target;
+      if (same_members(dist_dir / name, files)) {
+        // zstd -19 dominates a no-op rebuild; the same members give the same bytes anyway.
+        pa.sha256 = sha256_file(dist_dir / name, &pa.size);
+      } else {
+        fs::path tmp = dist_dir / archive_tmp_name(name);
+        pending.emplace_back(tmp, dist_dir / name);
+        write_archive(tmp, files, build_time);
+        pa.sha256 = sha256_file(tmp, &pa.size);
+      }
+      pa.artifacts = m.artifacts.size();
+      pa.skipped = m.skipped;
+      index.archives.push_back({name, m.target, pa.size, pa.sha256});
+      out.push_back(std::move(pa));
+    }
+    for (const auto& [tmp, fin] : pending) {
+      fs::rename(tmp, fin, ec);
+      if (ec)
+        throw Error(ErrorKind::Io,
+                    "cannot rename " + tmp.string() + " to " + fin.string() + ": " + ec.message());
+    }
+    pending.clear();
+    if (!id.description_json.empty()) {
+      std::string name = description_file_name(id.name, id.version);
+      write_file_atomically(dist_dir / name, id.description_json);
+      index.description =
+          IndexFile{name, id.description_json.size(), sha256_hex(id.description_json)};
+    }
+    fs::path idx = dist_dir / index_file_name(id.name, id.version);
+    write_file_atomically(idx, index_to_json(index));
+    if (index_path) *index_path = idx.string();
+  } catch (...) {
+    for (const auto& p : pending) fs::remove(p.first, ec);
+    if (created) fs::remove(dist_dir, ec);  // only when empty
+    throw;
+  }
+  return out;
+}
+
+}  // namespace kiln::packager

@@ -1,0 +1,302 @@
+// `kiln build`'s I/O half: plan, write stubs and build.ninja, compile through a CommandRunner,
+// check every result, publish archives and the index (or a shard). build.hpp has the contract.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "builder/cached_compiles.hpp"
+#include "builder/command_runner.hpp"
+#include "builder/shard.hpp"
+#include "io/atomic_file.hpp"
+#include "io/sha256.hpp"
+#include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "runtime/environment.hpp"
+
+namespace kiln::packager {
+namespace fs = std::filesystem;
+
+namespace {
+
+// Rewrites a file only when its bytes change, so ninja sees no new mtime on a no-op build.
+bool write_if_changed(const fs::path& p, const std::string& data) {
+  std::error_code ec;
+  if (fs::exists(p, ec)) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    if (in && ss.str() == data) return false;
+  }
+  fs::create_directories(p.parent_path(), ec);
+  if (ec)
+    throw Error(ErrorKind::Io,
+                "cannot create directory " + p.parent_path().string() + ": " + ec.message());
+  write_file_atomically(p, data);
+  return true;
+}
+
+// Reports ninja's per-edge lines: rewritten in place on a terminal, plain lines otherwise.
+class Progress {
+ public:
+  Progress(std::FILE* out, ProgressStyle style) : out_(out), style_(style) {}
+  void edge(const NinjaStatusLine& s, double elapsed) {
+    if (!out_) return;
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "[%d/%d] NVCC %s %s", s.finished, s.total, s.uri.c_str(),
+                  s.target.c_str());
+    if (style_ == ProgressStyle::Live) {
+      std::fprintf(out_, "\r\033[K%s  %.1fs", buf, elapsed);
+      live_ = true;
+    } else {
+      std::fprintf(out_, "%s\n", buf);
+    }
+    std::fflush(out_);
+  }
+  void finish() {
+    if (out_ && live_) std::fprintf(out_, "\n");
+    live_ = false;
+  }
+
+ private:
+  std::FILE* out_;
+  ProgressStyle style_;
+  bool live_ = false;
+};
+
+}  // namespace
+
+ArchiveContent archive_content(
+    const TargetPlan& tp, const Registry& reg, const PackageIdentity& id, std::int64_t build_time,
+    const std::string& source_dir,
+    const std::function<CompiledArtifact(const PlannedArtifact&, const Specialisation&)>& result) {
+  ArchiveContent c;
+  Manifest& m = c.manifest;
+  m.package = id.name;
+  m.package_version = id.version;
+  m.git_commit = id.git_commit;
+  m.cuda_version = id.cuda_version;
+  m.target = tp.target.str();
+  m.build_time = build_time;
+  m.skipped = tp.skipped;
+  m.artifacts.reserve(tp.artifacts.size());
+  c.bytes.reserve(tp.artifacts.size());
+  for (const auto& a : tp.artifacts) {
+    const Specialisation* spec = reg.find(a.uri);
+    if (!spec) throw Error(ErrorKind::Internal, "planned URI " + a.uri + " is not in the registry");
+    CompiledArtifact compiled = result(a, *spec);
+    ArtifactEntry e;
+    e.uri = a.uri;
+    e.family = a.family;
+    e.params = spec->params;
+    e.entries = std::move(compiled.entries);
+    e.source_hash = spec->source_hash;
+    e.flags = manifest_flags(a, source_dir);
+    e.file = a.uri + ".fatbin";
+    e.size = compiled.bytes.size();
+    e.sha256 = sha256_hex(compiled.bytes);
+    m.artifacts.push_back(std::move(e));
+    c.bytes.push_back(std::move(compiled.bytes));
+  }
+  return c;
+}
+
+BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner& runner,
+                      std::FILE* progress_out) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string source_dir = fs::weakly_canonical(fs::absolute(opts.source_dir)).string();
+  fs::path out_dir = fs::absolute(opts.out_dir).lexically_normal();
+  fs::path dist_dir = fs::absolute(opts.dist_dir).lexically_normal();
+
+  Project project = load_project(source_dir);
+  const Registry& reg = project.registry;
+
+  // Every capability is checked before the first compile.
+  const ToolkitInfo& tk = toolkit.info();
+  check_toolkit_version(tk, kiln::cuda_version());
+  check_targets(tk, opts.targets);
+  BuildPlan full_plan = plan_build(reg, opts.targets, opts.only, source_dir);
+  BuildPlan plan = opts.shard ? shard_plan(full_plan, *opts.shard) : full_plan;
+  runner.check_available();
+  const std::string path_env = read_environment().path;
+  std::string launcher;
+  if (!opts.launcher.empty()) {
+    auto found = opts.launcher.find('/') != std::string::npos
+                     ? std::optional<std::string>(opts.launcher)
+                     : find_on_path(opts.launcher, path_env);
+    if (!found || ::access(found->c_str(), X_OK) != 0)
+      throw Error(
+          ErrorKind::Unsupported,
+          "compiler launcher '" + opts.launcher +
+              "' (--launcher or KILN_COMPILER_LAUNCHER) is not an executable file" +
+              (opts.launcher.find('/') != std::string::npos ? std::string()
+                                                            : " on PATH (" + path_env + ")"));
+    launcher = fs::absolute(*found).string();
+  }
+
+  for (const auto& [rel, text] : plan.stubs) write_if_changed(out_dir / rel, text);
+  for (const auto& tp : plan.targets) {
+    std::error_code ec;
+    fs::create_directories(out_dir / "obj" / tp.target.str(), ec);
+    if (ec)
+      throw Error(ErrorKind::Io, "cannot create " + (out_dir / "obj" / tp.target.str()).string() +
+                                     ": " + ec.message());
+  }
+  BuildResult result;
+  // With a result cache, hits and results already in --out never become ninja edges.
+  std::unique_ptr<CachedCompiles> cached;
+  if (!opts.cache.empty())
+    cached = CachedCompiles::open(opts, reg, plan, out_dir.string(), tk, path_env, progress_out,
+                                  result.cache);
+  const BuildPlan to_compile = cached ? cached->consult() : plan;
+  write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher));
+
+  std::optional<std::uint64_t> mem;
+  {
+    std::ifstream mi("/proc/meminfo");
+    std::ostringstream ss;
+    ss << mi.rdbuf();
+    mem = parse_mem_available(ss.str());
+  }
+  result.total = plan.artifact_count();
+  result.jobs =
+      choose_jobs(std::thread::hardware_concurrency(), mem, kPerJobMemoryBytes, opts.jobs);
+
+  Progress progress(progress_out, opts.progress);
+  CompileOutcome nr;
+  if (!cached || to_compile.artifact_count() > 0)
+    nr = runner.run(to_compile, out_dir.string(), result.jobs, [&](const NinjaStatusLine& s) {
+      ++result.compiled;
+      progress.edge(s,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    });
+  progress.finish();
+  if (cached) {
+    // Also after a failed build: what did compile is stored, so the next build redoes only
+    // the failures.
+    std::set<std::string> failed;
+    for (const auto& f : nr.failures) failed.insert(f.output);
+    cached->keep_compiled(to_compile, failed);
+    result.cache = cached->stats();
+  }
+  if (nr.exit_code != 0) {
+    const auto& failures = nr.failures;
+    if (failures.empty())
+      throw Error(ErrorKind::Internal, "ninja failed (exit code " + std::to_string(nr.exit_code) +
+                                           ") in " + out_dir.string() + ":\n" + nr.log);
+    std::string msg = "compile failed; nothing was published to " + dist_dir.string();
+    for (const auto& f : failures) {
+      const PlannedArtifact* a = nullptr;
+      for (const auto& tp : plan.targets)
+        for (const auto& x : tp.artifacts)
+          if (x.fatbin == f.output) a = &x;
+      if (a)
+        msg += "\nnvcc failed for family " + a->family + ", URI " + a->uri + ", target " +
+               a->target.str() + ":\n" + f.message;
+      else
+        msg += "\n" + f.output + " failed:\n" + f.message;
+    }
+    throw Error(ErrorKind::Compile, msg);
+  }
+
+  // Every result is checked before anything is packed: a corrupt result (a bad cache entry
+  // from the launcher, a truncated file) fails the build naming the artifact, and is removed
+  // so that the next build compiles it again.
+  PackageIdentity id = package_identity(project);
+  // One target's results at a time: read, checked and packed, so that a build holds one
+  // archive's artifacts in memory, not the release's. A bad result still fails the build before
+  // anything is published (publish_release renames nothing until every archive is written).
+  auto content = [&](std::size_t t) {
+    const TargetPlan& tp = plan.targets.at(t);
+    return archive_content(tp, reg, id, opts.build_time, source_dir,
+                           [&](const PlannedArtifact& a, const Specialisation& spec) {
+                             fs::path fb = out_dir / a.fatbin;
+                             CompiledArtifact c{read_whole_file(fb), {}};
+                             try {
+                               c.entries = check_compile_result(c.bytes, fb.string(), a.uri,
+                                                                tp.target, spec.entries);
+                             } catch (const Error&) {
+                               std::error_code ec;
+                               fs::remove(fb, ec);
+                               fs::remove(compile_record_path(out_dir.string(), a), ec);
+                               throw;
+                             }
+                             return c;
+                           });
+  };
+  if (opts.shard) {
+    std::vector<ArchiveContent> contents;
+    for (std::size_t t = 0; t < plan.targets.size(); ++t) contents.push_back(content(t));
+    ShardManifest sm;
+    sm.package = id.name;
+    sm.package_version = id.version;
+    sm.git_commit = id.git_commit;
+    sm.cuda_version = id.cuda_version;
+    sm.registry_sha256 = sha256_file(fs::path(source_dir) / "registry" / "kernels.json");
+    sm.nvcc_version = tk.full_version;
+    sm.base_flags = base_nvcc_flags();
+    sm.build_time = opts.build_time;
+    sm.shard = *opts.shard;
+    sm.work = plan_work(full_plan);
+    result.index_path = write_shard(dist_dir.string(), sm, contents, id.description_json);
+  } else {
+    result.archives = publish_release(id, plan.targets.size(), content, opts.build_time,
+                                      dist_dir.string(), &result.index_path);
+  }
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* progress_out) {
+  auto ninja = make_ninja_runner(read_environment().path);
+  return run_build(opts, toolkit, *ninja, progress_out);
+}
+
+std::string build_result_json(const BuildResult& r) {
+  nlohmann::ordered_json j;
+  j["compiled"] = r.compiled;
+  j["total"] = r.total;
+  j["jobs"] = r.jobs;
+  j["seconds"] = std::round(r.seconds * 1000) / 1000;
+  j["index"] = r.index_path;
+  nlohmann::ordered_json arcs = nlohmann::ordered_json::array();
+  for (const auto& a : r.archives) {
+    nlohmann::ordered_json o;
+    o["path"] = a.path;
+    o["target"] = a.target.str();
+    o["size"] = a.size;
+    o["sha256"] = a.sha256;
+    o["artifacts"] = a.artifacts;
+    nlohmann::ordered_json sk = nlohmann::ordered_json::array();
+    for (const auto& s : a.skipped) sk.push_back({{"family", s.family}, {"reason", s.reason}});
+    o["skipped"] = std::move(sk);
+    arcs.push_back(std::move(o));
+  }
+  j["archives"] = std::move(arcs);
+  j["cache"] = nullptr;
+  if (r.cache) {
+    const CacheStats& c = *r.cache;
+    j["cache"] = {{"location", c.location},
+                  {"hits", c.hits},
+                  {"misses", c.misses},
+                  {"refused", c.refused},
+                  {"up_to_date", c.up_to_date},
+                  {"stored", c.stored},
+                  {"bytes_fetched", c.bytes_fetched},
+                  {"bytes_stored", c.bytes_stored},
+                  {"skipped", c.skipped.empty() ? nlohmann::ordered_json()
+                                                : nlohmann::ordered_json(c.skipped)}};
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace kiln::packager

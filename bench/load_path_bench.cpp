@@ -93,7 +93,7 @@ struct Artifact {
 // configuration, so the floor reads the file get() loads): axpy_dtype_f32 and its largest
 // artifact.
 std::pair<Artifact, Artifact> pick_artifacts(const kiln::LoaderConfig& cfg, int cc,
-                                             const kiln::LoaderDeps& deps) {
+                                             const kiln::plan::LoaderDeps& deps) {
   auto probe = kiln::make_loader(*kiln_kernels_package(), cfg, deps);
   kiln::Resolution r = probe->resolve("axpy_dtype_f32", cc);
   if (!r.chosen || r.chosen->tier != "store")
@@ -101,7 +101,7 @@ std::pair<Artifact, Artifact> pick_artifacts(const kiln::LoaderConfig& cfg, int 
                                                      std::to_string(cc) + ": " + r.to_json());
   fs::path dir = fs::path(r.chosen->path).parent_path();
   fs::path m = dir / "manifest.json";
-  kiln::Manifest man = kiln::parse_manifest(read_all(m), m.string());
+  kiln::format::Manifest man = kiln::format::parse_manifest(read_all(m), m.string());
   std::vector<Artifact> all;
   for (const auto& a : man.artifacts)
     all.push_back({a.uri, (dir / a.file).string(), a.sha256, a.entries.at(0).symbol, a.size});
@@ -114,12 +114,12 @@ std::pair<Artifact, Artifact> pick_artifacts(const kiln::LoaderConfig& cfg, int 
 
 // --no-gpu: a driver that accepts every image and returns placeholder handles, so get() runs
 // its whole cold path except the real driver calls.
-class NoGpuDriver : public kiln::Driver {
+class NoGpuDriver : public kiln::runtime::Driver {
  public:
   explicit NoGpuDriver(int cc) : cc_(cc) {}
   void init() override {}
   int driver_version() override { return 0; }
-  std::vector<kiln::DeviceInfo> devices() override { return {{0, "no GPU", cc_}}; }
+  std::vector<kiln::runtime::DeviceInfo> devices() override { return {{0, "no GPU", cc_}}; }
   void* current_context() override { return &cc_; }
   int current_device_cc() override { return cc_; }
   bool stream_is_capturing(void*) override { return false; }
@@ -143,10 +143,10 @@ struct PhaseRow {
   double total_us = 0;            // median of the per-get sums
 };
 
-PhaseRow phase_row(const std::string& uri, const std::vector<kiln::cold::PhaseTimes>& runs) {
+PhaseRow phase_row(const std::string& uri, const std::vector<kiln::runtime::cold::PhaseTimes>& runs) {
   PhaseRow row;
   row.uri = uri;
-  for (int p = 0; p < kiln::cold::kPhaseCount; ++p) {
+  for (int p = 0; p < kiln::runtime::cold::kPhaseCount; ++p) {
     std::vector<double> v;
     for (const auto& r : runs) v.push_back(r.ns[p] / 1e3);
     row.median_us.push_back(stats(v).median);
@@ -222,16 +222,16 @@ struct TempDir {
 // is shared by every cold get (the first store serves, so it is never read).
 template <typename MakeLoader>
 void cold_get(const Artifact& a, const std::string& cache, MakeLoader make,
-              std::vector<double>& total, std::vector<kiln::cold::PhaseTimes>& phases) {
-  kiln::cold::PhaseTimes times;
-  kiln::cold::set_phase_sink(&times);
+              std::vector<double>& total, std::vector<kiln::runtime::cold::PhaseTimes>& phases) {
+  kiln::runtime::cold::PhaseTimes times;
+  kiln::runtime::cold::set_phase_sink(&times);
   auto t0 = Clock::now();
   {
     auto l = make(cache);
     l->get(a.uri);
     total.push_back(ns_since(t0) / 1e3);
   }
-  kiln::cold::set_phase_sink(nullptr);
+  kiln::runtime::cold::set_phase_sink(nullptr);
   phases.push_back(times);
 }
 
@@ -297,7 +297,7 @@ int main(int argc, char** argv) {
     device = std::string(prop.name) + " (CC " + std::to_string(prop.major) + "." +
              std::to_string(prop.minor) + ")";
   }
-  kiln::LoaderDeps deps;
+  kiln::plan::LoaderDeps deps;
   if (no_gpu) deps.driver = std::make_shared<NoGpuDriver>(cc);
   std::vector<Row> rows;
   std::vector<PhaseRow> phase_rows;
@@ -309,7 +309,7 @@ int main(int argc, char** argv) {
     {
       TempDir first_cache;
       std::vector<double> first;
-      std::vector<kiln::cold::PhaseTimes> first_phases;
+      std::vector<kiln::runtime::cold::PhaseTimes> first_phases;
       Artifact axpy;
       axpy.uri = "axpy_dtype_f32";
       const bool recorded =
@@ -404,12 +404,12 @@ int main(int argc, char** argv) {
     TempDir cold_cache;
     for (const Artifact* a : {&small, &large}) {
       std::vector<double> cold, first_launch, floor;
-      std::vector<kiln::cold::PhaseTimes> phases;
+      std::vector<kiln::runtime::cold::PhaseTimes> phases;
       // Warm-up: the first Loader of the process also parses the embedded registry and opens
       // the driver; that once-per-process cost is the fresh-process benchmark's (kiln_cold_start).
       {
         std::vector<double> ignore;
-        std::vector<kiln::cold::PhaseTimes> ignore_p;
+        std::vector<kiln::runtime::cold::PhaseTimes> ignore_p;
         cold_get(*a, cold_cache.path.string(), new_loader, ignore, ignore_p);
         if (!floor_once(*a, ignore)) return 1;
       }
@@ -488,7 +488,7 @@ int main(int argc, char** argv) {
     // (e) fetch from an HTTP mirror on loopback: download + verify + unpack + load.
     if (cold_only) {
     } else if (!mirror.empty() && !index.empty()) {
-      std::string pin = kiln::sha256_hex(read_all(index));
+      std::string pin = kiln::io::sha256_hex(read_all(index));
       std::vector<double> fetch;
       for (int i = 0; i < 5; ++i) {
         TempDir tmp;
@@ -527,10 +527,10 @@ int main(int argc, char** argv) {
        << r.s.count << " | " << r.note << " |\n";
   md << "\nCold get phase by phase (median us of each phase over the cold gets above; the "
         "loader's own timers, exclusive, so a row adds up to its total):\n\n| artifact |";
-  for (int p = 0; p < kiln::cold::kPhaseCount; ++p)
-    md << " " << kiln::cold::phase_name(static_cast<kiln::cold::Phase>(p)) << " |";
+  for (int p = 0; p < kiln::runtime::cold::kPhaseCount; ++p)
+    md << " " << kiln::runtime::cold::phase_name(static_cast<kiln::runtime::cold::Phase>(p)) << " |";
   md << " total |\n|---|";
-  for (int p = 0; p <= kiln::cold::kPhaseCount; ++p) md << "---|";
+  for (int p = 0; p <= kiln::runtime::cold::kPhaseCount; ++p) md << "---|";
   md << "\n";
   for (const auto& pr : phase_rows) {
     md << "| " << pr.uri << " |";
@@ -558,8 +558,8 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < phase_rows.size(); ++i) {
       const PhaseRow& pr = phase_rows[i];
       j << (i ? ", " : "") << "{\"uri\": " << json_str(pr.uri);
-      for (int p = 0; p < kiln::cold::kPhaseCount; ++p)
-        j << ", " << json_str(kiln::cold::phase_name(static_cast<kiln::cold::Phase>(p))) << ": "
+      for (int p = 0; p < kiln::runtime::cold::kPhaseCount; ++p)
+        j << ", " << json_str(kiln::runtime::cold::phase_name(static_cast<kiln::runtime::cold::Phase>(p))) << ": "
           << num(pr.median_us[p]);
       j << ", \"total\": " << num(pr.total_us) << "}";
     }

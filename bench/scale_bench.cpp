@@ -74,36 +74,35 @@ const std::string& need(const std::map<std::string, std::string>& o, const std::
 
 int pack(const std::map<std::string, std::string>& o) {
   using namespace kiln;
-  using namespace kiln::packager;
-  std::vector<Target> targets;
+  std::vector<format::Target> targets;
   std::string list = need(o, "targets");
   for (std::size_t at = 0; at <= list.size();) {
     std::size_t comma = std::min(list.find(',', at), list.size());
-    auto t = parse_target(list.substr(at, comma - at));
+    auto t = format::parse_target(list.substr(at, comma - at));
     if (!t) usage();
     targets.push_back(*t);
     at = comma + 1;
   }
-  const std::string fatbin = read_whole_file(need(o, "fatbin"));
+  const std::string fatbin = io::read_whole_file(need(o, "fatbin"));
   const std::string dir = fs::absolute(need(o, "project")).string();
 
   auto t0 = Clock::now();
-  Project project = load_project(dir);
+  project::Project project = project::load_project(dir);
   const double load_s = seconds_since(t0);
   t0 = Clock::now();
-  BuildPlan plan = plan_build(project.registry, targets, {}, dir);
+  builder::BuildPlan plan = builder::plan_build(project.registry, targets, {}, dir);
   const double plan_s = seconds_since(t0);
   // As run_build: each target's content assembled when publish_release asks for it.
   // The description too, which kiln build publishes beside the index.
-  const PackageData described(project);
-  const PackageIdentity id{project.name, project.version, "", kiln::cuda_version(),
-                           package_description_json(*described.get())};
+  const project::PackageData described(project);
+  const builder::PackageIdentity id{project.name, project.version, "", kiln::cuda_version(),
+                           project::package_description_json(*described.get())};
   double content_s = 0;
   auto content = [&](std::size_t t) {
     auto c0 = Clock::now();
-    ArchiveContent c = archive_content(plan.targets.at(t), project.registry, id, 1700000000, dir,
-                                       [&](const PlannedArtifact&, const Specialisation& spec) {
-                                         CompiledArtifact a{fatbin, {}};
+    builder::ArchiveContent c = builder::archive_content(plan.targets.at(t), project.registry, id, 1700000000, dir,
+                                       [&](const builder::PlannedArtifact&, const project::Specialisation& spec) {
+                                         builder::CompiledArtifact a{fatbin, {}};
                                          for (const auto& e : spec.entries)
                                            a.entries.push_back({e, "scale_kernel"});
                                          return a;
@@ -113,7 +112,7 @@ int pack(const std::map<std::string, std::string>& o) {
   };
   t0 = Clock::now();
   std::string index;
-  publish_release(id, plan.targets.size(), content, 1700000000, need(o, "dist"), &index);
+  builder::publish_release(id, plan.targets.size(), content, 1700000000, need(o, "dist"), &index);
   const double publish_s = seconds_since(t0) - content_s;
   std::printf(
       "{\"artifacts\": %zu, \"load_project_s\": %.4f, \"plan_s\": %.4f, \"content_s\": %.4f, "
@@ -124,7 +123,7 @@ int pack(const std::map<std::string, std::string>& o) {
 
 // The package to serve: a package library's, or a description file's (kept in `data`).
 const kiln_package& package_of(const std::map<std::string, std::string>& o,
-                               std::unique_ptr<kiln::PackageData>& data) {
+                               std::unique_ptr<kiln::project::PackageData>& data) {
   if (o.count("library")) {
     void* lib = ::dlopen(o.at("library").c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) throw kiln::Error(kiln::ErrorKind::NotFound, std::string("dlopen: ") + ::dlerror());
@@ -133,12 +132,12 @@ const kiln_package& package_of(const std::map<std::string, std::string>& o,
     if (!fn) throw kiln::Error(kiln::ErrorKind::NotFound, "no " + need(o, "symbol") + " in it");
     return *fn();
   }
-  data = kiln::load_package_description(need(o, "description"));
+  data = kiln::project::load_package_description(need(o, "description"));
   return *data->get();
 }
 
 int get(const std::map<std::string, std::string>& o) {
-  std::unique_ptr<kiln::PackageData> data;
+  std::unique_ptr<kiln::project::PackageData> data;
   const kiln_package& package = package_of(o, data);
   kiln::LoaderConfig cfg;
   cfg.artifact_path = {need(o, "store")};

@@ -6,7 +6,9 @@ private headers; each consumer folder and what it may use) and fails when the co
 otherwise: an #include "<concern>/..." that USES does not declare, another concern's private
 header, an include climbing out with "..", a declared use nothing includes, or a cycle. It also
 holds docs/architecture.md's map (between the layering markers) and each concern's README.md
-("May use: ...") to the declaration.
+("May use: ...") to the declaration. A concern's code lives in the namespace of its name
+(kiln::<concern>, the public API kiln itself): opening another is refused, except a block that
+only forward-declares, and a `namespace kiln` block that defines what include/kiln/ declares.
 
   check_layering.py LAYERING_JSON ARCHITECTURE_MD STAMP    check; touch STAMP when all holds
   check_layering.py LAYERING_JSON ARCHITECTURE_MD --print  print the map the doc must hold
@@ -84,6 +86,55 @@ def check_file(path, me, allowed, concerns, problems, used):
             problems.append(f'{path}: #include "{include}" is private to {head}')
 
 
+NAMESPACE = re.compile(r"^namespace\s+(kiln(?:::\w+)*)\s*\{", re.M)
+FORWARD = re.compile(r"^\s*(?:class|struct)\s+\w+\s*;\s*$")
+DEFINED = re.compile(r"^(?!\s)(?!namespace|using|template|//|#|\})[^(;=]*?\b(\w+(?:::~?\w+)*)\s*\(")
+
+
+def block_body(text, start):
+    """The text between the brace that opens at `start` and the one that closes it."""
+    depth, i = 0, start
+    while i < len(text):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1:i]
+        i += 1
+    return text[start + 1:]
+
+
+def public_names():
+    """The names include/kiln/ declares (a concern may define them in a `namespace kiln` block)."""
+    names = set()
+    folder = os.path.join(ROOT, "include", "kiln")
+    for f in (os.listdir(folder) if os.path.isdir(folder) else []):
+        names |= set(re.findall(r"\b(\w+)\s*\(", open(os.path.join(folder, f)).read()))
+    return names
+
+
+def check_namespaces(path, me, problems, public):
+    """A concern's code lives in kiln::<concern> (the public API: kiln)."""
+    own = "kiln" if me == "api" else "kiln::" + me
+    text = open(path, encoding="utf-8", errors="replace").read()
+    for m in NAMESPACE.finditer(text):
+        ns = m.group(1)
+        if ns == own or ns.startswith(own + "::"):
+            continue
+        body = block_body(text, m.end() - 1)
+        lines = [l for l in body.splitlines() if l.strip() and not l.strip().startswith("//")]
+        if all(FORWARD.match(l) for l in lines):
+            continue  # forward declarations of another concern's types
+        if ns == "kiln":
+            defined = [d.group(1) for l in lines if (d := DEFINED.match(l))]
+            foreign = [d for d in defined if "::" not in d and d not in public]
+            if not foreign:
+                continue  # defines the public vocabulary's members and functions
+        problems.append(f"{path}: namespace {ns}: the code of {me} lives in namespace {own} "
+                        "(another concern's namespace may only be opened to forward-declare)")
+
+
 def may_use(name, concern):
     """The "May use:" sentence of a concern's README.md, from its declaration."""
     if name == "api":
@@ -123,11 +174,13 @@ def main(argv):
         return 0
 
     problems = []
+    public = public_names()
     for name, c in concerns.items():
         used = set()
         for d in c["dirs"]:
             for f in source_files(d, recursive=False):
                 check_file(f, name, set(c["uses"]), concerns, problems, used)
+                check_namespaces(f, name, problems, public)
         for u in sorted(set(c["uses"]) - used):
             problems.append(f"{name} declares USES {u}, but no file of {name} includes a header "
                             f"of {u}: drop it from USES")

@@ -11,9 +11,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string origin = "fuzz.tar.zst";
   // The bound every caller uses (kMaxArchiveBytes): memory beyond -rss_limit_mb is a finding,
   // so a bomb that the reader lets through is one.
-  std::vector<ArchiveMember> members;
+  std::vector<format::ArchiveMember> members;
   if (!fuzz::refuses_cleanly(
-          [&] { members = read_archive_bytes(fuzz::as_text(data, size), origin); },
+          [&] { members = format::read_archive_bytes(fuzz::as_text(data, size), origin); },
           {ErrorKind::Format, ErrorKind::Limit}, origin))
     return 0;
   std::uint64_t total = 0;
@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fuzz::finding("read_archive_bytes returned member name '" + m.name + "'");
   }
   if (total > kMaxArchiveBytes) fuzz::finding("members hold " + std::to_string(total) + " bytes");
-  fuzz::refuses_cleanly([&] { (void)verify_archive_members(members, origin); },
+  fuzz::refuses_cleanly([&] { (void)store::verify_archive_members(members, origin); },
                         {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin);
   return 0;
 }

@@ -42,21 +42,21 @@ void install_and_check(const fs::path& bundle) {
   std::error_code ec;
   fs::remove_all(run, ec);
   fs::create_directories(run / "tuf");
-  packager::BundleInstallRequest req;
+  release::BundleInstallRequest req;
   req.bundle = bundle;
   req.trust.tuf_root = g_root.string();
   req.trust.tuf_metadata_dir = (run / "tuf").string();
   req.dest = run / "store";
   req.expiry_reference = 1700000000;  // before any seed's metadata expires
   req.log = [](const std::string&) {};
-  packager::BundleInstallResult r;
-  if (!fuzz::refuses_cleanly([&] { r = packager::install_bundle(req); },
+  release::BundleInstallResult r;
+  if (!fuzz::refuses_cleanly([&] { r = release::install_bundle(req); },
                              {ErrorKind::Integrity, ErrorKind::Format, ErrorKind::Stale,
                               ErrorKind::NotFound, ErrorKind::Limit, ErrorKind::Unsupported}))
     return;
   // Accepted: every entry of the store is an archive directory that verifies.
-  for (const StoreArchive& e : scan_store(req.dest)) {
-    std::vector<VerifyProblem> problems = verify_store_archive(e);
+  for (const store::StoreArchive& e : store::scan_store(req.dest)) {
+    std::vector<store::VerifyProblem> problems = store::verify_store_archive(e);
     if (!problems.empty())
       fuzz::finding("an accepted bundle left " + e.dir +
                     ", which does not verify: " + problems.front().message);
@@ -89,9 +89,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   write_file(tarball, bytes);
   install_and_check(tarball);
   // The same members as a directory bundle (names the reader accepted: plain, no '/').
-  std::vector<ArchiveMember> members;
+  std::vector<format::ArchiveMember> members;
   try {
-    members = read_archive_bytes(bytes, "fuzz bundle");
+    members = format::read_archive_bytes(bytes, "fuzz bundle");
   } catch (const Error&) {
     return 0;
   }

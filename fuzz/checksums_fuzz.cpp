@@ -6,19 +6,18 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kiln;
-  using namespace kiln::packager;
   const std::string origin = "fuzz-SHA256SUMS";
-  const std::string self = checksums_file_name("kiln-kernels", "0.1.0");
-  std::vector<ChecksumEntry> entries;
+  const std::string self = mirror::checksums_file_name("kiln-kernels", "0.1.0");
+  std::vector<mirror::ChecksumEntry> entries;
   if (!fuzz::refuses_cleanly(
-          [&] { entries = parse_checksums(fuzz::as_text(data, size), origin, self); },
+          [&] { entries = mirror::parse_checksums(fuzz::as_text(data, size), origin, self); },
           {ErrorKind::Format}, origin))
     return 0;
-  for (const auto& e : entries) (void)classify_release_file(e.name, "kiln-kernels", "0.1.0");
+  for (const auto& e : entries) (void)mirror::classify_release_file(e.name, "kiln-kernels", "0.1.0");
   std::string text;
-  if (!fuzz::refuses_cleanly([&] { text = checksums_to_text(entries); }, {})) return 0;
-  std::vector<ChecksumEntry> again;
-  if (!fuzz::refuses_cleanly([&] { again = parse_checksums(text, "canonical", self); }, {}))
+  if (!fuzz::refuses_cleanly([&] { text = mirror::checksums_to_text(entries); }, {})) return 0;
+  std::vector<mirror::ChecksumEntry> again;
+  if (!fuzz::refuses_cleanly([&] { again = mirror::parse_checksums(text, "canonical", self); }, {}))
     return 0;
   if (again.size() != entries.size()) fuzz::finding("round trip changed the entry count");
   for (std::size_t i = 0; i < again.size(); ++i)

@@ -7,19 +7,19 @@
 
 namespace {
 
-void read_image(std::string_view payload, kiln::FatbinImage::Kind kind) {
+void read_image(std::string_view payload, kiln::format::FatbinImage::Kind kind) {
   using namespace kiln;
-  if (kind == FatbinImage::Elf) {
+  if (kind == format::FatbinImage::Elf) {
     std::vector<std::string> symbols;
-    fuzz::refuses_cleanly([&] { symbols = elf_function_symbols(payload); }, {ErrorKind::Format});
-    fuzz::refuses_cleanly([&] { (void)elf_sm_arch(payload); }, {ErrorKind::Format});
+    fuzz::refuses_cleanly([&] { symbols = format::elf_function_symbols(payload); }, {ErrorKind::Format});
+    fuzz::refuses_cleanly([&] { (void)format::elf_sm_arch(payload); }, {ErrorKind::Format});
     for (const auto& s : symbols)
-      fuzz::refuses_cleanly([&] { (void)demangled_base_name(s); }, {ErrorKind::Format});
+      fuzz::refuses_cleanly([&] { (void)format::demangled_base_name(s); }, {ErrorKind::Format});
   } else {
     std::vector<std::string> entries;
-    fuzz::refuses_cleanly([&] { entries = ptx_entry_names(payload); }, {ErrorKind::Format});
+    fuzz::refuses_cleanly([&] { entries = format::ptx_entry_names(payload); }, {ErrorKind::Format});
     for (const auto& s : entries)
-      fuzz::refuses_cleanly([&] { (void)demangled_base_name(s); }, {ErrorKind::Format});
+      fuzz::refuses_cleanly([&] { (void)format::demangled_base_name(s); }, {ErrorKind::Format});
   }
 }
 
@@ -29,16 +29,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace kiln;
   const std::string_view bytes = fuzz::as_text(data, size);
   const std::string origin = "fuzz.fatbin";
-  if (!looks_like_fatbin(bytes)) {
+  if (!format::looks_like_fatbin(bytes)) {
     read_image(bytes, bytes.substr(0, 4) ==
                               "\x7f"
                               "ELF"
-                          ? FatbinImage::Elf
-                          : FatbinImage::Ptx);
+                          ? format::FatbinImage::Elf
+                          : format::FatbinImage::Ptx);
     return 0;
   }
-  std::vector<FatbinImage> images;
-  if (!fuzz::refuses_cleanly([&] { images = parse_fatbin(bytes, origin); }, {ErrorKind::Format},
+  std::vector<format::FatbinImage> images;
+  if (!fuzz::refuses_cleanly([&] { images = format::parse_fatbin(bytes, origin); }, {ErrorKind::Format},
                              origin))
     return 0;
   for (const auto& image : images) {
@@ -46,13 +46,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fuzz::finding("parse_fatbin returned an image beyond the input");
     (void)image.target();
     std::string payload;
-    if (!fuzz::refuses_cleanly([&] { payload = fatbin_image_payload(bytes, image); },
+    if (!fuzz::refuses_cleanly([&] { payload = format::fatbin_image_payload(bytes, image); },
                                {ErrorKind::Format, ErrorKind::Unsupported}))
       continue;
     if (payload.size() != image.decompressed_size)
       fuzz::finding("payload size " + std::to_string(payload.size()) + " != decompressed_size " +
                     std::to_string(image.decompressed_size));
-    if (image.kind != FatbinImage::Other) read_image(payload, image.kind);
+    if (image.kind != format::FatbinImage::Other) read_image(payload, image.kind);
   }
   return 0;
 }

@@ -7,14 +7,14 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kiln;
   const std::string origin = "fuzz-index.json";
-  Index idx;
-  if (!fuzz::refuses_cleanly([&] { idx = parse_index(fuzz::as_text(data, size), origin); },
+  format::Index idx;
+  if (!fuzz::refuses_cleanly([&] { idx = format::parse_index(fuzz::as_text(data, size), origin); },
                              {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin))
     return 0;
-  const std::string canonical = index_to_json(idx);
-  Index again;
-  if (!fuzz::refuses_cleanly([&] { again = parse_index(canonical, "canonical"); }, {})) return 0;
-  if (index_to_json(again) != canonical)
+  const std::string canonical = format::index_to_json(idx);
+  format::Index again;
+  if (!fuzz::refuses_cleanly([&] { again = format::parse_index(canonical, "canonical"); }, {})) return 0;
+  if (format::index_to_json(again) != canonical)
     fuzz::finding("index_to_json(parse_index(x)) is not stable:\n" + canonical);
   return 0;
 }

@@ -20,10 +20,10 @@ namespace {
 
 // Every field of `m` (artifacts: only `only`, if any), as canonical JSON (params as an object:
 // repeated keys folded, so they are compared as a list too).
-std::string canonical(kiln::Manifest m, const kiln::ArtifactEntry* only = nullptr) {
+std::string canonical(kiln::format::Manifest m, const kiln::format::ArtifactEntry* only = nullptr) {
   m.artifacts.clear();
   if (only) m.artifacts.push_back(*only);
-  return kiln::manifest_to_json(m);
+  return kiln::format::manifest_to_json(m);
 }
 
 // The URIs on the text's artifact object lines as kiln writes them (what open()'s search
@@ -44,17 +44,17 @@ std::vector<std::string> object_line_uris(const std::string& text) {
 // text's object lines' when parse_manifest refuses it) and one that is not a URI; guided by
 // `ranks` when given (any ranks: a hint must never change an answer).
 void check_lookup(const std::string& text, const std::string& origin, const std::string& first,
-                  const kiln::Manifest* want, const kiln::UriRanks* ranks = nullptr) {
+                  const kiln::format::Manifest* want, const kiln::format::UriRanks* ranks = nullptr) {
   using namespace kiln;
-  std::shared_ptr<const ManifestEntries> got;
+  std::shared_ptr<const format::ManifestEntries> got;
   const bool opened = fuzz::refuses_cleanly(
-      [&] { got = ManifestEntries::open(text, origin, &first, ranks); }, {ErrorKind::Format});
+      [&] { got = format::ManifestEntries::open(text, origin, &first, ranks); }, {ErrorKind::Format});
   if (!opened && want) fuzz::finding("open() threw over a text parse_manifest accepts");
   if (!got) return;
   if (want && canonical(got->header()) != canonical(*want))
     fuzz::finding("open() gives a different header: " + canonical(got->header()));
-  auto one = [&](const std::string& uri, const ArtifactEntry* listed) {
-    std::shared_ptr<const Manifest> m;
+  auto one = [&](const std::string& uri, const format::ArtifactEntry* listed) {
+    std::shared_ptr<const format::Manifest> m;
     if (!fuzz::refuses_cleanly([&] { m = got->for_uri(uri, ranks); },
                                {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin)) {
       if (want) fuzz::finding("open()'s for_uri threw over a text parse_manifest accepts");
@@ -63,7 +63,7 @@ void check_lookup(const std::string& text, const std::string& origin, const std:
     if (m->artifacts.size() > 1 || (m->artifacts.size() == 1 && m->artifacts[0].uri != uri))
       fuzz::finding("open()'s for_uri('" + uri + "') gives another URI's entry");
     if (!want) return;
-    const ArtifactEntry* e = m->find(uri);
+    const format::ArtifactEntry* e = m->find(uri);
     if (!listed && e) fuzz::finding("open() found an unlisted uri '" + uri + "'");
     if (listed &&
         (!e || canonical(*m, e) != canonical(*want, listed) || e->params != listed->params))
@@ -83,17 +83,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   using namespace kiln;
   const std::string origin = "fuzz-manifest.json";
   const std::string text(fuzz::as_text(data, size));
-  std::optional<Manifest> want;
+  std::optional<format::Manifest> want;
   std::optional<Error> want_error;
   try {
-    want = parse_manifest(text, origin);
+    want = format::parse_manifest(text, origin);
   } catch (const Error& e) {
     want_error = e;
   }
-  std::shared_ptr<const ManifestEntries> got;
+  std::shared_ptr<const format::ManifestEntries> got;
   std::optional<Error> got_error;
   try {
-    got = ManifestEntries::read(std::string(text), origin);
+    got = format::ManifestEntries::read(std::string(text), origin);
   } catch (const Error& e) {
     got_error = e;
   }
@@ -114,7 +114,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fuzz::finding("a different header: " + canonical(got->header()));
   for (const auto& a : want->artifacts) {
     auto m = got->for_uri(a.uri);
-    const ArtifactEntry* e = m->find(a.uri);
+    const format::ArtifactEntry* e = m->find(a.uri);
     if (!e) fuzz::finding("for_uri misses listed uri '" + a.uri + "'");
     if (canonical(*m, e) != canonical(*want, &a) || e->params != a.params)
       fuzz::finding("a different entry for '" + a.uri + "': " + canonical(*m, e));
@@ -125,8 +125,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_lookup(text, origin, first, &*want);
   // Guided by the manifest's own order (the ranks a description gives), and by ranks made from
   // the input's length (mostly wrong): the same answers.
-  const kiln::Manifest& listed = *want;
-  const kiln::UriRanks right{listed.artifacts.size(),
+  const kiln::format::Manifest& listed = *want;
+  const kiln::format::UriRanks right{listed.artifacts.size(),
                              [&listed](std::string_view uri) -> std::optional<std::size_t> {
                                for (std::size_t i = 0; i < listed.artifacts.size(); ++i)
                                  if (listed.artifacts[i].uri == uri) return i;
@@ -134,7 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                              }};
   check_lookup(text, origin, first, &*want, &right);
   const std::size_t count = listed.artifacts.size() + 1 + size % 5;
-  const kiln::UriRanks wrong{count, [count, salt = size](std::string_view uri)
+  const kiln::format::UriRanks wrong{count, [count, salt = size](std::string_view uri)
                                         -> std::optional<std::size_t> {
                                std::size_t r = std::hash<std::string_view>()(uri) ^ salt;
                                r %= count + 2;

@@ -9,21 +9,21 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kiln;
   const std::string origin = "fuzz.package.json";
-  std::unique_ptr<PackageData> d;
+  std::unique_ptr<project::PackageData> d;
   if (!fuzz::refuses_cleanly(
-          [&] { d = read_package_description(fuzz::as_text(data, size), origin); },
+          [&] { d = project::read_package_description(fuzz::as_text(data, size), origin); },
           {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit, ErrorKind::Integrity}, origin))
     return 0;
   std::string canonical;
   // A name expression or parameter may hold bytes that are not UTF-8 only if the input's JSON
   // string did, which nlohmann refuses: writing an accepted description never fails.
-  if (!fuzz::refuses_cleanly([&] { canonical = package_description_json(*d->get()); }, {}))
+  if (!fuzz::refuses_cleanly([&] { canonical = project::package_description_json(*d->get()); }, {}))
     return 0;
-  std::unique_ptr<PackageData> again;
-  if (!fuzz::refuses_cleanly([&] { again = read_package_description(canonical, "canonical"); },
+  std::unique_ptr<project::PackageData> again;
+  if (!fuzz::refuses_cleanly([&] { again = project::read_package_description(canonical, "canonical"); },
                              {}))
     return 0;
-  if (package_description_json(*again->get()) != canonical)
+  if (project::package_description_json(*again->get()) != canonical)
     fuzz::finding("package_description_json(read(x)) is not stable:\n" + canonical.substr(0, 400));
   // Uniqueness and order of URIs are the reader's promise to the loader's binary search.
   for (std::size_t i = 1; i < d->get()->kernel_count; ++i)

@@ -6,16 +6,15 @@
 #include "transport/http_transport.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace kiln::fetch_detail;
   const std::string line(kiln::fuzz::as_text(data, size));
   const std::time_t now = 1700000000;
   kiln::fuzz::refuses_cleanly(
       [&] {
-        if (auto s = parse_retry_after_seconds(line); s && (*s < 0 || *s > 999999999))
+        if (auto s = transport::parse_retry_after_seconds(line); s && (*s < 0 || *s > 999999999))
           kiln::fuzz::finding("delta-seconds out of range: " + std::to_string(*s));
-        auto value = header_value(line, "retry-after");
+        auto value = transport::header_value(line, "retry-after");
         if (!value) return;
-        if (auto delay = parse_retry_after(*value, now); delay && *delay < 0)
+        if (auto delay = transport::parse_retry_after(*value, now); delay && *delay < 0)
           kiln::fuzz::finding("negative Retry-After delay " + std::to_string(*delay));
       },
       {});

@@ -29,23 +29,23 @@ using namespace kiln;
 const std::string kPackage = "kiln-kernels";
 const std::string kStore = "/srv/kiln/store";
 
-void check_record(const ScanRecord& r) {
+void check_record(const store::ScanRecord& r) {
   if (r.package != kPackage || r.store != kStore)
     fuzz::finding("accepted a record for '" + r.package + "' at '" + r.store + "'");
   for (std::size_t i = 0; i < r.names.size(); ++i) {
-    if (!is_archive_dir_name(r.names[i], kPackage))
+    if (!store::is_archive_dir_name(r.names[i], kPackage))
       fuzz::finding("accepted the name '" + r.names[i] + "'");
     if (i > 0 && !(r.names[i - 1] < r.names[i]))
       fuzz::finding("names not sorted and unique at '" + r.names[i] + "'");
   }
-  std::optional<std::string> text = format_scan_record(r);
+  std::optional<std::string> text = store::format_scan_record(r);
   if (!text) fuzz::finding("format_scan_record refuses an accepted record");
-  std::optional<ScanRecord> back = parse_scan_record(*text, kPackage, kStore);
+  std::optional<store::ScanRecord> back = store::parse_scan_record(*text, kPackage, kStore);
   if (!back || !(*back == r)) fuzz::finding("the formatted record does not read back:\n" + *text);
 }
 
-ScanRecord seed_record(std::vector<std::string> names) {
-  ScanRecord r;
+store::ScanRecord seed_record(std::vector<std::string> names) {
+  store::ScanRecord r;
   r.package = kPackage;
   r.store = kStore;
   r.dir = {2049, 1310721, 4096, 1700000000123456789, 1700000000123456789};
@@ -58,8 +58,8 @@ void write_seeds(const std::string& dir) {
                                           "kiln-kernels-0.1.0-cuda13.0-sm_80",
                                           "kiln-kernels-0.1.0-cuda13.0-sm_90a"};
   const std::vector<std::pair<std::string, std::string>> seeds = {
-      {"record-names-only", format_scan_record(seed_record(names)).value()},
-      {"record-empty-store", format_scan_record(seed_record({})).value()},
+      {"record-names-only", store::format_scan_record(seed_record(names)).value()},
+      {"record-empty-store", store::format_scan_record(seed_record({})).value()},
   };
   for (const auto& [name, bytes] : seeds) {
     std::ofstream out(dir + "/" + name, std::ios::binary);
@@ -83,7 +83,7 @@ extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  std::optional<ScanRecord> record = parse_scan_record(fuzz::as_text(data, size), kPackage, kStore);
+  std::optional<store::ScanRecord> record = store::parse_scan_record(fuzz::as_text(data, size), kPackage, kStore);
   if (record) check_record(*record);
   return 0;
 }

@@ -8,24 +8,23 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace kiln;
-  using namespace kiln::packager;
   const std::string origin = "fuzz-shard/shard.json";
-  ShardManifest m;
-  if (!fuzz::refuses_cleanly([&] { m = parse_shard_manifest(fuzz::as_text(data, size), origin); },
+  builder::ShardManifest m;
+  if (!fuzz::refuses_cleanly([&] { m = builder::parse_shard_manifest(fuzz::as_text(data, size), origin); },
                              {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin))
     return 0;
   std::string canonical;
-  if (!fuzz::refuses_cleanly([&] { canonical = shard_to_json(m); }, {})) return 0;
-  ShardManifest again;
-  if (!fuzz::refuses_cleanly([&] { again = parse_shard_manifest(canonical, "canonical"); }, {}))
+  if (!fuzz::refuses_cleanly([&] { canonical = builder::shard_to_json(m); }, {})) return 0;
+  builder::ShardManifest again;
+  if (!fuzz::refuses_cleanly([&] { again = builder::parse_shard_manifest(canonical, "canonical"); }, {}))
     return 0;
-  if (shard_to_json(again) != canonical)
+  if (builder::shard_to_json(again) != canonical)
     fuzz::finding("shard_to_json(parse_shard_manifest(x)) is not stable:\n" +
                   canonical.substr(0, 400));
-  MergePlan plan;
+  builder::MergePlan plan;
   if (!fuzz::refuses_cleanly(
           [&] {
-            plan = plan_merge({ShardInput{origin, m}});
+            plan = builder::plan_merge({builder::ShardInput{origin, m}});
           },
           {ErrorKind::Format, ErrorKind::Stale, ErrorKind::NotFound}))
     return 0;

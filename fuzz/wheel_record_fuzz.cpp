@@ -14,14 +14,14 @@ namespace {
 std::vector<kiln::wheel::WheelFile> real_wheel() {
   using namespace kiln;
   const std::string fatbin = "not a real fatbin: wheel_contents does not read it";
-  Manifest m;
+  format::Manifest m;
   m.package = "kiln-kernels";
   m.package_version = version();
   m.git_commit = "0123abc";
   m.cuda_version = cuda_version();
   m.target = "sm_80";
   m.build_time = 1700000000;
-  ArtifactEntry a;
+  format::ArtifactEntry a;
   a.uri = "axpy_dtype_f32";
   a.family = "axpy";
   a.params = {{"dtype", "f32"}};
@@ -30,9 +30,9 @@ std::vector<kiln::wheel::WheelFile> real_wheel() {
   a.flags = {"-O3"};
   a.file = "axpy_dtype_f32.fatbin";
   a.size = fatbin.size();
-  a.sha256 = sha256_hex(fatbin);
+  a.sha256 = io::sha256_hex(fatbin);
   m.artifacts.push_back(a);
-  std::vector<ArchiveMember> members = {{"manifest.json", manifest_to_json(m)}, {a.file, fatbin}};
+  std::vector<format::ArchiveMember> members = {{"manifest.json", format::manifest_to_json(m)}, {a.file, fatbin}};
   return wheel::wheel_contents(m, members, version());
 }
 

@@ -119,5 +119,24 @@ rc, err, _ = run(consumer, OK, consumers={"tests": ("tests", ["high", "low"])})
 expect("a consumer (tests) including a private header fails", rc, err,
        ['tests/t.cpp: #include "low/low_rules.hpp" is private to low'])
 
+named = dict(LOW, **HIGH)
+named["core/low/low.cpp"] += "namespace kiln::low {\nint f() { return 1; }\n}  // namespace kiln::low\n"
+named["core/high/high.hpp"] += ("namespace kiln::low {\nstruct Shape;\n}\n"
+                                "namespace kiln::high {\nint g(const low::Shape&);\n}\n")
+rc, err, _ = run(named, OK)
+expect("code in its concern's namespace, forward-declaring another's type, passes", rc, err, None)
+
+foreign = dict(LOW, **HIGH)
+foreign["core/high/high.cpp"] += "namespace kiln::low {\nint h() { return 2; }\n}\n"
+rc, err, _ = run(foreign, OK)
+expect("code defined in another concern's namespace fails", rc, err,
+       ["core/high/high.cpp: namespace kiln::low: the code of high lives in namespace kiln::high"])
+
+flat = dict(LOW, **HIGH)
+flat["core/low/low.cpp"] += "namespace kiln {\nint helper() { return 3; }\n}\n"
+rc, err, _ = run(flat, OK)
+expect("code of a concern in the flat kiln namespace fails", rc, err,
+       ["core/low/low.cpp: namespace kiln: the code of low lives in namespace kiln::low"])
+
 print(f"{passed} passed, {failures} failed")
 sys.exit(1 if failures else 0)

@@ -63,10 +63,9 @@
 #define KILN_TRUSTED_INDEX_SHA256 ""
 #endif
 
-namespace kiln {
+namespace kiln::fetch {
 
 namespace fs = std::filesystem;
-using namespace fetch_detail;
 
 std::vector<std::string> default_mirrors() {
   std::vector<std::string> out;
@@ -85,7 +84,6 @@ std::vector<std::string> default_mirrors() {
 
 std::string default_index_sha256() { return KILN_TRUSTED_INDEX_SHA256; }
 
-namespace fetch_detail {
 
 std::string normalise_mirror(const std::string& mirror) {
   std::string m = mirror;
@@ -122,10 +120,10 @@ struct Context {
   const FetchDeps& deps;
   fs::path dest;
   std::vector<std::string> mirrors;
-  RetryPolicy policy;
+  transport::RetryPolicy policy;
   std::mutex mu;
   std::vector<MirrorFailure> failures;
-  Index index;                   // the trusted index, once fetched
+  format::Index index;                   // the trusted index, once fetched
   std::string index_url;         // where it came from, for messages
   std::string index_json;        // its bytes
   std::int64_t deadline_ms = 0;  // of the whole fetch, on now()'s clock
@@ -157,7 +155,7 @@ struct Context {
   void check_deadline(const std::string& doing) {
     // Passed within the transport's slack too: a request that curl ended a millisecond before
     // the command's deadline by this clock ended at it (http_transport.hpp, kDeadlineSlackMs).
-    if (now() + kDeadlineSlackMs < deadline_ms) return;
+    if (now() + transport::kDeadlineSlackMs < deadline_ms) return;
     std::ostringstream msg;
     msg << "kiln fetch passed its deadline of " << opts.timeout_ms
         << " ms (--timeout, FetchOptions::timeout_ms) while " << doing;
@@ -189,10 +187,10 @@ struct Context {
   // A request for `url` with its deadline (download_deadline_ms): `pinned_bytes` its stated
   // size, or nullopt when only a bound limits it; `started_ms` (now()'s clock) when this mirror
   // was first asked for the file.
-  TransferRequest request(const std::string& url, std::optional<std::uint64_t> pinned_bytes,
+  transport::TransferRequest request(const std::string& url, std::optional<std::uint64_t> pinned_bytes,
                           std::int64_t started_ms) {
     check_deadline("requesting " + url);
-    TransferRequest r;
+    transport::TransferRequest r;
     r.url = url;
     // At least 1 ms: 0 would mean "no deadline" to the transport.
     r.total_timeout_ms = std::max(
@@ -214,7 +212,7 @@ RetryLoop retry_loop(Context& cx, const std::string& mirror, const std::string& 
   loop.transport = cx.deps.transport;
   loop.policy = cx.policy;
   loop.sleep_ms = cx.deps.sleep_ms;
-  loop.on_failure = [&cx, mirror, url, doing](const TransferResult& r, const RetryDecision& d,
+  loop.on_failure = [&cx, mirror, url, doing](const transport::TransferResult& r, const transport::RetryDecision& d,
                                               int) {
     cx.fail(mirror, url,
             describe(r) + (d.retry ? " (retrying in " + std::to_string(d.delay_ms) + " ms)" : ""),
@@ -255,8 +253,8 @@ const std::string& required_package(const FetchOptions& opts) {
     throw Error(ErrorKind::Usage,
                 "no package named: a fetch asks for <package>-<version>-index.json "
                 "(kiln fetch --package NAME, or --source PROJECT)");
-  if (!is_package_name(opts.package))
-    throw Error(ErrorKind::Usage, "'" + opts.package + "': " + kPackageNameRule)
+  if (!format::is_package_name(opts.package))
+    throw Error(ErrorKind::Usage, "'" + opts.package + "': " + format::kPackageNameRule)
         .with("package", opts.package);
   return opts.package;
 }
@@ -265,25 +263,25 @@ const std::string& required_version(const FetchOptions& opts) {
   if (opts.version.empty())
     throw Error(ErrorKind::Usage, "no version of package " + opts.package +
                                       " named (kiln fetch --version V, or --source PROJECT)");
-  if (!is_package_version(opts.version))
+  if (!format::is_package_version(opts.version))
     throw Error(ErrorKind::Usage, "'" + opts.version + "' is not MAJOR.MINOR.PATCH[-prerelease]")
         .with("version", opts.version);
   return opts.version;
 }
 
 struct TrustedIndex {
-  Index index;
+  format::Index index;
   std::string mirror;
   std::string url;  // where the index was read
 };
 
 TrustedIndex fetch_index(Context& cx, const std::string& package, const std::string& version) {
   const std::string& pin = cx.anchor.value;
-  std::string name = index_file_name(package, version);
+  std::string name = format::index_file_name(package, version);
   bool only_bad_bytes = true;
   std::string mismatch;
-  if (const auto& earlier = cx.opts.index; earlier && sha256_hex(earlier->json) == pin) {
-    TrustedIndex t{parse_index(earlier->json, earlier->url), earlier->mirror, earlier->url};
+  if (const auto& earlier = cx.opts.index; earlier && io::sha256_hex(earlier->json) == pin) {
+    TrustedIndex t{format::parse_index(earlier->json, earlier->url), earlier->mirror, earlier->url};
     if (t.index.package == package && t.index.package_version == version) {
       cx.log("index " + earlier->url + ": fetched already, SHA-256 matches the pin");
       cx.index_json = earlier->json;
@@ -291,7 +289,7 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
     }
   }
   for (const auto& mirror : cx.mirrors) {
-    if (is_mirror_bad(mirror)) {
+    if (transport::is_mirror_bad(mirror)) {
       cx.fail(mirror, mirror + "/" + name, "skipped: served bytes that failed verification earlier",
               true);
       continue;
@@ -303,7 +301,7 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
     const std::int64_t started = cx.now();
     RetryLoop loop = retry_loop(cx, mirror, url, "fetching ");
     loop.file_budget_ms = cx.unpinned_budget(started);
-    TransferResult r = get_with_retries(
+    transport::TransferResult r = get_with_retries(
         loop, [&] { return cx.request(url, std::nullopt, started); },
         [&] {
           body.clear();
@@ -314,25 +312,25 @@ TrustedIndex fetch_index(Context& cx, const std::string& package, const std::str
           body.append(d, n);
           return true;
         });
-    bool ok = r.status == TransferStatus::Ok;
+    bool ok = r.status == transport::TransferStatus::Ok;
     if (too_big) {
       cx.fail(mirror, url,
               "index larger than " + std::to_string(kMaxIndexBytes) + " bytes: refused", true);
-      mark_mirror_bad(mirror);
+      transport::mark_mirror_bad(mirror);
       continue;
     }
     if (!ok) {
       only_bad_bytes = false;
       continue;
     }
-    std::string got = sha256_hex(body);
+    std::string got = io::sha256_hex(body);
     if (got != pin) {
       mismatch = "index SHA-256 mismatch: pinned " + pin + ", served " + got;
       cx.fail(mirror, url, mismatch, true);
-      mark_mirror_bad(mirror);
+      transport::mark_mirror_bad(mirror);
       continue;
     }
-    TrustedIndex t{parse_index(body, url), mirror, url};
+    TrustedIndex t{format::parse_index(body, url), mirror, url};
     if (t.index.package != package)
       throw Error(ErrorKind::Stale, url +
                                         " matches the pinned digest but is the index of package " +
@@ -412,7 +410,7 @@ class TransportFetcher final : public tuf::Fetcher {
     if (!size_pinned) loop.file_budget_ms = cx_.unpinned_budget(started);
     const std::optional<std::uint64_t> pinned =
         size_pinned ? std::optional<std::uint64_t>(max_bytes) : std::nullopt;
-    loop.on_failure = [this, url](const TransferResult& r, const RetryDecision& d, int) {
+    loop.on_failure = [this, url](const transport::TransferResult& r, const transport::RetryDecision& d, int) {
       if (d.retry)
         cx_.log("mirror " + mirror_ + ": " + url + ": " + describe(r) + " (retrying in " +
                 std::to_string(d.delay_ms) + " ms)");
@@ -420,7 +418,7 @@ class TransportFetcher final : public tuf::Fetcher {
     };
     std::string body;
     bool too_big = false;
-    TransferResult r = get_with_retries(
+    transport::TransferResult r = get_with_retries(
         loop, [&] { return cx_.request(url, pinned, started); },
         [&] {
           body.clear();
@@ -434,10 +432,10 @@ class TransportFetcher final : public tuf::Fetcher {
     if (too_big)
       throw tuf::Error(tuf::Attack::TooLarge, url + ": more than " + std::to_string(max_bytes) +
                                                   " bytes served, the bound for this file");
-    if (r.status == TransferStatus::Ok) return body;
+    if (r.status == transport::TransferStatus::Ok) return body;
     // Not there is an answer; TUF also reads 403 so (a bucket that hides what it lacks).
-    if (error_kind(r) == ErrorKind::NotFound ||
-        (r.status == TransferStatus::Http && r.http_status == 403))
+    if (transport::error_kind(r) == ErrorKind::NotFound ||
+        (r.status == transport::TransferStatus::Http && r.http_status == 403))
       return std::nullopt;
     throw tuf::Error(tuf::Attack::Network, url + ": " + describe(r));
   }
@@ -452,12 +450,12 @@ class TransportFetcher final : public tuf::Fetcher {
 // no metadata there, to say which mistake it was.
 bool serves_plain_index(Context& cx, const std::string& mirror, const std::string& name) {
   std::size_t got = 0;
-  TransferResult r = cx.deps.transport->get(cx.request(mirror + "/" + name, std::nullopt, cx.now()),
+  transport::TransferResult r = cx.deps.transport->get(cx.request(mirror + "/" + name, std::nullopt, cx.now()),
                                             [&](const char*, std::size_t n) {
                                               got += n;
                                               return got <= kMaxIndexBytes;
                                             });
-  return r.status == TransferStatus::Ok;
+  return r.status == transport::TransferStatus::Ok;
 }
 
 std::string short_hex(const std::string& hex) { return hex.substr(0, 12) + "..."; }
@@ -484,7 +482,7 @@ std::optional<std::string> reusable_index(Context& cx, const tuf::TargetFile& in
 // unreachable mirror or a missing target) distrusts the mirror.
 TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std::string& version,
                              const std::vector<std::string>& targets) {
-  const std::string name = index_file_name(package, version);
+  const std::string name = format::index_file_name(package, version);
   if (cx.opts.tuf_metadata_dir.empty())
     throw Error(ErrorKind::Usage,
                 "a TUF root is the trust anchor but no metadata directory was given "
@@ -497,7 +495,7 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
   bool no_metadata = false;  // a mirror answered without TUF metadata
   for (const auto& mirror : cx.mirrors) {
     std::string metadata_url = mirror + "/" + kTufMetadataDir;
-    if (is_mirror_bad(mirror)) {
+    if (transport::is_mirror_bad(mirror)) {
       cx.fail(mirror, metadata_url, "skipped: served bytes that failed verification earlier", true);
       continue;
     }
@@ -532,7 +530,7 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
                          url + ": not on the mirror, though the targets metadata lists " + name);
       tuf::verify_length_and_hashes(*body, info->length, info->hashes, tuf::Attack::TargetMismatch,
                                     "target " + name);
-      TrustedIndex t{parse_index(*body, url), mirror, url};
+      TrustedIndex t{format::parse_index(*body, url), mirror, url};
       if (t.index.package != package)
         throw Error(ErrorKind::Stale, url + " is the target " + name +
                                           " but holds the index of package " + t.index.package +
@@ -543,10 +541,10 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
                                           t.index.package_version + ", not " + version);
       for (const auto& target : targets) {
         auto e = std::find_if(t.index.archives.begin(), t.index.archives.end(),
-                              [&](const IndexEntry& x) { return x.target == target; });
+                              [&](const format::IndexEntry& x) { return x.target == target; });
         if (e == t.index.archives.end()) continue;  // NotFound, reported by the caller
         cx.tuf_archives[e->file] =
-            trusted_pinned_target(updater, IndexFile{e->file, e->size, e->sha256}, metadata_url);
+            trusted_pinned_target(updater, format::IndexFile{e->file, e->size, e->sha256}, metadata_url);
       }
       if (cx.opts.with_description && t.index.description)
         cx.tuf_archives[t.index.description->file] =
@@ -574,7 +572,7 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
       cx.fail(mirror, metadata_url, what, bad_bytes,
               e.attack() == tuf::Attack::Network ? "" : tuf::attack_id(e.attack()), not_found);
       if (bad_bytes) {
-        mark_mirror_bad(mirror);
+        transport::mark_mirror_bad(mirror);
         if (!first_attack) first_attack = e;
       }
     }
@@ -610,7 +608,7 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
 // true once renamed into place. Bytes that are not the pinned ones distrust the mirror. Under
 // TUF the archive is the target <mirror>/targets/[<sha256>.]<file>, checked against its length
 // and every hash of the targets metadata (which agrees with the index entry: fetch_index_tuf).
-bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) {
+bool download_from(Context& cx, const std::string& mirror, const format::IndexEntry& e) {
   const tuf::TargetFile* info = cx.tuf() ? &cx.tuf_archives.at(e.file) : nullptr;
   std::string url = info ? tuf_target_url(mirror, *info, cx.tuf_consistent) : mirror + "/" + e.file;
   DownloadExpect expect =
@@ -658,17 +656,17 @@ bool download_from(Context& cx, const std::string& mirror, const IndexEntry& e) 
                  "; mirror distrusted");
       break;
   }
-  mark_mirror_bad(mirror);
+  transport::mark_mirror_bad(mirror);
   return false;
 }
 
 // The lock every writer of <dest>/<file> holds (store_file_lock_path), within the deadline; what
 // a killed writer of the file left is removed once it is held.
-FileLock lock_store_file(Context& cx, const std::string& file) {
+io::FileLock lock_store_file(Context& cx, const std::string& file) {
   std::vector<fs::path> removed;
   try {
     // Said only when another process holds it: a lock taken at once is no wait.
-    FileLock lock = kiln::lock_store_file(
+    io::FileLock lock = kiln::store::lock_store_file(
         cx.dest, file,
         std::chrono::milliseconds(std::min(cx.opts.lock_timeout_ms, cx.remaining_ms())), &removed,
         [&] { cx.log("waiting for the lock on " + file + ": another process holds it"); });
@@ -688,7 +686,7 @@ struct ArchiveOutcome {
   std::exception_ptr error;
 };
 
-ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
+ArchiveOutcome fetch_archive(Context& cx, const format::IndexEntry& e) {
   ArchiveOutcome out;
   const std::string suffix = ".tar.zst";
   std::string stem = e.file.size() > suffix.size() && e.file.compare(e.file.size() - suffix.size(),
@@ -700,7 +698,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
     out.present = true;
     return out;
   }
-  FileLock lock = lock_store_file(cx, e.file);
+  io::FileLock lock = lock_store_file(cx, e.file);
   // Another process may have installed it while we waited.
   if (cx.deps.verified_present(cx.dest, stem)) {
     out.present = true;
@@ -708,7 +706,7 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
   }
   std::error_code ec;
   for (const auto& mirror : cx.mirrors) {
-    if (is_mirror_bad(mirror)) {
+    if (transport::is_mirror_bad(mirror)) {
       cx.fail(mirror, mirror + "/" + e.file,
               "skipped: served bytes that failed verification earlier", true);
       continue;
@@ -719,8 +717,8 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
     try {
       // The digest proves these are the bytes the index meant, not that the index filed them
       // under the right target and release: the manifest decides, before anything is unpacked.
-      if (std::optional<Manifest> m = cx.deps.read_manifest(archive))
-        require_manifest_matches_index(*m, e, cx.index, mirror + "/" + e.file, cx.index_url);
+      if (std::optional<format::Manifest> m = cx.deps.read_manifest(archive))
+        store::require_manifest_matches_index(*m, e, cx.index, mirror + "/" + e.file, cx.index_url);
       out.store_dir = cx.deps.install(archive, cx.dest, e.sha256);
     } catch (...) {
       fs::remove(archive, ec);
@@ -765,11 +763,11 @@ ArchiveOutcome fetch_archive(Context& cx, const IndexEntry& e) {
 // The description the trusted index pins, from the first mirror that serves the pinned bytes
 // (download_from: verified, renamed into the store). Returns the file written.
 std::string fetch_description(Context& cx, const TrustedIndex& ti) {
-  const IndexFile& d = *ti.index.description;
-  IndexEntry pinned{d.file, "", d.size, d.sha256};
-  FileLock lock = lock_store_file(cx, d.file);
+  const format::IndexFile& d = *ti.index.description;
+  format::IndexEntry pinned{d.file, "", d.size, d.sha256};
+  io::FileLock lock = lock_store_file(cx, d.file);
   for (const auto& mirror : cx.mirrors) {
-    if (is_mirror_bad(mirror)) continue;
+    if (transport::is_mirror_bad(mirror)) continue;
     if (download_from(cx, mirror, pinned)) {
       cx.log("verified " + d.file + " (SHA-256 " + d.sha256.substr(0, 12) + "...)");
       return (cx.dest / d.file).string();
@@ -827,7 +825,7 @@ FetchedIndex fetch_release_index_with(const FetchOptions& opts, const FetchDeps&
   Context cx(opts, deps);
   // The same whole-command deadline as fetch_targets: the index alone must not drip forever.
   start_deadline(cx, opts);
-  cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
+  cx.policy = transport::RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
   const std::string& package = required_package(opts);
   const std::string& version = required_version(opts);
   if (opts.offline)
@@ -845,12 +843,12 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
                                const std::string& dest_store, const FetchDeps& deps) {
   Context cx(opts, deps);
   cx.dest = dest_store;
-  cx.policy = RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
+  cx.policy = transport::RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
   if (targets.empty()) throw Error(ErrorKind::Usage, "no target to fetch");
   start_deadline(cx, opts);
   std::vector<std::string> canon;
   for (const auto& t : targets) {
-    auto parsed = parse_target(t);
+    auto parsed = format::parse_target(t);
     if (!parsed)
       throw Error(ErrorKind::Usage, "'" + t + "' is not a target (e.g. sm_90a, compute_80)");
     canon.push_back(parsed->str());
@@ -863,13 +861,13 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   // What is already installed needs no index and no network: offline and re-runs end here.
   std::vector<std::string> missing;
   for (const auto& t : canon) {
-    std::string stem = archive_stem(package, version, kiln::cuda_version(), t);
+    std::string stem = format::archive_stem(package, version, kiln::cuda_version(), t);
     if (deps.verified_present(cx.dest, stem))
       result.already_present.push_back((cx.dest / stem).string());
     else
       missing.push_back(t);
   }
-  const fs::path described = cx.dest / description_file_name(package, version);
+  const fs::path described = cx.dest / format::description_file_name(package, version);
   std::error_code present_ec;
   bool want_description = opts.with_description && !fs::exists(described, present_ec);
   if (missing.empty() && (!want_description || opts.offline)) return result;
@@ -897,13 +895,13 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   TrustedIndex ti = fetch_trusted_index(cx, package, version, missing);
   cx.index = ti.index;
   cx.index_url = ti.url;
-  std::vector<IndexEntry> todo;
+  std::vector<format::IndexEntry> todo;
   for (const auto& t : missing) {
     auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
-                           [&](const IndexEntry& e) { return e.target == t; });
+                           [&](const format::IndexEntry& e) { return e.target == t; });
     if (it == ti.index.archives.end()) {
       std::string have =
-          util::join(ti.index.archives, ", ", [](const IndexEntry& e) { return e.target; });
+          util::join(ti.index.archives, ", ", [](const format::IndexEntry& e) { return e.target; });
       throw Error(ErrorKind::NotFound, "release " + package + " " + version +
                                            " has no archive for " + t + " (index from " +
                                            ti.mirror + " lists: " + (have.empty() ? "none" : have) +
@@ -940,7 +938,6 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   return result;
 }
 
-}  // namespace fetch_detail
 
 namespace {
 
@@ -955,18 +952,18 @@ std::string downloading_from(const FetchOptions& opts, const std::string& what) 
 
 // libcurl is loaded by the first download, not before: a fetch with no mirror configured stays
 // a usage error, and one whose archives are all installed already succeeds without libcurl.
-class OnFirstUseTransport final : public Transport {
+class OnFirstUseTransport final : public transport::Transport {
  public:
   explicit OnFirstUseTransport(std::string needed_for) : needed_for_(std::move(needed_for)) {}
-  TransferResult get(const TransferRequest& req, const Sink& sink) override {
-    std::call_once(once_, [this] { real_ = make_curl_transport(needed_for_); });
+  transport::TransferResult get(const transport::TransferRequest& req, const transport::Sink& sink) override {
+    std::call_once(once_, [this] { real_ = transport::make_curl_transport(needed_for_); });
     return real_->get(req, sink);
   }
 
  private:
   std::string needed_for_;
   std::once_flag once_;
-  std::unique_ptr<Transport> real_;
+  std::unique_ptr<transport::Transport> real_;
 };
 
 }  // namespace
@@ -977,7 +974,7 @@ namespace {
 // store's verified-copy check, installer and manifest reader. `what` names what is downloaded,
 // for the error when libcurl is missing.
 struct RealFetch {
-  std::unique_ptr<Transport> transport;
+  std::unique_ptr<transport::Transport> transport;
   FetchDeps deps;
   RealFetch(const FetchOptions& opts, const std::string& what) {
     if (!opts.offline)
@@ -985,13 +982,13 @@ struct RealFetch {
     deps.transport = transport.get();
     deps.sleep_ms = [](long ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
     deps.verified_present = [](const fs::path& store, const std::string& stem) {
-      return store_has_verified(store, stem);
+      return store::store_has_verified(store, stem);
     };
     deps.install = [](const fs::path& archive, const fs::path& store, const std::string& sha) {
-      return install_archive(archive, store, sha, {}, ArchiveAfterInstall::Remove)
+      return store::install_archive(archive, store, sha, {}, store::ArchiveAfterInstall::Remove)
           .directory.string();
     };
-    deps.read_manifest = [](const fs::path& archive) { return read_leading_manifest(archive); };
+    deps.read_manifest = [](const fs::path& archive) { return store::read_leading_manifest(archive); };
   }
 };
 
@@ -1000,7 +997,7 @@ struct RealFetch {
 FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::string>& targets,
                           const std::string& dest_store) {
   RealFetch f(opts, "the release index and archives");
-  return fetch_detail::fetch_targets_with(opts, targets, dest_store, f.deps);
+  return fetch_targets_with(opts, targets, dest_store, f.deps);
 }
 
 FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std::string>& targets,
@@ -1012,12 +1009,12 @@ FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std:
     return archive.string();
   };
   f.deps.keep_archives = true;
-  return fetch_detail::fetch_targets_with(opts, targets, dir, f.deps);
+  return fetch_targets_with(opts, targets, dir, f.deps);
 }
 
 FetchedIndex fetch_release_index(const FetchOptions& opts) {
   RealFetch f(opts, "the release index");
-  return fetch_detail::fetch_release_index_with(opts, f.deps);
+  return fetch_release_index_with(opts, f.deps);
 }
 
 std::vector<std::string> fetch_index_targets(const FetchOptions& opts) {
@@ -1031,9 +1028,9 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
     for (const auto& m : mirrors) out.push_back({m, "", false, 0, "not probed: offline mode"});
     return out;
   }
-  std::unique_ptr<Transport> transport;
+  std::unique_ptr<transport::Transport> transport;
   try {
-    transport = make_curl_transport("probing the mirrors (kiln doctor)");
+    transport = transport::make_curl_transport("probing the mirrors (kiln doctor)");
   } catch (const Error& e) {
     // No libcurl: every mirror gets the reason, and loading from stores is still judged.
     for (const auto& m : mirrors) out.push_back({m, "", false, 0, e.what()});
@@ -1062,8 +1059,8 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
     try {
       std::string m = normalise_mirror(raw);
       p.url = tuf ? m + "/" + kTufMetadataDir + "/timestamp.json"
-                  : m + "/" + index_file_name(package, version);
-      TransferRequest req;
+                  : m + "/" + format::index_file_name(package, version);
+      transport::TransferRequest req;
       req.url = p.url;
       // doctor must answer quickly: a short connect and total timeout, no retries.
       req.connect_timeout_ms = std::min(opts.connect_timeout_ms, 3000L);
@@ -1072,15 +1069,15 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
       req.low_speed_seconds = 5;
       req.ca_bundle = opts.ca_bundle;
       std::string body;
-      TransferResult r = transport->get(req, [&](const char* d, std::size_t n) {
+      transport::TransferResult r = transport->get(req, [&](const char* d, std::size_t n) {
         if (body.size() + n > kMaxIndexBytes) return false;
         body.append(d, n);
         return true;
       });
       p.http_status = r.http_status;
-      if (r.status != TransferStatus::Ok) {
+      if (r.status != transport::TransferStatus::Ok) {
         p.detail =
-            r.status == TransferStatus::Aborted ? "index larger than the limit" : describe(r);
+            r.status == transport::TransferStatus::Aborted ? "index larger than the limit" : describe(r);
       } else if (tuf) {
         p.reachable = true;
         p.detail = "TUF timestamp served (" + std::to_string(body.size()) +
@@ -1089,7 +1086,7 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
         p.reachable = true;
         p.detail = "index served (" + std::to_string(body.size()) +
                    " bytes); no pinned digest to check it against";
-      } else if (std::string got = sha256_hex(body); got != pin) {
+      } else if (std::string got = io::sha256_hex(body); got != pin) {
         p.detail = "index served but its SHA-256 " + got + " differs from the pinned " + pin;
       } else {
         p.reachable = true;
@@ -1103,4 +1100,4 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts) {
   return out;
 }
 
-}  // namespace kiln
+}  // namespace kiln::fetch

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln {
+namespace kiln::fetch {
 
 // A release's index as a fetch accepted it (fetch_release_index): its bytes, where they came from
 // and the targets it lists, in index order.
@@ -99,7 +99,7 @@ struct MirrorFailure {
   // "target-mismatch", ...); empty otherwise.
   std::string attack;
   // The mirror answered that the file is not there (HTTP 404 or 410, a missing file:// path, a
-  // TUF repository without the metadata or target): fetch_detail::error_kind's NotFound.
+  // TUF repository without the metadata or target): transport::error_kind's NotFound.
   bool not_found = false;
 };
 
@@ -155,4 +155,4 @@ std::vector<MirrorProbe> probe_mirrors(const FetchOptions& opts);
 std::vector<std::string> default_mirrors();
 std::string default_index_sha256();
 
-}  // namespace kiln
+}  // namespace kiln::fetch

@@ -12,10 +12,10 @@
 #include "format/manifest.hpp"
 #include "transport/http_transport.hpp"
 
-namespace kiln::fetch_detail {
+namespace kiln::fetch {
 
 struct FetchDeps {
-  Transport* transport = nullptr;
+  transport::Transport* transport = nullptr;
   std::function<void(long ms)> sleep_ms;
   // Is <store>/<stem> installed, and does every artifact still match its manifest?
   std::function<bool(const std::filesystem::path& store, const std::string& stem)> verified_present;
@@ -25,7 +25,7 @@ struct FetchDeps {
       install;
   // The manifest of a downloaded (digest-verified) archive, read before it is unpacked, so it
   // can be checked against its index entry; nullopt when its first member is not manifest.json.
-  std::function<std::optional<Manifest>(const std::filesystem::path& archive)> read_manifest;
+  std::function<std::optional<format::Manifest>(const std::filesystem::path& archive)> read_manifest;
   // Monotonic milliseconds, for the deadlines. Empty: std::chrono::steady_clock.
   std::function<std::int64_t()> now_ms;
   // Leave each verified archive at <dest>/<file> after install() instead of removing it
@@ -58,4 +58,4 @@ constexpr std::size_t kMaxIndexBytes = 16u << 20;
 long download_deadline_ms(const FetchOptions& opts, std::optional<std::uint64_t> pinned_bytes,
                           std::int64_t spent_ms = 0);
 
-}  // namespace kiln::fetch_detail
+}  // namespace kiln::fetch

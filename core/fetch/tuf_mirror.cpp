@@ -10,7 +10,7 @@
 #include "kiln/error.hpp"
 #include "tuf/tuf_updater.hpp"
 
-namespace kiln::fetch_detail {
+namespace kiln::fetch {
 
 namespace fs = std::filesystem;
 
@@ -29,7 +29,7 @@ std::string lowercase(std::string s) {
 
 TrustAnchor pin(const std::string& value, const std::string& source) {
   std::string hex = lowercase(value);
-  if (!is_sha256_hex(hex))
+  if (!io::is_sha256_hex(hex))
     throw Error(ErrorKind::Usage,
                 "index digest '" + value + "' (" + source + ") is not 64 hex digits");
   return {TrustAnchor::Kind::IndexPin, hex, source, ""};
@@ -68,7 +68,7 @@ TrustAnchor choose_trust_anchor(const FetchOptions& opts, const std::string& com
 }
 
 fs::path tuf_metadata_dir(const fs::path& parent, std::string_view anchor_root) {
-  return parent / sha256_hex(anchor_root);
+  return parent / io::sha256_hex(anchor_root);
 }
 
 void materialize_anchor(TrustAnchor& anchor, const std::string& metadata_parent) {
@@ -80,14 +80,14 @@ void materialize_anchor(TrustAnchor& anchor, const std::string& metadata_parent)
                 "the compiled-in TUF root needs a metadata directory (the cache "
                 "directory's tuf/)");
   fs::path file =
-      fs::path(metadata_parent) / ("compiled-root-" + sha256_hex(anchor.compiled_root) + ".json");
+      fs::path(metadata_parent) / ("compiled-root-" + io::sha256_hex(anchor.compiled_root) + ".json");
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) {
     fs::create_directories(metadata_parent, ec);
     if (ec)
       throw Error(ErrorKind::Io, "cannot create " + metadata_parent + ": " + ec.message(),
                   {{"path", metadata_parent}});
-    write_file_atomically(file, anchor.compiled_root);
+    io::write_file_atomically(file, anchor.compiled_root);
   }
   anchor.value = file.string();
 }
@@ -95,7 +95,7 @@ void materialize_anchor(TrustAnchor& anchor, const std::string& metadata_parent)
 std::string read_anchor_root(const TrustAnchor& anchor) {
   if (!anchor.compiled_root.empty()) return anchor.compiled_root;
   try {
-    return read_whole_file(anchor.value, tuf::Limits{}.root);
+    return io::read_whole_file(anchor.value, tuf::Limits{}.root);
   } catch (const Error& e) {
     throw Error(e.kind(),
                 std::string("the TUF root (") + anchor.source + ") cannot be read: " + e.what(),
@@ -110,9 +110,9 @@ void prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
     throw Error(ErrorKind::Io,
                 "cannot create the TUF metadata directory " + dir.string() + ": " + ec.message(),
                 {{"path", dir.string()}});
-  FileLock lock = FileLock::acquire(dir / ".tuf.lock", std::chrono::seconds(60));
-  remove_orphaned_temps(dir);  // a dead writer's (every writer holds the lock)
-  if (!fs::exists(dir / "root.json", ec)) write_file_atomically(dir / "root.json", anchor_root);
+  io::FileLock lock = io::FileLock::acquire(dir / ".tuf.lock", std::chrono::seconds(60));
+  io::remove_orphaned_temps(dir);  // a dead writer's (every writer holds the lock)
+  if (!fs::exists(dir / "root.json", ec)) io::write_file_atomically(dir / "root.json", anchor_root);
 }
 
 std::string tuf_target_url(const std::string& mirror, const tuf::TargetFile& info,
@@ -140,7 +140,7 @@ DownloadExpect tuf_download_expect(const tuf::TargetFile& info) {
 
 // The targets metadata's entry for a file the index also pins (an archive, the description): it
 // must list the file with the index's length and sha256, else the attack is named.
-tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const IndexFile& f,
+tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const format::IndexFile& f,
                                       const std::string& metadata_url) {
   std::optional<tuf::TargetFile> a = updater.get_targetinfo(f.file);
   if (!a)
@@ -158,4 +158,4 @@ tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const IndexFile& f,
   return *a;
 }
 
-}  // namespace kiln::fetch_detail
+}  // namespace kiln::fetch

@@ -23,7 +23,7 @@ namespace kiln::tuf {
 class Updater;
 }
 
-namespace kiln::fetch_detail {
+namespace kiln::fetch {
 
 constexpr const char* kTufMetadataDir = "metadata";
 constexpr const char* kTufTargetsDir = "targets";
@@ -80,7 +80,7 @@ void prepare_metadata_dir(const std::filesystem::path& dir, std::string_view anc
 // The targets metadata's entry for a file the index also pins (an archive, the description): it
 // must list the file with the index's length and sha256, else a tuf::Error naming the attack
 // (target-not-found, target-mismatch) and `metadata_url`.
-tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const IndexFile& f,
+tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const format::IndexFile& f,
                                       const std::string& metadata_url);
 
 // <mirror>/targets/[<sha256>.]<path>.
@@ -92,4 +92,4 @@ std::string tuf_target_url(const std::string& mirror, const tuf::TargetFile& inf
 // verified download is keyed by it, and `kiln tuf-repo` always writes it.
 DownloadExpect tuf_download_expect(const tuf::TargetFile& info);
 
-}  // namespace kiln::fetch_detail
+}  // namespace kiln::fetch

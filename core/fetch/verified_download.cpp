@@ -10,21 +10,21 @@
 #include "io/sha256.hpp"
 #include "tuf/tuf_metadata.hpp"
 
-namespace kiln::fetch_detail {
+namespace kiln::fetch {
 
-std::string describe(const TransferResult& r) {
-  if (r.status == TransferStatus::Http) return "HTTP " + std::to_string(r.http_status);
+std::string describe(const transport::TransferResult& r) {
+  if (r.status == transport::TransferStatus::Http) return "HTTP " + std::to_string(r.http_status);
   return std::string(to_string(r.status)) + (r.message.empty() ? "" : ": " + r.message);
 }
 
-TransferResult get_with_retries(const RetryLoop& loop,
-                                const std::function<TransferRequest()>& request,
-                                const std::function<void()>& reset, const Sink& sink) {
+transport::TransferResult get_with_retries(const RetryLoop& loop,
+                                const std::function<transport::TransferRequest()>& request,
+                                const std::function<void()>& reset, const transport::Sink& sink) {
   for (int n = 1;; ++n) {
     if (reset) reset();
-    TransferResult r = loop.transport->get(request(), sink);
-    if (r.status == TransferStatus::Ok || r.status == TransferStatus::Aborted) return r;
-    RetryDecision d = decide_retry(r, n, loop.policy);
+    transport::TransferResult r = loop.transport->get(request(), sink);
+    if (r.status == transport::TransferStatus::Ok || r.status == transport::TransferStatus::Aborted) return r;
+    transport::RetryDecision d = transport::decide_retry(r, n, loop.policy);
     // The file's time on this mirror would be gone before the next attempt starts: ask the
     // next mirror now instead of sleeping into the deadline.
     if (d.retry && loop.file_budget_ms && loop.file_budget_ms() <= d.delay_ms) {
@@ -40,12 +40,12 @@ TransferResult get_with_retries(const RetryLoop& loop,
 }
 
 DownloadResult download_verified(const RetryLoop& loop,
-                                 const std::function<TransferRequest()>& request,
+                                 const std::function<transport::TransferRequest()>& request,
                                  const std::filesystem::path& dest, const DownloadExpect& expect) {
   const std::uint64_t cap = expect.exact_size ? *expect.exact_size : expect.max_bytes;
   DownloadResult out;
-  std::optional<AtomicFile> tmp;
-  std::optional<Sha256> hash;
+  std::optional<io::AtomicFile> tmp;
+  std::optional<io::Sha256> hash;
   std::unique_ptr<tuf::MultiHasher> others;
   bool too_big = false;
   auto reset = [&] {
@@ -77,7 +77,7 @@ DownloadResult download_verified(const RetryLoop& loop,
     out.status = DownloadStatus::TooBig;
   } else if (!out.write_error.empty()) {
     out.status = DownloadStatus::WriteFailed;
-  } else if (out.transfer.status != TransferStatus::Ok) {
+  } else if (out.transfer.status != transport::TransferStatus::Ok) {
     out.status = DownloadStatus::TransferFailed;
   } else {
     out.sha256 = hash->hex();
@@ -100,4 +100,4 @@ DownloadResult download_verified(const RetryLoop& loop,
   return out;  // tmp's destructor removes an uncommitted temp file
 }
 
-}  // namespace kiln::fetch_detail
+}  // namespace kiln::fetch

@@ -31,16 +31,16 @@
 
 #include "transport/http_transport.hpp"
 
-namespace kiln::fetch_detail {
+namespace kiln::fetch {
 
 // How to repeat a request: the transport, the policy, and the hooks the caller owns.
 struct RetryLoop {
-  Transport* transport = nullptr;
-  RetryPolicy policy;
+  transport::Transport* transport = nullptr;
+  transport::RetryPolicy policy;
   std::function<void(long ms)> sleep_ms;
   // After each failed attempt (neither Ok nor stopped by the sink), with decide_retry's answer
   // and the attempt's number (1 for the first). May throw to end the loop. Empty: nothing.
-  std::function<void(const TransferResult&, const RetryDecision&, int attempt)> on_failure;
+  std::function<void(const transport::TransferResult&, const transport::RetryDecision&, int attempt)> on_failure;
   // What is left of a whole-command deadline: caps every backoff sleep. Empty: no cap.
   std::function<long()> remaining_ms;
   // What is left of this file's time on this mirror (download_deadline_ms, a file only a bound
@@ -51,9 +51,9 @@ struct RetryLoop {
 // GETs with retries. `request` builds each attempt's request (so its deadline is recomputed),
 // `reset` runs before each attempt (the sink starts over). Returns the last attempt's result:
 // Ok, Aborted (the sink stopped it: the caller knows why), or a failure not to be retried.
-TransferResult get_with_retries(const RetryLoop& loop,
-                                const std::function<TransferRequest()>& request,
-                                const std::function<void()>& reset, const Sink& sink);
+transport::TransferResult get_with_retries(const RetryLoop& loop,
+                                const std::function<transport::TransferRequest()>& request,
+                                const std::function<void()>& reset, const transport::Sink& sink);
 
 // What the downloaded bytes must be.
 struct DownloadExpect {
@@ -83,7 +83,7 @@ enum class DownloadStatus {
 
 struct DownloadResult {
   DownloadStatus status = DownloadStatus::TransferFailed;
-  TransferResult transfer;  // the last attempt's
+  transport::TransferResult transfer;  // the last attempt's
   std::uint64_t bytes = 0;  // received by the last attempt
   std::string sha256;       // of those bytes, when the transfer completed
   // DigestMismatch on one of other_hashes (sha256 matched): "sha512 is <got>, expected <want>".
@@ -95,10 +95,10 @@ struct DownloadResult {
 // Downloads into `dest` through a temp file beside it, hashing while streaming; renames onto
 // `dest` only when the length and the SHA-256 match `expect`. See the state machine above.
 DownloadResult download_verified(const RetryLoop& loop,
-                                 const std::function<TransferRequest()>& request,
+                                 const std::function<transport::TransferRequest()>& request,
                                  const std::filesystem::path& dest, const DownloadExpect& expect);
 
 // One transfer result in a log line or an error: "HTTP 503", "connection failed: <detail>".
-std::string describe(const TransferResult& r);
+std::string describe(const transport::TransferResult& r);
 
-}  // namespace kiln::fetch_detail
+}  // namespace kiln::fetch

@@ -18,15 +18,15 @@
 #include "kiln/error.hpp"
 #include "runtime/lazy_libs.hpp"
 
-namespace kiln {
+namespace kiln::format {
 
-static_assert(kMaxArchiveBytes == limits::kMaxUnpackedBytes,
+static_assert(kMaxArchiveBytes == io::limits::kMaxUnpackedBytes,
               "archive.hpp and limits.hpp state one limit");
 
 namespace {
 
 namespace fs = std::filesystem;
-using lazy_libs::ArchiveApi;
+using runtime::lazy_libs::ArchiveApi;
 
 // Removes the temp file unless committed, so a failed write leaves nothing behind.
 class TempOutput {
@@ -92,9 +92,9 @@ void write_archive(const fs::path& out, const std::vector<ArchiveMember>& member
   if (zstd_level < 1 || zstd_level > 22)
     throw Error(ErrorKind::Usage, "zstd level must be 1..22, got " + std::to_string(zstd_level));
 
-  const ArchiveApi& la = lazy_libs::archive("writing the archive " + out.string());
+  const ArchiveApi& la = runtime::lazy_libs::archive("writing the archive " + out.string());
   TempOutput tmp(out);
-  lazy_libs::WriteHandle a(la.write_new(), {&la});
+  runtime::lazy_libs::WriteHandle a(la.write_new(), {&la});
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_write_new failed");
   auto check = [&](int r, const char* what) {
     if (r != ARCHIVE_OK)
@@ -111,7 +111,7 @@ void write_archive(const fs::path& out, const std::vector<ArchiveMember>& member
   check(la.write_open_fd(a.get(), tmp.fd()), "open");
 
   for (const auto& m : members) {
-    lazy_libs::EntryHandle e(la.entry_new(), {&la});
+    runtime::lazy_libs::EntryHandle e(la.entry_new(), {&la});
     if (!e) throw Error(ErrorKind::Internal, "libarchive: archive_entry_new failed");
     la.entry_set_pathname(e.get(), m.name.c_str());
     la.entry_set_filetype(e.get(), AE_IFREG);
@@ -139,11 +139,11 @@ void write_archive(const fs::path& out, const std::vector<ArchiveMember>& member
 
 struct ArchiveStream::Impl {
   const ArchiveApi* la = nullptr;
-  lazy_libs::ReadHandle a;
+  runtime::lazy_libs::ReadHandle a;
   std::string origin;
   ArchiveLimits limits;
   int fd = -1;
-  Sha256* raw_hash = nullptr;
+  io::Sha256* raw_hash = nullptr;
   std::vector<char> raw_buf;
   std::set<std::string> seen;
   std::uint64_t members = 0;
@@ -185,8 +185,8 @@ struct ArchiveStream::Impl {
 
 namespace {
 
-lazy_libs::ReadHandle new_reader(const ArchiveApi& la) {
-  lazy_libs::ReadHandle a(la.read_new(), {&la});
+runtime::lazy_libs::ReadHandle new_reader(const ArchiveApi& la) {
+  runtime::lazy_libs::ReadHandle a(la.read_new(), {&la});
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_read_new failed");
   // Only zstd-compressed (or plain) tar: no other filter or format is ever probed.
   if (la.read_support_filter_zstd(a.get()) != ARCHIVE_OK ||
@@ -205,7 +205,7 @@ ArchiveStream::~ArchiveStream() = default;
 const std::string& ArchiveStream::origin() const { return impl_->origin; }
 
 ArchiveStream ArchiveStream::open_file(const fs::path& path, ArchiveLimits limits,
-                                       Sha256* raw_hash) {
+                                       io::Sha256* raw_hash) {
   auto im = std::make_unique<Impl>();
   im->origin = path.string();
   im->limits = limits;
@@ -220,7 +220,7 @@ ArchiveStream ArchiveStream::open_file(const fs::path& path, ArchiveLimits limit
   if (::fstat(im->fd, &st) != 0 || !S_ISREG(st.st_mode))
     throw Error(ErrorKind::Io, "not a regular file: " + im->origin);
   im->raw_buf.resize(1 << 16);
-  im->la = &lazy_libs::archive("unpacking " + im->origin);
+  im->la = &runtime::lazy_libs::archive("unpacking " + im->origin);
   im->a = new_reader(*im->la);
   if (im->la->read_open(im->a.get(), im.get(), nullptr, &Impl::read_cb, nullptr) != ARCHIVE_OK) {
     int err = im->la->error_number(im->a.get());
@@ -235,7 +235,7 @@ ArchiveStream ArchiveStream::open_file(const fs::path& path, ArchiveLimits limit
 ArchiveStream ArchiveStream::open_memory(std::string_view bytes, const std::string& origin,
                                          ArchiveLimits limits) {
   auto im = std::make_unique<Impl>();
-  im->la = &lazy_libs::archive("unpacking " + origin);
+  im->la = &runtime::lazy_libs::archive("unpacking " + origin);
   im->origin = origin;
   im->limits = limits;
   im->a = new_reader(*im->la);
@@ -371,4 +371,4 @@ std::vector<ArchiveMember> read_archive_bytes(std::string_view bytes, const std:
   return read_all(ArchiveStream::open_memory(bytes, origin, total_limit(max_total_bytes)));
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

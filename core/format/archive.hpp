@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln {
+namespace kiln::format {
 
 struct ArchiveMember {
   std::string name;  // plain file name inside the archive (no directories)
@@ -33,4 +33,4 @@ std::vector<ArchiveMember> read_archive(const std::filesystem::path& archive,
 std::vector<ArchiveMember> read_archive_bytes(std::string_view bytes, const std::string& origin,
                                               std::uint64_t max_total_bytes = kMaxArchiveBytes);
 
-}  // namespace kiln
+}  // namespace kiln::format

@@ -15,14 +15,16 @@
 
 #include "io/limits.hpp"
 
-namespace kiln {
-
+namespace kiln::io {
 class Sha256;
+}
+
+namespace kiln::format {
 
 struct ArchiveLimits {
-  std::uint64_t max_member_bytes = limits::kMaxMemberBytes;
-  std::uint64_t max_total_bytes = limits::kMaxUnpackedBytes;
-  std::uint64_t max_members = limits::kMaxMembers;
+  std::uint64_t max_member_bytes = io::limits::kMaxMemberBytes;
+  std::uint64_t max_total_bytes = io::limits::kMaxUnpackedBytes;
+  std::uint64_t max_members = io::limits::kMaxMembers;
 };
 
 struct ArchiveMemberHeader {
@@ -36,7 +38,7 @@ class ArchiveStream {
   // Every compressed byte read is also fed to `raw_hash` when given; finish() feeds the rest,
   // so after finish() it holds the digest of the whole file as read.
   static ArchiveStream open_file(const std::filesystem::path& path, ArchiveLimits limits = {},
-                                 Sha256* raw_hash = nullptr);
+                                 io::Sha256* raw_hash = nullptr);
   // Over bytes in memory; `origin` names the archive in errors.
   static ArchiveStream open_memory(std::string_view bytes, const std::string& origin,
                                    ArchiveLimits limits = {});
@@ -65,4 +67,4 @@ class ArchiveStream {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace kiln
+}  // namespace kiln::format

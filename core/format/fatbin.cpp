@@ -9,7 +9,7 @@
 
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::format {
 namespace {
 
 constexpr std::uint64_t kFlagOldCompression = 0x2000;
@@ -316,4 +316,4 @@ std::string demangled_base_name(const std::string& mangled) {
   return s;
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln {
+namespace kiln::format {
 
 constexpr std::uint32_t kFatbinMagic = 0xBA55ED50;
 
@@ -67,4 +67,4 @@ std::string demangle(const std::string& mangled);
 // -> "kiln::axpy_kernel<float>". Parentheses and spaces inside template arguments are kept.
 std::string demangled_base_name(const std::string& mangled);
 
-}  // namespace kiln
+}  // namespace kiln::format

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-namespace kiln {
+namespace kiln::format {
 
 struct ArchiveWriteFree {
   void operator()(struct archive* a) const { archive_write_free(a); }
@@ -30,4 +30,4 @@ inline std::string la_error(struct archive* a) {
   return s ? s : "unknown libarchive error";
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

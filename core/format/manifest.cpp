@@ -15,13 +15,14 @@
 #include "util/field_error.hpp"
 #include "util/join.hpp"
 
-namespace kiln {
+namespace kiln::format {
+
+using namespace manifest_rules;
 namespace {
 
 // ordered_json keeps keys in insertion order: that order is the canonical one, and parsing
 // with it keeps "params" in registry order.
 using Json = nlohmann::ordered_json;
-using namespace manifest_rules;
 
 constexpr std::string_view kIndexMarker = "kiln-index";
 constexpr std::array<std::string_view, 8> kIndexFields = {
@@ -72,14 +73,14 @@ std::uint64_t get_u64(const Json& obj, const std::string& key, const std::string
 std::string get_sha256(const Json& obj, const std::string& key, const std::string& origin,
                        const std::string& where) {
   std::string s = get_string(obj, key, origin, where);
-  if (!is_sha256_hex(s))
+  if (!io::is_sha256_hex(s))
     fail(origin, where + key, "expected 64 lowercase hex digits (SHA-256), found '" + s + "'");
   return s;
 }
 
 Json parse_root(std::string_view text, const std::string& origin,
                 RepeatedKeys repeated = RepeatedKeys::last_wins) {
-  Json root = parse_untrusted_json<Json>(text, origin, limits::kMaxJsonBytes, repeated);
+  Json root = parse_untrusted_json<Json>(text, origin, io::limits::kMaxJsonBytes, repeated);
   if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
   return root;
 }
@@ -482,4 +483,4 @@ std::string description_file_name(std::string_view package, std::string_view ver
   return std::string(package) + "-" + std::string(version) + ".package.json";
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace kiln {
+namespace kiln::format {
 
 // Version history: 1 = first release (kiln 0.1.0, kiln's own kernels only); 2 = a top-level
 // "package" (the kernel package's name), which every archive, index and store name carries.
@@ -137,4 +137,4 @@ std::string index_file_name(std::string_view package, std::string_view version);
 // beside the index in a release and beside the archives in a store.
 std::string description_file_name(std::string_view package, std::string_view version);
 
-}  // namespace kiln
+}  // namespace kiln::format

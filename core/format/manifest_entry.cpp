@@ -16,14 +16,14 @@
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln {
-namespace {
+namespace kiln::format {
 
 using namespace manifest_rules;
+namespace {
 
 // What the strict reader accepts nests 5 levels (root, artifacts, artifact, entries, entry), so
 // it never needs the depth check that parse_manifest makes first.
-static_assert(limits::kMaxJsonDepth >= 5);
+static_assert(io::limits::kMaxJsonDepth >= 5);
 
 // The bytes a string may hold here: printable ASCII but '"' (its end) and '\\' (an escape).
 constexpr std::array<bool, 256> kPlainStringByte = [] {
@@ -56,7 +56,7 @@ class StrictReader {
   // but the artifacts, and one span per artifact.
   template <class Span>
   bool manifest(Manifest& m, std::vector<Span>& spans) {
-    if (t_.size() > limits::kMaxJsonBytes) return false;
+    if (t_.size() > io::limits::kMaxJsonBytes) return false;
     unsigned seen = 0;
     bool ok = object([&](std::string_view key) {
       auto f = field<RootField>(kRootFields, key, seen);
@@ -132,7 +132,7 @@ class StrictReader {
         case ArtifactField::entries:
           return entries(out);
         case ArtifactField::source_hash:
-          if (!string(s) || !is_sha256_hex(s)) return false;
+          if (!string(s) || !io::is_sha256_hex(s)) return false;
           if (out) out->source_hash = s;
           return true;
         case ArtifactField::flags:
@@ -152,7 +152,7 @@ class StrictReader {
           return true;
         }
         case ArtifactField::sha256:
-          if (!string(s) || !is_sha256_hex(s)) return false;
+          if (!string(s) || !io::is_sha256_hex(s)) return false;
           if (out) out->sha256 = s;
           return true;
       }
@@ -612,7 +612,7 @@ std::shared_ptr<const ManifestEntries> ManifestEntries::open(std::size_t size,
                                                              const std::string* first_uri,
                                                              const UriRanks* ranks) {
   // No text past the limit is taken by the strict reader whole, so none is looked up either.
-  if (size > limits::kMaxJsonBytes) return nullptr;
+  if (size > io::limits::kMaxJsonBytes) return nullptr;
   std::shared_ptr<ManifestFile> file = opener();
   if (!file) return nullptr;
   std::optional<ArrayBounds> array = find_array(*file, size);
@@ -764,4 +764,4 @@ std::shared_ptr<const Manifest> ManifestEntries::for_uri(const std::string& uri,
   return slot;
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

@@ -31,7 +31,7 @@
 
 #include "format/manifest.hpp"
 
-namespace kiln {
+namespace kiln::format {
 
 // Where one artifact's object lies in a manifest's text, and its URI inside it (offsets).
 struct ArtifactSpan {
@@ -152,4 +152,4 @@ class ManifestEntries {
   mutable std::unordered_map<std::string, std::shared_ptr<const Manifest>> by_uri_;
 };
 
-}  // namespace kiln
+}  // namespace kiln::format

@@ -11,7 +11,7 @@
 
 #include "format/target.hpp"
 
-namespace kiln::manifest_rules {
+namespace kiln::format::manifest_rules {
 
 inline constexpr std::string_view kMarker = "kiln-manifest";
 
@@ -68,4 +68,4 @@ bool is_artifact_file_name(std::string_view s);
 // The target `s` names when it is spelled as Target::str() spells it ("sm_90a", not "SM_90A").
 std::optional<Target> canonical_target(std::string_view s);
 
-}  // namespace kiln::manifest_rules
+}  // namespace kiln::format::manifest_rules

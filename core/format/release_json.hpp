@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace kiln {
+namespace kiln::format {
 
 // A JSON object holding, in this order, the file's marker under `marker_key` ("format" for a
 // manifest and an index, "kind" for a shard file), then `release`'s format_version, package,
@@ -24,4 +24,4 @@ nlohmann::ordered_json release_json_header(const std::string& marker_key, std::s
   return root;
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

@@ -4,7 +4,7 @@
 
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::format {
 
 std::string Target::str() const {
   std::string s = kind == Kind::Sass ? "sm_" : "compute_";
@@ -103,4 +103,4 @@ std::vector<Target> parse_target_list(std::string_view list) {
   return out;
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

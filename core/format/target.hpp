@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln {
+namespace kiln::format {
 
 struct Target {
   enum class Kind { Sass, Ptx };
@@ -43,4 +43,4 @@ bool rule_allows(const std::vector<TargetRule>& rules, const Target& t);
 
 std::vector<Target> parse_target_list(std::string_view comma_separated);  // throws Usage
 
-}  // namespace kiln
+}  // namespace kiln::format

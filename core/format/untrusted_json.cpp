@@ -1,6 +1,6 @@
 #include "format/untrusted_json.hpp"
 
-namespace kiln {
+namespace kiln::format {
 
 std::optional<std::size_t> find_excess_nesting(std::string_view text, int max_depth) {
   int depth = 0;
@@ -41,4 +41,4 @@ void check_json_bounds(std::string_view text, const std::string& origin, std::si
                                       std::to_string(*at) + "; docs/security.md)");
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

@@ -15,7 +15,7 @@
 #include "io/limits.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::format {
 
 // Pure: the byte offset of the first '[' or '{' (outside strings) that opens level
 // max_depth + 1, or nullopt when the text never nests deeper than max_depth.
@@ -24,8 +24,8 @@ std::optional<std::size_t> find_excess_nesting(std::string_view text, int max_de
 // Throws Error{Limit} naming `origin` when text is larger than max_bytes or nests deeper than
 // max_depth.
 void check_json_bounds(std::string_view text, const std::string& origin,
-                       std::size_t max_bytes = limits::kMaxJsonBytes,
-                       int max_depth = limits::kMaxJsonDepth);
+                       std::size_t max_bytes = io::limits::kMaxJsonBytes,
+                       int max_depth = io::limits::kMaxJsonDepth);
 
 // What parse_untrusted_json does with a key an object gives twice. JSON leaves it open
 // (RFC 8259: names SHOULD be unique), and readers differ (first value, last value, refusal).
@@ -154,7 +154,7 @@ class TreeBuilder {
 // twice in one object when `repeated` is RepeatedKeys::refused.
 template <typename JsonT>
 JsonT parse_untrusted_json(std::string_view text, const std::string& origin,
-                           std::size_t max_bytes = limits::kMaxJsonBytes,
+                           std::size_t max_bytes = io::limits::kMaxJsonBytes,
                            RepeatedKeys repeated = RepeatedKeys::last_wins) {
   check_json_bounds(text, origin, max_bytes);
   try {
@@ -168,14 +168,14 @@ JsonT parse_untrusted_json(std::string_view text, const std::string& origin,
 }
 
 // A value from untrusted JSON as quoted in an error message: scalars dumped and cut to
-// limits::kMaxQuotedChars, containers described ("an array of 3 elements"), never dumped whole.
+// io::limits::kMaxQuotedChars, containers described ("an array of 3 elements"), never dumped whole.
 template <typename JsonT>
 std::string quote_json(const JsonT& v) {
   if (v.is_object()) return "an object of " + std::to_string(v.size()) + " fields";
   if (v.is_array()) return "an array of " + std::to_string(v.size()) + " elements";
   std::string s = v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (s.size() > limits::kMaxQuotedChars) s = s.substr(0, limits::kMaxQuotedChars) + "...";
+  if (s.size() > io::limits::kMaxQuotedChars) s = s.substr(0, io::limits::kMaxQuotedChars) + "...";
   return s;
 }
 
-}  // namespace kiln
+}  // namespace kiln::format

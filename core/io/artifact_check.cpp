@@ -4,7 +4,7 @@
 
 #include "io/sha256.hpp"
 
-namespace kiln {
+namespace kiln::io {
 
 std::string PinMismatch::message(std::string_view where, std::string_view pinned_by) const {
   std::string out;
@@ -62,4 +62,4 @@ std::string unlisted_message(std::string_view where, std::string_view listed_by)
   return out.append(": not listed in ").append(listed_by);
 }
 
-}  // namespace kiln
+}  // namespace kiln::io

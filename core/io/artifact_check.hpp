@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln {
+namespace kiln::io {
 
 // What a manifest or an index pins for one file.
 struct ArtifactPin {
@@ -59,4 +59,4 @@ std::string missing_message(std::string_view where, std::string_view uri,
 // "<where>: not listed in <listed_by>"
 std::string unlisted_message(std::string_view where, std::string_view listed_by);
 
-}  // namespace kiln
+}  // namespace kiln::io

@@ -14,7 +14,7 @@
 
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::io {
 namespace {
 
 [[noreturn]] void io_error(const std::string& what, const std::filesystem::path& path, int err) {
@@ -178,4 +178,4 @@ std::string read_whole_file(const std::filesystem::path& p, std::uint64_t max_by
   return out;
 }
 
-}  // namespace kiln
+}  // namespace kiln::io

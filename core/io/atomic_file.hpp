@@ -13,7 +13,7 @@
 #include "io/file_descriptor.hpp"
 #include "io/limits.hpp"
 
-namespace kiln {
+namespace kiln::io {
 
 class AtomicFile {
  public:
@@ -65,4 +65,4 @@ std::vector<std::filesystem::path> remove_orphaned_temps_if(
 // Convenience: the whole of `data` written atomically to `path`.
 void write_file_atomically(const std::filesystem::path& path, std::string_view data);
 
-}  // namespace kiln
+}  // namespace kiln::io

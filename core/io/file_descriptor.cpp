@@ -4,7 +4,7 @@
 
 #include <cerrno>
 
-namespace kiln {
+namespace kiln::io {
 
 void UniqueFd::reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
@@ -60,4 +60,4 @@ bool write_all(int fd, std::string_view data) {
   return true;
 }
 
-}  // namespace kiln
+}  // namespace kiln::io

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <string_view>
 
-namespace kiln {
+namespace kiln::io {
 
 // Owns a descriptor and closes it when destroyed (or on reset); -1 owns nothing. Move-only.
 class UniqueFd {
@@ -53,4 +53,4 @@ ssize_t pread_full(int fd, char* buf, std::size_t size, off_t offset);
 // Writes all of `data`: true, or false with errno set (EIO when write(2) wrote nothing).
 bool write_all(int fd, std::string_view data);
 
-}  // namespace kiln
+}  // namespace kiln::io

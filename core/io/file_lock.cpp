@@ -15,7 +15,7 @@
 #include "io/file_descriptor.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::io {
 namespace {
 
 [[noreturn]] void io_error(const std::string& what, const std::filesystem::path& path, int err) {
@@ -162,4 +162,4 @@ std::string describe_lock_holder(const std::filesystem::path& path) {
   return line;
 }
 
-}  // namespace kiln
+}  // namespace kiln::io

@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-namespace kiln {
+namespace kiln::io {
 
 class FileLock {
  public:
@@ -49,4 +49,4 @@ class FileLock {
 // Contents of a lock file as the holder wrote them ("pid 123 host node7"); "" if unreadable.
 std::string describe_lock_holder(const std::filesystem::path& path);
 
-}  // namespace kiln
+}  // namespace kiln::io

@@ -3,7 +3,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-namespace kiln {
+namespace kiln::io {
 
 std::optional<FileIdentity> identity_of(const std::string& path) {
   struct stat st {};
@@ -27,4 +27,4 @@ std::int64_t realtime_ns() {
   return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-}  // namespace kiln
+}  // namespace kiln::io

@@ -21,7 +21,7 @@
 #include <string>
 #include <unordered_map>
 
-namespace kiln {
+namespace kiln::io {
 
 struct FileIdentity {
   std::uint64_t dev = 0;
@@ -100,4 +100,4 @@ class IdentityCache {
   std::unordered_map<std::string, Entry> map_;
 };
 
-}  // namespace kiln
+}  // namespace kiln::io

@@ -5,13 +5,13 @@
 // file, what was exceeded, the value found and the limit.
 //
 // Limits that live beside the code they guard (documented in the same table):
-//   fetch_detail::kMaxIndexBytes (fetch_internal.hpp)  16 MiB index download
+//   fetch::kMaxIndexBytes (fetch_internal.hpp)  16 MiB index download
 //   kMaxChecksumsBytes (packager/mirror/mirror.hpp)             1 MiB SHA256SUMS file
 //   kMaxDecompressed (fatbin.cpp)                        1 GiB one decompressed fatbin image
 #include <cstddef>
 #include <cstdint>
 
-namespace kiln::limits {
+namespace kiln::io::limits {
 
 // JSON (index, manifest, JIT sidecar, any JSON read from a mirror, archive or store).
 // Real manifests are a few hundred KiB for thousands of specialisations; 64 MiB leaves room
@@ -54,4 +54,4 @@ constexpr std::uint64_t kMaxLocalArtifactBytes = kMaxMemberBytes;
 constexpr std::uint64_t kMaxPackageKernels = 1000000;
 constexpr std::uint64_t kMaxPackageFiles = 100000;
 
-}  // namespace kiln::limits
+}  // namespace kiln::io::limits

@@ -6,7 +6,7 @@
 
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::io {
 
 namespace fs = std::filesystem;
 
@@ -95,4 +95,4 @@ void refuse_private_key_in(const std::vector<fs::path>& roots, const std::string
               {{"path", key->string()}});
 }
 
-}  // namespace kiln
+}  // namespace kiln::io

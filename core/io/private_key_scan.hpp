@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln {
+namespace kiln::io {
 
 // Files looked at, and the leading bytes read of each (a PEM key starts with its header). A
 // tree with more files is refused with Error{Limit}: it cannot be said to hold no key.
@@ -37,4 +37,4 @@ std::optional<std::filesystem::path> find_private_key(
 void refuse_private_key_in(const std::vector<std::filesystem::path>& roots, const std::string& what,
                            const std::string& publishing);
 
-}  // namespace kiln
+}  // namespace kiln::io

@@ -14,7 +14,7 @@
 #include "io/file_descriptor.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::io {
 
 namespace {
 
@@ -122,4 +122,4 @@ bool is_sha256_hex(std::string_view s) {
   return hex != 0;
 }
 
-}  // namespace kiln
+}  // namespace kiln::io

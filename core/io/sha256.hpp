@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace kiln {
+namespace kiln::io {
 
 class Sha256 {
  public:
@@ -30,4 +30,4 @@ std::string sha256_hex(std::string_view data);
 std::string sha256_file(const std::filesystem::path& path, std::size_t* size_out = nullptr);
 bool is_sha256_hex(std::string_view s);
 
-}  // namespace kiln
+}  // namespace kiln::io

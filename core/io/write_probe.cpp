@@ -8,7 +8,7 @@
 #include <cstring>
 #include <filesystem>
 
-namespace kiln {
+namespace kiln::io {
 
 std::string write_probe(const std::string& dir) {
   std::error_code ec;
@@ -23,4 +23,4 @@ std::string write_probe(const std::string& dir) {
   return "";
 }
 
-}  // namespace kiln
+}  // namespace kiln::io

@@ -16,19 +16,19 @@
 #include "kiln/error.hpp"
 #include "runtime/log.hpp"
 
-namespace kiln {
+namespace kiln::jit {
 namespace fs = std::filesystem;
-using jit_detail::ProgramGuard;
+using detail::ProgramGuard;
 
 namespace {
 
 void default_log(JitLogLevel level, const std::string& line) {
-  log(level == JitLogLevel::Warn ? LogLevel::Warn : LogLevel::Info, line);
+  log(level == JitLogLevel::Warn ? runtime::LogLevel::Warn : runtime::LogLevel::Info, line);
 }
 
 // The family's sources and the kernels/ headers they include (same rule as the registry's
 // source hash: beside the including file, then at kernels/ root).
-std::vector<std::string> source_closure(const Family& family, const SourceTree& tree) {
+std::vector<std::string> source_closure(const project::Family& family, const project::SourceTree& tree) {
   if (!family.hashed_files.empty()) return family.hashed_files;
   std::set<std::string> files;
   std::vector<std::string> todo(family.sources.begin(), family.sources.end());
@@ -39,7 +39,7 @@ std::vector<std::string> source_closure(const Family& family, const SourceTree& 
     auto text = tree.read(path);
     if (!text) continue;  // reported by the caller
     std::string dir = fs::path(path).parent_path().string();
-    for (const auto& inc : quoted_includes(*text)) {
+    for (const auto& inc : project::quoted_includes(*text)) {
       std::string beside = dir.empty() ? inc : dir + "/" + inc;
       if (tree.read(beside))
         todo.push_back(fs::path(beside).lexically_normal().string());
@@ -55,28 +55,28 @@ std::string arch_name(int cc) { return "sm_" + std::to_string(cc); }
 }  // namespace
 
 namespace {
-Target exact_sass(int cc, char suffix) {
-  Target t;
-  t.kind = Target::Kind::Sass;
+format::Target exact_sass(int cc, char suffix) {
+  format::Target t;
+  t.kind = format::Target::Kind::Sass;
   t.arch = cc;
   t.suffix = suffix;
   return t;
 }
 }  // namespace
 
-std::optional<Target> jit_target(const Family& family, int cc) {
+std::optional<format::Target> jit_target(const project::Family& family, int cc) {
   for (char suffix : {'\0', 'a'})
-    if (!undeclared_target(family, exact_sass(cc, suffix))) return exact_sass(cc, suffix);
+    if (!project::undeclared_target(family, exact_sass(cc, suffix))) return exact_sass(cc, suffix);
   return std::nullopt;
 }
 
-std::string jit_refusal_reason(const Family& family, int cc) {
+std::string jit_refusal_reason(const project::Family& family, int cc) {
   // The family's own rule (project/registry.hpp), in its words: the plan's JIT tier refuses
   // with the same sentence before any compile is asked for.
-  return undeclared_target(family, exact_sass(cc, 0)).value_or(declared_only(family));
+  return project::undeclared_target(family, exact_sass(cc, 0)).value_or(project::declared_only(family));
 }
 
-std::vector<std::string> nvrtc_options(const Family& family, const Target& target,
+std::vector<std::string> nvrtc_options(const project::Family& family, const format::Target& target,
                                        const std::string& include_dir) {
   std::vector<std::string> opts = {"--gpu-architecture=" + target.str(), "-std=c++17"};
   if (!include_dir.empty()) opts.push_back("-I" + include_dir);
@@ -88,11 +88,11 @@ NvrtcCompiler::NvrtcCompiler(NvrtcConfig config) : config_(std::move(config)) {
   if (!config_.log) config_.log = default_log;
 }
 
-JitCapability NvrtcCompiler::probe() { return jit_detail::probe_cached(config_).first; }
+JitCapability NvrtcCompiler::probe() { return detail::probe_cached(config_).first; }
 
-JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& family, int cc,
+JitResult NvrtcCompiler::compile(const project::Specialisation& spec, const project::Family& family, int cc,
                                  const std::string& cache_dir) {
-  auto [cap, api] = jit_detail::probe_cached(config_);
+  auto [cap, api] = detail::probe_cached(config_);
   if (!cap.available)
     throw Error(ErrorKind::Unsupported,
                 "cannot JIT-compile " + spec.uri + ": NVRTC is unavailable: " + cap.missing);
@@ -104,7 +104,7 @@ JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& famil
                                             std::to_string(cap.nvrtc_minor) + " at " +
                                             cap.library_path + " supports only " + list);
   }
-  const std::optional<Target> target = jit_target(family, cc);
+  const std::optional<format::Target> target = jit_target(family, cc);
   if (!target)
     throw Error(ErrorKind::Unsupported, "cannot JIT-compile " + spec.uri + " for " + arch_name(cc) +
                                             ": " + jit_refusal_reason(family, cc));
@@ -117,12 +117,12 @@ JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& famil
   if (!config_.sources)
     throw Error(ErrorKind::Unsupported,
                 "JIT for " + spec.uri + ": no kernel sources were given to this compiler");
-  const SourceTree& tree = *config_.sources;
+  const project::SourceTree& tree = *config_.sources;
   std::string main_name = "kiln_jit_" + family.name + ".cu";
   std::string main_text;
   for (const auto& s : family.sources) main_text += "#include \"" + s + "\"\n";
   std::vector<std::string> names = source_closure(family, tree), contents;
-  Sha256 bytes;
+  io::Sha256 bytes;
   bytes.field("main", main_text);
   for (const auto& n : names) {
     auto data = tree.read(n);
@@ -159,14 +159,14 @@ JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& famil
   const fs::path json_path = dir / (key + ".json");
 
   std::string problem;
-  if (auto hit = jit_detail::read_entry(cubin_path, json_path, spec, arch, problem))
+  if (auto hit = detail::read_entry(cubin_path, json_path, spec, arch, problem))
     return std::move(*hit);
 
   // Lock, look again (another process may have finished meanwhile), compile, write, unlock.
-  FileLock lock = FileLock::acquire(lock_dir / (key + ".lock"), config_.lock_timeout);
-  if (auto hit = jit_detail::read_entry(cubin_path, json_path, spec, arch, problem))
+  io::FileLock lock = io::FileLock::acquire(lock_dir / (key + ".lock"), config_.lock_timeout);
+  if (auto hit = detail::read_entry(cubin_path, json_path, spec, arch, problem))
     return std::move(*hit);
-  jit_detail::remove_orphaned_temporaries(dir, key);
+  detail::remove_orphaned_temporaries(dir, key);
   if (!problem.empty()) {
     config_.log(JitLogLevel::Warn, "JIT cache entry " + json_path.string() + " for " + spec.uri +
                                        " is unusable (" + problem +
@@ -197,7 +197,7 @@ JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& famil
   ++compiles_;
   r = api->compile(g.prog, static_cast<int>(opts.size()), opts.data());
   if (r != NVRTC_SUCCESS) {
-    std::string log = jit_detail::program_log(*api, g.prog);
+    std::string log = detail::program_log(*api, g.prog);
     throw Error(ErrorKind::Compile, "NVRTC failed to compile " + where + " (" + api->err(r) +
                                         "), sources from " + tree.describe() + ":\n" + log);
   }
@@ -217,7 +217,7 @@ JitResult NvrtcCompiler::compile(const Specialisation& spec, const Family& famil
     res.symbols.emplace_back(lowered);
   }
 
-  jit_detail::write_entry(cubin_path, json_path, spec, arch,
+  detail::write_entry(cubin_path, json_path, spec, arch,
                           std::to_string(cap.nvrtc_major) + "." + std::to_string(cap.nvrtc_minor),
                           res);
   config_.log(JitLogLevel::Info, "JIT-compiled " + where + " into " + cubin_path.string());
@@ -232,4 +232,4 @@ std::unique_ptr<JitCompiler> make_nvrtc_compiler(NvrtcConfig config) {
   return std::make_unique<NvrtcCompiler>(std::move(config));
 }
 
-}  // namespace kiln
+}  // namespace kiln::jit

@@ -26,7 +26,7 @@
 
 #include "project/registry.hpp"
 
-namespace kiln {
+namespace kiln::jit {
 
 struct JitCapability {
   bool available = false;
@@ -53,7 +53,7 @@ class JitCompiler {
   virtual JitCapability probe() = 0;
   // cc = 90 for compute capability 9.0. Throws Error: Unsupported (NVRTC unusable, or arch not
   // in its list), Compile (with NVRTC's log, URI and arch), NotFound (a source missing), Io.
-  virtual JitResult compile(const Specialisation& spec, const Family& family, int cc,
+  virtual JitResult compile(const project::Specialisation& spec, const project::Family& family, int cc,
                             const std::string& cache_dir) = 0;
 };
 
@@ -67,7 +67,7 @@ struct NvrtcConfig {
   std::string library;
   // Where compile() reads kernels/ files (the loader's package: PackageSourceTree); null =
   // none, and compile() fails with Error{Unsupported}.
-  std::shared_ptr<const SourceTree> sources;
+  std::shared_ptr<const project::SourceTree> sources;
   // Directory holding cuda_fp16.h (NVRTC 13 has no built-in copy); "" = found next to NVRTC,
   // then <cuda_home>/include, the toolkit libkiln was built with, /usr/local/cuda.
   std::string include_dir;
@@ -86,7 +86,7 @@ class NvrtcCompiler : public JitCompiler {
  public:
   explicit NvrtcCompiler(NvrtcConfig config = {});
   JitCapability probe() override;  // cached per process and library
-  JitResult compile(const Specialisation& spec, const Family& family, int cc,
+  JitResult compile(const project::Specialisation& spec, const project::Family& family, int cc,
                     const std::string& cache_dir) override;
   // nvrtcCompileProgram calls made by compile() on this object (the probe's not counted).
   int compiles() const { return compiles_.load(); }
@@ -115,11 +115,11 @@ std::string jit_cache_key(const JitKeyInputs& in);
 // sm_<cc>a (a family declared only for sm_90a still JITs on a 9.0 device, which is exactly what
 // the 'a' target runs on); nullopt when neither is admitted. The loader's JIT tier
 // (plan/resolver.hpp jit_refusal) and compile() both ask it.
-std::optional<Target> jit_target(const Family& family, int cc);
+std::optional<format::Target> jit_target(const project::Family& family, int cc);
 // Why jit_target has none: the family's refusal, "family 'x' is declared only for sm_90a".
-std::string jit_refusal_reason(const Family& family, int cc);
+std::string jit_refusal_reason(const project::Family& family, int cc);
 // Pure: the NVRTC options for one family and target (include_dir may be empty).
-std::vector<std::string> nvrtc_options(const Family& family, const Target& target,
+std::vector<std::string> nvrtc_options(const project::Family& family, const format::Target& target,
                                        const std::string& include_dir);
 
-}  // namespace kiln
+}  // namespace kiln::jit

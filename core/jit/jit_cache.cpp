@@ -11,12 +11,12 @@
 #include "jit/jit_internal.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::jit {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string jit_cache_key(const JitKeyInputs& in) {
-  Sha256 h;
+  io::Sha256 h;
   h.field("kiln-jit-key", std::to_string(kJitCacheFormat));
   h.field("uri", in.uri);
   h.field("source_hash", in.source_hash);
@@ -27,14 +27,14 @@ std::string jit_cache_key(const JitKeyInputs& in) {
   return h.hex();
 }
 
-namespace jit_detail {
+namespace detail {
 namespace {
 
 // Cache files are untrusted local bytes: regular files of bounded size only (a FIFO or a link
 // to /dev/zero is a miss, and the entry is rebuilt and renamed over it).
 std::optional<std::string> read_whole(const fs::path& p) {
   try {
-    return read_whole_file(p, limits::kMaxLocalArtifactBytes);
+    return io::read_whole_file(p, io::limits::kMaxLocalArtifactBytes);
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -43,16 +43,16 @@ std::optional<std::string> read_whole(const fs::path& p) {
 }  // namespace
 
 std::optional<JitResult> read_entry(const fs::path& cubin_path, const fs::path& json_path,
-                                    const Specialisation& spec, const std::string& arch,
+                                    const project::Specialisation& spec, const std::string& arch,
                                     std::string& problem) {
   problem.clear();
   auto meta_text = read_whole(json_path);
   if (!meta_text) return std::nullopt;
   try {
-    json meta = parse_untrusted_json<json>(*meta_text, json_path.string());
+    json meta = format::parse_untrusted_json<json>(*meta_text, json_path.string());
     if (meta.at("format").get<int>() != kJitCacheFormat) {
       problem =
-          "format " + quote_json(meta.at("format")) + " is not " + std::to_string(kJitCacheFormat);
+          "format " + format::quote_json(meta.at("format")) + " is not " + std::to_string(kJitCacheFormat);
       return std::nullopt;
     }
     if (meta.at("uri").get<std::string>() != spec.uri || meta.at("arch") != arch ||
@@ -67,7 +67,7 @@ std::optional<JitResult> read_entry(const fs::path& cubin_path, const fs::path& 
       return std::nullopt;
     }
     std::string want = meta.at("cubin_sha256").get<std::string>();
-    std::string got = sha256_hex(*image);
+    std::string got = io::sha256_hex(*image);
     if (got != want || image->size() != meta.at("cubin_size").get<size_t>()) {
       problem = "cubin sha256 " + got + " (" + std::to_string(image->size()) +
                 " bytes) does not match the recorded " + want;
@@ -102,7 +102,7 @@ void remove_orphaned_temporaries(const fs::path& dir, const std::string& key) {
   }
 }
 
-void write_entry(const fs::path& cubin_path, const fs::path& json_path, const Specialisation& spec,
+void write_entry(const fs::path& cubin_path, const fs::path& json_path, const project::Specialisation& spec,
                  const std::string& arch, const std::string& nvrtc_version, const JitResult& res) {
   json meta = {{"format", kJitCacheFormat},
                {"uri", spec.uri},
@@ -110,11 +110,11 @@ void write_entry(const fs::path& cubin_path, const fs::path& json_path, const Sp
                {"nvrtc", nvrtc_version},
                {"entries", spec.entries},
                {"symbols", res.symbols},
-               {"cubin_sha256", sha256_hex(res.image)},
+               {"cubin_sha256", io::sha256_hex(res.image)},
                {"cubin_size", res.image.size()}};
-  write_file_atomically(cubin_path, res.image);
-  write_file_atomically(json_path, meta.dump(2) + "\n");
+  io::write_file_atomically(cubin_path, res.image);
+  io::write_file_atomically(json_path, meta.dump(2) + "\n");
 }
 
-}  // namespace jit_detail
-}  // namespace kiln
+}  // namespace detail
+}  // namespace kiln::jit

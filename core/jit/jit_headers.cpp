@@ -9,7 +9,7 @@
 #define KILN_CUDA_HOME ""
 #endif
 
-namespace kiln::jit_detail {
+namespace kiln::jit::detail {
 namespace fs = std::filesystem;
 
 namespace {
@@ -46,4 +46,4 @@ std::string find_include_dir(const std::string& configured, const std::string& c
   return "";
 }
 
-}  // namespace kiln::jit_detail
+}  // namespace kiln::jit::detail

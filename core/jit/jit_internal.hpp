@@ -16,7 +16,7 @@
 #include "jit/jit.hpp"
 #include "project/registry.hpp"
 
-namespace kiln::jit_detail {
+namespace kiln::jit::detail {
 
 // --- nvrtc_library.cpp
 
@@ -74,7 +74,7 @@ std::string find_include_dir(const std::string& configured, const std::string& c
 // `problem` says why an existing entry was refused (empty on a plain miss).
 std::optional<JitResult> read_entry(const std::filesystem::path& cubin_path,
                                     const std::filesystem::path& json_path,
-                                    const Specialisation& spec, const std::string& arch,
+                                    const project::Specialisation& spec, const std::string& arch,
                                     std::string& problem);
 
 // Removes the temporaries of `key`'s files in `dir`. Only under the key's lock: they are then
@@ -84,7 +84,7 @@ void remove_orphaned_temporaries(const std::filesystem::path& dir, const std::st
 // Writes `res` (image and symbols) as the entry for `spec` on `arch`: the cubin first, the json
 // last, so that the json's presence promises a complete cubin.
 void write_entry(const std::filesystem::path& cubin_path, const std::filesystem::path& json_path,
-                 const Specialisation& spec, const std::string& arch,
+                 const project::Specialisation& spec, const std::string& arch,
                  const std::string& nvrtc_version, const JitResult& res);
 
-}  // namespace kiln::jit_detail
+}  // namespace kiln::jit::detail

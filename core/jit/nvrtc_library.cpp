@@ -10,9 +10,9 @@
 #include "jit/jit_internal.hpp"
 #include "util/join.hpp"
 
-namespace kiln {
+namespace kiln::jit {
 
-namespace jit_detail {
+namespace detail {
 namespace {
 
 struct ProbeEntry {
@@ -169,10 +169,9 @@ std::pair<JitCapability, std::shared_ptr<NvrtcApi>> probe_cached(const NvrtcConf
   return {it->second.cap, it->second.api};
 }
 
-}  // namespace jit_detail
-
+}  // namespace detail
 bool JitCapability::supports(int cc) const {
   return std::find(supported_archs.begin(), supported_archs.end(), cc) != supported_archs.end();
 }
 
-}  // namespace kiln
+}  // namespace kiln::jit

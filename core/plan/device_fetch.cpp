@@ -8,11 +8,11 @@
 #include "kiln/error.hpp"
 #include "plan/target_choice.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 DeviceFetch fetch_best_target(int cc, const std::vector<std::string>& offered,
                               const std::string& release,
-                              const std::function<FetchResult(const std::string&)>& fetch_one,
+                              const std::function<fetch::FetchResult(const std::string&)>& fetch_one,
                               const std::function<void(const std::string&)>& log) {
   NamedChoice choice = choose_named_targets(cc, offered);
   auto say = [&](const std::string& m) {
@@ -43,7 +43,7 @@ DeviceFetch fetch_best_target(int cc, const std::vector<std::string>& offered,
                          " could be fetched:" + failures);
 }
 
-DeviceFetch fetch_for_device(FetchOptions opts, int cc, const std::string& dest) {
+DeviceFetch fetch_for_device(fetch::FetchOptions opts, int cc, const std::string& dest) {
   const std::string release = opts.package + " " + opts.version;
   // Offline, the targets compiled in as the release's, when this is that release.
   std::optional<std::vector<std::string>> compiled =
@@ -52,12 +52,12 @@ DeviceFetch fetch_for_device(FetchOptions opts, int cc, const std::string& dest)
   if (opts.offline && compiled) {
     offered = *compiled;
   } else {
-    opts.index = fetch_release_index(opts);
+    opts.index = fetch::fetch_release_index(opts);
     offered = opts.index->targets;
   }
   return fetch_best_target(
-      cc, offered, release, [&](const std::string& t) { return fetch_targets(opts, {t}, dest); },
+      cc, offered, release, [&](const std::string& t) { return fetch::fetch_targets(opts, {t}, dest); },
       opts.log);
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

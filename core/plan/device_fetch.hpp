@@ -9,10 +9,10 @@
 
 #include "fetch/fetch.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 struct DeviceFetch {
-  FetchResult result;
+  fetch::FetchResult result;
   std::string target;  // the target fetched
 };
 
@@ -23,12 +23,12 @@ struct DeviceFetch {
 // Error of the first failure's kind naming each target and why.
 DeviceFetch fetch_best_target(int cc, const std::vector<std::string>& offered,
                               const std::string& release,
-                              const std::function<FetchResult(const std::string&)>& fetch_one,
+                              const std::function<fetch::FetchResult(const std::string&)>& fetch_one,
                               const std::function<void(const std::string&)>& log);
 
 // fetch_best_target over the release `opts` names: the index is downloaded once (its verified
 // bytes go to each fetch_targets of a chosen target into `dest`); offline, the targets compiled
 // in when this is kiln's own release.
-DeviceFetch fetch_for_device(FetchOptions opts, int cc, const std::string& dest);
+DeviceFetch fetch_for_device(fetch::FetchOptions opts, int cc, const std::string& dest);
 
-}  // namespace kiln
+}  // namespace kiln::plan

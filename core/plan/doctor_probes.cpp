@@ -4,7 +4,7 @@
 #include "plan/install_location.hpp"
 #include "plan/resolver.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 std::vector<MirrorFacts> probe_mirror_facts(const LoaderConfig& cfg, const std::string& package,
                                             const std::string& version) {
@@ -18,10 +18,10 @@ std::vector<MirrorFacts> probe_mirror_facts(const LoaderConfig& cfg, const std::
     return out;
   }
   if (cfg.mirrors.empty()) return out;
-  FetchOptions fo = mirror_fetch_options(cfg, installed_tuf_root());
+  fetch::FetchOptions fo = mirror_fetch_options(cfg, installed_tuf_root());
   fo.package = package;
   fo.version = version;
-  for (const auto& p : probe_mirrors(fo)) out.push_back({p.mirror, p.reachable, p.detail});
+  for (const auto& p : fetch::probe_mirrors(fo)) out.push_back({p.mirror, p.reachable, p.detail});
   return out;
 }
 
@@ -46,4 +46,4 @@ std::vector<StoreProbe> probe_stores(const LoaderConfig& cfg, const StoreScanner
   return out;
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -9,7 +9,7 @@
 #include "plan/load_readiness.hpp"
 #include "plan/resolver.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 // Each configured mirror probed for the index of `package` `version` (fetch's probe_mirrors over
 // the loader's configuration and trust anchor), or, not contacted, why: offline, or no package
@@ -32,4 +32,4 @@ struct StoreProbe {
 std::vector<StoreProbe> probe_stores(const LoaderConfig& cfg, const StoreScanner& disk,
                                      const std::string& installed_dir);
 
-}  // namespace kiln
+}  // namespace kiln::plan

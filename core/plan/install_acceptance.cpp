@@ -7,12 +7,12 @@
 #include "project/package_description.hpp"
 #include "store/index_entry_check.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 namespace fs = std::filesystem;
 
-RequiredRelease InstallAcceptance::required_for(const std::string& package) const {
-  const RequiredRelease none;
+store::RequiredRelease InstallAcceptance::required_for(const std::string& package) const {
+  const store::RequiredRelease none;
   if (any_version) return none;
   if (given || (named && package == named->package)) return named.value_or(none);
   auto d = described.find(package);
@@ -21,19 +21,19 @@ RequiredRelease InstallAcceptance::required_for(const std::string& package) cons
 }
 
 InstallAcceptance install_acceptance(bool any_version, bool given,
-                                     std::optional<RequiredRelease> named, const fs::path& dest) {
+                                     std::optional<store::RequiredRelease> named, const fs::path& dest) {
   InstallAcceptance rule;
   rule.any_version = any_version;
   rule.given = given;
   if (any_version) return rule;
   rule.named = std::move(named);
   if (!given)
-    for (auto& d : find_package_descriptions({dest}))
+    for (auto& d : project::find_package_descriptions({dest}))
       rule.described.emplace(d.package, d.version);  // newest first: the first one stays
   return rule;
 }
 
-void require_index_accepted(const Index& idx, const RequiredRelease& wanted,
+void require_index_accepted(const format::Index& idx, const store::RequiredRelease& wanted,
                             const std::string& origin) {
   if (!wanted.package.empty() && idx.package != wanted.package)
     throw Error(ErrorKind::Stale, origin + ": the index of package " + idx.package + ", not " +
@@ -53,24 +53,24 @@ void require_index_accepted(const Index& idx, const RequiredRelease& wanted,
 InputInstall install_input(const fs::path& input, const fs::path& dest,
                            const InstallAcceptance& rule) {
   InputInstall out;
-  const PathKind kind = classify_path(input);
-  if (kind == PathKind::Archive) {
+  const store::PathKind kind = store::classify_path(input);
+  if (kind == store::PathKind::Archive) {
     // Its manifest, read ahead only where the package whose description beside `dest` pins it
     // must be known before unpacking.
-    std::optional<Manifest> m;
-    if (!rule.described.empty()) m = read_leading_manifest(input);
+    std::optional<format::Manifest> m;
+    if (!rule.described.empty()) m = store::read_leading_manifest(input);
     out.archives.emplace_back(
-        input, install_archive(input, dest, std::nullopt, rule.required_for(m ? m->package : "")));
+        input, store::install_archive(input, dest, std::nullopt, rule.required_for(m ? m->package : "")));
     return out;
   }
-  if (kind != PathKind::Index)
+  if (kind != store::PathKind::Index)
     throw Error(ErrorKind::Usage, input.string() + " is " + describe(kind) +
                                       ", not an archive (.tar.zst) or an index");
-  Index idx = parse_index(read_whole_file(input, limits::kMaxLocalFileBytes), input.string());
+  format::Index idx = format::parse_index(io::read_whole_file(input, io::limits::kMaxLocalFileBytes), input.string());
   require_index_accepted(idx, rule.required_for(idx.package), input.string());
   // All or nothing: every archive and the description checked against the index before anything
   // is written (install_release).
-  ReleaseInstallResult r = install_release(input, idx, dest);
+  store::ReleaseInstallResult r = store::install_release(input, idx, dest);
   for (std::size_t i = 0; i < r.archives.size(); ++i)
     out.archives.emplace_back(input.parent_path() / idx.archives[i].file, r.archives[i]);
   if (r.description)
@@ -78,4 +78,4 @@ InputInstall install_input(const fs::path& input, const fs::path& dest,
   return out;
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -20,35 +20,35 @@
 #include "format/manifest.hpp"
 #include "store/store.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 struct InstallAcceptance {
   bool any_version = false;                      // rule 1
   bool given = false;                            // rule 2: `named` holds for every input
-  std::optional<RequiredRelease> named;          // the release named, when one is
+  std::optional<store::RequiredRelease> named;          // the release named, when one is
   std::map<std::string, std::string> described;  // package -> version described beside the store
 
   // The release an input of `package` must be ("" fields: not checked). `package` may be ""
   // (not known): then only a given release applies.
-  RequiredRelease required_for(const std::string& package) const;
+  store::RequiredRelease required_for(const std::string& package) const;
 };
 
 // The rule for installing into `dest`: the descriptions beside it are read (their names only,
 // the newest version of each package) unless rule 1 or 2 decides every input.
 InstallAcceptance install_acceptance(bool any_version, bool given,
-                                     std::optional<RequiredRelease> named,
+                                     std::optional<store::RequiredRelease> named,
                                      const std::filesystem::path& dest);
 
 // An index (read from `origin`) against the release it must be: Error{Stale} naming both
 // packages or both versions and how to install it anyway; Error{NotFound} when it lists no
 // archive.
-void require_index_accepted(const Index& index, const RequiredRelease& wanted,
+void require_index_accepted(const format::Index& index, const store::RequiredRelease& wanted,
                             const std::string& origin);
 
 // What installing one input did: each archive (its path: the input, or beside the index) and
 // what became of it; the description an index pins, from where to where.
 struct InputInstall {
-  std::vector<std::pair<std::filesystem::path, InstallResult>> archives;
+  std::vector<std::pair<std::filesystem::path, store::InstallResult>> archives;
   std::optional<std::pair<std::filesystem::path, std::filesystem::path>> description;
 };
 
@@ -59,4 +59,4 @@ struct InputInstall {
 InputInstall install_input(const std::filesystem::path& input, const std::filesystem::path& dest,
                            const InstallAcceptance& rule);
 
-}  // namespace kiln
+}  // namespace kiln::plan

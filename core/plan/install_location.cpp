@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
-namespace kiln {
+namespace kiln::plan {
 
 namespace fs = std::filesystem;
 
@@ -59,4 +59,4 @@ std::string installed_tuf_root() {
   return share.empty() ? "" : (share / "tuf" / "root.json").string();
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

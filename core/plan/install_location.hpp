@@ -3,7 +3,7 @@
 // holding an address, found through dladdr; its artifact store and its TUF root.
 #include <string>
 
-namespace kiln {
+namespace kiln::plan {
 
 // <dir of the file holding `address`>/../share/kiln/artifacts ("" when it cannot be found):
 // with a package description's address, the store installed beside the package's library.
@@ -14,4 +14,4 @@ std::string installed_store_dir(const void* address);
 // found; the file may not exist.
 std::string installed_tuf_root();
 
-}  // namespace kiln
+}  // namespace kiln::plan

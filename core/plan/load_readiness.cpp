@@ -5,7 +5,7 @@
 #include "plan/target_choice.hpp"
 #include "util/join.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 namespace {
 
@@ -70,4 +70,4 @@ LoadVerdict judge_loading(const LoadFacts& f) {
   return v;
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln {
+namespace kiln::plan {
 
 struct StoreFacts {
   std::string dir;
@@ -52,4 +52,4 @@ struct LoadVerdict {
 
 LoadVerdict judge_loading(const LoadFacts& facts);
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace kiln {
+namespace kiln::plan {
 
 namespace {
 std::size_t edit_distance(const std::string& a, const std::string& b) {
@@ -34,4 +34,4 @@ std::vector<std::string> near_matches(const std::string& uri, const std::vector<
   return out;
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-namespace kiln {
+namespace kiln::plan {
 
 // Pure: up to `max` registry URIs close to `uri` (edit distance, shared family prefix).
 std::vector<std::string> near_matches(const std::string& uri, const std::vector<std::string>& all,
                                       std::size_t max = 5);
 
-}  // namespace kiln
+}  // namespace kiln::plan

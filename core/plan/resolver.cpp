@@ -10,7 +10,7 @@
 #include "kiln/version.hpp"
 #include "util/join.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 namespace fs = std::filesystem;
 
@@ -22,14 +22,14 @@ std::string quoted(const std::string& s) { return "'" + s + "'"; }
 
 std::string declared_format(const std::string& text) {
   try {
-    auto j = parse_untrusted_json<nlohmann::json>(text, "manifest");
-    if (j.is_object() && j.contains("format_version")) return quote_json(j["format_version"]);
+    auto j = format::parse_untrusted_json<nlohmann::json>(text, "manifest");
+    if (j.is_object() && j.contains("format_version")) return format::quote_json(j["format_version"]);
   } catch (const std::exception&) {
   }
   return "?";
 }
 
-std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art,
+std::vector<StaleField> stale_fields(const format::Manifest& m, const format::ArtifactEntry& art,
                                      const BuildIdentity& id) {
   std::vector<StaleField> out;
   if (!id.package.empty() && m.package != id.package)
@@ -68,7 +68,7 @@ std::optional<Rejection> store_rejection(const StoreScan& store, const BuildIden
 }
 
 // The reason an archive does not list `uri`, with the family's skip reason when it has one.
-std::string not_contained(const Manifest& m, const std::string& uri) {
+std::string not_contained(const format::Manifest& m, const std::string& uri) {
   std::string reason = "archive does not contain " + uri;
   for (const auto& sk : m.skipped)
     if (uri.rfind(sk.family + "_", 0) == 0 || uri == sk.family)
@@ -84,7 +84,7 @@ struct Considered {
   std::size_t rank = 0;
   std::optional<Rejection> rejection;
 };
-Considered consider_archive(const StoreArchive& ar, const std::string& store_dir,
+Considered consider_archive(const store::StoreArchive& ar, const std::string& store_dir,
                             const std::string& uri, int cc, const BuildIdentity& id,
                             const TargetChoice& choice, bool allow_stale) {
   Considered out;
@@ -92,16 +92,16 @@ Considered consider_archive(const StoreArchive& ar, const std::string& store_dir
     out.rejection = Rejection{{"store", "", ar.dir + "/manifest.json", ar.error}, ar.error_kind};
     return out;
   }
-  const Manifest& m = *ar.manifest;
+  const format::Manifest& m = *ar.manifest;
   if (!id.package.empty() && m.package != id.package) return out;  // another package's
-  auto target = parse_target(m.target);
+  auto target = format::parse_target(m.target);
   if (!target) {
     out.rejection = Rejection{
         {"store", m.target, ar.dir + "/manifest.json", "unknown target " + quoted(m.target)},
         ErrorKind::Format};
     return out;
   }
-  const ArtifactEntry* art = m.find(uri);
+  const format::ArtifactEntry* art = m.find(uri);
   if (!art) {
     out.rejection =
         Rejection{{"store", m.target, ar.dir, not_contained(m, uri)}, ErrorKind::NotFound};
@@ -149,10 +149,10 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
     }
     // The one target-choice rule over the targets this store offers: its order ranks the
     // candidates, its reasons explain the ones that cannot run.
-    std::vector<Target> offered;
+    std::vector<format::Target> offered;
     for (const auto& ar : store.archives)
       if (ar.manifest)
-        if (auto t = parse_target(ar.manifest->target)) offered.push_back(*t);
+        if (auto t = format::parse_target(ar.manifest->target)) offered.push_back(*t);
     TargetChoice choice = choose_targets(cc, offered, explain);
     std::vector<Considered> ranked;
     for (const auto& ar : store.archives) {
@@ -169,13 +169,13 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
 
 std::string verify_artifact(const std::string& bytes, std::uint64_t size,
                             const std::string& sha256) {
-  std::optional<PinMismatch> mismatch = pin_mismatch(bytes, {size, sha256});
+  std::optional<io::PinMismatch> mismatch = io::pin_mismatch(bytes, {size, sha256});
   return mismatch ? "integrity: " + mismatch->message("", "manifest") : "";
 }
 
 std::string fetch_advice(int cc, const std::string& package, const std::string& version,
                          const std::vector<std::string>& offered, const std::string& cache_dir,
-                         const Family* family) {
+                         const project::Family* family) {
   if (family)
     if (auto why = family_cannot_run(*family, cc))
       return *why + ": no archive of " + package + " " + version +
@@ -191,7 +191,7 @@ std::string fetch_advice(int cc, const std::string& package, const std::string& 
            " (it offers " + all + "); only JIT (NVRTC) can serve this device";
   const auto& best = choice.candidates.front();
   return "to get it on a machine with network access: " + cmd + copy + "; it fetches " +
-         archive_file_name(package, version, cuda_version(), best.first) + " (" + best.first +
+         format::archive_file_name(package, version, cuda_version(), best.first) + " (" + best.first +
          ": " + best.second + ")";
 }
 
@@ -251,11 +251,11 @@ std::vector<Tier> resolution_plan(const TierInputs& in, int cc) {
   return plan;
 }
 
-std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc, const Family* family) {
+std::optional<Rejection> jit_refusal(const jit::JitCapability& cap, int cc, const project::Family* family) {
   std::string target = device_target(cc);
   // The family's rule first: it holds whatever NVRTC is installed.
-  if (family && !jit_target(*family, cc))
-    return Rejection{{"jit", target, "", jit_refusal_reason(*family, cc)}, ErrorKind::Unsupported};
+  if (family && !jit::jit_target(*family, cc))
+    return Rejection{{"jit", target, "", jit::jit_refusal_reason(*family, cc)}, ErrorKind::Unsupported};
   if (!cap.available)
     return Rejection{{"jit", target, "", "NVRTC unavailable: " + cap.missing},
                      ErrorKind::Unsupported};
@@ -269,7 +269,7 @@ std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc, const Fam
 
 MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std::string& version,
                                    const std::vector<std::string>& offered,
-                                   const std::string& where, const Family* family) {
+                                   const std::string& where, const project::Family* family) {
   MirrorChoice out;
   NamedChoice choice = choose_named_targets(cc, offered, family);
   for (const auto& [t, why] : choice.candidates) {
@@ -293,8 +293,8 @@ MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std
   return out;
 }
 
-FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& installed_root) {
-  FetchOptions opts;
+fetch::FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& installed_root) {
+  fetch::FetchOptions opts;
   opts.mirrors = cfg.mirrors;
   opts.index_sha256 = cfg.index_sha256;
   opts.tuf_root = cfg.tuf_root;
@@ -306,4 +306,4 @@ FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& in
   return opts;
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -24,16 +24,21 @@
 #include "plan/install_location.hpp"
 #include "plan/store_scanner.hpp"
 
-namespace kiln {
-
+namespace kiln::runtime {
 class Driver;
+}
+namespace kiln::jit {
 class JitCompiler;
+struct JitCapability;
+}  // namespace kiln::jit
+
+namespace kiln::plan {
 
 // What the loader's package is; a candidate differing in any of these is stale.
 struct BuildIdentity {
   std::string package;          // the package's name: archives of another package are skipped
   std::string package_version;  // the package's version
-  int manifest_format = kManifestFormat;
+  int manifest_format = format::kManifestFormat;
   std::string source_hash;  // of the URI being resolved, from the embedded registry
 };
 
@@ -47,7 +52,7 @@ struct StaleField {
 };
 // The freshness rule, every field that differs, in the order the loader checks them. The loader
 // rejects on the first; `kiln compat` reports them all. Empty: fresh.
-std::vector<StaleField> stale_fields(const Manifest& m, const ArtifactEntry& art,
+std::vector<StaleField> stale_fields(const format::Manifest& m, const format::ArtifactEntry& art,
                                      const BuildIdentity& id);
 
 // The format_version a manifest text declares ("?" when it has none), for a message naming both
@@ -100,7 +105,7 @@ std::string verify_artifact(const std::string& bytes, std::uint64_t size,
 // serve it, and the advice says so (family_cannot_run).
 std::string fetch_advice(int cc, const std::string& package, const std::string& version,
                          const std::vector<std::string>& offered, const std::string& cache_dir,
-                         const Family* family = nullptr);
+                         const project::Family* family = nullptr);
 
 // Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
 // every candidate that would have run failed for that reason, else NotFound), message naming
@@ -127,9 +132,8 @@ std::vector<Tier> resolution_plan(const TierInputs& in, int cc);
 // Pure: why the JIT tier cannot serve the URI of `family` on cc: the family's declared targets
 // admit no target JIT builds for cc (jit/jit.hpp jit_target, the family's own rule), or NVRTC is
 // unavailable or does not list the arch; nullopt when it can. family nullptr: NVRTC alone.
-struct JitCapability;
-std::optional<Rejection> jit_refusal(const JitCapability& cap, int cc,
-                                     const Family* family = nullptr);
+std::optional<Rejection> jit_refusal(const jit::JitCapability& cap, int cc,
+                                     const project::Family* family = nullptr);
 
 // Pure: the mirror tier's choice over the targets the release offers (the pinned index for
 // get(), the compiled-in release_targets() for resolve()): the targets to fetch, best first,
@@ -143,19 +147,19 @@ struct MirrorChoice {
 };
 MirrorChoice choose_mirror_targets(int cc, const std::string& package, const std::string& version,
                                    const std::vector<std::string>& offered,
-                                   const std::string& where, const Family* family = nullptr);
+                                   const std::string& where, const project::Family* family = nullptr);
 
 // What Loader runs over. Any member left empty gets the real one.
 struct LoaderDeps {
-  std::shared_ptr<Driver> driver;
-  std::shared_ptr<const StoreFs> fs;  // the disk under the loader's StoreScanner
-  std::shared_ptr<JitCompiler> jit;
-  std::function<FetchResult(const FetchOptions&, const std::vector<std::string>&,
+  std::shared_ptr<runtime::Driver> driver;
+  std::shared_ptr<const store::StoreFs> fs;  // the disk under the loader's StoreScanner
+  std::shared_ptr<jit::JitCompiler> jit;
+  std::function<fetch::FetchResult(const fetch::FetchOptions&, const std::vector<std::string>&,
                             const std::string&)>
       fetch;
   // The targets the pinned index of the release offers (kiln::fetch_index_targets); the mirror
   // tier chooses among them with choose_targets before fetching.
-  std::function<std::vector<std::string>(const FetchOptions&)> index_targets;
+  std::function<std::vector<std::string>(const fetch::FetchOptions&)> index_targets;
   // The store installed beside the library; nullopt = found with dladdr.
   std::optional<std::string> installed_store;
 };
@@ -164,6 +168,6 @@ struct LoaderDeps {
 // root, `installed_root` from installed_tuf_root(), metadata under <cache dir>/tuf), CA bundle
 // and offline switch. The loader's mirror tier, `kiln fetch`, `kiln bundle` and `kiln doctor`'s
 // probe start from it, so they read one configuration the same way.
-FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& installed_root);
+fetch::FetchOptions mirror_fetch_options(const LoaderConfig& cfg, const std::string& installed_root);
 
-}  // namespace kiln
+}  // namespace kiln::plan

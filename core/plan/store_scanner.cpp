@@ -15,7 +15,7 @@
 #include "store/scan_record.hpp"
 #include "store/store_scan.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 namespace {
 
@@ -24,7 +24,7 @@ namespace {
 // Parsing is deterministic in (text, path), so a hit gives what parsing would.
 struct ParsedManifest {
   std::string text;
-  Manifest manifest;
+  format::Manifest manifest;
 };
 
 // What was made from a file's text, keyed by path and kept while the text is the same; bounded
@@ -62,22 +62,22 @@ struct TextCache {
 struct StoreMemory {
   // A store's archive directory names, as listed (every <package>-<version>-* subdirectory,
   // sorted), keyed by "<package>\n<store>".
-  IdentityCache<std::vector<std::string>> listings;
+  io::IdentityCache<std::vector<std::string>> listings;
   // Names taken from scan records, for get()'s fast path only (the full scan lists itself).
-  IdentityCache<std::vector<std::string>> recorded_listings;
+  io::IdentityCache<std::vector<std::string>> recorded_listings;
   // Directories whose scan record did not serve (none, or of another identity), by the identity
   // they had: a store not settled yet is listed by every get, without reading the record again.
-  IdentityCache<bool> records_not_serving{Rewrites::never};
+  io::IdentityCache<bool> records_not_serving{io::Rewrites::never};
   // Manifests parsed whole (full scans) and read for lookups by URI (get()'s fast path),
   // remembered as soon as they are read, settled or not: a store's archive directories are
   // written beside the store and renamed into it, never rewritten in place (identity_cache.hpp,
   // Rewrites::never), so a new manifest is a new file with another identity.
-  IdentityCache<Manifest> manifests{Rewrites::never};
-  IdentityCache<ManifestEntries> manifest_entries{Rewrites::never};
+  io::IdentityCache<format::Manifest> manifests{io::Rewrites::never};
+  io::IdentityCache<format::ManifestEntries> manifest_entries{io::Rewrites::never};
   // The same keyed by text, for a manifest whose identity changed but not its bytes (touched,
   // or installed again from the same archive): read again, not parsed again.
   TextCache<ParsedManifest> parsed_by_text;
-  TextCache<ManifestEntries> entries_by_text;
+  TextCache<format::ManifestEntries> entries_by_text;
 
   void clear() {
     listings.clear();
@@ -100,18 +100,18 @@ std::shared_ptr<const ParsedManifest> parse_manifest_cached(const std::string& t
       path, text, [](const ParsedManifest& p) -> const std::string& { return p.text; },
       [&] {
         return std::make_shared<const ParsedManifest>(
-            ParsedManifest{text, parse_manifest(text, path)});
+            ParsedManifest{text, format::parse_manifest(text, path)});
       });
 }
 
 // The same for get()'s fast path, which reads a manifest for one URI at a time
 // (manifest_entry.hpp): the text and its header are kept, each URI's entry converted when asked.
 // Takes `text` only when it returns (ManifestEntries::read).
-std::shared_ptr<const ManifestEntries> read_manifest_entries_cached(std::string&& text,
+std::shared_ptr<const format::ManifestEntries> read_manifest_entries_cached(std::string&& text,
                                                                     const std::string& path) {
   return store_memory().entries_by_text.get(
-      path, text, [](const ManifestEntries& e) -> const std::string& { return e.text(); },
-      [&] { return ManifestEntries::read(std::move(text), path); });
+      path, text, [](const format::ManifestEntries& e) -> const std::string& { return e.text(); },
+      [&] { return format::ManifestEntries::read(std::move(text), path); });
 }
 
 // Pure: the archive names a scan reads, in order. A full scan (uri == nullptr) reads every one
@@ -124,18 +124,18 @@ std::vector<const std::string*> reading_order(const std::vector<std::string>& na
                                               const std::string* uri, int cc) {
   struct Named {
     const std::string* name;
-    std::optional<Target> target;
+    std::optional<format::Target> target;
     std::size_t rank = 0;
   };
   std::vector<Named> kept;
   kept.reserve(names.size());
   for (const auto& name : names) {
-    std::optional<Target> t = archive_dir_target(name);
-    if (uri && t && !runs_on(*t, cc)) continue;
+    std::optional<format::Target> t = store::archive_dir_target(name);
+    if (uri && t && !format::runs_on(*t, cc)) continue;
     kept.push_back({&name, t});
   }
   if (uri && kept.size() > 1) {
-    std::vector<Target> offered;
+    std::vector<format::Target> offered;
     for (const auto& k : kept)
       if (k.target) offered.push_back(*k.target);
     TargetChoice choice = choose_targets(cc, offered, /*explain=*/false);
@@ -160,10 +160,10 @@ std::vector<const std::string*> reading_order(const std::vector<std::string>& na
 
 void forget_store_memory() { store_memory().clear(); }
 
-std::vector<Target> targets_in_store(const std::string& store, const std::string& package) {
-  std::vector<Target> targets;
-  for (const auto& name : list_store_archive_dirs(store, package).archive_names)
-    if (auto t = archive_dir_target(name)) targets.push_back(*t);
+std::vector<format::Target> targets_in_store(const std::string& store, const std::string& package) {
+  std::vector<format::Target> targets;
+  for (const auto& name : store::list_store_archive_dirs(store, package).archive_names)
+    if (auto t = store::archive_dir_target(name)) targets.push_back(*t);
   return targets;
 }
 
@@ -171,15 +171,15 @@ std::vector<Target> targets_in_store(const std::string& store, const std::string
 // read for it (get()'s fast path), and what the scan learned for the next record.
 struct StoreScanner::OneScan {
   OneScan(const std::string& d, const std::string* u, std::int64_t start,
-          std::optional<FileIdentity> id, bool records)
+          std::optional<io::FileIdentity> id, bool records)
       : dir(d), uri(u), read_start(start), dir_id(id), use_record(records && u && id) {}
   const std::string& dir;
   const std::string* uri;  // nullptr: a full scan
   std::int64_t read_start;
-  std::optional<FileIdentity> dir_id;
+  std::optional<io::FileIdentity> dir_id;
   bool use_record;  // get()'s fast path with somewhere to keep records, the directory stat'ed
   std::string record_path;
-  std::optional<ScanRecord> record;
+  std::optional<store::ScanRecord> record;
   bool record_read = false;
   bool listed_now = false, through_links = false;
 };
@@ -188,19 +188,19 @@ struct StoreScanner::OneScan {
 // file now (ManifestEntries::open), or its text read now.
 struct StoreScanner::ManifestSource {
   std::int64_t read_start = 0;
-  std::optional<FileIdentity> id;
-  std::shared_ptr<const Manifest> remembered;
-  std::shared_ptr<const ManifestEntries> entries;
+  std::optional<io::FileIdentity> id;
+  std::shared_ptr<const format::Manifest> remembered;
+  std::shared_ptr<const format::ManifestEntries> entries;
   bool searched = false;  // ManifestEntries::open: looked up without reading it whole
   std::string text;
 };
 
 StoreScanner::StoreScanner(std::string package, std::string version, std::string record_dir,
-                           std::shared_ptr<const StoreFs> fs, UriRanks ranks)
+                           std::shared_ptr<const store::StoreFs> fs, format::UriRanks ranks)
     : package_(std::move(package)),
       version_(std::move(version)),
       record_dir_(std::move(record_dir)),
-      fs_(fs ? std::move(fs) : disk_store_fs()),
+      fs_(fs ? std::move(fs) : store::disk_store_fs()),
       ranks_(std::move(ranks)) {}
 
 StoreScan StoreScanner::scan(const std::string& dir, const std::string& source) const {
@@ -213,7 +213,7 @@ StoreScan StoreScanner::scan_for(const std::string& dir, const std::string& sour
 }
 
 std::string StoreScanner::read_file(const std::string& path) const {
-  return fs_->read(path, limits::kMaxLocalArtifactBytes);
+  return fs_->read(path, io::limits::kMaxLocalArtifactBytes);
 }
 
 StoreScan StoreScanner::scan_impl(const std::string& dir, const std::string& source,
@@ -221,7 +221,7 @@ StoreScan StoreScanner::scan_impl(const std::string& dir, const std::string& sou
   StoreScan s;
   s.dir = dir;
   s.source = source;
-  const std::int64_t read_start = realtime_ns();
+  const std::int64_t read_start = io::realtime_ns();
   OneScan one(dir, uri, read_start, fs_->identity(dir), !record_dir_.empty());
   std::shared_ptr<const std::vector<std::string>> names = archive_names(one, s.problem);
   if (!names) return s;
@@ -252,7 +252,7 @@ std::shared_ptr<const std::vector<std::string>> StoreScanner::archive_names(
   if (!names && one.use_record) names = names_from_record(one, key);
   if (names) return names;
   one.listed_now = true;
-  StoreListing listing = fs_->list(one.dir, package_);
+  store::StoreListing listing = fs_->list(one.dir, package_);
   if (!listing.readable()) {
     problem = listing.problem;
     return nullptr;
@@ -269,16 +269,16 @@ std::shared_ptr<const std::vector<std::string>> StoreScanner::names_from_record(
     OneScan& one, const std::string& key) const {
   StoreMemory& memory = store_memory();
   if (memory.records_not_serving.find(key, *one.dir_id)) return nullptr;
-  one.record_path = scan_record_path(record_dir_, package_, one.dir);
-  one.record = read_scan_record(one.record_path, package_, one.dir);
+  one.record_path = store::scan_record_path(record_dir_, package_, one.dir);
+  one.record = store::read_scan_record(one.record_path, package_, one.dir);
   one.record_read = true;
   if (!one.record || !(one.record->dir == *one.dir_id)) {
     static const auto kNotServing = std::make_shared<const bool>(true);
     memory.records_not_serving.put(key, *one.dir_id, one.read_start, kNotServing);
     return nullptr;
   }
-  if (log_enabled(LogLevel::Debug))
-    log(LogLevel::Debug,
+  if (runtime::log_enabled(runtime::LogLevel::Debug))
+    log(runtime::LogLevel::Debug,
         "store " + one.dir + ": listing taken from the scan record " + one.record_path);
   auto recorded = std::make_shared<const std::vector<std::string>>(one.record->names);
   memory.recorded_listings.put(key, *one.dir_id, one.read_start, recorded);
@@ -286,12 +286,12 @@ std::shared_ptr<const std::vector<std::string>> StoreScanner::names_from_record(
 }
 
 // One archive directory: its manifest, or why it cannot be used.
-StoreArchive StoreScanner::read_archive(OneScan& one, const std::string& name) const {
-  StoreArchive a;
+store::StoreArchive StoreScanner::read_archive(OneScan& one, const std::string& name) const {
+  store::StoreArchive a;
   const bool slash = !one.dir.empty() && one.dir.back() == '/';
   a.dir = slash ? one.dir + name : one.dir + "/" + name;  // what fs::path(dir) / name gives
   const std::string mpath = a.dir + "/manifest.json";
-  cold::PhaseTimer timer(cold::Phase::ManifestParse);
+  runtime::cold::PhaseTimer timer(runtime::cold::Phase::ManifestParse);
   ManifestSource src;
   try {
     src = manifest_source(one, mpath);
@@ -310,7 +310,7 @@ StoreArchive StoreScanner::read_archive(OneScan& one, const std::string& name) c
     a.error_kind = e.kind();
     a.error = e.kind() == ErrorKind::Stale
                   ? "stale: format_version differs: manifest has " + declared_format(src.text) +
-                        ", this libkiln reads " + std::to_string(kManifestFormat) + " (" +
+                        ", this libkiln reads " + std::to_string(format::kManifestFormat) + " (" +
                         e.what() + ")"
                   : e.what();
   }
@@ -321,7 +321,7 @@ StoreScanner::ManifestSource StoreScanner::manifest_source(const OneScan& one,
                                                            const std::string& mpath) const {
   StoreMemory& memory = store_memory();
   ManifestSource src;
-  src.read_start = realtime_ns();
+  src.read_start = io::realtime_ns();
   src.id = fs_->identity(mpath);
   src.remembered = src.id ? memory.manifests.find(mpath, *src.id) : nullptr;
   // The fast path reads the header and the URI's entry only; a whole manifest remembered by a
@@ -331,10 +331,10 @@ StoreScanner::ManifestSource StoreScanner::manifest_source(const OneScan& one,
   if (one.uri && !src.remembered && !src.entries && src.id && src.id->size > 0) {
     // Looked up, not read: the header and the URI's object are found by their lines and read
     // from the file's own bytes, whatever the number of artifacts (ManifestEntries::open).
-    ManifestOpener opener = [fs = fs_, path = mpath, id = *src.id] {
+    format::ManifestOpener opener = [fs = fs_, path = mpath, id = *src.id] {
       return fs->open_manifest(path, id);
     };
-    src.entries = ManifestEntries::open(static_cast<std::size_t>(src.id->size), mpath,
+    src.entries = format::ManifestEntries::open(static_cast<std::size_t>(src.id->size), mpath,
                                         std::move(opener), one.uri, ranks());
     src.searched = src.entries != nullptr;
   }
@@ -344,40 +344,40 @@ StoreScanner::ManifestSource StoreScanner::manifest_source(const OneScan& one,
 
 // get()'s fast path: the manifest trimmed to the URI's artifact, from the entries remembered,
 // looked up in the file now, or (a text not laid out as kiln writes it) read whole now.
-std::shared_ptr<const Manifest> StoreScanner::manifest_for_uri(const OneScan& one,
+std::shared_ptr<const format::Manifest> StoreScanner::manifest_for_uri(const OneScan& one,
                                                                const std::string& dir,
                                                                const std::string& mpath,
                                                                ManifestSource& src) const {
   StoreMemory& memory = store_memory();
   if (src.searched) {
-    require_archive_dir_name(dir, src.entries->header());
+    store::require_archive_dir_name(dir, src.entries->header());
     memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
   } else if (!src.entries) {
     // A text not laid out as kiln writes it (or unreadable by lookups): read and checked whole.
     src.entries = read_manifest_entries_cached(std::move(src.text), mpath);
-    require_archive_dir_name(dir, src.entries->header());
+    store::require_archive_dir_name(dir, src.entries->header());
     if (src.id) memory.manifest_entries.put(mpath, *src.id, src.read_start, src.entries);
   }
   return src.entries->for_uri(*one.uri, ranks());
 }
 
 // A full scan: the whole manifest, parsed (or the parse remembered for the same text).
-std::shared_ptr<const Manifest> StoreScanner::whole_manifest(const std::string& dir,
+std::shared_ptr<const format::Manifest> StoreScanner::whole_manifest(const std::string& dir,
                                                              const std::string& mpath,
                                                              ManifestSource& src) const {
   auto parsed = parse_manifest_cached(src.text, mpath);
-  require_archive_dir_name(dir, parsed->manifest);
-  std::shared_ptr<const Manifest> manifest(parsed, &parsed->manifest);
+  store::require_archive_dir_name(dir, parsed->manifest);
+  std::shared_ptr<const format::Manifest> manifest(parsed, &parsed->manifest);
   if (src.id) store_memory().manifests.put(mpath, *src.id, src.read_start, manifest);
   return manifest;
 }
 
 // The rest of the freshness check is plan_stores'.
-bool StoreScanner::serves_release(const StoreArchive& a, const std::string& uri) const {
+bool StoreScanner::serves_release(const store::StoreArchive& a, const std::string& uri) const {
   return a.manifest && a.manifest->find(uri) &&
          (package_.empty() || a.manifest->package == package_) &&
          (version_.empty() || a.manifest->package_version == version_) &&
-         a.manifest->format_version == kManifestFormat;
+         a.manifest->format_version == format::kManifestFormat;
 }
 
 // Keeps what this scan learned for the next process: the listing, when it was read from the
@@ -387,17 +387,17 @@ bool StoreScanner::serves_release(const StoreArchive& a, const std::string& uri)
 void StoreScanner::keep_scan_record(OneScan& one, const std::vector<std::string>& names) const {
   if (!one.use_record || !one.listed_now) return;
   // A directory not settled is not recorded (next_scan_record): no need to read the record.
-  const bool dir_settled = settled(*one.dir_id, one.read_start, kRecordSettledNs);
+  const bool dir_settled = io::settled(*one.dir_id, one.read_start, store::kRecordSettledNs);
   if (!dir_settled) return;
-  if (one.record_path.empty()) one.record_path = scan_record_path(record_dir_, package_, one.dir);
-  if (!one.record_read) one.record = read_scan_record(one.record_path, package_, one.dir);
-  ScanLearned now{*one.dir_id, dir_settled, names, one.listed_now, one.through_links};
-  std::optional<ScanRecord> next = next_scan_record(one.record, package_, one.dir, std::move(now));
+  if (one.record_path.empty()) one.record_path = store::scan_record_path(record_dir_, package_, one.dir);
+  if (!one.record_read) one.record = store::read_scan_record(one.record_path, package_, one.dir);
+  store::ScanLearned now{*one.dir_id, dir_settled, names, one.listed_now, one.through_links};
+  std::optional<store::ScanRecord> next = store::next_scan_record(one.record, package_, one.dir, std::move(now));
   if (!next) return;
-  if (auto why = write_scan_record(one.record_path, *next))
-    log(LogLevel::Debug, "store " + one.dir + ": scan record not kept: " + *why);
-  else if (log_enabled(LogLevel::Debug))
-    log(LogLevel::Debug, "store " + one.dir + ": scan record kept in " + one.record_path);
+  if (auto why = store::write_scan_record(one.record_path, *next))
+    log(runtime::LogLevel::Debug, "store " + one.dir + ": scan record not kept: " + *why);
+  else if (runtime::log_enabled(runtime::LogLevel::Debug))
+    log(runtime::LogLevel::Debug, "store " + one.dir + ": scan record kept in " + one.record_path);
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -12,19 +12,19 @@
 #include "store/store.hpp"
 #include "store/store_fs.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 struct StoreScan {
   std::string dir;
   std::string source;  // where the directory came from: "KILN_ARTIFACT_PATH", "installed", "cache"
   bool readable = false;
   std::string problem;                 // "does not exist", "not a directory", ... when !readable
-  std::vector<StoreArchive> archives;  // sorted by directory name
+  std::vector<store::StoreArchive> archives;  // sorted by directory name
 };
 
 // The targets of `package`'s archive directories in `store`, in name order, as a store scan
 // lists them (store/store_scan.hpp: the store rule, bounded); empty when it cannot be listed.
-std::vector<Target> targets_in_store(const std::string& store, const std::string& package);
+std::vector<format::Target> targets_in_store(const std::string& store, const std::string& package);
 
 // The loader's view of store directories: each scan of a store, over the thin disk interface
 // (store/store_fs.hpp), with the policy above it: the process-wide memory of listings and
@@ -41,8 +41,8 @@ class StoreScanner {
   // ranks: where the package's URIs stand in its description, which guides get()'s lookups in
   // a manifest (format/manifest_entry.hpp, UriRanks); none: they halve.
   explicit StoreScanner(std::string package = {}, std::string version = {},
-                        std::string record_dir = {}, std::shared_ptr<const StoreFs> fs = nullptr,
-                        UriRanks ranks = {});
+                        std::string record_dir = {}, std::shared_ptr<const store::StoreFs> fs = nullptr,
+                        format::UriRanks ranks = {});
   // Every archive, whole manifests. Never throws: problems are reported in the result.
   StoreScan scan(const std::string& dir, const std::string& source) const;
   // The fast path of get(): leaves out archives that cannot serve `uri` on a device of compute
@@ -67,21 +67,21 @@ class StoreScanner {
                                                                 std::string& problem) const;
   std::shared_ptr<const std::vector<std::string>> names_from_record(OneScan& one,
                                                                     const std::string& key) const;
-  StoreArchive read_archive(OneScan& one, const std::string& name) const;
+  store::StoreArchive read_archive(OneScan& one, const std::string& name) const;
   ManifestSource manifest_source(const OneScan& one, const std::string& mpath) const;
-  std::shared_ptr<const Manifest> manifest_for_uri(const OneScan& one, const std::string& dir,
+  std::shared_ptr<const format::Manifest> manifest_for_uri(const OneScan& one, const std::string& dir,
                                                    const std::string& mpath,
                                                    ManifestSource& src) const;
-  std::shared_ptr<const Manifest> whole_manifest(const std::string& dir, const std::string& mpath,
+  std::shared_ptr<const format::Manifest> whole_manifest(const std::string& dir, const std::string& mpath,
                                                  ManifestSource& src) const;
-  bool serves_release(const StoreArchive& a, const std::string& uri) const;
+  bool serves_release(const store::StoreArchive& a, const std::string& uri) const;
   void keep_scan_record(OneScan& one, const std::vector<std::string>& names) const;
 
-  const UriRanks* ranks() const { return ranks_.rank ? &ranks_ : nullptr; }
+  const format::UriRanks* ranks() const { return ranks_.rank ? &ranks_ : nullptr; }
 
   std::string package_, version_, record_dir_;
-  std::shared_ptr<const StoreFs> fs_;
-  UriRanks ranks_;
+  std::shared_ptr<const store::StoreFs> fs_;
+  format::UriRanks ranks_;
 };
 
 // Forgets what the store tier remembers in this process (identity_cache.hpp: listings, manifests
@@ -89,4 +89,4 @@ class StoreScanner {
 // benchmarks of what a new process pays, such as the scan record (scan_record.hpp).
 void forget_store_memory();
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -10,19 +10,19 @@
 #define KILN_RELEASE_TARGETS ""
 #endif
 
-namespace kiln {
+namespace kiln::plan {
 
 std::string cc_string(int cc) { return std::to_string(cc / 10) + "." + std::to_string(cc % 10); }
 std::string device_target(int cc) { return "sm_" + std::to_string(cc); }
 
-std::string why_not_runnable(const Target& t, int cc) {
+std::string why_not_runnable(const format::Target& t, int cc) {
   std::string dev = "; the device is CC " + cc_string(cc);
   std::string arch = cc_string(t.arch);
   if (t.suffix == 'a') return t.str() + " runs only on CC " + arch + " (arch-specific)" + dev;
   if (t.suffix == 'f')
     return t.str() + " runs only on CC " + std::to_string(t.major()) +
            ".x with x >= " + std::to_string(t.minor()) + " (family)" + dev;
-  if (t.kind == Target::Kind::Ptx) return "PTX " + t.str() + " needs CC >= " + arch + dev;
+  if (t.kind == format::Target::Kind::Ptx) return "PTX " + t.str() + " needs CC >= " + arch + dev;
   if (t.major() != cc / 10)
     return "SASS " + t.str() + " runs only on CC " + std::to_string(t.major()) + ".x" + dev;
   return "SASS " + t.str() + " needs CC >= " + arch + dev;
@@ -32,32 +32,32 @@ namespace {
 
 int suffix_rank(char s) { return s == 'a' ? 0 : s == 'f' ? 1 : 2; }
 
-std::string kind_words(const Target& t) {
+std::string kind_words(const format::Target& t) {
   return t.suffix == 'a' ? " (arch-specific)" : t.suffix == 'f' ? " (family)" : "";
 }
 
 }  // namespace
 
-TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool explain,
-                            const Family* family) {
+TargetChoice choose_targets(int cc, const std::vector<format::Target>& offered, bool explain,
+                            const project::Family* family) {
   TargetChoice out;
   out.cc = cc;
-  std::vector<Target> seen;
+  std::vector<format::Target> seen;
   for (const auto& t : offered) {
     if (std::find(seen.begin(), seen.end(), t) != seen.end()) continue;
     seen.push_back(t);
-    if (!runs_on(t, cc)) {
+    if (!format::runs_on(t, cc)) {
       out.rejected.push_back({t, explain ? why_not_runnable(t, cc) : std::string()});
       continue;
     }
     if (family)
-      if (auto why = undeclared_target(*family, t)) {
+      if (auto why = project::undeclared_target(*family, t)) {
         out.rejected.push_back({t, explain ? std::move(*why) : std::string()});
         continue;
       }
     TargetCandidate c;
     c.target = t;
-    if (t.kind == Target::Kind::Ptx) {
+    if (t.kind == format::Target::Kind::Ptx) {
       c.rank = 2;
       if (explain)
         c.reason = "PTX " + t.str() + kind_words(t) + " of CC " + cc_string(t.arch) +
@@ -82,12 +82,12 @@ TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool exp
 }
 
 NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered,
-                                 const Family* family) {
+                                 const project::Family* family) {
   NamedChoice out;
   out.cc = cc;
-  std::vector<Target> parsed;
+  std::vector<format::Target> parsed;
   for (const auto& s : offered) {
-    if (auto t = parse_target(s))
+    if (auto t = format::parse_target(s))
       parsed.push_back(*t);
     else
       out.rejected.emplace_back(s, "'" + s + "' is not a target");
@@ -98,16 +98,16 @@ NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered
   return out;
 }
 
-std::optional<std::string> family_cannot_run(const Family& family, int cc) {
+std::optional<std::string> family_cannot_run(const project::Family& family, int cc) {
   for (const auto& r : family.targets) {
     // An open rule ("sm_80+") admits sm_<cc> itself once cc reaches it; an exact one admits its
     // SASS and its PTX form.
     if (r.at_least && cc >= r.target.arch) return std::nullopt;
-    Target ptx = r.target;
-    ptx.kind = Target::Kind::Ptx;
-    if (!r.at_least && (runs_on(r.target, cc) || runs_on(ptx, cc))) return std::nullopt;
+    format::Target ptx = r.target;
+    ptx.kind = format::Target::Kind::Ptx;
+    if (!r.at_least && (format::runs_on(r.target, cc) || format::runs_on(ptx, cc))) return std::nullopt;
   }
-  return declared_only(family) + ", which cannot run on CC " + cc_string(cc);
+  return project::declared_only(family) + ", which cannot run on CC " + cc_string(cc);
 }
 
 std::optional<std::vector<std::string>> compiled_release_targets(std::string_view package,
@@ -130,4 +130,4 @@ std::vector<std::string> release_targets() {
   return out;
 }
 
-}  // namespace kiln
+}  // namespace kiln::plan

@@ -14,16 +14,16 @@
 #include "format/target.hpp"
 #include "project/registry.hpp"
 
-namespace kiln {
+namespace kiln::plan {
 
 struct TargetCandidate {
-  Target target;
+  format::Target target;
   int rank = 0;        // 0 exact SASS, 1 SASS of the same major and a lower minor, 2 PTX
   std::string reason;  // "exact SASS for CC 9.0 (arch-specific)"
 };
 
 struct TargetRefusal {
-  Target target;
+  format::Target target;
   std::string reason;  // "sm_90a runs only on CC 9.0 (arch-specific); the device is CC 8.6"
 };
 
@@ -42,8 +42,8 @@ struct TargetChoice {
 // `family` given (one kernel asked for): a target its declared targets do not admit is rejected
 // too, with the family's reason (undeclared_target: "family 'x' is declared only for sm_90a"),
 // however well it would run; nullptr: the choice for a whole archive, any family.
-TargetChoice choose_targets(int cc, const std::vector<Target>& offered, bool explain = true,
-                            const Family* family = nullptr);
+TargetChoice choose_targets(int cc, const std::vector<format::Target>& offered, bool explain = true,
+                            const project::Family* family = nullptr);
 
 // The same over target strings (an index's or a manifest's); a string that is not a target is
 // rejected with "'x' is not a target".
@@ -53,19 +53,19 @@ struct NamedChoice {
   std::vector<std::pair<std::string, std::string>> rejected;    // (target, reason)
 };
 NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered,
-                                 const Family* family = nullptr);
+                                 const project::Family* family = nullptr);
 
 // Why no tier can serve `family` on cc whatever is on offer: none of its declared targets runs
 // there ("family 'hopper_wgmma' is declared only for sm_90a, which cannot run on CC 8.6");
 // nullopt when one does.
-std::optional<std::string> family_cannot_run(const Family& family, int cc);
+std::optional<std::string> family_cannot_run(const project::Family& family, int cc);
 
 std::string device_target(int cc);  // "sm_90"
 std::string cc_string(int cc);      // "9.0"
 
 // Why `t` does not run on cc, in words ("sm_90a runs only on CC 9.0 (arch-specific); the device
 // is CC 8.6").
-std::string why_not_runnable(const Target& t, int cc);
+std::string why_not_runnable(const format::Target& t, int cc);
 
 // The targets of the release this libkiln belongs to, compiled in from ci/targets.txt (CMake
 // cache variable KILN_RELEASE_TARGETS, which ci/release.sh sets from its --targets). Empty when
@@ -77,4 +77,4 @@ std::vector<std::string> release_targets();
 std::optional<std::vector<std::string>> compiled_release_targets(std::string_view package,
                                                                  std::string_view version);
 
-}  // namespace kiln
+}  // namespace kiln::plan

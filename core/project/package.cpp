@@ -15,7 +15,7 @@
 #include "kiln/error.hpp"
 #include "util/field_error.hpp"
 
-namespace kiln {
+namespace kiln::project {
 
 namespace fs = std::filesystem;
 
@@ -27,7 +27,7 @@ using util::fail;
 std::optional<std::string> read_file(const fs::path& p) {
   std::error_code ec;
   if (!fs::exists(p, ec)) return std::nullopt;
-  return read_whole_file(p);
+  return io::read_whole_file(p);
 }
 
 const char* kProjectLayout =
@@ -90,14 +90,14 @@ bool is_c_identifier(std::string_view s) {
 namespace {
 
 // "targets": a non-empty array of distinct target strings.
-std::vector<Target> parse_package_targets(const nlohmann::json& list, const std::string& origin) {
+std::vector<format::Target> parse_package_targets(const nlohmann::json& list, const std::string& origin) {
   if (!list.is_array() || list.empty())
     fail(origin, "targets", "expected a non-empty array of targets, e.g. [\"sm_80\", \"sm_90a\"]");
-  std::vector<Target> out;
+  std::vector<format::Target> out;
   for (const auto& item : list) {
     if (!item.is_string()) fail(origin, "targets", "expected strings, found " + item.dump());
     const std::string text = item.get<std::string>();
-    std::optional<Target> t = parse_target(text);
+    std::optional<format::Target> t = format::parse_target(text);
     if (!t)
       fail(origin, "targets",
            "'" + text +
@@ -135,8 +135,8 @@ PackageFile parse_package_file(std::string_view text, const std::string& origin)
   if (!root.contains("name") || !root["name"].is_string()) fail(origin, "name", "missing");
   PackageFile pf;
   pf.name = root["name"].get<std::string>();
-  if (!is_package_name(pf.name))
-    fail(origin, "name", std::string(kPackageNameRule) + ", found '" + pf.name + "'");
+  if (!format::is_package_name(pf.name))
+    fail(origin, "name", std::string(format::kPackageNameRule) + ", found '" + pf.name + "'");
   if (root.contains("targets")) pf.targets = parse_package_targets(root["targets"], origin);
   return pf;
 }
@@ -149,7 +149,7 @@ PackageFile read_package_file(const fs::path& project_root) {
 std::string parse_version_file(std::string_view text, const std::string& origin) {
   std::string v(text);
   while (!v.empty() && (v.back() == '\n' || v.back() == '\r' || v.back() == ' ')) v.pop_back();
-  if (!is_package_version(v))
+  if (!format::is_package_version(v))
     throw Error(ErrorKind::Format,
                 origin + ": expected one line MAJOR.MINOR.PATCH[-prerelease], found '" + v + "'")
         .with("path", origin);
@@ -316,9 +316,9 @@ Package::Package(const kiln_package* d) : desc_(d) {
   if (d->abi_version != KILN_PACKAGE_ABI_VERSION)
     refuse("abi_version " + std::to_string(d->abi_version) + ", this libkiln reads " +
            std::to_string(KILN_PACKAGE_ABI_VERSION) + " (regenerate it with this kiln)");
-  if (!d->name || !is_package_name(d->name))
-    refuse(std::string("name '") + (d->name ? d->name : "(null)") + "': " + kPackageNameRule);
-  if (!d->version || !is_package_version(d->version))
+  if (!d->name || !format::is_package_name(d->name))
+    refuse(std::string("name '") + (d->name ? d->name : "(null)") + "': " + format::kPackageNameRule);
+  if (!d->version || !format::is_package_version(d->version))
     refuse(std::string("version '") + (d->version ? d->version : "(null)") +
            "' is not MAJOR.MINOR.PATCH[-prerelease]");
   name_ = d->name;
@@ -439,4 +439,4 @@ std::string PackageSourceTree::describe() const {
   return std::string("sources of package ") + desc_->name + " " + desc_->version;
 }
 
-}  // namespace kiln
+}  // namespace kiln::project

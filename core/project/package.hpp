@@ -24,7 +24,7 @@
 #include "kiln/package.h"
 #include "project/registry.hpp"
 
-namespace kiln {
+namespace kiln::project {
 
 constexpr int kPackageFileFormat = 1;
 
@@ -34,7 +34,7 @@ constexpr int kPackageFileFormat = 1;
 // target twice. Any other field is an error.
 struct PackageFile {
   std::string name;
-  std::vector<Target> targets;  // in the file's order; empty when the file names none
+  std::vector<format::Target> targets;  // in the file's order; empty when the file names none
 };
 PackageFile parse_package_file(std::string_view json_text, const std::string& origin);
 // <project_root>/registry/package.json read and parsed; Error{NotFound} naming the file looked
@@ -47,7 +47,7 @@ struct Project {
   std::filesystem::path root;
   std::string name;
   std::string version;
-  std::vector<Target> targets;  // registry/package.json "targets"; empty when it names none
+  std::vector<format::Target> targets;  // registry/package.json "targets"; empty when it names none
   Registry registry;            // hashed
   // The bytes each file was hashed from, read once: registry/kernels.json's text, and every
   // kernels/ file the source hashes cover (relative to kernels/). A description embeds these,
@@ -150,4 +150,4 @@ class PackageSourceTree : public SourceTree {
   const kiln_package* desc_;
 };
 
-}  // namespace kiln
+}  // namespace kiln::project

@@ -15,7 +15,7 @@
 #include "kiln/error.hpp"
 #include "util/field_error.hpp"
 
-namespace kiln {
+namespace kiln::project {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
@@ -87,7 +87,7 @@ PackageData::Kernel read_kernel(const Json& k, const std::string& origin,
   out.family = string_at(k, "family", origin, where + ".family");
   if (!is_uri(out.family)) fail(origin, where + ".family", "not a family name ([a-z0-9_]+)");
   out.source_hash = string_at(k, "source_hash", origin, where + ".source_hash");
-  if (!is_sha256_hex(out.source_hash))
+  if (!io::is_sha256_hex(out.source_hash))
     fail(origin, where + ".source_hash", "expected 64 lowercase hex digits");
   const Json& params = array_at(k, "params", origin, where + ".params", 64);
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -124,9 +124,9 @@ std::pair<std::string, std::string> read_file_entry(const Json& f, const std::st
          "expected the length of text (" + std::to_string(text.size()) + " bytes)",
          ErrorKind::Integrity);
   const std::string& sha = string_at(f, "sha256", origin, where + ".sha256");
-  if (sha256_hex(text) != sha)
+  if (io::sha256_hex(text) != sha)
     fail(origin, where + ".sha256",
-         "sha256 of text is " + sha256_hex(text) + ", the description says " + sha.substr(0, 80),
+         "sha256 of text is " + io::sha256_hex(text) + ", the description says " + sha.substr(0, 80),
          ErrorKind::Integrity);
   return {std::move(path), std::move(text)};
 }
@@ -134,7 +134,7 @@ std::pair<std::string, std::string> read_file_entry(const Json& f, const std::st
 }  // namespace
 
 std::string package_description_file_name(std::string_view name, std::string_view version) {
-  return description_file_name(name, version);
+  return format::description_file_name(name, version);
 }
 
 std::string package_description_json(const kiln_package& p) {
@@ -162,7 +162,7 @@ std::string package_description_json(const kiln_package& p) {
     const kiln_package_file& f = p.files[i];
     std::string text(f.data, f.size);
     files.push_back(
-        {{"path", f.path}, {"size", f.size}, {"sha256", sha256_hex(text)}, {"text", text}});
+        {{"path", f.path}, {"size", f.size}, {"sha256", io::sha256_hex(text)}, {"text", text}});
   }
   root["files"] = std::move(files);
   try {
@@ -177,7 +177,7 @@ std::string package_description_json(const kiln_package& p) {
 
 std::unique_ptr<PackageData> read_package_description(std::string_view text,
                                                       const std::string& origin) {
-  Json root = parse_untrusted_json<Json>(text, origin);
+  Json root = format::parse_untrusted_json<Json>(text, origin);
   if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
   if (root.contains("format")) {
     const Json& f = root["format"];
@@ -192,13 +192,13 @@ std::unique_ptr<PackageData> read_package_description(std::string_view text,
   }
   require_exactly(root, origin, "", {"format", "package", "package_version", "kernels", "files"});
   std::string name = string_at(root, "package", origin, "package");
-  if (!is_package_name(name))
-    fail(origin, "package", std::string(kPackageNameRule) + ", found '" + name.substr(0, 80) + "'");
+  if (!format::is_package_name(name))
+    fail(origin, "package", std::string(format::kPackageNameRule) + ", found '" + name.substr(0, 80) + "'");
   std::string version = string_at(root, "package_version", origin, "package_version");
-  if (!is_package_version(version))
+  if (!format::is_package_version(version))
     fail(origin, "package_version", "expected MAJOR.MINOR.PATCH[-prerelease]");
 
-  const Json& kernels = array_at(root, "kernels", origin, "kernels", limits::kMaxPackageKernels);
+  const Json& kernels = array_at(root, "kernels", origin, "kernels", io::limits::kMaxPackageKernels);
   std::vector<PackageData::Kernel> parsed;
   parsed.reserve(kernels.size());
   for (std::size_t i = 0; i < kernels.size(); ++i) {
@@ -208,7 +208,7 @@ std::unique_ptr<PackageData> read_package_description(std::string_view text,
            "'" + parsed[i].uri + "' is not after '" + parsed[i - 1].uri +
                "': kernels are sorted by uri, each once");
   }
-  const Json& files = array_at(root, "files", origin, "files", limits::kMaxPackageFiles);
+  const Json& files = array_at(root, "files", origin, "files", io::limits::kMaxPackageFiles);
   std::vector<std::pair<std::string, std::string>> read_files;
   std::set<std::string> paths;
   for (std::size_t i = 0; i < files.size(); ++i) {
@@ -222,7 +222,7 @@ std::unique_ptr<PackageData> read_package_description(std::string_view text,
 }
 
 std::unique_ptr<PackageData> load_package_description(const fs::path& file) {
-  return read_package_description(read_whole_file(file, limits::kMaxJsonBytes), file.string());
+  return read_package_description(io::read_whole_file(file, io::limits::kMaxJsonBytes), file.string());
 }
 
 std::vector<FoundDescription> find_package_descriptions(const std::vector<fs::path>& stores,
@@ -233,17 +233,17 @@ std::vector<FoundDescription> find_package_descriptions(const std::vector<fs::pa
     std::vector<FoundDescription> here;
     std::uint64_t seen = 0;
     for (fs::directory_iterator it(store, ec), end; !ec && it != end; it.increment(ec)) {
-      if (++seen > limits::kMaxStoreEntries) break;
+      if (++seen > io::limits::kMaxStoreEntries) break;
       std::string name = it->path().filename().string();
       if (name.size() <= std::string_view(kSuffix).size() ||
           name.compare(name.size() - std::string_view(kSuffix).size(), std::string::npos,
                        kSuffix) != 0)
         continue;
       std::string stem = name.substr(0, name.size() - std::string_view(kSuffix).size());
-      std::optional<std::string_view> owner = release_name_package(stem);
+      std::optional<std::string_view> owner = format::release_name_package(stem);
       if (!owner) continue;
       FoundDescription d{it->path(), std::string(*owner), stem.substr(owner->size() + 1)};
-      if (!is_package_version(d.version)) continue;
+      if (!format::is_package_version(d.version)) continue;
       if (!package.empty() && d.package != package) continue;
       here.push_back(std::move(d));
     }
@@ -283,4 +283,4 @@ int compare_package_versions(std::string_view a, std::string_view b) {
   return ap < bp ? -1 : 1;
 }
 
-}  // namespace kiln
+}  // namespace kiln::project

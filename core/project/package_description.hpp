@@ -28,7 +28,7 @@
 //   }
 //
 // Every field is required and no other is allowed. It is untrusted input like a manifest:
-// bounded (limits::kMaxJsonBytes, depth), strictly parsed, and fuzzed (fuzz/
+// bounded (io::limits::kMaxJsonBytes, depth), strictly parsed, and fuzzed (fuzz/
 // package_description_fuzz.cpp). A description read from a file is checked again by the loader
 // (Package) like a compiled-in one; the artifacts it leads to are still hashed on every load.
 //
@@ -42,7 +42,7 @@
 #include "kiln/package.h"
 #include "project/package.hpp"
 
-namespace kiln {
+namespace kiln::project {
 
 constexpr int kPackageDescriptionFormat = 1;
 
@@ -72,7 +72,7 @@ struct FoundDescription {
 std::vector<FoundDescription> find_package_descriptions(
     const std::vector<std::filesystem::path>& stores, std::string_view package = {});
 
-// Reads and checks one description file (a regular file of at most limits::kMaxJsonBytes);
+// Reads and checks one description file (a regular file of at most io::limits::kMaxJsonBytes);
 // throws as read_package_description does, and Error{NotFound}/Error{Io} naming the file.
 std::unique_ptr<PackageData> load_package_description(const std::filesystem::path& file);
 
@@ -80,4 +80,4 @@ std::unique_ptr<PackageData> load_package_description(const std::filesystem::pat
 // then a pre-release before its release, pre-releases compared as text).
 int compare_package_versions(std::string_view a, std::string_view b);
 
-}  // namespace kiln
+}  // namespace kiln::project

@@ -2,7 +2,7 @@
 
 #include <system_error>
 
-namespace kiln {
+namespace kiln::project {
 
 namespace fs = std::filesystem;
 
@@ -22,4 +22,4 @@ bool is_package_description_file(const fs::path& p) {
          fs::is_regular_file(p, ec);
 }
 
-}  // namespace kiln
+}  // namespace kiln::project

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-namespace kiln {
+namespace kiln::project {
 
 // The project a command acts on when none is named: the current directory ("."), when it holds
 // registry/package.json; else `built_from` (the tree kiln was configured from, "" when unknown)
@@ -15,4 +15,4 @@ std::string default_project_dir(const std::string& built_from);
 // Whether `path` is a regular file named as a description is (<anything>.package.json).
 bool is_package_description_file(const std::filesystem::path& path);
 
-}  // namespace kiln
+}  // namespace kiln::project

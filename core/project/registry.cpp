@@ -13,7 +13,7 @@
 #include "kiln/error.hpp"
 #include "util/join.hpp"
 
-namespace kiln {
+namespace kiln::project {
 namespace {
 
 using nlohmann::json;
@@ -97,11 +97,11 @@ const Family* Registry::family(std::string_view name) const {
 
 std::string declared_only(const Family& family) {
   return "family '" + family.name + "' is declared only for " +
-         util::join(family.targets, ", ", [](const TargetRule& r) { return r.text; });
+         util::join(family.targets, ", ", [](const format::TargetRule& r) { return r.text; });
 }
 
-std::optional<std::string> undeclared_target(const Family& family, const Target& t) {
-  if (rule_allows(family.targets, t)) return std::nullopt;
+std::optional<std::string> undeclared_target(const Family& family, const format::Target& t) {
+  if (format::rule_allows(family.targets, t)) return std::nullopt;
   return declared_only(family);
 }
 
@@ -226,7 +226,7 @@ Registry parse_registry(std::string_view text, const std::string& origin) {
 
     auto rules = string_array(jf["targets"], origin, fn, "targets", false);
     for (const auto& r : rules) {
-      auto rule = parse_target_rule(r);
+      auto rule = format::parse_target_rule(r);
       if (!rule)
         fail(origin, fn, "targets",
              "'" + r + "' is not a target rule (e.g. \"sm_80+\" or \"sm_90a\")");
@@ -322,7 +322,7 @@ void hash_family(Family& fam, const SourceTree& tree, Load& load) {
     }
   }
   fam.hashed_files.assign(files.begin(), files.end());
-  Sha256 h;
+  io::Sha256 h;
   h.field("kiln-source-hash", "1");
   // The declaration is hashed too: entries, params and flags change the bytes built.
   h.field("family", fam.name);
@@ -408,4 +408,4 @@ std::string registry_to_json(const Registry& reg) {
   return arr.dump(2) + "\n";
 }
 
-}  // namespace kiln
+}  // namespace kiln::project

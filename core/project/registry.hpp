@@ -13,7 +13,7 @@
 
 #include "format/target.hpp"
 
-namespace kiln {
+namespace kiln::project {
 
 struct RegistryParam {
   std::string name;
@@ -26,7 +26,7 @@ struct Family {
   std::vector<std::string> sources;  // relative to kernels/
   std::vector<std::string> entries;  // C++ name expressions with {param} placeholders
   std::vector<RegistryParam> params;
-  std::vector<TargetRule> targets;
+  std::vector<format::TargetRule> targets;
   std::vector<std::string> flags;
   std::string source_hash;                // filled by compute_source_hashes
   std::vector<std::string> hashed_files;  // sources + included kernels/ headers, sorted
@@ -76,7 +76,7 @@ std::string declared_only(const Family& family);
 // Why `family` is not served on target t: nullopt when its declared targets admit t, else
 // "family 'hopper_wgmma' is declared only for sm_90a". Whatever serves a family's kernels asks
 // this one question: every tier's target choice (plan/target_choice.hpp) and the JIT's target.
-std::optional<std::string> undeclared_target(const Family& family, const Target& t);
+std::optional<std::string> undeclared_target(const Family& family, const format::Target& t);
 
 constexpr int kRegistryFormat = 1;
 
@@ -91,4 +91,4 @@ std::vector<std::string> quoted_includes(std::string_view source);
 Registry load_registry(const std::string& repo_root);
 std::string registry_to_json(const Registry& reg);  // `kiln registry list --json`, stable bytes
 
-}  // namespace kiln
+}  // namespace kiln::project

@@ -1,6 +1,6 @@
 #include "runtime/cold_phases.hpp"
 
-namespace kiln::cold {
+namespace kiln::runtime::cold {
 
 namespace detail {
 namespace {
@@ -61,4 +61,4 @@ void PhaseTimer::stop() noexcept {
     sink->ns[static_cast<int>(phase_)] += elapsed > child_ns_ ? elapsed - child_ns_ : 0;
 }
 
-}  // namespace kiln::cold
+}  // namespace kiln::runtime::cold

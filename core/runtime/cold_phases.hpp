@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace kiln::cold {
+namespace kiln::runtime::cold {
 
 enum class Phase : int {
   LoaderCreate,   // Loader's constructor: config, driver/fs/JIT objects, installed store dir
@@ -62,4 +62,4 @@ class PhaseTimer {
   std::chrono::steady_clock::time_point start_{};
 };
 
-}  // namespace kiln::cold
+}  // namespace kiln::runtime::cold

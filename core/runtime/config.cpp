@@ -11,7 +11,7 @@
 #include "runtime/environment.hpp"
 #include "runtime/log.hpp"
 
-namespace kiln {
+namespace kiln::runtime {
 
 namespace {
 
@@ -71,7 +71,7 @@ const std::vector<EnvVariable>& variables_table() {
      [](Environment& e, const std::string& v) { e.loader.mirrors = split(v, " \t\n,"); }},
     {"KILN_INDEX_SHA256", "digest pinning the mirror's release index", "compiled in",
      [](Environment& e, const std::string& v) {
-       if (!is_sha256_hex(v))
+       if (!io::is_sha256_hex(v))
          throw bad_env_value("KILN_INDEX_SHA256", v, "a SHA-256 digest", "64 lowercase hex digits");
        e.loader.index_sha256 = v;
      }},
@@ -159,13 +159,6 @@ Error bad_env_value(std::string_view name, std::string_view value, std::string_v
                {{"variable", std::string(name)}, {"value", std::string(value)}});
 }
 
-bool parse_bool_setting(const std::string& name, const std::string& value) {
-  if (std::optional<bool> b = bool_value(value)) return *b;
-  throw Error(ErrorKind::Usage,
-              name + "='" + value + "' is not a boolean: expected " + kBoolExpected,
-              {{"setting", name}, {"value", value}});
-}
-
 const std::vector<EnvVariable>& env_variables() { return variables_table(); }
 
 Environment read_environment(const GetEnv& getenv) {
@@ -197,10 +190,22 @@ void read_env_variable(Environment& env, std::string_view name) {
   read_env_variable(env, name, [](const char* n) -> const char* { return std::getenv(n); });
 }
 
-LoaderConfig LoaderConfig::from_env() { return read_environment().loader; }
+}  // namespace kiln::runtime
+
+// The loader's public vocabulary (kiln/config.hpp), defined here where the variables are read.
+namespace kiln {
+
+bool parse_bool_setting(const std::string& name, const std::string& value) {
+  if (std::optional<bool> b = runtime::bool_value(value)) return *b;
+  throw Error(ErrorKind::Usage,
+              name + "='" + value + "' is not a boolean: expected " + runtime::kBoolExpected,
+              {{"setting", name}, {"value", value}});
+}
+
+LoaderConfig LoaderConfig::from_env() { return runtime::read_environment().loader; }
 
 LoaderConfig LoaderConfig::from_env(const std::function<const char*(const char*)>& getenv) {
-  return read_environment(getenv).loader;
+  return runtime::read_environment(getenv).loader;
 }
 
 }  // namespace kiln

@@ -10,7 +10,7 @@
 
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::runtime {
 
 namespace {
 
@@ -248,4 +248,4 @@ std::shared_ptr<Driver> make_cuda_driver(std::string library) {
   return *shared;
 }
 
-}  // namespace kiln
+}  // namespace kiln::runtime

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace kiln {
+namespace kiln::runtime {
 
 struct DeviceInfo {
   int ordinal = 0;
@@ -48,4 +48,4 @@ constexpr const char* kCudaDriverLibrary = "libcuda.so.1";
 // the path of an absent library to get the real "no driver" behaviour on any machine.
 std::shared_ptr<Driver> make_cuda_driver(std::string library = kCudaDriverLibrary);
 
-}  // namespace kiln
+}  // namespace kiln::runtime

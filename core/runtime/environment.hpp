@@ -13,7 +13,7 @@
 #include "kiln/error.hpp"
 #include "kiln/config.hpp"
 
-namespace kiln {
+namespace kiln::runtime {
 
 // What the environment says. `loader` is the loader's configuration; the rest is read by the
 // CLI alone (the build tools), or is an input to a default of `loader`.
@@ -61,4 +61,4 @@ void read_env_variable(Environment& env, std::string_view name);  // the process
 Error bad_env_value(std::string_view name, std::string_view value, std::string_view what,
                     std::string_view expected);
 
-}  // namespace kiln
+}  // namespace kiln::runtime

@@ -17,7 +17,7 @@
 #error "CMake defines KILN_{CURL,ARCHIVE}_{SONAME,PACKAGE} for lazy_libs.cpp (cmake/soname.cmake)"
 #endif
 
-namespace kiln::lazy_libs {
+namespace kiln::runtime::lazy_libs {
 
 namespace {
 
@@ -159,4 +159,4 @@ void set_file_for_tests(Library lib, const std::string& file) {
     overrides()[lib] = file;
 }
 
-}  // namespace kiln::lazy_libs
+}  // namespace kiln::runtime::lazy_libs

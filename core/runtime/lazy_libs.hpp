@@ -15,7 +15,7 @@
 #include <optional>
 #include <string>
 
-namespace kiln::lazy_libs {
+namespace kiln::runtime::lazy_libs {
 
 enum class Library { Curl, Archive };
 
@@ -136,4 +136,4 @@ using ReadHandle = std::unique_ptr<struct archive, ReadFree>;
 using WriteHandle = std::unique_ptr<struct archive, WriteFree>;
 using EntryHandle = std::unique_ptr<archive_entry, EntryFree>;
 
-}  // namespace kiln::lazy_libs
+}  // namespace kiln::runtime::lazy_libs

@@ -9,7 +9,7 @@
 #include "kiln/error.hpp"
 #include "runtime/environment.hpp"
 
-namespace kiln {
+namespace kiln::runtime {
 
 namespace detail {
 std::atomic<int> g_log_level{-1};
@@ -160,4 +160,4 @@ void configure_logging(LogLevel level, int api_log_level, const std::string& log
   }
 }
 
-}  // namespace kiln
+}  // namespace kiln::runtime

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-namespace kiln {
+namespace kiln::runtime {
 
 enum class LogLevel { Error = 0, Warn = 1, Info = 2, Debug = 3 };
 
@@ -52,4 +52,4 @@ void api_log(const char* name,
 // log_file "" keeps the current sink.
 void configure_logging(LogLevel level, int api_log_level, const std::string& log_file);
 
-}  // namespace kiln
+}  // namespace kiln::runtime

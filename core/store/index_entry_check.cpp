@@ -6,7 +6,7 @@
 #include "kiln/error.hpp"
 #include "runtime/lazy_libs.hpp"
 
-namespace kiln {
+namespace kiln::store {
 
 namespace fs = std::filesystem;
 
@@ -15,9 +15,9 @@ namespace {
 constexpr const char* kLeadingManifestName = "manifest.json";
 }  // namespace
 
-std::vector<ManifestIndexMismatch> manifest_index_mismatches(const Manifest& manifest,
-                                                             const IndexEntry& entry,
-                                                             const Index& index) {
+std::vector<ManifestIndexMismatch> manifest_index_mismatches(const format::Manifest& manifest,
+                                                             const format::IndexEntry& entry,
+                                                             const format::Index& index) {
   std::vector<ManifestIndexMismatch> out;
   auto compare = [&](ErrorKind kind, const char* field, const std::string& in_manifest,
                      const std::string& in_index) {
@@ -30,8 +30,8 @@ std::vector<ManifestIndexMismatch> manifest_index_mismatches(const Manifest& man
   return out;
 }
 
-std::vector<VerifyProblem> manifest_index_problems(const Manifest& manifest,
-                                                   const IndexEntry& entry, const Index& index,
+std::vector<VerifyProblem> manifest_index_problems(const format::Manifest& manifest,
+                                                   const format::IndexEntry& entry, const format::Index& index,
                                                    const std::string& archive_origin,
                                                    const std::string& index_origin) {
   std::vector<VerifyProblem> problems;
@@ -42,8 +42,8 @@ std::vector<VerifyProblem> manifest_index_problems(const Manifest& manifest,
   return problems;
 }
 
-void require_manifest_matches_index(const Manifest& manifest, const IndexEntry& entry,
-                                    const Index& index, const std::string& archive_origin,
+void require_manifest_matches_index(const format::Manifest& manifest, const format::IndexEntry& entry,
+                                    const format::Index& index, const std::string& archive_origin,
                                     const std::string& index_origin, const std::string& action) {
   std::vector<VerifyProblem> problems =
       manifest_index_problems(manifest, entry, index, archive_origin, index_origin);
@@ -65,25 +65,25 @@ void require_manifest_matches_index(const Manifest& manifest, const IndexEntry& 
   throw Error(kind, msg, std::move(fields));
 }
 
-std::optional<Manifest> read_leading_manifest(const fs::path& archive) {
+std::optional<format::Manifest> read_leading_manifest(const fs::path& archive) {
   const std::string where = archive.string();
   std::error_code ec;
   if (!fs::exists(archive, ec)) throw Error(ErrorKind::NotFound, "archive not found: " + where);
   // libarchive named for this use when it is missing (the stream would say "unpacking").
-  lazy_libs::archive("reading the manifest of " + where);
+  runtime::lazy_libs::archive("reading the manifest of " + where);
   // The archive stream install_archive reads with: the same header checks and limits, so an
   // archive is refused here in the words and kinds the install would use. Only the first member
   // is read; nothing else is decompressed.
-  ArchiveStream r = ArchiveStream::open_file(archive);
+  format::ArchiveStream r = format::ArchiveStream::open_file(archive);
   auto first = r.next();
   if (!first || first->name != kLeadingManifestName) return std::nullopt;
   const std::string origin = where + ":" + kLeadingManifestName;
-  if (first->size > limits::kMaxManifestBytes)
+  if (first->size > io::limits::kMaxManifestBytes)
     throw Error(ErrorKind::Limit, origin + ": declared size " + std::to_string(first->size) +
                                       " exceeds the limit of " +
-                                      std::to_string(limits::kMaxManifestBytes) +
+                                      std::to_string(io::limits::kMaxManifestBytes) +
                                       " (docs/security.md)");
-  return parse_manifest(r.read_data_whole(limits::kMaxManifestBytes), origin);
+  return format::parse_manifest(r.read_data_whole(io::limits::kMaxManifestBytes), origin);
 }
 
-}  // namespace kiln
+}  // namespace kiln::store

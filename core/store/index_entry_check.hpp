@@ -14,7 +14,7 @@
 #include "kiln/error.hpp"
 #include "store/store.hpp"
 
-namespace kiln {
+namespace kiln::store {
 
 // One field on which a manifest and the index entry that pinned its archive disagree, with both
 // values as fields (callers build their own report from them, never parse a message).
@@ -27,17 +27,17 @@ struct ManifestIndexMismatch {
 
 // The rule itself: target against the entry, package_version and cuda_version against the
 // index, in that order. Pure. Empty: they agree.
-std::vector<ManifestIndexMismatch> manifest_index_mismatches(const Manifest& manifest,
-                                                             const IndexEntry& entry,
-                                                             const Index& index);
+std::vector<ManifestIndexMismatch> manifest_index_mismatches(const format::Manifest& manifest,
+                                                             const format::IndexEntry& entry,
+                                                             const format::Index& index);
 
 // The manifest's target, package_version and cuda_version against the index entry (target) and
 // the index (versions). One problem per differing field, naming the archive, the field and both
 // values. Kinds: a target mismatch is Integrity (the index pinned another target's bytes); a
 // package or CUDA version mismatch is Stale (bytes of another release), as `kiln install` has it.
 // Pure: no I/O. `archive_origin` names the archive, `index_origin` the index, in messages.
-std::vector<VerifyProblem> manifest_index_problems(const Manifest& manifest,
-                                                   const IndexEntry& entry, const Index& index,
+std::vector<VerifyProblem> manifest_index_problems(const format::Manifest& manifest,
+                                                   const format::IndexEntry& entry, const format::Index& index,
                                                    const std::string& archive_origin,
                                                    const std::string& index_origin);
 
@@ -45,8 +45,8 @@ std::vector<VerifyProblem> manifest_index_problems(const Manifest& manifest,
 // in the message; returns when the manifest agrees with the index.
 // `action` completes "refusing to <action> <archive>" in the message ("install", "make a wheel
 // of"). The error's fields: path, index, field, actual (manifest), expected (index).
-void require_manifest_matches_index(const Manifest& manifest, const IndexEntry& entry,
-                                    const Index& index, const std::string& archive_origin,
+void require_manifest_matches_index(const format::Manifest& manifest, const format::IndexEntry& entry,
+                                    const format::Index& index, const std::string& archive_origin,
                                     const std::string& index_origin,
                                     const std::string& action = "install");
 
@@ -55,8 +55,8 @@ void require_manifest_matches_index(const Manifest& manifest, const IndexEntry& 
 // before unpacking. nullopt when the first member is not named manifest.json (install_archive
 // refuses such an archive as Format anyway). Throws Error{Format} for an entry the stream
 // refuses or a manifest that does not parse (Stale for a foreign format version), Error{Limit}
-// for a manifest larger than limits::kMaxManifestBytes, Error{NotFound}/{Io} when the file
+// for a manifest larger than io::limits::kMaxManifestBytes, Error{NotFound}/{Io} when the file
 // cannot be read.
-std::optional<Manifest> read_leading_manifest(const std::filesystem::path& archive);
+std::optional<format::Manifest> read_leading_manifest(const std::filesystem::path& archive);
 
-}  // namespace kiln
+}  // namespace kiln::store

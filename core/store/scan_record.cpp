@@ -21,7 +21,7 @@
 #include "kiln/version.hpp"
 #include "store/store_scan.hpp"
 
-namespace kiln {
+namespace kiln::store {
 namespace {
 
 // Version 2: names only (version 1 also held each manifest's layout, which ManifestEntries::open
@@ -32,7 +32,7 @@ constexpr std::string_view kFirstLine = "kiln-scan-record 2";
 // kiln versions) may apply other store and manifest rules, so it does not take the record.
 const std::string& writer_line() {
   static const std::string line =
-      std::string("writer kiln ") + version() + " manifest-format " + std::to_string(kManifestFormat);
+      std::string("writer kiln ") + version() + " manifest-format " + std::to_string(format::kManifestFormat);
   return line;
 }
 
@@ -114,7 +114,7 @@ class RecordReader {
     out = static_cast<std::size_t>(v);
     return true;
   }
-  bool identity(FileIdentity& id) {
+  bool identity(io::FileIdentity& id) {
     return number(id.dev) && number(id.ino) && signed_number(id.size) &&
            signed_number(id.mtime_ns) && signed_number(id.ctime_ns);
   }
@@ -145,7 +145,7 @@ class RecordReader {
   std::size_t p_ = 0;
 };
 
-void put_identity(std::string& out, const FileIdentity& id) {
+void put_identity(std::string& out, const io::FileIdentity& id) {
   out += ' ' + std::to_string(id.dev) + ' ' + std::to_string(id.ino) + ' ' +
          std::to_string(id.size) + ' ' + std::to_string(id.mtime_ns) + ' ' +
          std::to_string(id.ctime_ns);
@@ -161,7 +161,7 @@ bool is_record_name(std::string_view name) {
 // kMaxScanRecords, and temporary files (<record>.tmp.<pid>.<n>) older than an hour: a writer
 // that died. Best effort: what cannot be removed stays.
 void prune_scan_records(int dir_fd) {
-  UniqueFd fd(::dup(dir_fd));
+  io::UniqueFd fd(::dup(dir_fd));
   if (!fd) return;
   DIR* d = ::fdopendir(fd.get());
   if (!d) return;
@@ -172,10 +172,10 @@ void prune_scan_records(int dir_fd) {
   };
   std::vector<Entry> records;
   std::vector<std::string> stale_tmp;
-  const std::int64_t hour_ago = realtime_ns() - std::int64_t{3600} * 1'000'000'000;
+  const std::int64_t hour_ago = io::realtime_ns() - std::int64_t{3600} * 1'000'000'000;
   std::size_t seen = 0;
   while (dirent* e = ::readdir(d)) {
-    if (++seen > limits::kMaxStoreEntries) break;  // a directory someone filled: leave it
+    if (++seen > io::limits::kMaxStoreEntries) break;  // a directory someone filled: leave it
     std::string_view name(e->d_name);
     bool record = is_record_name(name);
     bool tmp = name.size() > 21 && is_record_name(name.substr(0, 16)) &&
@@ -183,7 +183,7 @@ void prune_scan_records(int dir_fd) {
     if (!record && !tmp) continue;
     struct stat st {};
     if (::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    const std::int64_t mtime = identity_of(st).mtime_ns;
+    const std::int64_t mtime = io::identity_of(st).mtime_ns;
     if (record)
       records.push_back({mtime, std::string(name)});
     else if (mtime < hour_ago)
@@ -247,7 +247,7 @@ std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_v
   while (r.keyword("name")) {
     if (!r.word(v) || !r.end_of_line() || !is_archive_dir_name(v, package)) return std::nullopt;
     if (!out.names.empty() && !(out.names.back() < v)) return std::nullopt;
-    if (out.names.size() >= limits::kMaxStoreEntries) return std::nullopt;
+    if (out.names.size() >= io::limits::kMaxStoreEntries) return std::nullopt;
     out.names.emplace_back(v);
   }
   if (!r.line("end") || !r.at_end()) return std::nullopt;
@@ -272,7 +272,7 @@ std::optional<ScanRecord> next_scan_record(const std::optional<ScanRecord>& on_d
 
 std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_view package,
                                            std::string_view store) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  io::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
   if (!fd) return std::nullopt;
   struct stat st {};
   std::string text;
@@ -282,7 +282,7 @@ std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_
   if (ok) {
     // One byte more than its size: a record that grew while read is refused, not cut.
     text.resize(static_cast<std::size_t>(st.st_size) + 1);
-    ssize_t got = read_full(fd.get(), text.data(), text.size());
+    ssize_t got = io::read_full(fd.get(), text.data(), text.size());
     ok = got == static_cast<ssize_t>(st.st_size);
     text.resize(ok ? static_cast<std::size_t>(got) : 0);
   }
@@ -303,7 +303,7 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
   fs::create_directories(cache, ec);
   // Everything below is relative to directory descriptors checked once (no path is looked up
   // twice): the cache directory must be this user's, scan/ this user's alone and no link.
-  UniqueFd cache_fd(::open(cache.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  io::UniqueFd cache_fd(::open(cache.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   struct stat st {};
   if (!cache_fd || ::fstat(cache_fd.get(), &st) != 0)
     return "cannot open " + cache.string() + ": " + std::strerror(errno);
@@ -311,7 +311,7 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
   const std::string scan = dir.filename().string(), name = file.filename().string();
   if (::mkdirat(cache_fd.get(), scan.c_str(), 0700) != 0 && errno != EEXIST)
     return "cannot create " + dir.string() + ": " + std::strerror(errno);
-  UniqueFd dir_fd(
+  io::UniqueFd dir_fd(
       ::openat(cache_fd.get(), scan.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!dir_fd || ::fstat(dir_fd.get(), &st) != 0)
     return "cannot open " + dir.string() + " (a directory, not a link): " + std::strerror(errno);
@@ -320,15 +320,15 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
   // A name no other writer picks: pid and 64 random bits (a container's pid 1 is every run's).
   std::uint64_t nonce = 0;
   if (::getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce))
-    nonce = static_cast<std::uint64_t>(realtime_ns());
+    nonce = static_cast<std::uint64_t>(io::realtime_ns());
   char suffix[40];
   std::snprintf(suffix, sizeof suffix, ".tmp.%ld.%016llx", static_cast<long>(::getpid()),
                 static_cast<unsigned long long>(nonce));
   const std::string tmp = name + suffix;
-  UniqueFd fd(::openat(dir_fd.get(), tmp.c_str(),
+  io::UniqueFd fd(::openat(dir_fd.get(), tmp.c_str(),
                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) return "cannot create " + (dir / tmp).string() + ": " + std::strerror(errno);
-  int err = write_all(fd.get(), *text) ? 0 : errno;
+  int err = io::write_all(fd.get(), *text) ? 0 : errno;
   if (fd.close() != 0 && err == 0) err = errno;
   if (err == 0 && ::renameat(dir_fd.get(), tmp.c_str(), dir_fd.get(), name.c_str()) != 0)
     err = errno;
@@ -340,4 +340,4 @@ std::optional<std::string> write_scan_record(const std::string& path, const Scan
   return std::nullopt;
 }
 
-}  // namespace kiln
+}  // namespace kiln::store

@@ -40,12 +40,12 @@
 
 #include "io/identity_cache.hpp"
 
-namespace kiln {
+namespace kiln::store {
 
 struct ScanRecord {
   std::string package;
   std::string store;
-  FileIdentity dir;
+  io::FileIdentity dir;
   std::vector<std::string> names;  // sorted, unique
   bool operator==(const ScanRecord& o) const {
     return package == o.package && store == o.store && dir == o.dir && names == o.names;
@@ -86,7 +86,7 @@ std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_v
 
 // What one of get()'s store scans found (resolver.cpp, StoreScanner::scan_impl).
 struct ScanLearned {
-  FileIdentity dir;                 // the store directory's identity, taken before the scan
+  io::FileIdentity dir;                 // the store directory's identity, taken before the scan
   bool dir_settled = false;         // unchanged for kRecordSettledNs before the scan
   std::vector<std::string> names;   // the archive directory names the scan worked on
   bool listed_now = false;          // names listed from the directory by this scan
@@ -113,4 +113,4 @@ std::optional<ScanRecord> read_scan_record(const std::string& path, std::string_
 // another user is not written into. Then keeps the directory within kMaxScanRecords (above).
 std::optional<std::string> write_scan_record(const std::string& path, const ScanRecord& record);
 
-}  // namespace kiln
+}  // namespace kiln::store

@@ -27,7 +27,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace kiln {
+namespace kiln::store {
 namespace {
 
 namespace fs = std::filesystem;
@@ -54,9 +54,9 @@ int severity(ErrorKind k) {
 }
 
 void write_file_exclusive(const fs::path& p, const std::string& data) {
-  UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  io::UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!fd) throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
-  if (!write_all(fd.get(), data))
+  if (!io::write_all(fd.get(), data))
     throw Error(ErrorKind::Io, "cannot write " + p.string() + ": " + std::strerror(errno));
   // Reaches the disk with the rest of the temp directory (flush_unpacked).
   if (fd.close() != 0)
@@ -68,7 +68,7 @@ void write_file_exclusive(const fs::path& p, const std::string& data) {
 // artifacts take minutes: a journal commit each; docs/decisions.md, "Manifests looked up, not
 // read").
 void flush_unpacked(const fs::path& dir) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  io::UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd || ::syncfs(fd.get()) != 0)
     throw Error(ErrorKind::Io, "cannot flush " + dir.string() + ": " + std::strerror(errno));
 }
@@ -106,7 +106,7 @@ class StreamedFile {
       throw Error(ErrorKind::Io, "cannot create " + p.string() + ": " + std::strerror(errno));
   }
   void write(const char* data, std::size_t size) {
-    if (!write_all(fd_.get(), std::string_view(data, size)))
+    if (!io::write_all(fd_.get(), std::string_view(data, size)))
       throw Error(ErrorKind::Io, "cannot write " + path_.string() + ": " + std::strerror(errno));
   }
   // The data reaches the disk with the rest of the temp directory (flush_unpacked).
@@ -117,7 +117,7 @@ class StreamedFile {
 
  private:
   fs::path path_;
-  UniqueFd fd_;
+  io::UniqueFd fd_;
 };
 
 std::string join_problems(const std::vector<VerifyProblem>& problems) {
@@ -131,9 +131,9 @@ StoreArchive scan_store_entry(const fs::path& dir) {
   sa.dir = dir.string();
   fs::path mpath = dir / kManifestName;
   try {
-    Manifest m = parse_manifest(read_whole_file(mpath, limits::kMaxLocalFileBytes), mpath.string());
+    format::Manifest m = format::parse_manifest(io::read_whole_file(mpath, io::limits::kMaxLocalFileBytes), mpath.string());
     require_archive_dir_name(sa.dir, m);
-    sa.manifest = std::make_shared<const Manifest>(std::move(m));
+    sa.manifest = std::make_shared<const format::Manifest>(std::move(m));
   } catch (const Error& e) {
     sa.error_kind = e.kind();
     sa.error = e.kind() == ErrorKind::NotFound
@@ -172,19 +172,19 @@ std::vector<StoreArchive> scan_store(const fs::path& store) {
 
 StoreArchive scan_store_archive(const fs::path& dir) { return scan_store_entry(dir); }
 
-std::string read_verified_artifact(const fs::path& archive_dir, const ArtifactEntry& artifact) {
+std::string read_verified_artifact(const fs::path& archive_dir, const format::ArtifactEntry& artifact) {
   fs::path p = archive_dir / artifact.file;
   std::string data;
   try {
-    data = read_whole_file(p, limits::kMaxLocalArtifactBytes);
+    data = io::read_whole_file(p, io::limits::kMaxLocalArtifactBytes);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::NotFound)
       throw Error(ErrorKind::NotFound,
-                  missing_message(p.string(), artifact.uri, (archive_dir / kManifestName).string()),
+                  io::missing_message(p.string(), artifact.uri, (archive_dir / kManifestName).string()),
                   {{"uri", artifact.uri}, {"path", p.string()}, {"field", "file"}});
     throw;
   }
-  if (auto m = pin_mismatch(data, {artifact.size, artifact.sha256}))
+  if (auto m = io::pin_mismatch(data, {artifact.size, artifact.sha256}))
     throw Error(ErrorKind::Integrity, m->message(p.string(), "manifest"),
                 {{"uri", artifact.uri},
                  {"path", p.string()},
@@ -217,10 +217,10 @@ std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry) {
   std::vector<std::string> present;
   for (const auto& e : fs::directory_iterator(entry.dir, ec))
     present.push_back(e.path().filename().string());
-  for (const auto& name : coverage(listed, present).unlisted) {
+  for (const auto& name : io::coverage(listed, present).unlisted) {
     std::string path = (fs::path(entry.dir) / name).string();
     problems.push_back(
-        {ErrorKind::Integrity, path, "file", unlisted_message(path, "the manifest")});
+        {ErrorKind::Integrity, path, "file", io::unlisted_message(path, "the manifest")});
   }
   if (ec)
     problems.push_back(
@@ -236,16 +236,16 @@ bool store_has_verified(const fs::path& store, const std::string& stem) {
   return sa.manifest && verify_store_archive(sa).empty();
 }
 
-std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMember>& members,
+std::vector<VerifyProblem> verify_archive_members(const std::vector<format::ArchiveMember>& members,
                                                   const std::string& origin,
-                                                  Manifest* manifest_out) {
+                                                  format::Manifest* manifest_out) {
   std::vector<VerifyProblem> problems;
   auto add = [&](ErrorKind k, const std::string& file, const std::string& field,
                  const std::string& msg) {
     problems.push_back({k, file, field, msg});
   };
   auto it = std::find_if(members.begin(), members.end(),
-                         [](const ArchiveMember& m) { return m.name == kManifestName; });
+                         [](const format::ArchiveMember& m) { return m.name == kManifestName; });
   if (it == members.end()) {
     add(ErrorKind::Format, origin, kManifestName, origin + ": holds no manifest.json");
     return problems;
@@ -255,15 +255,15 @@ std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMembe
     add(ErrorKind::Format, origin, kManifestName,
         origin + ": manifest.json must be the first member, found '" + members.front().name +
             "' first");
-  Manifest m;
+  format::Manifest m;
   std::string morigin = origin + ":" + kManifestName;
   try {
-    m = parse_manifest(it->data, morigin);
+    m = format::parse_manifest(it->data, morigin);
   } catch (const Error& e) {
     add(e.kind(), morigin, "manifest", e.what());
     return problems;
   }
-  std::map<std::string, const ArchiveMember*> by_name;
+  std::map<std::string, const format::ArchiveMember*> by_name;
   std::vector<std::string> present;
   for (const auto& mem : members) {
     by_name[mem.name] = &mem;
@@ -275,15 +275,15 @@ std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMembe
     std::string where = origin + ":" + a.file;
     auto found = by_name.find(a.file);
     if (found == by_name.end()) {
-      add(ErrorKind::Integrity, where, "file", missing_message(where, a.uri, "the manifest"));
+      add(ErrorKind::Integrity, where, "file", io::missing_message(where, a.uri, "the manifest"));
       continue;
     }
-    if (auto mm = pin_mismatch(found->second->data, {a.size, a.sha256}))
+    if (auto mm = io::pin_mismatch(found->second->data, {a.size, a.sha256}))
       add(ErrorKind::Integrity, where, mm->field, mm->message(where, "manifest"));
   }
-  for (const auto& name : coverage(listed, present).unlisted) {
+  for (const auto& name : io::coverage(listed, present).unlisted) {
     std::string where = origin + ":" + name;
-    add(ErrorKind::Integrity, where, "file", unlisted_message(where, "the manifest"));
+    add(ErrorKind::Integrity, where, "file", io::unlisted_message(where, "the manifest"));
   }
   if (manifest_out) *manifest_out = std::move(m);
   return problems;
@@ -296,9 +296,9 @@ namespace {
 // parse; throws Error{Limit} for a manifest declared larger than kMaxManifestBytes.
 struct LeadingManifest {
   std::string text;
-  Manifest manifest;
+  format::Manifest manifest;
 };
-std::optional<LeadingManifest> read_first_manifest(ArchiveStream& r,
+std::optional<LeadingManifest> read_first_manifest(format::ArchiveStream& r,
                                                    std::vector<VerifyProblem>& problems) {
   const std::string& origin = r.origin();
   auto first = r.next();
@@ -316,15 +316,15 @@ std::optional<LeadingManifest> read_first_manifest(ArchiveStream& r,
     return std::nullopt;
   }
   std::string morigin = origin + ":" + kManifestName;
-  if (first->size > limits::kMaxManifestBytes)
+  if (first->size > io::limits::kMaxManifestBytes)
     throw Error(ErrorKind::Limit, morigin + ": declared size " + std::to_string(first->size) +
                                       " exceeds the limit of " +
-                                      std::to_string(limits::kMaxManifestBytes) +
+                                      std::to_string(io::limits::kMaxManifestBytes) +
                                       " (docs/security.md)");
   LeadingManifest out;
-  out.text = r.read_data_whole(limits::kMaxManifestBytes);
+  out.text = r.read_data_whole(io::limits::kMaxManifestBytes);
   try {
-    out.manifest = parse_manifest(out.text, morigin);
+    out.manifest = format::parse_manifest(out.text, morigin);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Limit) throw;
     problems.push_back({e.kind(), morigin, "manifest", e.what()});
@@ -336,29 +336,29 @@ std::optional<LeadingManifest> read_first_manifest(ArchiveStream& r,
 // The limits decided from the manifest, before any other member is read (docs/security.md):
 // member count, each artifact's declared size, the total. Throws Error{Limit}. Returns the
 // manifest's artifacts by file name.
-std::map<std::string, const ArtifactEntry*> check_declared_limits(const LeadingManifest& lm,
+std::map<std::string, const format::ArtifactEntry*> check_declared_limits(const LeadingManifest& lm,
                                                                   const std::string& morigin) {
-  const Manifest& m = lm.manifest;
+  const format::Manifest& m = lm.manifest;
   std::uint64_t total = lm.text.size();
-  if (m.artifacts.size() + 1 > limits::kMaxMembers)
+  if (m.artifacts.size() + 1 > io::limits::kMaxMembers)
     throw Error(ErrorKind::Limit, morigin + ": lists " + std::to_string(m.artifacts.size()) +
                                       " artifacts, more than the limit of " +
-                                      std::to_string(limits::kMaxMembers - 1) +
+                                      std::to_string(io::limits::kMaxMembers - 1) +
                                       " (docs/security.md)");
-  std::map<std::string, const ArtifactEntry*> by_file;
+  std::map<std::string, const format::ArtifactEntry*> by_file;
   for (const auto& a : m.artifacts) {
-    if (a.size > limits::kMaxMemberBytes)
+    if (a.size > io::limits::kMaxMemberBytes)
       throw Error(ErrorKind::Limit, morigin + ": artifact '" + a.file + "' declares " +
                                         std::to_string(a.size) + " bytes, more than the limit of " +
-                                        std::to_string(limits::kMaxMemberBytes) +
+                                        std::to_string(io::limits::kMaxMemberBytes) +
                                         " per member (docs/security.md)");
     total += a.size;
     by_file[a.file] = &a;
   }
-  if (total > limits::kMaxUnpackedBytes)
+  if (total > io::limits::kMaxUnpackedBytes)
     throw Error(ErrorKind::Limit, morigin + ": declares " + std::to_string(total) +
                                       " bytes in all, more than the limit of " +
-                                      std::to_string(limits::kMaxUnpackedBytes) +
+                                      std::to_string(io::limits::kMaxUnpackedBytes) +
                                       " unpacked (docs/security.md)");
   return by_file;
 }
@@ -366,8 +366,8 @@ std::map<std::string, const ArtifactEntry*> check_declared_limits(const LeadingM
 // Every member after the manifest against the artifact it must be: listed, of the size listed
 // (checked from the header, before its data is read), then hashed while streamed and, with
 // `unpack_dir`, written there. Returns the files found; problems are added and the stream goes on.
-std::vector<std::string> stream_members(ArchiveStream& r,
-                                        const std::map<std::string, const ArtifactEntry*>& by_file,
+std::vector<std::string> stream_members(format::ArchiveStream& r,
+                                        const std::map<std::string, const format::ArtifactEntry*>& by_file,
                                         const fs::path* unpack_dir,
                                         std::vector<VerifyProblem>& problems) {
   std::vector<std::string> found;
@@ -377,16 +377,16 @@ std::vector<std::string> stream_members(ArchiveStream& r,
     if (it == by_file.end()) {
       // Its data is never read (next() skips it); the reader's total still counts it.
       problems.push_back(
-          {ErrorKind::Integrity, where, "file", unlisted_message(where, "the manifest")});
+          {ErrorKind::Integrity, where, "file", io::unlisted_message(where, "the manifest")});
       continue;
     }
-    const ArtifactEntry& a = *it->second;
+    const format::ArtifactEntry& a = *it->second;
     found.push_back(a.file);
-    if (auto mm = size_mismatch(h->size, a.size)) {
+    if (auto mm = io::size_mismatch(h->size, a.size)) {
       problems.push_back({ErrorKind::Integrity, where, "size", mm->message(where, "manifest")});
       continue;
     }
-    Sha256 hash;
+    io::Sha256 hash;
     std::optional<StreamedFile> out;
     if (unpack_dir) out.emplace(*unpack_dir / a.file);
     r.read_data([&](const char* p, std::size_t n) {
@@ -394,7 +394,7 @@ std::vector<std::string> stream_members(ArchiveStream& r,
       if (out) out->write(p, n);
     });
     if (out) out->close();
-    if (auto mm = digest_mismatch(hash.hex(), a.sha256))
+    if (auto mm = io::digest_mismatch(hash.hex(), a.sha256))
       problems.push_back({ErrorKind::Integrity, where, "sha256", mm->message(where, "manifest")});
   }
   r.finish();
@@ -407,21 +407,21 @@ std::vector<std::string> stream_members(ArchiveStream& r,
 // lists, with the size it records, before its data is read. Data is hashed while streamed and,
 // when `unpack_dir` is given, written there. Refusals that leave nothing to decide from
 // (structure, limits) throw; per-artifact problems are collected and the stream goes on.
-std::vector<VerifyProblem> check_archive_stream(ArchiveStream& r, Manifest* manifest_out,
+std::vector<VerifyProblem> check_archive_stream(format::ArchiveStream& r, format::Manifest* manifest_out,
                                                 const fs::path* unpack_dir) {
   std::vector<VerifyProblem> problems;
   std::optional<LeadingManifest> lm = read_first_manifest(r, problems);
   if (!lm) return problems;
   const std::string morigin = r.origin() + ":" + kManifestName;
-  const std::map<std::string, const ArtifactEntry*> by_file = check_declared_limits(*lm, morigin);
+  const std::map<std::string, const format::ArtifactEntry*> by_file = check_declared_limits(*lm, morigin);
   if (unpack_dir) write_file_exclusive(*unpack_dir / kManifestName, lm->text);
   std::vector<std::string> found = stream_members(r, by_file, unpack_dir, problems);
   std::vector<std::string> listed;
   for (const auto& a : lm->manifest.artifacts) listed.push_back(a.file);
-  for (const auto& file : coverage(listed, found).missing) {
+  for (const auto& file : io::coverage(listed, found).missing) {
     std::string where = r.origin() + ":" + file;
     problems.push_back({ErrorKind::Integrity, where, "file",
-                        missing_message(where, by_file.at(file)->uri, "the manifest")});
+                        io::missing_message(where, by_file.at(file)->uri, "the manifest")});
   }
   if (manifest_out) *manifest_out = std::move(lm->manifest);
   return problems;
@@ -433,8 +433,8 @@ bool directory_matches(const fs::path& dir, const fs::path& unpacked) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return false;
   try {
-    if (read_whole_file(dir / kManifestName, limits::kMaxManifestBytes) !=
-        read_whole_file(unpacked / kManifestName, limits::kMaxManifestBytes))
+    if (io::read_whole_file(dir / kManifestName, io::limits::kMaxManifestBytes) !=
+        io::read_whole_file(unpacked / kManifestName, io::limits::kMaxManifestBytes))
       return false;
   } catch (const Error&) {
     return false;
@@ -467,7 +467,7 @@ void require_pinned_digest(const fs::path& archive, const std::string& expected_
     throw Error(ErrorKind::NotFound, "archive not found: " + archive.string());
   if (!fs::is_regular_file(archive, ec))
     throw Error(ErrorKind::Io, "not a regular file: " + archive.string());
-  if (auto mm = digest_mismatch(sha256_file(archive), expected_sha256))
+  if (auto mm = io::digest_mismatch(io::sha256_file(archive), expected_sha256))
     throw Error(ErrorKind::Integrity, mm->message(archive.string(), "the pinned digest"),
                 {{"path", archive.string()},
                  {"field", "sha256"},
@@ -478,7 +478,7 @@ void require_pinned_digest(const fs::path& archive, const std::string& expected_
 // A file an index pins, beside it: present, then its size (before hashing) and its sha256
 // against the pin, in the words of io/artifact_check.hpp naming the file and the index. nullopt
 // when it matches. `kiln verify INDEX` reports by it and `kiln install INDEX` refuses by it.
-std::optional<Error> pinned_file_refusal(const fs::path& path, const ArtifactPin& pin,
+std::optional<Error> pinned_file_refusal(const fs::path& path, const io::ArtifactPin& pin,
                                          const std::string& index_origin) {
   const std::string as = path.string();
   std::vector<ErrorField> fields = {{"path", as}, {"index", index_origin}};
@@ -495,51 +495,51 @@ std::optional<Error> pinned_file_refusal(const fs::path& path, const ArtifactPin
   std::string digest;
   try {
     const std::uintmax_t on_disk = fs::file_size(path, ec);
-    if (auto mm = ec ? std::optional<PinMismatch>() : size_mismatch(on_disk, pin.size))
+    if (auto mm = ec ? std::optional<io::PinMismatch>() : io::size_mismatch(on_disk, pin.size))
       return refusal(ErrorKind::Integrity, mm->message(as, index_origin),
                      {{"field", mm->field}, {"expected", mm->expected}, {"actual", mm->actual}});
-    digest = sha256_file(path, &size);
+    digest = io::sha256_file(path, &size);
   } catch (const Error& e) {
     return refusal(e.kind(), e.what(), {{"field", "file"}});
   }
-  if (auto mm = pin_mismatch(size, digest, pin))
+  if (auto mm = io::pin_mismatch(size, digest, pin))
     return refusal(ErrorKind::Integrity, mm->message(as, index_origin),
                    {{"field", mm->field}, {"expected", mm->expected}, {"actual", mm->actual}});
   return std::nullopt;
 }
 
 // One installer at a time per store; whoever takes the lock removes what dead ones left.
-FileLock lock_store_for_install(const fs::path& dest_store) {
+io::FileLock lock_store_for_install(const fs::path& dest_store) {
   std::error_code ec;
   fs::create_directories(dest_store / ".kiln-locks", ec);
   if (ec)
     throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
-  FileLock lock = FileLock::acquire(store_install_lock_path(dest_store), kInstallLockTimeout);
+  io::FileLock lock = io::FileLock::acquire(store_install_lock_path(dest_store), kInstallLockTimeout);
   remove_orphaned_temp_dirs(dest_store);
   return lock;
 }
 
 // Streams `archive` into `unpack_dir`, verified member by member; throws, naming every problem,
 // unless all matched (and, with a pin, the bytes unpacked are the bytes pinned).
-Manifest unpack_verified(const fs::path& archive, const fs::path& unpack_dir,
+format::Manifest unpack_verified(const fs::path& archive, const fs::path& unpack_dir,
                          const std::optional<std::string>& expected_sha256) {
-  Sha256 raw;
-  ArchiveStream reader = ArchiveStream::open_file(archive, {}, &raw);
-  Manifest m;
+  io::Sha256 raw;
+  format::ArchiveStream reader = format::ArchiveStream::open_file(archive, {}, &raw);
+  format::Manifest m;
   auto problems = check_archive_stream(reader, &m, &unpack_dir);
   if (!problems.empty())
     throw Error(*most_severe(problems),
                 "refusing to install " + archive.string() + ":\n  " + join_problems(problems));
   // The bytes unpacked are the bytes pinned (the file cannot have changed in between).
   if (expected_sha256)
-    if (auto mm = digest_mismatch(raw.hex(), *expected_sha256))
+    if (auto mm = io::digest_mismatch(raw.hex(), *expected_sha256))
       throw Error(ErrorKind::Integrity, archive.string() + ": changed while being installed: " +
                                             mm->message("", "the pinned digest"));
   return m;
 }
 
 // An archive of another package or release than `required` names is Stale, both values named.
-void require_release(const fs::path& archive, const Manifest& m, const RequiredRelease& required) {
+void require_release(const fs::path& archive, const format::Manifest& m, const RequiredRelease& required) {
   if (!required.package.empty() && m.package != required.package)
     throw Error(ErrorKind::Stale,
                 "refusing to install " + archive.string() + ": it is an archive of package " +
@@ -567,10 +567,10 @@ InstallResult::Action move_into_place(TempDirGuard& tmp, const fs::path& target,
                                       const fs::path& dest_store) {
   if (::chmod(tmp.path().c_str(), 0755) != 0)
     throw Error(ErrorKind::Io, "cannot chmod " + tmp.path().string() + ": " + std::strerror(errno));
-  sync_directory(tmp.path());
+  io::sync_directory(tmp.path());
   if (::rename(tmp.path().c_str(), target.c_str()) == 0) {
     tmp.release();
-    sync_directory(dest_store);
+    io::sync_directory(dest_store);
     return InstallResult::Action::Installed;
   }
   if (errno != EEXIST && errno != ENOTEMPTY)
@@ -592,7 +592,7 @@ InstallResult::Action move_into_place(TempDirGuard& tmp, const fs::path& target,
     }
     tmp.release();
   }
-  sync_directory(dest_store);
+  io::sync_directory(dest_store);
   return InstallResult::Action::Replaced;
 }
 
@@ -602,7 +602,7 @@ fs::path store_file_lock_path(const fs::path& store, const std::string& file) {
   return store / ".kiln-locks" / (file + ".lock");
 }
 
-FileLock lock_store_file(const fs::path& store, const std::string& file,
+io::FileLock lock_store_file(const fs::path& store, const std::string& file,
                          std::chrono::milliseconds timeout, std::vector<fs::path>* removed,
                          const std::function<void()>& on_wait) {
   const fs::path lock_path = store_file_lock_path(store, file);
@@ -611,18 +611,18 @@ FileLock lock_store_file(const fs::path& store, const std::string& file,
   if (ec)
     throw Error(ErrorKind::Io, "cannot create the lock directory " +
                                    lock_path.parent_path().string() + ": " + ec.message());
-  std::optional<FileLock> now = FileLock::try_acquire(lock_path);
+  std::optional<io::FileLock> now = io::FileLock::try_acquire(lock_path);
   if (!now && on_wait) on_wait();
-  FileLock lock = now ? std::move(*now) : FileLock::acquire(lock_path, timeout);
-  std::vector<fs::path> gone = remove_orphaned_temps(store, file);
+  io::FileLock lock = now ? std::move(*now) : io::FileLock::acquire(lock_path, timeout);
+  std::vector<fs::path> gone = io::remove_orphaned_temps(store, file);
   if (removed) *removed = std::move(gone);
   return lock;
 }
 
-fs::path install_description(std::string_view bytes, const IndexFile& pin,
+fs::path install_description(std::string_view bytes, const format::IndexFile& pin,
                              const fs::path& dest_store, const std::string& origin,
                              const std::string& index_origin) {
-  if (auto mm = pin_mismatch(bytes, ArtifactPin{pin.size, pin.sha256}))
+  if (auto mm = io::pin_mismatch(bytes, io::ArtifactPin{pin.size, pin.sha256}))
     throw Error(ErrorKind::Integrity, mm->message(origin, index_origin))
         .with("file", origin)
         .with("field", mm->field);
@@ -630,9 +630,9 @@ fs::path install_description(std::string_view bytes, const IndexFile& pin,
   fs::create_directories(dest_store, ec);
   if (ec)
     throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
-  FileLock lock = lock_store_file(dest_store, pin.file, kInstallLockTimeout);
+  io::FileLock lock = lock_store_file(dest_store, pin.file, kInstallLockTimeout);
   fs::path out = dest_store / pin.file;
-  write_file_atomically(out, bytes);
+  io::write_file_atomically(out, bytes);
   return out;
 }
 
@@ -640,17 +640,17 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
                               const std::optional<std::string>& expected_sha256,
                               const RequiredRelease& required, ArchiveAfterInstall after) {
   if (expected_sha256) require_pinned_digest(archive, *expected_sha256);
-  FileLock lock = lock_store_for_install(dest_store);
+  io::FileLock lock = lock_store_for_install(dest_store);
   // Streamed into a temp dir inside the store, verified member by member; renamed into place
   // only when everything matched. Any refusal removes the temp dir: the store keeps its old
   // contents (and the lock file).
   TempDirGuard tmp(dest_store);
   InstallResult result;
   result.manifest = unpack_verified(archive, tmp.path(), expected_sha256);
-  const Manifest& m = result.manifest;
+  const format::Manifest& m = result.manifest;
   require_release(archive, m, required);
   result.directory =
-      dest_store / archive_stem(m.package, m.package_version, m.cuda_version, m.target);
+      dest_store / format::archive_stem(m.package, m.package_version, m.cuda_version, m.target);
   std::error_code ec;
   if (after == ArchiveAfterInstall::Remove) fs::remove(archive, ec);
   if (directory_matches(result.directory, tmp.path())) {
@@ -684,24 +684,24 @@ void throw_refusals(const std::vector<Error>& refused, const fs::path& index_pat
 
 }  // namespace
 
-ReleaseInstallResult install_release(const fs::path& index_path, const Index& index,
+ReleaseInstallResult install_release(const fs::path& index_path, const format::Index& index,
                                      const fs::path& dest_store) {
   const fs::path dir = index_path.parent_path();
   const std::string ip = index_path.string();
   std::vector<Error> refused;
   // Every pinned file against the index's size and digest before anything is decompressed.
   for (const auto& e : index.archives)
-    if (auto r = pinned_file_refusal(dir / e.file, ArtifactPin{e.size, e.sha256}, ip))
+    if (auto r = pinned_file_refusal(dir / e.file, io::ArtifactPin{e.size, e.sha256}, ip))
       refused.push_back(*r);
   std::string description;
   const fs::path description_path = index.description ? dir / index.description->file : fs::path();
   if (index.description) {
-    const IndexFile& pin = *index.description;
-    if (auto r = pinned_file_refusal(description_path, ArtifactPin{pin.size, pin.sha256}, ip))
+    const format::IndexFile& pin = *index.description;
+    if (auto r = pinned_file_refusal(description_path, io::ArtifactPin{pin.size, pin.sha256}, ip))
       refused.push_back(*r);
     else
       try {
-        description = read_whole_file(description_path, limits::kMaxJsonBytes);
+        description = io::read_whole_file(description_path, io::limits::kMaxJsonBytes);
       } catch (const Error& e) {
         refused.push_back(e);
       }
@@ -711,7 +711,7 @@ ReleaseInstallResult install_release(const fs::path& index_path, const Index& in
   for (const auto& e : index.archives) {
     const fs::path ap = dir / e.file;
     try {
-      if (std::optional<Manifest> m = read_leading_manifest(ap))
+      if (std::optional<format::Manifest> m = read_leading_manifest(ap))
         require_manifest_matches_index(*m, e, index, ap.string(), ip);
     } catch (const Error& err) {
       refused.push_back(err);
@@ -719,7 +719,7 @@ ReleaseInstallResult install_release(const fs::path& index_path, const Index& in
   }
   throw_refusals(refused, index_path, dest_store);
   // Every archive unpacked and checked into a temp dir of its own before any is renamed.
-  FileLock lock = lock_store_for_install(dest_store);
+  io::FileLock lock = lock_store_for_install(dest_store);
   struct Staged {
     std::unique_ptr<TempDirGuard> tmp;
     InstallResult result;
@@ -730,10 +730,10 @@ ReleaseInstallResult install_release(const fs::path& index_path, const Index& in
     try {
       Staged s{std::make_unique<TempDirGuard>(dest_store), {}};
       s.result.manifest = unpack_verified(ap, s.tmp->path(), e.sha256);
-      const Manifest& m = s.result.manifest;
+      const format::Manifest& m = s.result.manifest;
       require_manifest_matches_index(m, e, index, ap.string(), ip);
       s.result.directory =
-          dest_store / archive_stem(m.package, m.package_version, m.cuda_version, m.target);
+          dest_store / format::archive_stem(m.package, m.package_version, m.cuda_version, m.target);
       staged.push_back(std::move(s));
     } catch (const Error& err) {
       refused.push_back(err);
@@ -758,11 +758,11 @@ ReleaseInstallResult install_release(const fs::path& index_path, const Index& in
 
 std::vector<VerifyProblem> verify_archive_file(const fs::path& archive,
                                                const std::string& expected_package_version,
-                                               Manifest* manifest_out) {
+                                               format::Manifest* manifest_out) {
   std::vector<VerifyProblem> problems;
-  Manifest m;
+  format::Manifest m;
   try {
-    ArchiveStream reader = ArchiveStream::open_file(archive);
+    format::ArchiveStream reader = format::ArchiveStream::open_file(archive);
     problems = check_archive_stream(reader, &m, nullptr);
   } catch (const Error& e) {
     problems.push_back({e.kind(), archive.string(), "archive", e.what()});
@@ -780,11 +780,11 @@ std::vector<VerifyProblem> verify_archive_file(const fs::path& archive,
 
 std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
                                              const std::string& expected_package_version,
-                                             Index* index_out) {
+                                             format::Index* index_out) {
   std::vector<VerifyProblem> problems;
-  Index idx;
+  format::Index idx;
   try {
-    idx = parse_index(read_whole_file(index_path, limits::kMaxLocalFileBytes), index_path.string());
+    idx = format::parse_index(io::read_whole_file(index_path, io::limits::kMaxLocalFileBytes), index_path.string());
   } catch (const Error& e) {
     problems.push_back({e.kind(), index_path.string(), "index", e.what()});
     return problems;
@@ -798,7 +798,7 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
   // A file the index pins: present beside it, of the pinned size and sha256. False when it
   // could not be read at all.
   auto check_pinned = [&](const fs::path& path, std::uint64_t want_size, const std::string& want) {
-    std::optional<Error> refused = pinned_file_refusal(path, ArtifactPin{want_size, want}, ip);
+    std::optional<Error> refused = pinned_file_refusal(path, io::ArtifactPin{want_size, want}, ip);
     if (!refused) return true;
     const std::string field = *refused->field("field");
     problems.push_back({refused->kind(), path.string(), field, refused->what()});
@@ -810,7 +810,7 @@ std::vector<VerifyProblem> verify_index_file(const fs::path& index_path,
     fs::path ap = dir / e.file;
     std::string as = ap.string();
     if (!check_pinned(ap, e.size, e.sha256)) continue;
-    Manifest m;
+    format::Manifest m;
     auto inner = verify_archive_file(ap, "", &m);
     problems.insert(problems.end(), inner.begin(), inner.end());
     if (m.package_version.empty()) continue;  // manifest unreadable: already reported
@@ -898,7 +898,7 @@ PathKind classify_path(const fs::path& path) {
   std::string head(512, '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
-  if (looks_like_fatbin(head)) return PathKind::Fatbin;
+  if (format::looks_like_fatbin(head)) return PathKind::Fatbin;
   if (head.compare(0, 4,
                    "\x7f"
                    "ELF") == 0)
@@ -908,9 +908,9 @@ PathKind classify_path(const fs::path& path) {
   const PathKind named = kind_by_name(path.filename().string());
   std::size_t first = head.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && head[first] == '{') {
-    std::string text = read_whole_file(path, limits::kMaxLocalFileBytes);
+    std::string text = io::read_whole_file(path, io::limits::kMaxLocalFileBytes);
     try {
-      auto j = parse_untrusted_json<nlohmann::json>(text, path.string());
+      auto j = format::parse_untrusted_json<nlohmann::json>(text, path.string());
       auto it = j.find("format");
       if (it != j.end() && it->is_string()) {
         if (*it == "kiln-index") return PathKind::Index;
@@ -928,4 +928,4 @@ PathKind classify_path(const fs::path& path) {
   return named;
 }
 
-}  // namespace kiln
+}  // namespace kiln::store

@@ -25,7 +25,7 @@
 #include "io/file_lock.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::store {
 
 // One problem found while verifying; checks go on after one so every problem is reported.
 struct VerifyProblem {
@@ -46,7 +46,7 @@ struct StoreArchive {
   // Set when manifest.json parsed and matches the name. Shared with the process-wide memory of
   // parsed manifests (identity_cache.hpp): immutable. The loader's fast path holds the header
   // and the one artifact it asked for.
-  std::shared_ptr<const Manifest> manifest;
+  std::shared_ptr<const format::Manifest> manifest;
   ErrorKind error_kind = ErrorKind::Format;  // when !manifest
   std::string error;                         // why the entry is unusable; empty with a manifest
 };
@@ -71,15 +71,15 @@ std::vector<VerifyProblem> verify_store_archive(const StoreArchive& entry);
 // Archive members against their manifest: manifest.json first, every artifact present with the
 // recorded size and sha256, no member the manifest does not list. `origin` names the archive.
 // The manifest is parsed from the first member; on success `manifest_out` receives it.
-std::vector<VerifyProblem> verify_archive_members(const std::vector<ArchiveMember>& members,
+std::vector<VerifyProblem> verify_archive_members(const std::vector<format::ArchiveMember>& members,
                                                   const std::string& origin,
-                                                  Manifest* manifest_out = nullptr);
+                                                  format::Manifest* manifest_out = nullptr);
 
 // Reads one artifact of an unpacked archive and checks its size and sha256 against the
 // manifest entry: Error{NotFound} when missing, Error{Integrity} naming the file and both
 // digests when it differs. What the loader hands to the driver comes through here.
 std::string read_verified_artifact(const std::filesystem::path& archive_dir,
-                                   const ArtifactEntry& artifact);
+                                   const format::ArtifactEntry& artifact);
 
 // True when <store>/<stem>/ holds a manifest that parses, matches the name, and every artifact
 // it lists with the recorded size and sha256 (verify_store_archive finds nothing).
@@ -87,7 +87,7 @@ bool store_has_verified(const std::filesystem::path& store, const std::string& s
 
 struct InstallResult {
   std::filesystem::path directory;  // <dest>/<stem>
-  Manifest manifest;
+  format::Manifest manifest;
   enum class Action { Installed, Replaced, Unchanged } action = Action::Installed;
 };
 
@@ -130,7 +130,7 @@ std::filesystem::path store_file_lock_path(const std::filesystem::path& store,
 // of a store file takes it through here.
 // `on_wait` runs once when the lock is held by another holder, before waiting for it (a caller
 // says it waits only when it does).
-FileLock lock_store_file(const std::filesystem::path& store, const std::string& file,
+io::FileLock lock_store_file(const std::filesystem::path& store, const std::string& file,
                          std::chrono::milliseconds timeout,
                          std::vector<std::filesystem::path>* removed = nullptr,
                          const std::function<void()>& on_wait = {});
@@ -141,7 +141,7 @@ FileLock lock_store_file(const std::filesystem::path& store, const std::string& 
 // store_file_lock_path(), removing what a killed writer of it left. The store directory is
 // created when missing. Returns the file written. Its content is read strictly wherever it is
 // used (project/package_description.hpp).
-std::filesystem::path install_description(std::string_view bytes, const IndexFile& pin,
+std::filesystem::path install_description(std::string_view bytes, const format::IndexFile& pin,
                                           const std::filesystem::path& dest_store,
                                           const std::string& origin,
                                           const std::string& index_origin);
@@ -161,7 +161,7 @@ struct ReleaseInstallResult {
   std::vector<InstallResult> archives;               // in the index's order
   std::optional<std::filesystem::path> description;  // written, when the index pins one
 };
-ReleaseInstallResult install_release(const std::filesystem::path& index_path, const Index& index,
+ReleaseInstallResult install_release(const std::filesystem::path& index_path, const format::Index& index,
                                      const std::filesystem::path& dest_store);
 
 // Whole-file checks used by `kiln verify` (and anyone re-checking a download). Every problem is
@@ -169,14 +169,14 @@ ReleaseInstallResult install_release(const std::filesystem::path& index_path, co
 // otherwise a differing package_version is a Stale problem naming both values.
 std::vector<VerifyProblem> verify_archive_file(const std::filesystem::path& archive,
                                                const std::string& expected_package_version,
-                                               Manifest* manifest_out = nullptr);
+                                               format::Manifest* manifest_out = nullptr);
 // The index, then each file it pins, looked up beside it: the package description (index format
 // 3) and each archive, present (NotFound), size and sha256 as pinned (Integrity); each archive's
 // manifest agreeing with the index entry (target, package and CUDA version), then
 // verify_archive_file. The description's content is the caller's to read (project/).
 std::vector<VerifyProblem> verify_index_file(const std::filesystem::path& index,
                                              const std::string& expected_package_version,
-                                             Index* index_out = nullptr);
+                                             format::Index* index_out = nullptr);
 
 // What a path given to the CLI holds: decided from its content where that says (magic bytes, an
 // index or manifest's "format"), else from its name (<...>-index.json, manifest.json, .tar.zst),
@@ -189,4 +189,4 @@ const char* describe(PathKind kind);
 // Throws Error{NotFound} when the path does not exist.
 PathKind classify_path(const std::filesystem::path& path);
 
-}  // namespace kiln
+}  // namespace kiln::store

@@ -18,26 +18,26 @@
 #include "io/limits.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln {
+namespace kiln::store {
 
 namespace fs = std::filesystem;
 
 bool is_archive_dir_name(std::string_view name, std::string_view package) {
-  std::optional<std::string_view> pkg = release_name_package(name);
+  std::optional<std::string_view> pkg = format::release_name_package(name);
   return pkg && (package.empty() || *pkg == package);
 }
 
-std::optional<Target> archive_dir_target(std::string_view name) {
+std::optional<format::Target> archive_dir_target(std::string_view name) {
   const auto dash = name.rfind('-');
   if (dash == std::string_view::npos) return std::nullopt;
-  return parse_target(name.substr(dash + 1));
+  return format::parse_target(name.substr(dash + 1));
 }
 
 StoreListing list_store_archive_dirs(const fs::path& store, std::string_view package) {
   // POSIX calls, not std::filesystem: a fresh process's first get() lists a store, and this is
   // one open, one or two getdents64 and no allocation per entry that is not an archive.
   StoreListing out;
-  UniqueFd fd(::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  io::UniqueFd fd(::open(store.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) {
     int err = errno;
     out.status = err == ENOENT    ? ListingStatus::Absent
@@ -68,9 +68,9 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
       const char* name = rec + offsetof(struct dirent64, d_name);
       off += reclen;
       if (std::strcmp(name, ".") == 0 || std::strcmp(name, "..") == 0) continue;
-      if (++entries > limits::kMaxStoreEntries)
+      if (++entries > io::limits::kMaxStoreEntries)
         return refuse("cannot be listed: it holds more than " +
-                      std::to_string(limits::kMaxStoreEntries) +
+                      std::to_string(io::limits::kMaxStoreEntries) +
                       " entries, the limit (docs/security.md)");
       if (!is_archive_dir_name(name, package)) continue;
       bool dir = type == DT_DIR;
@@ -87,8 +87,8 @@ StoreListing list_store_archive_dirs(const fs::path& store, std::string_view pac
   return out;
 }
 
-void require_archive_dir_name(std::string_view dir, const Manifest& m) {
-  std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
+void require_archive_dir_name(std::string_view dir, const format::Manifest& m) {
+  std::string stem = format::archive_stem(m.package, m.package_version, m.cuda_version, m.target);
   // The last component, as fs::path::filename() gives it ("" after a trailing '/').
   std::string_view name = dir.substr(dir.rfind('/') + 1);
   if (name == stem) return;
@@ -97,4 +97,4 @@ void require_archive_dir_name(std::string_view dir, const Manifest& m) {
                   "' from package, package_version, cuda_version and target)");
 }
 
-}  // namespace kiln
+}  // namespace kiln::store

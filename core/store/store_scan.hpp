@@ -25,14 +25,14 @@
 #include "format/manifest.hpp"
 #include "format/target.hpp"
 
-namespace kiln {
+namespace kiln::store {
 
 // Pure: does an entry of this name count as an archive directory (when it is a directory)?
 // `package` empty: of any package.
 bool is_archive_dir_name(std::string_view name, std::string_view package = {});
 // Pure: the target an archive directory is named for (<package>-<version>-cuda<X.Y>-<target>),
 // nullopt when its last part is not a target.
-std::optional<Target> archive_dir_target(std::string_view name);
+std::optional<format::Target> archive_dir_target(std::string_view name);
 
 // What listing a store directory came to: callers decide on this, never on the words.
 enum class ListingStatus {
@@ -54,7 +54,7 @@ struct StoreListing {
 };
 
 // The archive directories of `store` by the rule above. Never throws: a store that does not
-// exist, is not a directory, cannot be listed or holds more than limits::kMaxStoreEntries
+// exist, is not a directory, cannot be listed or holds more than io::limits::kMaxStoreEntries
 // entries is reported in `status` and, in words, `problem`.
 StoreListing list_store_archive_dirs(const std::filesystem::path& store,
                                      std::string_view package = {});
@@ -62,6 +62,6 @@ StoreListing list_store_archive_dirs(const std::filesystem::path& store,
 // Throws Error{Format}, naming the directory and the expected name, when the archive directory
 // `dir` cannot be used with `manifest`: its name is not the stem the manifest gives. A string,
 // not a path: the loader's fast path builds no path object.
-void require_archive_dir_name(std::string_view dir, const Manifest& manifest);
+void require_archive_dir_name(std::string_view dir, const format::Manifest& manifest);
 
-}  // namespace kiln
+}  // namespace kiln::store

@@ -13,7 +13,7 @@
 #include "kiln/version.hpp"
 #include "runtime/lazy_libs.hpp"
 
-namespace kiln::fetch_detail {
+namespace kiln::transport {
 
 const char* to_string(TransferStatus s) {
   switch (s) {
@@ -70,7 +70,7 @@ std::optional<std::string> header_value(const std::string& line, std::string_vie
 std::optional<long> parse_retry_after(const std::string& value, std::time_t now) {
   if (auto seconds = parse_retry_after_seconds(value)) return seconds;
   std::string trimmed = value.substr(0, value.find_last_not_of(" \t\r\n") + 1);
-  time_t when = lazy_libs::curl("parsing the HTTP date of a Retry-After header")
+  time_t when = runtime::lazy_libs::curl("parsing the HTTP date of a Retry-After header")
                     .getdate(trimmed.c_str(), nullptr);
   if (when > 0) return std::max<long>(0, static_cast<long>(when - now));
   return std::nullopt;
@@ -137,7 +137,7 @@ void forget_bad_mirrors() {
 
 namespace {
 
-using lazy_libs::CurlApi;
+using runtime::lazy_libs::CurlApi;
 
 struct EasyFree {
   const CurlApi* api = nullptr;
@@ -313,7 +313,7 @@ TransferStatus classify(CURLcode rc) {
 }  // namespace
 
 std::string redirect_refusal(const std::string& from_url, const std::string& to_url) {
-  const CurlApi& api = lazy_libs::curl("checking a redirect from " + from_url);
+  const CurlApi& api = runtime::lazy_libs::curl("checking a redirect from " + from_url);
   UrlHandle f(api.url(), {&api}), t(api.url(), {&api});
   if (!f || !t || api.url_set(f.get(), CURLUPART_URL, from_url.c_str(), 0) != CURLUE_OK)
     return "redirect from '" + from_url + "', not a URL";
@@ -343,7 +343,7 @@ namespace {
 
 class CurlTransport final : public Transport {
  public:
-  explicit CurlTransport(const std::string& needed_for) : api_(lazy_libs::curl(needed_for)) {
+  explicit CurlTransport(const std::string& needed_for) : api_(runtime::lazy_libs::curl(needed_for)) {
     static std::once_flag once;
     std::call_once(once, [this] {
       if (api_.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
@@ -480,4 +480,4 @@ std::unique_ptr<Transport> make_curl_transport(const std::string& needed_for) {
   return std::make_unique<CurlTransport>(needed_for);
 }
 
-}  // namespace kiln::fetch_detail
+}  // namespace kiln::transport

@@ -12,7 +12,7 @@
 
 #include "kiln/error.hpp"
 
-namespace kiln::fetch_detail {
+namespace kiln::transport {
 
 enum class TransferStatus {
   Ok,          // 2xx, or a file:// read that completed
@@ -111,4 +111,4 @@ void mark_mirror_bad(const std::string& mirror);
 bool is_mirror_bad(const std::string& mirror);
 void forget_bad_mirrors();  // tests
 
-}  // namespace kiln::fetch_detail
+}  // namespace kiln::transport

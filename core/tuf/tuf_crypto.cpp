@@ -162,13 +162,13 @@ void verify_length_and_hashes(std::string_view data, std::optional<std::int64_t>
     if (*expected_length < 0)
       throw Error(attack, what + ": metadata says a length of " +
                               std::to_string(*expected_length) + " bytes");
-    if (auto m = size_mismatch(data.size(), static_cast<std::uint64_t>(*expected_length)))
+    if (auto m = io::size_mismatch(data.size(), static_cast<std::uint64_t>(*expected_length)))
       throw Error(attack, m->message(what, "metadata"));
   }
   for (const auto& [alg, want] : expected_hashes) {
     auto got = hex_digest(alg, data);
     if (!got) unsupported_algorithm(what, alg);
-    if (auto m = digest_mismatch(*got, want)) {
+    if (auto m = io::digest_mismatch(*got, want)) {
       m->field = alg;
       throw Error(attack, m->message(what, "metadata"));
     }

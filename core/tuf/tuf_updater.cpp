@@ -24,7 +24,7 @@ std::string with_slash(std::string url) {
 class CurlFetcher : public Fetcher {
  public:
   CurlFetcher()
-      : transport_(fetch_detail::make_curl_transport("downloading TUF metadata and targets")) {}
+      : transport_(transport::make_curl_transport("downloading TUF metadata and targets")) {}
 
   std::optional<std::string> get(const std::string& url, std::size_t max_bytes) override {
     std::string body;
@@ -38,7 +38,7 @@ class CurlFetcher : public Fetcher {
 
   bool stream(const std::string& url, std::size_t max_bytes,
               const std::function<bool(const char*, std::size_t)>& sink) override {
-    fetch_detail::TransferRequest req;
+    transport::TransferRequest req;
     req.url = url;
     req.total_timeout_ms = 0;
     std::size_t received = 0;
@@ -58,18 +58,18 @@ class CurlFetcher : public Fetcher {
     if (too_large)
       throw Error(Attack::TooLarge, url + ": more than " + std::to_string(max_bytes) +
                                         " bytes served, the bound for this file");
-    if (r.status == fetch_detail::TransferStatus::Ok) return true;
-    if (r.status == fetch_detail::TransferStatus::Missing) return false;
-    if (r.status == fetch_detail::TransferStatus::Http &&
+    if (r.status == transport::TransferStatus::Ok) return true;
+    if (r.status == transport::TransferStatus::Missing) return false;
+    if (r.status == transport::TransferStatus::Http &&
         (r.http_status == 404 || r.http_status == 403))
       return false;
     if (sink_refused) throw kiln::Error(ErrorKind::Io, url + ": writing the download failed");
-    throw Error(Attack::Network, url + ": " + fetch_detail::to_string(r.status) +
+    throw Error(Attack::Network, url + ": " + transport::to_string(r.status) +
                                      (r.message.empty() ? "" : " (" + r.message + ")"));
   }
 
  private:
-  std::unique_ptr<fetch_detail::Transport> transport_;
+  std::unique_ptr<transport::Transport> transport_;
 };
 
 }  // namespace
@@ -77,7 +77,7 @@ class CurlFetcher : public Fetcher {
 std::unique_ptr<Fetcher> make_curl_fetcher() { return std::make_unique<CurlFetcher>(); }
 
 struct Updater::Lock {
-  FileLock lock;
+  io::FileLock lock;
 };
 
 Updater::Updater(UpdaterOptions opts, Fetcher& fetcher, std::time_t now)
@@ -85,10 +85,10 @@ Updater::Updater(UpdaterOptions opts, Fetcher& fetcher, std::time_t now)
   opts_.metadata_url = with_slash(opts_.metadata_url);
   if (!opts_.target_base_url.empty()) opts_.target_base_url = with_slash(opts_.target_base_url);
   lock_ = std::make_unique<Lock>();
-  lock_->lock = FileLock::acquire(opts_.metadata_dir / ".tuf.lock", std::chrono::seconds(60));
+  lock_->lock = io::FileLock::acquire(opts_.metadata_dir / ".tuf.lock", std::chrono::seconds(60));
   // Every writer of the directory holds the lock: a temporary file here is a dead writer's.
-  remove_orphaned_temps(opts_.metadata_dir);
-  std::string root = read_whole_file(opts_.metadata_dir / "root.json");
+  io::remove_orphaned_temps(opts_.metadata_dir);
+  std::string root = io::read_whole_file(opts_.metadata_dir / "root.json");
   trusted_ = std::make_unique<TrustedSet>(root, now);
 }
 
@@ -99,17 +99,17 @@ std::optional<std::string> Updater::read_local(const std::string& role) const {
   std::error_code ec;
   if (!fs::exists(p, ec)) return std::nullopt;
   try {
-    return read_whole_file(p);
+    return io::read_whole_file(p);
   } catch (const kiln::Error& e) {
     // Unreadable is absent, as in python-tuf: the repository's copy is fetched and verified
     // instead. Only root.json must load, and the constructor reads it, not this.
-    log(LogLevel::Warn, "tuf: stored " + role + " cannot be read, fetching it again: " + e.what());
+    log(runtime::LogLevel::Warn, "tuf: stored " + role + " cannot be read, fetching it again: " + e.what());
     return std::nullopt;
   }
 }
 
 void Updater::persist(const std::string& role, const std::string& bytes) {
-  write_file_atomically(opts_.metadata_dir / (quote_name(role) + ".json"), bytes);
+  io::write_file_atomically(opts_.metadata_dir / (quote_name(role) + ".json"), bytes);
 }
 
 std::string Updater::download_metadata(const std::string& role, std::size_t max_bytes,
@@ -139,8 +139,8 @@ void Updater::load_root() {
     trusted_->update_root(*body);
     persist("root", *body);
     if (opts_.keep_root_history)
-      write_file_atomically(opts_.metadata_dir / (std::to_string(next) + ".root.json"), *body);
-    log(LogLevel::Debug, "tuf: trusted root v" + std::to_string(next));
+      io::write_file_atomically(opts_.metadata_dir / (std::to_string(next) + ".root.json"), *body);
+    log(runtime::LogLevel::Debug, "tuf: trusted root v" + std::to_string(next));
   }
 }
 
@@ -151,7 +151,7 @@ void Updater::load_timestamp() {
     } catch (const Error& e) {
       // A stored timestamp that no longer verifies (keys rotated, expired) is no reference for
       // rollback: this is the spec's fast-forward recovery.
-      log(LogLevel::Debug, std::string("tuf: stored timestamp not used: ") + e.what());
+      log(runtime::LogLevel::Debug, std::string("tuf: stored timestamp not used: ") + e.what());
     }
   }
   std::string data = download_metadata("timestamp", opts_.limits.timestamp, std::nullopt);
@@ -170,7 +170,7 @@ void Updater::load_snapshot() {
       trusted_->update_snapshot(*local, true);
       return;  // still valid as final: no download
     } catch (const Error& e) {
-      log(LogLevel::Debug, std::string("tuf: stored snapshot not final: ") + e.what());
+      log(runtime::LogLevel::Debug, std::string("tuf: stored snapshot not final: ") + e.what());
     }
   }
   const MetaFile& meta = trusted_->timestamp()->snapshot_meta;
@@ -193,7 +193,7 @@ const Targets& Updater::load_targets(const std::string& role, const std::string&
     try {
       return trusted_->update_delegated_targets(*local, role, delegator);
     } catch (const Error& e) {
-      log(LogLevel::Debug, "tuf: stored " + role + " not used: " + e.what());
+      log(runtime::LogLevel::Debug, "tuf: stored " + role + " not used: " + e.what());
     }
   }
   trusted_->check_final_snapshot();
@@ -257,14 +257,14 @@ std::optional<fs::path> Updater::find_cached_target(const TargetFile& info) cons
   fs::path p = target_path_for(info);
   std::error_code ec;
   if (!fs::is_regular_file(p, ec)) return std::nullopt;
-  std::string data = read_whole_file(p);
+  std::string data = io::read_whole_file(p);
   try {
     verify_length_and_hashes(data, info.length, info.hashes, Attack::TargetMismatch, p.string());
   } catch (const Error& e) {
     // Other bytes than the metadata's are a miss: download_target replaces them. Any other
     // refusal (an algorithm this build lacks) is the metadata's fault and is reported.
     if (e.attack() != Attack::TargetMismatch) throw;
-    log(LogLevel::Debug, std::string("tuf: stored target not used: ") + e.what());
+    log(runtime::LogLevel::Debug, std::string("tuf: stored target not used: ") + e.what());
     return std::nullopt;
   }
   return p;
@@ -285,7 +285,7 @@ fs::path Updater::download_target(const TargetFile& info) {
       opts_.target_base_url + remote_target_path(info, trusted_->root().consistent_snapshot &&
                                                            opts_.prefix_targets_with_hash);
   fs::path dest = target_path_for(info);
-  AtomicFile out(dest);
+  io::AtomicFile out(dest);
   MultiHasher hasher(info.hashes, "target " + info.path);
   std::int64_t size = 0;
   bool found = fetcher_.stream(url, static_cast<std::size_t>(info.length),

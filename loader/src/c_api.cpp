@@ -101,8 +101,8 @@ void set_boolean(const char* name, int v, bool& field) {
 // A value given as a string is read by its variable's own parser (the one table), reading that
 // one variable: not the whole environment again. "" leaves the field empty, as for the variable.
 kiln::LoaderConfig as_variable(const char* variable, const char* value) {
-  kiln::Environment e;
-  kiln::read_env_variable(e, variable, [value](const char*) { return value; });
+  kiln::runtime::Environment e;
+  kiln::runtime::read_env_variable(e, variable, [value](const char*) { return value; });
   return std::move(e.loader);
 }
 
@@ -144,7 +144,7 @@ kiln::LoaderConfig loader_config(const kiln_config& config) {
 }  // namespace
 
 kiln_status kiln::c_api::loader_create_with(const kiln_package* package, const kiln_config* config,
-                                            kiln::LoaderDeps deps, kiln_loader** out) {
+                                            kiln::plan::LoaderDeps deps, kiln_loader** out) {
   if (!out) return fail(KILN_ERROR_USAGE, "kiln_loader_create: out is NULL");
   *out = nullptr;
   if (!package)
@@ -168,7 +168,7 @@ extern "C" {
 
 kiln_status kiln_loader_create(const kiln_package* package, const kiln_config* config,
                                kiln_loader** out) {
-  return kiln::c_api::loader_create_with(package, config, kiln::LoaderDeps{}, out);
+  return kiln::c_api::loader_create_with(package, config, kiln::plan::LoaderDeps{}, out);
 }
 
 void kiln_loader_destroy(kiln_loader* loader) { delete loader; }
@@ -251,14 +251,14 @@ const char* kiln_last_error_field(const char* name) {
 
 const char* kiln_version(void) { return kiln::version(); }
 const char* kiln_cuda_version(void) { return kiln::cuda_version(); }
-int kiln_manifest_format(void) { return kiln::kManifestFormat; }
-int kiln_index_format(void) { return kiln::kIndexFormat; }
+int kiln_manifest_format(void) { return kiln::format::kManifestFormat; }
+int kiln_index_format(void) { return kiln::format::kIndexFormat; }
 
 const char* kiln_package_source_hash(const kiln_package* package, const char* uri) {
   if (!package || !uri) return nullptr;
   try {
     // Looked up and checked as a Loader does; the hash is the description's own static string.
-    const kiln_package_kernel* k = kiln::Package(package).kernel(uri);
+    const kiln_package_kernel* k = kiln::project::Package(package).kernel(uri);
     return k ? k->source_hash : nullptr;
   } catch (...) {
     return nullptr;

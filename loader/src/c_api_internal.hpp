@@ -19,7 +19,7 @@ kiln_status fail(kiln_status st, const std::string& msg);
 // kiln_loader_create over explicit dependencies (resolver.hpp): the test seam that gives the C
 // ABI a driver reporting "no driver" on any machine. kiln_loader_create passes empty deps.
 kiln_status loader_create_with(const kiln_package* package, const kiln_config* config,
-                               kiln::LoaderDeps deps, kiln_loader** out);
+                               kiln::plan::LoaderDeps deps, kiln_loader** out);
 // Records a kiln::Error (message and context fields) and returns the status of its kind.
 kiln_status fail(const kiln::Error& e);
 }  // namespace kiln::c_api

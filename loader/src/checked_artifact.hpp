@@ -17,11 +17,11 @@ struct CheckedArtifact {
   std::string bytes;  // Verified: what was read and hashed
   // Otherwise: the candidate with the reason, the read's error (and its kind) or the mismatch
   // in verify_artifact's words (Integrity).
-  Rejection refusal;
+  plan::Rejection refusal;
 };
 
 // Throws no kiln::Error: a read that fails is an Unreadable outcome.
-CheckedArtifact read_checked_artifact(const StoreScanner& fs, const Candidate& c, std::uint64_t size,
+CheckedArtifact read_checked_artifact(const plan::StoreScanner& fs, const Candidate& c, std::uint64_t size,
                                       const std::string& sha256);
 
 }  // namespace kiln

@@ -35,10 +35,10 @@ namespace {
 
 // The package's entry for uri (a table lookup: a fresh process's first get() parses no registry
 // and hashes no source).
-const Specialisation& find_spec(const Package& pkg, const std::string& uri) {
-  if (const Specialisation* s = pkg.spec(uri)) return *s;
+const project::Specialisation& find_spec(const project::Package& pkg, const std::string& uri) {
+  if (const project::Specialisation* s = pkg.spec(uri)) return *s;
   std::vector<std::string> all = pkg.uris();
-  auto near = near_matches(uri, all);
+  auto near = plan::near_matches(uri, all);
   std::string msg = "no kernel " + uri + " in package " + pkg.name() + " " + pkg.version() + " (" +
                     std::to_string(all.size()) + " specialisations; `kiln registry list`)";
   if (!near.empty()) {
@@ -48,7 +48,7 @@ const Specialisation& find_spec(const Package& pkg, const std::string& uri) {
   throw Error(ErrorKind::NotFound, msg).with("uri", uri).with("package", pkg.name());
 }
 
-std::string summary(const std::vector<Rejection>& rejected) {
+std::string summary(const std::vector<plan::Rejection>& rejected) {
   std::string s;
   for (const auto& r : rejected) {
     if (!s.empty()) s += "; ";
@@ -96,14 +96,14 @@ const std::string kArtifactPathSource = "artifact path";
 
 // Where libkiln lies does not change while it is loaded: its TUF root found (dladdr) once.
 const std::string& installed_tuf_root_once() {
-  static const std::string root = installed_tuf_root();
+  static const std::string root = plan::installed_tuf_root();
   return root;
 }
 
 // `scan` narrowed to the archives whose manifest names `target`: after a fetch into the cache,
 // only the archive just fetched is the mirror tier's (the rest of the cache was the store tier's).
-StoreScan narrowed_to_target(StoreScan scan, const std::string& target) {
-  std::vector<StoreArchive> kept;
+plan::StoreScan narrowed_to_target(plan::StoreScan scan, const std::string& target) {
+  std::vector<store::StoreArchive> kept;
   for (auto& a : scan.archives)
     if (a.manifest && a.manifest->target == target) kept.push_back(std::move(a));
   scan.archives = std::move(kept);
@@ -112,13 +112,13 @@ StoreScan narrowed_to_target(StoreScan scan, const std::string& target) {
 
 // The JIT cache entry's digest sidecar (<key>.json beside <key>.cubin, see jit.hpp) pins the
 // bytes: NVRTC's result is checked like any artifact from disk. "" when it matches; else why not.
-std::string verify_jit_result(const StoreScanner& fs, const JitResult& res) {
+std::string verify_jit_result(const plan::StoreScanner& fs, const jit::JitResult& res) {
   std::string sidecar = res.cache_path;
   if (auto dot = sidecar.rfind(".cubin"); dot != std::string::npos)
     sidecar.replace(dot, 6, ".json");
   try {
-    auto meta = parse_untrusted_json<nlohmann::json>(fs.read_file(sidecar), sidecar);
-    return verify_artifact(res.image, meta.at("cubin_size").get<std::uint64_t>(),
+    auto meta = format::parse_untrusted_json<nlohmann::json>(fs.read_file(sidecar), sidecar);
+    return plan::verify_artifact(res.image, meta.at("cubin_size").get<std::uint64_t>(),
                            meta.at("cubin_sha256").get<std::string>());
   } catch (const std::exception& e) {
     return "integrity: cannot read the digest sidecar " + sidecar + ": " + e.what();
@@ -127,11 +127,11 @@ std::string verify_jit_result(const StoreScanner& fs, const JitResult& res) {
 
 }  // namespace
 
-CheckedArtifact read_checked_artifact(const StoreScanner& fs, const Candidate& c, std::uint64_t size,
+CheckedArtifact read_checked_artifact(const plan::StoreScanner& fs, const Candidate& c, std::uint64_t size,
                                       const std::string& sha256) {
   CheckedArtifact a;
   try {
-    cold::PhaseTimer t(cold::Phase::Read);
+    runtime::cold::PhaseTimer t(runtime::cold::Phase::Read);
     a.bytes = fs.read_file(c.path);
   } catch (const Error& e) {
     a.outcome = CheckedArtifact::Outcome::Unreadable;
@@ -140,8 +140,8 @@ CheckedArtifact read_checked_artifact(const StoreScanner& fs, const Candidate& c
   }
   std::string bad;
   {
-    cold::PhaseTimer t(cold::Phase::Hash);
-    bad = verify_artifact(a.bytes, size, sha256);
+    runtime::cold::PhaseTimer t(runtime::cold::Phase::Hash);
+    bad = plan::verify_artifact(a.bytes, size, sha256);
   }
   if (!bad.empty()) {
     a.outcome = CheckedArtifact::Outcome::Mismatch;
@@ -156,18 +156,18 @@ CheckedArtifact read_checked_artifact(const StoreScanner& fs, const Candidate& c
 struct Loader::Impl {
   // --- made by make_impl() from the package, the configuration and the dependencies
   const std::uint64_t loader_id = g_next_loader_id.fetch_add(1, std::memory_order_relaxed);
-  std::unique_ptr<const Package> pkg;
+  std::unique_ptr<const project::Package> pkg;
   LoaderConfig cfg;
-  std::shared_ptr<Driver> driver;
-  std::unique_ptr<StoreScanner> fs;
+  std::shared_ptr<runtime::Driver> driver;
+  std::unique_ptr<plan::StoreScanner> fs;
   // Made when a tier first needs it (jit_compiler()): a store hit never does.
-  std::shared_ptr<JitCompiler> jit;
-  NvrtcConfig jit_config;
+  std::shared_ptr<jit::JitCompiler> jit;
+  jit::NvrtcConfig jit_config;
   std::once_flag jit_once;
-  std::function<FetchResult(const FetchOptions&, const std::vector<std::string>&,
+  std::function<fetch::FetchResult(const fetch::FetchOptions&, const std::vector<std::string>&,
                             const std::string&)>
       fetch;
-  std::function<std::vector<std::string>(const FetchOptions&)> index_targets;
+  std::function<std::vector<std::string>(const fetch::FetchOptions&)> index_targets;
   // The store installed beside the package's library: given (deps, cfg), or found by dladdr
   // when the store tier first reaches it (installed_dir()), so a hit in an artifact path never
   // looks for it.
@@ -177,14 +177,14 @@ struct Loader::Impl {
 
   const std::string& installed_dir() const {
     std::call_once(installed_once, [this] {
-      if (!installed) installed = installed_store_dir(installed_anchor);
+      if (!installed) installed = plan::installed_store_dir(installed_anchor);
     });
     return *installed;
   }
 
-  JitCompiler& jit_compiler() {
+  jit::JitCompiler& jit_compiler() {
     std::call_once(jit_once, [this] {
-      if (!jit) jit = make_nvrtc_compiler(std::move(jit_config));
+      if (!jit) jit = jit::make_nvrtc_compiler(std::move(jit_config));
     });
     return *jit;
   }
@@ -209,12 +209,12 @@ struct Loader::Impl {
     std::string uri;
     int cc = 0;
     std::vector<std::string> searched;
-    std::vector<Rejection> rejected;
-    void reject(Candidate c, ErrorKind kind) { reject(Rejection{std::move(c), kind, {}}); }
-    void reject(Rejection r) {
+    std::vector<plan::Rejection> rejected;
+    void reject(Candidate c, ErrorKind kind) { reject(plan::Rejection{std::move(c), kind, {}}); }
+    void reject(plan::Rejection r) {
       const Candidate& c = r.candidate;
-      if (log_enabled(LogLevel::Debug))
-        log_write(LogLevel::Debug,
+      if (runtime::log_enabled(runtime::LogLevel::Debug))
+        runtime::log_write(runtime::LogLevel::Debug,
                   "rejected " + c.tier + " " + c.target + " " + c.path + ": " + c.reason);
       rejected.push_back(std::move(r));
     }
@@ -227,36 +227,36 @@ struct Loader::Impl {
 
   // --- get(): the thread's hit slot, the table, else load() walks the tiers in plan order
   const KernelHandle& get(const std::string& uri, void* stream, bool check_capture);
-  void load(Entry& e, const std::string& uri, const Specialisation& spec, int cc);
-  bool try_stores_fast(Search& s, const Specialisation& spec, KernelHandle& out);
-  bool try_stores(Search& s, const std::vector<StoreScan>& scans, const std::string& tier,
-                  const Specialisation& spec, KernelHandle& out);
-  bool try_store_candidate(Search& s, const StoreCandidate& sc, const std::string& tier,
+  void load(Entry& e, const std::string& uri, const project::Specialisation& spec, int cc);
+  bool try_stores_fast(Search& s, const project::Specialisation& spec, KernelHandle& out);
+  bool try_stores(Search& s, const std::vector<plan::StoreScan>& scans, const std::string& tier,
+                  const project::Specialisation& spec, KernelHandle& out);
+  bool try_store_candidate(Search& s, const plan::StoreCandidate& sc, const std::string& tier,
                            std::size_t entries, KernelHandle& out);
-  bool try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out);
-  bool try_jit(Search& s, const Specialisation& spec, KernelHandle& out);
+  bool try_mirrors(Search& s, const project::Specialisation& spec, KernelHandle& out);
+  bool try_jit(Search& s, const project::Specialisation& spec, KernelHandle& out);
   bool load_image(Search& s, const Candidate& c, const std::string& image,
                   const std::vector<std::string>& symbols, KernelHandle& out);
 
   // --- resolve(): the same plan, walked without loading, downloading or compiling
-  std::optional<Candidate> explain(Search& s, const Specialisation& spec);
-  std::optional<Candidate> explain_stores(Search& s, const Specialisation& spec) const;
-  std::optional<Candidate> explain_mirrors(Search& s, const Specialisation& spec) const;
-  std::optional<Candidate> explain_jit(Search& s, const Specialisation& spec);
+  std::optional<Candidate> explain(Search& s, const project::Specialisation& spec);
+  std::optional<Candidate> explain_stores(Search& s, const project::Specialisation& spec) const;
+  std::optional<Candidate> explain_mirrors(Search& s, const project::Specialisation& spec) const;
+  std::optional<Candidate> explain_jit(Search& s, const project::Specialisation& spec);
 
   // --- what both walks read
-  BuildIdentity identity(const Specialisation& spec) const {
-    return {pkg->name(), pkg->version(), kManifestFormat, spec.source_hash};
+  plan::BuildIdentity identity(const project::Specialisation& spec) const {
+    return {pkg->name(), pkg->version(), format::kManifestFormat, spec.source_hash};
   }
-  TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
+  plan::TierInputs tier_inputs() const { return {cfg.offline, cfg.mirrors, cfg.disable_jit}; }
   // The URI's family as the package's registry declares it (its targets are part of the
   // target-choice rule of the mirror and JIT tiers and of the advice); nullptr when the
   // registry cannot be read (the JIT tier then says why). Never asked on a store hit.
-  const Family* family_of(const Specialisation& spec) const;
+  const project::Family* family_of(const project::Specialisation& spec) const;
   std::vector<std::pair<std::string, std::string>> store_dirs() const;
-  std::vector<StoreScan> scan_stores(Search& s) const;
+  std::vector<plan::StoreScan> scan_stores(Search& s) const;
   std::vector<std::string> known_release_targets() const;
-  FetchOptions mirror_options() const;
+  fetch::FetchOptions mirror_options() const;
   std::string mirror_list(Search& s) const;
 };
 
@@ -304,9 +304,9 @@ const KernelHandle& Loader::Impl::get(const std::string& uri, void* stream, bool
     return e->handle;
   }
   // A miss: the cold path, timed phase by phase when the benchmark asks (cold_phases.hpp).
-  cold::PhaseTimer whole(cold::Phase::Other);
-  const Specialisation& spec = [&]() -> const Specialisation& {
-    cold::PhaseTimer t(cold::Phase::Registry);
+  runtime::cold::PhaseTimer whole(runtime::cold::Phase::Other);
+  const project::Specialisation& spec = [&]() -> const project::Specialisation& {
+    runtime::cold::PhaseTimer t(runtime::cold::Phase::Registry);
     return find_spec(*pkg, uri);
   }();
   if (check_capture && driver->stream_is_capturing(stream))
@@ -320,7 +320,7 @@ const KernelHandle& Loader::Impl::get(const std::string& uri, void* stream, bool
   if (!e.ready.load(std::memory_order_acquire)) {
     int cc = 0;
     {
-      cold::PhaseTimer t(cold::Phase::Context);
+      runtime::cold::PhaseTimer t(runtime::cold::Phase::Context);
       cc = driver->current_device_cc();
     }
     load(e, uri, spec, cc);
@@ -329,7 +329,7 @@ const KernelHandle& Loader::Impl::get(const std::string& uri, void* stream, bool
   return e.handle;
 }
 
-void Loader::Impl::load(Entry& e, const std::string& uri, const Specialisation& spec, int cc) {
+void Loader::Impl::load(Entry& e, const std::string& uri, const project::Specialisation& spec, int cc) {
   Search s;
   s.uri = uri;
   s.cc = cc;
@@ -338,7 +338,7 @@ void Loader::Impl::load(Entry& e, const std::string& uri, const Specialisation& 
   // The store tier is always first and never skipped: tried before the rest of the plan is
   // built, so a cold get served by a store builds none of the other tiers' refusals.
   bool ok = try_stores_fast(s, spec, h);
-  for (const Tier& t : ok ? std::vector<Tier>{} : resolution_plan(tier_inputs(), cc)) {
+  for (const plan::Tier& t : ok ? std::vector<plan::Tier>{} : plan::resolution_plan(tier_inputs(), cc)) {
     if (t.name == "store") continue;  // tried above
     if (t.skip) {
       s.reject(t.skip->candidate, t.skip->kind);
@@ -348,8 +348,8 @@ void Loader::Impl::load(Entry& e, const std::string& uri, const Specialisation& 
     if (ok) break;
   }
   if (!ok)
-    throw resolution_failure(uri, cc, s.searched, s.rejected,
-                             fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(),
+    throw plan::resolution_failure(uri, cc, s.searched, s.rejected,
+                             plan::fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(),
                                           cfg.cache_dir, family_of(spec)));
   e.handle = std::move(h);
   e.ready.store(true, std::memory_order_release);
@@ -361,21 +361,21 @@ void Loader::Impl::load(Entry& e, const std::string& uri, const Specialisation& 
 // scanned. Only when no store serves the URI are all stores scanned in full, so the failure
 // lists the same rejections, in the same order, as a full scan (plan rejections, then the
 // candidates tried), and any usable candidate the fast scan left out is still tried.
-bool Loader::Impl::try_stores_fast(Search& s, const Specialisation& spec, KernelHandle& out) {
-  BuildIdentity id = identity(spec);
+bool Loader::Impl::try_stores_fast(Search& s, const project::Specialisation& spec, KernelHandle& out) {
+  plan::BuildIdentity id = identity(spec);
   Search tried;  // rejections of candidates tried, in order
   tried.uri = s.uri;
   tried.cc = s.cc;
   std::vector<std::string> tried_paths;
   auto serves = [&](const std::string& dir, const std::string& source) {
-    std::vector<StoreScan> one;
+    std::vector<plan::StoreScan> one;
     {
-      cold::PhaseTimer t(cold::Phase::StoreScan);
+      runtime::cold::PhaseTimer t(runtime::cold::Phase::StoreScan);
       one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
     }
     // Without words: the fast plan's reasons and rejections are never shown (a failure is
     // explained by the full scan below).
-    StorePlan plan = plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
+    plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
     for (const auto& c : plan.usable) {
       if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) return true;
       tried_paths.push_back(c.candidate.path);
@@ -394,7 +394,7 @@ bool Loader::Impl::try_stores_fast(Search& s, const Specialisation& spec, Kernel
     if (source != kArtifactPathSource && serves(dir, source)) return true;
   // Nothing served: the full scan, for the explanation.
   auto scans = scan_stores(s);
-  StorePlan plan = plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
+  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
   for (auto& r : plan.rejected) {
     r.candidate.tier = "store";
     s.rejected.push_back(std::move(r));
@@ -409,10 +409,10 @@ bool Loader::Impl::try_stores_fast(Search& s, const Specialisation& spec, Kernel
 }
 
 // The stores in `scans` as tier `tier` (the mirror tier reads the archive it fetched this way).
-bool Loader::Impl::try_stores(Search& s, const std::vector<StoreScan>& scans,
-                              const std::string& tier, const Specialisation& spec,
+bool Loader::Impl::try_stores(Search& s, const std::vector<plan::StoreScan>& scans,
+                              const std::string& tier, const project::Specialisation& spec,
                               KernelHandle& out) {
-  StorePlan plan = plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale);
+  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale);
   for (auto& r : plan.rejected) {
     r.candidate.tier = tier;
     s.rejected.push_back(r);
@@ -422,7 +422,7 @@ bool Loader::Impl::try_stores(Search& s, const std::vector<StoreScan>& scans,
   return false;
 }
 
-bool Loader::Impl::try_store_candidate(Search& s, const StoreCandidate& sc, const std::string& tier,
+bool Loader::Impl::try_store_candidate(Search& s, const plan::StoreCandidate& sc, const std::string& tier,
                                        std::size_t entries, KernelHandle& out) {
   // Copied only when the tier differs from the plan's ("store"): the cold get's path copies
   // no strings before the load.
@@ -443,21 +443,21 @@ bool Loader::Impl::try_store_candidate(Search& s, const StoreCandidate& sc, cons
   CheckedArtifact a = read_checked_artifact(*fs, c, sc.size, sc.sha256);
   if (a.outcome != CheckedArtifact::Outcome::Verified) {
     if (a.outcome == CheckedArtifact::Outcome::Mismatch)
-      log(LogLevel::Warn,
+      log(runtime::LogLevel::Warn,
           c.path + ": " + a.refusal.candidate.reason + "; trying the next candidate");
     s.reject(std::move(a.refusal));
     return false;
   }
   if (!sc.stale.empty())
-    log(LogLevel::Warn, "KILN_ALLOW_STALE: loading a stale artifact " + c.path + " (" + sc.stale +
+    log(runtime::LogLevel::Warn, "KILN_ALLOW_STALE: loading a stale artifact " + c.path + " (" + sc.stale +
                             "); results may be wrong");
   {
-    cold::PhaseTimer t(cold::Phase::DriverLoad);
+    runtime::cold::PhaseTimer t(runtime::cold::Phase::DriverLoad);
     if (!load_image(s, c, a.bytes, sc.symbols, out)) return false;
   }
   out.origin = c.path;
-  if (log_enabled(LogLevel::Info))
-    log_write(LogLevel::Info, "loaded " + s.uri + " for " + device_target(s.cc) + " from " +
+  if (runtime::log_enabled(runtime::LogLevel::Info))
+    runtime::log_write(runtime::LogLevel::Info, "loaded " + s.uri + " for " + plan::device_target(s.cc) + " from " +
                                   c.path + " (" + c.target + ")");
   return true;
 }
@@ -465,9 +465,9 @@ bool Loader::Impl::try_store_candidate(Search& s, const StoreCandidate& sc, cons
 // The mirror tier: the pinned index says which targets the release offers, the one
 // target-choice rule orders them, and the best one that can run is fetched into the cache
 // and loaded from there; on any failure (download, verification, load) the next one.
-bool Loader::Impl::try_mirrors(Search& s, const Specialisation& spec, KernelHandle& out) {
+bool Loader::Impl::try_mirrors(Search& s, const project::Specialisation& spec, KernelHandle& out) {
   std::string list = mirror_list(s);
-  FetchOptions opts = mirror_options();
+  fetch::FetchOptions opts = mirror_options();
   std::vector<std::string> offered;
   try {
     offered = index_targets(opts);
@@ -475,20 +475,20 @@ bool Loader::Impl::try_mirrors(Search& s, const Specialisation& spec, KernelHand
     s.reject({"mirror", "", list, e.what()}, e);
     return false;
   }
-  MirrorChoice choice =
-      choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list, family_of(spec));
+  plan::MirrorChoice choice =
+      plan::choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list, family_of(spec));
   for (const auto& r : choice.rejected) s.reject(r.candidate, r.kind);
   for (std::size_t i = 0; i < choice.fetch.size(); ++i) {
     const std::string& target = choice.fetch[i];
-    log(LogLevel::Info, "mirror tier: fetching " + target + " for " + s.uri + " on CC " +
-                            cc_string(s.cc) + " (" + choice.reasons[i] + ")");
+    log(runtime::LogLevel::Info, "mirror tier: fetching " + target + " for " + s.uri + " on CC " +
+                            plan::cc_string(s.cc) + " (" + choice.reasons[i] + ")");
     try {
       fetch(opts, {target}, cfg.cache_dir);
     } catch (const Error& e) {
       s.reject({"mirror", target, list, e.what()}, e);
       continue;
     }
-    StoreScan fetched = narrowed_to_target(fs->scan(cfg.cache_dir, "cache directory"), target);
+    plan::StoreScan fetched = narrowed_to_target(fs->scan(cfg.cache_dir, "cache directory"), target);
     if (fetched.archives.empty()) {
       s.reject({"mirror", target, cfg.cache_dir,
                 "fetched, but the cache holds no readable archive for " + target},
@@ -500,9 +500,9 @@ bool Loader::Impl::try_mirrors(Search& s, const Specialisation& spec, KernelHand
   return false;
 }
 
-bool Loader::Impl::try_jit(Search& s, const Specialisation& spec, KernelHandle& out) {
-  std::string target = device_target(s.cc);
-  const Family* fam = nullptr;
+bool Loader::Impl::try_jit(Search& s, const project::Specialisation& spec, KernelHandle& out) {
+  std::string target = plan::device_target(s.cc);
+  const project::Family* fam = nullptr;
   try {
     fam = pkg->registry().family(spec.family);
     if (!fam)
@@ -511,13 +511,13 @@ bool Loader::Impl::try_jit(Search& s, const Specialisation& spec, KernelHandle& 
     s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
     return false;
   }
-  if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc, fam)) {
+  if (auto refusal = plan::jit_refusal(jit_compiler().probe(), s.cc, fam)) {
     s.reject(refusal->candidate, refusal->kind);
     return false;
   }
-  log(LogLevel::Warn, "fast path missed for " + s.uri + " on " + target +
+  log(runtime::LogLevel::Warn, "fast path missed for " + s.uri + " on " + target +
                           ", compiling with NVRTC: " + summary(s.rejected));
-  JitResult res;
+  jit::JitResult res;
   try {
     res = jit_compiler().compile(spec, *fam, s.cc, cfg.cache_dir);
   } catch (const Error& e) {
@@ -551,7 +551,7 @@ bool Loader::Impl::load_image(Search& s, const Candidate& c, const std::string& 
     if (n == 0) {
       driver->unload_library(lib);
       s.reject({c.tier, c.target, c.path,
-                "the driver accepted the image but it holds no kernel for CC " + cc_string(s.cc) +
+                "the driver accepted the image but it holds no kernel for CC " + plan::cc_string(s.cc) +
                     " (an image built for another GPU loads empty)"},
                ErrorKind::Unsupported);
       return false;
@@ -574,9 +574,9 @@ bool Loader::Impl::load_image(Search& s, const Candidate& c, const std::string& 
 
 // The tiers get() would walk, each answered from what is on disk and in the configuration; the
 // first that would serve is the choice, and every candidate passed over is in s.
-std::optional<Candidate> Loader::Impl::explain(Search& s, const Specialisation& spec) {
+std::optional<Candidate> Loader::Impl::explain(Search& s, const project::Specialisation& spec) {
   std::optional<Candidate> chosen;
-  for (const Tier& t : resolution_plan(tier_inputs(), s.cc)) {
+  for (const plan::Tier& t : plan::resolution_plan(tier_inputs(), s.cc)) {
     if (chosen) break;
     if (t.skip) {
       s.reject(t.skip->candidate, t.skip->kind);
@@ -594,9 +594,9 @@ std::optional<Candidate> Loader::Impl::explain(Search& s, const Specialisation& 
 
 // Every store scanned in full; digests are checked here too, so the answer says what get()
 // would really load; the usable candidates after the first are "not needed".
-std::optional<Candidate> Loader::Impl::explain_stores(Search& s, const Specialisation& spec) const {
+std::optional<Candidate> Loader::Impl::explain_stores(Search& s, const project::Specialisation& spec) const {
   auto scans = scan_stores(s);
-  StorePlan plan = plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale);
+  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale);
   for (auto& x : plan.rejected) s.rejected.push_back(std::move(x));
   std::optional<Candidate> chosen;
   for (const auto& c : plan.usable) {
@@ -619,12 +619,12 @@ std::optional<Candidate> Loader::Impl::explain_stores(Search& s, const Specialis
 // Not contacted: the choice is made over the targets compiled in as the release's
 // (release_targets()); get() makes it over the pinned index, which lists the same.
 std::optional<Candidate> Loader::Impl::explain_mirrors(Search& s,
-                                                       const Specialisation& spec) const {
+                                                       const project::Specialisation& spec) const {
   std::string list = mirror_list(s);
   std::vector<std::string> offered = known_release_targets();
-  const Family* fam = family_of(spec);
+  const project::Family* fam = family_of(spec);
   if (offered.empty() && fam)
-    if (auto why = family_cannot_run(*fam, s.cc)) {  // whatever the index offers
+    if (auto why = plan::family_cannot_run(*fam, s.cc)) {  // whatever the index offers
       s.reject({"mirror", "", list, *why}, ErrorKind::Unsupported);
       return std::nullopt;
     }
@@ -632,37 +632,37 @@ std::optional<Candidate> Loader::Impl::explain_mirrors(Search& s,
     return Candidate{"mirror", "", list,
                      "not contacted; get() chooses among the targets the pinned index "
                      "offers (this libkiln does not know the release's targets)"};
-  MirrorChoice choice =
-      choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list, fam);
+  plan::MirrorChoice choice =
+      plan::choose_mirror_targets(s.cc, pkg->name(), pkg->version(), offered, list, fam);
   for (const auto& x : choice.rejected) s.reject(x.candidate, x.kind);
   if (choice.fetch.empty()) return std::nullopt;
   return Candidate{"mirror", choice.fetch.front(), list,
                    "not contacted; get() would fetch it: " + choice.reasons.front()};
 }
 
-std::optional<Candidate> Loader::Impl::explain_jit(Search& s, const Specialisation& spec) {
-  const Family* fam = family_of(spec);
+std::optional<Candidate> Loader::Impl::explain_jit(Search& s, const project::Specialisation& spec) {
+  const project::Family* fam = family_of(spec);
   if (!fam) {
-    s.reject({"jit", device_target(s.cc), cfg.cache_dir,
+    s.reject({"jit", plan::device_target(s.cc), cfg.cache_dir,
               "package " + pkg->name() + " has no readable family " + spec.family},
              ErrorKind::Format);
     return std::nullopt;
   }
-  if (auto refusal = jit_refusal(jit_compiler().probe(), s.cc, fam)) {
+  if (auto refusal = plan::jit_refusal(jit_compiler().probe(), s.cc, fam)) {
     s.reject(refusal->candidate, refusal->kind);
     return std::nullopt;
   }
-  const std::string target = jit_target(*fam, s.cc)->str();
+  const std::string target = jit::jit_target(*fam, s.cc)->str();
   return Candidate{"jit", target, cfg.cache_dir + "/jit", "NVRTC compiles it for " + target};
 }
 
 // --- what both walks read
 
-const Family* Loader::Impl::family_of(const Specialisation& spec) const {
+const project::Family* Loader::Impl::family_of(const project::Specialisation& spec) const {
   try {
     return pkg->registry().family(spec.family);
   } catch (const Error& e) {
-    log(LogLevel::Debug, "the family of " + spec.uri + " is unknown: " + e.what());
+    log(runtime::LogLevel::Debug, "the family of " + spec.uri + " is unknown: " + e.what());
     return nullptr;
   }
 }
@@ -681,8 +681,8 @@ std::vector<std::pair<std::string, std::string>> Loader::Impl::store_dirs() cons
   return dirs;
 }
 
-std::vector<StoreScan> Loader::Impl::scan_stores(Search& s) const {
-  std::vector<StoreScan> scans;
+std::vector<plan::StoreScan> Loader::Impl::scan_stores(Search& s) const {
+  std::vector<plan::StoreScan> scans;
   for (const auto& [dir, source] : store_dirs()) {
     s.searched.push_back(dir + " (" + source + ")");
     scans.push_back(fs->scan(dir, source));
@@ -693,15 +693,15 @@ std::vector<StoreScan> Loader::Impl::scan_stores(Search& s) const {
 // The targets compiled in as the release's are the reference package's (ci/targets.txt of
 // kiln's tree); for any other package they are unknown here (the pinned index says).
 std::vector<std::string> Loader::Impl::known_release_targets() const {
-  return compiled_release_targets(pkg->name(), pkg->version()).value_or(std::vector<std::string>{});
+  return plan::compiled_release_targets(pkg->name(), pkg->version()).value_or(std::vector<std::string>{});
 }
 
-FetchOptions Loader::Impl::mirror_options() const {
+fetch::FetchOptions Loader::Impl::mirror_options() const {
   // Looked up when a mirror is first used, not when a Loader is made: a store hit never needs it.
-  FetchOptions opts = mirror_fetch_options(cfg, installed_tuf_root_once());
+  fetch::FetchOptions opts = plan::mirror_fetch_options(cfg, installed_tuf_root_once());
   opts.package = pkg->name();
   opts.version = pkg->version();
-  opts.log = [](const std::string& m) { log(LogLevel::Info, m); };
+  opts.log = [](const std::string& m) { log(runtime::LogLevel::Info, m); };
   return opts;
 }
 
@@ -717,36 +717,36 @@ std::string Loader::Impl::mirror_list(Search& s) const {
 namespace {
 
 std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfig config,
-                                        LoaderDeps deps) {
-  cold::PhaseTimer timer(cold::Phase::LoaderCreate);
+                                        plan::LoaderDeps deps) {
+  runtime::cold::PhaseTimer timer(runtime::cold::Phase::LoaderCreate);
   auto impl_ = std::make_unique<Loader::Impl>();
-  impl_->pkg = std::make_unique<const Package>(&package);
+  impl_->pkg = std::make_unique<const project::Package>(&package);
   if (config.api_log < 0 || config.api_log > 3)
     throw Error(ErrorKind::Usage, "api_log=" + std::to_string(config.api_log) +
                                       " is not an API log level: expected 0, 1, 2 or 3");
-  configure_logging(parse_log_level(config.log_level, "log_level"), config.api_log,
+  runtime::configure_logging(runtime::parse_log_level(config.log_level, "log_level"), config.api_log,
                     config.log_file);
   impl_->cfg = std::move(config);
-  impl_->driver = deps.driver ? deps.driver : make_cuda_driver();
+  impl_->driver = deps.driver ? deps.driver : runtime::make_cuda_driver();
   // The description's kernel table guides lookups in the manifests (UriRanks); the Package
   // outlives the scanner (both the Impl's).
-  UriRanks ranks{package.kernel_count,
+  format::UriRanks ranks{package.kernel_count,
                  [pkg = impl_->pkg.get()](std::string_view uri) { return pkg->rank(uri); }};
-  impl_->fs = std::make_unique<StoreScanner>(impl_->pkg->name(), impl_->pkg->version(),
+  impl_->fs = std::make_unique<plan::StoreScanner>(impl_->pkg->name(), impl_->pkg->version(),
                                              impl_->cfg.cache_dir, deps.fs, std::move(ranks));
   if (deps.jit) {
     impl_->jit = deps.jit;
   } else {
-    NvrtcConfig& nc = impl_->jit_config;
+    jit::NvrtcConfig& nc = impl_->jit_config;
     nc.library = impl_->cfg.nvrtc_library;
     nc.cuda_home = impl_->cfg.cuda_home;
     nc.sources = impl_->pkg->sources();
-    nc.log = [](JitLogLevel l, const std::string& m) {
-      log(l == JitLogLevel::Warn ? LogLevel::Warn : LogLevel::Info, m);
+    nc.log = [](jit::JitLogLevel l, const std::string& m) {
+      log(l == jit::JitLogLevel::Warn ? runtime::LogLevel::Warn : runtime::LogLevel::Info, m);
     };
   }
-  impl_->fetch = deps.fetch ? deps.fetch : fetch_targets;
-  impl_->index_targets = deps.index_targets ? deps.index_targets : fetch_index_targets;
+  impl_->fetch = deps.fetch ? deps.fetch : fetch::fetch_targets;
+  impl_->index_targets = deps.index_targets ? deps.index_targets : fetch::fetch_index_targets;
   if (deps.installed_store)
     impl_->installed = *deps.installed_store;
   else if (!impl_->cfg.installed_store.empty())
@@ -759,28 +759,28 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
 
 struct LoaderFactory {
   static std::unique_ptr<Loader> make(const kiln_package& package, LoaderConfig config,
-                                      LoaderDeps deps) {
+                                      plan::LoaderDeps deps) {
     return std::unique_ptr<Loader>(
         new Loader(make_impl(package, std::move(config), std::move(deps))));
   }
   static Loader* make_at(void* storage, const kiln_package& package, LoaderConfig config,
-                         LoaderDeps deps) {
+                         plan::LoaderDeps deps) {
     return new (storage) Loader(make_impl(package, std::move(config), std::move(deps)));
   }
 };
 
 std::unique_ptr<Loader> make_loader(const kiln_package& package, LoaderConfig config,
-                                    LoaderDeps deps) {
+                                    plan::LoaderDeps deps) {
   return LoaderFactory::make(package, std::move(config), std::move(deps));
 }
 
 Loader* make_loader_at(void* storage, const kiln_package& package, LoaderConfig config,
-                       LoaderDeps deps) {
+                       plan::LoaderDeps deps) {
   return LoaderFactory::make_at(storage, package, std::move(config), std::move(deps));
 }
 
 Loader::Loader(const kiln_package& package, LoaderConfig config)
-    : impl_(make_impl(package, std::move(config), LoaderDeps{})) {}
+    : impl_(make_impl(package, std::move(config), plan::LoaderDeps{})) {}
 
 const kiln_package& Loader::package() const { return *impl_->pkg->c(); }
 
@@ -815,19 +815,19 @@ void Loader::prefetch(const std::vector<std::string>& uris) {
 
 Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const {
   Impl& im = *impl_;
-  const Specialisation& spec = find_spec(*im.pkg, uri);
+  const project::Specialisation& spec = find_spec(*im.pkg, uri);
   Resolution r;
   r.uri = uri;
   if (!cc) {
     void* ctx = im.driver->current_context();
     cc = im.driver->current_device_cc();
     if (Impl::Entry* e = im.lookup(ctx, uri); e && e->ready.load(std::memory_order_acquire)) {
-      r.device = device_target(*cc);
+      r.device = plan::device_target(*cc);
       r.chosen = Candidate{"memory", "", e->handle.origin, ""};
       return r;
     }
   }
-  r.device = device_target(*cc);
+  r.device = plan::device_target(*cc);
   Impl::Search s;
   s.uri = uri;
   s.cc = *cc;
@@ -842,7 +842,7 @@ const LoaderConfig& Loader::config() const { return impl_->cfg; }
 
 std::uint64_t Loader::id() const { return impl_->loader_id; }
 
-Driver& LoaderAccess::driver(const Loader& loader) { return *loader.impl_->driver; }
+runtime::Driver& LoaderAccess::driver(const Loader& loader) { return *loader.impl_->driver; }
 
 void Loader::launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
                     std::size_t shared_bytes, void* stream, void** args) const {

@@ -8,7 +8,7 @@
 namespace kiln {
 
 struct LoaderAccess {
-  static Driver& driver(const Loader& loader);
+  static runtime::Driver& driver(const Loader& loader);
 };
 
 }  // namespace kiln

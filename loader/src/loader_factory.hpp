@@ -10,10 +10,10 @@
 namespace kiln {
 
 std::unique_ptr<Loader> make_loader(const kiln_package& package, LoaderConfig config,
-                                    LoaderDeps deps);
+                                    plan::LoaderDeps deps);
 // The same, constructed in `storage` (aligned, sizeof(Loader) bytes; the caller destroys it):
 // lets a test build a second Loader at the address of a destroyed one.
 Loader* make_loader_at(void* storage, const kiln_package& package, LoaderConfig config,
-                       LoaderDeps deps);
+                       plan::LoaderDeps deps);
 
 }  // namespace kiln

@@ -206,16 +206,16 @@ void axpy(Loader& loader, void* stream, void* y, const void* x, long long n, flo
   if (x != y && overlap(x, bytes, y, bytes))
     usage(op, "x and y overlap partially (x == y is allowed; partial overlap is not)");
   std::string uri = choose_uri_axpy(dtype);
-  if (api_log_enabled(2))
-    api_log(op, {{"uri", uri},
+  if (runtime::api_log_enabled(2))
+    runtime::api_log(op, {{"uri", uri},
                  {"stream", ptr(stream)},
                  {"y", ptr(y)},
                  {"x", ptr(x)},
                  {"n", std::to_string(n)},
                  {"alpha", std::to_string(alpha)},
                  {"dtype", to_string(dtype)}});
-  else if (api_log_enabled(1))
-    api_log(op);
+  else if (runtime::api_log_enabled(1))
+    runtime::api_log(op);
   const void* xp = x;
   void* args[] = {&n, &alpha, &xp, &y};
   launch_one(loader, uri, 0, axpy_launch(n), stream, args);
@@ -242,8 +242,8 @@ void reduce_sum(Loader& loader, void* stream, void* out, const void* in, long lo
       overlap(workspace, reduce_sum_workspace_bytes(), out, es))
     usage(op, "workspace overlaps in or out");
   std::string uri = choose_uri_reduce_sum(dtype);
-  if (api_log_enabled(2))
-    api_log(op, {{"uri", uri},
+  if (runtime::api_log_enabled(2))
+    runtime::api_log(op, {{"uri", uri},
                  {"stream", ptr(stream)},
                  {"out", ptr(out)},
                  {"in", ptr(in)},
@@ -251,8 +251,8 @@ void reduce_sum(Loader& loader, void* stream, void* out, const void* in, long lo
                  {"workspace", ptr(workspace)},
                  {"workspace_bytes", std::to_string(workspace_bytes)},
                  {"dtype", to_string(dtype)}});
-  else if (api_log_enabled(1))
-    api_log(op);
+  else if (runtime::api_log_enabled(1))
+    runtime::api_log(op);
   // Both entries are resolved before the first launch, so a failure leaves no half-done sum.
   require_reference(loader, uri);
   const KernelHandle& k = loader.get(uri, stream);
@@ -297,8 +297,8 @@ void rmsnorm(Loader& loader, void* stream, void* out, const void* in, const void
   if (!std::isfinite(eps) || eps < 0.0f)
     usage(op, "eps = " + std::to_string(eps) + " must be finite and >= 0");
   std::string uri = choose_uri_rmsnorm(dtype, cols);
-  if (api_log_enabled(2))
-    api_log(op, {{"uri", uri},
+  if (runtime::api_log_enabled(2))
+    runtime::api_log(op, {{"uri", uri},
                  {"stream", ptr(stream)},
                  {"out", ptr(out)},
                  {"in", ptr(in)},
@@ -307,8 +307,8 @@ void rmsnorm(Loader& loader, void* stream, void* out, const void* in, const void
                  {"cols", std::to_string(cols)},
                  {"eps", std::to_string(eps)},
                  {"dtype", to_string(dtype)}});
-  else if (api_log_enabled(1))
-    api_log(op);
+  else if (runtime::api_log_enabled(1))
+    runtime::api_log(op);
   const void* inp = in;
   const void* wp = weight;
   void* args[] = {&out, &inp, &wp, &rows, &cols, &eps};
@@ -320,16 +320,16 @@ void softmax(Loader& loader, void* stream, void* out, const void* in, int rows, 
   const char* op = "softmax";
   check_rows(op, dtype, out, in, rows, cols);
   std::string uri = choose_uri_softmax(dtype, cols);
-  if (api_log_enabled(2))
-    api_log(op, {{"uri", uri},
+  if (runtime::api_log_enabled(2))
+    runtime::api_log(op, {{"uri", uri},
                  {"stream", ptr(stream)},
                  {"out", ptr(out)},
                  {"in", ptr(in)},
                  {"rows", std::to_string(rows)},
                  {"cols", std::to_string(cols)},
                  {"dtype", to_string(dtype)}});
-  else if (api_log_enabled(1))
-    api_log(op);
+  else if (runtime::api_log_enabled(1))
+    runtime::api_log(op);
   const void* inp = in;
   void* args[] = {&out, &inp, &rows, &cols};
   launch_one(loader, uri, 0, softmax_launch(rows, cols), stream, args);
@@ -350,16 +350,16 @@ void silu_and_mul(Loader& loader, void* stream, void* out, const void* in, long 
   require_aligned(op, "in", in, es, "element type");
   if (overlap(out, out_bytes, in, in_bytes)) usage(op, "out overlaps in (not allowed)");
   std::string uri = choose_uri_silu_and_mul(dtype);
-  if (api_log_enabled(2))
-    api_log(op, {{"uri", uri},
+  if (runtime::api_log_enabled(2))
+    runtime::api_log(op, {{"uri", uri},
                  {"stream", ptr(stream)},
                  {"out", ptr(out)},
                  {"in", ptr(in)},
                  {"rows", std::to_string(rows)},
                  {"d", std::to_string(d)},
                  {"dtype", to_string(dtype)}});
-  else if (api_log_enabled(1))
-    api_log(op);
+  else if (runtime::api_log_enabled(1))
+    runtime::api_log(op);
   const void* inp = in;
   void* args[] = {&out, &inp, &rows, &d};
   launch_one(loader, uri, 0, silu_and_mul_launch(rows, d), stream, args);
@@ -398,8 +398,8 @@ void gemm_f32(Loader& loader, void* stream, float* C, const float* A, const floa
   const char* op = "gemm_f32";
   check_gemm(op, C, A, B, M, N, K, sizeof(float));
   std::string uri = choose_uri_gemm_f32(M, N, K);
-  if (api_log_enabled(2))
-    api_log(op, {{"uri", uri},
+  if (runtime::api_log_enabled(2))
+    runtime::api_log(op, {{"uri", uri},
                  {"stream", ptr(stream)},
                  {"C", ptr(C)},
                  {"A", ptr(A)},
@@ -407,8 +407,8 @@ void gemm_f32(Loader& loader, void* stream, float* C, const float* A, const floa
                  {"M", std::to_string(M)},
                  {"N", std::to_string(N)},
                  {"K", std::to_string(K)}});
-  else if (api_log_enabled(1))
-    api_log(op);
+  else if (runtime::api_log_enabled(1))
+    runtime::api_log(op);
   void* args[] = {&M, &N, &K, &A, &B, &C};
   launch_one(loader, uri, 0, gemm_launch(uri, M, N), stream, args);
 }
@@ -419,7 +419,7 @@ std::string gemm_f16(Loader& loader, void* stream, float* C, const void* A, cons
   check_gemm(op, C, A, B, M, N, K, 2);
   require_reference(loader, "gemm_f16");
   // The loader's own driver: the context and device it loads for are the ones asked about here.
-  Driver& drv = LoaderAccess::driver(loader);
+  runtime::Driver& drv = LoaderAccess::driver(loader);
   void* ctx = drv.current_context();
   std::vector<std::string> uris = choose_uris_gemm_f16(M, N, K, drv.current_device_cc());
   const KernelHandle* k = nullptr;
@@ -451,14 +451,14 @@ std::string gemm_f16(Loader& loader, void* stream, float* C, const void* A, cons
       why = e.what();
     }
     if (!k) {
-      log(LogLevel::Warn,
+      log(runtime::LogLevel::Warn,
           "gemm_f16: not using " + uri + ", falling back to " + uris.back() + ": " + why);
       std::lock_guard<std::mutex> lock(g_wgmma_mu);
       g_wgmma_unusable[{loader.id(), ctx}] = why;
     }
   }
-  if (api_log_enabled(2))
-    api_log(op, {{"uri", uri},
+  if (runtime::api_log_enabled(2))
+    runtime::api_log(op, {{"uri", uri},
                  {"stream", ptr(stream)},
                  {"C", ptr(C)},
                  {"A", ptr(A)},
@@ -466,8 +466,8 @@ std::string gemm_f16(Loader& loader, void* stream, float* C, const void* A, cons
                  {"M", std::to_string(M)},
                  {"N", std::to_string(N)},
                  {"K", std::to_string(K)}});
-  else if (api_log_enabled(1))
-    api_log(op);
+  else if (runtime::api_log_enabled(1))
+    runtime::api_log(op);
   void* args[] = {&M, &N, &K, &A, &B, &C};
   Launch l = gemm_launch(uri, M, N);
   loader.launch(*k, 0, l.grid, l.block, 0, stream, args);

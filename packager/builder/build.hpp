@@ -18,14 +18,14 @@
 #include "project/package.hpp"
 #include "project/registry.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 // One artifact: one specialisation built for one target. Paths are relative to the out
 // directory, where ninja runs, so nothing in them depends on where the out directory is.
 struct PlannedArtifact {
   std::string uri;
   std::string family;
-  Target target;
+  format::Target target;
   std::string stub;               // stubs/<uri>.kiln-stub.cu
   std::string fatbin;             // obj/<target>/<uri>.fatbin
   std::string depfile;            // obj/<target>/<uri>.d
@@ -33,9 +33,9 @@ struct PlannedArtifact {
 };
 
 struct TargetPlan {
-  Target target;
+  format::Target target;
   std::vector<PlannedArtifact> artifacts;  // sorted by URI
-  std::vector<SkippedFamily> skipped;      // sorted by family
+  std::vector<format::SkippedFamily> skipped;      // sorted by family
 };
 
 struct BuildPlan {
@@ -49,12 +49,12 @@ struct BuildPlan {
 // against family names and URIs (empty: everything). A family whose target rules do not
 // admit a target is skipped for it, with the reason. Throws Error{NotFound} for a glob that
 // matches nothing, Error{Unsupported} for a glob whose families build on none of `targets`.
-BuildPlan plan_build(const Registry& reg, const std::vector<Target>& targets,
+BuildPlan plan_build(const project::Registry& reg, const std::vector<format::Target>& targets,
                      const std::vector<std::string>& only, const std::string& source_dir);
 
 // The generated translation unit: includes the family's sources and takes each entry's
 // address, which makes nvcc instantiate exactly those kernels.
-std::string stub_source(const Family& fam, const Specialisation& spec);
+std::string stub_source(const project::Family& fam, const project::Specialisation& spec);
 
 // build.ninja for a plan. Deterministic: the same plan, nvcc and source dir give the same
 // bytes (nothing run-dependent such as times, job counts or the out directory).
@@ -67,7 +67,7 @@ std::vector<std::string> manifest_flags(const PlannedArtifact& a, const std::str
 
 // ci/targets.txt: comma- or newline-separated targets, '#' starts a comment. Throws
 // Error{Usage} naming `origin` on a malformed or empty list.
-std::vector<Target> parse_targets_file(std::string_view text, const std::string& origin);
+std::vector<format::Target> parse_targets_file(std::string_view text, const std::string& origin);
 
 // Parallelism. Each edge compiles one arch, so nvcc's -t (per-arch threads) buys nothing:
 // parallelism is ninja jobs only. jobs = min(cores, mem_available / per_job), at least 1;
@@ -129,7 +129,7 @@ std::optional<NinjaStatusLine> parse_ninja_status(std::string_view line);
 // Matches each registry entry expression to a mangled symbol found in the built image, by
 // demangled name (whitespace-insensitive). Throws Error{Format} naming the URI, target, the
 // entry that is missing and the symbols that were found.
-std::vector<ArtifactEntry::Entry> match_entries(
+std::vector<format::ArtifactEntry::Entry> match_entries(
     const std::vector<std::string>& expressions, const std::vector<std::string>& symbols,
     const std::function<std::string(const std::string&)>& demangle, const std::string& uri,
     const std::string& target);
@@ -158,7 +158,7 @@ constexpr const char* kCompileKeyVersion = "1";  // bump when the fields below c
 // the manifest records them (source directory written $KILN_SOURCE, paths relative to the out
 // directory), and the compiler identity. No absolute path, unless a flag makes nvcc embed paths
 // in the output (embeds_paths): then the source and out directories are in it too.
-CompileKey compile_key(const PlannedArtifact& a, const Specialisation& spec,
+CompileKey compile_key(const PlannedArtifact& a, const project::Specialisation& spec,
                        const std::string& stub, const std::string& source_dir,
                        const std::string& out_dir, const CompilerIdentity& compiler);
 // -lineinfo, -G, -g and their long forms: the output then holds paths (cuda-facts: -lineinfo
@@ -170,7 +170,7 @@ bool embeds_paths(const std::vector<std::string>& flags);
 enum class ProgressStyle { Live, Lines };
 
 struct BuildOptions {
-  std::vector<Target> targets;
+  std::vector<format::Target> targets;
   std::vector<std::string> only;
   std::optional<int> jobs;
   std::string out_dir;
@@ -209,11 +209,11 @@ struct CacheStats {
 
 struct PublishedArchive {
   std::string path;
-  Target target;
+  format::Target target;
   std::uint64_t size = 0;
   std::string sha256;
   std::size_t artifacts = 0;
-  std::vector<SkippedFamily> skipped;
+  std::vector<format::SkippedFamily> skipped;
 };
 
 struct BuildResult {
@@ -238,27 +238,27 @@ struct PackageIdentity {
 };
 // The project's git commit: kiln's own compiled-in one for kiln's tree, else `git rev-parse HEAD`
 // in the project, else "" (not a git checkout).
-PackageIdentity package_identity(const Project& project);
+PackageIdentity package_identity(const project::Project& project);
 
 // One archive's content: its manifest (every field set, artifacts sorted by URI) and the bytes
 // of each artifact, in the manifest's order.
 struct ArchiveContent {
-  Manifest manifest;
+  format::Manifest manifest;
   std::vector<std::string> bytes;
 };
 // One compile result as packing takes it: its image's bytes and the entries found in it.
 struct CompiledArtifact {
   std::string bytes;
-  std::vector<ArtifactEntry::Entry> entries;
+  std::vector<format::ArtifactEntry::Entry> entries;
 };
 // The content of one target's archive: each planned artifact's manifest entry (the registry's
 // values, the flags it was compiled with, the size and digest of its result) and bytes, as
 // `result` gives them (run_build: the file nvcc wrote, held to check_compile_result). One pass,
 // each URI's specialisation found by binary search: linear in the artifacts.
 ArchiveContent archive_content(
-    const TargetPlan& tp, const Registry& reg, const PackageIdentity& id, std::int64_t build_time,
+    const TargetPlan& tp, const project::Registry& reg, const PackageIdentity& id, std::int64_t build_time,
     const std::string& source_dir,
-    const std::function<CompiledArtifact(const PlannedArtifact&, const Specialisation&)>& result);
+    const std::function<CompiledArtifact(const PlannedArtifact&, const project::Specialisation&)>& result);
 // Writes one archive per content, the description (when the identity has one) and the index
 // into dist, atomically as a set (temporary names renamed only after all are written; an
 // archive whose members are unchanged is not rewritten; the index last). `kiln build` and `kiln
@@ -273,9 +273,9 @@ std::vector<PublishedArchive> publish_release(
 // Checks one compile result before it is packed: exactly one image, of the artifact's target
 // (arch and SASS/PTX), holding every registry entry. Returns the manifest entries. Throws
 // Error{Format} naming the artifact (URI, target) and the file.
-std::vector<ArtifactEntry::Entry> check_compile_result(const std::string& bytes,
+std::vector<format::ArtifactEntry::Entry> check_compile_result(const std::string& bytes,
                                                        const std::string& path,
-                                                       const std::string& uri, const Target& t,
+                                                       const std::string& uri, const format::Target& t,
                                                        const std::vector<std::string>& entries);
 
 // Plans, writes stubs and build.ninja (each only when its content changes), runs ninja and,
@@ -286,4 +286,4 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* pro
 
 std::string build_result_json(const BuildResult& r);
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -8,10 +8,10 @@
 #include "kiln/error.hpp"
 #include "project/package.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 BuildTargets choose_build_targets(const BuildTargetSources& s) {
-  if (!s.flag.empty()) return {parse_target_list(s.flag), "--targets"};
+  if (!s.flag.empty()) return {format::parse_target_list(s.flag), "--targets"};
   if (!s.project.empty()) return {s.project, "registry/package.json"};
   if (s.targets_file)
     return {parse_targets_file(*s.targets_file, s.targets_file_path), "ci/targets.txt"};
@@ -20,7 +20,7 @@ BuildTargets choose_build_targets(const BuildTargetSources& s) {
     std::string list;
     for (const auto& t : s.compiled) list += (list.empty() ? "" : ",") + t;
     try {
-      return {parse_target_list(list), compiled_origin};
+      return {format::parse_target_list(list), compiled_origin};
     } catch (const Error& e) {
       throw Error(e.kind(), compiled_origin + " (KILN_RELEASE_TARGETS): " + e.what());
     }
@@ -40,7 +40,7 @@ BuildTargets project_build_targets(const std::string& flag, const std::string& s
   BuildTargetSources s;
   s.flag = flag;
   if (!flag.empty()) return choose_build_targets(s);
-  s.project = read_package_file(source_dir).targets;
+  s.project = project::read_package_file(source_dir).targets;
   if (s.project.empty()) {
     auto file = std::filesystem::path(source_dir) / "ci" / "targets.txt";
     s.targets_file_path = file.string();
@@ -59,13 +59,13 @@ BuildTargets project_build_targets(const std::string& flag, const std::string& s
   return choose_build_targets(s);
 }
 
-std::string joined(const std::vector<Target>& targets) {
+std::string joined(const std::vector<format::Target>& targets) {
   std::string out;
   for (const auto& t : targets) out += (out.empty() ? "" : ",") + t.str();
   return out;
 }
 
-BuildTime source_build_time(const std::string& source_dir, const Environment& env) {
+BuildTime source_build_time(const std::string& source_dir, const runtime::Environment& env) {
   std::optional<std::string> sde;
   if (!env.source_date_epoch.empty()) sde = env.source_date_epoch;
   std::optional<std::string> git_time;
@@ -79,7 +79,7 @@ BuildTime source_build_time(const std::string& source_dir, const Environment& en
 }
 
 BuildOptions build_options(const BuildFlags& flags, const std::string& source_dir,
-                           const std::vector<Target>& targets, const Environment& env,
+                           const std::vector<format::Target>& targets, const runtime::Environment& env,
                            std::int64_t build_time) {
   BuildOptions opts;
   opts.source_dir = source_dir;
@@ -103,4 +103,4 @@ BuildOptions build_options(const BuildFlags& flags, const std::string& source_di
   return opts;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

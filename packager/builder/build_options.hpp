@@ -13,20 +13,20 @@
 #include "format/target.hpp"
 #include "runtime/environment.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 // The places a build's targets may come from, in the order they are asked: --targets; the
 // project's registry/package.json "targets"; its ci/targets.txt when it has one; the release list
 // compiled into kiln (KILN_RELEASE_TARGETS).
 struct BuildTargetSources {
   std::string flag;                         // --targets as given; "" when not given
-  std::vector<Target> project;              // registry/package.json "targets"; empty: none
+  std::vector<format::Target> project;              // registry/package.json "targets"; empty: none
   std::optional<std::string> targets_file;  // ci/targets.txt's text; nullopt: no such file
   std::string targets_file_path;            // that file, for messages
   std::vector<std::string> compiled;        // release_targets()
 };
 struct BuildTargets {
-  std::vector<Target> targets;
+  std::vector<format::Target> targets;
   std::string origin;  // "--targets", "registry/package.json", "ci/targets.txt", "the release
                        // list compiled into kiln"
 };
@@ -39,11 +39,11 @@ BuildTargets choose_build_targets(const BuildTargetSources& sources);
 BuildTargets project_build_targets(const std::string& flag, const std::string& source_dir,
                                    const std::vector<std::string>& compiled);
 // "sm_90a,sm_80": the targets as one comma-separated list.
-std::string joined(const std::vector<Target>& targets);
+std::string joined(const std::vector<format::Target>& targets);
 
 // The build time of the tree in `source_dir` (choose_build_time): SOURCE_DATE_EPOCH from `env`,
 // else `git log -1 --format=%ct` there (git found on env's PATH), else the fixed time.
-BuildTime source_build_time(const std::string& source_dir, const Environment& env);
+BuildTime source_build_time(const std::string& source_dir, const runtime::Environment& env);
 
 // `kiln build`'s options as given on its command line ("" or nullopt: not given).
 struct BuildFlags {
@@ -61,7 +61,7 @@ struct BuildFlags {
 // CA bundle as read), with --dist defaulting to <out>/dist, or <out>/shard-I-of-N for a shard.
 // Progress is left Lines: the caller knows its terminal.
 BuildOptions build_options(const BuildFlags& flags, const std::string& source_dir,
-                           const std::vector<Target>& targets, const Environment& env,
+                           const std::vector<format::Target>& targets, const runtime::Environment& env,
                            std::int64_t build_time);
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -13,7 +13,7 @@
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 namespace fs = std::filesystem;
 
 namespace {
@@ -71,18 +71,18 @@ std::string compile_record(const CompileKey& key, const std::string& fatbin_sha2
   return s;
 }
 
-std::unique_ptr<CachedCompiles> CachedCompiles::open(const BuildOptions& opts, const Registry& reg,
+std::unique_ptr<CachedCompiles> CachedCompiles::open(const BuildOptions& opts, const project::Registry& reg,
                                                      const BuildPlan& plan,
                                                      const std::string& out_dir,
                                                      const ToolkitInfo& toolkit,
                                                      const std::string& path_env, std::FILE* log,
                                                      std::optional<CacheStats>& stats) {
-  RemoteBounds bounds;
+  result_cache::RemoteBounds bounds;
   bounds.connect_timeout_ms = opts.cache_connect_timeout_ms;
   bounds.request_deadline_ms = opts.cache_request_deadline_ms;
-  std::unique_ptr<ResultCache> cache;
+  std::unique_ptr<result_cache::ResultCache> cache;
   try {
-    cache = open_result_cache(opts.cache, bounds, opts.cache_ca_bundle);
+    cache = result_cache::open_result_cache(opts.cache, bounds, opts.cache_ca_bundle);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Usage) throw;
     stats = CacheStats{};
@@ -96,7 +96,7 @@ std::unique_ptr<CachedCompiles> CachedCompiles::open(const BuildOptions& opts, c
   return std::make_unique<CachedCompiles>(std::move(cache), reg, plan, out_dir, compiler, log);
 }
 
-CachedCompiles::CachedCompiles(std::unique_ptr<ResultCache> cache, const Registry& reg,
+CachedCompiles::CachedCompiles(std::unique_ptr<result_cache::ResultCache> cache, const project::Registry& reg,
                                const BuildPlan& plan, std::string out_dir,
                                const CompilerIdentity& compiler, std::FILE* log)
     : cache_(std::move(cache)), reg_(reg), plan_(plan), out_dir_(std::move(out_dir)), log_(log) {
@@ -129,7 +129,7 @@ bool CachedCompiles::dropped() {
 bool CachedCompiles::up_to_date(const PlannedArtifact& a) const {
   std::string record;
   try {
-    record = read_whole_file(compile_record_path(out_dir_, a), limits::kMaxLocalFileBytes);
+    record = io::read_whole_file(compile_record_path(out_dir_, a), io::limits::kMaxLocalFileBytes);
   } catch (const Error&) {
     return false;
   }
@@ -141,7 +141,7 @@ bool CachedCompiles::up_to_date(const PlannedArtifact& a) const {
   fs::path fatbin = fs::path(out_dir_) / a.fatbin;
   if (!fs::is_regular_file(fatbin, ec)) return false;
   try {
-    return sha256_file(fatbin) == sha;
+    return io::sha256_file(fatbin) == sha;
   } catch (const Error&) {
     return false;
   }
@@ -150,25 +150,25 @@ bool CachedCompiles::up_to_date(const PlannedArtifact& a) const {
 CachedCompiles::Found CachedCompiles::look_up(const PlannedArtifact& a) {
   if (dropped()) return Found::Miss;
   const CompileKey& key = keys_.at(a.fatbin);
-  CacheLookup r = cache_->lookup(key.hex, a.uri + ".fatbin");
+  result_cache::CacheLookup r = cache_->lookup(key.hex, a.uri + ".fatbin");
   {
     std::lock_guard<std::mutex> g(mutex_);
     stats_.bytes_fetched += r.bytes_fetched;
   }
   std::string refusal;
   switch (r.outcome) {
-    case CacheLookup::Outcome::Miss:
+    case result_cache::CacheLookup::Outcome::Miss:
       return Found::Miss;
-    case CacheLookup::Outcome::Unavailable:
+    case result_cache::CacheLookup::Outcome::Unavailable:
       drop(r.reason);
       return Found::Miss;
-    case CacheLookup::Outcome::Refused:
+    case result_cache::CacheLookup::Outcome::Refused:
       refusal = r.reason;
       break;
-    case CacheLookup::Outcome::Hit:
+    case result_cache::CacheLookup::Outcome::Hit:
       try {
         // The same check as a fresh compile's: one image, the target, every entry.
-        check_compile_result(r.bytes, stats_.location + "/" + action_path(key.hex), a.uri, a.target,
+        check_compile_result(r.bytes, stats_.location + "/" + result_cache::action_path(key.hex), a.uri, a.target,
                              reg_.find(a.uri)->entries);
       } catch (const Error& e) {
         refusal = e.what();
@@ -182,13 +182,13 @@ CachedCompiles::Found CachedCompiles::look_up(const PlannedArtifact& a) {
         "; compiling it");
     return Found::Miss;
   }
-  write_file_atomically(fs::path(out_dir_) / a.fatbin, r.bytes);
-  write_record(a, sha256_hex(r.bytes));
+  io::write_file_atomically(fs::path(out_dir_) / a.fatbin, r.bytes);
+  write_record(a, io::sha256_hex(r.bytes));
   return Found::Hit;
 }
 
 void CachedCompiles::write_record(const PlannedArtifact& a, const std::string& sha256) const {
-  write_file_atomically(compile_record_path(out_dir_, a),
+  io::write_file_atomically(compile_record_path(out_dir_, a),
                         compile_record(keys_.at(a.fatbin), sha256));
 }
 
@@ -243,7 +243,7 @@ void CachedCompiles::store(const PlannedArtifact& a, const std::string& bytes) {
     std::lock_guard<std::mutex> g(mutex_);
     if (stores_dropped_ || !stats_.skipped.empty()) return;
   }
-  CacheStore r = cache_->store(keys_.at(a.fatbin).hex, a.uri + ".fatbin", bytes);
+  result_cache::CacheStore r = cache_->store(keys_.at(a.fatbin).hex, a.uri + ".fatbin", bytes);
   std::lock_guard<std::mutex> g(mutex_);
   if (r.ok) {
     ++stats_.stored;
@@ -267,7 +267,7 @@ void CachedCompiles::keep_compiled(const BuildPlan& compiled,
       if (failed_outputs.count(a.fatbin)) continue;
       fs::path fatbin = fs::path(out_dir_) / a.fatbin;
       try {
-        std::string bytes = read_whole_file(fatbin);
+        std::string bytes = io::read_whole_file(fatbin);
         check_compile_result(bytes, fatbin.string(), a.uri, a.target, reg_.find(a.uri)->entries);
         results.push_back({&a, std::move(bytes)});
       } catch (const Error&) {
@@ -276,7 +276,7 @@ void CachedCompiles::keep_compiled(const BuildPlan& compiled,
     }
   in_parallel(results.size(), kCacheThreads,
               [&](std::size_t i) { store(*results[i].artifact, results[i].bytes); });
-  for (const auto& r : results) write_record(*r.artifact, sha256_hex(r.bytes));
+  for (const auto& r : results) write_record(*r.artifact, io::sha256_hex(r.bytes));
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -24,14 +24,14 @@
 #include "builder/build.hpp"
 #include "result_cache/result_cache.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 class CachedCompiles {
  public:
   // Opens opts.cache (result_cache.hpp: open_result_cache) and computes every artifact's key.
   // A cache that cannot be opened (a directory that cannot be created) is skipped: nullptr,
   // `stats` says why, and one line on `log` does. Throws Error{Usage} for a malformed --cache.
-  static std::unique_ptr<CachedCompiles> open(const BuildOptions& opts, const Registry& reg,
+  static std::unique_ptr<CachedCompiles> open(const BuildOptions& opts, const project::Registry& reg,
                                               const BuildPlan& plan, const std::string& out_dir,
                                               const ToolkitInfo& toolkit,
                                               const std::string& path_env, std::FILE* log,
@@ -47,7 +47,7 @@ class CachedCompiles {
 
   const CacheStats& stats() const { return stats_; }
 
-  CachedCompiles(std::unique_ptr<ResultCache> cache, const Registry& reg, const BuildPlan& plan,
+  CachedCompiles(std::unique_ptr<result_cache::ResultCache> cache, const project::Registry& reg, const BuildPlan& plan,
                  std::string out_dir, const CompilerIdentity& compiler, std::FILE* log);
 
  private:
@@ -60,8 +60,8 @@ class CachedCompiles {
   bool dropped();
   void say(const std::string& line);
 
-  std::unique_ptr<ResultCache> cache_;
-  const Registry& reg_;
+  std::unique_ptr<result_cache::ResultCache> cache_;
+  const project::Registry& reg_;
   const BuildPlan& plan_;
   std::string out_dir_;
   std::map<std::string, CompileKey> keys_;  // by fatbin path (relative to --out)
@@ -77,4 +77,4 @@ std::string compile_record_path(const std::string& out_dir, const PlannedArtifac
 // The record's text (the grammar above); pure.
 std::string compile_record(const CompileKey& key, const std::string& fatbin_sha256);
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -12,7 +12,7 @@
 
 #include "builder/build.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 // One compile that failed: the artifact's output (PlannedArtifact::fatbin, relative to the out
 // directory) and what the compiler said.
@@ -54,4 +54,4 @@ std::vector<CompileFailure> parse_ninja_failures(const std::string& log);
 BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner& runner,
                       std::FILE* progress_out);
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -4,7 +4,7 @@
 #include "builder/build.hpp"
 #include "io/sha256.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 bool embeds_paths(const std::vector<std::string>& flags) {
   static const char* const kPathFlags[] = {
@@ -15,7 +15,7 @@ bool embeds_paths(const std::vector<std::string>& flags) {
   });
 }
 
-CompileKey compile_key(const PlannedArtifact& a, const Specialisation& spec,
+CompileKey compile_key(const PlannedArtifact& a, const project::Specialisation& spec,
                        const std::string& stub, const std::string& source_dir,
                        const std::string& out_dir, const CompilerIdentity& compiler) {
   CompileKey k;
@@ -38,10 +38,10 @@ CompileKey compile_key(const PlannedArtifact& a, const Specialisation& spec,
   add("nvcc", compiler.nvcc_version);
   add("host_compiler", compiler.host_compiler);
   add("nvcc_environment", compiler.nvcc_environment);
-  Sha256 h;
+  io::Sha256 h;
   for (const auto& [tag, value] : k.fields) h.field(tag, value);
   k.hex = h.hex();
   return k;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -7,34 +7,34 @@
 #include "format/fatbin.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 namespace {
 
-std::string image_symbols_error(const std::string& path, const Target& t, const std::string& what) {
+std::string image_symbols_error(const std::string& path, const format::Target& t, const std::string& what) {
   return path + ": built for " + t.str() + " but " + what;
 }
 
 // Checks the fatbin holds exactly the one image that was asked for, and returns the kernel
 // symbols of that image: never ship an image of another arch than the archive's target.
 std::vector<std::string> image_symbols(const std::string& bytes, const std::string& path,
-                                       const Target& t) {
-  std::vector<FatbinImage> images = parse_fatbin(bytes, path);
-  bool want_ptx = t.kind == Target::Kind::Ptx;
+                                       const format::Target& t) {
+  std::vector<format::FatbinImage> images = format::parse_fatbin(bytes, path);
+  bool want_ptx = t.kind == format::Target::Kind::Ptx;
   std::vector<std::string> symbols;
   int matching = 0;
   for (const auto& img : images) {
-    bool is_ptx = img.kind == FatbinImage::Kind::Ptx;
+    bool is_ptx = img.kind == format::FatbinImage::Kind::Ptx;
     if (is_ptx != want_ptx || img.arch != t.arch || img.suffix != t.suffix)
       throw Error(ErrorKind::Format,
                   image_symbols_error(path, t, "it holds an image for " + img.target()));
     ++matching;
-    std::string payload = fatbin_image_payload(bytes, img);
-    if (!is_ptx && elf_sm_arch(payload) != t.arch)
+    std::string payload = format::fatbin_image_payload(bytes, img);
+    if (!is_ptx && format::elf_sm_arch(payload) != t.arch)
       throw Error(ErrorKind::Format,
                   image_symbols_error(path, t,
-                                      "its cubin says sm_" + std::to_string(elf_sm_arch(payload))));
-    auto syms = is_ptx ? ptx_entry_names(payload) : elf_function_symbols(payload);
+                                      "its cubin says sm_" + std::to_string(format::elf_sm_arch(payload))));
+    auto syms = is_ptx ? format::ptx_entry_names(payload) : format::elf_function_symbols(payload);
     symbols.insert(symbols.end(), syms.begin(), syms.end());
   }
   if (matching == 0)
@@ -44,12 +44,12 @@ std::vector<std::string> image_symbols(const std::string& bytes, const std::stri
 
 }  // namespace
 
-std::vector<ArtifactEntry::Entry> check_compile_result(const std::string& bytes,
+std::vector<format::ArtifactEntry::Entry> check_compile_result(const std::string& bytes,
                                                        const std::string& path,
-                                                       const std::string& uri, const Target& t,
+                                                       const std::string& uri, const format::Target& t,
                                                        const std::vector<std::string>& entries) {
   try {
-    return match_entries(entries, image_symbols(bytes, path, t), demangled_base_name, uri, t.str());
+    return match_entries(entries, image_symbols(bytes, path, t), format::demangled_base_name, uri, t.str());
   } catch (const Error& e) {
     throw Error(e.kind(), "compile result of " + uri + " for " + t.str() +
                               " is not what was asked for, so it is not packed (a corrupt "
@@ -58,4 +58,4 @@ std::vector<ArtifactEntry::Entry> check_compile_result(const std::string& bytes,
   }
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -9,7 +9,7 @@
 #include "builder/toolkit.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 std::vector<CompileFailure> parse_ninja_failures(const std::string& log) {
   std::vector<CompileFailure> out;
@@ -80,4 +80,4 @@ std::unique_ptr<CommandRunner> make_ninja_runner(std::string path_env) {
   return std::make_unique<NinjaRunner>(std::move(path_env));
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -21,18 +21,18 @@
 #include "project/package_description.hpp"
 #include "runtime/environment.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 namespace fs = std::filesystem;
 
 namespace {
 
 // True when `path` is an archive holding exactly `members` (names, order and bytes); the
 // manifest among them pins build time, versions and digests, which fix the archive's bytes.
-bool same_members(const fs::path& path, const std::vector<ArchiveMember>& members) {
+bool same_members(const fs::path& path, const std::vector<format::ArchiveMember>& members) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return false;
   try {
-    auto old = read_archive(path);
+    auto old = format::read_archive(path);
     if (old.size() != members.size()) return false;
     for (size_t i = 0; i < old.size(); ++i)
       if (old[i].name != members[i].name || old[i].data != members[i].data) return false;
@@ -53,9 +53,9 @@ std::string archive_tmp_name(const std::string& final_name) {
 void remove_killed_publish_leftovers(const fs::path& dist, const std::string& package,
                                      const std::string& version) {
   auto of_release = [&](std::string_view file) {
-    return names_release_file(file, package, version);
+    return format::names_release_file(file, package, version);
   };
-  remove_orphaned_temps_if(dist, of_release);
+  io::remove_orphaned_temps_if(dist, of_release);
   std::error_code ec;
   for (fs::directory_iterator it(dist, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -69,22 +69,22 @@ void remove_killed_publish_leftovers(const fs::path& dist, const std::string& pa
 
 }  // namespace
 
-PackageIdentity package_identity(const Project& project) {
+PackageIdentity package_identity(const project::Project& project) {
   std::string commit;
   std::error_code ec;
   fs::path kiln_tree = fs::weakly_canonical(KILN_SOURCE_DIR, ec);
   if (!ec && fs::weakly_canonical(project.root, ec) == kiln_tree && !ec) {
     commit = kiln::git_commit();
-  } else if (auto git = find_on_path("git", read_environment().path)) {
+  } else if (auto git = find_on_path("git", runtime::read_environment().path)) {
     ProcessResult r = run_process({*git, "-C", project.root.string(), "rev-parse", "HEAD"});
     if (r.exit_code == 0) {
       commit = r.output;
       while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
     }
   }
-  PackageData data(project);
+  project::PackageData data(project);
   return {project.name, project.version, commit, kiln::cuda_version(),
-          package_description_json(*data.get())};
+          project::package_description_json(*data.get())};
 }
 
 std::vector<PublishedArchive> publish_release(
@@ -101,12 +101,12 @@ std::vector<PublishedArchive> publish_release(
   fs::create_directories(dist_dir, ec);
   if (ec) throw Error(ErrorKind::Io, "cannot create " + dist_dir.string() + ": " + ec.message());
   // One publisher at a time per dist (flock on the directory: nothing is added to it).
-  FileLock lock = FileLock::acquire_directory(dist_dir, std::chrono::minutes(10));
+  io::FileLock lock = io::FileLock::acquire_directory(dist_dir, std::chrono::minutes(10));
   // Not held where the filesystem cannot lock a directory: then nothing is removed.
   if (lock.held()) remove_killed_publish_leftovers(dist_dir, id.name, id.version);
   std::vector<std::pair<fs::path, fs::path>> pending;  // temp -> final
   std::vector<PublishedArchive> out;
-  Index index;
+  format::Index index;
   index.package = id.name;
   index.package_version = id.version;
   index.git_commit = id.git_commit;
@@ -114,30 +114,30 @@ std::vector<PublishedArchive> publish_release(
   try {
     for (std::size_t a = 0; a < archives; ++a) {
       ArchiveContent c = content(a);
-      const Manifest& m = c.manifest;
-      std::vector<ArchiveMember> files;
+      const format::Manifest& m = c.manifest;
+      std::vector<format::ArchiveMember> files;
       files.reserve(m.artifacts.size() + 1);
       for (size_t i = 0; i < m.artifacts.size(); ++i)
         files.push_back({m.artifacts[i].file, std::move(c.bytes.at(i))});
       std::sort(files.begin(), files.end(),
-                [](const ArchiveMember& x, const ArchiveMember& y) { return x.name < y.name; });
-      files.insert(files.begin(), ArchiveMember{"manifest.json", manifest_to_json(m)});
-      std::string name = archive_file_name(id.name, id.version, id.cuda_version, m.target);
+                [](const format::ArchiveMember& x, const format::ArchiveMember& y) { return x.name < y.name; });
+      files.insert(files.begin(), format::ArchiveMember{"manifest.json", format::manifest_to_json(m)});
+      std::string name = format::archive_file_name(id.name, id.version, id.cuda_version, m.target);
       PublishedArchive pa;
       pa.path = (dist_dir / name).string();
-      auto target = parse_target(m.target);
+      auto target = format::parse_target(m.target);
       if (!target)
         throw Error(ErrorKind::Format,
                     "manifest of " + name + ": target '" + m.target + "' is not a target name");
       pa.target = *target;
       if (same_members(dist_dir / name, files)) {
         // zstd -19 dominates a no-op rebuild; the same members give the same bytes anyway.
-        pa.sha256 = sha256_file(dist_dir / name, &pa.size);
+        pa.sha256 = io::sha256_file(dist_dir / name, &pa.size);
       } else {
         fs::path tmp = dist_dir / archive_tmp_name(name);
         pending.emplace_back(tmp, dist_dir / name);
-        write_archive(tmp, files, build_time);
-        pa.sha256 = sha256_file(tmp, &pa.size);
+        format::write_archive(tmp, files, build_time);
+        pa.sha256 = io::sha256_file(tmp, &pa.size);
       }
       pa.artifacts = m.artifacts.size();
       pa.skipped = m.skipped;
@@ -152,13 +152,13 @@ std::vector<PublishedArchive> publish_release(
     }
     pending.clear();
     if (!id.description_json.empty()) {
-      std::string name = description_file_name(id.name, id.version);
-      write_file_atomically(dist_dir / name, id.description_json);
+      std::string name = format::description_file_name(id.name, id.version);
+      io::write_file_atomically(dist_dir / name, id.description_json);
       index.description =
-          IndexFile{name, id.description_json.size(), sha256_hex(id.description_json)};
+          format::IndexFile{name, id.description_json.size(), io::sha256_hex(id.description_json)};
     }
-    fs::path idx = dist_dir / index_file_name(id.name, id.version);
-    write_file_atomically(idx, index_to_json(index));
+    fs::path idx = dist_dir / format::index_file_name(id.name, id.version);
+    io::write_file_atomically(idx, format::index_to_json(index));
     if (index_path) *index_path = idx.string();
   } catch (...) {
     for (const auto& p : pending) fs::remove(p.first, ec);
@@ -168,4 +168,4 @@ std::vector<PublishedArchive> publish_release(
   return out;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

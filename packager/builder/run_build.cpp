@@ -23,7 +23,7 @@
 #include "kiln/version.hpp"
 #include "runtime/environment.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 namespace fs = std::filesystem;
 
 namespace {
@@ -41,7 +41,7 @@ bool write_if_changed(const fs::path& p, const std::string& data) {
   if (ec)
     throw Error(ErrorKind::Io,
                 "cannot create directory " + p.parent_path().string() + ": " + ec.message());
-  write_file_atomically(p, data);
+  io::write_file_atomically(p, data);
   return true;
 }
 
@@ -76,11 +76,11 @@ class Progress {
 }  // namespace
 
 ArchiveContent archive_content(
-    const TargetPlan& tp, const Registry& reg, const PackageIdentity& id, std::int64_t build_time,
+    const TargetPlan& tp, const project::Registry& reg, const PackageIdentity& id, std::int64_t build_time,
     const std::string& source_dir,
-    const std::function<CompiledArtifact(const PlannedArtifact&, const Specialisation&)>& result) {
+    const std::function<CompiledArtifact(const PlannedArtifact&, const project::Specialisation&)>& result) {
   ArchiveContent c;
-  Manifest& m = c.manifest;
+  format::Manifest& m = c.manifest;
   m.package = id.name;
   m.package_version = id.version;
   m.git_commit = id.git_commit;
@@ -91,10 +91,10 @@ ArchiveContent archive_content(
   m.artifacts.reserve(tp.artifacts.size());
   c.bytes.reserve(tp.artifacts.size());
   for (const auto& a : tp.artifacts) {
-    const Specialisation* spec = reg.find(a.uri);
+    const project::Specialisation* spec = reg.find(a.uri);
     if (!spec) throw Error(ErrorKind::Internal, "planned URI " + a.uri + " is not in the registry");
     CompiledArtifact compiled = result(a, *spec);
-    ArtifactEntry e;
+    format::ArtifactEntry e;
     e.uri = a.uri;
     e.family = a.family;
     e.params = spec->params;
@@ -103,7 +103,7 @@ ArchiveContent archive_content(
     e.flags = manifest_flags(a, source_dir);
     e.file = a.uri + ".fatbin";
     e.size = compiled.bytes.size();
-    e.sha256 = sha256_hex(compiled.bytes);
+    e.sha256 = io::sha256_hex(compiled.bytes);
     m.artifacts.push_back(std::move(e));
     c.bytes.push_back(std::move(compiled.bytes));
   }
@@ -117,8 +117,8 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   fs::path out_dir = fs::absolute(opts.out_dir).lexically_normal();
   fs::path dist_dir = fs::absolute(opts.dist_dir).lexically_normal();
 
-  Project project = load_project(source_dir);
-  const Registry& reg = project.registry;
+  project::Project project = project::load_project(source_dir);
+  const project::Registry& reg = project.registry;
 
   // Every capability is checked before the first compile.
   const ToolkitInfo& tk = toolkit.info();
@@ -127,7 +127,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   BuildPlan full_plan = plan_build(reg, opts.targets, opts.only, source_dir);
   BuildPlan plan = opts.shard ? shard_plan(full_plan, *opts.shard) : full_plan;
   runner.check_available();
-  const std::string path_env = read_environment().path;
+  const std::string path_env = runtime::read_environment().path;
   std::string launcher;
   if (!opts.launcher.empty()) {
     auto found = opts.launcher.find('/') != std::string::npos
@@ -218,9 +218,9 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   auto content = [&](std::size_t t) {
     const TargetPlan& tp = plan.targets.at(t);
     return archive_content(tp, reg, id, opts.build_time, source_dir,
-                           [&](const PlannedArtifact& a, const Specialisation& spec) {
+                           [&](const PlannedArtifact& a, const project::Specialisation& spec) {
                              fs::path fb = out_dir / a.fatbin;
-                             CompiledArtifact c{read_whole_file(fb), {}};
+                             CompiledArtifact c{io::read_whole_file(fb), {}};
                              try {
                                c.entries = check_compile_result(c.bytes, fb.string(), a.uri,
                                                                 tp.target, spec.entries);
@@ -241,7 +241,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     sm.package_version = id.version;
     sm.git_commit = id.git_commit;
     sm.cuda_version = id.cuda_version;
-    sm.registry_sha256 = sha256_file(fs::path(source_dir) / "registry" / "kernels.json");
+    sm.registry_sha256 = io::sha256_file(fs::path(source_dir) / "registry" / "kernels.json");
     sm.nvcc_version = tk.full_version;
     sm.base_flags = base_nvcc_flags();
     sm.build_time = opts.build_time;
@@ -257,7 +257,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
 }
 
 BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* progress_out) {
-  auto ninja = make_ninja_runner(read_environment().path);
+  auto ninja = make_ninja_runner(runtime::read_environment().path);
   return run_build(opts, toolkit, *ninja, progress_out);
 }
 
@@ -299,4 +299,4 @@ std::string build_result_json(const BuildResult& r) {
   return j.dump(2) + "\n";
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -16,7 +16,7 @@
 #include "project/package_description.hpp"
 #include "util/field_error.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 namespace fs = std::filesystem;
 
 namespace {
@@ -69,14 +69,14 @@ std::string shard_member_path(const std::string& target, const std::string& file
 }
 
 std::string shard_to_json(const ShardManifest& m) {
-  Json j = release_json_header("kind", kShardMarker, m);
+  Json j = format::release_json_header("kind", kShardMarker, m);
   j["registry_sha256"] = m.registry_sha256;
   j["toolchain"] = {{"nvcc_version", m.nvcc_version}, {"base_flags", m.base_flags}};
   j["build_time"] = m.build_time;
   j["shard"] = spec_text(m.shard);
   j["work"] = m.work;
   Json targets = Json::array();
-  for (const auto& t : m.targets) targets.push_back(Json::parse(manifest_to_json(t)));
+  for (const auto& t : m.targets) targets.push_back(Json::parse(format::manifest_to_json(t)));
   j["targets"] = std::move(targets);
   return j.dump(2) + "\n";
 }
@@ -121,7 +121,7 @@ ShardManifest parse_shard_manifest(std::string_view text, const std::string& ori
   if (!ts.is_array()) fail(origin, "targets", "expected an array of manifests");
   for (size_t i = 0; i < ts.size(); ++i)
     m.targets.push_back(
-        parse_manifest(ts[i].dump(), origin + " targets[" + std::to_string(i) + "]"));
+        format::parse_manifest(ts[i].dump(), origin + " targets[" + std::to_string(i) + "]"));
   return m;
 }
 
@@ -174,14 +174,14 @@ MergePlan plan_merge(const std::vector<ShardInput>& shards) {
   std::set<std::string> work(first.work.begin(), first.work.end());
   std::map<std::string, std::size_t> holder;  // work key -> shard
   for (size_t t = 0; t < first.targets.size(); ++t) {
-    Manifest m = first.targets[t];
+    format::Manifest m = first.targets[t];
     m.artifacts.clear();
-    std::vector<std::pair<ArtifactEntry, std::size_t>> arts;
+    std::vector<std::pair<format::ArtifactEntry, std::size_t>> arts;
     for (size_t si = 0; si < shards.size(); ++si) {
-      const Manifest& sm = shards[si].manifest.targets[t];
+      const format::Manifest& sm = shards[si].manifest.targets[t];
       differ(shards[si], "targets[" + std::to_string(t) + "].skipped",
-             Json::parse(manifest_to_json(first.targets[t]))["skipped"].dump(),
-             Json::parse(manifest_to_json(sm))["skipped"].dump());
+             Json::parse(format::manifest_to_json(first.targets[t]))["skipped"].dump(),
+             Json::parse(format::manifest_to_json(sm))["skipped"].dump());
       for (const auto& e : sm.artifacts) {
         std::string key = work_key(sm.target, e.uri);
         if (!work.count(key))
@@ -231,17 +231,17 @@ std::string write_shard(const std::string& dir_in, const ShardManifest& identity
       throw Error(ErrorKind::Io,
                   "cannot create " + (dir / c.manifest.target).string() + ": " + ec.message());
     for (size_t i = 0; i < c.manifest.artifacts.size(); ++i)
-      write_file_atomically(
+      io::write_file_atomically(
           dir / shard_member_path(c.manifest.target, c.manifest.artifacts[i].file), c.bytes[i]);
     sm.targets.push_back(c.manifest);
   }
-  fs::path description = dir / description_file_name(sm.package, sm.package_version);
+  fs::path description = dir / format::description_file_name(sm.package, sm.package_version);
   if (description_json.empty())
     fs::remove(description, ec);
   else
-    write_file_atomically(description, description_json);
+    io::write_file_atomically(description, description_json);
   fs::path p = dir / kShardFileName;
-  write_file_atomically(p, shard_to_json(sm));
+  io::write_file_atomically(p, shard_to_json(sm));
   return p.string();
 }
 
@@ -253,12 +253,12 @@ std::string shards_description(const std::vector<ShardInput>& shards) {
   std::string first;
   for (size_t i = 0; i < shards.size(); ++i) {
     const ShardManifest& m = shards[i].manifest;
-    fs::path f = fs::path(shards[i].origin) / description_file_name(m.package, m.package_version);
+    fs::path f = fs::path(shards[i].origin) / format::description_file_name(m.package, m.package_version);
     std::error_code ec;
     std::string text =
-        fs::is_regular_file(f, ec) ? read_whole_file(f, limits::kMaxJsonBytes) : std::string();
+        fs::is_regular_file(f, ec) ? io::read_whole_file(f, io::limits::kMaxJsonBytes) : std::string();
     if (i == 0) {
-      if (!text.empty()) read_package_description(text, f.string());  // strict, bounded
+      if (!text.empty()) project::read_package_description(text, f.string());  // strict, bounded
       first = std::move(text);
     } else if (text != first) {
       throw Error(ErrorKind::Stale, "shards " + shards[0].origin + " and " + shards[i].origin +
@@ -282,7 +282,7 @@ MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::str
       throw Error(ErrorKind::NotFound, d + " is not a shard: it has no " + kShardFileName +
                                            " (a shard is what `kiln build --shard I/N` "
                                            "writes to its --dist)");
-    inputs.push_back({d, parse_shard_manifest(read_whole_file(p), p.string())});
+    inputs.push_back({d, parse_shard_manifest(io::read_whole_file(p), p.string())});
   }
   MergePlan plan = plan_merge(inputs);
   plan.id.description_json = shards_description(inputs);
@@ -291,11 +291,11 @@ MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::str
     ArchiveContent c;
     c.manifest = plan.manifests.at(t);
     for (size_t i = 0; i < c.manifest.artifacts.size(); ++i) {
-      const ArtifactEntry& e = c.manifest.artifacts[i];
+      const format::ArtifactEntry& e = c.manifest.artifacts[i];
       const ShardInput& s = inputs[plan.held_by[t][i]];
       fs::path f = fs::path(s.origin) / shard_member_path(c.manifest.target, e.file);
-      std::string bytes = read_whole_file(f);
-      std::string digest = sha256_hex(bytes);
+      std::string bytes = io::read_whole_file(f);
+      std::string digest = io::sha256_hex(bytes);
       if (bytes.size() != e.size || digest != e.sha256)
         throw Error(ErrorKind::Integrity,
                     "shard " + s.origin + ": " + f.string() + " does not match its entry in " +
@@ -313,4 +313,4 @@ MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::str
   return r;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -15,7 +15,7 @@
 #include "builder/build.hpp"
 #include "format/manifest.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 constexpr int kShardFormat = 1;
 constexpr const char* kShardFileName = "shard.json";
@@ -34,7 +34,7 @@ struct ShardManifest {
   std::vector<std::string> work;  // every "<target>/<uri>" of the whole build, in plan order
   // One per target of the build: this shard's artifacts (entry, flags, size, sha256), and the
   // target's skipped families. Fields other than artifacts repeat the shard's identity.
-  std::vector<Manifest> targets;
+  std::vector<format::Manifest> targets;
 };
 
 std::string shard_to_json(const ShardManifest& m);
@@ -53,7 +53,7 @@ struct ShardInput {
 struct MergePlan {
   PackageIdentity id;
   std::int64_t build_time = 0;
-  std::vector<Manifest> manifests;                // complete, one per target
+  std::vector<format::Manifest> manifests;                // complete, one per target
   std::vector<std::vector<std::size_t>> held_by;  // [target][artifact] -> index in shards
 };
 
@@ -83,4 +83,4 @@ std::string write_shard(const std::string& dir, const ShardManifest& identity,
                         const std::vector<ArchiveContent>& contents,
                         const std::string& description_json);
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -8,7 +8,7 @@
 
 #include "runtime/environment.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 std::vector<std::string> tool_dirs(const std::string& cuda_home, const std::string& path) {
   std::vector<std::string> dirs;
@@ -47,7 +47,7 @@ std::string version_line(std::string_view out) {
 namespace {
 
 std::string find_tool(const std::string& name) {
-  const Environment env = read_environment();  // the one table of variables (environment.hpp)
+  const runtime::Environment env = runtime::read_environment();  // the one table of variables (environment.hpp)
   for (const auto& d : tool_dirs(env.cuda_home, env.path)) {
     std::string path = d + "/" + name;
     if (::access(path.c_str(), X_OK) == 0) return path;
@@ -85,4 +85,4 @@ ToolFact probe_tool(const std::string& name) {
   return t;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

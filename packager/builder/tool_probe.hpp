@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 struct ToolFact {
   std::string name;
@@ -28,4 +28,4 @@ std::string version_line(std::string_view output);
 // --version.
 ToolFact probe_tool(const std::string& name);
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

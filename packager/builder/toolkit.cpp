@@ -20,12 +20,12 @@
 
 extern char** environ;
 
-namespace kiln::packager {
+namespace kiln::builder {
 namespace fs = std::filesystem;
 
 ToolkitSearch ToolkitSearch::from_env() {
   ToolkitSearch s;
-  const Environment env = read_environment();  // the one table of variables (environment.hpp)
+  const runtime::Environment env = runtime::read_environment();  // the one table of variables (environment.hpp)
   if (!env.cuda_home.empty()) s.cuda_home = env.cuda_home;
   s.path = env.path;
   return s;
@@ -117,19 +117,19 @@ std::vector<std::string> supported_codes(const std::vector<std::string>& listed,
                                          const std::vector<std::string>& allowed_gpu_code) {
   std::set<std::string> base;
   for (const auto& l : listed)
-    if (parse_target(l)) base.insert(l);
+    if (format::parse_target(l)) base.insert(l);
   std::set<std::string> out = base;
   for (const auto& a : allowed_gpu_code) {
-    auto t = parse_target(a);
+    auto t = format::parse_target(a);
     if (!t || !t->suffix) continue;
-    Target plain = *t;
+    format::Target plain = *t;
     plain.suffix = 0;
     // An a/f variant counts only when its base arch is one nvcc lists as buildable.
     if (base.count(plain.str())) out.insert(a);
   }
   std::vector<std::string> v(out.begin(), out.end());
   std::sort(v.begin(), v.end(), [](const std::string& a, const std::string& b) {
-    return *parse_target(a) < *parse_target(b);
+    return *format::parse_target(a) < *format::parse_target(b);
   });
   return v;
 }
@@ -143,7 +143,7 @@ void check_toolkit_version(const ToolkitInfo& tk, std::string_view expected) {
                     std::string(expected) + " toolkit, or rebuild kiln with CUDA " + tk.version);
 }
 
-void check_targets(const ToolkitInfo& tk, const std::vector<Target>& targets) {
+void check_targets(const ToolkitInfo& tk, const std::vector<format::Target>& targets) {
   for (const auto& t : targets) {
     if (std::find(tk.codes.begin(), tk.codes.end(), t.str()) != tk.codes.end()) continue;
     std::string list = util::join(tk.codes, ", ");
@@ -153,9 +153,9 @@ void check_targets(const ToolkitInfo& tk, const std::vector<Target>& targets) {
   }
 }
 
-std::string gencode_for(const Target& t) {
-  Target virt = t;
-  virt.kind = Target::Kind::Ptx;
+std::string gencode_for(const format::Target& t) {
+  format::Target virt = t;
+  virt.kind = format::Target::Kind::Ptx;
   return "arch=" + virt.str() + ",code=" + t.str();
 }
 
@@ -314,4 +314,4 @@ std::string host_compiler_identity(const std::string& ccbin, const std::string& 
   }
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

@@ -12,7 +12,7 @@
 
 #include "format/target.hpp"
 
-namespace kiln::packager {
+namespace kiln::builder {
 
 struct ToolkitInfo {
   std::string root;          // toolkit prefix, e.g. /usr/local/cuda
@@ -71,10 +71,10 @@ std::vector<std::string> supported_codes(const std::vector<std::string>& listed,
 void check_toolkit_version(const ToolkitInfo& tk, std::string_view expected);
 // Throws Error{Unsupported} for the first target the toolkit cannot build, naming it and
 // every target the toolkit supports.
-void check_targets(const ToolkitInfo& tk, const std::vector<Target>& targets);
+void check_targets(const ToolkitInfo& tk, const std::vector<format::Target>& targets);
 // nvcc's -gencode value for a target: sm_90a -> arch=compute_90a,code=sm_90a;
 // compute_90 -> arch=compute_90,code=compute_90.
-std::string gencode_for(const Target& t);
+std::string gencode_for(const format::Target& t);
 
 // ---- processes ----
 
@@ -95,4 +95,4 @@ std::string host_compiler_identity(const std::string& ccbin, const std::string& 
 // The first executable `name` in the ':'-separated PATH, or nullopt.
 std::optional<std::string> find_on_path(const std::string& name, const std::string& path);
 
-}  // namespace kiln::packager
+}  // namespace kiln::builder

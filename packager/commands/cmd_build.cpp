@@ -15,14 +15,14 @@
 #include "plan/target_choice.hpp"
 #include "runtime/environment.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 namespace {
 
-using packager::BuildTargets;
+using builder::BuildTargets;
 
 // build_result_json's summary with the targets and where they came from.
-std::string build_json(const packager::BuildResult& r, const BuildTargets& chosen) {
-  auto j = nlohmann::ordered_json::parse(packager::build_result_json(r));
+std::string build_json(const builder::BuildResult& r, const BuildTargets& chosen) {
+  auto j = nlohmann::ordered_json::parse(builder::build_result_json(r));
   j["targets"] = nlohmann::ordered_json::array();
   for (const auto& t : chosen.targets) j["targets"].push_back(t.str());
   j["targets_from"] = chosen.origin;
@@ -30,9 +30,9 @@ std::string build_json(const packager::BuildResult& r, const BuildTargets& chose
 }
 
 // "cache DIR: 12 hits, 3 misses (1 refused), 0 up to date; 40960 bytes fetched, 12288 stored".
-void print_cache_stats(const packager::BuildResult& r) {
+void print_cache_stats(const builder::BuildResult& r) {
   if (!r.cache) return;
-  const packager::CacheStats& c = *r.cache;
+  const builder::CacheStats& c = *r.cache;
   std::printf("cache %s: %zu hits, %zu misses", c.location.c_str(), c.hits, c.misses);
   if (c.refused) std::printf(" (%zu refused)", c.refused);
   std::printf(", %zu up to date; %llu bytes fetched, %llu stored (%zu results)\n", c.up_to_date,
@@ -42,7 +42,7 @@ void print_cache_stats(const packager::BuildResult& r) {
 }
 
 // The text report: a shard's line, or what was compiled and each archive published.
-void print_build(const packager::BuildResult& r, const std::optional<packager::ShardSpec>& shard) {
+void print_build(const builder::BuildResult& r, const std::optional<builder::ShardSpec>& shard) {
   if (shard) {
     std::printf("shard %d/%d: compiled %zu of its %zu artifacts in %.1f s (%d jobs)\n",
                 shard->index, shard->count, r.compiled, r.total, r.seconds, r.jobs);
@@ -67,7 +67,7 @@ void print_build(const packager::BuildResult& r, const std::optional<packager::S
 
 // The command line: the builder's flags, and what the command reads itself.
 struct BuildArgs {
-  packager::BuildFlags flags;
+  builder::BuildFlags flags;
   std::string targets;
   int jobs = 0;
   std::string source;
@@ -79,18 +79,18 @@ struct BuildArgs {
 void build(const BuildArgs& o) {
   const std::string source_dir = project_dir(o.source, o.json);
   const BuildTargets chosen =
-      packager::project_build_targets(o.targets, source_dir, release_targets());
-  std::fprintf(stderr, "targets: %s (from %s)\n", packager::joined(chosen.targets).c_str(),
+      builder::project_build_targets(o.targets, source_dir, plan::release_targets());
+  std::fprintf(stderr, "targets: %s (from %s)\n", builder::joined(chosen.targets).c_str(),
                chosen.origin.c_str());
-  packager::BuildFlags flags = o.flags;
-  if (!o.shard.empty()) flags.shard = packager::parse_shard_spec(o.shard);
-  const Environment env = read_environment();
-  packager::BuildOptions opts = packager::build_options(
-      flags, source_dir, chosen.targets, env, packager::source_build_time(source_dir, env).seconds);
+  builder::BuildFlags flags = o.flags;
+  if (!o.shard.empty()) flags.shard = builder::parse_shard_spec(o.shard);
+  const runtime::Environment env = runtime::read_environment();
+  builder::BuildOptions opts = builder::build_options(
+      flags, source_dir, chosen.targets, env, builder::source_build_time(source_dir, env).seconds);
   opts.progress =
-      ::isatty(STDERR_FILENO) ? packager::ProgressStyle::Live : packager::ProgressStyle::Lines;
-  packager::NvccToolkit toolkit(packager::ToolkitSearch::from_env());
-  packager::BuildResult r = packager::run_build(opts, toolkit, stderr);
+      ::isatty(STDERR_FILENO) ? builder::ProgressStyle::Live : builder::ProgressStyle::Lines;
+  builder::NvccToolkit toolkit(builder::ToolkitSearch::from_env());
+  builder::BuildResult r = builder::run_build(opts, toolkit, stderr);
   std::fflush(stderr);
   if (o.json)
     std::cout << build_json(r, chosen);
@@ -155,4 +155,4 @@ void add_build_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

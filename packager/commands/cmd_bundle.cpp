@@ -11,7 +11,7 @@
 #include "release/bundle.hpp"
 #include "runtime/environment.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 namespace {
 
@@ -21,7 +21,7 @@ struct BundleArgs {
   std::vector<std::string> devices;
   std::vector<std::string> mirrors;
   std::vector<std::string> releases;
-  FetchOptions fetch;
+  fetch::FetchOptions fetch;
   PackageOptions pkg;
   bool json = false;
   double timeout_s = 0;
@@ -29,9 +29,9 @@ struct BundleArgs {
 
 // The request the options make: each --release, else the package chosen (choose_package); the
 // fetch options completed from the environment; the entries' time from SOURCE_DATE_EPOCH.
-packager::BundleRequest bundle_request(const BundleArgs& o) {
-  packager::BundleRequest req;
-  FetchOptions flags = o.fetch;
+release::BundleRequest bundle_request(const BundleArgs& o) {
+  release::BundleRequest req;
+  fetch::FetchOptions flags = o.fetch;
   flags.mirrors = o.mirrors;
   flags.timeout_ms = std::max(1L, std::lround(o.timeout_s * 1000));
   for (const auto& r : o.releases) {
@@ -47,12 +47,12 @@ packager::BundleRequest bundle_request(const BundleArgs& o) {
   req.targets = split_list(o.targets);
   for (const auto& d : o.devices) req.devices.push_back(device_cc(d));
   req.out = o.out;
-  if (std::string sde = read_environment().source_date_epoch; !sde.empty())
-    req.mtime = packager::parse_source_date_epoch(sde);
+  if (std::string sde = runtime::read_environment().source_date_epoch; !sde.empty())
+    req.mtime = builder::parse_source_date_epoch(sde);
   return req;
 }
 
-std::string bundle_json(const std::string& out, const packager::BundleResult& r) {
+std::string bundle_json(const std::string& out, const release::BundleResult& r) {
   nlohmann::ordered_json j;
   j["out"] = out;
   if (r.releases.size() == 1) {  // one release: its fields at the top, as before
@@ -71,7 +71,7 @@ std::string bundle_json(const std::string& out, const packager::BundleResult& r)
   return j.dump(2) + "\n";
 }
 
-void print_bundle(const std::string& out, const packager::BundleResult& r) {
+void print_bundle(const std::string& out, const release::BundleResult& r) {
   std::cout << "bundle " << out << ": root v" << r.root_version << ", timestamp v"
             << r.timestamp_version << " (expires " << r.timestamp_expires << ")\n";
   for (const auto& rel : r.releases) {
@@ -123,7 +123,7 @@ void add_bundle_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
   cmd->callback([o, &rc] {
-    packager::BundleResult r = packager::write_bundle(bundle_request(*o));
+    release::BundleResult r = release::write_bundle(bundle_request(*o));
     if (o->json)
       std::cout << bundle_json(o->out, r);
     else
@@ -132,4 +132,4 @@ void add_bundle_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

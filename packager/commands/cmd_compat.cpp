@@ -11,7 +11,7 @@
 #include "release/loader_facts.hpp"
 #include "runtime/driver.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 namespace {
 
@@ -25,7 +25,7 @@ struct CompatArgs {
 
 // Every GPU the CUDA driver reports (throws without a driver).
 std::vector<int> present_devices() {
-  auto driver = make_cuda_driver();
+  auto driver = runtime::make_cuda_driver();
   driver->init();
   std::vector<int> ccs;
   for (const auto& dev : driver->devices()) ccs.push_back(dev.cc);
@@ -35,27 +35,27 @@ std::vector<int> present_devices() {
 // The report over every input: the package given (--source, --package, --version) judges every
 // input; else each input that names its package is judged as that one (its description as kiln
 // finds it), and the default only those naming none.
-CompatReport compat(const CompatArgs& o) {
-  const LoaderFacts loader = o.loader == "this" ? this_loader_facts() : open_loader_facts(o.loader);
+release::CompatReport compat(const CompatArgs& o) {
+  const release::LoaderFacts loader = o.loader == "this" ? release::this_loader_facts() : release::open_loader_facts(o.loader);
   const std::vector<std::filesystem::path> stores = description_stores(LoaderConfig::from_env());
-  const std::vector<int> devices = compat_devices(
+  const std::vector<int> devices = release::compat_devices(
       split_list(o.devices), [](const std::string& d) { return parse_device_cc(d, "auto or none"); },
       present_devices);
-  std::optional<LoaderFacts> given;
-  auto default_facts = [&]() -> const LoaderFacts& {
+  std::optional<release::LoaderFacts> given;
+  auto default_facts = [&]() -> const release::LoaderFacts& {
     if (!given) {
       given = loader;
-      set_package(*given, *describe_package(o.pkg, stores, o.json).data->get());
+      release::set_package(*given, *describe_package(o.pkg, stores, o.json).data->get());
     }
     return *given;
   };
-  return check_compat_inputs(o.packages, devices, [&](const std::filesystem::path& input) {
-    std::optional<InputRelease> named;
-    if (!package_given(o.pkg)) named = release_named_by(input);
+  return release::check_compat_inputs(o.packages, devices, [&](const std::filesystem::path& input) {
+    std::optional<release::InputRelease> named;
+    if (!package_given(o.pkg)) named = release::release_named_by(input);
     if (!named) return default_facts();
     auto d = describe_package_named_by_input(o.pkg, stores, named->package, named->version,
                                              named->beside, o.json);
-    return facts_judged_as(loader, *named, d ? d->data->get() : nullptr);
+    return release::facts_judged_as(loader, *named, d ? d->data->get() : nullptr);
   });
 }
 
@@ -89,10 +89,10 @@ void add_compat_command(CLI::App& app, int& rc) {
                 "compatible, manifests, problems: [{kind, field, where, package, loader, "
                 "message}], notes}]}");
   cmd->callback([o, &rc] {
-    const CompatReport rep = compat(*o);
+    const release::CompatReport rep = compat(*o);
     std::cout << (o->json ? rep.to_json() : rep.to_table());
     rc = rep.exit_code();
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

@@ -18,7 +18,7 @@
 #include "runtime/driver.hpp"
 #include "runtime/lazy_libs.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 void add_doctor_command(CLI::App& app, int& rc);
 
@@ -43,20 +43,20 @@ struct DoctorOpts {
 };
 
 // The driver and its devices, into `j` and `facts`.
-void examine_driver(Json& j, LoadFacts& facts) {
-  auto driver = make_cuda_driver();
+void examine_driver(Json& j, plan::LoadFacts& facts) {
+  auto driver = runtime::make_cuda_driver();
   Json jd;
-  std::vector<DeviceInfo> devs;
+  std::vector<runtime::DeviceInfo> devs;
   try {
     driver->init();
     int v = driver->driver_version();
     devs = driver->devices();
     jd = {{"available", true},
-          {"library", kCudaDriverLibrary},
+          {"library", runtime::kCudaDriverLibrary},
           {"version", std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10)}};
     facts.driver_loads = true;
   } catch (const Error& e) {
-    jd = {{"available", false}, {"library", kCudaDriverLibrary}, {"detail", e.what()}};
+    jd = {{"available", false}, {"library", runtime::kCudaDriverLibrary}, {"detail", e.what()}};
     facts.driver_problem = e.what();
   }
   for (const auto& d : devs) facts.device_ccs.push_back(d.cc);
@@ -65,17 +65,17 @@ void examine_driver(Json& j, LoadFacts& facts) {
   for (const auto& d : devs)
     j["devices"].push_back({{"ordinal", d.ordinal},
                             {"name", d.name},
-                            {"compute_capability", cc_string(d.cc)},
-                            {"target", device_target(d.cc)}});
+                            {"compute_capability", plan::cc_string(d.cc)},
+                            {"target", plan::device_target(d.cc)}});
 }
 
 // NVRTC (the real probe compiles a test program), the CUDA tools, the lazily loaded libraries.
-void examine_compilers(const LoaderConfig& cfg, Json& j, LoadFacts& facts) {
-  NvrtcConfig nc;
+void examine_compilers(const LoaderConfig& cfg, Json& j, plan::LoadFacts& facts) {
+  jit::NvrtcConfig nc;
   nc.library = cfg.nvrtc_library;
   nc.cuda_home = cfg.cuda_home;
-  auto jit = make_nvrtc_compiler(std::move(nc));
-  JitCapability cap = jit->probe();
+  auto jit = jit::make_nvrtc_compiler(std::move(nc));
+  jit::JitCapability cap = jit->probe();
   j["nvrtc"] = {{"available", cap.available},
                 {"version", cap.available ? std::to_string(cap.nvrtc_major) + "." +
                                                 std::to_string(cap.nvrtc_minor)
@@ -87,7 +87,7 @@ void examine_compilers(const LoaderConfig& cfg, Json& j, LoadFacts& facts) {
   facts.jit_problem = cap.available ? "disabled by KILN_DISABLE_JIT" : cap.missing;
   j["tools"] = Json::array();
   for (const char* name : {"nvcc", "ptxas", "nvlink", "fatbinary"}) {
-    packager::ToolFact t = packager::probe_tool(name);  // builder/tool_probe.hpp
+    builder::ToolFact t = builder::probe_tool(name);  // builder/tool_probe.hpp
     j["tools"].push_back({{"name", t.name},
                           {"path", t.path},
                           {"runnable", t.runnable},
@@ -97,9 +97,9 @@ void examine_compilers(const LoaderConfig& cfg, Json& j, LoadFacts& facts) {
   // libkiln loads these on first use: loading from stores works without them, so a missing
   // one is reported, not counted as missing.
   j["libraries"] = Json::array();
-  for (auto lib : {lazy_libs::Library::Curl, lazy_libs::Library::Archive}) {
-    lazy_libs::LibraryFacts f = lazy_libs::facts(lib);
-    std::optional<std::string> problem = lazy_libs::load_problem(lib);
+  for (auto lib : {runtime::lazy_libs::Library::Curl, runtime::lazy_libs::Library::Archive}) {
+    runtime::lazy_libs::LibraryFacts f = runtime::lazy_libs::facts(lib);
+    std::optional<std::string> problem = runtime::lazy_libs::load_problem(lib);
     j["libraries"].push_back({{"name", f.name},
                               {"soname", f.soname},
                               {"loaded", !problem},
@@ -110,8 +110,8 @@ void examine_compilers(const LoaderConfig& cfg, Json& j, LoadFacts& facts) {
 }
 
 // The cache directory (really written), the stores and the mirrors of the package judged.
-void examine_storage(const LoaderConfig& cfg, const DoctorOpts& o, Json& j, LoadFacts& facts) {
-  std::string cache_problem = write_probe(cfg.cache_dir);  // io/write_probe.hpp
+void examine_storage(const LoaderConfig& cfg, const DoctorOpts& o, Json& j, plan::LoadFacts& facts) {
+  std::string cache_problem = io::write_probe(cfg.cache_dir);  // io/write_probe.hpp
   j["cache_dir"] = {
       {"path", cfg.cache_dir}, {"writable", cache_problem.empty()}, {"detail", cache_problem}};
   facts.cache_dir = cfg.cache_dir;
@@ -125,13 +125,13 @@ void examine_storage(const LoaderConfig& cfg, const DoctorOpts& o, Json& j, Load
     if (!o.pkg.source.empty() || !o.pkg.package.empty()) throw;
   }
   j["package"] = chosen ? Json{{"name", chosen->name}, {"version", chosen->version}} : Json();
-  StoreScanner disk = chosen ? StoreScanner(chosen->name, chosen->version) : StoreScanner();
+  plan::StoreScanner disk = chosen ? plan::StoreScanner(chosen->name, chosen->version) : plan::StoreScanner();
   const std::string installed =
       cfg.use_installed_store
-          ? installed_store_dir(reinterpret_cast<const void*>(&add_doctor_command))
+          ? plan::installed_store_dir(reinterpret_cast<const void*>(&add_doctor_command))
           : std::string();
   j["stores"] = Json::array();
-  for (auto& s : probe_stores(cfg, disk, installed)) {  // plan/doctor_probes.hpp
+  for (auto& s : plan::probe_stores(cfg, disk, installed)) {  // plan/doctor_probes.hpp
     j["stores"].push_back({{"dir", s.facts.dir},
                            {"source", s.facts.source},
                            {"readable", s.facts.readable},
@@ -143,7 +143,7 @@ void examine_storage(const LoaderConfig& cfg, const DoctorOpts& o, Json& j, Load
   j["offline"] = cfg.offline;
   facts.offline = cfg.offline;
   j["mirrors"] = Json::array();
-  facts.mirrors = probe_mirror_facts(cfg, chosen ? chosen->name : std::string(),
+  facts.mirrors = plan::probe_mirror_facts(cfg, chosen ? chosen->name : std::string(),
                                      chosen ? chosen->version : std::string());
   for (const auto& m : facts.mirrors)
     j["mirrors"].push_back({{"url", m.url},
@@ -152,13 +152,13 @@ void examine_storage(const LoaderConfig& cfg, const DoctorOpts& o, Json& j, Load
 }
 
 // The report as text, from its JSON form.
-void print_doctor(const LoaderConfig& cfg, const Json& j, const LoadVerdict& verdict) {
+void print_doctor(const LoaderConfig& cfg, const Json& j, const plan::LoadVerdict& verdict) {
   auto yes = [](bool b) { return b ? "yes" : "no"; };
   auto str = [](const Json& v) { return v.get<std::string>(); };
   std::cout << "kiln " << version() << " (CUDA " << cuda_full_version() << ")\n";
   const Json& jd = j["driver"];
   if (jd["available"].get<bool>())
-    std::cout << "driver: " << kCudaDriverLibrary << " loaded, version " << str(jd["version"])
+    std::cout << "driver: " << runtime::kCudaDriverLibrary << " loaded, version " << str(jd["version"])
               << "\n";
   else
     std::cout << "driver: not available: " << str(jd["detail"]) << "\n";
@@ -227,13 +227,13 @@ void add_doctor_command(CLI::App& app, int& rc) {
                 "required now; kept for scripts that pass it)");
   cmd->callback([o, &rc] {
     const LoaderConfig cfg = LoaderConfig::from_env();
-    LoadFacts facts;  // what the verdict is decided from (plan/load_readiness.hpp)
+    plan::LoadFacts facts;  // what the verdict is decided from (plan/load_readiness.hpp)
     Json j;
     j["kiln"] = {{"version", version()}, {"commit", git_commit()}, {"cuda", cuda_full_version()}};
     examine_driver(j, facts);
     examine_compilers(cfg, j, facts);
     examine_storage(cfg, *o, j, facts);
-    const LoadVerdict verdict = judge_loading(facts);
+    const plan::LoadVerdict verdict = plan::judge_loading(facts);
     j["missing"] = verdict.missing;
     j["ok"] = verdict.ok;
     rc = verdict.ok ? 0 : exit_code(ErrorKind::Unsupported);
@@ -244,4 +244,4 @@ void add_doctor_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

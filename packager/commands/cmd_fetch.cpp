@@ -17,7 +17,7 @@
 #include "plan/resolver.hpp"
 #include "runtime/driver.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -33,10 +33,10 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-FetchOptions with_environment(FetchOptions opts) {
+fetch::FetchOptions with_environment(fetch::FetchOptions opts) {
   // The loader's one table and the mirror tier's own mapping: the same variables, values and
   // errors as libkiln.
-  const FetchOptions env = mirror_fetch_options(LoaderConfig::from_env(), installed_tuf_root());
+  const fetch::FetchOptions env = plan::mirror_fetch_options(LoaderConfig::from_env(), plan::installed_tuf_root());
   if (opts.mirrors.empty()) opts.mirrors = env.mirrors;
   if (opts.index_sha256.empty()) opts.index_sha256 = env.index_sha256;
   if (opts.tuf_root.empty()) opts.tuf_root = env.tuf_root;
@@ -49,9 +49,9 @@ FetchOptions with_environment(FetchOptions opts) {
 
 int device_cc(const std::string& device) {
   if (device != "auto") return parse_device_cc(device, "auto");
-  std::vector<DeviceInfo> devs;
+  std::vector<runtime::DeviceInfo> devs;
   try {
-    auto driver = make_cuda_driver();
+    auto driver = runtime::make_cuda_driver();
     driver->init();
     devs = driver->devices();
   } catch (const Error& e) {
@@ -98,7 +98,7 @@ struct FetchOpts {
   std::string device;
   std::string dest;
   std::vector<std::string> mirrors;
-  FetchOptions fetch;
+  fetch::FetchOptions fetch;
   PackageOptions pkg;
   bool json = false;
   double timeout_s = 0;           // --timeout; set from FetchOptions' defaults below
@@ -139,12 +139,12 @@ void add_tuning_options(CLI::App* cmd, FetchOpts& o) {
 }
 
 // `chosen`: the target --device picked (cc its device), "" for --targets.
-void print_fetch(const FetchOpts& o, const FetchOptions& opts, const FetchResult& r, int cc,
+void print_fetch(const FetchOpts& o, const fetch::FetchOptions& opts, const fetch::FetchResult& r, int cc,
                  const std::string& chosen) {
   if (o.json) {
     nlohmann::ordered_json j;
     if (!chosen.empty()) {
-      j["device"] = device_target(cc);
+      j["device"] = plan::device_target(cc);
       j["target"] = chosen;
     }
     j["package"] = opts.package;
@@ -163,7 +163,7 @@ void print_fetch(const FetchOpts& o, const FetchOptions& opts, const FetchResult
     return;
   }
   if (!chosen.empty())
-    std::cout << "CC " << cc_string(cc) << ": " << chosen << " of release " << opts.package << " "
+    std::cout << "CC " << plan::cc_string(cc) << ": " << chosen << " of release " << opts.package << " "
               << opts.version << "\n";
   for (const auto& d : r.installed) std::cout << "installed " << d << "\n";
   for (const auto& d : r.already_present) std::cout << "present, verified " << d << "\n";
@@ -173,7 +173,7 @@ void print_fetch(const FetchOpts& o, const FetchOptions& opts, const FetchResult
 }
 
 int run_fetch(const FetchOpts& o) {
-  FetchOptions opts = o.fetch;
+  fetch::FetchOptions opts = o.fetch;
   ChosenPackage chosen_pkg = choose_package(o.pkg, o.json);
   opts.package = chosen_pkg.name;
   opts.version = chosen_pkg.version;
@@ -186,14 +186,14 @@ int run_fetch(const FetchOpts& o) {
   opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
   if (!o.device.empty()) {
     const int cc = device_cc(o.device);
-    DeviceFetch d = fetch_for_device(opts, cc, o.dest);  // plan/device_fetch.hpp
+    plan::DeviceFetch d = plan::fetch_for_device(opts, cc, o.dest);  // plan/device_fetch.hpp
     print_fetch(o, opts, d.result, cc, d.target);
     return 0;
   }
   if (o.targets.empty())
     throw Error(ErrorKind::Usage,
                 "kiln fetch needs --targets LIST or --device sm_XX|auto (see --help)");
-  print_fetch(o, opts, fetch_targets(opts, split_list(o.targets), o.dest), 0, "");
+  print_fetch(o, opts, fetch::fetch_targets(opts, split_list(o.targets), o.dest), 0, "");
   return 0;
 }
 
@@ -238,4 +238,4 @@ void add_fetch_command(CLI::App& app, int& rc) {
   cmd->callback([o, &rc] { rc = run_fetch(*o); });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

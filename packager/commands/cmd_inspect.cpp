@@ -17,7 +17,7 @@
 #include "project/project_paths.hpp"
 #include "store/store.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 void add_verify_command(CLI::App& app, int& rc);   // cmd_verify.cpp
 void add_install_command(CLI::App& app, int& rc);  // cmd_install.cpp
@@ -32,20 +32,20 @@ Json symbols_json(const std::vector<std::string>& mangled) {
   for (const auto& m : mangled) {
     Json s = Json::object();
     s["symbol"] = m;
-    s["name"] = demangle(m);
+    s["name"] = format::demangle(m);
     arr.push_back(std::move(s));
   }
   return arr;
 }
 
 Json inspect_fatbin(const fs::path& p) {
-  std::string bytes = read_whole_file(p);
-  auto images = parse_fatbin(bytes, p.string());
+  std::string bytes = io::read_whole_file(p);
+  auto images = format::parse_fatbin(bytes, p.string());
   Json arr = Json::array();
   for (const auto& img : images) {
     Json j = Json::object();
-    j["kind"] = img.kind == FatbinImage::Ptx   ? "ptx"
-                : img.kind == FatbinImage::Elf ? "elf"
+    j["kind"] = img.kind == format::FatbinImage::Ptx   ? "ptx"
+                : img.kind == format::FatbinImage::Elf ? "elf"
                                                : "other";
     j["target"] = img.target();
     j["size"] = img.size;
@@ -53,12 +53,12 @@ Json inspect_fatbin(const fs::path& p) {
     j["decompressed_size"] = img.decompressed_size;
     // Symbols are a convenience: an image kiln cannot decode is still listed, with the reason.
     try {
-      std::string payload = fatbin_image_payload(bytes, img);
-      if (img.kind == FatbinImage::Elf) {
-        j["elf_sm"] = elf_sm_arch(payload);
-        j["kernels"] = symbols_json(elf_function_symbols(payload));
-      } else if (img.kind == FatbinImage::Ptx) {
-        j["kernels"] = symbols_json(ptx_entry_names(payload));
+      std::string payload = format::fatbin_image_payload(bytes, img);
+      if (img.kind == format::FatbinImage::Elf) {
+        j["elf_sm"] = format::elf_sm_arch(payload);
+        j["kernels"] = symbols_json(format::elf_function_symbols(payload));
+      } else if (img.kind == format::FatbinImage::Ptx) {
+        j["kernels"] = symbols_json(format::ptx_entry_names(payload));
       }
     } catch (const Error& e) {
       j["note"] = e.what();
@@ -71,18 +71,18 @@ Json inspect_fatbin(const fs::path& p) {
 }
 
 Json inspect_cubin(const fs::path& p) {
-  std::string bytes = read_whole_file(p);
+  std::string bytes = io::read_whole_file(p);
   Json out = Json::object();
-  out["elf_sm"] = elf_sm_arch(bytes);
-  out["kernels"] = symbols_json(elf_function_symbols(bytes));
+  out["elf_sm"] = format::elf_sm_arch(bytes);
+  out["kernels"] = symbols_json(format::elf_function_symbols(bytes));
   return out;
 }
 
-Json manifest_json(const Manifest& m) { return Json::parse(manifest_to_json(m)); }
+Json manifest_json(const format::Manifest& m) { return Json::parse(format::manifest_to_json(m)); }
 
 // Streamed: member names and sizes from their headers, only the manifest's data is read.
 Json inspect_archive(const fs::path& p) {
-  ArchiveStream r = ArchiveStream::open_file(p);
+  format::ArchiveStream r = format::ArchiveStream::open_file(p);
   Json out = Json::object();
   Json mem = Json::array();
   std::optional<Json> manifest;
@@ -92,7 +92,7 @@ Json inspect_archive(const fs::path& p) {
     j["size"] = h->size;
     mem.push_back(std::move(j));
     if (h->name == "manifest.json" && !manifest)
-      manifest = manifest_json(parse_manifest(r.read_data_whole(limits::kMaxManifestBytes),
+      manifest = manifest_json(format::parse_manifest(r.read_data_whole(io::limits::kMaxManifestBytes),
                                               p.string() + ":manifest.json"));
   }
   r.finish();
@@ -104,7 +104,7 @@ Json inspect_archive(const fs::path& p) {
 
 Json inspect_store(const fs::path& p) {
   Json arr = Json::array();
-  for (const auto& sa : scan_store(p)) {
+  for (const auto& sa : store::scan_store(p)) {
     Json j = Json::object();
     j["directory"] = sa.dir;
     if (sa.manifest) {
@@ -127,7 +127,7 @@ Json inspect_store(const fs::path& p) {
 // A package description (<name>-<version>.package.json), read as strictly as every command
 // reads it: the package, its specialisations and the sources the JIT tier compiles from.
 Json inspect_description(const fs::path& p) {
-  std::unique_ptr<PackageData> data = load_package_description(p);
+  std::unique_ptr<project::PackageData> data = project::load_package_description(p);
   const kiln_package& d = *data->get();
   Json kernels = Json::array();
   for (std::size_t i = 0; i < d.kernel_count; ++i)
@@ -204,63 +204,63 @@ void print_store_text(const Json& j) {
   }
 }
 
-void print_text(PathKind kind, const Json& j) {
+void print_text(store::PathKind kind, const Json& j) {
   switch (kind) {
-    case PathKind::Fatbin:
+    case store::PathKind::Fatbin:
       print_fatbin_text(j);
       break;
-    case PathKind::Cubin:
+    case store::PathKind::Cubin:
       std::printf("cubin for sm_%d, %zu kernels:\n", j["elf_sm"].get<int>(), j["kernels"].size());
       for (const auto& k : j["kernels"])
         std::printf("  %s\n", k["name"].get<std::string>().c_str());
       break;
-    case PathKind::Archive:
+    case store::PathKind::Archive:
       print_manifest_text(j["manifest"]);
       std::printf("%zu members (in archive order):", j["members"].size());
       for (const auto& m : j["members"]) std::printf(" %s", m["name"].get<std::string>().c_str());
       std::printf("\n");
       break;
-    case PathKind::Manifest:
-    case PathKind::StoreArchive:
+    case store::PathKind::Manifest:
+    case store::PathKind::StoreArchive:
       print_manifest_text(j["manifest"]);
       break;
-    case PathKind::Index:
+    case store::PathKind::Index:
       print_index_text(j["index"]);
       break;
-    case PathKind::Store:
+    case store::PathKind::Store:
       print_store_text(j);
       break;
-    case PathKind::Unknown:
+    case store::PathKind::Unknown:
       break;
   }
 }
 
 // What a path of `kind` holds, as JSON (the text output is printed from it).
-Json inspect_path(PathKind kind, const fs::path& p) {
+Json inspect_path(store::PathKind kind, const fs::path& p) {
   Json j = Json::object();
   switch (kind) {
-    case PathKind::Fatbin:
+    case store::PathKind::Fatbin:
       return inspect_fatbin(p);
-    case PathKind::Cubin:
+    case store::PathKind::Cubin:
       return inspect_cubin(p);
-    case PathKind::Archive:
+    case store::PathKind::Archive:
       return inspect_archive(p);
-    case PathKind::Manifest:
+    case store::PathKind::Manifest:
       j["manifest"] =
-          manifest_json(parse_manifest(read_whole_file(p, limits::kMaxLocalFileBytes), p.string()));
+          manifest_json(format::parse_manifest(io::read_whole_file(p, io::limits::kMaxLocalFileBytes), p.string()));
       return j;
-    case PathKind::StoreArchive:
+    case store::PathKind::StoreArchive:
       j["manifest"] = manifest_json(
-          parse_manifest(read_whole_file(p / "manifest.json", limits::kMaxLocalFileBytes),
+          format::parse_manifest(io::read_whole_file(p / "manifest.json", io::limits::kMaxLocalFileBytes),
                          (p / "manifest.json").string()));
       return j;
-    case PathKind::Index:
+    case store::PathKind::Index:
       j["index"] = Json::parse(
-          index_to_json(parse_index(read_whole_file(p, limits::kMaxLocalFileBytes), p.string())));
+          format::index_to_json(format::parse_index(io::read_whole_file(p, io::limits::kMaxLocalFileBytes), p.string())));
       return j;
-    case PathKind::Store:
+    case store::PathKind::Store:
       return inspect_store(p);
-    case PathKind::Unknown:
+    case store::PathKind::Unknown:
       break;
   }
   throw Error(ErrorKind::Format, p.string() +
@@ -286,8 +286,8 @@ void print_description(const fs::path& p, bool json) {
 }
 
 void inspect(const fs::path& p, bool json) {
-  if (is_package_description_file(p)) return print_description(p, json);
-  PathKind kind = classify_path(p);
+  if (project::is_package_description_file(p)) return print_description(p, json);
+  store::PathKind kind = store::classify_path(p);
   Json j = inspect_path(kind, p);
   if (json) {
     Json out = Json::object();
@@ -328,4 +328,4 @@ void add_format_commands(CLI::App& app, int& rc) {
   add_install_command(app, rc);
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

@@ -16,7 +16,7 @@
 #include "store/store.hpp"
 #include "tuf/tuf_metadata.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 void add_install_command(CLI::App& app, int& rc);
 
@@ -24,13 +24,13 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-const char* action_name(InstallResult::Action a) {
+const char* action_name(store::InstallResult::Action a) {
   switch (a) {
-    case InstallResult::Action::Installed:
+    case store::InstallResult::Action::Installed:
       return "installed";
-    case InstallResult::Action::Replaced:
+    case store::InstallResult::Action::Replaced:
       return "replaced";
-    case InstallResult::Action::Unchanged:
+    case store::InstallResult::Action::Unchanged:
       return "unchanged";
   }
   return "installed";
@@ -73,8 +73,8 @@ struct InstallOpts {
 
 // --bundle B: install_bundle (release/bundle.hpp) and its report.
 int install_from_bundle(const InstallOpts& o) {
-  packager::BundleInstallRequest req;
-  FetchOptions trust;
+  release::BundleInstallRequest req;
+  fetch::FetchOptions trust;
   trust.tuf_root = o.tuf_root;
   req.trust = with_environment(std::move(trust));
   req.bundle = o.bundle;
@@ -92,7 +92,7 @@ int install_from_bundle(const InstallOpts& o) {
                                         "' is not a time YYYY-MM-DDTHH:MM:SSZ (UTC)");
   }
   req.log = [](const std::string& line) { std::cerr << "kiln install: " << line << "\n"; };
-  packager::BundleInstallResult r = packager::install_bundle(req);
+  release::BundleInstallResult r = release::install_bundle(req);
   if (o.json) {
     Json out = Json::object();
     out["dest"] = o.dest;
@@ -133,12 +133,12 @@ int install_inputs(const InstallOpts& o) {
     throw Error(ErrorKind::Usage, "kiln install needs INPUT... or --bundle B (see --help)");
   const bool named = package_named(o.pkg);
   const bool given = package_given(o.pkg);
-  std::optional<RequiredRelease> chosen;
+  std::optional<store::RequiredRelease> chosen;
   if (!o.any_version && named) {
     ChosenPackage c = choose_package(o.pkg, o.json);
-    chosen = RequiredRelease{c.name, c.version};
+    chosen = store::RequiredRelease{c.name, c.version};
   }
-  const InstallAcceptance rule = install_acceptance(o.any_version, given, chosen, o.dest);
+  const plan::InstallAcceptance rule = plan::install_acceptance(o.any_version, given, chosen, o.dest);
   if (!o.any_version && !given && !named && !o.json)
     std::fprintf(stderr,
                  "kiln install: no --package or --source given and no project here: "
@@ -150,7 +150,7 @@ int install_inputs(const InstallOpts& o) {
   std::optional<ErrorKind> worst;
   for (const auto& input : o.inputs) {
     try {
-      InputInstall r = install_input(input, o.dest, rule);
+      plan::InputInstall r = plan::install_input(input, o.dest, rule);
       for (const auto& [archive, a] : r.archives) {
         installed.push_back({{"archive", archive.string()},
                              {"target", a.manifest.target},
@@ -171,7 +171,7 @@ int install_inputs(const InstallOpts& o) {
                           {"kind", to_string(e.kind())},
                           {"message", e.what()},
                           {"fields", error_fields_json(e)}});
-      worst = most_severe({{e.kind(), "", "", ""}, {worst.value_or(e.kind()), "", "", ""}});
+      worst = store::most_severe({{e.kind(), "", "", ""}, {worst.value_or(e.kind()), "", "", ""}});
       if (!o.json) std::fprintf(stderr, "kiln: error (%s): %s\n", to_string(e.kind()), e.what());
     }
   }
@@ -216,4 +216,4 @@ void add_install_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

@@ -6,7 +6,7 @@
 #include "builder/shard.hpp"
 #include "commands/commands.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 void add_merge_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
@@ -26,7 +26,7 @@ void add_merge_command(CLI::App& app, int& rc) {
       ->required();
   cmd->add_option("--dist", o->dist, "where archives and the index are published")->required();
   cmd->callback([o, &rc] {
-    packager::MergeResult r = packager::run_merge(o->shards, o->dist);
+    builder::MergeResult r = builder::run_merge(o->shards, o->dist);
     std::printf("merged %zu shards in %.2f s\n", o->shards.size(), r.seconds);
     for (const auto& a : r.archives)
       std::printf("%s  %zu artifacts, %llu bytes, sha256 %s\n", a.path.c_str(), a.artifacts,
@@ -36,4 +36,4 @@ void add_merge_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

@@ -15,17 +15,16 @@
 #include "mirror/mirror.hpp"
 #include "store/store.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
-using namespace kiln::packager;
 
 // One staged release: its JSON, and its lines unless --json.
-Json report_staged(const StageOptions& opts, const StageResult& r, bool json) {
-  const std::string sums = checksums_file_name(opts.package, opts.version);
+Json report_staged(const mirror::StageOptions& opts, const mirror::StageResult& r, bool json) {
+  const std::string sums = mirror::checksums_file_name(opts.package, opts.version);
   const std::string to = opts.to.string();
   Json j = Json::object();
   j["to"] = to;
@@ -74,16 +73,16 @@ void add_stage(CLI::App& mirror, int& rc) {
   cmd->callback([o, &rc] {
     // The releases: the one named, else every index in the sources (releases_to_stage).
     const std::vector<fs::path> sources(o->sources.begin(), o->sources.end());
-    std::vector<ReleaseName> releases;
+    std::vector<mirror::ReleaseName> releases;
     if (package_named(o->pkg)) {
       ChosenPackage chosen = choose_package(o->pkg, o->json);
       releases.push_back({chosen.name, chosen.version});
     } else {
-      releases = releases_to_stage(sources, o->to);
+      releases = mirror::releases_to_stage(sources, o->to);
     }
     Json all = Json::array();
     for (const auto& release : releases) {
-      StageOptions opts;
+      mirror::StageOptions opts;
       opts.sources = sources;
       opts.to = o->to;
       opts.package = release.package;
@@ -91,7 +90,7 @@ void add_stage(CLI::App& mirror, int& rc) {
       opts.log = [](const std::string& line) {
         std::cerr << "kiln mirror stage: " << line << "\n";
       };
-      all.push_back(report_staged(opts, stage_release(opts), o->json));
+      all.push_back(report_staged(opts, mirror::stage_release(opts), o->json));
     }
     if (o->json) {
       // One release: its fields at the top level, as before; every one under "releases".
@@ -106,17 +105,17 @@ void add_stage(CLI::App& mirror, int& rc) {
 
 // The releases `kiln mirror verify` checks: the one named (--source, --package/--version, or the
 // project here), else every release in the directory (mirror's releases_to_verify).
-std::vector<ReleaseName> releases_named_or_in(const PackageOptions& pkg, bool quiet,
+std::vector<mirror::ReleaseName> releases_named_or_in(const PackageOptions& pkg, bool quiet,
                                               const std::string& dir,
-                                              const VerifyMirrorOptions& pins) {
+                                              const mirror::VerifyMirrorOptions& pins) {
   if (package_named(pkg)) {
     ChosenPackage chosen = choose_package(pkg, quiet);
     return {{chosen.name, chosen.version}};
   }
-  return releases_to_verify(dir, !pins.index_sha256.empty() || !pins.sums_sha256.empty());
+  return mirror::releases_to_verify(dir, !pins.index_sha256.empty() || !pins.sums_sha256.empty());
 }
 
-Json release_report_json(const MirrorReport& r) {
+Json release_report_json(const mirror::MirrorReport& r) {
   auto worst = r.worst();
   Json j = Json::object();
   j["package"] = r.package;
@@ -139,7 +138,7 @@ Json release_report_json(const MirrorReport& r) {
 
 // {dir, ok, exit_code, releases: [{package, version, ok, exit_code, files}]}; with one release,
 // its package, version and files also at the top (the report before several were checked).
-Json mirror_report_json(const std::string& dir, const std::vector<MirrorReport>& reports,
+Json mirror_report_json(const std::string& dir, const std::vector<mirror::MirrorReport>& reports,
                         std::optional<ErrorKind> worst) {
   Json j = Json::object();
   j["dir"] = dir;
@@ -157,7 +156,7 @@ Json mirror_report_json(const std::string& dir, const std::vector<MirrorReport>&
 }
 
 // One table of every file of every release, then a line per release.
-void print_mirror_reports(const std::string& dir, const std::vector<MirrorReport>& reports) {
+void print_mirror_reports(const std::string& dir, const std::vector<mirror::MirrorReport>& reports) {
   std::size_t width = 4;
   for (const auto& r : reports)
     for (const auto& f : r.files) width = std::max(width, f.name.size());
@@ -196,7 +195,7 @@ void add_verify(CLI::App& mirror, int& rc) {
       "unlisted or uncovered files), 4 stale, 10 format, 6 not found.");
   struct Opts {
     std::string dir;
-    VerifyMirrorOptions verify;
+    mirror::VerifyMirrorOptions verify;
     PackageOptions pkg;
     std::vector<std::string> releases;
     bool json = false;
@@ -217,25 +216,25 @@ void add_verify(CLI::App& mirror, int& rc) {
   cmd->callback([o, &rc] {
     // Each release to verify with the pins that cover it: --release NAME-VERSION[=PIN] each
     // with its own, else releases_named_or_in's with --index-sha256 / --sums-sha256.
-    std::vector<VerifyMirrorOptions> asked;
+    std::vector<mirror::VerifyMirrorOptions> asked;
     for (const auto& text : o->releases) {
       ReleaseArg r = parse_release_arg(text);
-      VerifyMirrorOptions vo = o->verify;
+      mirror::VerifyMirrorOptions vo = o->verify;
       vo.package = r.package;
       vo.version = r.version;
       if (!r.pin.empty()) vo.index_sha256 = r.pin;
       asked.push_back(std::move(vo));
     }
     if (o->releases.empty())
-      for (const ReleaseName& release : releases_named_or_in(o->pkg, o->json, o->dir, o->verify)) {
-        VerifyMirrorOptions vo = o->verify;
+      for (const mirror::ReleaseName& release : releases_named_or_in(o->pkg, o->json, o->dir, o->verify)) {
+        mirror::VerifyMirrorOptions vo = o->verify;
         vo.package = release.package;
         vo.version = release.version;
         asked.push_back(std::move(vo));
       }
-    std::vector<MirrorReport> reports;
-    for (const auto& vo : asked) reports.push_back(verify_mirror(o->dir, vo));
-    const std::optional<ErrorKind> worst = worst_of(reports);
+    std::vector<mirror::MirrorReport> reports;
+    for (const auto& vo : asked) reports.push_back(mirror::verify_mirror(o->dir, vo));
+    const std::optional<ErrorKind> worst = mirror::worst_of(reports);
     if (o->json)
       std::cout << mirror_report_json(o->dir, reports, worst).dump(2) << "\n";
     else
@@ -263,14 +262,14 @@ constexpr const char* kSyncHelp =
     "10 format.";
 
 struct SyncOpts {
-  SyncOptions sync;
+  mirror::SyncOptions sync;
   std::string to;
   PackageOptions pkg;
   std::vector<std::string> releases;
   bool json = false;
 };
 
-void add_sync_tuning(CLI::App* cmd, SyncOptions& sync) {
+void add_sync_tuning(CLI::App* cmd, mirror::SyncOptions& sync) {
   auto* tuning = cmd->add_option_group("tuning");
   tuning->add_option("--connect-timeout-ms", sync.connect_timeout_ms)->capture_default_str();
   tuning
@@ -293,10 +292,10 @@ void add_sync_tuning(CLI::App* cmd, SyncOptions& sync) {
 
 // The syncs asked for: one per --release NAME-VERSION=PIN, each with its own index pin; else
 // the release named, pinned by --index-sha256 (else KILN_INDEX_SHA256) and/or --sums-sha256.
-std::vector<SyncOptions> syncs_asked(const SyncOpts& o, const LoaderConfig& env) {
-  std::vector<SyncOptions> syncs;
+std::vector<mirror::SyncOptions> syncs_asked(const SyncOpts& o, const LoaderConfig& env) {
+  std::vector<mirror::SyncOptions> syncs;
   if (o.releases.empty()) {
-    SyncOptions one = o.sync;
+    mirror::SyncOptions one = o.sync;
     ChosenPackage chosen = choose_package(o.pkg, o.json);
     one.package = chosen.name;
     one.version = chosen.version;
@@ -316,7 +315,7 @@ std::vector<SyncOptions> syncs_asked(const SyncOpts& o, const LoaderConfig& env)
       throw Error(ErrorKind::Usage, "--release '" + text +
                                         "': a sync needs the index pin, "
                                         "NAME-VERSION=INDEX_SHA256");
-    SyncOptions one = o.sync;
+    mirror::SyncOptions one = o.sync;
     one.package = r.package;
     one.version = r.version;
     one.index_sha256 = r.pin;
@@ -326,7 +325,7 @@ std::vector<SyncOptions> syncs_asked(const SyncOpts& o, const LoaderConfig& env)
 }
 
 // One synced release: its JSON, and its lines unless --json.
-Json report_synced(const SyncOptions& opts, const SyncResult& r, bool json) {
+Json report_synced(const mirror::SyncOptions& opts, const mirror::SyncResult& r, bool json) {
   Json j = Json::object();
   j["from"] = opts.from;
   j["to"] = opts.to.string();
@@ -377,12 +376,12 @@ void add_sync(CLI::App& mirror, int& rc) {
   cmd->callback([o, &rc] {
     const LoaderConfig env = LoaderConfig::from_env();  // the one table of variables
     Json all = Json::array();
-    for (SyncOptions& opts : syncs_asked(*o, env)) {
+    for (mirror::SyncOptions& opts : syncs_asked(*o, env)) {
       opts.to = o->to;
       if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
       // Progress goes to stderr so that --json output on stdout stays parseable.
       opts.log = [](const std::string& line) { std::cerr << "kiln mirror sync: " << line << "\n"; };
-      all.push_back(report_synced(opts, sync_release(opts), o->json));
+      all.push_back(report_synced(opts, mirror::sync_release(opts), o->json));
     }
     if (o->json) {
       // One release: its fields at the top level, as before; every one under "releases".
@@ -407,4 +406,4 @@ void add_mirror_command(CLI::App& app, int& rc) {
   add_sync(*cmd, rc);
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

@@ -6,13 +6,13 @@
 #include "project/project_paths.hpp"
 #include "project/registry.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 std::string default_source_dir() {
 #ifdef KILN_SOURCE_DIR
-  return default_project_dir(KILN_SOURCE_DIR);
+  return project::default_project_dir(KILN_SOURCE_DIR);
 #else
-  return default_project_dir("");
+  return project::default_project_dir("");
 #endif
 }
 
@@ -44,13 +44,13 @@ void add_registry_command(CLI::App& app, int& rc) {
                    "current directory when it holds registry/package.json, else the tree this "
                    "kiln was built from)");
   list->callback([opts, &rc] {
-    Project project = load_project(project_dir(opts->source, opts->json));
-    const Registry* r = &project.registry;
+    project::Project project = project::load_project(project_dir(opts->source, opts->json));
+    const project::Registry* r = &project.registry;
     if (opts->json) {
-      std::cout << registry_to_json(*r);
+      std::cout << project::registry_to_json(*r);
     } else {
       for (const auto& s : r->specialisations) {
-        const Family* fam = r->family(s.family);
+        const project::Family* fam = r->family(s.family);
         std::string targets;
         for (const auto& t : fam->targets) targets += (targets.empty() ? "" : ",") + t.text;
         std::printf("%-44s %-14s %-10s %.12s\n", s.uri.c_str(), s.family.c_str(), targets.c_str(),
@@ -64,4 +64,4 @@ void add_registry_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

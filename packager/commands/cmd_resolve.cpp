@@ -9,11 +9,11 @@
 #include "plan/resolver.hpp"
 #include "project/package.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 // "sm_90", "sm_90a" (the device is CC 9.0 either way), "9.0", "90".
 int parse_device_cc(const std::string& text, const std::string& other_words) {
-  if (auto t = parse_target(text); t && t->kind == Target::Kind::Sass) return t->arch;
+  if (auto t = format::parse_target(text); t && t->kind == format::Target::Kind::Sass) return t->arch;
   std::string digits;
   for (char c : text)
     if (c != '.') digits += c;
@@ -61,10 +61,10 @@ void add_resolve_command(CLI::App& app, int& rc) {
     if (o->device != "auto") cc = parse_device_cc(o->device, "auto");
     LoaderConfig cfg = LoaderConfig::from_env();
     DescribedPackage described = describe_package(o->pkg, description_stores(cfg), o->json);
-    const PackageData& data = *described.data;
+    const project::PackageData& data = *described.data;
     // The store a tarball installs beside this kiln (<prefix>/share/kiln/artifacts), as the
     // package's library installed there would find it.
-    cfg.installed_store = installed_store_dir(reinterpret_cast<const void*>(&add_resolve_command));
+    cfg.installed_store = plan::installed_store_dir(reinterpret_cast<const void*>(&add_resolve_command));
     Loader loader(*data.get(), cfg);
     Resolution r = loader.resolve(o->uri, cc);
     rc = r.chosen ? 0 : exit_code(ErrorKind::NotFound);
@@ -101,4 +101,4 @@ void add_loader_commands(CLI::App& app, int& rc) {
   add_doctor_command(app, rc);
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

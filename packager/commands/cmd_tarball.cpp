@@ -13,13 +13,13 @@
 #include "release/tarball.hpp"
 #include "runtime/environment.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::string tarball_json(const TarballResult& r) {
+std::string tarball_json(const release::TarballResult& r) {
   Json j = Json::object();
   j["file"] = r.file.string();
   j["size"] = r.size;
@@ -29,7 +29,7 @@ std::string tarball_json(const TarballResult& r) {
   return j.dump(2) + "\n";
 }
 
-void print_tarball(const TarballResult& r) {
+void print_tarball(const release::TarballResult& r) {
   std::string targets;
   for (const auto& x : r.targets) targets += (targets.empty() ? "" : ",") + x;
   std::printf("%s  %.1f MiB  %zu entries  targets %s\nsha256 %s\n", r.file.c_str(),
@@ -67,19 +67,19 @@ void add_tarball_command(CLI::App& app, int& rc) {
       ->check(package_version_option());
   cmd->add_flag("--json", o->json, "print {file, size, sha256, targets, entries}");
   cmd->callback([o, &rc] {
-    TarballOptions t;
+    release::TarballOptions t;
     t.dist = o->dist;
     t.out = o->out;
     if (!o->targets.empty())  // empty: every target of the index
-      for (const auto& target : parse_target_list(o->targets)) t.targets.push_back(target.str());
+      for (const auto& target : format::parse_target_list(o->targets)) t.targets.push_back(target.str());
     t.version = o->version;
-    t.prefix = tarball_prefix(o->prefix, running_install_prefix());
-    if (std::string sde = read_environment().source_date_epoch; !sde.empty())
-      t.mtime = packager::parse_source_date_epoch(sde);
+    t.prefix = release::tarball_prefix(o->prefix, release::running_install_prefix());
+    if (std::string sde = runtime::read_environment().source_date_epoch; !sde.empty())
+      t.mtime = builder::parse_source_date_epoch(sde);
     t.progress = [](const std::string& s) {
       std::fprintf(stderr, "kiln tarball: %s\n", s.c_str());
     };
-    TarballResult r = build_tarball(t);
+    release::TarballResult r = release::build_tarball(t);
     if (o->json)
       std::cout << tarball_json(r);
     else
@@ -88,4 +88,4 @@ void add_tarball_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

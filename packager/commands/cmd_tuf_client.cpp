@@ -13,7 +13,7 @@
 #include "kiln/error.hpp"
 #include "tuf/tuf_updater.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 namespace {
 
@@ -70,8 +70,8 @@ void add_tuf_client_command(CLI::App& app, int& rc) {
   init->callback([o, &rc] {
     rc = run_protocol([&] {
       fs::create_directories(o->metadata_dir);
-      write_file_atomically(fs::path(o->metadata_dir) / "root.json",
-                            read_whole_file(o->trusted_root));
+      io::write_file_atomically(fs::path(o->metadata_dir) / "root.json",
+                            io::read_whole_file(o->trusted_root));
     });
   });
 
@@ -116,4 +116,4 @@ void add_tuf_client_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

@@ -11,7 +11,7 @@
 #include "kiln/error.hpp"
 #include "tuf_repo/tuf_repo.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 namespace {
 
@@ -179,4 +179,4 @@ void add_tuf_repo_command(CLI::App& app, int& rc) {
       ->required();
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

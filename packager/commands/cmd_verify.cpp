@@ -9,7 +9,7 @@
 #include "kiln/version.hpp"
 #include "release/verify_release.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 void add_verify_command(CLI::App& app, int& rc);
 
@@ -20,17 +20,17 @@ using Json = nlohmann::ordered_json;
 
 // The release inputs are judged as (verify_release.hpp): the one --source, --package
 // [--version] name; --package alone: any version of it; or the project here, by default.
-ReleaseJudging judging(const PackageOptions& o, bool quiet) {
+release::ReleaseJudging judging(const PackageOptions& o, bool quiet) {
   if (!package_named(o)) return {};
-  auto judged = [](const ChosenPackage& c) { return JudgedRelease{c.name, c.version}; };
+  auto judged = [](const ChosenPackage& c) { return release::JudgedRelease{c.name, c.version}; };
   if (!package_given(o)) return {judged(choose_package(o, quiet)), true};
   std::error_code ec;
   if (o.source.empty() && o.version.empty() && !fs::exists("registry/package.json", ec))
-    return {JudgedRelease{o.package, ""}, false};  // --package alone: any version
+    return {release::JudgedRelease{o.package, ""}, false};  // --package alone: any version
   return {judged(choose_package(o, quiet)), false};
 }
 
-void print_note(const fs::path& p, const NamedByInput& n, const ReleaseJudging& judged) {
+void print_note(const fs::path& p, const release::NamedByInput& n, const release::ReleaseJudging& judged) {
   if (!judged.release)
     std::fprintf(stderr, "kiln verify: no package named: %s %s %s %s\n", p.c_str(), n.is.c_str(),
                  n.package.c_str(), n.version.c_str());
@@ -42,7 +42,7 @@ void print_note(const fs::path& p, const NamedByInput& n, const ReleaseJudging& 
                  judged.release->name.c_str());
 }
 
-std::string report_json(const fs::path& p, const ReleaseVerification& c) {
+std::string report_json(const fs::path& p, const release::ReleaseVerification& c) {
   Json out = Json::object();
   out["path"] = p.string();
   out["kind"] = to_string(c.kind);
@@ -62,7 +62,7 @@ std::string report_json(const fs::path& p, const ReleaseVerification& c) {
   return out.dump(2) + "\n";
 }
 
-void print_report(const fs::path& p, const ReleaseVerification& c) {
+void print_report(const fs::path& p, const release::ReleaseVerification& c) {
   for (const auto& pr : c.problems)
     std::printf("FAIL (%s) %s [%s]: %s\n", to_string(pr.kind), pr.file.c_str(), pr.field.c_str(),
                 pr.message.c_str());
@@ -100,8 +100,8 @@ void add_verify_command(CLI::App& app, int& rc) {
   cmd->add_flag("--json", opts->json, "machine-readable report");
   cmd->callback([opts, &rc] {
     const fs::path p = opts->path;
-    const ReleaseJudging judged = judging(opts->pkg, opts->json);
-    const ReleaseVerification c = verify_release_path(p, judged);
+    const release::ReleaseJudging judged = judging(opts->pkg, opts->json);
+    const release::ReleaseVerification c = release::verify_release_path(p, judged);
     if (c.named && !opts->json) print_note(p, *c.named, judged);
     if (opts->json)
       std::cout << report_json(p, c);
@@ -111,4 +111,4 @@ void add_verify_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

@@ -14,7 +14,7 @@
 #include "store/store.hpp"
 #include "wheel/wheel.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 namespace {
 
@@ -125,10 +125,10 @@ void add_wheel_command(CLI::App& app, int& rc) {
     o.out = opts->out;
     o.require_every_target = opts->require_every_target;
     if (!opts->targets.empty()) {
-      for (const auto& t : parse_target_list(opts->targets)) o.targets.push_back(t.str());
+      for (const auto& t : format::parse_target_list(opts->targets)) o.targets.push_back(t.str());
     }
-    if (std::string sde = read_environment().source_date_epoch; !sde.empty())
-      o.source_date_epoch = packager::parse_source_date_epoch(sde);
+    if (std::string sde = runtime::read_environment().source_date_epoch; !sde.empty())
+      o.source_date_epoch = builder::parse_source_date_epoch(sde);
 
     auto result = wheel::build_wheels(o, [](const wheel::BuiltWheel& w) {
       std::fprintf(stderr, "wheel %s: %s (%s)\n", w.target.empty() ? "package" : w.target.c_str(),
@@ -142,4 +142,4 @@ void add_wheel_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

@@ -14,7 +14,7 @@
 #include "kiln/config.hpp"
 #include "project/package.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 void add_registry_command(CLI::App& app, int& rc);
 void add_fetch_command(CLI::App& app, int& rc);
@@ -46,7 +46,7 @@ int device_cc(const std::string& device);
 // `kiln fetch` and `kiln bundle` options completed from the environment (LoaderConfig::from_env
 // through mirror_fetch_options): mirrors, index pin, TUF root, CA bundle where no flag gave one;
 // the root installed beside kiln, the TUF metadata directory under the cache, offline.
-FetchOptions with_environment(FetchOptions flags);
+fetch::FetchOptions with_environment(fetch::FetchOptions flags);
 
 // Every command's --version option checks its value with this (version_option.cpp):
 // MAJOR.MINOR.PATCH[-prerelease] or a usage error (exit 2).
@@ -113,7 +113,7 @@ CLI::Validator release_name_option();  // NAME-VERSION, no pin
 // Says on stderr which package it took and from where, unless `quiet` (--json: stdout is the
 // answer, and callers capture both).
 struct DescribedPackage {
-  std::unique_ptr<PackageData> data;
+  std::unique_ptr<project::PackageData> data;
   std::string origin;       // "the project DIR", or the description file
   std::string project_dir;  // the project's root when it came from one, else ""
 };
@@ -136,4 +136,4 @@ std::vector<std::filesystem::path> description_stores(const LoaderConfig& cfg);
 void add_described_package_options(CLI::App* cmd, PackageOptions& o);
 void add_package_command(CLI::App& app, int& rc);  // `kiln package-source` (package_option.cpp)
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

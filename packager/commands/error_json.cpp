@@ -6,7 +6,7 @@
 #include "commands/error_json.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 nlohmann::ordered_json error_fields_json(const Error& e) {
   nlohmann::ordered_json fields = nlohmann::ordered_json::object();
@@ -32,4 +32,4 @@ bool json_requested(const CLI::App& app) {
   return json && json->count() > 0;
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

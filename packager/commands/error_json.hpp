@@ -4,9 +4,9 @@
 
 #include "kiln/error.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 // An Error's fields as {name: value, ...}; the first value of a name wins, as Error::field has it.
 nlohmann::ordered_json error_fields_json(const Error& e);
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

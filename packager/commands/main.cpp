@@ -14,20 +14,20 @@ int main(int argc, char** argv) {
   bool show_version = false;
   app.add_flag("--version", show_version, "print the version, git commit and CUDA toolkit");
   int rc = 0;
-  kiln::cli::add_registry_command(app, rc);
-  kiln::cli::add_format_commands(app, rc);
-  kiln::cli::add_fetch_command(app, rc);
-  kiln::cli::add_build_command(app, rc);
-  kiln::cli::add_merge_command(app, rc);
-  kiln::cli::add_loader_commands(app, rc);
-  kiln::cli::add_tarball_command(app, rc);
-  kiln::cli::add_wheel_command(app, rc);
-  kiln::cli::add_mirror_command(app, rc);
-  kiln::cli::add_compat_command(app, rc);
-  kiln::cli::add_tuf_client_command(app, rc);
-  kiln::cli::add_tuf_repo_command(app, rc);
-  kiln::cli::add_package_command(app, rc);
-  kiln::cli::add_bundle_command(app, rc);
+  kiln::commands::add_registry_command(app, rc);
+  kiln::commands::add_format_commands(app, rc);
+  kiln::commands::add_fetch_command(app, rc);
+  kiln::commands::add_build_command(app, rc);
+  kiln::commands::add_merge_command(app, rc);
+  kiln::commands::add_loader_commands(app, rc);
+  kiln::commands::add_tarball_command(app, rc);
+  kiln::commands::add_wheel_command(app, rc);
+  kiln::commands::add_mirror_command(app, rc);
+  kiln::commands::add_compat_command(app, rc);
+  kiln::commands::add_tuf_client_command(app, rc);
+  kiln::commands::add_tuf_repo_command(app, rc);
+  kiln::commands::add_package_command(app, rc);
+  kiln::commands::add_bundle_command(app, rc);
   try {
     app.parse(argc, argv);
     if (show_version) {
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   } catch (const kiln::Error& e) {
     std::fflush(stdout);
     std::cerr << "kiln: error (" << kiln::to_string(e.kind()) << "): " << e.what() << "\n";
-    if (kiln::cli::json_requested(app)) std::cout << kiln::cli::error_json(e) << std::endl;
+    if (kiln::commands::json_requested(app)) std::cout << kiln::commands::error_json(e) << std::endl;
     return kiln::exit_code(e.kind());
   } catch (const std::exception& e) {
     std::cerr << "kiln: internal error: " << e.what() << "\n";

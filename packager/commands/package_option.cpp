@@ -14,13 +14,13 @@
 #include "project/package.hpp"
 #include "project/package_description.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 CLI::Validator package_name_option() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        if (is_package_name(value)) return "";
-        return "--package '" + value.substr(0, 80) + "': " + kPackageNameRule;
+        if (format::is_package_name(value)) return "";
+        return "--package '" + value.substr(0, 80) + "': " + format::kPackageNameRule;
       },
       "NAME");
 }
@@ -32,16 +32,16 @@ ReleaseArg parse_release_arg(const std::string& text) {
     name = text.substr(0, eq);
     r.pin = text.substr(eq + 1);
     for (char& c : r.pin) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (!is_sha256_hex(r.pin))
+    if (!io::is_sha256_hex(r.pin))
       throw Error(ErrorKind::Usage, "--release '" + text.substr(0, 160) +
                                         "': the pin after '=' is not a SHA-256 (64 hex digits)");
   }
-  std::optional<std::string_view> package = release_name_package(name);
+  std::optional<std::string_view> package = format::release_name_package(name);
   std::string version = package ? name.substr(package->size() + 1) : std::string();
-  if (!package || !is_package_version(version))
+  if (!package || !format::is_package_version(version))
     throw Error(ErrorKind::Usage,
                 "--release '" + text.substr(0, 160) +
-                    "' is not NAME-VERSION (e.g. kiln-kernels-0.1.0): " + kPackageNameRule);
+                    "' is not NAME-VERSION (e.g. kiln-kernels-0.1.0): " + format::kPackageNameRule);
   r.package = std::string(*package);
   r.version = version;
   return r;
@@ -133,14 +133,14 @@ DescribedPackage said(DescribedPackage d, const std::string& why, bool quiet) {
 }
 
 DescribedPackage from_project(const std::string& dir, const std::string& why, bool quiet) {
-  Project project = load_project(dir);
-  return said({std::make_unique<PackageData>(project), "the project " + project.root.string(),
+  project::Project project = project::load_project(dir);
+  return said({std::make_unique<project::PackageData>(project), "the project " + project.root.string(),
                project.root.string()},
               why, quiet);
 }
 
-DescribedPackage from_description(const FoundDescription& f, bool quiet) {
-  return said({load_package_description(f.file), f.file.string(), ""}, "", quiet);
+DescribedPackage from_description(const project::FoundDescription& f, bool quiet) {
+  return said({project::load_package_description(f.file), f.file.string(), ""}, "", quiet);
 }
 
 }  // namespace
@@ -148,7 +148,7 @@ DescribedPackage from_description(const FoundDescription& f, bool quiet) {
 std::vector<std::filesystem::path> description_stores(const LoaderConfig& cfg) {
   std::vector<std::filesystem::path> stores(cfg.artifact_path.begin(), cfg.artifact_path.end());
   std::string installed =
-      installed_store_dir(reinterpret_cast<const void*>(&description_stores));
+      plan::installed_store_dir(reinterpret_cast<const void*>(&description_stores));
   if (!installed.empty()) stores.emplace_back(installed);
   if (!cfg.cache_dir.empty()) stores.emplace_back(cfg.cache_dir);
   return stores;
@@ -159,12 +159,12 @@ DescribedPackage describe_package(const PackageOptions& o,
   if (!o.source.empty()) return from_project(o.source, "", quiet);
   std::string looked = "the stores " + joined(stores);
   if (!o.package.empty()) {
-    for (const auto& f : find_package_descriptions(stores, o.package))
+    for (const auto& f : project::find_package_descriptions(stores, o.package))
       if (o.version.empty() || f.version == o.version) return from_description(f, quiet);
     throw Error(ErrorKind::NotFound,
                 "no description of package " + o.package +
                     (o.version.empty() ? "" : " " + o.version) + " (" +
-                    package_description_file_name(o.package, o.version.empty() ? "<version>"
+                    project::package_description_file_name(o.package, o.version.empty() ? "<version>"
                                                                                  : o.version) +
                     ") in " + looked +
                     ": install the package (its CMake install or kiln install writes it there), "
@@ -173,7 +173,7 @@ DescribedPackage describe_package(const PackageOptions& o,
   }
   std::error_code ec;
   if (std::filesystem::exists("registry/package.json", ec)) return from_project(".", "", quiet);
-  std::vector<FoundDescription> found = find_package_descriptions(stores);
+  std::vector<project::FoundDescription> found = project::find_package_descriptions(stores);
   std::set<std::string> names;
   for (const auto& f : found) names.insert(f.package);
   if (names.size() == 1) return from_description(found.front(), quiet);
@@ -216,12 +216,12 @@ std::optional<DescribedPackage> describe_package_named_by_input(
   }
   auto load =
       [&](const std::vector<std::filesystem::path>& where) -> std::optional<DescribedPackage> {
-    std::vector<FoundDescription> found = find_package_descriptions(where, package);
+    std::vector<project::FoundDescription> found = project::find_package_descriptions(where, package);
     auto same = std::find_if(found.begin(), found.end(),
-                             [&](const FoundDescription& f) { return f.version == version; });
+                             [&](const project::FoundDescription& f) { return f.version == version; });
     if (same == found.end()) same = found.begin();
     if (same == found.end()) return std::nullopt;
-    return DescribedPackage{load_package_description(same->file), same->file.string(), ""};
+    return DescribedPackage{project::load_package_description(same->file), same->file.string(), ""};
   };
   if (auto d = load(stores)) return taken(std::move(*d));
   if (auto d = load(beside)) return taken(std::move(*d));
@@ -256,20 +256,20 @@ void add_package_command(CLI::App& app, int& rc) {
   cmd->add_option("--depfile", o->depfile,
                   "also write a Makefile-style dependency file listing every input");
   cmd->callback([o, &rc] {
-    if (!is_c_identifier(o->symbol))
+    if (!project::is_c_identifier(o->symbol))
       throw Error(ErrorKind::Usage, "--symbol '" + o->symbol + "' is not a C identifier");
-    Project project = load_project(project_dir(o->source, false));
-    PackageData data(project);
+    project::Project project = project::load_project(project_dir(o->source, false));
+    project::PackageData data(project);
     std::string text = data.to_c_source(o->symbol);
     auto write_if_changed = [](const std::string& path, const std::string& bytes) {
       std::ifstream in(path, std::ios::binary);
       std::string old((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       if (in && old == bytes) return;
-      write_file_atomically(path, bytes);
+      io::write_file_atomically(path, bytes);
     };
     write_if_changed(o->output, text);
     if (!o->description.empty())
-      write_if_changed(o->description, package_description_json(*data.get()));
+      write_if_changed(o->description, project::package_description_json(*data.get()));
     if (!o->depfile.empty()) {
       auto esc = [](const std::string& p) {
         std::string out;
@@ -291,4 +291,4 @@ void add_package_command(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

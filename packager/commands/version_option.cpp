@@ -4,16 +4,16 @@
 #include "commands/commands.hpp"
 #include "format/manifest.hpp"
 
-namespace kiln::cli {
+namespace kiln::commands {
 
 CLI::Validator package_version_option() {
   return CLI::Validator(
       [](std::string& value) -> std::string {
-        if (is_package_version(value)) return "";
+        if (format::is_package_version(value)) return "";
         return "--version '" + value.substr(0, 80) +
                "' is not a release version: expected MAJOR.MINOR.PATCH[-prerelease], e.g. 0.1.0";
       },
       "MAJOR.MINOR.PATCH");
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::commands

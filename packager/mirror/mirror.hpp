@@ -29,11 +29,11 @@
 #include "format/manifest.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln::fetch_detail {
+namespace kiln::transport {
 class Transport;
 }
 
-namespace kiln::packager {
+namespace kiln::mirror {
 
 // --- the checksum file ---------------------------------------------------------------------
 
@@ -236,7 +236,7 @@ struct SyncPlan {
 // index, an archive, a wheel or a tarball of `version`: another release's files, index.html, ...),
 // and Error{Integrity} when the index and the checksum file disagree about an archive.
 SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string& sums_text,
-                   const Index& index, const std::string& package, const std::string& version,
+                   const format::Index& index, const std::string& package, const std::string& version,
                    bool index_pinned, bool sums_pinned, const std::string& sums_origin);
 
 struct SyncOptions {
@@ -278,7 +278,7 @@ struct SyncResult {
 // release), Io (destination), Usage (bad options, no pin).
 SyncResult sync_release(const SyncOptions& opts);
 // The same over a given transport and sleep (tests).
-SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& transport,
+SyncResult sync_release_with(const SyncOptions& opts, transport::Transport& transport,
                              const std::function<void(long ms)>& sleep_ms);
 
-}  // namespace kiln::packager
+}  // namespace kiln::mirror

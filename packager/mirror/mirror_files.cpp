@@ -27,7 +27,7 @@
 #include "store/store.hpp"
 #include "wheel/wheel.hpp"
 
-namespace kiln::packager {
+namespace kiln::mirror {
 
 namespace fs = std::filesystem;
 
@@ -70,7 +70,7 @@ std::string checksums_to_text(std::vector<ChecksumEntry> entries) {
   std::string out;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
-    if (!is_plain_file_name(e.name) || !is_sha256_hex(e.sha256) ||
+    if (!is_plain_file_name(e.name) || !io::is_sha256_hex(e.sha256) ||
         (i > 0 && entries[i - 1].name == e.name))
       throw Error(ErrorKind::Internal, "checksum entry '" + e.name + "' / '" + e.sha256 +
                                            "' does not fit the SHA256SUMS grammar");
@@ -99,7 +99,7 @@ std::vector<ChecksumEntry> parse_checksums(std::string_view text, const std::str
     };
     if (line.size() < 67) throw bad("too short");
     std::string sha(line.substr(0, 64));
-    if (!is_sha256_hex(sha)) throw bad("'" + sha + "' is not 64 lowercase hex digits");
+    if (!io::is_sha256_hex(sha)) throw bad("'" + sha + "' is not 64 lowercase hex digits");
     if (!(line[64] == ' ' && (line[65] == ' ' || line[65] == '*')))
       throw bad("the digest must be followed by two spaces (or ' *')");
     std::string name(line.substr(66));
@@ -155,8 +155,8 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
   const std::string v(version), p(package);
   const bool reference = p == KILN_KERNELS_PACKAGE_NAME;
   if (name == checksums_file_name(p, v)) return ReleaseFileKind::Checksums;
-  if (name == index_file_name(p, v)) return ReleaseFileKind::Index;
-  if (name == description_file_name(p, v)) return ReleaseFileKind::Description;
+  if (name == format::index_file_name(p, v)) return ReleaseFileKind::Index;
+  if (name == format::description_file_name(p, v)) return ReleaseFileKind::Description;
   if (starts_with(name, p + "-" + v + "-cuda") && ends_with(name, ".tar.zst"))
     return ReleaseFileKind::Archive;
   if (ends_with(name, ".whl")) {
@@ -223,13 +223,13 @@ std::vector<ReleaseName> releases_in(const fs::path& dir) {
   std::uint64_t seen = 0;
   fs::directory_iterator it(dir, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    if (++seen > limits::kMaxStoreEntries)
+    if (++seen > io::limits::kMaxStoreEntries)
       throw Error(ErrorKind::Limit, dir.string() + " holds more than " +
-                                        std::to_string(limits::kMaxStoreEntries) +
+                                        std::to_string(io::limits::kMaxStoreEntries) +
                                         " entries, the limit (docs/security.md)");
     std::string name = it->path().filename().string();
     for (std::string_view suffix : {"-SHA256SUMS", "-index.json"})
-      if (auto r = release_of_file_name(name, suffix)) found.emplace(r->package, r->version);
+      if (auto r = format::release_of_file_name(name, suffix)) found.emplace(r->package, r->version);
   }
   if (ec) throw Error(ErrorKind::Io, "cannot list " + dir.string() + ": " + ec.message());
   std::vector<ReleaseName> out;
@@ -237,7 +237,7 @@ std::vector<ReleaseName> releases_in(const fs::path& dir) {
   return out;
 }
 
-namespace mirror_detail {
+namespace detail {
 
 // --- the lock of a release in a mirror --------------------------------------------------------
 
@@ -245,13 +245,13 @@ std::string sync_staging_prefix(const std::string& package, const std::string& v
   return ".kiln-sync-" + package + "-" + version + "-";
 }
 
-FileLock lock_release_in_mirror(const fs::path& mirror, const std::string& package,
+io::FileLock lock_release_in_mirror(const fs::path& mirror, const std::string& package,
                                 const std::string& version, std::chrono::milliseconds wait) {
   std::error_code ec;
-  FileLock lock = FileLock::acquire_directory(mirror, wait);
+  io::FileLock lock = io::FileLock::acquire_directory(mirror, wait);
   if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
-  remove_orphaned_temps_if(mirror, [&](std::string_view file) {
-    return names_release_file(file, package, version);
+  io::remove_orphaned_temps_if(mirror, [&](std::string_view file) {
+    return format::names_release_file(file, package, version);
   });
   const std::string staging = sync_staging_prefix(package, version);
   for (fs::directory_iterator it(mirror, ec), end; !ec && it != end; it.increment(ec)) {
@@ -279,7 +279,7 @@ std::string read_capped(const fs::path& p, std::size_t cap) {
 Digest digest_of(const fs::path& p) {
   Digest d;
   std::size_t size = 0;
-  d.sha256 = sha256_file(p, &size);
+  d.sha256 = io::sha256_file(p, &size);
   d.size = size;
   return d;
 }
@@ -290,10 +290,10 @@ bool is_regular(const fs::path& p) {
 }
 
 ReleaseName resolved_release(const std::string& package, const std::string& version) {
-  if (package.empty() || !is_package_name(package))
+  if (package.empty() || !format::is_package_name(package))
     throw Error(ErrorKind::Usage, package.empty() ? std::string("no package named for the mirror "
                                                                 "release (--package or --source)")
-                                                  : "'" + package + "': " + kPackageNameRule);
+                                                  : "'" + package + "': " + format::kPackageNameRule);
   if (version.empty())
     throw Error(ErrorKind::Usage, "no version of " + package + " named (--version or --source)");
   check_release_version(version);
@@ -302,7 +302,7 @@ ReleaseName resolved_release(const std::string& package, const std::string& vers
 
 std::string resolved_pin(const std::string& pin, const char* option) {
   std::string p = lower(pin);
-  if (!p.empty() && !is_sha256_hex(p))
+  if (!p.empty() && !io::is_sha256_hex(p))
     throw Error(ErrorKind::Usage,
                 std::string(option) + " '" + pin + "' is not a SHA-256 digest (64 hex digits)");
   return p;
@@ -325,23 +325,22 @@ std::map<std::string, ReleaseFileKind> release_files_in(const fs::path& dir,
   return out;
 }
 
-std::vector<VerifyProblem> check_archive_content(const fs::path& path, const IndexEntry& e,
-                                                 const Index& idx, const std::string& version,
+std::vector<store::VerifyProblem> check_archive_content(const fs::path& path, const format::IndexEntry& e,
+                                                 const format::Index& idx, const std::string& version,
                                                  const std::string& index_origin) {
-  Manifest m;
-  std::vector<VerifyProblem> problems = verify_archive_file(path, version, &m);
+  format::Manifest m;
+  std::vector<store::VerifyProblem> problems = store::verify_archive_file(path, version, &m);
   if (m.package_version.empty()) return problems;  // manifest unreadable: already reported
-  auto against_index = manifest_index_problems(m, e, idx, path.string(), index_origin);
+  auto against_index = store::manifest_index_problems(m, e, idx, path.string(), index_origin);
   problems.insert(problems.end(), against_index.begin(), against_index.end());
   return problems;
 }
 
-std::string join_problems(const std::vector<VerifyProblem>& problems) {
+std::string join_problems(const std::vector<store::VerifyProblem>& problems) {
   std::string out;
   for (const auto& p : problems) out += "\n  " + p.message;
   return out;
 }
 
-}  // namespace mirror_detail
-
-}  // namespace kiln::packager
+}  // namespace detail
+}  // namespace kiln::mirror

@@ -16,7 +16,7 @@
 #include "mirror/mirror.hpp"
 #include "store/store.hpp"
 
-namespace kiln::packager::mirror_detail {
+namespace kiln::mirror::detail {
 
 // Reads a whole file, refusing one larger than `cap` (Error{Format}) or unreadable (Error{Io}).
 std::string read_capped(const std::filesystem::path& p, std::size_t cap);
@@ -42,8 +42,8 @@ std::map<std::string, ReleaseFileKind> release_files_in(const std::filesystem::p
 
 // An archive's content against its index entry: members against the manifest, package version,
 // and the manifest against the index (the one check, index_entry_check.hpp).
-std::vector<VerifyProblem> check_archive_content(const std::filesystem::path& path,
-                                                 const IndexEntry& e, const Index& idx,
+std::vector<store::VerifyProblem> check_archive_content(const std::filesystem::path& path,
+                                                 const format::IndexEntry& e, const format::Index& idx,
                                                  const std::string& version,
                                                  const std::string& index_origin);
 
@@ -52,13 +52,13 @@ std::vector<VerifyProblem> check_archive_content(const std::filesystem::path& pa
 // `package` `version` killed mid-way left is removed: its files' temporaries ("<file>.tmp.<16
 // hex>") and its staging directories (sync_staging_prefix()). Error{Io} naming the directory
 // when it cannot be taken within `wait` (a sync with nothing to transfer waits for none).
-FileLock lock_release_in_mirror(const std::filesystem::path& mirror, const std::string& package,
+io::FileLock lock_release_in_mirror(const std::filesystem::path& mirror, const std::string& package,
                                 const std::string& version,
                                 std::chrono::milliseconds wait = std::chrono::minutes(10));
 // ".kiln-sync-<package>-<version>-": the name of a sync's staging directory, before mkdtemp's part.
 std::string sync_staging_prefix(const std::string& package, const std::string& version);
 
 // Each problem's message on a line of its own ("\n  " before each), to follow a sentence.
-std::string join_problems(const std::vector<VerifyProblem>& problems);
+std::string join_problems(const std::vector<store::VerifyProblem>& problems);
 
-}  // namespace kiln::packager::mirror_detail
+}  // namespace kiln::mirror::detail

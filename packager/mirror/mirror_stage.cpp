@@ -20,10 +20,10 @@
 #include "store/store.hpp"
 #include "util/join.hpp"
 
-namespace kiln::packager {
+namespace kiln::mirror {
 
 namespace fs = std::filesystem;
-using namespace mirror_detail;
+using namespace detail;
 
 namespace {
 
@@ -38,8 +38,8 @@ struct Candidate {
 void copy_verified(const fs::path& src, const fs::path& dst, const std::string& sha256) {
   std::ifstream in(src, std::ios::binary);
   if (!in) throw Error(ErrorKind::Io, "cannot open " + src.string());
-  AtomicFile out(dst);
-  Sha256 h;
+  io::AtomicFile out(dst);
+  io::Sha256 h;
   char buf[1 << 16];
   while (in.read(buf, sizeof buf) || in.gcount() > 0) {
     std::string_view chunk(buf, static_cast<std::size_t>(in.gcount()));
@@ -83,13 +83,13 @@ std::vector<ReleaseName> releases_to_stage(const std::vector<fs::path>& sources,
   std::set<std::pair<std::string, std::string>> found;
   for (const auto& src : sources)
     for (const auto& r : releases_in(src))
-      if (is_regular(src / index_file_name(r.package, r.version)))
+      if (detail::is_regular(src / format::index_file_name(r.package, r.version)))
         found.emplace(r.package, r.version);
   std::error_code ec;
   if (fs::is_directory(to, ec))
     for (const auto& r : releases_in(to))
       for (const auto& src : sources)
-        if (fs::is_directory(src, ec) && !release_files_in(src, r.package, r.version).empty())
+        if (fs::is_directory(src, ec) && !detail::release_files_in(src, r.package, r.version).empty())
           found.emplace(r.package, r.version);
   if (found.empty()) {
     std::string looked;
@@ -105,12 +105,12 @@ std::vector<ReleaseName> releases_to_stage(const std::vector<fs::path>& sources,
 }
 
 StageResult stage_release(const StageOptions& opts) {
-  const ReleaseName release = resolved_release(opts.package, opts.version);
+  const ReleaseName release = detail::resolved_release(opts.package, opts.version);
   const std::string& package = release.package;
   const std::string& version = release.version;
   if (opts.sources.empty()) throw Error(ErrorKind::Usage, "no dist directory to stage from");
   if (opts.to.empty()) throw Error(ErrorKind::Usage, "no mirror directory given (--to)");
-  refuse_private_key_in({opts.to}, "mirror stage",
+  io::refuse_private_key_in({opts.to}, "mirror stage",
                         "would be served from the mirror " + opts.to.string());
   auto log = [&](const std::string& line) {
     if (opts.log) opts.log(line);
@@ -118,12 +118,12 @@ StageResult stage_release(const StageOptions& opts) {
   std::string source_list =
       util::join(opts.sources, ", ", [](const fs::path& s) { return s.string(); });
 
-  std::vector<VerifyProblem> problems;
+  std::vector<store::VerifyProblem> problems;
   std::map<std::string, Candidate> cand;
   std::map<std::string, fs::path> archives_found;  // first source holding each archive name
   // A name found in two sources must be the same bytes in both.
   auto add_candidate = [&](const std::string& name, ReleaseFileKind kind, const fs::path& p) {
-    Digest d = digest_of(p);
+    detail::Digest d = detail::digest_of(p);
     auto it = cand.find(name);
     if (it == cand.end()) {
       cand[name] = {kind, p, d};
@@ -137,7 +137,7 @@ StageResult stage_release(const StageOptions& opts) {
     std::error_code ec;
     if (!fs::is_directory(src, ec))
       throw Error(ErrorKind::NotFound, "dist directory " + src.string() + " does not exist");
-    for (const auto& [name, kind] : release_files_in(src, package, version)) {
+    for (const auto& [name, kind] : detail::release_files_in(src, package, version)) {
       switch (kind) {
         case ReleaseFileKind::Index:
         case ReleaseFileKind::Wheel:
@@ -159,10 +159,10 @@ StageResult stage_release(const StageOptions& opts) {
   }
 
   // The index and every archive it lists, verified before anything is copied.
-  const std::string index_name = index_file_name(package, version);
+  const std::string index_name = format::index_file_name(package, version);
   if (cand.count(index_name)) {
     const fs::path ip = cand[index_name].path;
-    Index idx = parse_index(read_capped(ip, fetch_detail::kMaxIndexBytes), ip.string());
+    format::Index idx = format::parse_index(detail::read_capped(ip, fetch::kMaxIndexBytes), ip.string());
     if (idx.package != package)
       throw Error(ErrorKind::Stale,
                   ip.string() + ": package is " + idx.package + ", expected " + package);
@@ -175,7 +175,7 @@ StageResult stage_release(const StageOptions& opts) {
     auto pinned_file = [&](const std::string& file, std::uint64_t size, const std::string& sha,
                            ReleaseFileKind kind) -> fs::path {
       listed.insert(file);
-      fs::path ap = is_regular(ip.parent_path() / file) ? ip.parent_path() / file
+      fs::path ap = detail::is_regular(ip.parent_path() / file) ? ip.parent_path() / file
                     : archives_found.count(file)        ? archives_found[file]
                                                         : fs::path();
       if (ap.empty()) {
@@ -183,8 +183,8 @@ StageResult stage_release(const StageOptions& opts) {
                             ip.string() + " lists " + file + ", found in none of " + source_list});
         return ap;
       }
-      Digest d = digest_of(ap);
-      if (auto mm = pin_mismatch(d.size, d.sha256, ArtifactPin{size, sha}))
+      detail::Digest d = detail::digest_of(ap);
+      if (auto mm = io::pin_mismatch(d.size, d.sha256, io::ArtifactPin{size, sha}))
         problems.push_back(
             {ErrorKind::Integrity, ap.string(), mm->field, mm->message(ap.string(), ip.string())});
       cand[file] = {kind, ap, d};
@@ -193,7 +193,7 @@ StageResult stage_release(const StageOptions& opts) {
     for (const auto& e : idx.archives) {
       fs::path ap = pinned_file(e.file, e.size, e.sha256, ReleaseFileKind::Archive);
       if (ap.empty()) continue;
-      auto inner = check_archive_content(ap, e, idx, version, ip.string());
+      auto inner = detail::check_archive_content(ap, e, idx, version, ip.string());
       problems.insert(problems.end(), inner.begin(), inner.end());
     }
     if (const auto& d = idx.description)
@@ -207,8 +207,8 @@ StageResult stage_release(const StageOptions& opts) {
       for (const auto& p : check_wheel(c.path))
         problems.push_back({ErrorKind::Integrity, c.path.string(), "RECORD", p});
   if (!problems.empty())
-    throw Error(*most_severe(problems), "refusing to stage release " + version + " into " +
-                                            opts.to.string() + ":" + join_problems(problems));
+    throw Error(*store::most_severe(problems), "refusing to stage release " + version + " into " +
+                                            opts.to.string() + ":" + detail::join_problems(problems));
 
   // The mirror as it is: what its checksum file lists stays listed if it still matches.
   std::error_code ec;
@@ -216,13 +216,13 @@ StageResult stage_release(const StageOptions& opts) {
   if (ec || !fs::is_directory(opts.to, ec))
     throw Error(ErrorKind::Io, "cannot create the mirror directory " + opts.to.string() +
                                    (ec ? ": " + ec.message() : ""));
-  FileLock lock = lock_release_in_mirror(opts.to, package, version);
+  io::FileLock lock = detail::lock_release_in_mirror(opts.to, package, version);
   const std::string sums_name = checksums_file_name(package, version);
   const fs::path sums_path = opts.to / sums_name;
   std::vector<ChecksumEntry> previous;
   std::string previous_text;
-  if (is_regular(sums_path)) {
-    previous_text = read_capped(sums_path, kMaxChecksumsBytes);
+  if (detail::is_regular(sums_path)) {
+    previous_text = detail::read_capped(sums_path, kMaxChecksumsBytes);
     try {
       previous = parse_checksums(previous_text, sums_path.string(), sums_name);
     } catch (const Error& e) {
@@ -239,7 +239,7 @@ StageResult stage_release(const StageOptions& opts) {
   for (const auto& [name, c] : cand) {
     const fs::path dst = opts.to / name;
     if (fs::exists(dst, ec)) {
-      Digest have = digest_of(dst);
+      detail::Digest have = detail::digest_of(dst);
       if (have.sha256 != c.digest.sha256) {
         problems.push_back({ErrorKind::Integrity, dst.string(), "sha256",
                             dst.string() + " exists with sha256 " + have.sha256 + "; " +
@@ -264,13 +264,13 @@ StageResult stage_release(const StageOptions& opts) {
       continue;
     }
     const fs::path p = opts.to / e.name;
-    if (!is_regular(p)) {
+    if (!detail::is_regular(p)) {
       problems.push_back({ErrorKind::NotFound, p.string(), "file",
                           sums_path.string() + " lists " + e.name + " (sha256 " + e.sha256 +
                               "), which is not in " + opts.to.string()});
       continue;
     }
-    Digest have = digest_of(p);
+    detail::Digest have = detail::digest_of(p);
     if (have.sha256 != e.sha256) {
       problems.push_back({ErrorKind::Integrity, p.string(), "sha256",
                           p.string() + ": sha256 is " + have.sha256 + ", " + sums_path.string() +
@@ -288,8 +288,8 @@ StageResult stage_release(const StageOptions& opts) {
                             " holds none listed in " + sums_name +
                             ": stage the `kiln build --dist` directory of release " + version});
   if (!problems.empty())
-    throw Error(*most_severe(problems), "refusing to stage release " + version + " into " +
-                                            opts.to.string() + ":" + join_problems(problems) +
+    throw Error(*store::most_severe(problems), "refusing to stage release " + version + " into " +
+                                            opts.to.string() + ":" + detail::join_problems(problems) +
                                             "\nNothing was copied.");
 
   std::vector<std::pair<std::string, const Candidate*>> order;
@@ -309,9 +309,9 @@ StageResult stage_release(const StageOptions& opts) {
   }
   // The checksum file last: it vouches only for files already in place.
   std::string text = checksums_to_text(entries);
-  result.checksums_sha256 = sha256_hex(text);
+  result.checksums_sha256 = io::sha256_hex(text);
   if (text != previous_text) {
-    write_file_atomically(sums_path, text);
+    io::write_file_atomically(sums_path, text);
     log("wrote " + sums_path.string() + " (" + std::to_string(entries.size()) + " files)");
   } else {
     log("unchanged " + sums_path.string());
@@ -319,4 +319,4 @@ StageResult stage_release(const StageOptions& opts) {
   return result;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::mirror

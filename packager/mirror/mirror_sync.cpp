@@ -44,21 +44,21 @@
 #include "store/store.hpp"
 #include "transport/http_transport.hpp"
 
-namespace kiln::packager {
+namespace kiln::mirror {
 
 namespace fs = std::filesystem;
-using namespace mirror_detail;
+using namespace detail;
 
 namespace {
 
-using fetch_detail::describe;
-using fetch_detail::DownloadExpect;
-using fetch_detail::DownloadStatus;
-using fetch_detail::RetryDecision;
-using fetch_detail::RetryLoop;
-using fetch_detail::RetryPolicy;
-using fetch_detail::TransferRequest;
-using fetch_detail::TransferResult;
+using fetch::describe;
+using fetch::DownloadExpect;
+using fetch::DownloadStatus;
+using transport::RetryDecision;
+using fetch::RetryLoop;
+using transport::RetryPolicy;
+using transport::TransferRequest;
+using transport::TransferResult;
 
 // The staging directory inside the destination; removed unless every file was moved out.
 class StagingDir {
@@ -84,7 +84,7 @@ class StagingDir {
 
 class Syncer {
  public:
-  Syncer(const SyncOptions& o, fetch_detail::Transport& t, const std::function<void(long)>& s)
+  Syncer(const SyncOptions& o, transport::Transport& t, const std::function<void(long)>& s)
       : opts_(o), transport_(t), sleep_(s) {
     policy_ = RetryPolicy{o.max_retries, o.retry_base_ms, o.retry_cap_ms};
   }
@@ -112,7 +112,7 @@ class Syncer {
     loop.sleep_ms = sleep_;
     loop.on_failure = [this, name, url](const TransferResult& r, const RetryDecision& d, int n) {
       if (!d.retry)
-        throw Error(fetch_detail::error_kind(r),
+        throw Error(transport::error_kind(r),
                     name + ": " + url + ": " + describe(r) +
                         (n > 1 ? " (after " + std::to_string(n) + " attempts)" : ""));
       log(name + ": " + url + ": " + describe(r) + ", retrying in " + std::to_string(d.delay_ms) +
@@ -124,7 +124,7 @@ class Syncer {
   std::string fetch_small(const std::string& name, const std::string& url, std::size_t cap) {
     std::string body;
     bool over = false;
-    fetch_detail::get_with_retries(
+    fetch::get_with_retries(
         retry_loop(name, url), [&] { return request(url); },
         [&] {
           body.clear();
@@ -148,7 +148,7 @@ class Syncer {
   std::uint64_t download(const std::string& name, const std::string& url, const fs::path& dst,
                          const std::string& sha256, std::optional<std::uint64_t> exact_size) {
     std::uint64_t cap = exact_size ? *exact_size : opts_.max_file_bytes;
-    auto d = fetch_detail::download_verified(
+    auto d = fetch::download_verified(
         retry_loop(name, url), [&] { return request(url); }, dst,
         DownloadExpect{sha256, exact_size, cap});
     switch (d.status) {
@@ -164,7 +164,7 @@ class Syncer {
         throw Error(ErrorKind::Io, name + ": " + d.write_error);
       case DownloadStatus::TransferFailed:
         // on_failure threw for every failure that is not retried: not reached.
-        throw Error(fetch_detail::error_kind(d.transfer),
+        throw Error(transport::error_kind(d.transfer),
                     name + ": " + url + ": " + describe(d.transfer));
       case DownloadStatus::SizeMismatch:
         bytes_downloaded_ += d.bytes;
@@ -185,7 +185,7 @@ class Syncer {
 
  private:
   const SyncOptions& opts_;
-  fetch_detail::Transport& transport_;
+  transport::Transport& transport_;
   const std::function<void(long)>& sleep_;
   RetryPolicy policy_;
   std::uint64_t bytes_downloaded_ = 0;
@@ -193,13 +193,13 @@ class Syncer {
 
 }  // namespace
 
-SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& transport,
+SyncResult sync_release_with(const SyncOptions& opts, transport::Transport& transport,
                              const std::function<void(long ms)>& sleep_ms) {
-  const ReleaseName release = resolved_release(opts.package, opts.version);
+  const ReleaseName release = detail::resolved_release(opts.package, opts.version);
   const std::string& package = release.package;
   const std::string& version = release.version;
-  const std::string pin = resolved_pin(opts.index_sha256);
-  const std::string sums_pin = resolved_pin(opts.sums_sha256, "--sums-sha256");
+  const std::string pin = detail::resolved_pin(opts.index_sha256);
+  const std::string sums_pin = detail::resolved_pin(opts.sums_sha256, "--sums-sha256");
   if (opts.from.empty()) throw Error(ErrorKind::Usage, "no upstream mirror given (--from)");
   if (opts.to.empty()) throw Error(ErrorKind::Usage, "no destination directory given (--to)");
   if (pin.empty() && sums_pin.empty())
@@ -208,9 +208,9 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
                 "archives) and/or --sums-sha256 (covers every file the checksum file lists, "
                 "wheels and tarballs included). A mirror publishes nothing that is not covered "
                 "by a digest you trust.");
-  const std::string base = fetch_detail::normalise_mirror(opts.from);
+  const std::string base = fetch::normalise_mirror(opts.from);
   const fs::path to = opts.to;
-  refuse_private_key_in({to}, "mirror sync", "would be served from the mirror " + to.string());
+  io::refuse_private_key_in({to}, "mirror sync", "would be served from the mirror " + to.string());
   Syncer sx(opts, transport, sleep_ms);
 
   // 1. The checksum file, then the index it lists.
@@ -218,7 +218,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   const std::string sums_url = base + "/" + sums_name;
   sx.log("fetching " + sums_url);
   const std::string sums_text = sx.fetch_small(sums_name, sums_url, kMaxChecksumsBytes);
-  const std::string sums_sha = sha256_hex(sums_text);
+  const std::string sums_sha = io::sha256_hex(sums_text);
   if (!sums_pin.empty() && sums_sha != sums_pin)
     throw Error(ErrorKind::Integrity, sums_name + ": " + sums_url + ": sha256 mismatch: pinned " +
                                           sums_pin + " (--sums-sha256), served " + sums_sha +
@@ -227,15 +227,15 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   std::map<std::string, std::string> listed;
   for (const auto& e : entries) listed[e.name] = e.sha256;
 
-  const std::string index_name = index_file_name(package, version);
+  const std::string index_name = format::index_file_name(package, version);
   const std::string index_url = base + "/" + index_name;
   if (!listed.count(index_name))
     throw Error(ErrorKind::Format,
                 sums_url + " does not list " + index_name + ": not the checksum file of a release");
   sx.log("fetching " + index_url);
   const std::string index_text =
-      sx.fetch_small(index_name, index_url, fetch_detail::kMaxIndexBytes);
-  const std::string index_sha = sha256_hex(index_text);
+      sx.fetch_small(index_name, index_url, fetch::kMaxIndexBytes);
+  const std::string index_sha = io::sha256_hex(index_text);
   if (!pin.empty() && index_sha != pin)
     throw Error(ErrorKind::Integrity, index_name + ": " + index_url + ": sha256 mismatch: pinned " +
                                           pin + ", served " + index_sha);
@@ -243,14 +243,14 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
     throw Error(ErrorKind::Integrity, index_name + ": " + index_url +
                                           ": sha256 mismatch: " + sums_name + " lists " +
                                           listed[index_name] + ", served " + index_sha);
-  const Index idx = parse_index(index_text, index_url);
+  const format::Index idx = format::parse_index(index_text, index_url);
   if (idx.package != package)
     throw Error(ErrorKind::Stale,
                 index_url + ": package is " + idx.package + ", expected " + package);
   if (idx.package_version != version)
     throw Error(ErrorKind::Stale, index_url + ": package_version is " + idx.package_version +
                                       ", expected " + version);
-  std::map<std::string, const IndexEntry*> archives;
+  std::map<std::string, const format::IndexEntry*> archives;
   for (const auto& e : idx.archives) archives[e.file] = &e;
   SyncPlan plan;
   try {
@@ -275,9 +275,9 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
   const std::string& sums_out = plan.checksums_text;
   std::vector<std::string> todo;
   auto already_good = [&](const std::string& name, const std::string& sha) {
-    if (!is_regular(to / name)) return false;
+    if (!detail::is_regular(to / name)) return false;
     try {
-      return digest_of(to / name).sha256 == sha;
+      return detail::digest_of(to / name).sha256 == sha;
     } catch (const Error&) {
       return false;  // unreadable: replaced below, or the rename fails loudly
     }
@@ -290,7 +290,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
       todo.push_back(f.name);
     }
   }
-  if (already_good(sums_name, sha256_hex(sums_out)))
+  if (already_good(sums_name, io::sha256_hex(sums_out)))
     result.already_good.push_back(sums_name);
   else
     todo.push_back(sums_name);
@@ -304,7 +304,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
     std::error_code ec;
     if (fs::is_directory(to, ec)) {
       try {
-        lock_release_in_mirror(to, package, version, std::chrono::milliseconds(0));
+        detail::lock_release_in_mirror(to, package, version, std::chrono::milliseconds(0));
       } catch (const Error&) {
         sx.log("leftovers of killed syncs not looked for: " + to.string() +
                " is being written by another stage or sync");
@@ -324,14 +324,14 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
                 to.string() + " is not a writable directory" + (ec ? ": " + ec.message() : ""));
   bool committing = false;
   try {
-    FileLock lock = lock_release_in_mirror(to, package, version);
-    StagingDir staging(to, sync_staging_prefix(package, version));
+    io::FileLock lock = detail::lock_release_in_mirror(to, package, version);
+    StagingDir staging(to, detail::sync_staging_prefix(package, version));
     std::uint64_t bytes = 0;
     for (const auto& name : todo) {
       const fs::path staged = staging.path() / name;
       if (name == sums_name || name == index_name) {
         // Already fetched and verified above: the very bytes that were checked.
-        write_file_atomically(staged, name == sums_name ? sums_out : index_text);
+        io::write_file_atomically(staged, name == sums_name ? sums_out : index_text);
         bytes += name == sums_name ? sums_out.size() : index_text.size();
         continue;
       }
@@ -341,18 +341,18 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
       if (arch != archives.end()) size = arch->second->size;
       sx.log("downloading " + url + (size ? " (" + std::to_string(*size) + " bytes)" : ""));
       bytes += sx.download(name, url, staged, listed[name], size);
-      std::vector<VerifyProblem> problems;
+      std::vector<store::VerifyProblem> problems;
       const auto kind =
           classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
       if (arch != archives.end())
-        problems = check_archive_content(staged, *arch->second, idx, version, index_url);
+        problems = detail::check_archive_content(staged, *arch->second, idx, version, index_url);
       if (is_wheel(kind))
         for (const auto& p : check_wheel(staged))
           problems.push_back({ErrorKind::Integrity, name, "RECORD", p});
       if (!problems.empty())
-        throw Error(*most_severe(problems),
+        throw Error(*store::most_severe(problems),
                     name + ": " + url +
-                        ": digest matches but the content is wrong:" + join_problems(problems));
+                        ": digest matches but the content is wrong:" + detail::join_problems(problems));
       sx.log("verified " + name + " (covered by " + covered_by[name] + ")");
     }
     // Every file verified: archives, wheels and tarballs first, then the index, then the
@@ -363,7 +363,7 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
         throw Error(ErrorKind::Io, "cannot rename " + (staging.path() / name).string() + " to " +
                                        (to / name).string() + ": " + std::strerror(errno));
     }
-    sync_directory(to);
+    io::sync_directory(to);
     result.transferred = todo;
     result.bytes_transferred = bytes;
   } catch (const Error& e) {
@@ -383,11 +383,11 @@ SyncResult sync_release_with(const SyncOptions& opts, fetch_detail::Transport& t
 }
 
 SyncResult sync_release(const SyncOptions& opts) {
-  auto transport = fetch_detail::make_curl_transport("syncing a mirror (kiln mirror sync)");
+  auto transport = transport::make_curl_transport("syncing a mirror (kiln mirror sync)");
   std::function<void(long)> sleep_ms = [](long ms) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   };
   return sync_release_with(opts, *transport, sleep_ms);
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::mirror

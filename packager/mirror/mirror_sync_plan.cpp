@@ -11,12 +11,12 @@
 #include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 
-namespace kiln::packager {
+namespace kiln::mirror {
 
 SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string& sums_text,
-                   const Index& index, const std::string& package, const std::string& version,
+                   const format::Index& index, const std::string& package, const std::string& version,
                    bool index_pinned, bool sums_pinned, const std::string& sums_origin) {
-  const std::string index_name = index_file_name(package, version);
+  const std::string index_name = format::index_file_name(package, version);
   const std::string sums_name = checksums_file_name(package, version);
   // What the index pins: its archives and the description.
   struct Pinned {
@@ -96,4 +96,4 @@ SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string&
   return plan;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::mirror

@@ -14,10 +14,10 @@
 #include "mirror/mirror_internal.hpp"
 #include "store/store.hpp"
 
-namespace kiln::packager {
+namespace kiln::mirror {
 
 namespace fs = std::filesystem;
-using namespace mirror_detail;
+using namespace detail;
 
 const char* to_string(FileStatus status) {
   switch (status) {
@@ -38,10 +38,10 @@ const char* to_string(FileStatus status) {
 }
 
 std::optional<ErrorKind> MirrorReport::worst() const {
-  std::vector<VerifyProblem> all;
+  std::vector<store::VerifyProblem> all;
   for (const auto& f : files)
     if (f.error) all.push_back({*f.error, f.name, "", ""});
-  return most_severe(all);
+  return store::most_severe(all);
 }
 
 std::vector<ReleaseName> releases_to_verify(const fs::path& dir, bool pinned) {
@@ -65,7 +65,7 @@ std::optional<ErrorKind> worst_of(const std::vector<MirrorReport>& reports) {
   std::optional<ErrorKind> worst;
   for (const auto& r : reports)
     if (auto w = r.worst())
-      worst = most_severe({{*w, "", "", ""}, {worst.value_or(*w), "", "", ""}});
+      worst = store::most_severe({{*w, "", "", ""}, {worst.value_or(*w), "", "", ""}});
   return worst;
 }
 
@@ -96,9 +96,9 @@ class ReportBuilder {
       MirrorFileReport f;
       f.name = name;
       f.kind = row.kind;
-      std::vector<VerifyProblem> vp;
+      std::vector<store::VerifyProblem> vp;
       for (const auto& p : row.problems) vp.push_back({p.error, name, "", ""});
-      f.error = most_severe(vp);
+      f.error = store::most_severe(vp);
       std::string detail;
       if (f.error) {
         for (const auto& p : row.problems) {
@@ -131,11 +131,11 @@ class ReportBuilder {
 }  // namespace
 
 MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts) {
-  const ReleaseName release = resolved_release(opts.package, opts.version);
+  const ReleaseName release = detail::resolved_release(opts.package, opts.version);
   const std::string& package = release.package;
   const std::string& version = release.version;
-  const std::string pin = resolved_pin(opts.index_sha256);
-  const std::string sums_pin = resolved_pin(opts.sums_sha256, "--sums-sha256");
+  const std::string pin = detail::resolved_pin(opts.index_sha256);
+  const std::string sums_pin = detail::resolved_pin(opts.sums_sha256, "--sums-sha256");
   // With a pin, "consistent" is not enough: every file must be covered by what was pinned.
   const bool pinned = !pin.empty() || !sums_pin.empty();
   std::error_code ec;
@@ -149,10 +149,10 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   report.package = package;
   report.version = version;
   ReportBuilder rb;
-  const auto present = release_files_in(dir, package, version);
-  std::map<std::string, Digest> digests;
+  const auto present = detail::release_files_in(dir, package, version);
+  std::map<std::string, detail::Digest> digests;
   // The digest of a present file, once; nullopt (and a problem reported) when unreadable.
-  auto digest = [&](const std::string& name, ReleaseFileKind kind) -> std::optional<Digest> {
+  auto digest = [&](const std::string& name, ReleaseFileKind kind) -> std::optional<detail::Digest> {
     auto it = digests.find(name);
     if (it != digests.end()) return it->second;
     try {
@@ -175,7 +175,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   } else {
     try {
       auto entries =
-          parse_checksums(read_capped(dir / sums_name, kMaxChecksumsBytes), sums_name, sums_name);
+          parse_checksums(detail::read_capped(dir / sums_name, kMaxChecksumsBytes), sums_name, sums_name);
       sums.emplace();
       for (const auto& e : entries) (*sums)[e.name] = e.sha256;
       rb.note(sums_name, ReleaseFileKind::Checksums,
@@ -213,8 +213,8 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   };
 
   // 2. The index.
-  const std::string index_name = index_file_name(package, version);
-  std::optional<Index> idx;
+  const std::string index_name = format::index_file_name(package, version);
+  std::optional<format::Index> idx;
   if (!present.count(index_name)) {
     bool listed = sums && sums->count(index_name);
     rb.problem(
@@ -231,8 +231,8 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
       rb.problem(index_name, ReleaseFileKind::Index, ErrorKind::Integrity, FileStatus::Uncovered,
                  "not covered by anything pinned: no --index-sha256, and " + uncovered_why);
     try {
-      Index parsed =
-          parse_index(read_capped(dir / index_name, fetch_detail::kMaxIndexBytes), index_name);
+      format::Index parsed =
+          format::parse_index(detail::read_capped(dir / index_name, fetch::kMaxIndexBytes), index_name);
       if (parsed.package != package)
         rb.problem(index_name, ReleaseFileKind::Index, ErrorKind::Stale, FileStatus::Invalid,
                    "package is " + parsed.package + ", expected " + package);
@@ -251,7 +251,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
     for (const auto& e : idx->archives) {
       in_index.insert(e.file);
       const auto kind = ReleaseFileKind::Archive;
-      if (!is_regular(dir / e.file)) {
+      if (!detail::is_regular(dir / e.file)) {
         rb.problem(e.file, kind, ErrorKind::NotFound, FileStatus::Missing,
                    "listed in " + index_name + " (" + std::to_string(e.size) + " bytes, sha256 " +
                        e.sha256 + ") but not found");
@@ -267,7 +267,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
         rb.problem(e.file, kind, ErrorKind::Integrity, FileStatus::Mismatch,
                    index_name + " lists sha256 " + e.sha256 + ", the file has " + d->sha256);
       check_listed(e.file, kind, *d);
-      for (const auto& p : check_archive_content(dir / e.file, e, *idx, version, index_name))
+      for (const auto& p : detail::check_archive_content(dir / e.file, e, *idx, version, index_name))
         rb.problem(e.file, kind, p.kind, FileStatus::Invalid, p.message);
       rb.note(e.file, kind,
               std::to_string(d->size) + " bytes, sha256 " + d->sha256 +
@@ -276,15 +276,15 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   }
   // 3b. The description the index pins (index format 3).
   if (idx && idx->description) {
-    const IndexFile& f = *idx->description;
+    const format::IndexFile& f = *idx->description;
     const auto kind = ReleaseFileKind::Description;
     in_index.insert(f.file);
-    if (!is_regular(dir / f.file)) {
+    if (!detail::is_regular(dir / f.file)) {
       rb.problem(f.file, kind, ErrorKind::NotFound, FileStatus::Missing,
                  "pinned by " + index_name + " (" + std::to_string(f.size) + " bytes, sha256 " +
                      f.sha256 + ") but not found");
     } else if (auto d = digest(f.file, kind)) {
-      if (auto mm = pin_mismatch(d->size, d->sha256, ArtifactPin{f.size, f.sha256}))
+      if (auto mm = io::pin_mismatch(d->size, d->sha256, io::ArtifactPin{f.size, f.sha256}))
         rb.problem(f.file, kind, ErrorKind::Integrity, FileStatus::Mismatch,
                    mm->message("", index_name));
       check_listed(f.file, kind, *d);
@@ -298,7 +298,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
       if (name == index_name || in_index.count(name)) continue;
       const auto kind =
           classify_release_file(name, package, version).value_or(ReleaseFileKind::Other);
-      if (!is_regular(dir / name)) {
+      if (!detail::is_regular(dir / name)) {
         rb.problem(name, kind, ErrorKind::NotFound, FileStatus::Missing,
                    "listed in " + sums_name + " (sha256 " + sha + ") but not found");
         continue;
@@ -324,7 +324,7 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   // 5. Files of the release that nothing lists.
   for (const auto& [name, kind] : present) {
     if (rb.has(name)) continue;
-    std::optional<Digest> d = digest(name, kind);
+    std::optional<detail::Digest> d = digest(name, kind);
     // Without a usable checksum file the root cause is that file, already reported.
     rb.problem(name, kind, sums ? ErrorKind::Integrity : ErrorKind::NotFound, FileStatus::Unlisted,
                std::string("a file of release ") + version + " that " +
@@ -339,4 +339,4 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
   return report;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::mirror

@@ -27,12 +27,12 @@
 #include "tuf/tuf_updater.hpp"
 #include "util/join.hpp"
 
-namespace kiln::packager {
+namespace kiln::release {
 
 namespace {
 
 namespace fs = std::filesystem;
-using fetch_detail::TrustAnchor;
+using fetch::TrustAnchor;
 
 constexpr const char* kBundleUrl = "bundle:/";
 
@@ -74,7 +74,7 @@ class DirectoryFetcher final : public tuf::Fetcher {
     std::error_code ec;
     if (!fs::exists(p, ec)) return std::nullopt;
     try {
-      return read_whole_file(p, max_bytes);
+      return io::read_whole_file(p, max_bytes);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Limit) throw;
       throw tuf::Error(tuf::Attack::TooLarge, p.string() + ": more than " +
@@ -96,14 +96,14 @@ class DirectoryFetcher final : public tuf::Fetcher {
 
 // The trust anchor of a bundle: a TUF root, by the fetch's precedence (configured, else the
 // one installed beside kiln); an index pin cannot verify a bundle.
-TrustAnchor bundle_anchor(const FetchOptions& trust, const std::string& version) {
-  FetchOptions o = trust;
+TrustAnchor bundle_anchor(const fetch::FetchOptions& trust, const std::string& version) {
+  fetch::FetchOptions o = trust;
   o.index_sha256.clear();
   std::error_code ec;
   bool installed = !o.installed_tuf_root.empty() && fs::is_regular_file(o.installed_tuf_root, ec);
   try {
-    TrustAnchor a = fetch_detail::choose_trust_anchor(o, "", installed, version);
-    fetch_detail::materialize_anchor(a, o.tuf_metadata_dir);
+    TrustAnchor a = fetch::choose_trust_anchor(o, "", installed, version);
+    fetch::materialize_anchor(a, o.tuf_metadata_dir);
     return a;
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Usage) throw;
@@ -156,9 +156,9 @@ void verify_target_file(const fs::path& p, const tuf::TargetFile& info) {
 }
 
 struct VerifiedBundle {
-  Index index;
+  format::Index index;
   fs::path index_path;
-  std::vector<std::pair<IndexEntry, fs::path>> archives;  // those the bundle carries
+  std::vector<std::pair<format::IndexEntry, fs::path>> archives;  // those the bundle carries
   std::optional<fs::path> description;  // the description the index pins, when carried
   std::int64_t root_version = 0;
   std::int64_t timestamp_version = 0;
@@ -210,7 +210,7 @@ VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std:
   if (const tuf::Targets* t = trusted.trusted_targets("targets", "root"))
     note_expired("targets.json", *t);
 
-  const std::string name = index_file_name(package, version);
+  const std::string name = format::index_file_name(package, version);
   std::optional<tuf::TargetFile> info = updater.get_targetinfo(name);
   if (!info)
     throw tuf::Error(tuf::Attack::TargetNotFound, "no trusted targets role of the bundle " +
@@ -222,7 +222,7 @@ VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std:
     throw Error(ErrorKind::NotFound, "the bundle " + dir.string() + " lacks " + name,
                 {{"path", out.index_path.string()}});
   verify_target_file(out.index_path, *info);
-  out.index = parse_index(read_whole_file(out.index_path, limits::kMaxLocalFileBytes),
+  out.index = format::parse_index(io::read_whole_file(out.index_path, io::limits::kMaxLocalFileBytes),
                           out.index_path.string());
   if (out.index.package != package)
     throw Error(ErrorKind::Stale, out.index_path.string() + " is the target " + name +
@@ -236,15 +236,15 @@ VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std:
     fs::path p = dir / tuf::quote_name(e.file);
     std::error_code ec;
     if (!fs::exists(p, ec)) continue;  // not carried: the bundle was made for other targets
-    tuf::TargetFile a = fetch_detail::trusted_pinned_target(
-        updater, IndexFile{e.file, e.size, e.sha256}, "the bundle " + dir.string());
+    tuf::TargetFile a = fetch::trusted_pinned_target(
+        updater, format::IndexFile{e.file, e.size, e.sha256}, "the bundle " + dir.string());
     verify_target_file(p, a);
     out.archives.emplace_back(e, p);
   }
   if (const auto& d = out.index.description; d && fs::exists(dir / tuf::quote_name(d->file))) {
     // The description the index pins, carried as a target like the archives.
     tuf::TargetFile a =
-        fetch_detail::trusted_pinned_target(updater, *d, "the bundle " + dir.string());
+        fetch::trusted_pinned_target(updater, *d, "the bundle " + dir.string());
     verify_target_file(dir / tuf::quote_name(d->file), a);
     out.description = dir / tuf::quote_name(d->file);
   }
@@ -258,9 +258,9 @@ VerifiedBundle verify_bundle(const fs::path& dir, const fs::path& md, const std:
 // Unpacks a .tar.zst bundle into `into` through kiln's archive reader (plain names only,
 // every size and count bounded: docs/security.md).
 void unpack_bundle(const fs::path& tarball, const fs::path& into) {
-  ArchiveStream in = ArchiveStream::open_file(tarball);
+  format::ArchiveStream in = format::ArchiveStream::open_file(tarball);
   while (auto h = in.next()) {
-    AtomicFile f(into / h->name);
+    io::AtomicFile f(into / h->name);
     in.read_data([&](const char* d, std::size_t n) { f.write(std::string_view(d, n)); });
     f.commit();
   }
@@ -287,31 +287,31 @@ std::string release_list(const std::vector<BundleRelease>& releases) {
 }
 
 // One release's index, description and chosen archives, fetched through TUF into `staging`.
-void fetch_release_into(const BundleRequest& req, FetchOptions o, const BundleRelease& release,
+void fetch_release_into(const BundleRequest& req, fetch::FetchOptions o, const BundleRelease& release,
                         const fs::path& staging) {
   o.package = release.package;
   o.version = release.version;
   o.with_description = true;
-  o.index = fetch_release_index(o);  // downloaded once: the archives' fetch reuses it
+  o.index = fetch::fetch_release_index(o);  // downloaded once: the archives' fetch reuses it
   const std::vector<std::string>& offered = o.index->targets;
   std::set<std::string> chosen;
   for (const auto& t : req.targets) chosen.insert(t);
   for (int cc : req.devices) {
-    NamedChoice c = choose_named_targets(cc, offered);
+    plan::NamedChoice c = plan::choose_named_targets(cc, offered);
     if (c.candidates.empty())
       throw Error(ErrorKind::Unsupported, "no archive of release " + release.package + " " +
-                                              release.version + " can run on CC " + cc_string(cc));
+                                              release.version + " can run on CC " + plan::cc_string(cc));
     chosen.insert(c.candidates.front().first);
     if (o.log)
-      o.log(release.package + " " + release.version + " for CC " + cc_string(cc) + ": " +
+      o.log(release.package + " " + release.version + " for CC " + plan::cc_string(cc) + ": " +
             c.candidates.front().first);
   }
-  FetchResult r = fetch_archive_files(o, {chosen.begin(), chosen.end()}, staging.string());
-  std::string index_name = tuf::quote_name(index_file_name(release.package, release.version));
+  fetch::FetchResult r = fetch::fetch_archive_files(o, {chosen.begin(), chosen.end()}, staging.string());
+  std::string index_name = tuf::quote_name(format::index_file_name(release.package, release.version));
   if (fs::exists(staging / index_name))
     throw Error(ErrorKind::Usage,
                 "release " + release.package + " " + release.version + " is named twice");
-  write_file_atomically(staging / index_name, r.index_json);
+  io::write_file_atomically(staging / index_name, r.index_json);
 }
 
 }  // namespace
@@ -332,7 +332,7 @@ BundleResult write_bundle(const BundleRequest& req) {
   fs::create_directories(parent, ec);
   ScratchDir staging(parent / ("." + req.out.filename().string() + ".tmp-"));
 
-  FetchOptions o = req.fetch;
+  fetch::FetchOptions o = req.fetch;
   o.index_sha256.clear();
   o.tuf_root = anchor.value;  // the fetch takes the same root, whatever its default would be
   for (const auto& release : req.releases) fetch_release_into(req, o, release, staging.path());
@@ -341,18 +341,18 @@ BundleResult write_bundle(const BundleRequest& req) {
   auto add = [&](const std::string& name, std::string_view bytes) {
     if (fs::exists(staging.path() / name))
       throw Error(ErrorKind::Format, "two files of the bundle would be named " + name);
-    write_file_atomically(staging.path() / name, bytes);
+    io::write_file_atomically(staging.path() / name, bytes);
   };
   // The trusted metadata, copied under its lock so no refresh changes it halfway.
-  const std::string anchor_root = fetch_detail::read_anchor_root(anchor);
-  const fs::path md = fetch_detail::tuf_metadata_dir(o.tuf_metadata_dir, anchor_root);
+  const std::string anchor_root = fetch::read_anchor_root(anchor);
+  const fs::path md = fetch::tuf_metadata_dir(o.tuf_metadata_dir, anchor_root);
   {
-    FileLock lock = FileLock::acquire(md / ".tuf.lock", std::chrono::seconds(60));
+    io::FileLock lock = io::FileLock::acquire(md / ".tuf.lock", std::chrono::seconds(60));
     // Under consistent snapshots a client asks for "<version>.<role>.json" but for timestamp
     // and roots: the bundle names them as the repository does.
     bool consistent =
         tuf::parse_root(
-            tuf::parse_envelope(read_whole_file(md / "root.json"), "root.json").signed_json,
+            tuf::parse_envelope(io::read_whole_file(md / "root.json"), "root.json").signed_json,
             "root.json")
             .consistent_snapshot;
     for (const auto& e : fs::directory_iterator(md)) {
@@ -360,7 +360,7 @@ BundleResult write_bundle(const BundleRequest& req) {
       if (!e.is_regular_file() || name == "root.json" || name.size() < 5 ||
           name.compare(name.size() - 5, 5, ".json") != 0)
         continue;
-      std::string bytes = read_whole_file(e.path(), limits::kMaxLocalFileBytes);
+      std::string bytes = io::read_whole_file(e.path(), io::limits::kMaxLocalFileBytes);
       bool versioned_name =
           name == "timestamp.json" || name.find(".root.json") != std::string::npos;
       if (consistent && !versioned_name)
@@ -375,7 +375,7 @@ BundleResult write_bundle(const BundleRequest& req) {
 
   // The bundle as a node will see it, before it is published.
   ScratchDir scratch(fs::temp_directory_path() / "kiln-bundle-check-");
-  fetch_detail::prepare_metadata_dir(scratch.path(), anchor_root);
+  fetch::prepare_metadata_dir(scratch.path(), anchor_root);
   std::time_t now = o.tuf_clock ? o.tuf_clock() : std::time(nullptr);
   BundleResult out;
   for (const auto& release : req.releases) {
@@ -389,24 +389,24 @@ BundleResult write_bundle(const BundleRequest& req) {
     out.timestamp_version = check.timestamp_version;
     out.timestamp_expires = check.timestamp_expires;
   }
-  std::vector<ArchiveMember> members;
+  std::vector<format::ArchiveMember> members;
   for (const auto& e : fs::directory_iterator(staging.path())) {
     out.files.push_back(e.path().filename().string());
-    if (is_tarball(req.out)) members.push_back({out.files.back(), read_whole_file(e.path())});
+    if (is_tarball(req.out)) members.push_back({out.files.back(), io::read_whole_file(e.path())});
   }
   std::sort(out.files.begin(), out.files.end());
   std::sort(members.begin(), members.end(),
-            [](const ArchiveMember& a, const ArchiveMember& b) { return a.name < b.name; });
+            [](const format::ArchiveMember& a, const format::ArchiveMember& b) { return a.name < b.name; });
   if (is_tarball(req.out)) {
     // The archives inside are compressed already: a low level costs little and saves nothing.
-    write_archive(req.out, members, req.mtime, 3);
+    format::write_archive(req.out, members, req.mtime, 3);
   } else {
     fs::rename(staging.path(), req.out, ec);
     if (ec)
       throw Error(ErrorKind::Io, "cannot rename " + staging.path().string() + " to " +
                                      req.out.string() + ": " + ec.message());
     staging.release();
-    sync_directory(parent);
+    io::sync_directory(parent);
   }
   return out;
 }
@@ -418,12 +418,12 @@ std::vector<BundleRelease> releases_in_bundle(const fs::path& dir) {
   std::vector<BundleRelease> out;
   std::uint64_t seen = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
-    if (++seen > limits::kMaxStoreEntries)
+    if (++seen > io::limits::kMaxStoreEntries)
       throw Error(ErrorKind::Limit, "the bundle " + dir.string() + " holds more than " +
-                                        std::to_string(limits::kMaxStoreEntries) +
+                                        std::to_string(io::limits::kMaxStoreEntries) +
                                         " entries, the limit (docs/security.md)");
     if (!e.is_regular_file()) continue;
-    if (auto r = release_of_file_name(e.path().filename().string(), "-index.json"))
+    if (auto r = format::release_of_file_name(e.path().filename().string(), "-index.json"))
       out.push_back({r->package, r->version, {}});
   }
   std::sort(out.begin(), out.end(), [](const BundleRelease& a, const BundleRelease& b) {
@@ -464,9 +464,9 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   const TrustAnchor anchor = bundle_anchor(req.trust, release_list(releases));
   if (req.trust.tuf_metadata_dir.empty())
     throw Error(ErrorKind::Usage, "no TUF metadata directory (the cache directory's tuf/)");
-  const std::string anchor_root = fetch_detail::read_anchor_root(anchor);
-  const fs::path md = fetch_detail::tuf_metadata_dir(req.trust.tuf_metadata_dir, anchor_root);
-  fetch_detail::prepare_metadata_dir(md, anchor_root);
+  const std::string anchor_root = fetch::read_anchor_root(anchor);
+  const fs::path md = fetch::tuf_metadata_dir(req.trust.tuf_metadata_dir, anchor_root);
+  fetch::prepare_metadata_dir(md, anchor_root);
 
   const std::time_t clock = std::time(nullptr);
   std::time_t now = clock;
@@ -484,8 +484,8 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   for (const auto& release : releases) {
     VerifiedBundle vb = verify_bundle(dir, md, release.package, release.version, now, clock);
     for (const auto& [e, p] : vb.archives)
-      if (std::optional<Manifest> m = read_leading_manifest(p))
-        require_manifest_matches_index(*m, e, vb.index, p.string(), vb.index_path.string());
+      if (std::optional<format::Manifest> m = store::read_leading_manifest(p))
+        store::require_manifest_matches_index(*m, e, vb.index, p.string(), vb.index_path.string());
     say("verified " + release.package + " " + release.version + " in " + req.bundle.string() +
         " against root v" + std::to_string(vb.root_version) + " (" + anchor.source +
         "): timestamp v" + std::to_string(vb.timestamp_version) + ", " +
@@ -503,13 +503,13 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
     BundleRelease done{releases[i].package, releases[i].version, {}};
     for (const auto& [e, p] : vb.archives) {
       out.installed.push_back(
-          install_archive(p, req.dest, e.sha256, RequiredRelease{done.package, done.version}));
+          store::install_archive(p, req.dest, e.sha256, store::RequiredRelease{done.package, done.version}));
       done.targets.push_back(e.target);
       say("installed " + out.installed.back().directory.string());
     }
     if (vb.description) {
-      out.descriptions.push_back(install_description(
-          read_whole_file(*vb.description, limits::kMaxJsonBytes), *vb.index.description, req.dest,
+      out.descriptions.push_back(store::install_description(
+          io::read_whole_file(*vb.description, io::limits::kMaxJsonBytes), *vb.index.description, req.dest,
           vb.description->string(), vb.index_path.string()));
       say("installed " + out.descriptions.back().string());
     }
@@ -518,4 +518,4 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   return out;
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::release

@@ -32,7 +32,7 @@
 #include "format/manifest.hpp"
 #include "store/store.hpp"
 
-namespace kiln::packager {
+namespace kiln::release {
 
 // A release a bundle carries: <package>-<version>-index.json, its description when the index
 // pins one, and the archives chosen of it.
@@ -43,7 +43,7 @@ struct BundleRelease {
 };
 
 struct BundleRequest {
-  FetchOptions fetch;  // mirrors, TUF root, metadata dir, deadlines (package/version unused)
+  fetch::FetchOptions fetch;  // mirrors, TUF root, metadata dir, deadlines (package/version unused)
   std::vector<BundleRelease> releases;  // at least one; their targets unused
   std::vector<std::string> targets;     // archives asked for by target, of every release
   std::vector<int> devices;             // compute capabilities: the archive the loader would pick
@@ -68,7 +68,7 @@ BundleResult write_bundle(const BundleRequest& req);
 
 struct BundleInstallRequest {
   std::filesystem::path bundle;  // a directory or a .tar.zst
-  FetchOptions trust;            // tuf_root / installed_tuf_root / tuf_metadata_dir
+  fetch::FetchOptions trust;            // tuf_root / installed_tuf_root / tuf_metadata_dir
   // The release to install (both, or neither: then every release whose index the bundle
   // carries, each verified before any is installed).
   std::string package;
@@ -80,7 +80,7 @@ struct BundleInstallRequest {
 
 struct BundleInstallResult {
   std::vector<BundleRelease> releases;  // those installed (targets: what was installed)
-  std::vector<InstallResult> installed;
+  std::vector<store::InstallResult> installed;
   std::vector<std::filesystem::path> descriptions;  // written into the store
   std::int64_t root_version = 0;
   std::int64_t timestamp_version = 0;
@@ -98,4 +98,4 @@ struct BundleInstallResult {
 // attack=<id>; nothing is installed.
 BundleInstallResult install_bundle(const BundleInstallRequest& req);
 
-}  // namespace kiln::packager
+}  // namespace kiln::release

@@ -20,7 +20,7 @@
 #include "store/store_scan.hpp"
 #include "wheel/wheel.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 namespace {
 
@@ -34,7 +34,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // The loader's rules for one manifest (resolver.cpp plan_stores): format, package version,
 // then each kernel's source hash.
-void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::string& origin,
+void check_manifest(const LoaderFacts& loader, const format::Manifest& m, const std::string& origin,
                     CompatPackage& pkg) {
   CompatManifest cm;
   cm.origin = origin;
@@ -51,11 +51,11 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
   };
   // The loader's own rule (stale_fields, resolver.hpp): the manifest-level fields once, then
   // each known kernel's source hash.
-  auto report = [&](const StaleField& f, const std::string& prefix) {
+  auto report = [&](const plan::StaleField& f, const std::string& prefix) {
     problem(ErrorKind::Stale, f.field, f.package_value, f.loader_value, prefix + f.message);
   };
   for (const auto& f :
-       stale_fields(m, ArtifactEntry{},
+       plan::stale_fields(m, format::ArtifactEntry{},
                     {loader.package, loader.package_version, loader.manifest_format, ""}))
     report(f, "");
   for (const auto& a : m.artifacts) {
@@ -65,7 +65,7 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
       ++cm.unknown_uris;
       continue;
     }
-    for (const auto& f : stale_fields(
+    for (const auto& f : plan::stale_fields(
              m, a, {loader.package, loader.package_version, loader.manifest_format, *want}))
       if (f.field == "source_hash") report(f, a.uri + ": ");
   }
@@ -84,9 +84,9 @@ void check_manifest(const LoaderFacts& loader, const Manifest& m, const std::str
 void check_manifest_text(const LoaderFacts& loader, const std::string& text,
                          const std::string& origin, CompatPackage& pkg) {
   try {
-    check_manifest(loader, parse_manifest(text, origin), origin, pkg);
+    check_manifest(loader, format::parse_manifest(text, origin), origin, pkg);
   } catch (const Error& e) {
-    std::string declared = declared_format(text);
+    std::string declared = plan::declared_format(text);
     if (e.kind() == ErrorKind::Stale)
       pkg.problems.push_back({ErrorKind::Stale, "format_version", origin, declared,
                               std::to_string(loader.manifest_format),
@@ -98,7 +98,7 @@ void check_manifest_text(const LoaderFacts& loader, const std::string& text,
   }
 }
 
-void add_verify_problems(const std::vector<VerifyProblem>& vps, CompatPackage& pkg) {
+void add_verify_problems(const std::vector<store::VerifyProblem>& vps, CompatPackage& pkg) {
   for (const auto& v : vps)
     pkg.problems.push_back(
         {v.kind, v.field.empty() ? "integrity" : v.field, v.file, "", "", v.message});
@@ -106,20 +106,20 @@ void add_verify_problems(const std::vector<VerifyProblem>& vps, CompatPackage& p
 
 void check_archive(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
   pkg.kind = "archive";
-  auto members = read_archive(p);
+  auto members = format::read_archive(p);
   if (members.empty() || members.front().name != "manifest.json")
     throw Error(ErrorKind::Format, p.string() + ": the first member is not manifest.json");
   check_manifest_text(loader, members.front().data, p.string(), pkg);
   // Integrity matters too: the loader refuses an artifact whose bytes differ from the manifest.
-  if (pkg.problems.empty()) add_verify_problems(verify_archive_members(members, p.string()), pkg);
+  if (pkg.problems.empty()) add_verify_problems(store::verify_archive_members(members, p.string()), pkg);
 }
 
 void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
   pkg.kind = "index";
-  std::string text = read_whole_file(p);
-  Index idx;
+  std::string text = io::read_whole_file(p);
+  format::Index idx;
   try {
-    idx = parse_index(text, p.string());
+    idx = format::parse_index(text, p.string());
   } catch (const Error& e) {
     if (e.kind() != ErrorKind::Stale) throw;
     pkg.problems.push_back({ErrorKind::Stale, "index format_version", p.string(), "?",
@@ -166,12 +166,12 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
     }
     for (auto& m : sub.manifests) {
       // The one manifest-against-index check (index_entry_check.hpp), as kiln verify has it.
-      Manifest read;
+      format::Manifest read;
       read.target = m.target;
       read.package = m.package;
       read.package_version = m.package_version;
       read.cuda_version = m.cuda_version;
-      for (const auto& x : manifest_index_mismatches(read, a, idx))
+      for (const auto& x : store::manifest_index_mismatches(read, a, idx))
         sub.problems.push_back({x.kind, x.field, ap.string(), x.in_manifest, x.in_index,
                                 ap.string() + ": manifest " + x.field + " is " + x.in_manifest +
                                     ", " + p.string() + " says " + x.in_index});
@@ -186,13 +186,13 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
 
 void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
   pkg.kind = "store";
-  auto entries = scan_store(p);
+  auto entries = store::scan_store(p);
   if (entries.empty()) throw Error(ErrorKind::NotFound, p.string() + " holds no archive directory");
   std::size_t others = 0;
   for (const auto& e : entries) {
     // Several packages share a store; a loader reads only its own package's directories.
     const std::string dir_name = fs::path(e.dir).filename().string();
-    auto owner = release_name_package(dir_name);
+    auto owner = format::release_name_package(dir_name);
     if (owner && *owner != loader.package) {
       ++others;
       continue;
@@ -203,7 +203,7 @@ void check_store(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
       pkg.problems.push_back({e.error_kind, "manifest", e.dir, "", "", e.error});
       continue;
     }
-    check_manifest_text(loader, read_whole_file(mf), mf.string(), pkg);
+    check_manifest_text(loader, io::read_whole_file(mf), mf.string(), pkg);
   }
   if (others)
     pkg.notes.push_back(std::to_string(others) + " archive director" + (others == 1 ? "y" : "ies") +
@@ -220,16 +220,16 @@ void check_device(const std::vector<int>& ccs, CompatPackage& pkg) {
     // The loader's own target-choice rule over the targets the package offers.
     std::vector<std::string> offered;
     for (const auto& m : pkg.manifests) offered.push_back(m.target);
-    NamedChoice choice = choose_named_targets(cc, offered);
+    plan::NamedChoice choice = plan::choose_named_targets(cc, offered);
     std::string why;
     for (const auto& [t, reason] : choice.rejected) why += (why.empty() ? "" : "; ") + reason;
     if (choice.candidates.empty()) {
       std::string targets;
       for (const auto& m : pkg.manifests) targets += (targets.empty() ? "" : ",") + m.target;
       pkg.problems.push_back({ErrorKind::Unsupported, "target", pkg.path, targets,
-                              device_target(cc),
+                              plan::device_target(cc),
                               "target: package has " + targets + ", device is " +
-                                  device_target(cc) + " (CC " + cc_string(cc) + "): " + why});
+                                  plan::device_target(cc) + " (CC " + plan::cc_string(cc) + "): " + why});
     }
   }
 }
@@ -240,7 +240,7 @@ void check_device(const std::vector<int>& ccs, CompatPackage& pkg) {
 void check_package_wheel(const LoaderFacts& loader, const wheel::PackageWheel& pw,
                          const fs::path& p, CompatPackage& pkg) {
   const std::string origin = p.string() + ":" + pw.description_path;
-  auto described = read_package_description(pw.description, origin);
+  auto described = project::read_package_description(pw.description, origin);
   const std::string name = described->get()->name, version = described->get()->version;
   if (name != pw.package || wheel::pep440_version(version) != pw.version)
     pkg.problems.push_back({ErrorKind::Format, "package", origin, name + " " + version,
@@ -266,11 +266,11 @@ void check_package_wheel(const LoaderFacts& loader, const wheel::PackageWheel& p
          "requires_dist: " + p.string() + " requires " + pw.runtime_requirement +
              ", which excludes this kiln " + loader.version + " (" + loader.library + ")"});
   }
-  const fs::path index = p.parent_path() / index_file_name(name, version);
+  const fs::path index = p.parent_path() / format::index_file_name(name, version);
   std::error_code ec;
   if (!fs::is_regular_file(index, ec)) return;
-  Index idx = parse_index(read_whole_file(index, limits::kMaxJsonBytes), index.string());
-  const std::string got = sha256_hex(pw.description);
+  format::Index idx = format::parse_index(io::read_whole_file(index, io::limits::kMaxJsonBytes), index.string());
+  const std::string got = io::sha256_hex(pw.description);
   if (!idx.description || idx.description->sha256 != got ||
       idx.description->size != pw.description.size())
     pkg.problems.push_back({ErrorKind::Stale, "description", origin, got,
@@ -317,7 +317,7 @@ void check_target_wheels_together(CompatReport& rep) {
           offered.push_back(m.target);
     std::vector<int> served_elsewhere, alone;
     for (int cc : ccs)
-      (choose_named_targets(cc, offered).candidates.empty() ? alone : served_elsewhere)
+      (plan::choose_named_targets(cc, offered).candidates.empty() ? alone : served_elsewhere)
           .push_back(cc);
     CompatPackage own;
     own.path = w->path;
@@ -340,21 +340,21 @@ std::optional<InputRelease> release_named_by(const fs::path& p) {
       if (ms.empty()) return std::nullopt;
       return InputRelease{ms.front().package, ms.front().package_version, {}};
     }
-    PathKind kind = classify_path(p);
-    if (kind == PathKind::Archive) {
+    store::PathKind kind = store::classify_path(p);
+    if (kind == store::PathKind::Archive) {
       if (is_kiln_tarball_name(name)) return std::nullopt;
-      auto members = read_archive(p);
+      auto members = format::read_archive(p);
       if (members.empty() || members.front().name != "manifest.json") return std::nullopt;
-      Manifest m = parse_manifest(members.front().data, p.string());
+      format::Manifest m = format::parse_manifest(members.front().data, p.string());
       return InputRelease{m.package, m.package_version, {p.parent_path()}};
     }
-    if (kind == PathKind::Index) {
-      Index idx = parse_index(read_whole_file(p, limits::kMaxJsonBytes), p.string());
+    if (kind == store::PathKind::Index) {
+      format::Index idx = format::parse_index(io::read_whole_file(p, io::limits::kMaxJsonBytes), p.string());
       return InputRelease{idx.package, idx.package_version, {p.parent_path()}};
     }
-    if (kind == PathKind::Manifest || kind == PathKind::StoreArchive) {
-      fs::path mf = kind == PathKind::Manifest ? p : p / "manifest.json";
-      Manifest m = parse_manifest(read_whole_file(mf, limits::kMaxJsonBytes), mf.string());
+    if (kind == store::PathKind::Manifest || kind == store::PathKind::StoreArchive) {
+      fs::path mf = kind == store::PathKind::Manifest ? p : p / "manifest.json";
+      format::Manifest m = format::parse_manifest(io::read_whole_file(mf, io::limits::kMaxJsonBytes), mf.string());
       // A store archive's description lies in its store, beside the archive directory.
       fs::path dir = fs::absolute(mf).parent_path();
       return InputRelease{m.package, m.package_version, {dir.parent_path(), dir}};
@@ -374,7 +374,7 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
     pkg.path = p.string();
     try {
       std::string name = p.filename().string();
-      PathKind kind = classify_path(p);  // NotFound when missing
+      store::PathKind kind = store::classify_path(p);  // NotFound when missing
       // kiln's runtime wheel by its name (no package can be named kiln); a package's own wheel
       // by its kiln.packages entry point; any other wheel is a target wheel.
       const bool runtime_wheel = ends_with(name, ".whl") && name.rfind("kiln-", 0) == 0;
@@ -391,26 +391,26 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
         for (const auto& m : wheel::wheel_manifests(p))
           check_manifest(loader, m,
                          p.string() + ":" +
-                             archive_stem(m.package, m.package_version, m.cuda_version, m.target),
+                             format::archive_stem(m.package, m.package_version, m.cuda_version, m.target),
                          pkg);
-      } else if (kind == PathKind::Archive && is_kiln_tarball_name(name)) {
+      } else if (kind == store::PathKind::Archive && is_kiln_tarball_name(name)) {
         pkg.kind = "tarball";
         for (const auto& m : tarball_manifests(p))
           check_manifest(loader, m,
                          p.string() + ":" +
-                             archive_stem(m.package, m.package_version, m.cuda_version, m.target),
+                             format::archive_stem(m.package, m.package_version, m.cuda_version, m.target),
                          pkg);
         if (pkg.manifests.empty()) pkg.notes.push_back("the tarball ships no kernel store");
-      } else if (kind == PathKind::Archive) {
+      } else if (kind == store::PathKind::Archive) {
         check_archive(loader, p, pkg);
-      } else if (kind == PathKind::Index) {
+      } else if (kind == store::PathKind::Index) {
         check_index(loader, p, pkg);
-      } else if (kind == PathKind::Store) {
+      } else if (kind == store::PathKind::Store) {
         check_store(loader, p, pkg);
-      } else if (kind == PathKind::StoreArchive || kind == PathKind::Manifest) {
-        pkg.kind = kind == PathKind::Manifest ? "manifest" : "store-archive";
-        fs::path mf = kind == PathKind::Manifest ? p : p / "manifest.json";
-        check_manifest_text(loader, read_whole_file(mf), mf.string(), pkg);
+      } else if (kind == store::PathKind::StoreArchive || kind == store::PathKind::Manifest) {
+        pkg.kind = kind == store::PathKind::Manifest ? "manifest" : "store-archive";
+        fs::path mf = kind == store::PathKind::Manifest ? p : p / "manifest.json";
+        check_manifest_text(loader, io::read_whole_file(mf), mf.string(), pkg);
       } else {
         throw Error(ErrorKind::Usage,
                     p.string() + " is " + describe(kind) +
@@ -433,10 +433,10 @@ bool CompatReport::compatible() const {
 }
 
 int CompatReport::exit_code() const {
-  std::vector<VerifyProblem> all;
+  std::vector<store::VerifyProblem> all;
   for (const auto& p : packages)
     for (const auto& x : p.problems) all.push_back({x.kind, "", "", ""});
-  auto worst = most_severe(all);
+  auto worst = store::most_severe(all);
   return worst ? kiln::exit_code(*worst) : 0;
 }
 
@@ -447,7 +447,7 @@ std::string CompatReport::to_json() const {
                  {"cuda_version", loader.cuda_version}, {"manifest_format", loader.manifest_format},
                  {"index_format", loader.index_format}};
   j["devices"] = Json::array();
-  for (int cc : devices) j["devices"].push_back(device_target(cc));
+  for (int cc : devices) j["devices"].push_back(plan::device_target(cc));
   j["compatible"] = compatible();
   j["exit_code"] = exit_code();
   j["packages"] = Json::array();
@@ -491,7 +491,7 @@ std::string CompatReport::to_table() const {
   s << "device  ";
   if (devices.empty()) s << "none given or present (targets not checked; pass --device sm_XX)";
   for (std::size_t i = 0; i < devices.size(); ++i)
-    s << (i ? ", " : "") << device_target(devices[i]) << " (CC " << cc_string(devices[i]) << ")";
+    s << (i ? ", " : "") << plan::device_target(devices[i]) << " (CC " << plan::cc_string(devices[i]) << ")";
   s << "\n\n";
   // Columns as wide as their widest cell: a release with seven targets stays readable.
   auto targets_of = [](const CompatPackage& p) {
@@ -526,4 +526,4 @@ std::string CompatReport::to_table() const {
   return s.str();
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

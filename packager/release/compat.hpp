@@ -11,7 +11,7 @@
 #include "kiln/error.hpp"
 #include "release/loader_facts.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 struct CompatProblem {
   ErrorKind kind = ErrorKind::Stale;  // Stale: version/format/hash; Unsupported: target; ...
@@ -76,4 +76,4 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
 // check_compat calls (one per input, each judged as its own package) applies it once, after.
 void check_target_wheels_together(CompatReport& rep);
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

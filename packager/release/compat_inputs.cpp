@@ -4,7 +4,7 @@
 
 #include "kiln/error.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 LoaderFacts facts_judged_as(const LoaderFacts& loader, const InputRelease& named,
                             const kiln_package* described) {
@@ -64,4 +64,4 @@ std::vector<int> compat_devices(const std::vector<std::string>& values,
   return {ccs.begin(), ccs.end()};
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

@@ -12,7 +12,7 @@
 #include "kiln/package.h"
 #include "release/compat.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 // The loader's facts for an input that names its own package (`named`): the package as
 // `described` gives it, or, when kiln has no description of it (nullptr), its name and version
@@ -34,4 +34,4 @@ std::vector<int> compat_devices(const std::vector<std::string>& values,
                                 const std::function<int(const std::string&)>& parse,
                                 const std::function<std::vector<int>()>& present);
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

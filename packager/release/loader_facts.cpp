@@ -6,7 +6,7 @@
 #include "kiln/kiln.h"
 #include "util/join.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 namespace fs = std::filesystem;
 
@@ -46,7 +46,7 @@ std::optional<std::string> LoaderFacts::source_hash(const std::string& uri) cons
   return it->second;
 }
 
-void set_package(LoaderFacts& facts, const Project& project) {
+void set_package(LoaderFacts& facts, const project::Project& project) {
   facts.package = project.name;
   facts.package_version = project.version;
   facts.source_hashes.clear();
@@ -100,4 +100,4 @@ LoaderFacts open_loader_facts(const fs::path& library) {
   return ask(api, std::move(handle));
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

@@ -12,7 +12,7 @@
 
 #include "project/package.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 struct LoaderFacts {
   std::string library;       // path of the shared library the facts came from
@@ -33,7 +33,7 @@ struct LoaderFacts {
 };
 
 // The package a loader will serve, from its project (every URI and source hash).
-void set_package(LoaderFacts& facts, const Project& project);
+void set_package(LoaderFacts& facts, const project::Project& project);
 // The same from a package description (a library's, or one installed beside a store).
 void set_package(LoaderFacts& facts, const kiln_package& package);
 
@@ -43,4 +43,4 @@ LoaderFacts this_loader_facts();
 // does not load or lacks one of the symbols (each missing symbol named).
 LoaderFacts open_loader_facts(const std::filesystem::path& library);
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

@@ -24,7 +24,7 @@
 #include "store/store.hpp"
 #include "util/join.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 namespace fs = std::filesystem;
 
@@ -147,7 +147,7 @@ void add_install_tree(Tree& tree, const fs::path& prefix) {
   add_dir_recursive(tree, "lib/cmake/kiln", prefix / "lib" / "cmake" / "kiln");
 }
 
-std::string problems_text(const std::vector<VerifyProblem>& problems) {
+std::string problems_text(const std::vector<store::VerifyProblem>& problems) {
   std::string s;
   for (const auto& p : problems) s += "\n  " + p.message;
   return s;
@@ -201,7 +201,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   const std::string version = opts.version.empty() ? kiln::version() : opts.version;
   // A tarball is kiln's own install tree: the tool, libkiln and the reference package, with the
   // reference package's stores.
-  fs::path index_path = opts.dist / index_file_name(KILN_KERNELS_PACKAGE_NAME, version);
+  fs::path index_path = opts.dist / format::index_file_name(KILN_KERNELS_PACKAGE_NAME, version);
   std::error_code ec;
   if (!fs::is_regular_file(index_path, ec))
     throw Error(ErrorKind::NotFound,
@@ -211,13 +211,13 @@ TarballResult build_tarball(const TarballOptions& opts) {
 
   // 1. Everything packed is verified first: the index, each archive it pins, their manifests.
   say("verifying " + index_path.string());
-  Index index;
-  auto problems = verify_index_file(index_path, version, &index);
+  format::Index index;
+  auto problems = store::verify_index_file(index_path, version, &index);
   if (!problems.empty())
-    throw Error(*most_severe(problems),
+    throw Error(*store::most_severe(problems),
                 index_path.string() + " did not verify:" + problems_text(problems));
 
-  std::vector<const IndexEntry*> chosen;
+  std::vector<const format::IndexEntry*> chosen;
   if (opts.targets.empty()) {
     for (const auto& a : index.archives) chosen.push_back(&a);
   } else {
@@ -225,10 +225,10 @@ TarballResult build_tarball(const TarballOptions& opts) {
     for (const auto& t : opts.targets) {
       if (!seen.insert(t).second) continue;
       auto it = std::find_if(index.archives.begin(), index.archives.end(),
-                             [&](const IndexEntry& a) { return a.target == t; });
+                             [&](const format::IndexEntry& a) { return a.target == t; });
       if (it == index.archives.end()) {
         std::string have =
-            util::join(index.archives, ", ", [](const IndexEntry& a) { return a.target; });
+            util::join(index.archives, ", ", [](const format::IndexEntry& a) { return a.target; });
         throw Error(ErrorKind::NotFound, "target " + t + " is not in " + index_path.string() +
                                              " (it has: " + have + ")");
       }
@@ -257,10 +257,10 @@ TarballResult build_tarball(const TarballOptions& opts) {
   ScratchDir scratch(opts.out);
   std::int64_t newest = 0;
   TarballResult res;
-  for (const IndexEntry* a : chosen) {
+  for (const format::IndexEntry* a : chosen) {
     say("unpacking " + a->file);
-    InstallResult ir = install_archive(opts.dist / a->file, scratch.path(), a->sha256,
-                                       RequiredRelease{KILN_KERNELS_PACKAGE_NAME, version});
+    store::InstallResult ir = store::install_archive(opts.dist / a->file, scratch.path(), a->sha256,
+                                       store::RequiredRelease{KILN_KERNELS_PACKAGE_NAME, version});
     newest = std::max(newest, ir.manifest.build_time);
     add_dir_recursive(tree, "share/kiln/artifacts/" + ir.directory.filename().string(),
                       ir.directory);
@@ -277,13 +277,13 @@ TarballResult build_tarball(const TarballOptions& opts) {
   const std::string top = "kiln-" + version + "-cuda" + index.cuda_version + "-" + host_platform();
   res.file = opts.out / tarball_file_name(version, index.cuda_version, host_platform());
   say("packing " + std::to_string(tree.size()) + " entries into " + res.file.string());
-  AtomicFile out(res.file);
-  ArchiveWriter a(archive_write_new());
+  io::AtomicFile out(res.file);
+  format::ArchiveWriter a(archive_write_new());
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_write_new failed");
   auto check = [&](int r, const std::string& what) {
     if (r != ARCHIVE_OK)
       throw Error(ErrorKind::Io,
-                  "cannot write " + res.file.string() + ": " + what + ": " + la_error(a.get()));
+                  "cannot write " + res.file.string() + ": " + what + ": " + format::la_error(a.get()));
   };
   check(archive_write_set_format_pax_restricted(a.get()), "set tar format");
   check(archive_write_add_filter_zstd(a.get()), "add zstd filter");
@@ -291,7 +291,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
         "set zstd level");
   auto write_cb = [](struct archive*, void* client, const void* buf, size_t n) -> la_ssize_t {
     try {
-      static_cast<AtomicFile*>(client)->write(std::string_view(static_cast<const char*>(buf), n));
+      static_cast<io::AtomicFile*>(client)->write(std::string_view(static_cast<const char*>(buf), n));
       return static_cast<la_ssize_t>(n);
     } catch (...) {
       return -1;
@@ -307,7 +307,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   for (const auto& name : members) {
     const TreeEntry dir_entry{TreeEntry::Type::Dir, {}, {}, true};
     const TreeEntry& e = name == top ? dir_entry : tree.at(name.substr(top.size() + 1));
-    std::unique_ptr<archive_entry, EntryFree> ent(archive_entry_new());
+    std::unique_ptr<archive_entry, format::EntryFree> ent(archive_entry_new());
     if (!ent) throw Error(ErrorKind::Internal, "libarchive: archive_entry_new failed");
     archive_entry_set_pathname(ent.get(), name.c_str());
     archive_entry_set_mtime(ent.get(), static_cast<time_t>(mtime), 0);
@@ -348,7 +348,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
         la_ssize_t n = archive_write_data(a.get(), buf.data(), static_cast<size_t>(want));
         if (n != want)
           throw Error(ErrorKind::Io, "cannot write " + res.file.string() + ": data of " + name +
-                                         ": " + la_error(a.get()));
+                                         ": " + format::la_error(a.get()));
         left -= static_cast<std::uintmax_t>(want);
       }
     }
@@ -358,19 +358,19 @@ TarballResult build_tarball(const TarballOptions& opts) {
   a.reset();
   out.commit();
   res.entries = members.size();
-  res.sha256 = sha256_file(res.file, &res.size);
+  res.sha256 = io::sha256_file(res.file, &res.size);
   return res;
 }
 
-std::vector<Manifest> tarball_manifests(const fs::path& tarball) {
-  ArchiveReader a(archive_read_new());
+std::vector<format::Manifest> tarball_manifests(const fs::path& tarball) {
+  format::ArchiveReader a(archive_read_new());
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_read_new failed");
   archive_read_support_format_tar(a.get());
   archive_read_support_filter_zstd(a.get());
   if (archive_read_open_filename(a.get(), tarball.c_str(), 1 << 16) != ARCHIVE_OK)
     throw Error(ErrorKind::Format,
-                "cannot read " + tarball.string() + " as a tarball: " + la_error(a.get()));
-  std::vector<Manifest> out;
+                "cannot read " + tarball.string() + " as a tarball: " + format::la_error(a.get()));
+  std::vector<format::Manifest> out;
   bool saw_libkiln = false;
   archive_entry* e = nullptr;
   int r;
@@ -392,15 +392,15 @@ std::vector<Manifest> tarball_manifests(const fs::path& tarball) {
     if (archive_read_data(a.get(), text.data(), text.size()) !=
         static_cast<la_ssize_t>(text.size()))
       throw Error(ErrorKind::Format,
-                  "cannot read " + name + " in " + tarball.string() + ": " + la_error(a.get()));
-    out.push_back(parse_manifest(text, tarball.string() + ":" + name));
+                  "cannot read " + name + " in " + tarball.string() + ": " + format::la_error(a.get()));
+    out.push_back(format::parse_manifest(text, tarball.string() + ":" + name));
   }
   if (r != ARCHIVE_EOF)
     throw Error(ErrorKind::Format,
-                "cannot read " + tarball.string() + " as a tarball: " + la_error(a.get()));
+                "cannot read " + tarball.string() + " as a tarball: " + format::la_error(a.get()));
   if (!saw_libkiln)
     throw Error(ErrorKind::Format, tarball.string() + " is not a kiln tarball (no lib/libkiln.so)");
   return out;
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

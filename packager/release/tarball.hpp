@@ -24,7 +24,7 @@
 
 #include "format/manifest.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 struct TarballOptions {
   std::filesystem::path dist;         // the index and archives `kiln build --dist` wrote
@@ -68,6 +68,6 @@ std::filesystem::path tarball_prefix(const std::string& flag,
 
 // The manifests of every store packed in a tarball (share/kiln/artifacts/*/manifest.json),
 // for `kiln compat`. Throws Error{Format} when the file is not a kiln tarball.
-std::vector<Manifest> tarball_manifests(const std::filesystem::path& tarball);
+std::vector<format::Manifest> tarball_manifests(const std::filesystem::path& tarball);
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

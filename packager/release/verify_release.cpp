@@ -6,7 +6,7 @@
 #include "kiln/error.hpp"
 #include "project/package_description.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 namespace {
 
 namespace fs = std::filesystem;
@@ -15,7 +15,7 @@ namespace fs = std::filesystem;
 // newest when several): what its archives in that store must be.
 std::map<std::string, std::string> described_versions(const fs::path& store) {
   std::map<std::string, std::string> out;
-  for (const auto& d : find_package_descriptions({store})) out.emplace(d.package, d.version);
+  for (const auto& d : project::find_package_descriptions({store})) out.emplace(d.package, d.version);
   return out;
 }
 
@@ -51,18 +51,18 @@ void judge(const std::string& file, const std::string& package, const std::strin
 // several packages holds other releases, which their own loaders judge).
 void verify_store_dir(const fs::path& p, bool single, const ReleaseJudging& judged,
                       ReleaseVerification& out) {
-  std::vector<StoreArchive> entries;
+  std::vector<store::StoreArchive> entries;
   if (single) {
     // One unpacked archive directory, read as a store scan reads each of its entries.
-    entries.push_back(scan_store_archive(p.filename().empty() ? p.parent_path() : p));
+    entries.push_back(store::scan_store_archive(p.filename().empty() ? p.parent_path() : p));
   } else {
-    entries = scan_store(p);
+    entries = store::scan_store(p);
   }
   fs::path store = single ? fs::path(entries.front().dir).parent_path() : p;
   const std::map<std::string, std::string> described = described_versions(store);
   for (const auto& e : entries) {
     out.checked.push_back(e.dir);
-    auto probs = verify_store_archive(e);
+    auto probs = store::verify_store_archive(e);
     out.problems.insert(out.problems.end(), probs.begin(), probs.end());
     if (!e.manifest) continue;
     const std::string file = e.dir + "/manifest.json";
@@ -81,14 +81,14 @@ void verify_store_dir(const fs::path& p, bool single, const ReleaseJudging& judg
 
 // The description an index pins (present and of the pinned digest: verify_index_file), read as
 // every command reads it: strictly, and of the index's package and version.
-void check_indexed_description(const fs::path& index, const Index& idx, ReleaseVerification& out) {
+void check_indexed_description(const fs::path& index, const format::Index& idx, ReleaseVerification& out) {
   if (!idx.description) return;
   fs::path f = index.parent_path() / idx.description->file;
   out.checked.push_back(f.string());
   std::error_code ec;
   if (!fs::is_regular_file(f, ec)) return;  // reported by verify_index_file
   try {
-    std::unique_ptr<PackageData> d = load_package_description(f);
+    std::unique_ptr<project::PackageData> d = project::load_package_description(f);
     if (d->get()->name != idx.package || d->get()->version != idx.package_version)
       out.problems.push_back({ErrorKind::Stale, f.string(), "package",
                               f.string() + ": describes " + d->get()->name + " " +
@@ -117,18 +117,18 @@ int ReleaseVerification::exit_code() const {
 ReleaseVerification verify_release_path(const fs::path& p, const ReleaseJudging& judged) {
   const std::string version = judged.version_for_all();
   ReleaseVerification c;
-  c.kind = classify_path(p);
+  c.kind = store::classify_path(p);
   switch (c.kind) {
-    case PathKind::Archive: {
+    case store::PathKind::Archive: {
       c.checked.push_back(p.string());
-      Manifest m;
-      c.problems = verify_archive_file(p, version, &m);
+      format::Manifest m;
+      c.problems = store::verify_archive_file(p, version, &m);
       judge(p.string(), m.package, m.package_version, "an archive", "is of", judged, c);
       break;
     }
-    case PathKind::Index: {
-      Index idx;
-      c.problems = verify_index_file(p, version, &idx);
+    case store::PathKind::Index: {
+      format::Index idx;
+      c.problems = store::verify_index_file(p, version, &idx);
       judge(p.string(), idx.package, idx.package_version, "the index", "is the index of", judged,
             c);
       c.checked.push_back(p.string());
@@ -136,14 +136,14 @@ ReleaseVerification verify_release_path(const fs::path& p, const ReleaseJudging&
       for (const auto& a : idx.archives) c.checked.push_back((p.parent_path() / a.file).string());
       break;
     }
-    case PathKind::Store:
+    case store::PathKind::Store:
       verify_store_dir(p, false, judged, c);
       // An empty store verifies nothing; saying "OK" would hide a failed install.
       if (c.checked.empty())
         c.problems.push_back({ErrorKind::NotFound, p.string(), "archives",
                               p.string() + ": no archive directories in this store"});
       break;
-    case PathKind::StoreArchive:
+    case store::PathKind::StoreArchive:
       verify_store_dir(p, true, judged, c);
       break;
     default:
@@ -154,4 +154,4 @@ ReleaseVerification verify_release_path(const fs::path& p, const ReleaseJudging&
   return c;
 }
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

@@ -11,7 +11,7 @@
 
 #include "store/store.hpp"
 
-namespace kiln::cli {
+namespace kiln::release {
 
 // The release inputs are judged as: named (--source, --package [--version]; an empty version:
 // any), every input then of it; or the project here, a default only for inputs of its own
@@ -39,11 +39,11 @@ struct NamedByInput {
 };
 
 struct ReleaseVerification {
-  PathKind kind = PathKind::Unknown;
+  store::PathKind kind = store::PathKind::Unknown;
   std::vector<std::string> checked;  // what was looked at, for the report
-  std::vector<VerifyProblem> problems;
+  std::vector<store::VerifyProblem> problems;
   std::optional<NamedByInput> named;
-  std::optional<ErrorKind> worst() const { return most_severe(problems); }
+  std::optional<ErrorKind> worst() const { return store::most_severe(problems); }
   int exit_code() const;  // 0, or the most severe problem's
 };
 
@@ -54,4 +54,4 @@ struct ReleaseVerification {
 ReleaseVerification verify_release_path(const std::filesystem::path& path,
                                         const ReleaseJudging& judged);
 
-}  // namespace kiln::cli
+}  // namespace kiln::release

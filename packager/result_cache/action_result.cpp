@@ -15,7 +15,7 @@
 #include "kiln/error.hpp"
 #include "result_cache/result_cache.hpp"
 
-namespace kiln::packager {
+namespace kiln::result_cache {
 
 namespace {
 
@@ -106,7 +106,7 @@ void read_digest(std::string_view bytes, const std::string& origin, CachedOutput
     else
       r.skip(type);
   }
-  if (!is_sha256_hex(out.sha256))
+  if (!io::is_sha256_hex(out.sha256))
     r.fail("the output's digest is not 64 lowercase hex digits (another hash function?)");
 }
 
@@ -164,4 +164,4 @@ CachedOutput decode_action_result(std::string_view bytes, const std::string& ori
 std::string action_path(const std::string& key) { return "ac/" + key; }
 std::string blob_path(const std::string& sha256) { return "cas/" + sha256; }
 
-}  // namespace kiln::packager
+}  // namespace kiln::result_cache

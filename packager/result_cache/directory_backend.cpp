@@ -9,7 +9,7 @@
 #include "kiln/error.hpp"
 #include "result_cache/result_cache.hpp"
 
-namespace kiln::packager {
+namespace kiln::result_cache {
 
 namespace fs = std::filesystem;
 
@@ -24,7 +24,7 @@ class DirectoryBackend final : public CacheBackend {
   BackendRead read(const std::string& path, std::uint64_t max_bytes) override {
     BackendRead r;
     try {
-      r.bytes = read_whole_file(dir_ / path, max_bytes);
+      r.bytes = io::read_whole_file(dir_ / path, max_bytes);
       r.status = BackendRead::Status::Found;
     } catch (const Error& e) {
       r.reason = e.what();
@@ -45,7 +45,7 @@ class DirectoryBackend final : public CacheBackend {
       return w;
     }
     try {
-      write_file_atomically(file, bytes);
+      io::write_file_atomically(file, bytes);
       w.ok = true;
     } catch (const Error& e) {
       w.reason = e.what();
@@ -70,4 +70,4 @@ std::unique_ptr<CacheBackend> make_directory_backend(const std::string& dir) {
   return std::make_unique<DirectoryBackend>(p);
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::result_cache

@@ -8,13 +8,13 @@
 #include "result_cache/result_cache.hpp"
 #include "transport/http_transport.hpp"
 
-namespace kiln::packager {
+namespace kiln::result_cache {
 
 namespace {
 
-using fetch_detail::TransferRequest;
-using fetch_detail::TransferResult;
-using fetch_detail::TransferStatus;
+using transport::TransferRequest;
+using transport::TransferResult;
+using transport::TransferStatus;
 
 // The URL with any user:password@ taken out, for what kiln prints.
 std::string without_credentials(const std::string& url) {
@@ -41,7 +41,7 @@ class HttpBackend final : public CacheBackend {
         shown_(without_credentials(url_)),
         bounds_(bounds),
         ca_bundle_(std::move(ca_bundle)),
-        transport_(fetch_detail::make_curl_transport("kiln build's result cache (--cache)")) {}
+        transport_(transport::make_curl_transport("kiln build's result cache (--cache)")) {}
 
   std::string location() const override { return shown_; }
 
@@ -95,7 +95,7 @@ class HttpBackend final : public CacheBackend {
   std::string shown_;  // url_ without credentials
   RemoteBounds bounds_;
   std::string ca_bundle_;
-  std::unique_ptr<fetch_detail::Transport> transport_;
+  std::unique_ptr<transport::Transport> transport_;
 };
 
 }  // namespace
@@ -107,4 +107,4 @@ std::unique_ptr<CacheBackend> make_http_backend(const std::string& url, const Re
   return std::make_unique<HttpBackend>(base, bounds, ca_bundle);
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::result_cache

@@ -7,7 +7,7 @@
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 
-namespace kiln::packager {
+namespace kiln::result_cache {
 
 namespace {
 
@@ -44,16 +44,16 @@ CacheLookup ResultCache::lookup(const std::string& key, const std::string& outpu
   }
   if (out.name != output_name)
     return refused(where + ": names output '" + out.name + "', not '" + output_name + "'", fetched);
-  if (out.size > limits::kMaxMemberBytes)
+  if (out.size > io::limits::kMaxMemberBytes)
     return refused(where + ": its output is " + std::to_string(out.size) +
-                       " bytes, over the limit of " + std::to_string(limits::kMaxMemberBytes),
+                       " bytes, over the limit of " + std::to_string(io::limits::kMaxMemberBytes),
                    fetched);
   BackendRead blob = backend_->read(blob_path(out.sha256), out.size);
   if (blob.status == Status::Absent) return {};
   if (blob.status == Status::Failed) return unavailable(blob);
   if (blob.status == Status::TooLarge) return refused(blob.reason, fetched);
   fetched += blob.bytes.size();
-  if (auto bad = pin_mismatch(blob.bytes, {out.size, out.sha256}))
+  if (auto bad = io::pin_mismatch(blob.bytes, {out.size, out.sha256}))
     return refused(bad->message(backend_->location() + "/" + blob_path(out.sha256), where),
                    fetched);
   CacheLookup hit;
@@ -65,7 +65,7 @@ CacheLookup ResultCache::lookup(const std::string& key, const std::string& outpu
 
 CacheStore ResultCache::store(const std::string& key, const std::string& output_name,
                               const std::string& bytes) {
-  CachedOutput out{output_name, sha256_hex(bytes), bytes.size()};
+  CachedOutput out{output_name, io::sha256_hex(bytes), bytes.size()};
   std::string entry = encode_action_result(out);
   CacheStore r;
   // The bytes first: an entry is never visible before what it points at.
@@ -90,4 +90,4 @@ std::unique_ptr<ResultCache> open_result_cache(const std::string& location,
   return std::make_unique<ResultCache>(make_directory_backend(location));
 }
 
-}  // namespace kiln::packager
+}  // namespace kiln::result_cache

@@ -10,7 +10,7 @@
 //   ac/<key>        an ActionResult of Bazel's remote execution API v2 (protobuf, at most
 //                   kMaxActionResultBytes) holding exactly one OutputFile: path = the output's
 //                   name (e.g. "axpy_dtype_f32.fatbin"), digest = {SHA-256 hex, size}
-//   cas/<sha256>    the output's bytes (at most limits::kMaxMemberBytes)
+//   cas/<sha256>    the output's bytes (at most io::limits::kMaxMemberBytes)
 //
 // <key> and <sha256> are 64 lowercase hex digits. A store writes cas/ first and ac/ last, so an
 // entry whose ac/ is there has its bytes there too (unless something removed them: a miss).
@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-namespace kiln::packager {
+namespace kiln::result_cache {
 
 constexpr std::size_t kMaxActionResultBytes = 64 * 1024;
 
@@ -129,4 +129,4 @@ std::unique_ptr<ResultCache> open_result_cache(const std::string& location,
                                                const RemoteBounds& bounds = {},
                                                const std::string& ca_bundle = "");
 
-}  // namespace kiln::packager
+}  // namespace kiln::result_cache

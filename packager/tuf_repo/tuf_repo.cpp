@@ -57,7 +57,7 @@ void save_key(const KeyDirs& keys, const std::string& role, const Signer& s) {
   ::chmod(d.parent_path().c_str(), 0700);
   ::chmod(d.c_str(), 0700);
   fs::path p = d / (s.keyid() + ".pem");
-  write_file_atomically(p, s.private_pem());
+  io::write_file_atomically(p, s.private_pem());
   ::chmod(p.c_str(), 0600);
 }
 
@@ -67,7 +67,7 @@ fs::path metadata_path(const fs::path& dir, const std::string& file) {
 
 json read_signed(const fs::path& dir, const std::string& file) {
   fs::path p = metadata_path(dir, file);
-  json doc = json::parse(read_whole_file(p), nullptr, false);
+  json doc = json::parse(io::read_whole_file(p), nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("signed") ||
       !doc["signed"].is_object())
     throw Error(ErrorKind::Format, p.string() + ": not TUF metadata (no \"signed\" object)");
@@ -92,20 +92,20 @@ void complete_interrupted_root(const fs::path& dir) {
   std::int64_t v = version_of(dir, "root.json");
   for (fs::path next; fs::exists(next = metadata_path(dir, std::to_string(v + 1) + ".root.json"));
        ++v)
-    write_file_atomically(metadata_path(dir, "root.json"), read_whole_file(next));
+    io::write_file_atomically(metadata_path(dir, "root.json"), io::read_whole_file(next));
 }
 
 // One command at a time writes a repository: flock on the repository directory itself (it is
 // served as it is: no lock file in it). Once held, what a command killed mid-write left is
 // removed: AtomicFile's temporaries in metadata/ and in the key directories (a kill between a
 // file's write and its rename; crash points, tests/crash/).
-FileLock lock_repository(const fs::path& dir, const KeyDirs& keys) {
+io::FileLock lock_repository(const fs::path& dir, const KeyDirs& keys) {
   check_keys_apart(dir, keys);
-  FileLock lock = FileLock::acquire_directory(dir, std::chrono::minutes(10));
+  io::FileLock lock = io::FileLock::acquire_directory(dir, std::chrono::minutes(10));
   complete_interrupted_root(dir);
   if (!lock.held()) return lock;  // a filesystem that cannot lock a directory: nothing removed
-  remove_orphaned_temps(dir / "metadata");
-  for (const char* role : kRoles) remove_orphaned_temps(role_key_dir(keys, role));
+  io::remove_orphaned_temps(dir / "metadata");
+  for (const char* role : kRoles) io::remove_orphaned_temps(role_key_dir(keys, role));
   return lock;
 }
 
@@ -144,7 +144,7 @@ std::vector<Signer> role_signers(const KeyDirs& keys, const tuf::Root& root,
       missing.push_back(short_id(id));
       continue;
     }
-    Signer s = Signer::from_private_pem(read_whole_file(p), root.keys.at(id).scheme);
+    Signer s = Signer::from_private_pem(io::read_whole_file(p), root.keys.at(id).scheme);
     if (s.keyid() != id)
       throw Error(ErrorKind::Integrity, p.string() + ": key file holds key " + short_id(s.keyid()) +
                                             ", its name says " + short_id(id));
@@ -189,8 +189,8 @@ tuf::Root trusted_root(const fs::path& dir) {
 void publish(const fs::path& dir, const std::string& name, std::int64_t version,
              const std::string& bytes, bool consistent) {
   if (consistent)
-    write_file_atomically(metadata_path(dir, std::to_string(version) + "." + name), bytes);
-  write_file_atomically(metadata_path(dir, name), bytes);
+    io::write_file_atomically(metadata_path(dir, std::to_string(version) + "." + name), bytes);
+  io::write_file_atomically(metadata_path(dir, name), bytes);
 }
 
 json meta_entry(std::int64_t version, const std::string& bytes) {
@@ -212,7 +212,7 @@ std::vector<Signer> signers_for(const KeyDirs& keys, const tuf::Root& root, cons
         !fs::is_regular_file(d / (id + ".pem"), ec))
       continue;
     out.push_back(
-        Signer::from_private_pem(read_whole_file(d / (id + ".pem")), also->keys.at(id).scheme));
+        Signer::from_private_pem(io::read_whole_file(d / (id + ".pem")), also->keys.at(id).scheme));
   }
   return out;
 }
@@ -222,7 +222,7 @@ void publish_snapshot_timestamp(const fs::path& dir, const KeyDirs& keys, const 
   // Signers first: a missing online key leaves every file as it was.
   std::vector<Signer> snap_keys = signers_for(keys, root, "snapshot", also);
   std::vector<Signer> ts_keys = signers_for(keys, root, "timestamp", also);
-  std::string targets_bytes = read_whole_file(metadata_path(dir, "targets.json"));
+  std::string targets_bytes = io::read_whole_file(metadata_path(dir, "targets.json"));
   std::int64_t targets_version = version_of(dir, "targets.json");
   std::int64_t snap_version = version_of(dir, "snapshot.json") + 1;
   json snapshot = common("snapshot", snap_version, days(now, e.snapshot_days));
@@ -232,7 +232,7 @@ void publish_snapshot_timestamp(const fs::path& dir, const KeyDirs& keys, const 
 
   json ts = common("timestamp", version_of(dir, "timestamp.json") + 1, days(now, e.timestamp_days));
   ts["meta"] = {{"snapshot.json", meta_entry(snap_version, snapshot_bytes)}};
-  write_file_atomically(metadata_path(dir, "timestamp.json"),
+  io::write_file_atomically(metadata_path(dir, "timestamp.json"),
                         tuf::sign_metadata(ts, pointers(ts_keys)));
 }
 
@@ -428,7 +428,7 @@ std::vector<NewKey> init_repository(const fs::path& dir, const KeyDirs& keys,
   }
   check_keys_apart(dir, keys);
   fs::create_directories(dir);
-  FileLock lock = lock_repository(dir, keys);
+  io::FileLock lock = lock_repository(dir, keys);
   // timestamp.json is the last file an init writes: without it, no client could have used the
   // repository, and an init that did not finish (killed) starts over. Its keys stay in the key
   // directories, listed by no root.
@@ -465,8 +465,8 @@ std::vector<NewKey> init_repository(const fs::path& dir, const KeyDirs& keys,
                          role_key_dir(keys, role) / (s.keyid() + ".pem")});
     }
   std::string root_bytes = tuf::sign_metadata(root, pointers(signers["root"]));
-  write_file_atomically(metadata_path(dir, "1.root.json"), root_bytes);
-  write_file_atomically(metadata_path(dir, "root.json"), root_bytes);
+  io::write_file_atomically(metadata_path(dir, "1.root.json"), root_bytes);
+  io::write_file_atomically(metadata_path(dir, "root.json"), root_bytes);
   publish_targets(dir, keys, trusted_root(dir), json::object(), false, e, now);
   return written;
 }
@@ -474,14 +474,14 @@ std::vector<NewKey> init_repository(const fs::path& dir, const KeyDirs& keys,
 std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
                                      const std::vector<fs::path>& paths, bool targets_only,
                                      const Expiry& e, std::time_t now) {
-  FileLock lock = lock_repository(dir, keys);
+  io::FileLock lock = lock_repository(dir, keys);
   tuf::Root root = trusted_root(dir);
   // Refuse before copying anything when a key is missing, or when what would be published
   // holds a private key.
   check_signers(keys, root, republished_roles("targets", targets_only));
   std::vector<fs::path> published(paths);
   published.push_back(dir);
-  refuse_private_key_in(published, "tuf-repo add",
+  io::refuse_private_key_in(published, "tuf-repo add",
                         "would be published in the TUF repository " + dir.string());
   json targets = read_signed(dir, "targets.json");
   json map = targets.value("targets", json::object());
@@ -507,7 +507,7 @@ std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
 
 void refresh_snapshot_timestamp(const fs::path& dir, const KeyDirs& keys, const Expiry& e,
                                 std::time_t now) {
-  FileLock lock = lock_repository(dir, keys);
+  io::FileLock lock = lock_repository(dir, keys);
   publish_snapshot_timestamp(dir, keys, trusted_root(dir), e, now);
 }
 
@@ -515,7 +515,7 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
                                      const RootChangeOptions& o, const Expiry& e, std::time_t now) {
   check_role(o.role, "root change");
   if (!o.scheme.empty()) check_signing_scheme(o.scheme, "--scheme");
-  FileLock lock = lock_repository(dir, keys);
+  io::FileLock lock = lock_repository(dir, keys);
   json current = read_signed(dir, "root.json");
   tuf::Root old_root = trusted_root(dir);
   json next = current;
@@ -605,8 +605,8 @@ std::vector<std::string> change_root(const fs::path& dir, const KeyDirs& keys,
   // of either root accept (crash points, tests/crash/). Old keys not at hand (a lost key being
   // replaced) are skipped.
   resign_after_root_change(dir, keys, o, new_root, &old_root, e, now);
-  write_file_atomically(metadata_path(dir, std::to_string(new_root.version) + ".root.json"), bytes);
-  write_file_atomically(metadata_path(dir, "root.json"), bytes);
+  io::write_file_atomically(metadata_path(dir, std::to_string(new_root.version) + ".root.json"), bytes);
+  io::write_file_atomically(metadata_path(dir, "root.json"), bytes);
   for (const auto& id : leaving) {
     fs::path from = role_key_dir(keys, o.role) / (id + ".pem");
     std::error_code ec;

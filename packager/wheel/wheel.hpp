@@ -77,10 +77,10 @@ struct WheelFile {
 // order: package files sorted by path, then METADATA, WHEEL and RECORD. `generator_version` is
 // the version of the kiln writing it (WHEEL's Generator). `beside_store`: files that go in the
 // store beside the archive's directory (the package description the index pins), plain names.
-std::vector<WheelFile> wheel_contents(const Manifest& manifest,
-                                      const std::vector<ArchiveMember>& members,
+std::vector<WheelFile> wheel_contents(const format::Manifest& manifest,
+                                      const std::vector<format::ArchiveMember>& members,
                                       std::string_view generator_version,
-                                      const std::vector<ArchiveMember>& beside_store = {});
+                                      const std::vector<format::ArchiveMember>& beside_store = {});
 
 // Every file of the package's own wheel, in zip order: __init__.py and the description (the
 // file of `description`, its bytes as the index pins them), then METADATA (Requires-Dist:
@@ -91,7 +91,7 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
 // With `require_every_target`, it also requires each of them without an extra (pip then installs
 // and upgrades every target wheel with the package: BuildOptions::require_every_target).
 std::vector<WheelFile> package_wheel_contents(
-    std::string_view package, std::string_view package_version, const ArchiveMember& description,
+    std::string_view package, std::string_view package_version, const format::ArchiveMember& description,
     std::string_view generator_version, const std::vector<std::string>& target_distributions = {},
     bool require_every_target = false);
 
@@ -194,6 +194,6 @@ std::vector<WheelProblem> verify_wheel(const std::filesystem::path& whl);
 // order. Does not check RECORD (call verify_wheel for that). Throws Error{NotFound}/Format for an
 // unreadable wheel, Error{Format}/Stale from the manifest parser, and Error{Format} when a
 // manifest's directory is not the stem its fields name.
-std::vector<kiln::Manifest> wheel_manifests(const std::filesystem::path& whl);
+std::vector<kiln::format::Manifest> wheel_manifests(const std::filesystem::path& whl);
 
 }  // namespace kiln::wheel

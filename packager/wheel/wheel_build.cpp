@@ -35,7 +35,7 @@ fs::path find_index(const fs::path& dist) {
                                          " (kiln build --dist DIR writes one)");
   std::vector<fs::path> found;
   for (fs::directory_iterator it(dist, ec), end; !ec && it != end; it.increment(ec)) {
-    if (release_of_file_name(it->path().filename().string(), "-index.json"))
+    if (format::release_of_file_name(it->path().filename().string(), "-index.json"))
       found.push_back(it->path());
   }
   if (ec) throw Error(ErrorKind::Io, "cannot list " + dist.string() + ": " + ec.message());
@@ -52,28 +52,28 @@ fs::path find_index(const fs::path& dist) {
   return found.front();
 }
 
-std::vector<IndexEntry> choose_archives(const Index& idx, const std::vector<std::string>& wanted,
+std::vector<format::IndexEntry> choose_archives(const format::Index& idx, const std::vector<std::string>& wanted,
                                         const std::string& index_name) {
-  std::string listed = util::join(idx.archives, ", ", [](const IndexEntry& a) { return a.target; });
+  std::string listed = util::join(idx.archives, ", ", [](const format::IndexEntry& a) { return a.target; });
   if (idx.archives.empty()) throw Error(ErrorKind::NotFound, index_name + " lists no archives");
   if (wanted.empty()) return idx.archives;
-  std::vector<IndexEntry> chosen;
+  std::vector<format::IndexEntry> chosen;
   std::vector<std::string> missing;
   for (const auto& w : wanted) {
-    auto t = parse_target(w);
+    auto t = format::parse_target(w);
     if (!t)
       throw Error(ErrorKind::Usage, "--targets: '" + w +
                                         "' is not a target: expected sm_<arch>[a|f] or "
                                         "compute_<arch>[a|f], e.g. sm_90a or compute_80");
     std::string name = t->str();
     auto it = std::find_if(idx.archives.begin(), idx.archives.end(),
-                           [&](const IndexEntry& e) { return e.target == name; });
+                           [&](const format::IndexEntry& e) { return e.target == name; });
     if (it == idx.archives.end()) {
       if (std::find(missing.begin(), missing.end(), name) == missing.end()) missing.push_back(name);
       continue;
     }
     bool dup = std::any_of(chosen.begin(), chosen.end(),
-                           [&](const IndexEntry& e) { return e.target == name; });
+                           [&](const format::IndexEntry& e) { return e.target == name; });
     if (!dup) chosen.push_back(*it);
   }
   if (!missing.empty()) {
@@ -85,7 +85,7 @@ std::vector<IndexEntry> choose_archives(const Index& idx, const std::vector<std:
   return chosen;
 }
 
-std::string join_problems(const std::vector<VerifyProblem>& problems) {
+std::string join_problems(const std::vector<store::VerifyProblem>& problems) {
   std::string s;
   for (const auto& p : problems) s += (s.empty() ? "" : "\n  ") + p.message;
   return s;
@@ -102,34 +102,34 @@ void check_written(const fs::path& whl) {
                                        ": " + wheel_problems.front().what);
 }
 
-BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEntry& entry,
+BuiltWheel build_one(const fs::path& index_path, const format::Index& idx, const format::IndexEntry& entry,
                      const BuildOptions& options) {
   const fs::path archive = index_path.parent_path() / entry.file;
   const std::string as = archive.string();
   const std::string ip = index_path.string();
   // Read once; every check below and the wheel itself use these very bytes.
-  std::string bytes = read_whole_file(archive);
-  if (auto mm = pin_mismatch(bytes, ArtifactPin{entry.size, entry.sha256}))
+  std::string bytes = io::read_whole_file(archive);
+  if (auto mm = io::pin_mismatch(bytes, io::ArtifactPin{entry.size, entry.sha256}))
     throw Error(ErrorKind::Integrity, mm->message(as, ip));
-  auto members = read_archive_bytes(bytes, as);
+  auto members = format::read_archive_bytes(bytes, as);
   bytes.clear();
   bytes.shrink_to_fit();
-  Manifest m;
-  auto problems = verify_archive_members(members, as, &m);
+  format::Manifest m;
+  auto problems = store::verify_archive_members(members, as, &m);
   if (!problems.empty())
-    throw Error(*most_severe(problems),
+    throw Error(*store::most_severe(problems),
                 "refusing to make a wheel of " + as + ":\n  " + join_problems(problems));
   // The one manifest-against-index rule (index_entry_check.hpp): another target's bytes are
   // integrity, another release's are stale, as kiln verify, install and compat say.
-  require_manifest_matches_index(m, entry, idx, as, ip, "make a wheel of");
+  store::require_manifest_matches_index(m, entry, idx, as, ip, "make a wheel of");
 
   // The package's description, pinned by the index, goes into the wheel's store beside the
   // archive: a node that pip-installed the wheel has what `kiln resolve` and `compat` read.
-  std::vector<ArchiveMember> beside;
+  std::vector<format::ArchiveMember> beside;
   if (const auto& d = idx.description) {
     fs::path dp = index_path.parent_path() / d->file;
-    std::string text = read_whole_file(dp, limits::kMaxJsonBytes);
-    if (auto mm = pin_mismatch(text, ArtifactPin{d->size, d->sha256}))
+    std::string text = io::read_whole_file(dp, io::limits::kMaxJsonBytes);
+    if (auto mm = io::pin_mismatch(text, io::ArtifactPin{d->size, d->sha256}))
       throw Error(ErrorKind::Integrity, mm->message(dp.string(), ip));
     beside.push_back({d->file, std::move(text)});
   }
@@ -139,12 +139,12 @@ BuiltWheel build_one(const fs::path& index_path, const Index& idx, const IndexEn
       options.out / wheel_file_name(m.package, m.package_version, m.cuda_version, m.target);
   std::string written = write_zip(whl, files, options.source_date_epoch.value_or(m.build_time));
   check_written(whl);
-  return BuiltWheel{m.target, whl, written.size(), sha256_hex(written)};
+  return BuiltWheel{m.target, whl, written.size(), io::sha256_hex(written)};
 }
 
 // The package's own wheel from the description the index pins: its bytes checked against the pin
 // and read strictly (project/package_description.hpp), its package and version the index's.
-BuiltWheel build_package_wheel(const fs::path& index_path, const Index& idx,
+BuiltWheel build_package_wheel(const fs::path& index_path, const format::Index& idx,
                                const BuildOptions& options) {
   const std::string ip = index_path.string();
   if (!idx.description)
@@ -155,10 +155,10 @@ BuiltWheel build_package_wheel(const fs::path& index_path, const Index& idx,
   // runtime's distribution.
   const auto& d = *idx.description;
   const fs::path dp = index_path.parent_path() / d.file;
-  std::string text = read_whole_file(dp, limits::kMaxJsonBytes);
-  if (auto mm = pin_mismatch(text, ArtifactPin{d.size, d.sha256}))
+  std::string text = io::read_whole_file(dp, io::limits::kMaxJsonBytes);
+  if (auto mm = io::pin_mismatch(text, io::ArtifactPin{d.size, d.sha256}))
     throw Error(ErrorKind::Integrity, mm->message(dp.string(), ip));
-  auto described = read_package_description(text, dp.string());
+  auto described = project::read_package_description(text, dp.string());
   const std::string name = described->get()->name, version = described->get()->version;
   if (name != idx.package || version != idx.package_version)
     throw Error(ErrorKind::Stale, dp.string() + " describes " + name + " " + version +
@@ -176,7 +176,7 @@ BuiltWheel build_package_wheel(const fs::path& index_path, const Index& idx,
   // that its bytes depend on the description alone (not on the targets chosen).
   std::string written = write_zip(whl, files, options.source_date_epoch.value_or(kZipEpochMin));
   check_written(whl);
-  return BuiltWheel{"", whl, written.size(), sha256_hex(written)};
+  return BuiltWheel{"", whl, written.size(), io::sha256_hex(written)};
 }
 
 }  // namespace
@@ -184,7 +184,7 @@ BuiltWheel build_package_wheel(const fs::path& index_path, const Index& idx,
 BuildResult build_wheels(const BuildOptions& options,
                          const std::function<void(const BuiltWheel&)>& on_wheel) {
   const fs::path index_path = find_index(options.dist);
-  const Index idx = parse_index(read_whole_file(index_path), index_path.string());
+  const format::Index idx = format::parse_index(io::read_whole_file(index_path), index_path.string());
   const auto chosen = choose_archives(idx, options.targets, index_path.string());
   std::error_code ec;
   fs::create_directories(options.out, ec);
@@ -211,9 +211,9 @@ BuildResult build_wheels(const BuildOptions& options,
 
 std::optional<ErrorKind> BuildResult::worst() const {
   // Among failures of equal severity, the last one's kind.
-  std::vector<VerifyProblem> kinds;
+  std::vector<store::VerifyProblem> kinds;
   for (auto f = failed.rbegin(); f != failed.rend(); ++f) kinds.push_back({f->kind, "", "", ""});
-  return most_severe(kinds);
+  return store::most_severe(kinds);
 }
 
 int BuildResult::exit_code() const {

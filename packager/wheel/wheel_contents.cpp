@@ -27,7 +27,7 @@ void require_plain(std::string_view what, std::string_view value) {
                                        "' holds characters a wheel cannot carry");
 }
 
-std::string init_py(const Manifest& m) {
+std::string init_py(const format::Manifest& m) {
   std::string v = pep440_version(m.package_version);
   std::ostringstream s;
   s << "\"\"\"CUDA kernels for " << m.target << " (CUDA " << m.cuda_version
@@ -89,10 +89,10 @@ void append_dist_info(std::vector<WheelFile>& files, const std::string& dist_inf
 
 }  // namespace
 
-std::vector<WheelFile> wheel_contents(const Manifest& manifest,
-                                      const std::vector<ArchiveMember>& members,
+std::vector<WheelFile> wheel_contents(const format::Manifest& manifest,
+                                      const std::vector<format::ArchiveMember>& members,
                                       std::string_view generator_version,
-                                      const std::vector<ArchiveMember>& beside_store) {
+                                      const std::vector<format::ArchiveMember>& beside_store) {
   require_plain("package version", manifest.package_version);
   require_plain("CUDA version", manifest.cuda_version);
   require_plain("target", manifest.target);
@@ -101,7 +101,7 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
       distribution_name(manifest.package, manifest.cuda_version, manifest.target);
   const std::string pkg = wheel_name_component(dist);
   const std::string version = pep440_version(manifest.package_version);
-  const std::string stem = archive_stem(manifest.package, manifest.package_version,
+  const std::string stem = format::archive_stem(manifest.package, manifest.package_version,
                                         manifest.cuda_version, manifest.target);
   const std::string dist_info = pkg + "-" + version + ".dist-info";
 
@@ -136,7 +136,7 @@ std::vector<WheelFile> wheel_contents(const Manifest& manifest,
 
 std::vector<WheelFile> package_wheel_contents(std::string_view package,
                                               std::string_view package_version,
-                                              const ArchiveMember& description,
+                                              const format::ArchiveMember& description,
                                               std::string_view generator_version,
                                               const std::vector<std::string>& target_distributions,
                                               bool require_every_target) {

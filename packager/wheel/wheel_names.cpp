@@ -73,7 +73,7 @@ bool is_plain_path(const std::string& p) {
 
 std::string distribution_name(std::string_view package, std::string_view cuda_version,
                               std::string_view target) {
-  auto t = parse_target(target);
+  auto t = format::parse_target(target);
   if (!t) throw Error(ErrorKind::Usage, "'" + std::string(target) + "' is not a target");
   std::string compact = t->str();
   compact.erase(std::remove(compact.begin(), compact.end(), '_'), compact.end());
@@ -219,7 +219,7 @@ bool satisfies(std::string_view version, std::string_view specifiers) {
 }
 
 std::string record_hash(std::string_view data) {
-  std::string hex = sha256_hex(data);
+  std::string hex = io::sha256_hex(data);
   unsigned char raw[32];
   for (int i = 0; i < 32; ++i)
     raw[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));

@@ -347,17 +347,17 @@ std::optional<PackageWheel> read_package_wheel(const fs::path& whl) {
   return out;
 }
 
-std::vector<Manifest> wheel_manifests(const fs::path& whl) {
+std::vector<format::Manifest> wheel_manifests(const fs::path& whl) {
   auto files = read_zip(whl);
   std::sort(files.begin(), files.end(),
             [](const WheelFile& a, const WheelFile& b) { return a.path < b.path; });
-  std::vector<Manifest> out;
+  std::vector<format::Manifest> out;
   for (const auto& f : files) {
     auto parts = split(f.path, '/');
     if (parts.size() != 4 || parts[1] != "artifacts" || parts[3] != kManifestName) continue;
     const std::string origin = whl.string() + ":" + f.path;
-    Manifest m = parse_manifest(f.data, origin);
-    std::string stem = archive_stem(m.package, m.package_version, m.cuda_version, m.target);
+    format::Manifest m = format::parse_manifest(f.data, origin);
+    std::string stem = format::archive_stem(m.package, m.package_version, m.cuda_version, m.target);
     if (parts[2] != stem)
       throw Error(ErrorKind::Format, origin + ": directory " + parts[2] +
                                          " does not match the manifest, which names " + stem);

@@ -99,12 +99,12 @@ std::string write_zip(const fs::path& out, const std::vector<WheelFile>& files,
 
   std::string bytes;
   {
-    std::unique_ptr<struct archive, ArchiveWriteFree> a(archive_write_new());
+    std::unique_ptr<struct archive, format::ArchiveWriteFree> a(archive_write_new());
     if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_write_new failed");
     auto check = [&](int r, const std::string& what) {
       if (r != ARCHIVE_OK)
         throw Error(ErrorKind::Io,
-                    "cannot write " + out.string() + ": " + what + ": " + la_error(a.get()));
+                    "cannot write " + out.string() + ": " + what + ": " + format::la_error(a.get()));
     };
     check(archive_write_set_format_zip(a.get()), "set zip format");
     check(archive_write_zip_set_compression_deflate(a.get()), "set deflate");
@@ -119,7 +119,7 @@ std::string write_zip(const fs::path& out, const std::vector<WheelFile>& files,
     };
     check(archive_write_open(a.get(), &bytes, nullptr, sink, nullptr), "open");
     for (const auto& f : files) {
-      std::unique_ptr<archive_entry, EntryFree> e(archive_entry_new());
+      std::unique_ptr<archive_entry, format::EntryFree> e(archive_entry_new());
       if (!e) throw Error(ErrorKind::Internal, "libarchive: archive_entry_new failed");
       archive_entry_set_pathname(e.get(), f.path.c_str());
       archive_entry_set_filetype(e.get(), AE_IFREG);
@@ -134,7 +134,7 @@ std::string write_zip(const fs::path& out, const std::vector<WheelFile>& files,
         la_ssize_t n = archive_write_data(a.get(), f.data.data() + off, f.data.size() - off);
         if (n <= 0)
           throw Error(ErrorKind::Io, "cannot write " + out.string() + ": data of " + f.path + ": " +
-                                         la_error(a.get()));
+                                         format::la_error(a.get()));
         off += static_cast<std::size_t>(n);
       }
       check(archive_write_finish_entry(a.get()), "end of " + f.path);
@@ -143,7 +143,7 @@ std::string write_zip(const fs::path& out, const std::vector<WheelFile>& files,
   }
   set_dos_times(bytes, dos_time_utc(mtime), files.size());
 
-  AtomicFile file(out);
+  io::AtomicFile file(out);
   file.write(bytes);
   file.commit();
   return bytes;
@@ -151,14 +151,14 @@ std::string write_zip(const fs::path& out, const std::vector<WheelFile>& files,
 
 std::vector<WheelFile> read_zip(const fs::path& zip) {
   const std::string where = zip.string();
-  std::string bytes = read_whole_file(zip);
-  std::unique_ptr<struct archive, ArchiveReadFree> a(archive_read_new());
+  std::string bytes = io::read_whole_file(zip);
+  std::unique_ptr<struct archive, format::ArchiveReadFree> a(archive_read_new());
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_read_new failed");
   // The central directory, as pip and zipfile read it, not the local headers.
   if (archive_read_support_format_zip_seekable(a.get()) != ARCHIVE_OK)
-    throw Error(ErrorKind::Internal, "libarchive cannot read zip here: " + la_error(a.get()));
+    throw Error(ErrorKind::Internal, "libarchive cannot read zip here: " + format::la_error(a.get()));
   if (archive_read_open_memory(a.get(), bytes.data(), bytes.size()) != ARCHIVE_OK)
-    throw Error(ErrorKind::Format, "cannot open " + where + " as a zip: " + la_error(a.get()));
+    throw Error(ErrorKind::Format, "cannot open " + where + " as a zip: " + format::la_error(a.get()));
   std::vector<WheelFile> out;
   std::uint64_t total = 0;
   for (;;) {
@@ -167,7 +167,7 @@ std::vector<WheelFile> read_zip(const fs::path& zip) {
     if (r == ARCHIVE_EOF) break;
     if (r != ARCHIVE_OK)
       throw Error(ErrorKind::Format, where + ": bad zip entry after " + std::to_string(out.size()) +
-                                         " files: " + la_error(a.get()));
+                                         " files: " + format::la_error(a.get()));
     const char* raw = archive_entry_pathname(e);
     std::string name = raw ? raw : "";
     auto type = archive_entry_filetype(e);
@@ -182,17 +182,17 @@ std::vector<WheelFile> read_zip(const fs::path& zip) {
       if (n == 0) break;
       if (n < 0)
         throw Error(ErrorKind::Format,
-                    where + ": cannot read entry '" + name + "': " + la_error(a.get()));
+                    where + ": cannot read entry '" + name + "': " + format::la_error(a.get()));
       total += static_cast<std::uint64_t>(n);
-      if (total > kMaxArchiveBytes)
+      if (total > format::kMaxArchiveBytes)
         throw Error(ErrorKind::Format, where + ": files exceed the limit of " +
-                                           std::to_string(kMaxArchiveBytes) + " bytes");
+                                           std::to_string(format::kMaxArchiveBytes) + " bytes");
       f.data.append(buf, static_cast<std::size_t>(n));
     }
     out.push_back(std::move(f));
   }
   if (archive_read_close(a.get()) != ARCHIVE_OK)
-    throw Error(ErrorKind::Format, where + ": " + la_error(a.get()));
+    throw Error(ErrorKind::Format, where + ": " + format::la_error(a.get()));
   return out;
 }
 

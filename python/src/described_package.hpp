@@ -30,7 +30,7 @@ class DescribedPackage {
 
  private:
   DescribedPackage() = default;
-  std::unique_ptr<PackageData> data_;
+  std::unique_ptr<project::PackageData> data_;
   const kiln_package* package_ = nullptr;
   std::string origin_, store_dir_;
 };

@@ -40,8 +40,8 @@ namespace {
               {{"argument", name}, {"value", got}});
 }
 
-std::vector<DeviceInfo> driver_devices() {
-  auto driver = make_cuda_driver();
+std::vector<runtime::DeviceInfo> driver_devices() {
+  auto driver = runtime::make_cuda_driver();
   driver->init();  // Error{Unsupported} naming libcuda.so.1 or the cuInit error
   return driver->devices();
 }
@@ -49,14 +49,14 @@ std::vector<DeviceInfo> driver_devices() {
 nb::list device_list() {
   nb::list out;
   for (const auto& d : driver_devices())
-    out.append(nb::make_tuple(d.ordinal, d.name, d.cc, device_target(d.cc)));
+    out.append(nb::make_tuple(d.ordinal, d.name, d.cc, plan::device_target(d.cc)));
   return out;
 }
 
 // cc given, or device 0's (the device a fresh process's first get() uses).
 int cc_or_first_device(nb::handle cc) {
   if (!cc.is_none()) return parse_device(cc, "cc");
-  std::vector<DeviceInfo> devs = driver_devices();
+  std::vector<runtime::DeviceInfo> devs = driver_devices();
   if (devs.empty())
     throw Error(ErrorKind::Unsupported,
                 "no CUDA device: the driver reports none; pass cc= (90 for 9.0) to choose "
@@ -66,20 +66,20 @@ int cc_or_first_device(nb::handle cc) {
 }
 
 nb::dict target_choice(const std::vector<std::string>& available, nb::handle cc) {
-  NamedChoice c = choose_named_targets(cc_or_first_device(cc), available);
+  plan::NamedChoice c = plan::choose_named_targets(cc_or_first_device(cc), available);
   nb::list candidates, rejected;
   for (const auto& [t, why] : c.candidates) candidates.append(nb::make_tuple(t, why));
   for (const auto& [t, why] : c.rejected) rejected.append(nb::make_tuple(t, why));
   nb::dict d;
   d["cc"] = c.cc;
-  d["device"] = device_target(c.cc);
+  d["device"] = plan::device_target(c.cc);
   d["candidates"] = candidates;
   d["rejected"] = rejected;
   return d;
 }
 
 std::optional<std::string> choose_target(const std::vector<std::string>& available, nb::handle cc) {
-  NamedChoice c = choose_named_targets(cc_or_first_device(cc), available);
+  plan::NamedChoice c = plan::choose_named_targets(cc_or_first_device(cc), available);
   if (c.candidates.empty()) return std::nullopt;
   return c.candidates.front().first;
 }
@@ -97,17 +97,17 @@ std::string loaded_path(const std::string& soname) {
 
 nb::dict driver_facts(nb::list& devices_out) {
   nb::dict d;
-  d["library"] = kCudaDriverLibrary;
+  d["library"] = runtime::kCudaDriverLibrary;
   try {
-    auto driver = make_cuda_driver();
+    auto driver = runtime::make_cuda_driver();
     driver->init();
     int v = driver->driver_version();
     d["available"] = true;
     d["version"] = std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-    d["path"] = loaded_path(kCudaDriverLibrary);
+    d["path"] = loaded_path(runtime::kCudaDriverLibrary);
     d["detail"] = "";
     for (const auto& dev : driver->devices())
-      devices_out.append(nb::make_tuple(dev.ordinal, dev.name, dev.cc, device_target(dev.cc)));
+      devices_out.append(nb::make_tuple(dev.ordinal, dev.name, dev.cc, plan::device_target(dev.cc)));
   } catch (const Error& e) {
     d["available"] = false;
     d["version"] = "";
@@ -118,10 +118,10 @@ nb::dict driver_facts(nb::list& devices_out) {
 }
 
 nb::dict nvrtc_facts(const LoaderConfig& cfg) {
-  NvrtcConfig nc;
+  jit::NvrtcConfig nc;
   nc.library = cfg.nvrtc_library;
   nc.cuda_home = cfg.cuda_home;
-  JitCapability cap = make_nvrtc_compiler(std::move(nc))->probe();
+  jit::JitCapability cap = jit::make_nvrtc_compiler(std::move(nc))->probe();
   nb::dict d;
   d["available"] = cap.available;
   d["version"] = cap.available
@@ -135,9 +135,9 @@ nb::dict nvrtc_facts(const LoaderConfig& cfg) {
 
 nb::list library_facts() {
   nb::list out;
-  for (auto lib : {lazy_libs::Library::Curl, lazy_libs::Library::Archive}) {
-    lazy_libs::LibraryFacts f = lazy_libs::facts(lib);
-    std::optional<std::string> problem = lazy_libs::load_problem(lib);
+  for (auto lib : {runtime::lazy_libs::Library::Curl, runtime::lazy_libs::Library::Archive}) {
+    runtime::lazy_libs::LibraryFacts f = runtime::lazy_libs::facts(lib);
+    std::optional<std::string> problem = runtime::lazy_libs::load_problem(lib);
     nb::dict d;
     d["name"] = f.name;
     d["soname"] = f.soname;
@@ -173,7 +173,7 @@ using InstalledPackage = std::tuple<std::string, std::string, std::vector<std::s
 // index. Returns {ok, missing, mirrors: [{url, reachable, detail}]}.
 nb::dict load_verdict(const LoaderConfig& cfg, nb::dict native, const std::string& cache_problem,
                       const std::vector<InstalledPackage>& packages) {
-  LoadFacts f;
+  plan::LoadFacts f;
   nb::dict driver = nb::cast<nb::dict>(native["driver"]);
   f.driver_loads = nb::cast<bool>(driver["available"]);
   f.driver_problem = nb::cast<std::string>(driver["detail"]);
@@ -189,32 +189,32 @@ nb::dict load_verdict(const LoaderConfig& cfg, nb::dict native, const std::strin
 
   // One entry per directory, the targets of every package's usable archives in it.
   std::map<std::string, std::size_t> seen;
-  auto add_store = [&](const StoreScanner& disk, const std::string& dir, const std::string& source,
+  auto add_store = [&](const plan::StoreScanner& disk, const std::string& dir, const std::string& source,
                        bool required) {
-    StoreScan scan = disk.scan(dir, source);
+    plan::StoreScan scan = disk.scan(dir, source);
     auto [it, fresh] = seen.emplace(dir, f.stores.size());
     if (fresh) f.stores.push_back({dir, source, required, scan.readable, scan.problem, {}});
     for (const auto& a : scan.archives)
       if (a.manifest) f.stores[it->second].targets.push_back(a.manifest->target);
   };
-  auto add_stores = [&](const StoreScanner& disk, const std::vector<std::string>& own) {
+  auto add_stores = [&](const plan::StoreScanner& disk, const std::vector<std::string>& own) {
     for (const auto& d : own) add_store(disk, d, "installed package", false);
     for (const auto& d : cfg.artifact_path) add_store(disk, d, "artifact path", true);
     add_store(disk, cfg.cache_dir, "cache directory", false);
   };
   for (const auto& [name, version, stores] : packages)
-    add_stores(StoreScanner(name, version), stores);
-  if (packages.empty()) add_stores(StoreScanner(), {});
+    add_stores(plan::StoreScanner(name, version), stores);
+  if (packages.empty()) add_stores(plan::StoreScanner(), {});
 
   f.offline = cfg.offline;
-  if (packages.empty()) f.mirrors = probe_mirror_facts(cfg, "", "");
+  if (packages.empty()) f.mirrors = plan::probe_mirror_facts(cfg, "", "");
   for (const auto& [name, version, stores] : packages)
-    for (auto& m : probe_mirror_facts(cfg, name, version)) {
+    for (auto& m : plan::probe_mirror_facts(cfg, name, version)) {
       m.detail = name + " " + version + ": " + m.detail;
       f.mirrors.push_back(std::move(m));
     }
 
-  const LoadVerdict v = judge_loading(f);
+  const plan::LoadVerdict v = plan::judge_loading(f);
   nb::dict out;
   out["ok"] = v.ok;
   out["missing"] = v.missing;
@@ -237,7 +237,7 @@ nb::dict build_facts() {
   d["cuda"] = std::string(cuda_full_version());
   d["manifest_format"] = kiln_manifest_format();
   d["index_format"] = kiln_index_format();
-  d["package_description_format"] = kPackageDescriptionFormat;
+  d["package_description_format"] = project::kPackageDescriptionFormat;
   d["package_abi_version"] = KILN_PACKAGE_ABI_VERSION;
   return d;
 }
@@ -253,7 +253,7 @@ int parse_device(nb::handle value, const char* name) {
   }
   if (!PyUnicode_Check(value.ptr())) bad_device(name, nb::cast<std::string>(nb::repr(value)));
   const std::string s = nb::cast<std::string>(value);
-  if (std::optional<Target> t = parse_target(s)) return t->arch;
+  if (std::optional<format::Target> t = format::parse_target(s)) return t->arch;
   const auto dot = s.find('.');
   if (dot != std::string::npos && dot > 0 && dot + 2 == s.size() &&
       s.find_first_not_of("0123456789.") == std::string::npos && s.find('.', dot + 1) == s.npos)
@@ -282,7 +282,7 @@ void bind_machine_facts(nb::module_& m) {
       "_store_targets",
       [](const std::string& store, const std::string& package) {
         std::vector<std::string> targets;
-        for (const Target& t : targets_in_store(store, package)) targets.push_back(t.str());
+        for (const format::Target& t : plan::targets_in_store(store, package)) targets.push_back(t.str());
         return targets;
       },
       nb::arg("store"), nb::arg("package"),

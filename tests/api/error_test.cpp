@@ -48,13 +48,13 @@ TEST(ErrorFields, KeepTheirOrderSurviveCopiesAndRethrowAndWithLeavesTheMessage) 
 TEST(ErrorFields, AnArtifactThatDiffersFromItsManifestNamesFieldExpectedAndActual) {
   kiln::test::TempDir dir;
   kiln::test::write_file(dir / "k.fatbin", "served bytes");
-  kiln::ArtifactEntry a;
+  kiln::format::ArtifactEntry a;
   a.uri = "axpy_dtype_f32";
   a.file = "k.fatbin";
   a.size = 12;
-  a.sha256 = kiln::sha256_hex("pinned bytes");
+  a.sha256 = kiln::io::sha256_hex("pinned bytes");
   try {
-    kiln::read_verified_artifact(dir.path(), a);
+    kiln::store::read_verified_artifact(dir.path(), a);
     FAIL() << "accepted bytes that differ from the manifest";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Integrity);
@@ -62,11 +62,11 @@ TEST(ErrorFields, AnArtifactThatDiffersFromItsManifestNamesFieldExpectedAndActua
                                                    {"path", (dir / "k.fatbin").string()},
                                                    {"field", "sha256"},
                                                    {"expected", a.sha256},
-                                                   {"actual", kiln::sha256_hex("served bytes")}}));
+                                                   {"actual", kiln::io::sha256_hex("served bytes")}}));
   }
   a.size = 13;
   try {
-    kiln::read_verified_artifact(dir.path(), a);
+    kiln::store::read_verified_artifact(dir.path(), a);
     FAIL() << "accepted a file of the wrong size";
   } catch (const Error& e) {
     ASSERT_NE(e.field("field"), nullptr);

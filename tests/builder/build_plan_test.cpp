@@ -14,7 +14,7 @@
 #include "project/registry.hpp"
 #include "test_util.hpp"
 
-namespace kiln::packager {
+namespace kiln {
 namespace {
 
 using test::TempDir;
@@ -42,39 +42,39 @@ test::KernelProject acme_norm() {
           {{"norm.cu", "// norm\n"}, {"hopper.cu", "// hopper\n"}}};
 }
 
-Registry registry() {
-  Registry r = parse_registry(kRegistry, "reg.json");
+project::Registry registry() {
+  project::Registry r = project::parse_registry(kRegistry, "reg.json");
   for (auto& f : r.families) f.source_hash = std::string(64, 'a');
   for (auto& s : r.specialisations) s.source_hash = std::string(64, 'a');
   return r;
 }
 
-Target T(const char* s) { return *parse_target(s); }
+format::Target T(const char* s) { return *format::parse_target(s); }
 
 // What nvcc 13.0 lists; the a/f variants come from --help's allowed values.
-ToolkitInfo cuda13() {
-  ToolkitInfo tk;
+builder::ToolkitInfo cuda13() {
+  builder::ToolkitInfo tk;
   tk.root = "/opt/cuda";
   tk.nvcc = "/opt/cuda/bin/nvcc";
   tk.version = "13.0";
   tk.full_version = "13.0.88";
-  tk.codes = supported_codes({"sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_75",
+  tk.codes = builder::supported_codes({"sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_75",
                               "compute_80", "compute_90", "compute_100", "compute_120"},
                              {"compute_90a", "sm_90a", "sm_100a", "sm_100f", "sm_120f", "lto_90a"});
   return tk;
 }
 
-class FakeToolkit : public Toolkit {
+class FakeToolkit : public builder::Toolkit {
  public:
-  explicit FakeToolkit(ToolkitInfo i) : info_(std::move(i)) {}
-  const ToolkitInfo& info() override {
+  explicit FakeToolkit(builder::ToolkitInfo i) : info_(std::move(i)) {}
+  const builder::ToolkitInfo& info() override {
     ++probes;
     return info_;
   }
   int probes = 0;
 
  private:
-  ToolkitInfo info_;
+  builder::ToolkitInfo info_;
 };
 
 std::string expect_error(ErrorKind kind, const std::function<void()>& f) {
@@ -88,14 +88,14 @@ std::string expect_error(ErrorKind kind, const std::function<void()>& f) {
   return "";
 }
 
-std::vector<std::string> uris(const TargetPlan& tp) {
+std::vector<std::string> uris(const builder::TargetPlan& tp) {
   std::vector<std::string> out;
   for (const auto& a : tp.artifacts) out.push_back(a.uri);
   return out;
 }
 
 TEST(BuildPlan, FamilyOutsideItsTargetRulesIsSkippedWithTheReason) {
-  BuildPlan p = plan_build(registry(), {T("sm_90a"), T("sm_80")}, {}, "/src");
+  builder::BuildPlan p = builder::plan_build(registry(), {T("sm_90a"), T("sm_80")}, {}, "/src");
   ASSERT_EQ(p.targets.size(), 2u);
   EXPECT_EQ(p.targets[0].target.str(), "sm_80");  // Target order, not argument order
   EXPECT_EQ(uris(p.targets[0]),
@@ -111,7 +111,7 @@ TEST(BuildPlan, FamilyOutsideItsTargetRulesIsSkippedWithTheReason) {
 }
 
 TEST(BuildPlan, ComputeTargetCompilesToPtxOfThatArch) {
-  BuildPlan p = plan_build(registry(), {T("compute_80")}, {"norm_dtype_f32_block_128"}, "/src");
+  builder::BuildPlan p = builder::plan_build(registry(), {T("compute_80")}, {"norm_dtype_f32_block_128"}, "/src");
   ASSERT_EQ(p.artifact_count(), 1u);
   const auto& args = p.targets[0].artifacts[0].args;
   auto g = std::find(args.begin(), args.end(), "-gencode");
@@ -121,15 +121,15 @@ TEST(BuildPlan, ComputeTargetCompilesToPtxOfThatArch) {
 }
 
 TEST(BuildPlan, SassTargetNeverBuildsAnotherArch) {
-  EXPECT_EQ(gencode_for(T("sm_90a")), "arch=compute_90a,code=sm_90a");
-  EXPECT_EQ(gencode_for(T("sm_86")), "arch=compute_86,code=sm_86");
-  EXPECT_EQ(gencode_for(T("sm_100f")), "arch=compute_100f,code=sm_100f");
+  EXPECT_EQ(builder::gencode_for(T("sm_90a")), "arch=compute_90a,code=sm_90a");
+  EXPECT_EQ(builder::gencode_for(T("sm_86")), "arch=compute_86,code=sm_86");
+  EXPECT_EQ(builder::gencode_for(T("sm_100f")), "arch=compute_100f,code=sm_100f");
 }
 
 TEST(BuildPlan, OnlyMatchesFamilyNamesAndUris) {
-  BuildPlan byfam = plan_build(registry(), {T("sm_90a")}, {"hop*"}, "/src");
+  builder::BuildPlan byfam = builder::plan_build(registry(), {T("sm_90a")}, {"hop*"}, "/src");
   EXPECT_EQ(uris(byfam.targets[0]), std::vector<std::string>{"hopper"});
-  BuildPlan byuri = plan_build(registry(), {T("sm_80")}, {"norm_*_block_256"}, "/src");
+  builder::BuildPlan byuri = builder::plan_build(registry(), {T("sm_80")}, {"norm_*_block_256"}, "/src");
   EXPECT_EQ(uris(byuri.targets[0]),
             (std::vector<std::string>{"norm_dtype_f16_block_256", "norm_dtype_f32_block_256"}));
   // Families not asked for are neither built nor reported as skipped.
@@ -138,30 +138,30 @@ TEST(BuildPlan, OnlyMatchesFamilyNamesAndUris) {
 
 TEST(BuildPlan, OnlyGlobMatchingNothingIsNotFoundNamingTheGlob) {
   std::string msg = expect_error(ErrorKind::NotFound,
-                                 [] { plan_build(registry(), {T("sm_80")}, {"nrom*"}, "/src"); });
+                                 [] { builder::plan_build(registry(), {T("sm_80")}, {"nrom*"}, "/src"); });
   EXPECT_NE(msg.find("'nrom*'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("norm"), std::string::npos) << msg;
 }
 
 TEST(BuildPlan, AskingForFamilyOnlyOnTargetsItCannotSupportIsUnsupported) {
   std::string msg = expect_error(ErrorKind::Unsupported, [] {
-    plan_build(registry(), {T("sm_80"), T("sm_86")}, {"hopper"}, "/src");
+    builder::plan_build(registry(), {T("sm_80"), T("sm_86")}, {"hopper"}, "/src");
   });
   EXPECT_NE(msg.find("hopper supports only sm_90a"), std::string::npos) << msg;
   EXPECT_NE(msg.find("sm_80,sm_86"), std::string::npos) << msg;
 }
 
 TEST(BuildPlan, StubIncludesSourcesAndTakesEveryEntryAddress) {
-  Registry r = registry();
-  std::string stub = stub_source(*r.family("norm"), *r.find("norm_dtype_f16_block_256"));
+  project::Registry r = registry();
+  std::string stub = builder::stub_source(*r.family("norm"), *r.find("norm_dtype_f16_block_256"));
   EXPECT_NE(stub.find("#include \"norm.cu\"\n"), std::string::npos);
   EXPECT_NE(stub.find("void* kiln_entry_0 = (void*)&kiln::norm<__half, 256>;\n"), std::string::npos)
       << stub;
 }
 
 TEST(BuildPlan, NinjaFileHasOneEdgePerArtifactWithDepfileAndNvccAsInput) {
-  BuildPlan p = plan_build(registry(), {T("sm_80"), T("sm_90a")}, {}, "/work/src");
-  std::string n = ninja_file(p, "/opt/cuda/bin/nvcc");
+  builder::BuildPlan p = builder::plan_build(registry(), {T("sm_80"), T("sm_90a")}, {}, "/work/src");
+  std::string n = builder::ninja_file(p, "/opt/cuda/bin/nvcc");
   size_t edges = 0;
   for (size_t i = n.find("\nbuild "); i != std::string::npos; i = n.find("\nbuild ", i + 1))
     ++edges;
@@ -181,21 +181,21 @@ TEST(BuildPlan, NinjaFileHasOneEdgePerArtifactWithDepfileAndNvccAsInput) {
       std::string::npos)
       << n;
   // Same plan, same bytes: the file is rewritten only when the plan changes.
-  EXPECT_EQ(n, ninja_file(plan_build(registry(), {T("sm_90a"), T("sm_80")}, {}, "/work/src"),
+  EXPECT_EQ(n, builder::ninja_file(builder::plan_build(registry(), {T("sm_90a"), T("sm_80")}, {}, "/work/src"),
                           "/opt/cuda/bin/nvcc"));
 }
 
 TEST(BuildPlan, NinjaFileEscapesPathsWithSpacesAndDollars) {
-  BuildPlan p = plan_build(registry(), {T("sm_90a")}, {"hopper"}, "/my src/$x");
-  std::string n = ninja_file(p, "/opt/my cuda/bin/nvcc");
+  builder::BuildPlan p = builder::plan_build(registry(), {T("sm_90a")}, {"hopper"}, "/my src/$x");
+  std::string n = builder::ninja_file(p, "/opt/my cuda/bin/nvcc");
   EXPECT_NE(n.find("| /opt/my$ cuda/bin/nvcc\n"), std::string::npos) << n;
   EXPECT_NE(n.find("command = '/opt/my cuda/bin/nvcc' $args"), std::string::npos) << n;
   EXPECT_NE(n.find("'-I/my src/$$x/kernels'"), std::string::npos) << n;
 }
 
 TEST(BuildPlan, ManifestFlagsAreThePortableArgvWithoutDepfileFlags) {
-  BuildPlan p = plan_build(registry(), {T("sm_80")}, {"norm_dtype_f32_block_128"}, "/work/src");
-  auto f = manifest_flags(p.targets[0].artifacts[0], "/work/src");
+  builder::BuildPlan p = builder::plan_build(registry(), {T("sm_80")}, {"norm_dtype_f32_block_128"}, "/work/src");
+  auto f = builder::manifest_flags(p.targets[0].artifacts[0], "/work/src");
   EXPECT_EQ(f, (std::vector<std::string>{"-std=c++17", "-O3", "--fatbin", "--compress-mode=none",
                                          "-Werror", "all-warnings", "-I$KILN_SOURCE/kernels",
                                          "-DNORM=1", "-gencode", "arch=compute_80,code=sm_80", "-o",
@@ -204,13 +204,13 @@ TEST(BuildPlan, ManifestFlagsAreThePortableArgvWithoutDepfileFlags) {
 }
 
 TEST(Toolkit, ParsesNvccVersionLine) {
-  auto v = parse_nvcc_version(
+  auto v = builder::parse_nvcc_version(
       "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
       "Build cuda_13.0.r13.0/compiler.36424714_0\n");
   ASSERT_TRUE(v);
   EXPECT_EQ(v->first, "13.0");
   EXPECT_EQ(v->second, "13.0.88");
-  EXPECT_FALSE(parse_nvcc_version("gcc (Debian 12.2.0-14) 12.2.0"));
+  EXPECT_FALSE(builder::parse_nvcc_version("gcc (Debian 12.2.0-14) 12.2.0"));
 }
 
 TEST(Toolkit, ReadsAllowedGpuCodesFromHelpParagraph) {
@@ -220,21 +220,21 @@ TEST(Toolkit, ReadsAllowedGpuCodesFromHelpParagraph) {
       "        Allowed values for this option:  'compute_90a','lto_90a',\n"
       "        'sm_100f','sm_90','sm_90a'.\n\n--generate-code <spec>  (-gencode)\n"
       "        Allowed keywords for this option:  'arch','code'.\n";
-  EXPECT_EQ(parse_allowed_values(help, "--gpu-code"),
+  EXPECT_EQ(builder::parse_allowed_values(help, "--gpu-code"),
             (std::vector<std::string>{"compute_90a", "lto_90a", "sm_100f", "sm_90", "sm_90a"}));
-  EXPECT_TRUE(parse_allowed_values(help, "--no-such-option").empty());
+  EXPECT_TRUE(builder::parse_allowed_values(help, "--no-such-option").empty());
 }
 
 TEST(Toolkit, SuffixedTargetCountsOnlyWhenItsBaseArchIsListed) {
-  auto codes = supported_codes({"sm_90", "compute_90"}, {"sm_90a", "sm_100a", "lto_90a"});
+  auto codes = builder::supported_codes({"sm_90", "compute_90"}, {"sm_90a", "sm_100a", "lto_90a"});
   EXPECT_EQ(codes, (std::vector<std::string>{"sm_90", "sm_90a", "compute_90"}));
 }
 
 TEST(Toolkit, UnsupportedTargetIsNamedWithWhatTheToolkitBuilds) {
-  ToolkitInfo tk = cuda13();
-  EXPECT_NO_THROW(check_targets(tk, {T("sm_80"), T("sm_90a"), T("compute_80"), T("sm_100f")}));
+  builder::ToolkitInfo tk = cuda13();
+  EXPECT_NO_THROW(builder::check_targets(tk, {T("sm_80"), T("sm_90a"), T("compute_80"), T("sm_100f")}));
   for (const char* bad : {"sm_60", "sm_999", "sm_80a", "compute_70"}) {
-    std::string msg = expect_error(ErrorKind::Unsupported, [&] { check_targets(tk, {T(bad)}); });
+    std::string msg = expect_error(ErrorKind::Unsupported, [&] { builder::check_targets(tk, {T(bad)}); });
     EXPECT_NE(msg.find(std::string("target ") + bad + " is not supported"), std::string::npos)
         << msg;
     EXPECT_NE(msg.find("sm_75, sm_80, sm_86, sm_90, sm_90a"), std::string::npos) << msg;
@@ -243,28 +243,28 @@ TEST(Toolkit, UnsupportedTargetIsNamedWithWhatTheToolkitBuilds) {
 }
 
 TEST(Toolkit, NvccOfAnotherCudaThanKilnIsUnsupported) {
-  ToolkitInfo tk = cuda13();
+  builder::ToolkitInfo tk = cuda13();
   tk.version = "12.8";
   tk.full_version = "12.8.61";
   std::string msg =
-      expect_error(ErrorKind::Unsupported, [&] { check_toolkit_version(tk, "13.0"); });
+      expect_error(ErrorKind::Unsupported, [&] { builder::check_toolkit_version(tk, "13.0"); });
   EXPECT_NE(msg.find("CUDA 12.8"), std::string::npos) << msg;
   EXPECT_NE(msg.find("built with CUDA 13.0"), std::string::npos) << msg;
 }
 
 TEST(Toolkit, MissingCudaHomeNvccNamesTheVariable) {
-  ToolkitSearch s;
+  builder::ToolkitSearch s;
   s.cuda_home = "/nonexistent/cuda";
-  NvccToolkit tk(s);
+  builder::NvccToolkit tk(s);
   std::string msg = expect_error(ErrorKind::Unsupported, [&] { tk.info(); });
   EXPECT_NE(msg.find("CUDA_HOME is set to '/nonexistent/cuda'"), std::string::npos) << msg;
 }
 
 TEST(Toolkit, NoToolkitAnywhereNamesEveryPlaceLooked) {
-  ToolkitSearch s;
+  builder::ToolkitSearch s;
   s.default_root = "/nonexistent/cuda";
   s.path = "/nonexistent/bin";
-  NvccToolkit tk(s);
+  builder::NvccToolkit tk(s);
   std::string msg = expect_error(ErrorKind::Unsupported, [&] { tk.info(); });
   EXPECT_NE(msg.find("/nonexistent/cuda/bin"), std::string::npos) << msg;
   EXPECT_NE(msg.find("PATH (/nonexistent/bin)"), std::string::npos) << msg;
@@ -273,53 +273,53 @@ TEST(Toolkit, NoToolkitAnywhereNamesEveryPlaceLooked) {
 
 TEST(BuildJobs, CappedByCoresAndMemoryAndOverriddenByJobs) {
   const std::uint64_t gib = std::uint64_t{1} << 30;
-  EXPECT_EQ(choose_jobs(16, 64 * gib, gib, std::nullopt), 16);
-  EXPECT_EQ(choose_jobs(16, 3 * gib, gib, std::nullopt), 3);
-  EXPECT_EQ(choose_jobs(16, gib / 2, gib, std::nullopt), 1);
-  EXPECT_EQ(choose_jobs(2, std::nullopt, gib, std::nullopt), 2);
-  EXPECT_EQ(choose_jobs(0, std::nullopt, gib, std::nullopt), 1);
-  EXPECT_EQ(choose_jobs(2, gib, gib, 7), 7);
-  expect_error(ErrorKind::Usage, [] { choose_jobs(2, std::nullopt, 1, 0); });
+  EXPECT_EQ(builder::choose_jobs(16, 64 * gib, gib, std::nullopt), 16);
+  EXPECT_EQ(builder::choose_jobs(16, 3 * gib, gib, std::nullopt), 3);
+  EXPECT_EQ(builder::choose_jobs(16, gib / 2, gib, std::nullopt), 1);
+  EXPECT_EQ(builder::choose_jobs(2, std::nullopt, gib, std::nullopt), 2);
+  EXPECT_EQ(builder::choose_jobs(0, std::nullopt, gib, std::nullopt), 1);
+  EXPECT_EQ(builder::choose_jobs(2, gib, gib, 7), 7);
+  expect_error(ErrorKind::Usage, [] { builder::choose_jobs(2, std::nullopt, 1, 0); });
 }
 
 TEST(BuildJobs, ReadsMemAvailableInBytes) {
-  EXPECT_EQ(parse_mem_available("MemTotal:       24000000 kB\nMemAvailable:   2048 kB\n"),
+  EXPECT_EQ(builder::parse_mem_available("MemTotal:       24000000 kB\nMemAvailable:   2048 kB\n"),
             std::optional<std::uint64_t>(2048u * 1024u));
-  EXPECT_FALSE(parse_mem_available("MemTotal: 1 kB\n"));
+  EXPECT_FALSE(builder::parse_mem_available("MemTotal: 1 kB\n"));
 }
 
 TEST(BuildProgress, ParsesNinjaStatusLinesOnly) {
-  auto s = parse_ninja_status("[3/8] NVCC norm_dtype_f16_block_128 sm_90a");
+  auto s = builder::parse_ninja_status("[3/8] NVCC norm_dtype_f16_block_128 sm_90a");
   ASSERT_TRUE(s);
   EXPECT_EQ(s->finished, 3);
   EXPECT_EQ(s->total, 8);
   EXPECT_EQ(s->uri, "norm_dtype_f16_block_128");
   EXPECT_EQ(s->target, "sm_90a");
-  EXPECT_FALSE(parse_ninja_status("ninja: no work to do."));
-  EXPECT_FALSE(parse_ninja_status("[x/8] NVCC a b"));
-  EXPECT_FALSE(parse_ninja_status("stubs/x.cu(3): error: expected a ';'"));
+  EXPECT_FALSE(builder::parse_ninja_status("ninja: no work to do."));
+  EXPECT_FALSE(builder::parse_ninja_status("[x/8] NVCC a b"));
+  EXPECT_FALSE(builder::parse_ninja_status("stubs/x.cu(3): error: expected a ';'"));
 }
 
 TEST(BuildTargets, TargetsFileAllowsCommentsAndNewlines) {
-  auto t = parse_targets_file("# release list\nsm_80, sm_90a # hopper\ncompute_80\n", "t.txt");
+  auto t = builder::parse_targets_file("# release list\nsm_80, sm_90a # hopper\ncompute_80\n", "t.txt");
   ASSERT_EQ(t.size(), 3u);
   EXPECT_EQ(t[2].str(), "compute_80");
   std::string msg =
-      expect_error(ErrorKind::Usage, [] { parse_targets_file("sm_80,sm90\n", "ci/targets.txt"); });
+      expect_error(ErrorKind::Usage, [] { builder::parse_targets_file("sm_80,sm90\n", "ci/targets.txt"); });
   EXPECT_NE(msg.find("ci/targets.txt"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'sm90'"), std::string::npos) << msg;
-  expect_error(ErrorKind::Usage, [] { parse_targets_file("# nothing\n", "t.txt"); });
+  expect_error(ErrorKind::Usage, [] { builder::parse_targets_file("# nothing\n", "t.txt"); });
 }
 
-std::vector<std::string> names(const std::vector<Target>& targets) {
+std::vector<std::string> names(const std::vector<format::Target>& targets) {
   std::vector<std::string> out;
   for (const auto& t : targets) out.push_back(t.str());
   return out;
 }
 
 // Every source given: each test takes away the one before, and the next one answers.
-BuildTargetSources every_source() {
-  BuildTargetSources s;
+builder::BuildTargetSources every_source() {
+  builder::BuildTargetSources s;
   s.flag = "sm_90a,sm_80";
   s.project = {T("sm_86"), T("compute_80")};
   s.targets_file = "sm_89\n# a comment\nsm_120\n";
@@ -329,54 +329,54 @@ BuildTargetSources every_source() {
 }
 
 TEST(BuildTargets, TheFlagThenThePackageFileThenTheTargetsFileThenTheCompiledList) {
-  BuildTargetSources s = every_source();
-  BuildTargets t = choose_build_targets(s);
+  builder::BuildTargetSources s = every_source();
+  builder::BuildTargets t = builder::choose_build_targets(s);
   EXPECT_EQ(names(t.targets), (std::vector<std::string>{"sm_90a", "sm_80"}));
   EXPECT_EQ(t.origin, "--targets");
   s.flag.clear();
-  t = choose_build_targets(s);
+  t = builder::choose_build_targets(s);
   EXPECT_EQ(names(t.targets), (std::vector<std::string>{"sm_86", "compute_80"}));
   EXPECT_EQ(t.origin, "registry/package.json");
   s.project.clear();
-  t = choose_build_targets(s);
+  t = builder::choose_build_targets(s);
   EXPECT_EQ(names(t.targets), (std::vector<std::string>{"sm_89", "sm_120"}));
   EXPECT_EQ(t.origin, "ci/targets.txt");
   s.targets_file.reset();
-  t = choose_build_targets(s);
+  t = builder::choose_build_targets(s);
   EXPECT_EQ(names(t.targets), (std::vector<std::string>{"sm_100", "sm_80"}));
   EXPECT_EQ(t.origin, "the release list compiled into kiln");
 }
 
 TEST(BuildTargets, NoListAnywhereIsAUsageErrorNamingEachPlaceLooked) {
-  BuildTargetSources s = every_source();
+  builder::BuildTargetSources s = every_source();
   s.flag.clear();
   s.project.clear();
   s.targets_file.reset();
   s.compiled.clear();
-  std::string msg = test::error_of(ErrorKind::Usage, [&] { choose_build_targets(s); });
+  std::string msg = test::error_of(ErrorKind::Usage, [&] { builder::choose_build_targets(s); });
   for (const char* named :
        {"--targets", "registry/package.json", "/p/ci/targets.txt", "KILN_RELEASE_TARGETS"})
     EXPECT_NE(msg.find(named), std::string::npos) << named << ": " << msg;
 }
 
 TEST(BuildTargets, AMalformedListNamesWhereItCameFrom) {
-  BuildTargetSources s = every_source();
+  builder::BuildTargetSources s = every_source();
   s.flag.clear();
   s.project.clear();
   s.targets_file = "sm_80\nsm90a\n";
-  std::string msg = test::error_of(ErrorKind::Usage, [&] { choose_build_targets(s); });
+  std::string msg = test::error_of(ErrorKind::Usage, [&] { builder::choose_build_targets(s); });
   EXPECT_EQ(msg.rfind("/p/ci/targets.txt: 'sm90a' is not a target", 0), 0u) << msg;
   s.targets_file.reset();
   s.compiled = {"sm_80", "sm90a"};
-  msg = test::error_of(ErrorKind::Usage, [&] { choose_build_targets(s); });
+  msg = test::error_of(ErrorKind::Usage, [&] { builder::choose_build_targets(s); });
   EXPECT_EQ(msg.rfind("the release list compiled into kiln (KILN_RELEASE_TARGETS): 'sm90a'", 0), 0u)
       << msg;
 }
 
 TEST(BuildTargets, SourceDateEpochMustBeAnInteger) {
-  EXPECT_EQ(parse_source_date_epoch("1700000000"), 1700000000);
-  expect_error(ErrorKind::Usage, [] { parse_source_date_epoch("yesterday"); });
-  expect_error(ErrorKind::Usage, [] { parse_source_date_epoch("-5"); });
+  EXPECT_EQ(builder::parse_source_date_epoch("1700000000"), 1700000000);
+  expect_error(ErrorKind::Usage, [] { builder::parse_source_date_epoch("yesterday"); });
+  expect_error(ErrorKind::Usage, [] { builder::parse_source_date_epoch("-5"); });
 }
 
 TEST(BuildTargets, ASourceTreeThatIsNoDirectoryIsNotFoundBeforeAnyList) {
@@ -384,35 +384,35 @@ TEST(BuildTargets, ASourceTreeThatIsNoDirectoryIsNotFoundBeforeAnyList) {
   write_file(dir / "file", "x");
   for (const std::string flag : {"", "sm_80"}) {
     std::string msg = test::error_of(ErrorKind::NotFound, [&] {
-      project_build_targets(flag, (dir / "file").string(), {"sm_80"});
+      builder::project_build_targets(flag, (dir / "file").string(), {"sm_80"});
     });
     EXPECT_NE(msg.find("is not a directory"), std::string::npos) << msg;
   }
-  EXPECT_EQ(project_build_targets("sm_90a", dir.path().string(), {}).origin, "--targets");
+  EXPECT_EQ(builder::project_build_targets("sm_90a", dir.path().string(), {}).origin, "--targets");
 }
 
 TEST(BuildOptionsFromFlags, DistDefaultsUnderOutAShardToItsOwnDirectory) {
-  BuildFlags f;
+  builder::BuildFlags f;
   f.out = "/o";
-  BuildOptions o = build_options(f, "/src", {T("sm_80")}, Environment{}, 42);
+  builder::BuildOptions o = builder::build_options(f, "/src", {T("sm_80")}, runtime::Environment{}, 42);
   EXPECT_EQ(o.dist_dir, "/o/dist");
   EXPECT_EQ(o.source_dir, "/src");
   EXPECT_EQ(o.build_time, 42);
   EXPECT_FALSE(o.jobs);
-  f.shard = ShardSpec{2, 3};
-  EXPECT_EQ(build_options(f, "/src", {}, Environment{}, 0).dist_dir, "/o/shard-2-of-3");
+  f.shard = builder::ShardSpec{2, 3};
+  EXPECT_EQ(builder::build_options(f, "/src", {}, runtime::Environment{}, 0).dist_dir, "/o/shard-2-of-3");
   f.dist = "/d";
-  EXPECT_EQ(build_options(f, "/src", {}, Environment{}, 0).dist_dir, "/d");
+  EXPECT_EQ(builder::build_options(f, "/src", {}, runtime::Environment{}, 0).dist_dir, "/d");
 }
 
 TEST(BuildOptionsFromFlags, FlagsWinOverTheEnvironmentAndNoCacheDropsItsCache) {
-  Environment env;
+  runtime::Environment env;
   env.compiler_launcher = "ccache";
   env.build_cache = "/env-cache";
   env.loader.ca_bundle = "/ca.pem";
   env.nvcc_ccbin = "g++-12";
-  BuildFlags f;
-  BuildOptions o = build_options(f, "/src", {}, env, 0);
+  builder::BuildFlags f;
+  builder::BuildOptions o = builder::build_options(f, "/src", {}, env, 0);
   EXPECT_EQ(o.launcher, "ccache");
   EXPECT_EQ(o.cache, "/env-cache");
   EXPECT_EQ(o.cache_ca_bundle, "/ca.pem");
@@ -420,36 +420,36 @@ TEST(BuildOptionsFromFlags, FlagsWinOverTheEnvironmentAndNoCacheDropsItsCache) {
   f.launcher = "sccache";
   f.cache = "/flag-cache";
   f.jobs = 3;
-  o = build_options(f, "/src", {}, env, 0);
+  o = builder::build_options(f, "/src", {}, env, 0);
   EXPECT_EQ(o.launcher, "sccache");
   EXPECT_EQ(o.cache, "/flag-cache");
   EXPECT_EQ(o.jobs, 3);
   f.cache.clear();
   f.no_cache = true;
-  EXPECT_EQ(build_options(f, "/src", {}, env, 0).cache, "");
+  EXPECT_EQ(builder::build_options(f, "/src", {}, env, 0).cache, "");
 }
 
 TEST(BuildOptionsFromFlags, SourceDateEpochIsTheBuildTimeBeforeGit) {
-  Environment env;
+  runtime::Environment env;
   env.source_date_epoch = "1700000000";
-  BuildTime t = source_build_time("/nonexistent", env);
+  builder::BuildTime t = builder::source_build_time("/nonexistent", env);
   EXPECT_EQ(t.seconds, 1700000000);
   EXPECT_EQ(t.origin, "SOURCE_DATE_EPOCH");
   env.source_date_epoch.clear();
   env.path.clear();  // no git: the fixed time
-  EXPECT_EQ(source_build_time("/nonexistent", env).seconds, kFixedBuildTime);
+  EXPECT_EQ(builder::source_build_time("/nonexistent", env).seconds, builder::kFixedBuildTime);
 }
 
 TEST(BuildEntries, MatchesEachEntryBySymbolDemangledName) {
   auto demangle = [](const std::string& s) {
     return s == "_Z1a" ? std::string("kiln::norm<float, 128>") : std::string("kiln::other");
   };
-  auto e = match_entries({"kiln::norm<float,128>"}, {"_Z1b", "_Z1a"}, demangle, "u", "sm_80");
+  auto e = builder::match_entries({"kiln::norm<float,128>"}, {"_Z1b", "_Z1a"}, demangle, "u", "sm_80");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_EQ(e[0].name, "kiln::norm<float,128>");
   EXPECT_EQ(e[0].symbol, "_Z1a");
   std::string msg = expect_error(ErrorKind::Format, [&] {
-    match_entries({"kiln::norm<__half, 128>"}, {"_Z1b"}, demangle, "norm_x", "sm_80");
+    builder::match_entries({"kiln::norm<__half, 128>"}, {"_Z1b"}, demangle, "norm_x", "sm_80");
   });
   EXPECT_NE(msg.find("'kiln::norm<__half, 128>'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("norm_x"), std::string::npos) << msg;
@@ -459,15 +459,15 @@ TEST(BuildEntries, MatchesEachEntryBySymbolDemangledName) {
 TEST(BuildRun, UnsupportedTargetFailsBeforeWritingOrCompilingAnything) {
   TempDir src, out;
   test::write_kernel_project(src.path(), acme_norm());
-  ToolkitInfo tk = cuda13();
+  builder::ToolkitInfo tk = cuda13();
   tk.version = kiln::cuda_version();
   FakeToolkit fake(tk);
-  BuildOptions o;
+  builder::BuildOptions o;
   o.source_dir = src.path().string();
   o.out_dir = (out / "b").string();
   o.dist_dir = (out / "d").string();
   o.targets = {T("sm_80"), T("sm_60")};
-  std::string msg = expect_error(ErrorKind::Unsupported, [&] { run_build(o, fake, nullptr); });
+  std::string msg = expect_error(ErrorKind::Unsupported, [&] { builder::run_build(o, fake, nullptr); });
   EXPECT_NE(msg.find("target sm_60 is not supported"), std::string::npos) << msg;
   EXPECT_EQ(fake.probes, 1);
   EXPECT_FALSE(std::filesystem::exists(out / "b"));
@@ -504,7 +504,7 @@ TEST(BuildCli, SaysOnStderrWhichTargetListItTook) {
   write_file(src / "registry/package.json", test::package_json(acme_norm()));
   r = build("");
   std::string compiled;
-  for (const auto& t : kiln::release_targets()) compiled += (compiled.empty() ? "" : ",") + t;
+  for (const auto& t : kiln::plan::release_targets()) compiled += (compiled.empty() ? "" : ",") + t;
   if (compiled.empty()) {
     EXPECT_EQ(r.exit_code, 2) << r.out;
     EXPECT_NE(r.out.find("KILN_RELEASE_TARGETS"), std::string::npos) << r.out;
@@ -528,4 +528,4 @@ TEST(BuildCli, HelpNamesEveryOption) {
 }
 
 }  // namespace
-}  // namespace kiln::packager
+}  // namespace kiln

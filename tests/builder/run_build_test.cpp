@@ -25,7 +25,7 @@
 #include "result_cache/result_cache.hpp"
 #include "test_util.hpp"
 
-namespace kiln::packager {
+namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
@@ -47,7 +47,7 @@ const char* kRegistry = R"({
 const std::map<std::string, std::string> kSymbols = {
     {"scale_dtype_f32", "_ZN4kiln5scaleIfEEvv"}, {"scale_dtype_f16", "_ZN4kiln5scaleI6__halfEEvv"}};
 
-Target T(const char* s) { return *parse_target(s); }
+format::Target T(const char* s) { return *format::parse_target(s); }
 
 void put(std::string& s, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) s.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
@@ -75,7 +75,7 @@ std::string ptx_fatbin(int arch, const std::string& symbol) {
   put(h, ptx.size(), 8);
   std::string body = h + ptx;
   std::string out;
-  put(out, kFatbinMagic, 4);
+  put(out, format::kFatbinMagic, 4);
   put(out, 1, 2);
   put(out, 16, 2);
   put(out, body.size(), 8);
@@ -84,7 +84,7 @@ std::string ptx_fatbin(int arch, const std::string& symbol) {
 
 // "Compiles" every planned artifact in plan order, one status line each, writing a correct
 // fatbin unless told otherwise; records what it was asked.
-class FakeRunner : public CommandRunner {
+class FakeRunner : public builder::CommandRunner {
  public:
   bool available = true;
   std::map<std::string, std::string> fail;  // "<target>/<uri>" -> compiler message
@@ -99,17 +99,17 @@ class FakeRunner : public CommandRunner {
     ++checks;
     if (!available) throw Error(ErrorKind::Unsupported, "ninja not found on PATH (/nowhere)");
   }
-  CompileOutcome run(const BuildPlan& plan, const std::string& out_dir, int jobs,
-                     const std::function<void(const NinjaStatusLine&)>& on_finished) override {
+  builder::CompileOutcome run(const builder::BuildPlan& plan, const std::string& out_dir, int jobs,
+                     const std::function<void(const builder::NinjaStatusLine&)>& on_finished) override {
     jobs_asked.push_back(jobs);
-    std::vector<const PlannedArtifact*> edges;
+    std::vector<const builder::PlannedArtifact*> edges;
     for (const auto& tp : plan.targets)
       for (const auto& a : tp.artifacts) edges.push_back(&a);
     if (reverse) std::reverse(edges.begin(), edges.end());
-    CompileOutcome out;
+    builder::CompileOutcome out;
     int finished = 0;
-    for (const PlannedArtifact* a : edges) {
-      std::string key = work_key(a->target.str(), a->uri);
+    for (const builder::PlannedArtifact* a : edges) {
+      std::string key = builder::work_key(a->target.str(), a->uri);
       order.push_back(key);
       on_finished({++finished, static_cast<int>(edges.size()), a->uri, a->target.str()});
       if (auto f = fail.find(key); f != fail.end()) {
@@ -129,26 +129,26 @@ class FakeRunner : public CommandRunner {
   }
 };
 
-class FixedToolkit : public Toolkit {
+class FixedToolkit : public builder::Toolkit {
  public:
   FixedToolkit() {
     info_.root = "/opt/cuda";
     info_.nvcc = "/opt/cuda/bin/nvcc";
     info_.version = kiln::cuda_version();
     info_.full_version = info_.version + ".88";
-    info_.codes = supported_codes({"sm_80", "sm_90", "compute_80", "compute_90"}, {});
+    info_.codes = builder::supported_codes({"sm_80", "sm_90", "compute_80", "compute_90"}, {});
   }
-  const ToolkitInfo& info() override { return info_; }
+  const builder::ToolkitInfo& info() override { return info_; }
 
  private:
-  ToolkitInfo info_;
+  builder::ToolkitInfo info_;
 };
 
 struct BuildRig {
   TempDir src, out;
   FixedToolkit toolkit;
   FakeRunner runner;
-  BuildOptions opts;
+  builder::BuildOptions opts;
   BuildRig() {
     // A project that is not kiln's: its own package name and version name everything built.
     test::write_kernel_project(
@@ -161,11 +161,11 @@ struct BuildRig {
     opts.build_time = 1764403200;
   }
   // Runs the build with progress lines captured; returns them.
-  std::string build(BuildResult* result = nullptr) {
+  std::string build(builder::BuildResult* result = nullptr) {
     std::FILE* f = std::tmpfile();
     std::string text;
     try {
-      BuildResult r = run_build(opts, toolkit, runner, f);
+      builder::BuildResult r = builder::run_build(opts, toolkit, runner, f);
       if (result) *result = r;
     } catch (...) {
       std::fclose(f);
@@ -191,7 +191,7 @@ struct BuildRig {
 
 TEST(BuildRun, CompilesThroughTheRunnerAndPublishesEveryCheckedResult) {
   BuildRig rig;
-  BuildResult r;
+  builder::BuildResult r;
   rig.build(&r);
   EXPECT_EQ(rig.runner.checks, 1);
   EXPECT_EQ(rig.runner.jobs_asked, std::vector<int>{3});  // --jobs is the runner's limit
@@ -199,17 +199,17 @@ TEST(BuildRun, CompilesThroughTheRunnerAndPublishesEveryCheckedResult) {
   EXPECT_EQ(r.total, 4u);
   EXPECT_EQ(r.compiled, 4u);
   ASSERT_EQ(r.archives.size(), 2u);
-  EXPECT_EQ(r.index_path, (rig.out / "dist" / index_file_name("acme-scale", "2.3.4")).string());
-  auto members = read_archive(r.archives[0].path);
+  EXPECT_EQ(r.index_path, (rig.out / "dist" / format::index_file_name("acme-scale", "2.3.4")).string());
+  auto members = format::read_archive(r.archives[0].path);
   ASSERT_EQ(members.size(), 3u);
   EXPECT_EQ(members[0].name, "manifest.json");
-  Manifest m = parse_manifest(members[0].data, r.archives[0].path);
+  format::Manifest m = format::parse_manifest(members[0].data, r.archives[0].path);
   EXPECT_EQ(m.target, "compute_80");
   // The project's own identity, not kiln's.
   EXPECT_EQ(m.package, "acme-scale");
   EXPECT_EQ(m.package_version, "2.3.4");
   EXPECT_EQ(fs::path(r.archives[0].path).filename(),
-            archive_file_name("acme-scale", "2.3.4", kiln::cuda_version(), "compute_80"));
+            format::archive_file_name("acme-scale", "2.3.4", kiln::cuda_version(), "compute_80"));
   ASSERT_EQ(m.artifacts.size(), 2u);
   EXPECT_EQ(m.artifacts[0].uri, "scale_dtype_f16");
   ASSERT_EQ(m.artifacts[0].entries.size(), 1u);
@@ -243,11 +243,11 @@ TEST(BuildRun, FailingCompilesAreEachReportedNamingFamilyUriAndTargetAndNothingI
 TEST(BuildRun, FailedCompileLeavesThePreviousDistByteForByte) {
   BuildRig rig;
   rig.build();
-  std::string index = read_file(rig.out / "dist" / index_file_name("acme-scale", "2.3.4"));
+  std::string index = read_file(rig.out / "dist" / format::index_file_name("acme-scale", "2.3.4"));
   std::size_t files = std::distance(fs::directory_iterator(rig.out / "dist"), {});
   rig.runner.fail["compute_90/scale_dtype_f32"] = "error: boom\n";
   EXPECT_EQ(rig.build_error().kind(), ErrorKind::Compile);
-  EXPECT_EQ(read_file(rig.out / "dist" / index_file_name("acme-scale", "2.3.4")), index);
+  EXPECT_EQ(read_file(rig.out / "dist" / format::index_file_name("acme-scale", "2.3.4")), index);
   EXPECT_EQ(std::distance(fs::directory_iterator(rig.out / "dist"), {}),
             static_cast<std::ptrdiff_t>(files));
 }
@@ -260,10 +260,10 @@ TEST(BuildRun, APublishRemovesWhatAKilledPublishOfTheReleaseLeft) {
   rig.build();
   const fs::path dist = rig.out / "dist";
   const std::string archive =
-      archive_file_name("acme-scale", "2.3.4", kiln::cuda_version(), "compute_80");
+      format::archive_file_name("acme-scale", "2.3.4", kiln::cuda_version(), "compute_80");
   const std::vector<std::string> left = {
       "." + archive + ".partial-99999", "." + archive + ".partial-99999.tmp.a1b2c3d4",
-      index_file_name("acme-scale", "2.3.4") + ".tmp.0123456789abcdef"};
+      format::index_file_name("acme-scale", "2.3.4") + ".tmp.0123456789abcdef"};
   for (const auto& n : left) write_file(dist / n, "half");
   const std::string others = ".acme-other-1.0.0-cuda13.0-compute_80.tar.zst.partial-99999";
   write_file(dist / others, "another release's");
@@ -314,7 +314,7 @@ TEST(BuildRun, ProgressLinesFollowTheOrderCompilesFinish) {
 
 TEST(BuildRun, LiveProgressRewritesOneLineAndEndsIt) {
   BuildRig rig;
-  rig.opts.progress = ProgressStyle::Live;
+  rig.opts.progress = builder::ProgressStyle::Live;
   std::string text = rig.build();
   EXPECT_EQ(std::count(text.begin(), text.end(), '\r'), 4) << text;
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 1) << text;
@@ -335,8 +335,8 @@ TEST(BuildRun, UnavailableRunnerFailsBeforeWritingOrCompilingAnything) {
 
 TEST(BuildRun, ShardBuildHandsOnlyItsPartToTheRunner) {
   BuildRig rig;
-  rig.opts.shard = ShardSpec{2, 2};
-  BuildResult r;
+  rig.opts.shard = builder::ShardSpec{2, 2};
+  builder::BuildResult r;
   rig.build(&r);
   // Plan order is compute_80/f16, compute_80/f32, compute_90/f16, compute_90/f32; shard 2 of 2
   // gets positions 1 and 3.
@@ -349,7 +349,7 @@ TEST(BuildRun, ShardBuildHandsOnlyItsPartToTheRunner) {
 // --- the real runner: ninja over a fake nvcc that records how many compiles overlap ----------
 
 TEST(ParseNinjaFailures, EachFailedBlockGivesItsOutputAndTheCompilersLines) {
-  auto f = parse_ninja_failures(
+  auto f = builder::parse_ninja_failures(
       "[1/3] NVCC a sm_80\n"
       "FAILED: obj/sm_80/b.fatbin \n"
       "/opt/cuda/bin/nvcc -o obj/sm_80/b.fatbin ...\n"
@@ -365,7 +365,7 @@ TEST(ParseNinjaFailures, EachFailedBlockGivesItsOutputAndTheCompilersLines) {
   EXPECT_EQ(f[0].message, "b.cu(1): error: nope\n1 error detected\n");
   EXPECT_EQ(f[1].output, "obj/sm_80/c.fatbin");
   EXPECT_EQ(f[1].message, "c.cu(2): error: also nope\n");
-  EXPECT_TRUE(parse_ninja_failures("[1/1] NVCC a sm_80\nninja: no work to do.\n").empty());
+  EXPECT_TRUE(builder::parse_ninja_failures("[1/1] NVCC a sm_80\nninja: no work to do.\n").empty());
 }
 
 bool have_ninja() { return test::run("command -v ninja >/dev/null").exit_code == 0; }
@@ -374,7 +374,7 @@ bool have_ninja() { return test::run("command -v ninja >/dev/null").exit_code ==
 // it starts, and fails for the URI named "boom".
 struct NinjaRig {
   TempDir dir;
-  BuildPlan plan;
+  builder::BuildPlan plan;
   fs::path nvcc = dir / "fake-nvcc.sh";
   explicit NinjaRig(const std::vector<std::string>& uris) {
     write_file(
@@ -397,10 +397,10 @@ struct NinjaRig {
             "case \"$out\" in *boom*) echo \"boom.cu(7): error: kaboom\" >&2; exit 2;; esac\n"
             "echo fatbin > \"$out\"\n");
     fs::permissions(nvcc, fs::perms::owner_all);
-    TargetPlan tp;
+    builder::TargetPlan tp;
     tp.target = T("sm_80");
     for (const auto& u : uris) {
-      PlannedArtifact a;
+      builder::PlannedArtifact a;
       a.uri = u;
       a.family = "f";
       a.target = tp.target;
@@ -415,14 +415,14 @@ struct NinjaRig {
     plan.targets.push_back(tp);
     for (const auto& [rel, text] : plan.stubs) write_file(dir / "out" / rel, text);
     fs::create_directories(dir / "out" / "obj" / "sm_80");
-    write_file(dir / "out" / "build.ninja", ninja_file(plan, nvcc.string()));
+    write_file(dir / "out" / "build.ninja", builder::ninja_file(plan, nvcc.string()));
   }
-  CompileOutcome run(int jobs, std::vector<NinjaStatusLine>* lines) {
+  builder::CompileOutcome run(int jobs, std::vector<builder::NinjaStatusLine>* lines) {
     const char* path = std::getenv("PATH");
-    auto runner = make_ninja_runner(path ? path : "");
+    auto runner = builder::make_ninja_runner(path ? path : "");
     runner->check_available();
     return runner->run(plan, (dir / "out").string(), jobs,
-                       [&](const NinjaStatusLine& s) { lines->push_back(s); });
+                       [&](const builder::NinjaStatusLine& s) { lines->push_back(s); });
   }
   int max_overlap() {
     std::istringstream in(read_file(dir / "overlap"));
@@ -435,8 +435,8 @@ struct NinjaRig {
 TEST(NinjaRunner, RunsAtMostJobsCompilesAtOnceAndReportsEachFinishedOne) {
   if (!have_ninja()) GTEST_SKIP() << "ninja is not on PATH (scripts/bootstrap.sh installs it)";
   NinjaRig rig({"a", "b", "c", "d", "e", "f"});
-  std::vector<NinjaStatusLine> lines;
-  CompileOutcome o = rig.run(2, &lines);
+  std::vector<builder::NinjaStatusLine> lines;
+  builder::CompileOutcome o = rig.run(2, &lines);
   EXPECT_EQ(o.exit_code, 0) << o.log;
   EXPECT_TRUE(o.failures.empty());
   EXPECT_EQ(rig.max_overlap(), 2);
@@ -459,8 +459,8 @@ TEST(NinjaRunner, RunsAtMostJobsCompilesAtOnceAndReportsEachFinishedOne) {
 TEST(NinjaRunner, FailedCompileIsReportedWithItsOutputAndTheCompilersMessage) {
   if (!have_ninja()) GTEST_SKIP() << "ninja is not on PATH (scripts/bootstrap.sh installs it)";
   NinjaRig rig({"a", "boom"});
-  std::vector<NinjaStatusLine> lines;
-  CompileOutcome o = rig.run(1, &lines);
+  std::vector<builder::NinjaStatusLine> lines;
+  builder::CompileOutcome o = rig.run(1, &lines);
   EXPECT_NE(o.exit_code, 0);
   ASSERT_EQ(o.failures.size(), 1u) << o.log;
   EXPECT_EQ(o.failures[0].output, "obj/sm_80/boom.fatbin");
@@ -470,7 +470,7 @@ TEST(NinjaRunner, FailedCompileIsReportedWithItsOutputAndTheCompilersMessage) {
 }
 
 TEST(NinjaRunner, MissingNinjaIsUnsupportedNamingThePathSearched) {
-  auto runner = make_ninja_runner("/nonexistent-bin");
+  auto runner = builder::make_ninja_runner("/nonexistent-bin");
   try {
     runner->check_available();
     FAIL() << "no error";
@@ -485,7 +485,7 @@ TEST(NinjaRunner, MissingNinjaIsUnsupportedNamingThePathSearched) {
 // ---- the result cache in front of the compiles (--cache DIR) ----
 
 // Every archive and the index of a build, by file name.
-std::map<std::string, std::string> published(const BuildResult& r) {
+std::map<std::string, std::string> published(const builder::BuildResult& r) {
   std::map<std::string, std::string> out;
   for (const auto& a : r.archives) out[fs::path(a.path).filename().string()] = read_file(a.path);
   out[fs::path(r.index_path).filename().string()] = read_file(r.index_path);
@@ -503,7 +503,7 @@ TEST(BuildCache, ACleanTreeElsewhereTakesEveryResultFromTheCacheWithIdenticalByt
   TempDir cache;
   BuildRig first;
   first.opts.cache = cache.path().string();
-  BuildResult cold;
+  builder::BuildResult cold;
   first.build(&cold);
   EXPECT_EQ(cold.compiled, 4u);
   ASSERT_TRUE(cold.cache);
@@ -514,7 +514,7 @@ TEST(BuildCache, ACleanTreeElsewhereTakesEveryResultFromTheCacheWithIdenticalByt
 
   BuildRig second;  // the same project in another source and out directory
   second.opts.cache = cache.path().string();
-  BuildResult warm;
+  builder::BuildResult warm;
   std::string progress = second.build(&warm);
   EXPECT_EQ(warm.compiled, 0u);
   EXPECT_TRUE(second.runner.jobs_asked.empty()) << "nothing was left to compile";
@@ -526,13 +526,13 @@ TEST(BuildCache, ACleanTreeElsewhereTakesEveryResultFromTheCacheWithIdenticalByt
   EXPECT_EQ(published(warm), published(cold));
 
   BuildRig plain;  // and no cache at all: the same bytes
-  BuildResult uncached;
+  builder::BuildResult uncached;
   plain.build(&uncached);
   EXPECT_FALSE(uncached.cache);
   EXPECT_EQ(published(uncached), published(cold));
 
   // Again into the same --out: up to date, neither looked up nor compiled.
-  BuildResult again;
+  builder::BuildResult again;
   second.build(&again);
   EXPECT_EQ(again.cache->up_to_date, 4u);
   EXPECT_EQ(again.cache->hits + again.cache->misses + again.cache->bytes_fetched, 0u);
@@ -543,7 +543,7 @@ TEST(BuildCache, AnEntryWhoseBytesDoNotMatchItsDigestIsRefusedAndCompiledAgain) 
   TempDir cache;
   BuildRig first;
   first.opts.cache = cache.path().string();
-  BuildResult cold;
+  builder::BuildResult cold;
   first.build(&cold);
   fs::path blob = files_in(cache / "cas").at(0);
   std::string poisoned = read_file(blob);
@@ -552,19 +552,19 @@ TEST(BuildCache, AnEntryWhoseBytesDoNotMatchItsDigestIsRefusedAndCompiledAgain) 
 
   BuildRig second;
   second.opts.cache = cache.path().string();
-  BuildResult r;
+  builder::BuildResult r;
   std::string progress = second.build(&r);
   EXPECT_EQ(r.cache->refused, 1u);
   EXPECT_EQ(r.cache->hits, 3u);
   EXPECT_EQ(r.compiled, 1u);
-  EXPECT_NE(progress.find("refused: " + blob.string() + ": sha256 is " + sha256_hex(poisoned)),
+  EXPECT_NE(progress.find("refused: " + blob.string() + ": sha256 is " + io::sha256_hex(poisoned)),
             std::string::npos)
       << progress;
   EXPECT_EQ(published(r), published(cold));
   // The recompiled result was stored again: a third tree hits everything.
   BuildRig third;
   third.opts.cache = cache.path().string();
-  BuildResult healed;
+  builder::BuildResult healed;
   third.build(&healed);
   EXPECT_EQ(healed.cache->hits, 4u);
   EXPECT_EQ(published(healed), published(cold));
@@ -574,20 +574,20 @@ TEST(BuildCache, AnEntryOfAnotherTargetIsRefusedByTheCompileResultCheck) {
   TempDir cache;
   BuildRig first;
   first.opts.cache = cache.path().string();
-  BuildResult cold;
+  builder::BuildResult cold;
   first.build(&cold);
   // Rewrite every entry consistently (digest and all) to a fatbin built for compute_75: only
   // the compile-result check can tell.
-  ResultCache writer(make_directory_backend(cache.path().string()));
+  result_cache::ResultCache writer(result_cache::make_directory_backend(cache.path().string()));
   for (const fs::path& entry : files_in(cache / "ac")) {
-    CachedOutput out = decode_action_result(read_file(entry), entry.string());
+    result_cache::CachedOutput out = result_cache::decode_action_result(read_file(entry), entry.string());
     std::string uri = out.name.substr(0, out.name.size() - std::string(".fatbin").size());
     ASSERT_TRUE(
         writer.store(entry.filename().string(), out.name, ptx_fatbin(75, kSymbols.at(uri))).ok);
   }
   BuildRig second;
   second.opts.cache = cache.path().string();
-  BuildResult r;
+  builder::BuildResult r;
   std::string progress = second.build(&r);
   EXPECT_EQ(r.cache->refused, 4u);
   EXPECT_EQ(r.cache->hits, 0u);
@@ -604,7 +604,7 @@ TEST(BuildCache, ACacheDirectoryThatCannotBeCreatedIsSkippedWithItsReason) {
   BuildRig rig;
   write_file(rig.out / "not-a-dir", "x");
   rig.opts.cache = (rig.out / "not-a-dir" / "cache").string();
-  BuildResult r;
+  builder::BuildResult r;
   std::string progress = rig.build(&r);
   EXPECT_EQ(r.compiled, 4u);
   ASSERT_TRUE(r.cache);
@@ -622,7 +622,7 @@ TEST(BuildCache, AFailedBuildKeepsWhatCompiledSoTheNextBuildCompilesOnlyTheFailu
   EXPECT_EQ(files_in(cache / "ac").size(), 3u);
   rig.runner.fail.clear();
   rig.runner.order.clear();
-  BuildResult r;
+  builder::BuildResult r;
   rig.build(&r);
   EXPECT_EQ(rig.runner.order, std::vector<std::string>{"compute_90/scale_dtype_f32"});
   EXPECT_EQ(r.cache->up_to_date, 3u);
@@ -635,7 +635,7 @@ TEST(BuildCache, ARemoteThatNeverAnswersCostsOneDeadlineAndTheBuildCompilesEvery
   rig.opts.cache = silent.url();
   rig.opts.cache_request_deadline_ms = 700;
   auto t0 = std::chrono::steady_clock::now();
-  BuildResult r;
+  builder::BuildResult r;
   std::string progress = rig.build(&r);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.compiled, 4u);
@@ -661,7 +661,7 @@ TEST(BuildCache, ARemoteThatIsNotThereIsSkippedAtOnce) {
   BuildRig rig;
   rig.opts.cache = "http://127.0.0.1:" + std::to_string(test::free_port());
   auto t0 = std::chrono::steady_clock::now();
-  BuildResult r;
+  builder::BuildResult r;
   rig.build(&r);
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
   EXPECT_EQ(r.compiled, 4u);
@@ -669,4 +669,4 @@ TEST(BuildCache, ARemoteThatIsNotThereIsSkippedAtOnce) {
 }
 
 }  // namespace
-}  // namespace kiln::packager
+}  // namespace kiln

@@ -9,7 +9,7 @@
 #include "kiln/error.hpp"
 #include "project/registry.hpp"
 
-namespace kiln::packager {
+namespace kiln {
 namespace {
 
 const char* kRegistry = R"({
@@ -25,9 +25,9 @@ const char* kRegistry = R"({
   ]
 })";
 
-BuildPlan plan() {
-  Registry r = parse_registry(kRegistry, "reg.json");
-  return plan_build(r, {*parse_target("sm_80"), *parse_target("sm_90a")}, {}, "/src");
+builder::BuildPlan plan() {
+  project::Registry r = project::parse_registry(kRegistry, "reg.json");
+  return builder::plan_build(r, {*format::parse_target("sm_80"), *format::parse_target("sm_90a")}, {}, "/src");
 }
 
 ErrorKind kind_of(const std::function<void()>& f, std::string* msg) {
@@ -42,45 +42,45 @@ ErrorKind kind_of(const std::function<void()>& f, std::string* msg) {
 }
 
 TEST(BuildTime, SourceDateEpochWinsThenTheCommitThenTheFixedValue) {
-  EXPECT_EQ(choose_build_time(std::string("1700000000"), std::string("1600000000\n")).seconds,
+  EXPECT_EQ(builder::choose_build_time(std::string("1700000000"), std::string("1600000000\n")).seconds,
             1700000000);
-  auto git = choose_build_time(std::nullopt, std::string("1600000000\n"));
+  auto git = builder::choose_build_time(std::nullopt, std::string("1600000000\n"));
   EXPECT_EQ(git.seconds, 1600000000);
   EXPECT_EQ(git.origin, "git commit time");
-  EXPECT_EQ(choose_build_time(std::nullopt, std::nullopt).seconds, kFixedBuildTime);
-  EXPECT_EQ(choose_build_time(std::nullopt, std::string("fatal: not a git repository")).seconds,
-            kFixedBuildTime);
-  EXPECT_EQ(choose_build_time(std::string(""), std::nullopt).seconds, kFixedBuildTime);
+  EXPECT_EQ(builder::choose_build_time(std::nullopt, std::nullopt).seconds, builder::kFixedBuildTime);
+  EXPECT_EQ(builder::choose_build_time(std::nullopt, std::string("fatal: not a git repository")).seconds,
+            builder::kFixedBuildTime);
+  EXPECT_EQ(builder::choose_build_time(std::string(""), std::nullopt).seconds, builder::kFixedBuildTime);
   std::string msg;
-  EXPECT_EQ(kind_of([] { choose_build_time(std::string("yesterday"), std::nullopt); }, &msg),
+  EXPECT_EQ(kind_of([] { builder::choose_build_time(std::string("yesterday"), std::nullopt); }, &msg),
             ErrorKind::Usage);
   EXPECT_NE(msg.find("SOURCE_DATE_EPOCH='yesterday'"), std::string::npos) << msg;
 }
 
 TEST(ShardSpec, ParsesIOfNAndRefusesTheRest) {
-  auto s = parse_shard_spec("3/4");
+  auto s = builder::parse_shard_spec("3/4");
   EXPECT_EQ(s.index, 3);
   EXPECT_EQ(s.count, 4);
   for (const char* bad : {"", "4", "0/4", "5/4", "1/0", "-1/2", "1/2/3", "x/2", "1/99999"}) {
     std::string msg;
-    EXPECT_EQ(kind_of([&] { parse_shard_spec(bad); }, &msg), ErrorKind::Usage) << bad;
+    EXPECT_EQ(kind_of([&] { builder::parse_shard_spec(bad); }, &msg), ErrorKind::Usage) << bad;
     EXPECT_NE(msg.find(std::string("'") + bad + "'"), std::string::npos) << msg;
   }
 }
 
 TEST(ShardPlan, EveryPieceOfWorkInExactlyOneShardAndSizesWithinOne) {
-  BuildPlan p = plan();  // 4 norm x 2 targets + hopper on sm_90a = 9
-  std::vector<std::string> work = plan_work(p);
+  builder::BuildPlan p = plan();  // 4 norm x 2 targets + hopper on sm_90a = 9
+  std::vector<std::string> work = builder::plan_work(p);
   ASSERT_EQ(work.size(), 9u);
   EXPECT_EQ(work.front(), "sm_80/norm_dtype_f16_block_128");
   for (int n = 1; n <= 10; ++n) {
     std::multiset<std::string> seen;
     std::size_t lo = 99, hi = 0;
     for (int i = 1; i <= n; ++i) {
-      BuildPlan s = shard_plan(p, {i, n});
+      builder::BuildPlan s = builder::shard_plan(p, {i, n});
       ASSERT_EQ(s.targets.size(), 2u);  // every target kept, with its skipped list
       EXPECT_EQ(s.targets[0].skipped.size(), 1u);
-      auto w = plan_work(s);
+      auto w = builder::plan_work(s);
       seen.insert(w.begin(), w.end());
       lo = std::min(lo, w.size());
       hi = std::max(hi, w.size());
@@ -93,27 +93,27 @@ TEST(ShardPlan, EveryPieceOfWorkInExactlyOneShardAndSizesWithinOne) {
     EXPECT_LE(hi - lo, 1u) << "N=" << n;
   }
   // Deterministic: the same plan gives the same shard, every time.
-  EXPECT_EQ(plan_work(shard_plan(p, {2, 3})), plan_work(shard_plan(plan(), {2, 3})));
+  EXPECT_EQ(builder::plan_work(builder::shard_plan(p, {2, 3})), builder::plan_work(builder::shard_plan(plan(), {2, 3})));
 }
 
 // Shards of a two-target build, as run_build would describe them.
-std::vector<ShardInput> shards(int n) {
-  BuildPlan p = plan();
-  std::vector<ShardInput> out;
+std::vector<builder::ShardInput> shards(int n) {
+  builder::BuildPlan p = plan();
+  std::vector<builder::ShardInput> out;
   for (int i = 1; i <= n; ++i) {
-    ShardManifest m;
+    builder::ShardManifest m;
     m.package = "kiln-kernels";
     m.package_version = "0.1.0";
     m.git_commit = "abc";
     m.cuda_version = "13.0";
     m.registry_sha256 = std::string(64, 'b');
     m.nvcc_version = "13.0.88";
-    m.base_flags = base_nvcc_flags();
+    m.base_flags = builder::base_nvcc_flags();
     m.build_time = 315532800;
     m.shard = {i, n};
-    m.work = plan_work(p);
-    for (const auto& tp : shard_plan(p, {i, n}).targets) {
-      Manifest t;
+    m.work = builder::plan_work(p);
+    for (const auto& tp : builder::shard_plan(p, {i, n}).targets) {
+      format::Manifest t;
       t.package = "kiln-kernels";
       t.package_version = m.package_version;
       t.git_commit = m.git_commit;
@@ -122,7 +122,7 @@ std::vector<ShardInput> shards(int n) {
       t.build_time = m.build_time;
       t.skipped = tp.skipped;
       for (const auto& a : tp.artifacts) {
-        ArtifactEntry e;
+        format::ArtifactEntry e;
         e.uri = a.uri;
         e.family = a.family;
         e.entries = {{"kiln::hop", "_Z3hopv"}};
@@ -136,7 +136,7 @@ std::vector<ShardInput> shards(int n) {
       m.targets.push_back(t);
     }
     // Through the file format and back, as merge reads it.
-    out.push_back({"s" + std::to_string(i), parse_shard_manifest(shard_to_json(m), "shard.json")});
+    out.push_back({"s" + std::to_string(i), builder::parse_shard_manifest(builder::shard_to_json(m), "shard.json")});
   }
   return out;
 }
@@ -145,7 +145,7 @@ TEST(PlanMerge, ShardsInAnyOrderGiveCompleteSortedManifests) {
   for (int n = 1; n <= 4; ++n) {
     auto in = shards(n);
     std::reverse(in.begin(), in.end());
-    MergePlan mp = plan_merge(in);
+    builder::MergePlan mp = builder::plan_merge(in);
     ASSERT_EQ(mp.manifests.size(), 2u);
     EXPECT_EQ(mp.manifests[0].artifacts.size(), 4u);
     EXPECT_EQ(mp.manifests[1].artifacts.size(), 5u);
@@ -159,25 +159,25 @@ TEST(PlanMerge, ShardsInAnyOrderGiveCompleteSortedManifests) {
 TEST(PlanMerge, RefusesDisagreeingIdentityNamingFieldShardAndBothValues) {
   struct Case {
     std::string field;
-    std::function<void(ShardManifest&)> edit;
+    std::function<void(builder::ShardManifest&)> edit;
     std::string want;
   };
   std::vector<Case> cases = {
-      {"package_version", [](ShardManifest& m) { m.package_version = "0.2.0"; }, "0.2.0 vs 0.1.0"},
-      {"registry_sha256", [](ShardManifest& m) { m.registry_sha256 = std::string(64, 'd'); },
+      {"package_version", [](builder::ShardManifest& m) { m.package_version = "0.2.0"; }, "0.2.0 vs 0.1.0"},
+      {"registry_sha256", [](builder::ShardManifest& m) { m.registry_sha256 = std::string(64, 'd'); },
        std::string(64, 'd') + " vs " + std::string(64, 'b')},
-      {"toolchain.nvcc_version", [](ShardManifest& m) { m.nvcc_version = "13.1.0"; },
+      {"toolchain.nvcc_version", [](builder::ShardManifest& m) { m.nvcc_version = "13.1.0"; },
        "13.1.0 vs 13.0.88"},
-      {"toolchain.base_flags", [](ShardManifest& m) { m.base_flags.push_back("-G"); }, "-G vs"},
-      {"build_time", [](ShardManifest& m) { m.build_time = 1; }, "1 vs 315532800"},
-      {"shard count", [](ShardManifest& m) { m.shard.count = 3; }, "3 vs 2"},
-      {"package", [](ShardManifest& m) { m.package = "other"; }, "other vs kiln-kernels"},
+      {"toolchain.base_flags", [](builder::ShardManifest& m) { m.base_flags.push_back("-G"); }, "-G vs"},
+      {"build_time", [](builder::ShardManifest& m) { m.build_time = 1; }, "1 vs 315532800"},
+      {"shard count", [](builder::ShardManifest& m) { m.shard.count = 3; }, "3 vs 2"},
+      {"package", [](builder::ShardManifest& m) { m.package = "other"; }, "other vs kiln-kernels"},
   };
   for (const auto& c : cases) {
     auto in = shards(2);
     c.edit(in[1].manifest);
     std::string msg;
-    EXPECT_EQ(kind_of([&] { plan_merge(in); }, &msg), ErrorKind::Stale) << c.field;
+    EXPECT_EQ(kind_of([&] { builder::plan_merge(in); }, &msg), ErrorKind::Stale) << c.field;
     EXPECT_NE(msg.find("shard s2 (2/"), std::string::npos) << msg;
     EXPECT_NE(msg.find("field '" + c.field + "'"), std::string::npos) << msg;
     EXPECT_NE(msg.find(c.want), std::string::npos) << msg;
@@ -188,7 +188,7 @@ TEST(PlanMerge, RefusesMissingDuplicatedAndForeignWork) {
   std::string msg;
   auto in = shards(3);
   in.erase(in.begin() + 1);
-  EXPECT_EQ(kind_of([&] { plan_merge(in); }, &msg), ErrorKind::NotFound);
+  EXPECT_EQ(kind_of([&] { builder::plan_merge(in); }, &msg), ErrorKind::NotFound);
   EXPECT_NE(msg.find("no shard holds sm_80/norm_dtype_f16_block_256 (shard 2/3 was not given)"),
             std::string::npos)
       << msg;
@@ -196,19 +196,19 @@ TEST(PlanMerge, RefusesMissingDuplicatedAndForeignWork) {
   in = shards(2);
   in.push_back(in[0]);
   in.back().origin = "copy";
-  EXPECT_EQ(kind_of([&] { plan_merge(in); }, &msg), ErrorKind::Format);
+  EXPECT_EQ(kind_of([&] { builder::plan_merge(in); }, &msg), ErrorKind::Format);
   EXPECT_NE(msg.find("shards s1 and copy are both shard 1/2"), std::string::npos) << msg;
 
   in = shards(2);
   in[1].manifest.targets[0].artifacts.push_back(in[0].manifest.targets[0].artifacts[0]);
-  EXPECT_EQ(kind_of([&] { plan_merge(in); }, &msg), ErrorKind::Format);
+  EXPECT_EQ(kind_of([&] { builder::plan_merge(in); }, &msg), ErrorKind::Format);
   EXPECT_NE(msg.find("sm_80/norm_dtype_f16_block_128 is held twice: by shard s1 and by shard s2"),
             std::string::npos)
       << msg;
 
   in = shards(2);
   in[1].manifest.targets[0].artifacts[0].uri = "stranger";
-  EXPECT_EQ(kind_of([&] { plan_merge(in); }, &msg), ErrorKind::Format);
+  EXPECT_EQ(kind_of([&] { builder::plan_merge(in); }, &msg), ErrorKind::Format);
   EXPECT_NE(msg.find("shard s2 holds sm_80/stranger, which is not in the build's work list"),
             std::string::npos)
       << msg;
@@ -216,21 +216,21 @@ TEST(PlanMerge, RefusesMissingDuplicatedAndForeignWork) {
   // A shard held back (its results missing) while its index is given: named as not holding it.
   in = shards(2);
   in[1].manifest.targets[0].artifacts.clear();
-  EXPECT_EQ(kind_of([&] { plan_merge(in); }, &msg), ErrorKind::NotFound);
+  EXPECT_EQ(kind_of([&] { builder::plan_merge(in); }, &msg), ErrorKind::NotFound);
   EXPECT_NE(msg.find("shard s2 does not hold it"), std::string::npos) << msg;
 }
 
 TEST(ShardManifestFormat, RefusesUnknownKindAndFormat) {
   std::string msg;
-  EXPECT_EQ(kind_of([] { parse_shard_manifest(R"({"kind": "kiln-index"})", "x.json"); }, &msg),
+  EXPECT_EQ(kind_of([] { builder::parse_shard_manifest(R"({"kind": "kiln-index"})", "x.json"); }, &msg),
             ErrorKind::Format);
   EXPECT_NE(msg.find("x.json: field 'kind'"), std::string::npos) << msg;
-  std::string text = shard_to_json(shards(1)[0].manifest);
+  std::string text = builder::shard_to_json(shards(1)[0].manifest);
   auto at = text.find("\"format_version\": 1");
   ASSERT_NE(at, std::string::npos);
   text.replace(at, 19, "\"format_version\": 2");
-  EXPECT_EQ(kind_of([&] { parse_shard_manifest(text, "y.json"); }, &msg), ErrorKind::Stale);
+  EXPECT_EQ(kind_of([&] { builder::parse_shard_manifest(text, "y.json"); }, &msg), ErrorKind::Stale);
 }
 
 }  // namespace
-}  // namespace kiln::packager
+}  // namespace kiln

@@ -121,7 +121,7 @@ struct TwoPinnedPackages {
     c.mirrors = mirror.c_str();
     c.tuf_root = "";
     c.index_sha256 = pin;
-    kiln::LoaderDeps deps;
+    kiln::plan::LoaderDeps deps;
     deps.driver = std::make_shared<kiln::test::Cc90Driver>();
     deps.installed_store = (tmp / "no-installed-store").string();
     return kiln::c_api::loader_create_with(package, &c, std::move(deps), out);
@@ -129,7 +129,7 @@ struct TwoPinnedPackages {
 };
 
 TEST(CApi, EachLoaderHasItsOwnIndexPinAndEachRefusesTheOtherPackagesIndex) {
-  kiln::fetch_detail::forget_bad_mirrors();
+  kiln::transport::forget_bad_mirrors();
   TwoPinnedPackages two;
   ASSERT_NE(two.kiln_dist.index_sha256, two.acme_dist.index_sha256);
   kiln_loader* reference_loader = nullptr;
@@ -155,7 +155,7 @@ TEST(CApi, EachLoaderHasItsOwnIndexPinAndEachRefusesTheOtherPackagesIndex) {
   for (const Swap& s : {Swap{kiln_kernels_package(), two.acme_dist, two.kiln_dist},
                         Swap{&two.acme, two.kiln_dist, two.acme_dist}}) {
     // A mirror that served bytes failing a pin is skipped for the rest of the process.
-    kiln::fetch_detail::forget_bad_mirrors();
+    kiln::transport::forget_bad_mirrors();
     kiln_loader* l = nullptr;
     ASSERT_EQ(two.create(s.package, s.pinned.index_sha256.c_str(), &l), KILN_OK) << last();
     EXPECT_EQ(kiln_get(l, "axpy_dtype_f32", &k), KILN_ERROR_INTEGRITY) << last();
@@ -165,7 +165,7 @@ TEST(CApi, EachLoaderHasItsOwnIndexPinAndEachRefusesTheOtherPackagesIndex) {
         << last();
     kiln_loader_destroy(l);
   }
-  kiln::fetch_detail::forget_bad_mirrors();
+  kiln::transport::forget_bad_mirrors();
 }
 
 TEST(CApi, IndexPinFieldNullTakesTheVariableAndEmptyClearsIt) {
@@ -292,8 +292,8 @@ TEST(CApi, WithoutADriverGetIsUnsupportedNamingLibcuda) {
   const std::string cache = (tmp / "cache").string();  // outlives the config
   kiln_config c = offline_config(cache);
   // The real driver over an absent libcuda.so.1: "no driver" on every machine, GPU or not.
-  kiln::LoaderDeps deps;
-  deps.driver = kiln::make_cuda_driver((tmp / "no-driver-here" / "libcuda.so.1").string());
+  kiln::plan::LoaderDeps deps;
+  deps.driver = kiln::runtime::make_cuda_driver((tmp / "no-driver-here" / "libcuda.so.1").string());
   kiln_loader* l = nullptr;
   ASSERT_EQ(kiln::c_api::loader_create_with(kiln_kernels_package(), &c, std::move(deps), &l),
             KILN_OK)

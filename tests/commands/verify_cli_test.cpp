@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::TempDir;
 
-std::vector<ArchiveMember> release_members(const std::string& target, const std::string& version,
+std::vector<format::ArchiveMember> release_members(const std::string& target, const std::string& version,
                                            std::vector<test::SyntheticArtifact> artifacts = {
                                                {"axpy_dtype_f32", "f32-image"},
                                                {"axpy_dtype_f16", "f16-image"}}) {
@@ -38,7 +38,7 @@ std::string cli(const std::string& args) { return test::kiln_cli() + " " + args;
 
 TEST(VerifyCli, GoodArchiveExitsZero) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", release_members("sm_80", kiln::version()), 0);
+  format::write_archive(dir / "a.tar.zst", release_members("sm_80", kiln::version()), 0);
   auto r = test::run(cli("verify " + (dir / "a.tar.zst").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("OK"), std::string::npos) << r.out;
@@ -49,7 +49,7 @@ TEST(VerifyCli, ReportsEveryCorruptArtifactAndExitsIntegrity) {
   auto members = release_members("sm_80", kiln::version());
   members[1].data[0] ^= 1;
   members[2].data[0] ^= 1;
-  write_archive(dir / "a.tar.zst", members, 0);
+  format::write_archive(dir / "a.tar.zst", members, 0);
   auto r = test::run(cli("verify " + (dir / "a.tar.zst").string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_NE(r.out.find("a.tar.zst:" + members[1].name), std::string::npos) << r.out;
@@ -60,7 +60,7 @@ TEST(VerifyCli, ReportsEveryCorruptArtifactAndExitsIntegrity) {
 
 TEST(VerifyCli, OtherPackageVersionIsStaleNamingBothVersions) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", release_members("sm_80", "0.0.1"), 0);
+  format::write_archive(dir / "a.tar.zst", release_members("sm_80", "0.0.1"), 0);
   // Named nothing, the archive is judged by what it names itself: intact, so OK.
   auto own = test::run("cd '" + dir.path().string() + "' && " + cli("verify a.tar.zst"));
   EXPECT_EQ(own.exit_code, 0) << own.out;
@@ -78,10 +78,10 @@ TEST(VerifyCli, OtherPackageVersionIsStaleNamingBothVersions) {
 TEST(VerifyCli, IndexReportsMissingAndTamperedArchivesTogether) {
   TempDir dir;
   fs::path index = write_release(dir.path(), {"sm_80", "sm_90a", "compute_80"});
-  fs::remove(dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_90a"));
+  fs::remove(dir / format::archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_90a"));
   fs::path tampered =
-      dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "compute_80");
-  write_archive(tampered,
+      dir / format::archive_file_name("kiln-kernels", kiln::version(), "13.0", "compute_80");
+  format::write_archive(tampered,
                 release_members("compute_80", kiln::version(), {{"axpy_dtype_f64", "other"}}), 0);
   auto r = test::run(cli("verify --json " + index.string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;  // integrity outranks not-found
@@ -107,7 +107,7 @@ TEST(InstallCli, IndexInstallsEveryArchiveThenStoreVerifies) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\"action\": \"installed\""), std::string::npos) << r.out;
   EXPECT_TRUE(
-      fs::exists(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a") /
+      fs::exists(dir / "store" / format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a") /
                  "axpy_dtype_f16.fatbin"));
   r = test::run(cli("verify " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -115,7 +115,7 @@ TEST(InstallCli, IndexInstallsEveryArchiveThenStoreVerifies) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("unchanged"), std::string::npos) << r.out;
   // A corrupted store is caught by verify.
-  test::write_file(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") /
+  test::write_file(dir / "store" / format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") /
                        "axpy_dtype_f32.fatbin",
                    "f32-IMAGE");
   r = test::run(cli("verify " + (dir / "store").string()));
@@ -126,7 +126,7 @@ TEST(InstallCli, IndexInstallsEveryArchiveThenStoreVerifies) {
 TEST(InstallCli, ArchiveNotMatchingTheIndexDigestIsRefusedAndStoreStaysEmpty) {
   TempDir dir;
   fs::path index = write_release(dir.path(), {"sm_80"});
-  write_archive(dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"),
+  format::write_archive(dir / format::archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"),
                 release_members("sm_80", kiln::version(), {{"axpy_dtype_f32", "evil"}}), 0);
   fs::create_directories(dir / "store");
   auto r = test::run(cli("install " + index.string() + " --dest " + (dir / "store").string()));
@@ -141,8 +141,8 @@ TEST(InstallCli, ArchiveNotMatchingTheIndexDigestIsRefusedAndStoreStaysEmpty) {
 TEST(InstallCli, JsonFailureCarriesTheFieldThatDifferedAndBothValues) {
   TempDir dir;
   fs::path index = write_release(dir.path(), {"sm_80"});
-  fs::path archive = dir / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80");
-  const std::string pinned = sha256_file(archive);
+  fs::path archive = dir / format::archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80");
+  const std::string pinned = io::sha256_file(archive);
   std::string bytes = test::read_file(archive);
   bytes[bytes.size() / 2] ^= 1;  // the same size: the digest is the field that differs
   test::write_file(archive, bytes);
@@ -151,7 +151,7 @@ TEST(InstallCli, JsonFailureCarriesTheFieldThatDifferedAndBothValues) {
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_NE(r.out.find("\"field\": \"sha256\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"expected\": \"" + pinned + "\""), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("\"actual\": \"" + sha256_file(archive) + "\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"actual\": \"" + io::sha256_file(archive) + "\""), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"path\": \"" + archive.string() + "\""), std::string::npos) << r.out;
 }
 
@@ -160,7 +160,7 @@ TEST(InstallCli, JsonFailureCarriesTheFieldThatDifferedAndBothValues) {
 // and --version, or --source), the named release decides wherever the command runs.
 TEST(InstallCli, OtherVersionIsRefusedUnlessAnyVersion) {
   TempDir dir;
-  write_archive(dir / "old.tar.zst", release_members("sm_80", "0.0.1"), 0);
+  format::write_archive(dir / "old.tar.zst", release_members("sm_80", "0.0.1"), 0);
   const std::string here = "cd '" + dir.path().string() + "' && ";
   test::write_file(dir / "store" / ("kiln-kernels-" + std::string(kiln::version()) + ".package.json"),
                    "{}");
@@ -168,16 +168,16 @@ TEST(InstallCli, OtherVersionIsRefusedUnlessAnyVersion) {
                                 (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 4) << r.out;
   EXPECT_NE(r.out.find("at the version described beside the store"), std::string::npos) << r.out;
-  EXPECT_FALSE(fs::exists(dir / "store" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80")));
+  EXPECT_FALSE(fs::exists(dir / "store" / format::archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80")));
   r = test::run(here + cli("install --package kiln-kernels --version " +
                            std::string(kiln::version()) + " " + (dir / "old.tar.zst").string() +
                            " --dest " + (dir / "other").string()));
   EXPECT_EQ(r.exit_code, 4) << r.out;
-  EXPECT_FALSE(fs::exists(dir / "other" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80")));
+  EXPECT_FALSE(fs::exists(dir / "other" / format::archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80")));
   r = test::run(here + cli("install --any-version " + (dir / "old.tar.zst").string() + " --dest " +
                            (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(fs::exists(dir / "store" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") /
+  EXPECT_TRUE(fs::exists(dir / "store" / format::archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") /
                          "manifest.json"));
   // Nothing named, nothing described: the archive names its release, and that is installed.
   r = test::run(here + cli("install " + (dir / "old.tar.zst").string() + " --dest " +
@@ -185,13 +185,13 @@ TEST(InstallCli, OtherVersionIsRefusedUnlessAnyVersion) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("installing the package and version each input names"), std::string::npos)
       << r.out;
-  EXPECT_TRUE(fs::exists(dir / "fresh" / archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") /
+  EXPECT_TRUE(fs::exists(dir / "fresh" / format::archive_stem("kiln-kernels", "0.0.1", "13.0", "sm_80") /
                          "manifest.json"));
 }
 
 TEST(InspectCli, ArchiveShowsManifestFieldsAndMembersInOrder) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", release_members("sm_90a", kiln::version()), 0);
+  format::write_archive(dir / "a.tar.zst", release_members("sm_90a", kiln::version()), 0);
   auto r = test::run(cli("inspect --json " + (dir / "a.tar.zst").string()));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("\"kind\": \"archive\""), std::string::npos) << r.out;
@@ -244,7 +244,7 @@ TEST(VerifyCli, CorruptIndexIsAFormatErrorNamingTheFileForVerifyAndInstall) {
   auto v = test::run(cli("verify " + (dir / "not-json" / name).string()));
   EXPECT_NE(v.out.find("parse"), std::string::npos) << v.out;
   EXPECT_FALSE(
-      fs::exists(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
+      fs::exists(dir / "store" / format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
 }
 
 TEST(VerifyCli, AFileOfNoKindKilnReadsIsAUsageErrorSaidInAWholeSentence) {
@@ -269,12 +269,12 @@ TEST(VerifyCli, EmptyStoreIsNotReportedAsOk) {
 // The judgement itself (release/verify_release.hpp), without the CLI.
 TEST(VerifyRelease, AnInputOfAnotherPackageThanTheDefaultIsJudgedAsItselfWithANote) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", release_members("sm_80", "0.0.1"), 0);
-  cli::ReleaseJudging by_default{cli::JudgedRelease{"acme-kernels", "1.0.0"}, true};
+  format::write_archive(dir / "a.tar.zst", release_members("sm_80", "0.0.1"), 0);
+  release::ReleaseJudging by_default{release::JudgedRelease{"acme-kernels", "1.0.0"}, true};
   EXPECT_FALSE(by_default.covers("kiln-kernels"));
   EXPECT_EQ(by_default.version_for_all(), "");
-  cli::ReleaseVerification v = cli::verify_release_path(dir / "a.tar.zst", by_default);
-  EXPECT_EQ(v.kind, PathKind::Archive);
+  release::ReleaseVerification v = release::verify_release_path(dir / "a.tar.zst", by_default);
+  EXPECT_EQ(v.kind, store::PathKind::Archive);
   EXPECT_EQ(v.exit_code(), 0);
   ASSERT_TRUE(v.named);
   EXPECT_EQ(v.named->is, "is of");
@@ -284,10 +284,10 @@ TEST(VerifyRelease, AnInputOfAnotherPackageThanTheDefaultIsJudgedAsItselfWithANo
 
 TEST(VerifyRelease, ANamedReleaseJudgesEveryInputAndNamesTheFieldThatDiffers) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", release_members("sm_80", "0.0.1"), 0);
-  cli::ReleaseJudging named{cli::JudgedRelease{"acme-kernels", ""}, false};
+  format::write_archive(dir / "a.tar.zst", release_members("sm_80", "0.0.1"), 0);
+  release::ReleaseJudging named{release::JudgedRelease{"acme-kernels", ""}, false};
   EXPECT_TRUE(named.covers("kiln-kernels"));
-  cli::ReleaseVerification v = cli::verify_release_path(dir / "a.tar.zst", named);
+  release::ReleaseVerification v = release::verify_release_path(dir / "a.tar.zst", named);
   EXPECT_FALSE(v.named);
   ASSERT_EQ(v.problems.size(), 1u);
   EXPECT_EQ(v.problems[0].field, "package");
@@ -295,7 +295,7 @@ TEST(VerifyRelease, ANamedReleaseJudgesEveryInputAndNamesTheFieldThatDiffers) {
   named.release->name = "kiln-kernels";
   named.release->version = "0.0.2";
   EXPECT_EQ(named.version_for_all(), "0.0.2");
-  v = cli::verify_release_path(dir / "a.tar.zst", named);
+  v = release::verify_release_path(dir / "a.tar.zst", named);
   ASSERT_EQ(v.problems.size(), 1u);
   EXPECT_EQ(v.problems[0].field, "package_version");
 }
@@ -303,11 +303,11 @@ TEST(VerifyRelease, ANamedReleaseJudgesEveryInputAndNamesTheFieldThatDiffers) {
 TEST(VerifyRelease, AnEmptyStoreIsNotFoundAndAFileOfNoKindAUsageError) {
   TempDir dir;
   fs::create_directories(dir / "store");
-  cli::ReleaseVerification v = cli::verify_release_path(dir / "store", {});
-  EXPECT_EQ(v.kind, PathKind::Store);
+  release::ReleaseVerification v = release::verify_release_path(dir / "store", {});
+  EXPECT_EQ(v.kind, store::PathKind::Store);
   EXPECT_EQ(v.exit_code(), exit_code(ErrorKind::NotFound));
   test::write_file(dir / "notes.txt", "hello");
-  EXPECT_THROW(cli::verify_release_path(dir / "notes.txt", {}), Error);
+  EXPECT_THROW(release::verify_release_path(dir / "notes.txt", {}), Error);
 }
 
 }  // namespace

@@ -20,9 +20,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    kiln::Project project = kiln::load_project(argv[1]);
-    kiln::PackageData data(project);
-    kiln::LoaderDeps deps;
+    kiln::project::Project project = kiln::project::load_project(argv[1]);
+    kiln::project::PackageData data(project);
+    kiln::plan::LoaderDeps deps;
     deps.driver = std::make_shared<kiln::test::Cc90Driver>();
     deps.installed_store = "";
     auto loader = kiln::make_loader(*data.get(), kiln::LoaderConfig::from_env(), std::move(deps));

@@ -22,11 +22,11 @@
 namespace kiln {
 namespace {
 
-using fetch_detail::decide_retry;
-using fetch_detail::error_kind;
-using fetch_detail::RetryPolicy;
-using fetch_detail::TransferResult;
-using fetch_detail::TransferStatus;
+using transport::decide_retry;
+using transport::error_kind;
+using transport::RetryPolicy;
+using transport::TransferResult;
+using transport::TransferStatus;
 
 TransferResult http(long code, std::optional<long> retry_after = std::nullopt) {
   TransferResult r;
@@ -100,35 +100,35 @@ TEST(RetryDecision, BackoffIsCapped) {
 }
 
 TEST(RetryAfter, ParsesDeltaSecondsOnly) {
-  EXPECT_EQ(fetch_detail::parse_retry_after_seconds(" 7\r\n"), 7);
-  EXPECT_EQ(fetch_detail::parse_retry_after_seconds("0"), 0);
-  EXPECT_FALSE(fetch_detail::parse_retry_after_seconds("-1"));
-  EXPECT_FALSE(fetch_detail::parse_retry_after_seconds("soon"));
-  EXPECT_FALSE(fetch_detail::parse_retry_after_seconds(""));
+  EXPECT_EQ(transport::parse_retry_after_seconds(" 7\r\n"), 7);
+  EXPECT_EQ(transport::parse_retry_after_seconds("0"), 0);
+  EXPECT_FALSE(transport::parse_retry_after_seconds("-1"));
+  EXPECT_FALSE(transport::parse_retry_after_seconds("soon"));
+  EXPECT_FALSE(transport::parse_retry_after_seconds(""));
 }
 
 TEST(RetryAfter, HeaderLineGivesItsValueOnlyForThatHeaderInAnyCase) {
-  EXPECT_EQ(fetch_detail::header_value("Retry-After: 7\r\n", "retry-after"), " 7\r\n");
-  EXPECT_EQ(fetch_detail::header_value("RETRY-AFTER:soon", "retry-after"), "soon");
-  EXPECT_FALSE(fetch_detail::header_value("Retry-After-Not: 7\r\n", "retry-after"));
-  EXPECT_FALSE(fetch_detail::header_value("Content-Length: 7\r\n", "retry-after"));
-  EXPECT_FALSE(fetch_detail::header_value("no colon here\r\n", "retry-after"));
+  EXPECT_EQ(transport::header_value("Retry-After: 7\r\n", "retry-after"), " 7\r\n");
+  EXPECT_EQ(transport::header_value("RETRY-AFTER:soon", "retry-after"), "soon");
+  EXPECT_FALSE(transport::header_value("Retry-After-Not: 7\r\n", "retry-after"));
+  EXPECT_FALSE(transport::header_value("Content-Length: 7\r\n", "retry-after"));
+  EXPECT_FALSE(transport::header_value("no colon here\r\n", "retry-after"));
 }
 
 TEST(RetryAfter, SecondsOrAnHttpDateCountedFromNow) {
   const std::time_t now = 1700000000;  // Tue, 14 Nov 2023 22:13:20 GMT
-  EXPECT_EQ(fetch_detail::parse_retry_after(" 120\r\n", now), 120);
-  EXPECT_EQ(fetch_detail::parse_retry_after(" Tue, 14 Nov 2023 22:14:20 GMT\r\n", now), 60);
-  EXPECT_EQ(fetch_detail::parse_retry_after(" Mon, 13 Nov 2023 22:13:20 GMT\r\n", now), 0);
-  EXPECT_FALSE(fetch_detail::parse_retry_after(" soon\r\n", now));
-  EXPECT_FALSE(fetch_detail::parse_retry_after(" \r\n", now));
+  EXPECT_EQ(transport::parse_retry_after(" 120\r\n", now), 120);
+  EXPECT_EQ(transport::parse_retry_after(" Tue, 14 Nov 2023 22:14:20 GMT\r\n", now), 60);
+  EXPECT_EQ(transport::parse_retry_after(" Mon, 13 Nov 2023 22:13:20 GMT\r\n", now), 0);
+  EXPECT_FALSE(transport::parse_retry_after(" soon\r\n", now));
+  EXPECT_FALSE(transport::parse_retry_after(" \r\n", now));
 }
 
 TEST(MirrorUrl, NormalisesTrailingSlashAndBarePathsAndRefusesOtherSchemes) {
-  EXPECT_EQ(fetch_detail::normalise_mirror("https://m.example/rel/"), "https://m.example/rel");
-  EXPECT_EQ(fetch_detail::normalise_mirror("/srv/rel"), "file:///srv/rel");
+  EXPECT_EQ(fetch::normalise_mirror("https://m.example/rel/"), "https://m.example/rel");
+  EXPECT_EQ(fetch::normalise_mirror("/srv/rel"), "file:///srv/rel");
   try {
-    fetch_detail::normalise_mirror("ftp://m.example/rel");
+    fetch::normalise_mirror("ftp://m.example/rel");
     FAIL() << "ftp accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Usage);
@@ -137,7 +137,7 @@ TEST(MirrorUrl, NormalisesTrailingSlashAndBarePathsAndRefusesOtherSchemes) {
 }
 
 // A mirror set in memory: url -> scripted responses (the last one repeats).
-class FakeTransport : public fetch_detail::Transport {
+class FakeTransport : public transport::Transport {
  public:
   struct Reply {
     TransferResult result;
@@ -145,12 +145,12 @@ class FakeTransport : public fetch_detail::Transport {
   };
   std::map<std::string, std::vector<Reply>> replies;
   std::map<std::string, int> calls;
-  std::vector<fetch_detail::TransferRequest> requests;
+  std::vector<transport::TransferRequest> requests;
   std::function<void()> on_call;  // e.g. advance a fake clock: each request "takes time"
   std::mutex mu;
 
-  TransferResult get(const fetch_detail::TransferRequest& req,
-                     const fetch_detail::Sink& sink) override {
+  TransferResult get(const transport::TransferRequest& req,
+                     const transport::Sink& sink) override {
     Reply r;
     {
       std::lock_guard<std::mutex> g(mu);
@@ -179,16 +179,16 @@ struct FakeRelease {
   std::string package = spec.package;
   std::string version = spec.version;
   std::string archive_bytes = "pretend this is a tar.zst";
-  IndexEntry entry = test::release_index_entry(spec, "sm_90a", archive_bytes);
+  format::IndexEntry entry = test::release_index_entry(spec, "sm_90a", archive_bytes);
   std::string archive_name = entry.file;
-  std::string index_json = index_to_json(test::release_index(spec, {entry}));
+  std::string index_json = format::index_to_json(test::release_index(spec, {entry}));
 };
 
 class FetchLogic : public ::testing::Test {
  protected:
-  void SetUp() override { fetch_detail::forget_bad_mirrors(); }
-  FetchResult fetch(FetchOptions opts) {
-    fetch_detail::FetchDeps deps;
+  void SetUp() override { transport::forget_bad_mirrors(); }
+  fetch::FetchResult fetch(fetch::FetchOptions opts) {
+    fetch::FetchDeps deps;
     deps.transport = &transport;
     deps.sleep_ms = [this](long ms) { slept.push_back(ms); };
     deps.verified_present = [this](const std::filesystem::path&, const std::string& stem) {
@@ -196,7 +196,7 @@ class FetchLogic : public ::testing::Test {
     };
     deps.install = [this](const std::filesystem::path& archive, const std::filesystem::path& store,
                           const std::string& sha) {
-      EXPECT_EQ(sha256_file(archive), sha);  // only verified bytes reach the installer
+      EXPECT_EQ(io::sha256_file(archive), sha);  // only verified bytes reach the installer
       std::string stem = archive.filename().string();
       stem = stem.substr(0, stem.size() - 8);
       installed.insert(stem);
@@ -208,14 +208,14 @@ class FetchLogic : public ::testing::Test {
       return manifest;
     };
     deps.now_ms = [this] { return clock_ms; };
-    return fetch_detail::fetch_targets_with(opts, {"sm_90a"}, dir.path().string(), deps);
+    return fetch::fetch_targets_with(opts, {"sm_90a"}, dir.path().string(), deps);
   }
-  FetchOptions options(std::vector<std::string> mirrors) {
-    FetchOptions o;
+  fetch::FetchOptions options(std::vector<std::string> mirrors) {
+    fetch::FetchOptions o;
     o.mirrors = std::move(mirrors);
     o.package = rel.package;
     o.version = rel.version;
-    o.index_sha256 = sha256_hex(rel.index_json);
+    o.index_sha256 = io::sha256_hex(rel.index_json);
     return o;
   }
   test::TempDir dir;
@@ -226,9 +226,9 @@ class FetchLogic : public ::testing::Test {
   std::int64_t clock_ms = 1000000;
   int manifests_read = 0;
   // What the downloaded archive's manifest says: by default, what the index entry says.
-  std::optional<Manifest> manifest = test::release_manifest(rel.spec, "sm_90a");
+  std::optional<format::Manifest> manifest = test::release_manifest(rel.spec, "sm_90a");
   void serve_release(const std::string& mirror) {
-    transport.serve(mirror + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
+    transport.serve(mirror + "/" + format::index_file_name("kiln-kernels", rel.version), rel.index_json);
     transport.serve(mirror + "/" + rel.archive_name, rel.archive_bytes);
   }
   std::vector<std::string> store_files() const {
@@ -240,7 +240,7 @@ class FetchLogic : public ::testing::Test {
 };
 
 TEST_F(FetchLogic, OfflineFailsAtOnceWithoutAnyTransferAndNamesTheCommand) {
-  FetchOptions o = options({"https://a.example"});
+  fetch::FetchOptions o = options({"https://a.example"});
   o.offline = true;
   try {
     fetch(o);
@@ -254,23 +254,23 @@ TEST_F(FetchLogic, OfflineFailsAtOnceWithoutAnyTransferAndNamesTheCommand) {
 
 TEST_F(FetchLogic, CorruptFirstMirrorFallsBackAndIsNotAskedAgain) {
   std::string a = "https://a.example", b = "https://b.example";
-  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
-  transport.serve(b + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
+  transport.serve(a + "/" + format::index_file_name("kiln-kernels", rel.version), rel.index_json);
+  transport.serve(b + "/" + format::index_file_name("kiln-kernels", rel.version), rel.index_json);
   std::string bad = rel.archive_bytes;
   bad[3] ^= 1;
   transport.serve(a + "/" + rel.archive_name, bad);
   transport.serve(b + "/" + rel.archive_name, rel.archive_bytes);
-  FetchResult r = fetch(options({a, b}));
+  fetch::FetchResult r = fetch(options({a, b}));
   ASSERT_EQ(r.installed.size(), 1u);
   ASSERT_EQ(r.failures.size(), 1u);
   EXPECT_EQ(r.failures[0].mirror, a);
   EXPECT_NE(r.failures[0].what.find("SHA-256 mismatch"), std::string::npos) << r.failures[0].what;
-  EXPECT_TRUE(fetch_detail::is_mirror_bad(a));
-  EXPECT_FALSE(fetch_detail::is_mirror_bad(b));
+  EXPECT_TRUE(transport::is_mirror_bad(a));
+  EXPECT_FALSE(transport::is_mirror_bad(b));
   // A second run in this process skips the distrusted mirror, even for the index.
   installed.clear();
-  FetchResult r2 = fetch(options({a, b}));
-  EXPECT_EQ(transport.calls[a + "/" + index_file_name("kiln-kernels", rel.version)], 1);
+  fetch::FetchResult r2 = fetch(options({a, b}));
+  EXPECT_EQ(transport.calls[a + "/" + format::index_file_name("kiln-kernels", rel.version)], 1);
   EXPECT_EQ(transport.calls[a + "/" + rel.archive_name], 1);
   EXPECT_EQ(r2.installed.size(), 1u);
 }
@@ -278,27 +278,27 @@ TEST_F(FetchLogic, CorruptFirstMirrorFallsBackAndIsNotAskedAgain) {
 TEST_F(FetchLogic, IndexNotMatchingThePinIsRefusedNamingBothDigests) {
   std::string a = "https://a.example";
   std::string forged = rel.index_json + " ";
-  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), forged);
+  transport.serve(a + "/" + format::index_file_name("kiln-kernels", rel.version), forged);
   try {
     fetch(options({a}));
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Integrity);
     std::string m = e.what();
-    EXPECT_NE(m.find(sha256_hex(rel.index_json)), std::string::npos) << m;
-    EXPECT_NE(m.find(sha256_hex(forged)), std::string::npos) << m;
+    EXPECT_NE(m.find(io::sha256_hex(rel.index_json)), std::string::npos) << m;
+    EXPECT_NE(m.find(io::sha256_hex(forged)), std::string::npos) << m;
     EXPECT_NE(m.find(a), std::string::npos) << m;
   }
 }
 
 TEST_F(FetchLogic, ServerErrorIsRetriedThenSucceeds) {
   std::string a = "https://a.example";
-  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
+  transport.serve(a + "/" + format::index_file_name("kiln-kernels", rel.version), rel.index_json);
   transport.replies[a + "/" + rel.archive_name] = {{http(500), ""},
                                                    {status(TransferStatus::Ok), rel.archive_bytes}};
-  FetchOptions o = options({a});
+  fetch::FetchOptions o = options({a});
   o.retry_base_ms = 250;
-  FetchResult r = fetch(o);
+  fetch::FetchResult r = fetch(o);
   EXPECT_EQ(r.installed.size(), 1u);
   EXPECT_EQ(slept, std::vector<long>{250});
   EXPECT_EQ(transport.calls[a + "/" + rel.archive_name], 2);
@@ -306,7 +306,7 @@ TEST_F(FetchLogic, ServerErrorIsRetriedThenSucceeds) {
 
 TEST_F(FetchLogic, NotFoundIsNotRetriedAndTheErrorNamesEveryMirror) {
   std::string a = "https://a.example", b = "http://b.example";
-  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
+  transport.serve(a + "/" + format::index_file_name("kiln-kernels", rel.version), rel.index_json);
   try {
     fetch(options({a, b}));
     FAIL();
@@ -321,9 +321,9 @@ TEST_F(FetchLogic, NotFoundIsNotRetriedAndTheErrorNamesEveryMirror) {
 }
 
 TEST_F(FetchLogic, NoPinnedDigestRefusesBeforeAnyTransfer) {
-  FetchOptions o = options({"https://a.example"});
+  fetch::FetchOptions o = options({"https://a.example"});
   o.index_sha256.clear();
-  if (!default_index_sha256().empty()) GTEST_SKIP() << "this build has a compiled-in pin";
+  if (!fetch::default_index_sha256().empty()) GTEST_SKIP() << "this build has a compiled-in pin";
   try {
     fetch(o);
     FAIL();
@@ -335,9 +335,9 @@ TEST_F(FetchLogic, NoPinnedDigestRefusesBeforeAnyTransfer) {
 }
 
 TEST_F(FetchLogic, AlreadyInstalledNeedsNoNetwork) {
-  installed.insert(archive_stem("kiln-kernels", rel.version, cuda_version(), "sm_90a"));
-  FetchOptions o = options({"https://a.example"});
-  FetchResult r = fetch(o);
+  installed.insert(format::archive_stem("kiln-kernels", rel.version, cuda_version(), "sm_90a"));
+  fetch::FetchOptions o = options({"https://a.example"});
+  fetch::FetchResult r = fetch(o);
   EXPECT_EQ(r.already_present.size(), 1u);
   EXPECT_TRUE(transport.calls.empty());
   o.offline = true;
@@ -363,7 +363,7 @@ TEST_F(FetchLogic, ArchiveWhoseManifestNamesAnotherTargetIsRefusedAsIntegrityBef
   EXPECT_EQ(manifests_read, 1);
   EXPECT_TRUE(installed.empty());
   EXPECT_TRUE(store_files().empty()) << store_files().front();  // downloaded archive removed
-  EXPECT_FALSE(fetch_detail::is_mirror_bad(a));  // the mirror served what the pin says
+  EXPECT_FALSE(transport::is_mirror_bad(a));  // the mirror served what the pin says
 }
 
 TEST_F(FetchLogic, ArchiveOfAnotherReleaseOrToolkitIsRefusedAsStale) {
@@ -396,24 +396,24 @@ TEST(ManifestIndexCheck, NamesEveryDifferingFieldWithBothValuesAndTheWorstKind) 
   test::ReleaseSpec rel;
   rel.version = "1.2.0";
   rel.cuda_version = "13.0";
-  IndexEntry e = test::release_index_entry(rel, "sm_90a", "archive bytes");
-  Index idx = test::release_index(rel, {e});
-  Manifest m = test::release_manifest(rel, "sm_90a");
-  EXPECT_TRUE(manifest_index_problems(m, e, idx, "A", "I").empty());
-  EXPECT_NO_THROW(require_manifest_matches_index(m, e, idx, "A", "I"));
+  format::IndexEntry e = test::release_index_entry(rel, "sm_90a", "archive bytes");
+  format::Index idx = test::release_index(rel, {e});
+  format::Manifest m = test::release_manifest(rel, "sm_90a");
+  EXPECT_TRUE(store::manifest_index_problems(m, e, idx, "A", "I").empty());
+  EXPECT_NO_THROW(store::require_manifest_matches_index(m, e, idx, "A", "I"));
   m.cuda_version = "12.8";
-  auto p = manifest_index_problems(m, e, idx, "A", "I");
+  auto p = store::manifest_index_problems(m, e, idx, "A", "I");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].kind, ErrorKind::Stale);
   EXPECT_EQ(p[0].field, "cuda_version");
   EXPECT_EQ(p[0].message, "A: manifest cuda_version is 12.8, I says 13.0");
   m.target = "sm_80";
-  p = manifest_index_problems(m, e, idx, "A", "I");
+  p = store::manifest_index_problems(m, e, idx, "A", "I");
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].field, "target");
   EXPECT_EQ(p[0].kind, ErrorKind::Integrity);
   try {
-    require_manifest_matches_index(m, e, idx, "A", "I");
+    store::require_manifest_matches_index(m, e, idx, "A", "I");
     FAIL();
   } catch (const Error& err) {
     EXPECT_EQ(err.kind(), ErrorKind::Integrity);  // the worse of the two
@@ -425,28 +425,28 @@ TEST(ManifestIndexCheck, NamesEveryDifferingFieldWithBothValuesAndTheWorstKind) 
 // --- deadlines (issue 12, item 5) ---------------------------------------------------------------
 
 TEST(DownloadDeadline, PinnedSizeGetsTheFloorPlusItsBytesAtTheMinimumRate) {
-  FetchOptions o;
+  fetch::FetchOptions o;
   o.download_timeout_ms = 2000;
   o.download_min_rate = 1000;
-  EXPECT_EQ(fetch_detail::download_deadline_ms(o, 0), 2000);
-  EXPECT_EQ(fetch_detail::download_deadline_ms(o, 5000), 7000);
-  EXPECT_EQ(fetch_detail::download_deadline_ms(o, 5000, 99999), 7000);  // per attempt
-  FetchOptions d;  // defaults: 60 s + size at 64 KiB/s; a 100 MiB archive gets 1660 s
-  EXPECT_EQ(fetch_detail::download_deadline_ms(d, 100u << 20), 60000 + 1600 * 1000);
+  EXPECT_EQ(fetch::download_deadline_ms(o, 0), 2000);
+  EXPECT_EQ(fetch::download_deadline_ms(o, 5000), 7000);
+  EXPECT_EQ(fetch::download_deadline_ms(o, 5000, 99999), 7000);  // per attempt
+  fetch::FetchOptions d;  // defaults: 60 s + size at 64 KiB/s; a 100 MiB archive gets 1660 s
+  EXPECT_EQ(fetch::download_deadline_ms(d, 100u << 20), 60000 + 1600 * 1000);
   o.download_min_rate = 1;
-  EXPECT_EQ(fetch_detail::download_deadline_ms(o, ~std::uint64_t{0}),
+  EXPECT_EQ(fetch::download_deadline_ms(o, ~std::uint64_t{0}),
             std::numeric_limits<long>::max());  // saturates, no overflow
 }
 
 TEST(DownloadDeadline, AFileOnlyABoundLimitsGetsSixtySecondsPerMirrorWhateverTheBound) {
-  FetchOptions d;  // defaults
+  fetch::FetchOptions d;  // defaults
   // Before (issue 26, item 3): the index was counted at its 16 MiB bound, 60 s + 256 s.
-  EXPECT_EQ(fetch_detail::download_deadline_ms(d, fetch_detail::kMaxIndexBytes), 316000);
+  EXPECT_EQ(fetch::download_deadline_ms(d, fetch::kMaxIndexBytes), 316000);
   // Now: 60 s for every attempt on the mirror together; what earlier ones took is gone.
-  EXPECT_EQ(fetch_detail::download_deadline_ms(d, std::nullopt), 60000);
-  EXPECT_EQ(fetch_detail::download_deadline_ms(d, std::nullopt, 25000), 35000);
-  EXPECT_EQ(fetch_detail::download_deadline_ms(d, std::nullopt, 60000), 0);
-  EXPECT_EQ(fetch_detail::download_deadline_ms(d, std::nullopt, 90000), 0);
+  EXPECT_EQ(fetch::download_deadline_ms(d, std::nullopt), 60000);
+  EXPECT_EQ(fetch::download_deadline_ms(d, std::nullopt, 25000), 35000);
+  EXPECT_EQ(fetch::download_deadline_ms(d, std::nullopt, 60000), 0);
+  EXPECT_EQ(fetch::download_deadline_ms(d, std::nullopt, 90000), 0);
   // 60 s at the 64 KiB/s a real slow link is assumed to have: 3.75 MiB, far above a real index
   // (a few KB per release) or TUF metadata file.
   EXPECT_GE(60 * d.download_min_rate, 3840 * 1024);
@@ -455,7 +455,7 @@ TEST(DownloadDeadline, AFileOnlyABoundLimitsGetsSixtySecondsPerMirrorWhateverThe
 TEST_F(FetchLogic, EveryRequestCarriesItsDeadlineCappedByWhatIsLeftOfTheCommand) {
   std::string a = "https://a.example";
   serve_release(a);
-  FetchOptions o = options({a});
+  fetch::FetchOptions o = options({a});
   o.download_timeout_ms = 1000;
   o.download_min_rate = 1;  // 1 byte/s: the archive's size in seconds
   o.timeout_ms = 50000;
@@ -474,14 +474,14 @@ TEST_F(FetchLogic, AStallingIndexMirrorGetsSixtySecondsForAllItsAttemptsThenTheN
   std::string a = "https://a.example", b = "https://b.example";
   serve_release(a);
   serve_release(b);
-  const std::string index_a = a + "/" + index_file_name("kiln-kernels", rel.version);
+  const std::string index_a = a + "/" + format::index_file_name("kiln-kernels", rel.version);
   // Drips just fast enough for 25 s, then stalls: a timeout, which is retried.
   transport.replies[index_a] = {{status(TransferStatus::Timeout), ""}};
   transport.on_call = [this] { clock_ms += 25000; };
   std::vector<std::int64_t> asked_at;
-  FetchOptions o = options({a, b});
+  fetch::FetchOptions o = options({a, b});
   o.retry_base_ms = 4000;
-  fetch_detail::FetchDeps deps;
+  fetch::FetchDeps deps;
   deps.transport = &transport;
   deps.sleep_ms = [this](long ms) {
     slept.push_back(ms);
@@ -493,14 +493,14 @@ TEST_F(FetchLogic, AStallingIndexMirrorGetsSixtySecondsForAllItsAttemptsThenTheN
   deps.read_manifest = [this](const std::filesystem::path&) { return manifest; };
   deps.now_ms = [this] { return clock_ms; };
   const std::int64_t t0 = clock_ms;
-  FetchResult r = fetch_detail::fetch_targets_with(o, {"sm_90a"}, dir.path().string(), deps);
+  fetch::FetchResult r = fetch::fetch_targets_with(o, {"sm_90a"}, dir.path().string(), deps);
   EXPECT_EQ(r.installed.size(), 1u);
   // 25 s, backoff 4 s, 25 s; the next backoff (8 s) would outlast the 6 s left: b is asked.
   EXPECT_EQ(transport.calls[index_a], 2);
   ASSERT_GE(transport.requests.size(), 3u);
   EXPECT_EQ(transport.requests[0].total_timeout_ms, 60000);
   EXPECT_EQ(transport.requests[1].total_timeout_ms, 31000);
-  EXPECT_EQ(transport.requests[2].url, b + "/" + index_file_name("kiln-kernels", rel.version));
+  EXPECT_EQ(transport.requests[2].url, b + "/" + format::index_file_name("kiln-kernels", rel.version));
   EXPECT_EQ(slept, (std::vector<long>{4000}));
   // b was asked once a's 60 s were spent, not 4 x (60 s + 256 s) later.
   EXPECT_LE(clock_ms - t0, 60000 + 2 * 25000);
@@ -515,7 +515,7 @@ TEST_F(FetchLogic, MirrorPastItsDeadlineIsNotRetriedAndTheNextMirrorServes) {
   TransferResult late = status(TransferStatus::Deadline);
   late.message = "not done within its deadline of 1000 ms";
   transport.replies[a + "/" + rel.archive_name] = {{late, ""}};
-  FetchResult r = fetch(options({a, b}));
+  fetch::FetchResult r = fetch(options({a, b}));
   EXPECT_EQ(r.installed.size(), 1u);
   EXPECT_EQ(transport.calls[a + "/" + rel.archive_name], 1);
   EXPECT_EQ(transport.calls[b + "/" + rel.archive_name], 1);
@@ -528,13 +528,13 @@ TEST_F(FetchLogic, CommandDeadlineEndsRetriesWithANetworkErrorNamingIt) {
   std::string a = "https://a.example";
   serve_release(a);
   transport.replies[a + "/" + rel.archive_name] = {{http(503), ""}};
-  FetchOptions o = options({a});
+  fetch::FetchOptions o = options({a});
   o.max_retries = 100;
   o.retry_base_ms = 1000;
   o.timeout_ms = 5000;
   transport.on_call = [this] { clock_ms += 700; };
   // Sleeping advances the clock too (sleep_ms is the fixture's; wrap it).
-  fetch_detail::FetchDeps deps;
+  fetch::FetchDeps deps;
   deps.transport = &transport;
   deps.sleep_ms = [this](long ms) {
     slept.push_back(ms);
@@ -549,7 +549,7 @@ TEST_F(FetchLogic, CommandDeadlineEndsRetriesWithANetworkErrorNamingIt) {
   deps.read_manifest = [this](const std::filesystem::path&) { return manifest; };
   deps.now_ms = [this] { return clock_ms; };
   try {
-    fetch_detail::fetch_targets_with(o, {"sm_90a"}, dir.path().string(), deps);
+    fetch::fetch_targets_with(o, {"sm_90a"}, dir.path().string(), deps);
     FAIL() << "no deadline";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Network);
@@ -567,7 +567,7 @@ TEST_F(FetchLogic, CommandDeadlineEndsRetriesWithANetworkErrorNamingIt) {
 }
 
 TEST_F(FetchLogic, NonPositiveDeadlinesAreUsageErrorsNamingTheOption) {
-  FetchOptions o = options({"https://a.example"});
+  fetch::FetchOptions o = options({"https://a.example"});
   o.download_min_rate = 0;
   try {
     fetch(o);
@@ -582,7 +582,7 @@ TEST_F(FetchLogic, NonPositiveDeadlinesAreUsageErrorsNamingTheOption) {
 // --- redirects (issue 12, item 8) -------------------------------------------------------------
 
 TEST(RedirectRule, HttpsOnlyToHttpsAndHttpOnlyWithinItsHost) {
-  using fetch_detail::redirect_refusal;
+  using transport::redirect_refusal;
   EXPECT_EQ(redirect_refusal("https://m.example/r/i.json", "https://cdn.example/x"), "");
   EXPECT_EQ(redirect_refusal("http://m.example/r/i.json", "https://m.example/r/i.json"), "");
   EXPECT_EQ(redirect_refusal("http://m.example:8080/a", "http://M.EXAMPLE/b"), "");
@@ -600,7 +600,7 @@ TEST(RedirectRule, HttpsOnlyToHttpsAndHttpOnlyWithinItsHost) {
 // and a digest mismatch is Integrity, with the archive and target as fields.
 TEST_F(FetchLogic, IntegrityOrNetworkIsDecidedFromTheFailureNotItsWording) {
   std::string a = "https://a.example";
-  transport.serve(a + "/" + index_file_name("kiln-kernels", rel.version), rel.index_json);
+  transport.serve(a + "/" + format::index_file_name("kiln-kernels", rel.version), rel.index_json);
   TransferResult tls = status(TransferStatus::Tls);
   tls.message = "SSL certificate problem: certificate is distrusted (failed verification)";
   transport.replies[a + "/" + rel.archive_name] = {{tls, ""}};
@@ -611,7 +611,7 @@ TEST_F(FetchLogic, IntegrityOrNetworkIsDecidedFromTheFailureNotItsWording) {
     EXPECT_EQ(e.kind(), ErrorKind::Network) << e.what();
     EXPECT_NE(std::string(e.what()).find("distrusted"), std::string::npos) << e.what();
   }
-  fetch_detail::forget_bad_mirrors();
+  transport::forget_bad_mirrors();
   std::string bad = rel.archive_bytes;
   bad[0] ^= 1;
   transport.serve(a + "/" + rel.archive_name, bad);
@@ -633,7 +633,7 @@ TEST_F(FetchLogic, IntegrityOrNetworkIsDecidedFromTheFailureNotItsWording) {
 TEST_F(FetchLogic, TheCaBundleOfTheOptionsReachesEveryRequest) {
   std::string a = "https://a.example";
   serve_release(a);
-  FetchOptions o = options({a});
+  fetch::FetchOptions o = options({a});
   o.ca_bundle = "/etc/kiln/ca.pem";
   fetch(o);
   ASSERT_GE(transport.requests.size(), 2u);
@@ -642,13 +642,13 @@ TEST_F(FetchLogic, TheCaBundleOfTheOptionsReachesEveryRequest) {
 
 // --- the trust anchor rule (tuf_mirror.hpp) --------------------------------------------------
 
-using fetch_detail::choose_trust_anchor;
-using fetch_detail::TrustAnchor;
+using fetch::choose_trust_anchor;
+using fetch::TrustAnchor;
 
 const std::string kPin(64, 'a');
 
 TEST(TrustAnchor, AConfiguredRootOrPinIsTakenAsGiven) {
-  FetchOptions o;
+  fetch::FetchOptions o;
   o.tuf_root = "/etc/kiln/root.json";
   o.installed_tuf_root = "/opt/kiln/share/kiln/tuf/root.json";
   TrustAnchor a = choose_trust_anchor(o, kPin, true, "0.1.0");
@@ -656,7 +656,7 @@ TEST(TrustAnchor, AConfiguredRootOrPinIsTakenAsGiven) {
   EXPECT_EQ(a.value, "/etc/kiln/root.json");
   EXPECT_EQ(a.source, "--tuf-root / KILN_TUF_ROOT");
   // A configured pin beats an installed root: configuration wins over what was installed.
-  FetchOptions p;
+  fetch::FetchOptions p;
   p.index_sha256 = std::string(64, 'B');
   p.installed_tuf_root = o.installed_tuf_root;
   a = choose_trust_anchor(p, "", true, "0.1.0");
@@ -665,7 +665,7 @@ TEST(TrustAnchor, AConfiguredRootOrPinIsTakenAsGiven) {
 }
 
 TEST(TrustAnchor, BothConfiguredIsAUsageErrorNamingBothAndNothingIsGuessed) {
-  FetchOptions o;
+  fetch::FetchOptions o;
   o.tuf_root = "/etc/kiln/root.json";
   o.index_sha256 = kPin;
   std::string m =
@@ -677,7 +677,7 @@ TEST(TrustAnchor, BothConfiguredIsAUsageErrorNamingBothAndNothingIsGuessed) {
 }
 
 TEST(TrustAnchor, WithNothingConfiguredTheInstalledRootThenTheCompiledPinThenARefusal) {
-  FetchOptions o;
+  fetch::FetchOptions o;
   o.installed_tuf_root = "/opt/kiln/share/kiln/tuf/root.json";
   TrustAnchor a = choose_trust_anchor(o, kPin, true, "0.1.0");
   EXPECT_EQ(a.kind, TrustAnchor::Kind::TufRoot);
@@ -693,7 +693,7 @@ TEST(TrustAnchor, WithNothingConfiguredTheInstalledRootThenTheCompiledPinThenARe
   EXPECT_NE(m.find("--index-sha256 HEX"), std::string::npos) << m;
   EXPECT_NE(m.find(o.installed_tuf_root), std::string::npos) << m;
   EXPECT_NE(m.find("kiln never trusts an unpinned index"), std::string::npos) << m;
-  FetchOptions bad;
+  fetch::FetchOptions bad;
   bad.index_sha256 = "abc";
   test::error_of(ErrorKind::Usage, [&] { choose_trust_anchor(bad, "", false, "0.1.0"); });
 }
@@ -702,57 +702,57 @@ TEST(TrustAnchor, WithNothingConfiguredTheInstalledRootThenTheCompiledPinThenARe
 // compiled pin; written once into the metadata directory so the rest reads a file.
 TEST(TrustAnchor, ACompiledRootComesAfterAnInstalledOneAndIsWrittenOnceAsAFile) {
   const std::string root = "{\"signed\": {\"_type\": \"root\"}, \"signatures\": []}";
-  FetchOptions o;
+  fetch::FetchOptions o;
   o.installed_tuf_root = "/opt/kiln/share/kiln/tuf/root.json";
   TrustAnchor a = choose_trust_anchor(o, kPin, false, "kiln-kernels 0.1.0", root);
   EXPECT_EQ(a.kind, TrustAnchor::Kind::TufRoot);
   EXPECT_EQ(a.source, "the root compiled in (-DKILN_TRUSTED_TUF_ROOT)");
-  EXPECT_EQ(fetch_detail::read_anchor_root(a), root);
+  EXPECT_EQ(fetch::read_anchor_root(a), root);
   EXPECT_EQ(choose_trust_anchor(o, kPin, true, "kiln-kernels 0.1.0", root).value,
             o.installed_tuf_root);  // an installed root comes first
-  FetchOptions pinned;
+  fetch::FetchOptions pinned;
   pinned.index_sha256 = std::string(64, 'b');
   EXPECT_EQ(choose_trust_anchor(pinned, "", false, "kiln-kernels 0.1.0", root).kind,
             TrustAnchor::Kind::IndexPin);  // what the caller configured comes first
-  EXPECT_EQ(choose_trust_anchor(FetchOptions{}, kPin, false, "kiln-kernels 0.1.0", "").kind,
+  EXPECT_EQ(choose_trust_anchor(fetch::FetchOptions{}, kPin, false, "kiln-kernels 0.1.0", "").kind,
             TrustAnchor::Kind::IndexPin);  // none compiled in: the compiled pin
 
   test::TempDir dir;
   std::string md = (dir / "tuf").string();
-  EXPECT_EQ(test::error_of(ErrorKind::Usage, [&] { fetch_detail::materialize_anchor(a, ""); })
+  EXPECT_EQ(test::error_of(ErrorKind::Usage, [&] { fetch::materialize_anchor(a, ""); })
                 .find("metadata directory"),
             std::string("the compiled-in TUF root needs a ").size());
-  fetch_detail::materialize_anchor(a, md);
-  EXPECT_EQ(a.value, (dir / "tuf" / ("compiled-root-" + sha256_hex(root) + ".json")).string());
+  fetch::materialize_anchor(a, md);
+  EXPECT_EQ(a.value, (dir / "tuf" / ("compiled-root-" + io::sha256_hex(root) + ".json")).string());
   EXPECT_EQ(test::read_file(a.value), root);
   auto before = std::filesystem::last_write_time(a.value);
   TrustAnchor again = choose_trust_anchor(o, kPin, false, "kiln-kernels 0.1.0", root);
-  fetch_detail::materialize_anchor(again, md);
+  fetch::materialize_anchor(again, md);
   EXPECT_EQ(again.value, a.value);
   EXPECT_EQ(std::filesystem::last_write_time(a.value), before);  // written once
   // The build's own: empty unless configured with -DKILN_TRUSTED_TUF_ROOT.
-  EXPECT_TRUE(fetch_detail::compiled_tuf_root().empty());
+  EXPECT_TRUE(fetch::compiled_tuf_root().empty());
 }
 
 TEST(TufMirrorLayout, MetadataIsKeptPerRootAndTargetsAreFetchedByTheirHashName) {
-  EXPECT_EQ(fetch_detail::tuf_metadata_dir("/c/tuf", "root bytes"),
-            std::filesystem::path("/c/tuf") / sha256_hex("root bytes"));
+  EXPECT_EQ(fetch::tuf_metadata_dir("/c/tuf", "root bytes"),
+            std::filesystem::path("/c/tuf") / io::sha256_hex("root bytes"));
   tuf::TargetFile t;
   t.path = "kiln-kernels-0.1.0-index.json";
   t.length = 10;
   t.hashes = {{"sha256", std::string(64, '1')}, {"sha512", std::string(128, '2')}};
-  EXPECT_EQ(fetch_detail::tuf_target_url("http://m", t, true),
+  EXPECT_EQ(fetch::tuf_target_url("http://m", t, true),
             "http://m/targets/" + std::string(64, '1') + ".kiln-kernels-0.1.0-index.json");
-  EXPECT_EQ(fetch_detail::tuf_target_url("http://m", t, false),
+  EXPECT_EQ(fetch::tuf_target_url("http://m", t, false),
             "http://m/targets/kiln-kernels-0.1.0-index.json");
-  fetch_detail::DownloadExpect e = fetch_detail::tuf_download_expect(t);
+  fetch::DownloadExpect e = fetch::tuf_download_expect(t);
   EXPECT_EQ(e.sha256, std::string(64, '1'));
   EXPECT_EQ(e.exact_size, 10u);
   EXPECT_EQ(e.other_hashes,
             (std::map<std::string, std::string>{{"sha512", std::string(128, '2')}}));
   t.hashes = {{"sha512", std::string(128, '2')}};
   try {
-    fetch_detail::tuf_download_expect(t);
+    fetch::tuf_download_expect(t);
     FAIL() << "a target without sha256 was accepted";
   } catch (const tuf::Error& err) {
     EXPECT_EQ(err.attack(), tuf::Attack::Malformed);

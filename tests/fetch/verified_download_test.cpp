@@ -21,31 +21,30 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-using namespace fetch_detail;
 
 // One scripted answer: the body is handed to the sink in 3-byte pieces, then `status`.
 struct Reply {
-  TransferStatus status = TransferStatus::Ok;
+  transport::TransferStatus status = transport::TransferStatus::Ok;
   long http_status = 200;
   std::string body;
   std::optional<long> retry_after_s;
 };
 
-class ScriptedTransport : public Transport {
+class ScriptedTransport : public transport::Transport {
  public:
   std::deque<Reply> replies;
-  std::vector<TransferRequest> requests;
+  std::vector<transport::TransferRequest> requests;
 
-  TransferResult get(const TransferRequest& req, const Sink& sink) override {
+  transport::TransferResult get(const transport::TransferRequest& req, const transport::Sink& sink) override {
     requests.push_back(req);
     if (replies.empty()) throw std::runtime_error("unscripted request for " + req.url);
     Reply r = replies.front();
     replies.pop_front();
-    TransferResult out;
+    transport::TransferResult out;
     for (std::size_t i = 0; i < r.body.size(); i += 3) {
       std::string piece = r.body.substr(i, 3);
       if (!sink(piece.data(), piece.size())) {
-        out.status = TransferStatus::Aborted;
+        out.status = transport::TransferStatus::Aborted;
         return out;
       }
     }
@@ -56,9 +55,9 @@ class ScriptedTransport : public Transport {
   }
 };
 
-Reply ok(std::string body) { return {TransferStatus::Ok, 200, std::move(body), std::nullopt}; }
+Reply ok(std::string body) { return {transport::TransferStatus::Ok, 200, std::move(body), std::nullopt}; }
 Reply http(long code, std::string body = "", std::optional<long> retry_after = std::nullopt) {
-  return {TransferStatus::Http, code, std::move(body), retry_after};
+  return {transport::TransferStatus::Http, code, std::move(body), retry_after};
 }
 
 // The kind of the Error `fn` throws; fails the test when it returns or throws anything else.
@@ -90,33 +89,33 @@ std::vector<std::string> names_in(const fs::path& dir) {
 class VerifiedDownload : public ::testing::Test {
  protected:
   void SetUp() override { loop.transport = &transport; }
-  DownloadResult download(const DownloadExpect& expect) {
-    return download_verified(
+  fetch::DownloadResult download(const fetch::DownloadExpect& expect) {
+    return fetch::download_verified(
         loop,
         [] {
-          TransferRequest r;
+          transport::TransferRequest r;
           r.url = "http://127.0.0.1:1/a.tar.zst";
           return r;
         },
         dest, expect);
   }
-  DownloadExpect expect_of(const std::string& bytes) {
-    return {sha256_hex(bytes), bytes.size(), bytes.size()};
+  fetch::DownloadExpect expect_of(const std::string& bytes) {
+    return {io::sha256_hex(bytes), bytes.size(), bytes.size()};
   }
 
   test::TempDir dir;
   fs::path dest = dir.path() / "a.tar.zst";
   ScriptedTransport transport;
   std::vector<long> sleeps;
-  RetryLoop loop{nullptr, RetryPolicy{3, 500, 30000}, [this](long ms) { sleeps.push_back(ms); },
+  fetch::RetryLoop loop{nullptr, transport::RetryPolicy{3, 500, 30000}, [this](long ms) { sleeps.push_back(ms); },
                  nullptr, nullptr, nullptr};
   const std::string body = "the pinned archive bytes";
 };
 
 TEST_F(VerifiedDownload, ServerErrorIsRetriedHonouringRetryAfterThenTheBytesAreRenamedIntoPlace) {
   transport.replies = {http(503, "", 2), ok(body)};
-  DownloadResult r = download(expect_of(body));
-  EXPECT_EQ(r.status, DownloadStatus::Verified);
+  fetch::DownloadResult r = download(expect_of(body));
+  EXPECT_EQ(r.status, fetch::DownloadStatus::Verified);
   EXPECT_EQ(r.attempts, 2);
   EXPECT_EQ(sleeps, std::vector<long>{2000});
   EXPECT_EQ(slurp(dest), body);
@@ -124,19 +123,19 @@ TEST_F(VerifiedDownload, ServerErrorIsRetriedHonouringRetryAfterThenTheBytesAreR
 }
 
 TEST_F(VerifiedDownload, ARetryStartsAFreshTempFileSoACutShortFirstAttemptLeavesNothingBehind) {
-  transport.replies = {{TransferStatus::Connection, 0, body.substr(0, 7), std::nullopt}, ok(body)};
-  DownloadResult r = download(expect_of(body));
-  ASSERT_EQ(r.status, DownloadStatus::Verified);
+  transport.replies = {{transport::TransferStatus::Connection, 0, body.substr(0, 7), std::nullopt}, ok(body)};
+  fetch::DownloadResult r = download(expect_of(body));
+  ASSERT_EQ(r.status, fetch::DownloadStatus::Verified);
   EXPECT_EQ(slurp(dest), body);  // not the first 7 bytes twice
   EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"a.tar.zst"});
 }
 
 TEST_F(VerifiedDownload, WrongDigestIsReportedWithWhatCameAndLeavesNoFile) {
   transport.replies = {ok("other bytes of the same length!!")};
-  DownloadExpect e{sha256_hex(body), std::nullopt, 1000};
-  DownloadResult r = download(e);
-  EXPECT_EQ(r.status, DownloadStatus::DigestMismatch);
-  EXPECT_EQ(r.sha256, sha256_hex("other bytes of the same length!!"));
+  fetch::DownloadExpect e{io::sha256_hex(body), std::nullopt, 1000};
+  fetch::DownloadResult r = download(e);
+  EXPECT_EQ(r.status, fetch::DownloadStatus::DigestMismatch);
+  EXPECT_EQ(r.sha256, io::sha256_hex("other bytes of the same length!!"));
   EXPECT_EQ(r.attempts, 1);  // bad bytes are not retried
   EXPECT_TRUE(names_in(dir.path()).empty());
 }
@@ -144,52 +143,52 @@ TEST_F(VerifiedDownload, WrongDigestIsReportedWithWhatCameAndLeavesNoFile) {
 TEST_F(VerifiedDownload, EveryOtherDigestAskedIsCheckedAndAMismatchKeepsNothing) {
   const std::string sha512 = *tuf::hex_digest("sha512", body);
   transport.replies = {ok(body)};
-  DownloadExpect good = expect_of(body);
+  fetch::DownloadExpect good = expect_of(body);
   good.other_hashes = {{"sha512", sha512}};
-  EXPECT_EQ(download(good).status, DownloadStatus::Verified);
+  EXPECT_EQ(download(good).status, fetch::DownloadStatus::Verified);
   fs::remove(dest);
   // The SHA-256 matches, the SHA-512 a TUF target lists does not: refused all the same.
   transport.replies = {ok(body)};
-  DownloadExpect bad = expect_of(body);
+  fetch::DownloadExpect bad = expect_of(body);
   bad.other_hashes = {{"sha512", std::string(128, '0')}};
-  DownloadResult r = download(bad);
-  EXPECT_EQ(r.status, DownloadStatus::DigestMismatch);
+  fetch::DownloadResult r = download(bad);
+  EXPECT_EQ(r.status, fetch::DownloadStatus::DigestMismatch);
   EXPECT_EQ(r.other_mismatch, "sha512 is " + sha512 + ", expected " + std::string(128, '0'));
   EXPECT_TRUE(names_in(dir.path()).empty());
 }
 
 TEST_F(VerifiedDownload, OneByteMoreThanTheExactSizeAbortsTheTransferWithoutRetry) {
   transport.replies = {ok(body + "!"), ok(body)};
-  DownloadResult r = download(expect_of(body));
-  EXPECT_EQ(r.status, DownloadStatus::TooBig);
-  EXPECT_EQ(r.transfer.status, TransferStatus::Aborted);
+  fetch::DownloadResult r = download(expect_of(body));
+  EXPECT_EQ(r.status, fetch::DownloadStatus::TooBig);
+  EXPECT_EQ(r.transfer.status, transport::TransferStatus::Aborted);
   EXPECT_EQ(transport.requests.size(), 1u);
   EXPECT_TRUE(names_in(dir.path()).empty());
 }
 
 TEST_F(VerifiedDownload, ACapWithoutAnExactSizeAbortsAboveIt) {
   transport.replies = {ok(body)};
-  DownloadExpect e{sha256_hex(body), std::nullopt, body.size() - 1};
-  EXPECT_EQ(download(e).status, DownloadStatus::TooBig);
+  fetch::DownloadExpect e{io::sha256_hex(body), std::nullopt, body.size() - 1};
+  EXPECT_EQ(download(e).status, fetch::DownloadStatus::TooBig);
   EXPECT_TRUE(names_in(dir.path()).empty());
 }
 
 TEST_F(VerifiedDownload, ShortBodyIsASizeMismatchNamingTheLengthThatCame) {
   transport.replies = {ok(body.substr(0, 10))};
-  DownloadResult r = download(expect_of(body));
-  EXPECT_EQ(r.status, DownloadStatus::SizeMismatch);
+  fetch::DownloadResult r = download(expect_of(body));
+  EXPECT_EQ(r.status, fetch::DownloadStatus::SizeMismatch);
   EXPECT_EQ(r.bytes, 10u);
   EXPECT_TRUE(names_in(dir.path()).empty());
 }
 
 TEST_F(VerifiedDownload, NotFoundIsNotRetriedAndTheCallerHearsOfItOnce) {
   std::vector<std::pair<long, bool>> heard;
-  loop.on_failure = [&](const TransferResult& r, const RetryDecision& d, int) {
+  loop.on_failure = [&](const transport::TransferResult& r, const transport::RetryDecision& d, int) {
     heard.push_back({r.http_status, d.retry});
   };
   transport.replies = {http(404)};
-  DownloadResult r = download(expect_of(body));
-  EXPECT_EQ(r.status, DownloadStatus::TransferFailed);
+  fetch::DownloadResult r = download(expect_of(body));
+  EXPECT_EQ(r.status, fetch::DownloadStatus::TransferFailed);
   EXPECT_EQ(r.transfer.http_status, 404);
   EXPECT_EQ(heard, (std::vector<std::pair<long, bool>>{{404, false}}));
   EXPECT_TRUE(sleeps.empty());
@@ -197,10 +196,10 @@ TEST_F(VerifiedDownload, NotFoundIsNotRetriedAndTheCallerHearsOfItOnce) {
 }
 
 TEST_F(VerifiedDownload, RetriesStopAfterThePolicysLimitWithGrowingBackoff) {
-  loop.policy = RetryPolicy{2, 100, 10000};
+  loop.policy = transport::RetryPolicy{2, 100, 10000};
   transport.replies = {http(500), http(502), http(500), ok(body)};
-  DownloadResult r = download(expect_of(body));
-  EXPECT_EQ(r.status, DownloadStatus::TransferFailed);
+  fetch::DownloadResult r = download(expect_of(body));
+  EXPECT_EQ(r.status, fetch::DownloadStatus::TransferFailed);
   EXPECT_EQ(r.attempts, 3);
   EXPECT_EQ(sleeps, (std::vector<long>{100, 200}));
   EXPECT_EQ(transport.replies.size(), 1u);  // the fourth answer was never asked for
@@ -209,12 +208,12 @@ TEST_F(VerifiedDownload, RetriesStopAfterThePolicysLimitWithGrowingBackoff) {
 TEST_F(VerifiedDownload, BackoffSleepIsCappedByWhatIsLeftOfTheCommandDeadline) {
   loop.remaining_ms = [] { return 40L; };
   transport.replies = {http(429, "", 3600), ok(body)};
-  EXPECT_EQ(download(expect_of(body)).status, DownloadStatus::Verified);
+  EXPECT_EQ(download(expect_of(body)).status, fetch::DownloadStatus::Verified);
   EXPECT_EQ(sleeps, std::vector<long>{40});
 }
 
 TEST_F(VerifiedDownload, ACallerThatEndsTheLoopStopsItAndNothingIsKept) {
-  loop.on_failure = [](const TransferResult&, const RetryDecision&, int) {
+  loop.on_failure = [](const transport::TransferResult&, const transport::RetryDecision&, int) {
     throw Error(ErrorKind::Network, "deadline passed");
   };
   transport.replies = {http(503, body.substr(0, 5)), ok(body)};
@@ -233,14 +232,14 @@ TEST(RetryLoopGet, EachAttemptRebuildsItsRequestAndResetsTheSink) {
   ScriptedTransport transport;
   transport.replies = {http(500, "partial"), ok("whole")};
   std::vector<long> sleeps;
-  RetryLoop loop{&transport, RetryPolicy{3, 10, 100}, [&](long ms) { sleeps.push_back(ms); },
+  fetch::RetryLoop loop{&transport, transport::RetryPolicy{3, 10, 100}, [&](long ms) { sleeps.push_back(ms); },
                  nullptr, nullptr, nullptr};
   int built = 0;
   std::string got;
-  TransferResult r = get_with_retries(
+  transport::TransferResult r = fetch::get_with_retries(
       loop,
       [&] {
-        TransferRequest q;
+        transport::TransferRequest q;
         q.url = "http://127.0.0.1:1/i" + std::to_string(++built);
         return q;
       },
@@ -249,7 +248,7 @@ TEST(RetryLoopGet, EachAttemptRebuildsItsRequestAndResetsTheSink) {
         got.append(d, n);
         return true;
       });
-  EXPECT_EQ(r.status, TransferStatus::Ok);
+  EXPECT_EQ(r.status, transport::TransferStatus::Ok);
   EXPECT_EQ(got, "whole");
   ASSERT_EQ(transport.requests.size(), 2u);
   EXPECT_EQ(transport.requests[1].url, "http://127.0.0.1:1/i2");

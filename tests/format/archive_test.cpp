@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 using test::TempDir;
 
-std::vector<ArchiveMember> sample_members() {
+std::vector<format::ArchiveMember> sample_members() {
   return {{"manifest.json", "{\"format\": \"kiln-manifest\"}\n"},
           {"a.fatbin", std::string("\x50\xed\x55\xba\0\0binary", 12)},
           {"b.fatbin", std::string(100000, 'x')},
@@ -78,7 +78,7 @@ void write_raw_archive(const fs::path& out, const std::vector<RawEntry>& entries
 
 std::string expect_refused(const fs::path& p, ErrorKind kind = ErrorKind::Format) {
   try {
-    read_archive(p);
+    format::read_archive(p);
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), kind) << e.what();
     return e.what();
@@ -89,21 +89,21 @@ std::string expect_refused(const fs::path& p, ErrorKind kind = ErrorKind::Format
 
 TEST(Archive, SameMembersTwiceGiveIdenticalBytes) {
   TempDir dir;
-  write_archive(dir / "one.tar.zst", sample_members(), 1764403200);
-  write_archive(dir / "two.tar.zst", sample_members(), 1764403200);
+  format::write_archive(dir / "one.tar.zst", sample_members(), 1764403200);
+  format::write_archive(dir / "two.tar.zst", sample_members(), 1764403200);
   std::string one = test::read_file(dir / "one.tar.zst");
   EXPECT_FALSE(one.empty());
   EXPECT_EQ(one, test::read_file(dir / "two.tar.zst"));
   // zstd frame magic: the archive really is compressed.
   EXPECT_EQ(one.substr(0, 4), std::string("\x28\xb5\x2f\xfd", 4));
-  write_archive(dir / "three.tar.zst", sample_members(), 1764403201);
+  format::write_archive(dir / "three.tar.zst", sample_members(), 1764403201);
   EXPECT_NE(one, test::read_file(dir / "three.tar.zst"));
 }
 
 TEST(Archive, ReadsBackEveryMemberInWrittenOrderWithManifestFirst) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", sample_members(), 0);
-  auto back = read_archive(dir / "a.tar.zst");
+  format::write_archive(dir / "a.tar.zst", sample_members(), 0);
+  auto back = format::read_archive(dir / "a.tar.zst");
   auto want = sample_members();
   ASSERT_EQ(back.size(), want.size());
   EXPECT_EQ(back[0].name, "manifest.json");
@@ -115,7 +115,7 @@ TEST(Archive, ReadsBackEveryMemberInWrittenOrderWithManifestFirst) {
 
 TEST(Archive, EntriesCarryFixedOwnerModeAndMtime) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", sample_members(), 1764403200);
+  format::write_archive(dir / "a.tar.zst", sample_members(), 1764403200);
   struct archive* a = archive_read_new();
   archive_read_support_filter_zstd(a);
   archive_read_support_format_tar(a);
@@ -138,18 +138,18 @@ TEST(Archive, EntriesCarryFixedOwnerModeAndMtime) {
 
 TEST(Archive, LeavesOnlyTheFinishedArchiveInTheDirectory) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", sample_members(), 0);
-  write_archive(dir / "a.tar.zst", {{"manifest.json", "{}"}}, 0);  // replaces in place
+  format::write_archive(dir / "a.tar.zst", sample_members(), 0);
+  format::write_archive(dir / "a.tar.zst", {{"manifest.json", "{}"}}, 0);  // replaces in place
   EXPECT_EQ(dir_listing(dir.path()), std::vector<std::string>{"a.tar.zst"});
-  EXPECT_EQ(read_archive(dir / "a.tar.zst").size(), 1u);
+  EXPECT_EQ(format::read_archive(dir / "a.tar.zst").size(), 1u);
 }
 
 TEST(Archive, RefusesToWriteMemberNamesWithDirectoriesOrDuplicates) {
   TempDir dir;
-  for (auto members : std::vector<std::vector<ArchiveMember>>{
+  for (auto members : std::vector<std::vector<format::ArchiveMember>>{
            {{"sub/x", "1"}}, {{"..", "1"}}, {{"", "1"}}, {{"x", "1"}, {"x", "2"}}}) {
     try {
-      write_archive(dir / "bad.tar.zst", members, 0);
+      format::write_archive(dir / "bad.tar.zst", members, 0);
       ADD_FAILURE() << "accepted " << members[0].name;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Usage);
@@ -161,7 +161,7 @@ TEST(Archive, RefusesToWriteMemberNamesWithDirectoriesOrDuplicates) {
 TEST(Archive, WriteIntoMissingDirectoryFailsAsIoNamingThePath) {
   TempDir dir;
   try {
-    write_archive(dir / "no" / "such" / "a.tar.zst", sample_members(), 0);
+    format::write_archive(dir / "no" / "such" / "a.tar.zst", sample_members(), 0);
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Io);
@@ -199,17 +199,17 @@ TEST(Archive, RefusesEvilEntriesNamingArchiveAndEntry) {
 TEST(Archive, StopsReadingWhenMembersExceedTheSizeLimit) {
   TempDir dir;
   // Highly compressible: small on disk, large once unpacked.
-  write_archive(dir / "bomb.tar.zst", {{"big", std::string(1 << 20, '\0')}}, 0);
+  format::write_archive(dir / "bomb.tar.zst", {{"big", std::string(1 << 20, '\0')}}, 0);
   EXPECT_LT(fs::file_size(dir / "bomb.tar.zst"), 4096u);
   try {
-    read_archive(dir / "bomb.tar.zst", 64 * 1024);
+    format::read_archive(dir / "bomb.tar.zst", 64 * 1024);
     ADD_FAILURE();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Limit);
     EXPECT_NE(std::string(e.what()).find("exceeds the limit of 65536"), std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(read_archive(dir / "bomb.tar.zst").at(0).data.size(), 1u << 20);
+  EXPECT_EQ(format::read_archive(dir / "bomb.tar.zst").at(0).data.size(), 1u << 20);
 }
 
 TEST(Archive, MissingArchiveIsNotFound) {
@@ -222,7 +222,7 @@ TEST(Archive, GarbageAndTruncatedArchivesAreFormatErrors) {
   TempDir dir;
   test::write_file(dir / "garbage.tar.zst", std::string(5000, 'g'));
   expect_refused(dir / "garbage.tar.zst");
-  write_archive(dir / "full.tar.zst", {{"m", std::string(200000, 'q') + "tail"}}, 0);
+  format::write_archive(dir / "full.tar.zst", {{"m", std::string(200000, 'q') + "tail"}}, 0);
   std::string full = test::read_file(dir / "full.tar.zst");
   test::write_file(dir / "cut.tar.zst", full.substr(0, full.size() / 2));
   expect_refused(dir / "cut.tar.zst");

@@ -45,7 +45,7 @@ std::string container(const std::vector<FakeEntry>& entries) {
     body += h + e.payload;
   }
   std::string out;
-  put(out, kFatbinMagic, 4);
+  put(out, format::kFatbinMagic, 4);
   put(out, 1, 2);
   put(out, 16, 2);
   put(out, body.size(), 8);
@@ -87,7 +87,7 @@ FakeEntry elf(int arch, std::uint64_t flags = 0) {
 
 std::string format_error(std::string_view bytes) {
   try {
-    parse_fatbin(bytes, "k.fatbin");
+    format::parse_fatbin(bytes, "k.fatbin");
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Format) << e.what();
     return e.what();
@@ -97,7 +97,7 @@ std::string format_error(std::string_view bytes) {
 
 TEST(Fatbin, ListsElfAndCompressedPtxImagesWithTargets) {
   std::string bytes = container({elf(80), zstd_ptx(80), elf(90, 0x100000), elf(100, 0x200000)});
-  auto images = parse_fatbin(bytes, "k.fatbin");
+  auto images = format::parse_fatbin(bytes, "k.fatbin");
   ASSERT_EQ(images.size(), 4u);
   EXPECT_EQ(images[0].target(), "sm_80");
   EXPECT_EQ(images[1].target(), "compute_80");
@@ -106,15 +106,15 @@ TEST(Fatbin, ListsElfAndCompressedPtxImagesWithTargets) {
   EXPECT_EQ(images[2].target(), "sm_90a");
   EXPECT_EQ(images[2].suffix, 'a');
   EXPECT_EQ(images[3].target(), "sm_100f");
-  EXPECT_EQ(fatbin_image_payload(bytes, images[1]), kPtx);
-  EXPECT_EQ(fatbin_image_payload(bytes, images[0]).substr(0, 4),
+  EXPECT_EQ(format::fatbin_image_payload(bytes, images[1]), kPtx);
+  EXPECT_EQ(format::fatbin_image_payload(bytes, images[0]).substr(0, 4),
             "\x7f"
             "ELF");
 }
 
 TEST(Fatbin, ReadsContainersBackToBackAndIgnoresTrailingZeros) {
   std::string bytes = container({elf(80)}) + container({elf(90), elf(86)}) + std::string(8, '\0');
-  auto images = parse_fatbin(bytes, "k.fatbin");
+  auto images = format::parse_fatbin(bytes, "k.fatbin");
   ASSERT_EQ(images.size(), 3u);
   EXPECT_EQ(images[0].container, 0u);
   EXPECT_EQ(images[2].container, 1u);
@@ -136,7 +136,7 @@ TEST(Fatbin, CorruptBytesNeverCrashTheParserOrDecompressor) {
       std::string bytes = good;
       bytes[i] = static_cast<char>(bytes[i] ^ x);
       try {
-        for (const auto& img : parse_fatbin(bytes, "k.fatbin")) fatbin_image_payload(bytes, img);
+        for (const auto& img : format::parse_fatbin(bytes, "k.fatbin")) format::fatbin_image_payload(bytes, img);
       } catch (const Error& e) {
         EXPECT_TRUE(e.kind() == ErrorKind::Format || e.kind() == ErrorKind::Unsupported)
             << e.what();
@@ -172,11 +172,11 @@ TEST(Fatbin, WrongMagicNamesWhatWasFound) {
 TEST(Fatbin, OlderCompressionIsReportedAsUnsupported) {
   FakeEntry e = elf(80, 0x2000);
   std::string bytes = container({e});
-  auto images = parse_fatbin(bytes, "k.fatbin");
+  auto images = format::parse_fatbin(bytes, "k.fatbin");
   ASSERT_EQ(images.size(), 1u);
   EXPECT_TRUE(images[0].old_compression);
   try {
-    fatbin_image_payload(bytes, images[0]);
+    format::fatbin_image_payload(bytes, images[0]);
     ADD_FAILURE();
   } catch (const Error& err) {
     EXPECT_EQ(err.kind(), ErrorKind::Unsupported);
@@ -193,9 +193,9 @@ TEST(Fatbin, CorruptOrShortZstdPayloadIsAFormatError) {
   wrong_size.decompressed_size += 1;
   for (const auto& e : {bad_magic, short_stream, wrong_size}) {
     std::string bytes = container({e});
-    auto images = parse_fatbin(bytes, "k.fatbin");
+    auto images = format::parse_fatbin(bytes, "k.fatbin");
     try {
-      fatbin_image_payload(bytes, images.at(0));
+      format::fatbin_image_payload(bytes, images.at(0));
       ADD_FAILURE() << "corruption went unnoticed";
     } catch (const Error& err) {
       EXPECT_EQ(err.kind(), ErrorKind::Format) << err.what();
@@ -205,14 +205,14 @@ TEST(Fatbin, CorruptOrShortZstdPayloadIsAFormatError) {
 }
 
 TEST(Ptx, EntryNamesSkipComments) {
-  EXPECT_EQ(ptx_entry_names(kPtx),
+  EXPECT_EQ(format::ptx_entry_names(kPtx),
             (std::vector<std::string>{"_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_", "_Z3hopv"}));
 }
 
 TEST(Elf, NonElfInputIsAFormatError) {
   for (std::string bad : {std::string("short"), std::string(64, 'x')}) {
     try {
-      elf_function_symbols(bad);
+      format::elf_function_symbols(bad);
       ADD_FAILURE();
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Format);
@@ -227,21 +227,21 @@ TEST(Elf, NonElfInputIsAFormatError) {
   e[0x28] = 0x40;  // e_shoff = 64 = end of file
   e[0x3a] = 64;    // e_shentsize
   e[0x3c] = 3;     // e_shnum
-  EXPECT_THROW(elf_function_symbols(e), Error);
+  EXPECT_THROW(format::elf_function_symbols(e), Error);
 }
 
 TEST(Demangle, BaseNameDropsReturnTypeAndArguments) {
-  EXPECT_EQ(demangled_base_name("_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"),
+  EXPECT_EQ(format::demangled_base_name("_ZN4kiln11axpy_kernelIfEEvxfPKT_PS1_"),
             "kiln::axpy_kernel<float>");
-  EXPECT_EQ(demangled_base_name("_ZN4kiln14rmsnorm_kernelI6__halfLi256EEEvPKT_x"),
+  EXPECT_EQ(format::demangled_base_name("_ZN4kiln14rmsnorm_kernelI6__halfLi256EEEvPKT_x"),
             "kiln::rmsnorm_kernel<__half, 256>");
-  EXPECT_EQ(demangled_base_name("_ZN4kiln3hopEv"), "kiln::hop");
+  EXPECT_EQ(format::demangled_base_name("_ZN4kiln3hopEv"), "kiln::hop");
   // Parentheses and spaces inside template arguments stay.
-  EXPECT_EQ(demangled_base_name("_ZN4kiln5ftypeIPFvicEEEvv"), "kiln::ftype<void (*)(int, char)>");
-  EXPECT_EQ(demangled_base_name("_ZN4kiln12_GLOBAL__N_14anonEi"),
+  EXPECT_EQ(format::demangled_base_name("_ZN4kiln5ftypeIPFvicEEEvv"), "kiln::ftype<void (*)(int, char)>");
+  EXPECT_EQ(format::demangled_base_name("_ZN4kiln12_GLOBAL__N_14anonEi"),
             "kiln::(anonymous namespace)::anon");
-  EXPECT_EQ(demangled_base_name("not_mangled"), "not_mangled");
-  EXPECT_EQ(demangle("_ZN4kiln3hopEv"), "kiln::hop()");
+  EXPECT_EQ(format::demangled_base_name("not_mangled"), "not_mangled");
+  EXPECT_EQ(format::demangle("_ZN4kiln3hopEv"), "kiln::hop()");
 }
 
 }  // namespace

@@ -27,10 +27,10 @@ const std::string kOrigin = "store/kiln-kernels-x/manifest.json";
 
 // A manifest as JSON text, artifacts included; comparing these compares every field (params
 // as a JSON object: compared as a list too).
-std::string canonical(Manifest m, const ArtifactEntry* only = nullptr) {
+std::string canonical(format::Manifest m, const format::ArtifactEntry* only = nullptr) {
   m.artifacts.clear();
   if (only) m.artifacts.push_back(*only);
-  return manifest_to_json(m);
+  return format::manifest_to_json(m);
 }
 
 struct Tally {
@@ -41,17 +41,17 @@ struct Tally {
 // the same entry for every URI.
 void expect_same(const std::string& text, const std::string& what, Tally* tally = nullptr) {
   SCOPED_TRACE(what);
-  std::optional<Manifest> want;
+  std::optional<format::Manifest> want;
   std::optional<Error> want_error;
   try {
-    want = parse_manifest(text, kOrigin);
+    want = format::parse_manifest(text, kOrigin);
   } catch (const Error& e) {
     want_error = e;
   }
-  std::shared_ptr<const ManifestEntries> got;
+  std::shared_ptr<const format::ManifestEntries> got;
   std::optional<Error> got_error;
   try {
-    got = ManifestEntries::read(std::string(text), kOrigin);
+    got = format::ManifestEntries::read(std::string(text), kOrigin);
   } catch (const Error& e) {
     got_error = e;
   }
@@ -71,7 +71,7 @@ void expect_same(const std::string& text, const std::string& what, Tally* tally 
   EXPECT_EQ(canonical(got->header()), canonical(*want));
   for (const auto& a : want->artifacts) {
     auto m = got->for_uri(a.uri);
-    const ArtifactEntry* e = m->find(a.uri);
+    const format::ArtifactEntry* e = m->find(a.uri);
     ASSERT_NE(e, nullptr) << a.uri;
     EXPECT_EQ(canonical(*m, e), canonical(*want, &a)) << a.uri;
     EXPECT_EQ(e->params, a.params) << a.uri;  // JSON would fold repeated keys
@@ -82,11 +82,11 @@ void expect_same(const std::string& text, const std::string& what, Tally* tally 
 
 // A manifest with every kind of field filled: params out of alphabetical order, two entries,
 // flags, skipped families.
-Manifest rich_manifest() {
+format::Manifest rich_manifest() {
   test::ReleaseSpec rel;
   rel.flags = {"-O3", "-std=c++17", "", "-DNAME=x y"};
-  Manifest m = test::release_manifest(rel, "sm_90a");
-  ArtifactEntry norm = m.artifacts.front();
+  format::Manifest m = test::release_manifest(rel, "sm_90a");
+  format::ArtifactEntry norm = m.artifacts.front();
   norm.uri = "rmsnorm_dtype_f16_block_256";
   norm.family = "rmsnorm";
   norm.params = {{"dtype", "f16"}, {"block", "256"}};
@@ -95,7 +95,7 @@ Manifest rich_manifest() {
       {"kiln::rmsnorm_tail<__half>", "_ZN4kiln12rmsnorm_tailI6__halfEEvv"}};
   norm.file = "rmsnorm_dtype_f16_block_256.fatbin";
   m.artifacts.push_back(norm);
-  ArtifactEntry bare = norm;
+  format::ArtifactEntry bare = norm;
   bare.uri = "z";
   bare.params = {};
   bare.flags = {};
@@ -109,8 +109,8 @@ Manifest rich_manifest() {
 // seeds (manifests of real builds).
 std::vector<std::pair<std::string, std::string>> seeds() {
   std::vector<std::pair<std::string, std::string>> out;
-  out.emplace_back("fixture", manifest_to_json(test::release_manifest({}, "sm_80")));
-  out.emplace_back("rich", manifest_to_json(rich_manifest()));
+  out.emplace_back("fixture", format::manifest_to_json(test::release_manifest({}, "sm_80")));
+  out.emplace_back("rich", format::manifest_to_json(rich_manifest()));
   const std::string src = KILN_TEST_SOURCE_DIR;
   for (const char* f :
        {"manifests/examples/manifest.json", "fuzz/corpus/manifest/release-sm_80-manifest.json",
@@ -384,13 +384,13 @@ TEST(ManifestEntries, AgreesWithParseManifestOnEveryMutationOfKilnsManifests) {
 
 TEST(ManifestEntries, TheStrictReaderDecidesEveryManifestKilnWrites) {
   for (const auto& [name, text] : seeds()) {
-    auto e = ManifestEntries::read(std::string(text), kOrigin);
+    auto e = format::ManifestEntries::read(std::string(text), kOrigin);
     EXPECT_TRUE(e->strict()) << name;
-    auto compact = ManifestEntries::read(Json::parse(text).dump(), kOrigin);
+    auto compact = format::ManifestEntries::read(Json::parse(text).dump(), kOrigin);
     EXPECT_TRUE(compact->strict()) << name;
   }
   // Any field order: each object's keys reversed.
-  Json root = Json::parse(manifest_to_json(rich_manifest()));
+  Json root = Json::parse(format::manifest_to_json(rich_manifest()));
   std::function<Json(const Json&)> reversed = [&](const Json& j) -> Json {
     if (j.is_array()) {
       Json out = Json::array();
@@ -405,7 +405,7 @@ TEST(ManifestEntries, TheStrictReaderDecidesEveryManifestKilnWrites) {
     return out;
   };
   std::string text = reversed(root).dump(1, '\t');
-  auto e = ManifestEntries::read(std::string(text), kOrigin);
+  auto e = format::ManifestEntries::read(std::string(text), kOrigin);
   EXPECT_TRUE(e->strict());
   expect_same(text, "keys reversed");
 }
@@ -445,8 +445,8 @@ TEST(ManifestEntries, EveryByteAtEveryOffsetOfAStringReadsAsParseManifestReadsIt
 }
 
 TEST(ManifestEntries, ConvertsEachUrisArtifactOnceAndSharesIt) {
-  Manifest m = rich_manifest();
-  auto e = ManifestEntries::read(manifest_to_json(m), kOrigin);
+  format::Manifest m = rich_manifest();
+  auto e = format::ManifestEntries::read(format::manifest_to_json(m), kOrigin);
   ASSERT_TRUE(e->strict());
   EXPECT_TRUE(e->header().artifacts.empty());
   auto norm = e->for_uri("rmsnorm_dtype_f16_block_256");
@@ -468,13 +468,13 @@ TEST(ManifestEntries, GetsFastScanKeepsOneEntryAndChecksWhatItReads) {
   test::TempDir tmp;
   test::ReleaseSpec rel;
   fs::path dir = test::write_store_entry(tmp.path(), rel, "sm_80");
-  StoreScanner disk;
-  StoreScan fast = disk.scan_for(tmp.path().string(), "test", "axpy_dtype_f32", 80);
+  plan::StoreScanner disk;
+  plan::StoreScan fast = disk.scan_for(tmp.path().string(), "test", "axpy_dtype_f32", 80);
   ASSERT_EQ(fast.archives.size(), 1u);
   ASSERT_TRUE(fast.archives[0].manifest) << fast.archives[0].error;
   ASSERT_EQ(fast.archives[0].manifest->artifacts.size(), 1u);
   EXPECT_EQ(fast.archives[0].manifest->artifacts[0].uri, "axpy_dtype_f32");
-  StoreScan full = disk.scan(tmp.path().string(), "test");
+  plan::StoreScan full = disk.scan(tmp.path().string(), "test");
   ASSERT_TRUE(full.archives.at(0).manifest);
   EXPECT_EQ(full.archives[0].manifest->artifacts.size(), 2u);
 
@@ -486,7 +486,7 @@ TEST(ManifestEntries, GetsFastScanKeepsOneEntryAndChecksWhatItReads) {
   test::write_file(dir / "manifest.json", text);
   std::string want;
   try {
-    parse_manifest(text, (dir / "manifest.json").string());
+    format::parse_manifest(text, (dir / "manifest.json").string());
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Format);
     want = e.what();

@@ -31,7 +31,7 @@ std::string uri_of(std::size_t i) {
 
 // Ranks as a package description gives them: k_i_<i> is at i among `count` URIs. `shift`
 // misplaces every rank by that much (a description the manifest does not match exactly).
-UriRanks ranks_of(std::size_t count, long shift = 0) {
+format::UriRanks ranks_of(std::size_t count, long shift = 0) {
   return {count, [count, shift](std::string_view uri) -> std::optional<std::size_t> {
             if (uri.size() != 9 || uri.substr(0, 4) != "k_i_") return std::nullopt;
             long i = std::stol(std::string(uri.substr(4))) + shift;
@@ -46,17 +46,17 @@ std::string manifest_of(std::size_t n, const std::string& target = "sm_90a") {
   std::vector<test::SyntheticArtifact> arts;
   for (std::size_t i = 0; i < n; ++i) arts.push_back({uri_of(i), "image " + uri_of(i)});
   rel.with_artifacts(arts);
-  Manifest m = test::release_manifest(rel, target);
+  format::Manifest m = test::release_manifest(rel, target);
   m.skipped.push_back({"rmsnorm", "not built for this target"});
-  return manifest_to_json(m);
+  return format::manifest_to_json(m);
 }
 
-std::string entry_json(const Manifest& m, const std::string& uri) {
-  const ArtifactEntry* a = m.find(uri);
+std::string entry_json(const format::Manifest& m, const std::string& uri) {
+  const format::ArtifactEntry* a = m.find(uri);
   if (!a) return "(not listed)";
-  Manifest one = m;
+  format::Manifest one = m;
   one.artifacts = {*a};
-  return manifest_to_json(one);
+  return format::manifest_to_json(one);
 }
 
 // A text in memory that counts what a lookup reads, and can say it changed.
@@ -64,9 +64,9 @@ struct CountedText {
   std::string text;
   std::size_t reads = 0, bytes = 0, opens = 0;
   bool changes = false;
-  ManifestOpener opener() {
-    return [this]() -> std::unique_ptr<ManifestFile> {
-      struct File : ManifestFile {
+  format::ManifestOpener opener() {
+    return [this]() -> std::unique_ptr<format::ManifestFile> {
+      struct File : format::ManifestFile {
         CountedText* c;
         explicit File(CountedText* t) : c(t) {}
         std::optional<std::string> read(std::size_t b, std::size_t e) override {
@@ -86,30 +86,30 @@ struct CountedText {
 
 TEST(ManifestLookup, ALookupGivesWhatReadingTheTextWholeGives) {
   std::vector<std::string> texts = {
-      manifest_to_json(test::release_manifest({}, "sm_90a")),
-      manifest_to_json(test::release_manifest({}, "compute_80")),
+      format::manifest_to_json(test::release_manifest({}, "sm_90a")),
+      format::manifest_to_json(test::release_manifest({}, "compute_80")),
       test::read_file(fs::path(KILN_TEST_SOURCE_DIR) / "manifests/examples/manifest.json"),
       manifest_of(0),
       manifest_of(1),
       manifest_of(7),
       manifest_of(3000)};
   for (const auto& text : texts) {
-    auto whole = ManifestEntries::read(std::string(text), "m");
-    Manifest full = parse_manifest(text, "m");
+    auto whole = format::ManifestEntries::read(std::string(text), "m");
+    format::Manifest full = format::parse_manifest(text, "m");
     std::vector<std::string> asked = {"", "a", "zzzz", "k_i_", "k_i_00000x", "k_i_99999"};
     for (const auto& a : full.artifacts) asked.push_back(a.uri);
     const std::string& first = asked.back();
-    auto looked = ManifestEntries::open(text, "m", &first);
+    auto looked = format::ManifestEntries::open(text, "m", &first);
     ASSERT_TRUE(looked) << text.substr(0, 200);
     EXPECT_TRUE(looked->searched());
-    EXPECT_EQ(manifest_to_json(looked->header()), manifest_to_json(whole->header()));
+    EXPECT_EQ(format::manifest_to_json(looked->header()), format::manifest_to_json(whole->header()));
     for (const auto& uri : asked)
       EXPECT_EQ(entry_json(*looked->for_uri(uri), uri), entry_json(*whole->for_uri(uri), uri))
           << uri;
     // Guided by ranks, right or wrong (a hint costs reads, never a different answer).
     for (long shift : {0L, 7L, -2999L, 100000L}) {
-      const UriRanks ranks = ranks_of(std::max<std::size_t>(full.artifacts.size(), 1), shift);
-      auto guided = ManifestEntries::open(text, "m", &first, &ranks);
+      const format::UriRanks ranks = ranks_of(std::max<std::size_t>(full.artifacts.size(), 1), shift);
+      auto guided = format::ManifestEntries::open(text, "m", &first, &ranks);
       ASSERT_TRUE(guided);
       for (const auto& uri : asked)
         EXPECT_EQ(entry_json(*guided->for_uri(uri, &ranks), uri),
@@ -123,7 +123,7 @@ TEST(ManifestLookup, WhatALookupReadsDoesNotGrowWithTheNumberOfArtifacts) {
   for (std::size_t n : {10u, 1000u, 20000u}) {
     CountedText c{manifest_of(n)};
     const std::string first = uri_of(n / 3), next = uri_of(n - 1);
-    auto e = ManifestEntries::open(c.text.size(), "m", c.opener(), &first);
+    auto e = format::ManifestEntries::open(c.text.size(), "m", c.opener(), &first);
     ASSERT_TRUE(e) << n;
     // The header's two ends and the binary search's windows: a few 4 KiB reads, one open.
     EXPECT_EQ(c.opens, 1u);
@@ -145,9 +145,9 @@ TEST(ManifestLookup, RanksFindAUriInAFewReadsWhateverTheNumberOfArtifacts) {
   // it reads where the URI should be, and corrects by the URIs it finds there.
   for (std::size_t n : {1000u, 20000u}) {
     CountedText c{manifest_of(n)};
-    const UriRanks ranks = ranks_of(n);
+    const format::UriRanks ranks = ranks_of(n);
     const std::string first = uri_of(n / 3);
-    auto e = ManifestEntries::open(c.text.size(), "m", c.opener(), &first, &ranks);
+    auto e = format::ManifestEntries::open(c.text.size(), "m", c.opener(), &first, &ranks);
     ASSERT_TRUE(e) << n;
     std::size_t most = 0, total = 0, asked = 0;
     for (std::size_t i = 1; i < n; i += n / 50) {
@@ -164,7 +164,7 @@ TEST(ManifestLookup, RanksFindAUriInAFewReadsWhateverTheNumberOfArtifacts) {
     EXPECT_LE(most, 4u) << n;
     EXPECT_LE(total, 3 * asked) << n;
     // Ranks that are all wrong by a third of the package cost reads, not answers.
-    const UriRanks off = ranks_of(n, static_cast<long>(n / 3));
+    const format::UriRanks off = ranks_of(n, static_cast<long>(n / 3));
     c.reset();
     ASSERT_NE(e->for_uri(uri_of(5), &off)->find(uri_of(5)), nullptr);
     EXPECT_LE(c.reads, 40u) << n;
@@ -192,10 +192,10 @@ TEST(ManifestLookup, ATextNotLaidOutAsKilnWritesItIsLeftToAWholeRead) {
       {"no skipped line", replaced("\"skipped\"", "\"skipped\" ")},
   };
   for (const auto& c : cases) {
-    EXPECT_FALSE(ManifestEntries::open(c.text, "m", &uri)) << c.what;
+    EXPECT_FALSE(format::ManifestEntries::open(c.text, "m", &uri)) << c.what;
     // The text read whole decides, as before: these are all the same manifest.
-    Manifest want = parse_manifest(text, "m");
-    auto whole = ManifestEntries::read(std::string(c.text), "m");
+    format::Manifest want = format::parse_manifest(text, "m");
+    auto whole = format::ManifestEntries::read(std::string(c.text), "m");
     EXPECT_EQ(entry_json(*whole->for_uri(uri), uri), entry_json(want, uri)) << c.what;
   }
 }
@@ -212,14 +212,14 @@ TEST(ManifestLookup, OnlyTheAskedArtifactIsCheckedAndABrokenOneGivesParseManifes
   bad[sha + 11] = 'g';  // not hex
   std::string want_error;
   try {
-    parse_manifest(bad, "m");
+    format::parse_manifest(bad, "m");
   } catch (const Error& e) {
     want_error = e.what();
   }
   ASSERT_FALSE(want_error.empty());
-  auto e = ManifestEntries::open(bad, "m", &fine);
+  auto e = format::ManifestEntries::open(bad, "m", &fine);
   ASSERT_TRUE(e);
-  EXPECT_EQ(entry_json(*e->for_uri(fine), fine), entry_json(parse_manifest(good, "m"), fine));
+  EXPECT_EQ(entry_json(*e->for_uri(fine), fine), entry_json(format::parse_manifest(good, "m"), fine));
   try {
     e->for_uri(broken);
     ADD_FAILURE() << "a broken artifact was read";
@@ -228,7 +228,7 @@ TEST(ManifestLookup, OnlyTheAskedArtifactIsCheckedAndABrokenOneGivesParseManifes
     EXPECT_EQ(std::string(err.what()), want_error);
   }
   // Asked first, the broken one leaves the whole text to the caller: open gives nothing.
-  EXPECT_FALSE(ManifestEntries::open(bad, "m", &broken));
+  EXPECT_FALSE(format::ManifestEntries::open(bad, "m", &broken));
 }
 
 TEST(ManifestLookup, ArtifactsOutOfOrderAreRefusedAsParseManifestRefusesThem) {
@@ -240,7 +240,7 @@ TEST(ManifestLookup, ArtifactsOutOfOrderAreRefusedAsParseManifestRefusesThem) {
   std::string first = text.substr(a, b - a), second = text.substr(b, c - b);
   text.replace(a, c - a, second + first);
   try {
-    parse_manifest(text, "m");
+    format::parse_manifest(text, "m");
     ADD_FAILURE() << "an unsorted manifest was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Format);
@@ -249,7 +249,7 @@ TEST(ManifestLookup, ArtifactsOutOfOrderAreRefusedAsParseManifestRefusesThem) {
   }
   auto whole_error = [&](const std::string& t) {
     try {
-      ManifestEntries::read(std::string(t), "m");
+      format::ManifestEntries::read(std::string(t), "m");
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -258,7 +258,7 @@ TEST(ManifestLookup, ArtifactsOutOfOrderAreRefusedAsParseManifestRefusesThem) {
   EXPECT_NE(whole_error(text).find("artifacts are sorted by uri"), std::string::npos);
   // The lookup sees the order in what it reads, and leaves the text to a whole read.
   const std::string uri = uri_of(0);
-  auto e = ManifestEntries::open(text, "m", nullptr);
+  auto e = format::ManifestEntries::open(text, "m", nullptr);
   ASSERT_TRUE(e);
   EXPECT_THROW(e->for_uri(uri), Error);
 }
@@ -267,9 +267,9 @@ TEST(ManifestLookup, AFileThatChangesWhileLookedUpIsNotBelieved) {
   CountedText c{manifest_of(20)};
   const std::string uri = uri_of(4);
   c.changes = true;
-  EXPECT_FALSE(ManifestEntries::open(c.text.size(), "m", c.opener(), &uri));
+  EXPECT_FALSE(format::ManifestEntries::open(c.text.size(), "m", c.opener(), &uri));
   c.changes = false;
-  auto e = ManifestEntries::open(c.text.size(), "m", c.opener(), &uri);
+  auto e = format::ManifestEntries::open(c.text.size(), "m", c.opener(), &uri);
   ASSERT_TRUE(e);
   c.changes = true;
   try {
@@ -281,7 +281,7 @@ TEST(ManifestLookup, AFileThatChangesWhileLookedUpIsNotBelieved) {
         << err.what();
   }
   // A file that cannot be opened: nothing (the caller reads it whole, with read's errors).
-  auto gone = ManifestEntries::open(
+  auto gone = format::ManifestEntries::open(
       c.text.size(), "m", [] { return nullptr; }, nullptr);
   EXPECT_FALSE(gone);
 }
@@ -312,8 +312,8 @@ TEST(ManifestLookup, AnArtifactThatRepeatsItsKeysIsRefusedNeverReadAsAnotherArti
   // the file and the first key given again.
   const std::string want =
       "m: field 'artifacts[2].family': given more than once in one object";
-  for (auto reader : {+[](const std::string& t) { parse_manifest(t, "m"); },
-                      +[](const std::string& t) { ManifestEntries::read(std::string(t), "m"); }}) {
+  for (auto reader : {+[](const std::string& t) { format::parse_manifest(t, "m"); },
+                      +[](const std::string& t) { format::ManifestEntries::read(std::string(t), "m"); }}) {
     try {
       reader(text);
       ADD_FAILURE() << "a manifest repeating an artifact's keys was accepted";
@@ -324,9 +324,9 @@ TEST(ManifestLookup, AnArtifactThatRepeatsItsKeysIsRefusedNeverReadAsAnotherArti
   }
   // A lookup opened for another URI, asked for k_i_00002 afterwards (guided by ranks or not):
   // the same error, never an entry (which would load k_i_00017's kernel).
-  const UriRanks ranks = ranks_of(20);
-  for (const UriRanks* r : {static_cast<const UriRanks*>(nullptr), &ranks}) {
-    auto e = ManifestEntries::open(text, "m", &first, r);
+  const format::UriRanks ranks = ranks_of(20);
+  for (const format::UriRanks* r : {static_cast<const format::UriRanks*>(nullptr), &ranks}) {
+    auto e = format::ManifestEntries::open(text, "m", &first, r);
     ASSERT_TRUE(e);
     try {
       auto m = e->for_uri(asked, r);
@@ -336,7 +336,7 @@ TEST(ManifestLookup, AnArtifactThatRepeatsItsKeysIsRefusedNeverReadAsAnotherArti
       EXPECT_EQ(std::string(err.what()), want);
     }
     // Asked first, it leaves the text to a whole read, which refuses it as above.
-    EXPECT_FALSE(ManifestEntries::open(text, "m", &asked, r));
+    EXPECT_FALSE(format::ManifestEntries::open(text, "m", &asked, r));
   }
 }
 
@@ -352,14 +352,14 @@ TEST(ManifestLookup, ATextParseManifestDecidesGivesOnlyTheAskedUrisEntry) {
   char escaped[8];
   std::snprintf(escaped, sizeof escaped, "\\u%04x", text[at + family.size()]);
   text.replace(at + family.size(), 1, escaped);
-  const Manifest full = parse_manifest(text, "m");
+  const format::Manifest full = format::parse_manifest(text, "m");
   const std::string first = uri_of(19);
-  auto whole = ManifestEntries::read(std::string(text), "m");
+  auto whole = format::ManifestEntries::read(std::string(text), "m");
   EXPECT_FALSE(whole->strict());
-  auto looked = ManifestEntries::open(text, "m", &first);
+  auto looked = format::ManifestEntries::open(text, "m", &first);
   ASSERT_TRUE(looked);
   for (const auto& a : full.artifacts)
-    for (const ManifestEntries* e : {whole.get(), looked.get()}) {
+    for (const format::ManifestEntries* e : {whole.get(), looked.get()}) {
       auto m = e->for_uri(a.uri);
       ASSERT_EQ(m->artifacts.size(), 1u) << a.uri;
       EXPECT_EQ(m->artifacts[0].uri, a.uri);
@@ -373,18 +373,18 @@ TEST(ManifestLookup, ATextParseManifestDecidesGivesOnlyTheAskedUrisEntry) {
 // --- get()'s store scan ----------------------------------------------------------------------
 
 // The disk, counting the bytes of manifest.json read.
-class CountingFs : public DiskStoreFs {
+class CountingFs : public store::DiskStoreFs {
  public:
   mutable std::size_t manifest_bytes = 0;
   std::string read(const std::string& path, std::uint64_t max_bytes) const override {
-    std::string bytes = DiskStoreFs::read(path, max_bytes);
+    std::string bytes = store::DiskStoreFs::read(path, max_bytes);
     manifest_bytes += bytes.size();
     return bytes;
   }
-  std::unique_ptr<ManifestFile> open_manifest(const std::string& path,
-                                              const FileIdentity& id) const override {
-    struct Counted : ManifestFile {
-      std::unique_ptr<ManifestFile> real;
+  std::unique_ptr<format::ManifestFile> open_manifest(const std::string& path,
+                                              const io::FileIdentity& id) const override {
+    struct Counted : format::ManifestFile {
+      std::unique_ptr<format::ManifestFile> real;
       const CountingFs* fs;
       std::optional<std::string> read(std::size_t b, std::size_t e) override {
         auto bytes = real->read(b, e);
@@ -393,7 +393,7 @@ class CountingFs : public DiskStoreFs {
       }
       bool unchanged() override { return real->unchanged(); }
     };
-    auto real = DiskStoreFs::open_manifest(path, id);
+    auto real = store::DiskStoreFs::open_manifest(path, id);
     if (!real) return nullptr;
     auto counted = std::make_unique<Counted>();
     counted->real = std::move(real);
@@ -407,19 +407,19 @@ TEST(ManifestLookup, AStoreJustWrittenIsLookedUpNotReadForEveryUri) {
   // of another URI reads a few windows of a 20,000-artifact manifest, not all of it again.
   test::TempDir tmp;
   const fs::path dir =
-      tmp / "store" / archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
+      tmp / "store" / format::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
   fs::create_directories(dir);
   const std::string text = manifest_of(20000, "sm_90");
   test::write_file(dir / "manifest.json", text);
   auto counting = std::make_shared<CountingFs>();
-  StoreScanner scanner("kiln-kernels", kiln::version(), (tmp / "cache").string(), counting);
-  forget_store_memory();
+  plan::StoreScanner scanner("kiln-kernels", kiln::version(), (tmp / "cache").string(), counting);
+  plan::forget_store_memory();
   for (std::size_t i : {0u, 19999u, 7u, 12345u}) {
     counting->manifest_bytes = 0;
-    StoreScan s = scanner.scan_for((tmp / "store").string(), "artifact path", uri_of(i), 90);
+    plan::StoreScan s = scanner.scan_for((tmp / "store").string(), "artifact path", uri_of(i), 90);
     ASSERT_EQ(s.archives.size(), 1u);
     ASSERT_TRUE(s.archives[0].manifest) << s.archives[0].error;
-    const ArtifactEntry* a = s.archives[0].manifest->find(uri_of(i));
+    const format::ArtifactEntry* a = s.archives[0].manifest->find(uri_of(i));
     ASSERT_NE(a, nullptr) << i;
     EXPECT_EQ(a->file, uri_of(i) + ".fatbin");
     EXPECT_LE(counting->manifest_bytes, std::size_t{96} << 10)
@@ -433,19 +433,19 @@ TEST(ManifestLookup, AGetInAStoreWhoseArtifactRepeatsItsKeysIsRefusedNotAnotherK
   // error naming the file, and never gives k_i_00017's file to load and verify.
   test::TempDir tmp;
   const fs::path dir =
-      tmp / "store" / archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
+      tmp / "store" / format::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
   fs::create_directories(dir);
   test::write_file(dir / "manifest.json", repeated_keys_manifest("sm_90"));
-  StoreScanner scanner("kiln-kernels", kiln::version(), (tmp / "cache").string(), nullptr,
+  plan::StoreScanner scanner("kiln-kernels", kiln::version(), (tmp / "cache").string(), nullptr,
                        ranks_of(20));
-  forget_store_memory();
-  StoreScan s = scanner.scan_for((tmp / "store").string(), "artifact path", uri_of(19), 90);
+  plan::forget_store_memory();
+  plan::StoreScan s = scanner.scan_for((tmp / "store").string(), "artifact path", uri_of(19), 90);
   ASSERT_EQ(s.archives.size(), 1u);
   ASSERT_TRUE(s.archives[0].manifest) << s.archives[0].error;
   ASSERT_NE(s.archives[0].manifest->find(uri_of(19)), nullptr);
   s = scanner.scan_for((tmp / "store").string(), "artifact path", uri_of(2), 90);
   ASSERT_EQ(s.archives.size(), 1u);
-  const StoreArchive& a = s.archives[0];
+  const store::StoreArchive& a = s.archives[0];
   if (a.manifest && a.manifest->find(uri_of(2)))
     FAIL() << "get " << uri_of(2) << " would load " << a.manifest->find(uri_of(2))->file;
   EXPECT_EQ(a.error_kind, ErrorKind::Format);

@@ -11,15 +11,15 @@ namespace {
 const std::string kHashA(64, 'a');
 const std::string kHashB(64, 'b');
 
-Manifest sample_manifest() {
-  Manifest m;
+format::Manifest sample_manifest() {
+  format::Manifest m;
   m.package = "kiln-kernels";
   m.package_version = "0.1.0";
   m.git_commit = "3f9c2a1";
   m.cuda_version = "13.0";
   m.target = "sm_90a";
   m.build_time = 1764403200;
-  ArtifactEntry norm;
+  format::ArtifactEntry norm;
   norm.uri = "rmsnorm_dtype_f16_block_256";
   norm.family = "rmsnorm";
   // "dtype" sorts after "block": registry order must survive, not alphabetical order.
@@ -31,7 +31,7 @@ Manifest sample_manifest() {
   norm.file = "rmsnorm_dtype_f16_block_256.fatbin";
   norm.size = 4096;
   norm.sha256 = kHashB;
-  ArtifactEntry axpy = norm;
+  format::ArtifactEntry axpy = norm;
   axpy.uri = "axpy_dtype_f32";
   axpy.family = "axpy";
   axpy.params = {{"dtype", "f32"}};
@@ -42,8 +42,8 @@ Manifest sample_manifest() {
   return m;
 }
 
-Index sample_index() {
-  Index idx;
+format::Index sample_index() {
+  format::Index idx;
   idx.package = "kiln-kernels";
   idx.package_version = "0.1.0";
   idx.git_commit = "3f9c2a1";
@@ -73,7 +73,7 @@ void replace_once(std::string& s, const std::string& from, const std::string& to
 }
 
 TEST(Manifest, SerialisesCanonicallyWithMarkerFirstAndTrailingNewline) {
-  std::string text = manifest_to_json(sample_manifest());
+  std::string text = format::manifest_to_json(sample_manifest());
   EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-manifest\",\n  \"format_version\": 2,\n"
                        "  \"package\": \"kiln-kernels\",\n  \"package_version\": \"0.1.0\",\n",
                        0),
@@ -85,11 +85,11 @@ TEST(Manifest, SerialisesCanonicallyWithMarkerFirstAndTrailingNewline) {
 }
 
 TEST(Manifest, RoundTripGivesSameBytesAndValues) {
-  std::string text = manifest_to_json(sample_manifest());
-  Manifest back = parse_manifest(text, "m.json");
-  EXPECT_EQ(manifest_to_json(back), text);
+  std::string text = format::manifest_to_json(sample_manifest());
+  format::Manifest back = format::parse_manifest(text, "m.json");
+  EXPECT_EQ(format::manifest_to_json(back), text);
   ASSERT_EQ(back.artifacts.size(), 2u);
-  const ArtifactEntry* a = back.find("rmsnorm_dtype_f16_block_256");
+  const format::ArtifactEntry* a = back.find("rmsnorm_dtype_f16_block_256");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->params,
             (std::vector<std::pair<std::string, std::string>>{{"dtype", "f16"}, {"block", "256"}}));
@@ -100,33 +100,33 @@ TEST(Manifest, RoundTripGivesSameBytesAndValues) {
 }
 
 TEST(Manifest, NewerFormatVersionIsStaleSayingTooNewAndWhatThisKilnReads) {
-  std::string text = manifest_to_json(sample_manifest());
+  std::string text = format::manifest_to_json(sample_manifest());
   replace_once(text, "\"format_version\": 2", "\"format_version\": 3");
   // Unknown fields of the newer format must not hide the version message.
   replace_once(text, "\"git_commit\"", "\"signature\": \"x\",\n  \"git_commit\"");
-  std::string msg = error_of(ErrorKind::Stale, [&] { parse_manifest(text, "dir/manifest.json"); });
+  std::string msg = error_of(ErrorKind::Stale, [&] { format::parse_manifest(text, "dir/manifest.json"); });
   EXPECT_NE(msg.find("dir/manifest.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("format version 3 is too new; this kiln reads 2"), std::string::npos) << msg;
 }
 
 TEST(Manifest, OlderFormatVersionIsStaleSayingTooOld) {
-  std::string text = manifest_to_json(sample_manifest());
+  std::string text = format::manifest_to_json(sample_manifest());
   replace_once(text, "\"format_version\": 2", "\"format_version\": 0");
-  std::string msg = error_of(ErrorKind::Stale, [&] { parse_manifest(text, "m.json"); });
+  std::string msg = error_of(ErrorKind::Stale, [&] { format::parse_manifest(text, "m.json"); });
   EXPECT_NE(msg.find("format version 0 is too old"), std::string::npos) << msg;
 }
 
 // Format 1 (kiln 0.1.0) had no package name: refused as too old, before its missing field.
 TEST(Manifest, FormatOneWithoutAPackageNameIsRefusedAsTooOld) {
-  std::string text = manifest_to_json(sample_manifest());
+  std::string text = format::manifest_to_json(sample_manifest());
   replace_once(text, "\"format_version\": 2", "\"format_version\": 1");
   replace_once(text, "  \"package\": \"kiln-kernels\",\n", "");
-  std::string msg = error_of(ErrorKind::Stale, [&] { parse_manifest(text, "m.json"); });
+  std::string msg = error_of(ErrorKind::Stale, [&] { format::parse_manifest(text, "m.json"); });
   EXPECT_NE(msg.find("manifest format version 1 is too old; this kiln reads 2"), std::string::npos)
       << msg;
-  std::string idx = index_to_json(sample_index());
+  std::string idx = format::index_to_json(sample_index());
   replace_once(idx, "\"format_version\": 3", "\"format_version\": 1");
-  msg = error_of(ErrorKind::Stale, [&] { parse_index(idx, "i.json"); });
+  msg = error_of(ErrorKind::Stale, [&] { format::parse_index(idx, "i.json"); });
   EXPECT_NE(msg.find("index format version 1 is too old; this kiln reads 2 to 3"),
             std::string::npos)
       << msg;
@@ -135,28 +135,28 @@ TEST(Manifest, FormatOneWithoutAPackageNameIsRefusedAsTooOld) {
 TEST(Manifest, PackageNameMustBeAPackageName) {
   for (const char* bad :
        {"Kiln", "1kiln", "kiln-", "-kiln", "kiln--x", "kiln_x", "kiln-1x", "", "kiln"}) {
-    std::string text = manifest_to_json(sample_manifest());
+    std::string text = format::manifest_to_json(sample_manifest());
     replace_once(text, "\"package\": \"kiln-kernels\"",
                  std::string("\"package\": \"") + bad + "\"");
-    std::string msg = error_of(ErrorKind::Format, [&] { parse_manifest(text, "m.json"); });
+    std::string msg = error_of(ErrorKind::Format, [&] { format::parse_manifest(text, "m.json"); });
     EXPECT_NE(msg.find("'package'"), std::string::npos) << bad << ": " << msg;
   }
-  EXPECT_TRUE(is_package_name("kiln-kernels"));
-  EXPECT_TRUE(is_package_name("acme-scale2"));
-  EXPECT_FALSE(is_package_name(std::string(65, 'a')));
+  EXPECT_TRUE(format::is_package_name("kiln-kernels"));
+  EXPECT_TRUE(format::is_package_name("acme-scale2"));
+  EXPECT_FALSE(format::is_package_name(std::string(65, 'a')));
 }
 
 TEST(Manifest, IndexGivenAsManifestIsRefusedNamingTheMarker) {
   std::string msg =
-      error_of(ErrorKind::Format, [&] { parse_manifest(index_to_json(sample_index()), "x.json"); });
+      error_of(ErrorKind::Format, [&] { format::parse_manifest(format::index_to_json(sample_index()), "x.json"); });
   EXPECT_NE(msg.find("'format'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("kiln-index"), std::string::npos) << msg;
 }
 
 TEST(Manifest, MissingFieldIsNamedWithItsPath) {
-  std::string text = manifest_to_json(sample_manifest());
+  std::string text = format::manifest_to_json(sample_manifest());
   replace_once(text, "\"sha256\"", "\"sha\"");
-  std::string msg = error_of(ErrorKind::Format, [&] { parse_manifest(text, "m.json"); });
+  std::string msg = error_of(ErrorKind::Format, [&] { format::parse_manifest(text, "m.json"); });
   EXPECT_NE(msg.find("m.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("artifacts[0].sha"), std::string::npos) << msg;
 }
@@ -181,26 +181,26 @@ TEST(Manifest, BadFieldValuesAreRefusedNamingField) {
        "artifacts[1].uri"},
   };
   for (const auto& c : cases) {
-    std::string text = manifest_to_json(sample_manifest());
+    std::string text = format::manifest_to_json(sample_manifest());
     replace_once(text, c.from, c.to);
-    std::string msg = error_of(ErrorKind::Format, [&] { parse_manifest(text, "m.json"); });
+    std::string msg = error_of(ErrorKind::Format, [&] { format::parse_manifest(text, "m.json"); });
     EXPECT_NE(msg.find(c.field), std::string::npos) << c.to << " -> " << msg;
   }
 }
 
 TEST(Manifest, NotJsonIsFormatErrorNamingOrigin) {
   std::string msg =
-      error_of(ErrorKind::Format, [] { parse_manifest("{\"format\":", "broken.json"); });
+      error_of(ErrorKind::Format, [] { format::parse_manifest("{\"format\":", "broken.json"); });
   EXPECT_NE(msg.find("broken.json"), std::string::npos) << msg;
   EXPECT_NE(msg.find("not valid JSON"), std::string::npos) << msg;
 }
 
 TEST(Index, RoundTripSortsArchivesByTargetAndKeepsBytes) {
-  std::string text = index_to_json(sample_index());
+  std::string text = format::index_to_json(sample_index());
   EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 3,\n", 0), 0u);
   EXPECT_LT(text.find("sm_80.tar.zst"), text.find("sm_90a.tar.zst"));
-  Index back = parse_index(text, "i.json");
-  EXPECT_EQ(index_to_json(back), text);
+  format::Index back = format::parse_index(text, "i.json");
+  EXPECT_EQ(format::index_to_json(back), text);
   ASSERT_EQ(back.archives.size(), 2u);
   EXPECT_EQ(back.archives[0].target, "sm_80");
   EXPECT_EQ(back.archives[0].size, 48213u);
@@ -208,34 +208,34 @@ TEST(Index, RoundTripSortsArchivesByTargetAndKeepsBytes) {
 
 // Index format 3 pins the package's description beside the index like an archive.
 TEST(Index, FormatThreePinsTheDescriptionAndReadsItBack) {
-  Index idx = sample_index();
-  idx.description = IndexFile{"kiln-kernels-0.1.0.package.json", 812, kHashA};
-  std::string text = index_to_json(idx);
+  format::Index idx = sample_index();
+  idx.description = format::IndexFile{"kiln-kernels-0.1.0.package.json", 812, kHashA};
+  std::string text = format::index_to_json(idx);
   EXPECT_NE(text.find("\"description\": {\n    \"file\": \"kiln-kernels-0.1.0.package.json\",\n"
                       "    \"size\": 812,"),
             std::string::npos)
       << text;
-  Index back = parse_index(text, "i.json");
+  format::Index back = format::parse_index(text, "i.json");
   ASSERT_TRUE(back.description.has_value());
   EXPECT_EQ(back.description->file, "kiln-kernels-0.1.0.package.json");
   EXPECT_EQ(back.description->size, 812u);
   EXPECT_EQ(back.description->sha256, kHashA);
-  EXPECT_EQ(index_to_json(back), text);
-  EXPECT_EQ(description_file_name("acme-kernels", "1.2.0-rc1"),
+  EXPECT_EQ(format::index_to_json(back), text);
+  EXPECT_EQ(format::description_file_name("acme-kernels", "1.2.0-rc1"),
             "acme-kernels-1.2.0-rc1.package.json");
 }
 
 // An index of format 2 (before descriptions) is still read; it cannot carry one.
 TEST(Index, FormatTwoIsStillReadWithoutADescription) {
-  Index idx = sample_index();
+  format::Index idx = sample_index();
   idx.format_version = 2;
-  std::string text = index_to_json(idx);
-  Index back = parse_index(text, "old.json");
+  std::string text = format::index_to_json(idx);
+  format::Index back = format::parse_index(text, "old.json");
   EXPECT_EQ(back.format_version, 2);
   EXPECT_FALSE(back.description.has_value());
-  idx.description = IndexFile{"kiln-kernels-0.1.0.package.json", 1, kHashA};
+  idx.description = format::IndexFile{"kiln-kernels-0.1.0.package.json", 1, kHashA};
   std::string msg =
-      error_of(ErrorKind::Format, [&] { parse_index(index_to_json(idx), "old.json"); });
+      error_of(ErrorKind::Format, [&] { format::parse_index(format::index_to_json(idx), "old.json"); });
   EXPECT_NE(msg.find("field 'description': not a field of index format 2"), std::string::npos)
       << msg;
 }
@@ -243,36 +243,36 @@ TEST(Index, FormatTwoIsStillReadWithoutADescription) {
 // The description's name is derived from the index's package and version, so an index cannot
 // point at another package's description or out of its directory; its fields are strict.
 TEST(Index, DescriptionMustBeTheDerivedNameWithStrictFields) {
-  Index idx = sample_index();
-  idx.description = IndexFile{"../acme-kernels-0.1.0.package.json", 1, kHashA};
-  std::string msg = error_of(ErrorKind::Format, [&] { parse_index(index_to_json(idx), "i.json"); });
+  format::Index idx = sample_index();
+  idx.description = format::IndexFile{"../acme-kernels-0.1.0.package.json", 1, kHashA};
+  std::string msg = error_of(ErrorKind::Format, [&] { format::parse_index(format::index_to_json(idx), "i.json"); });
   EXPECT_NE(msg.find("description.file"), std::string::npos) << msg;
   EXPECT_NE(msg.find("expected 'kiln-kernels-0.1.0.package.json'"), std::string::npos) << msg;
   const std::string hash_d(64, 'd');
-  idx.description = IndexFile{"kiln-kernels-0.1.0.package.json", 1, hash_d};
-  std::string text = index_to_json(idx);
+  idx.description = format::IndexFile{"kiln-kernels-0.1.0.package.json", 1, hash_d};
+  std::string text = format::index_to_json(idx);
   replace_once(text, "\"size\": 1,", "\"size\": 1, \"url\": \"http://x\",");
-  msg = error_of(ErrorKind::Format, [&] { parse_index(text, "i.json"); });
+  msg = error_of(ErrorKind::Format, [&] { format::parse_index(text, "i.json"); });
   EXPECT_NE(msg.find("description.url"), std::string::npos) << msg;
-  text = index_to_json(idx);
+  text = format::index_to_json(idx);
   replace_once(text, hash_d, "zz");
-  msg = error_of(ErrorKind::Format, [&] { parse_index(text, "i.json"); });
+  msg = error_of(ErrorKind::Format, [&] { format::parse_index(text, "i.json"); });
   EXPECT_NE(msg.find("description.sha256"), std::string::npos) << msg;
 }
 
 TEST(Index, ArchiveFileMustBeTheNameDerivedFromVersionCudaAndTarget) {
-  std::string text = index_to_json(sample_index());
+  std::string text = format::index_to_json(sample_index());
   replace_once(text, "\"kiln-kernels-0.1.0-cuda13.0-sm_80.tar.zst\"",
                "\"kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst\"");
-  std::string msg = error_of(ErrorKind::Format, [&] { parse_index(text, "i.json"); });
+  std::string msg = error_of(ErrorKind::Format, [&] { format::parse_index(text, "i.json"); });
   EXPECT_NE(msg.find("archives[0].file"), std::string::npos) << msg;
   EXPECT_NE(msg.find("kiln-kernels-0.1.0-cuda13.0-sm_80.tar.zst"), std::string::npos) << msg;
 }
 
 TEST(Index, NewerIndexFormatIsStale) {
-  std::string text = index_to_json(sample_index());
+  std::string text = format::index_to_json(sample_index());
   replace_once(text, "\"format_version\": 3", "\"format_version\": 7");
-  std::string msg = error_of(ErrorKind::Stale, [&] { parse_index(text, "i.json"); });
+  std::string msg = error_of(ErrorKind::Stale, [&] { format::parse_index(text, "i.json"); });
   EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 2 to 3"),
             std::string::npos)
       << msg;
@@ -280,47 +280,47 @@ TEST(Index, NewerIndexFormatIsStale) {
 
 // "<package>-<version><suffix>": both parts when the name is one, nothing otherwise.
 TEST(Names, AReleaseFileNameGivesItsPackageAndVersion) {
-  auto r = release_of_file_name("acme-scale-1.2.0-rc1-index.json", "-index.json");
+  auto r = format::release_of_file_name("acme-scale-1.2.0-rc1-index.json", "-index.json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->package, "acme-scale");
   EXPECT_EQ(r->version, "1.2.0-rc1");
-  EXPECT_EQ(release_of_file_name("kiln-kernels-0.1.0-SHA256SUMS", "-SHA256SUMS")->package,
+  EXPECT_EQ(format::release_of_file_name("kiln-kernels-0.1.0-SHA256SUMS", "-SHA256SUMS")->package,
             "kiln-kernels");
   for (const char* not_one : {"-index.json", "acme-index.json", "Acme-1.0.0-index.json",
                               "acme-1.0-index.json", "acme-1.0.0-index.json.bak",
                               "acme-1.0.0-SHA256SUMS", "../acme-1.0.0-index.json"})
-    EXPECT_FALSE(release_of_file_name(not_one, "-index.json")) << not_one;
+    EXPECT_FALSE(format::release_of_file_name(not_one, "-index.json")) << not_one;
 }
 
 TEST(Names, AReleasesFilesAndTheirTemporariesAreTold) {
   for (const char* f : {"acme-1.2.0-cuda13.0-sm_90a.tar.zst", "acme-1.2.0-index.json",
                         "acme-1.2.0.package.json", "acme-1.2.0-SHA256SUMS",
                         "acme-1.2.0-index.json.tmp.0123456789abcdef"})
-    EXPECT_TRUE(names_release_file(f, "acme", "1.2.0")) << f;
+    EXPECT_TRUE(format::names_release_file(f, "acme", "1.2.0")) << f;
   for (const char* f : {"acme-1.2.0", "acme-1.2.1-index.json", "acme-kernels-1.2.0-index.json",
                         "acme-1.2.00-index.json", "acme1.2.0-index.json", "README"})
-    EXPECT_FALSE(names_release_file(f, "acme", "1.2.0")) << f;
+    EXPECT_FALSE(format::names_release_file(f, "acme", "1.2.0")) << f;
 }
 
 TEST(Names, ArchiveIndexAndStemFollowTheGrammar) {
-  EXPECT_EQ(archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
+  EXPECT_EQ(format::archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
             "kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst");
-  EXPECT_EQ(archive_stem("kiln-kernels", "0.1.0", "13.0", "compute_80"),
+  EXPECT_EQ(format::archive_stem("kiln-kernels", "0.1.0", "13.0", "compute_80"),
             "kiln-kernels-0.1.0-cuda13.0-compute_80");
-  EXPECT_EQ(index_file_name("kiln-kernels", "0.1.0"), "kiln-kernels-0.1.0-index.json");
+  EXPECT_EQ(format::index_file_name("kiln-kernels", "0.1.0"), "kiln-kernels-0.1.0-index.json");
 }
 
 TEST(Examples, CheckedInExamplesParseAndAreCanonical) {
   auto dir = std::filesystem::path(test::source_dir()) / "manifests" / "examples";
   std::string mtext = test::read_file(dir / "manifest.json");
   ASSERT_FALSE(mtext.empty());
-  Manifest m = parse_manifest(mtext, "manifests/examples/manifest.json");
-  EXPECT_EQ(manifest_to_json(m), mtext);
+  format::Manifest m = format::parse_manifest(mtext, "manifests/examples/manifest.json");
+  EXPECT_EQ(format::manifest_to_json(m), mtext);
   EXPECT_FALSE(m.artifacts.empty());
   std::string itext = test::read_file(dir / "index.json");
   ASSERT_FALSE(itext.empty());
-  Index idx = parse_index(itext, "manifests/examples/index.json");
-  EXPECT_EQ(index_to_json(idx), itext);
+  format::Index idx = format::parse_index(itext, "manifests/examples/index.json");
+  EXPECT_EQ(format::index_to_json(idx), itext);
   EXPECT_EQ(idx.package_version, m.package_version);
 }
 

@@ -45,7 +45,7 @@ TEST(GpuContexts, TwoContextsOnOneDeviceEachLoadTheirOwnModuleAndComputeCorrectl
 
   kiln::test::TempDir cache;
   kiln::Loader l(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
-  const kiln::Specialisation* spec =
+  const kiln::project::Specialisation* spec =
       kiln::test::reference_package().registry().find("rmsnorm_dtype_f16_block_256");
   ASSERT_NE(spec, nullptr);
 

@@ -33,7 +33,7 @@ TEST(GpuJit, EmptyStoreOfflineCompilesWithNvrtcAndASecondProcessReusesTheCache) 
   kiln::Resolution r = l.resolve(kJitUri);
   ASSERT_TRUE(r.chosen.has_value()) << r.to_json();
   EXPECT_EQ(r.chosen->tier, "jit") << r.to_json();
-  const kiln::Specialisation* spec = kiln::test::reference_package().registry().find(kJitUri);
+  const kiln::project::Specialisation* spec = kiln::test::reference_package().registry().find(kJitUri);
   EXPECT_TRUE(check_spec(l, *spec, nullptr, 0));
   EXPECT_TRUE(check_spec(l, *spec, nullptr, 1));
   const kiln::KernelHandle& h = l.get(kJitUri);
@@ -67,7 +67,7 @@ TEST(GpuJit, ChildProcessLoadsFromJitCache) {
   kiln::LoaderConfig c = jit_config(store, cache);
   c.log_level = "info";
   kiln::Loader l(*kiln_kernels_package(), c);
-  const kiln::Specialisation* spec = kiln::test::reference_package().registry().find(kJitUri);
+  const kiln::project::Specialisation* spec = kiln::test::reference_package().registry().find(kJitUri);
   EXPECT_TRUE(check_spec(l, *spec, nullptr, 1));
   std::cout << "child origin " << l.get(kJitUri).origin << std::endl;
 }
@@ -98,7 +98,7 @@ TEST(GpuForwardCompat, PtxOnlyCompute80StoreRunsThroughTheDriverJit) {
     EXPECT_EQ(r.chosen->tier, "store") << r.to_json();
     EXPECT_EQ(r.chosen->target, "compute_80") << r.to_json();
     EXPECT_EQ(r.device, "sm_90");
-    const kiln::Specialisation* spec = kiln::test::reference_package().registry().find(uri);
+    const kiln::project::Specialisation* spec = kiln::test::reference_package().registry().find(uri);
     EXPECT_TRUE(check_spec(l, *spec, nullptr, 0)) << uri;
     EXPECT_TRUE(check_spec(l, *spec, nullptr, 1)) << uri;
     EXPECT_NE(l.get(uri).origin.find("compute_80"), std::string::npos) << l.get(uri).origin;

@@ -35,7 +35,7 @@ using ops::DType;
 inline std::string no_gpu_reason() {
   static std::string reason = [] {
     try {
-      auto d = make_cuda_driver();
+      auto d = runtime::make_cuda_driver();
       d->init();
       if (d->devices().empty()) return std::string("the driver reports no device");
     } catch (const Error& e) {
@@ -220,7 +220,7 @@ inline LoaderConfig store_only_config(const std::string& store, const std::strin
   return c;
 }
 
-inline std::string param(const Specialisation& s, const std::string& name) {
+inline std::string param(const project::Specialisation& s, const std::string& name) {
   for (const auto& [k, v] : s.params)
     if (k == name) return v;
   return "";

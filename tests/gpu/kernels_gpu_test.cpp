@@ -31,7 +31,7 @@ TEST_P(EverySpecialisation, FromTheSm90StoreMatchesItsCpuReference) {
   std::string problem;
   std::string store = sm90_store(&problem);
   ASSERT_FALSE(store.empty()) << problem;
-  const kiln::Specialisation* spec = kiln::test::reference_package().registry().find(GetParam());
+  const kiln::project::Specialisation* spec = kiln::test::reference_package().registry().find(GetParam());
   ASSERT_NE(spec, nullptr);
   kiln::Loader& l = shared_loader(store);
   // The chosen artifact is the store's exact SASS for CC 9.0, never JIT or a mirror. With both

@@ -30,7 +30,7 @@ TEST(GpuMultiDevice, ThreadsOnTwoDevicesGetTheirOwnModuleAndCorrectResults) {
   ASSERT_FALSE(store.empty()) << problem;
   kiln::test::TempDir cache;
   kiln::Loader l(*kiln_kernels_package(), store_only_config(store, cache.path().string()));
-  const kiln::Specialisation* spec =
+  const kiln::project::Specialisation* spec =
       kiln::test::reference_package().registry().find("softmax_dtype_bf16_block_256");
   ASSERT_NE(spec, nullptr);
   const kiln::KernelHandle* handle[2] = {nullptr, nullptr};

@@ -22,7 +22,7 @@ inline ::testing::AssertionResult sync_ok(cudaStream_t s, const std::string& wha
 
 // Runs `spec` once with shape variant `variant` (0 or 1: two shapes per family, the second
 // odd-sized). Throws kiln::Error from the loader; returns a failure for wrong results.
-inline ::testing::AssertionResult check_spec(Loader& loader, const Specialisation& spec,
+inline ::testing::AssertionResult check_spec(Loader& loader, const project::Specialisation& spec,
                                              cudaStream_t stream, int variant = 0) {
   const std::string& fam = spec.family;
   const std::string uri = spec.uri;

@@ -27,7 +27,7 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-using packager::CacheLookup;
+using result_cache::CacheLookup;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
@@ -126,14 +126,14 @@ class HttpCache : public ::testing::Test {
 };
 
 TEST_F(HttpCache, AMissThenAStoreThenAHitWithTheSameBytes) {
-  auto cache = packager::open_result_cache(nginx_->url());
+  auto cache = result_cache::open_result_cache(nginx_->url());
   EXPECT_EQ(cache->lookup(key_, "a.fatbin").outcome, CacheLookup::Outcome::Miss);
-  packager::CacheStore s = cache->store(key_, "a.fatbin", bytes_);
+  result_cache::CacheStore s = cache->store(key_, "a.fatbin", bytes_);
   ASSERT_TRUE(s.ok) << s.reason;
   // On the server's disk at the protocol's paths; the bytes went up before the entry.
-  EXPECT_EQ(read_file(root_ / ("cas/" + sha256_hex(bytes_))), bytes_);
+  EXPECT_EQ(read_file(root_ / ("cas/" + io::sha256_hex(bytes_))), bytes_);
   EXPECT_TRUE(fs::exists(root_ / ("ac/" + key_)));
-  const std::string blob_line = "PUT /cas/" + sha256_hex(bytes_), entry_line = "PUT /ac/" + key_;
+  const std::string blob_line = "PUT /cas/" + io::sha256_hex(bytes_), entry_line = "PUT /ac/" + key_;
   std::string log = nginx_->access_log_with({blob_line, entry_line});
   std::size_t put_blob = log.find(blob_line);
   std::size_t put_entry = log.find(entry_line);
@@ -146,21 +146,21 @@ TEST_F(HttpCache, AMissThenAStoreThenAHitWithTheSameBytes) {
 }
 
 TEST_F(HttpCache, APoisonedBlobIsRefusedNamingItsUrlAndBothDigests) {
-  auto cache = packager::open_result_cache(nginx_->url());
+  auto cache = result_cache::open_result_cache(nginx_->url());
   ASSERT_TRUE(cache->store(key_, "a.fatbin", bytes_).ok);
   std::string poisoned = bytes_;
   poisoned[0] ^= 1;
-  write_file(root_ / ("cas/" + sha256_hex(bytes_)), poisoned);
+  write_file(root_ / ("cas/" + io::sha256_hex(bytes_)), poisoned);
   CacheLookup r = cache->lookup(key_, "a.fatbin");
   EXPECT_EQ(r.outcome, CacheLookup::Outcome::Refused);
   EXPECT_TRUE(r.bytes.empty());
-  EXPECT_NE(r.reason.find(nginx_->url() + "/cas/" + sha256_hex(bytes_) + ": sha256 is " +
-                          sha256_hex(poisoned) + ", " + nginx_->url() + "/ac/" + key_ + " says " +
-                          sha256_hex(bytes_)),
+  EXPECT_NE(r.reason.find(nginx_->url() + "/cas/" + io::sha256_hex(bytes_) + ": sha256 is " +
+                          io::sha256_hex(poisoned) + ", " + nginx_->url() + "/ac/" + key_ + " says " +
+                          io::sha256_hex(bytes_)),
             std::string::npos)
       << r.reason;
   // A blob that keeps coming past its size is cut off, not read whole.
-  write_file(root_ / ("cas/" + sha256_hex(bytes_)), std::string(1 << 20, 'x'));
+  write_file(root_ / ("cas/" + io::sha256_hex(bytes_)), std::string(1 << 20, 'x'));
   r = cache->lookup(key_, "a.fatbin");
   EXPECT_EQ(r.outcome, CacheLookup::Outcome::Refused);
   EXPECT_NE(r.reason.find("more than " + std::to_string(bytes_.size()) + " bytes"),
@@ -171,10 +171,10 @@ TEST_F(HttpCache, APoisonedBlobIsRefusedNamingItsUrlAndBothDigests) {
 TEST_F(HttpCache, CredentialsInTheUrlAreSentButNeverShown) {
   std::string url = nginx_->url();
   url.insert(std::string("http://").size(), "kiln:s3cret@");
-  auto cache = packager::open_result_cache(url);
+  auto cache = result_cache::open_result_cache(url);
   EXPECT_EQ(cache->location(), nginx_->url());
   ASSERT_TRUE(cache->store(key_, "a.fatbin", bytes_).ok);
-  write_file(root_ / ("cas/" + sha256_hex(bytes_)), "");
+  write_file(root_ / ("cas/" + io::sha256_hex(bytes_)), "");
   CacheLookup r = cache->lookup(key_, "a.fatbin");
   EXPECT_EQ(r.outcome, CacheLookup::Outcome::Refused);
   EXPECT_EQ(r.reason.find("s3cret"), std::string::npos) << r.reason;
@@ -182,14 +182,14 @@ TEST_F(HttpCache, CredentialsInTheUrlAreSentButNeverShown) {
 
 TEST_F(HttpCache, ADeadServerIsUnavailableWithinTheConnectBound) {
   std::string dead = "http://127.0.0.1:" + std::to_string(test::free_port());
-  auto cache = packager::open_result_cache(dead);
+  auto cache = result_cache::open_result_cache(dead);
   auto t0 = std::chrono::steady_clock::now();
   CacheLookup r = cache->lookup(key_, "a.fatbin");
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.5);
   EXPECT_EQ(r.outcome, CacheLookup::Outcome::Unavailable);
   EXPECT_NE(r.reason.find("GET " + dead + "/ac/" + key_ + ": connection failed"), std::string::npos)
       << r.reason;
-  packager::CacheStore s = cache->store(key_, "a.fatbin", bytes_);
+  result_cache::CacheStore s = cache->store(key_, "a.fatbin", bytes_);
   EXPECT_FALSE(s.ok);
   EXPECT_NE(s.reason.find("PUT " + dead + "/cas/"), std::string::npos) << s.reason;
 }
@@ -276,8 +276,8 @@ TEST(CachedKilnBuildLauncher, MissesCompileThroughTheLauncherAndHitsRunNoCompile
   EXPECT_NE(warm.find("2 hits, 0 misses"), std::string::npos) << warm;
   EXPECT_EQ(read_file(log), launched) << "a hit ran the compiler";
   EXPECT_EQ(
-      read_file(work / "warm/dist" / index_file_name(test::tiny::kPackage, test::tiny::kVersion)),
-      read_file(work / "cold/dist" / index_file_name(test::tiny::kPackage, test::tiny::kVersion)));
+      read_file(work / "warm/dist" / format::index_file_name(test::tiny::kPackage, test::tiny::kVersion)),
+      read_file(work / "cold/dist" / format::index_file_name(test::tiny::kPackage, test::tiny::kVersion)));
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ class KilnBuild : public ::testing::Test {
   }
 
   static std::string archive(const std::string& target) {
-    return archive_file_name(kPackage, kVersion, kiln::cuda_version(), target);
+    return format::archive_file_name(kPackage, kVersion, kiln::cuda_version(), target);
   }
 
   static std::vector<std::string> dir_names(const fs::path& dir) {
@@ -55,34 +55,34 @@ TEST_F(KilnBuild, PublishesOneArchivePerTargetWithManifestFirstAndTheIndex) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("compiled 5 of 5"), std::string::npos) << r.out;
   fs::path dist = work_ / "b/dist";
-  const std::string described = description_file_name(kPackage, kVersion);
+  const std::string described = format::description_file_name(kPackage, kVersion);
   EXPECT_EQ(dir_names(dist),
             (std::vector<std::string>{archive("sm_80"), archive("sm_90a"),
-                                      index_file_name(kPackage, kVersion), described}));
+                                      format::index_file_name(kPackage, kVersion), described}));
 
-  Index idx = parse_index(read_file(dist / index_file_name(kPackage, kVersion)), "index");
+  format::Index idx = format::parse_index(read_file(dist / format::index_file_name(kPackage, kVersion)), "index");
   ASSERT_EQ(idx.archives.size(), 2u);
   // The package's description is published with the release and pinned by its index.
   ASSERT_TRUE(idx.description.has_value());
   EXPECT_EQ(idx.description->file, described);
   std::size_t described_size = 0;
-  EXPECT_EQ(sha256_file(dist / described, &described_size), idx.description->sha256);
+  EXPECT_EQ(io::sha256_file(dist / described, &described_size), idx.description->sha256);
   EXPECT_EQ(described_size, idx.description->size);
-  auto read_back = load_package_description(dist / described);
+  auto read_back = project::load_package_description(dist / described);
   EXPECT_EQ(std::string(read_back->get()->name), kPackage);
   EXPECT_EQ(std::string(read_back->get()->version), kVersion);
   for (const auto& e : idx.archives) {
     std::size_t size = 0;
-    EXPECT_EQ(sha256_file(dist / e.file, &size), e.sha256);
+    EXPECT_EQ(io::sha256_file(dist / e.file, &size), e.sha256);
     EXPECT_EQ(size, e.size);
   }
 
-  auto members = read_archive(dist / archive("sm_80"));
+  auto members = format::read_archive(dist / archive("sm_80"));
   ASSERT_EQ(members.size(), 3u);
   EXPECT_EQ(members[0].name, "manifest.json");
   EXPECT_EQ(members[1].name, "scale_dtype_f16.fatbin");
   EXPECT_EQ(members[2].name, "scale_dtype_f32.fatbin");
-  Manifest m = parse_manifest(members[0].data, "manifest.json");
+  format::Manifest m = format::parse_manifest(members[0].data, "manifest.json");
   EXPECT_EQ(m.target, "sm_80");
   EXPECT_EQ(m.package, kPackage);
   EXPECT_EQ(m.package_version, kVersion);
@@ -92,12 +92,12 @@ TEST_F(KilnBuild, PublishesOneArchivePerTargetWithManifestFirstAndTheIndex) {
   EXPECT_EQ(m.skipped[0].family, "hop");
   EXPECT_EQ(m.skipped[0].reason, "supports only sm_90a");
   ASSERT_EQ(m.artifacts.size(), 2u);
-  const ArtifactEntry& a = m.artifacts[0];
+  const format::ArtifactEntry& a = m.artifacts[0];
   EXPECT_EQ(a.uri, "scale_dtype_f16");
   EXPECT_EQ(a.family, "scale");
   EXPECT_EQ(a.file, "scale_dtype_f16.fatbin");
   EXPECT_EQ(a.size, members[1].data.size());
-  EXPECT_EQ(a.sha256, sha256_hex(members[1].data));
+  EXPECT_EQ(a.sha256, io::sha256_hex(members[1].data));
   ASSERT_EQ(a.entries.size(), 1u);
   EXPECT_EQ(a.entries[0].name, "kiln::scale_kernel<__half>");
   EXPECT_EQ(a.entries[0].symbol, "_ZN4kiln12scale_kernelI6__halfEEvPT_fi");
@@ -107,7 +107,7 @@ TEST_F(KilnBuild, PublishesOneArchivePerTargetWithManifestFirstAndTheIndex) {
   EXPECT_EQ(flags.find(work_.path().string()), std::string::npos) << flags;
   EXPECT_EQ(flags.find(src_.path().string()), std::string::npos) << flags;
 
-  Manifest h = parse_manifest(read_archive(dist / archive("sm_90a"))[0].data, "m");
+  format::Manifest h = format::parse_manifest(format::read_archive(dist / archive("sm_90a"))[0].data, "m");
   EXPECT_TRUE(h.skipped.empty());
   ASSERT_NE(h.find("hop"), nullptr);
   EXPECT_EQ(h.find("hop")->entries[0].symbol, "_ZN4kiln10hop_kernelEPf");
@@ -117,11 +117,11 @@ TEST_F(KilnBuild, EveryArtifactHoldsOnlyTheImageOfItsArchiveTarget) {
   auto r = build(work_ / "b");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   for (const char* t : {"sm_80", "sm_90a"}) {
-    for (const auto& mem : read_archive(work_ / "b/dist" / archive(t))) {
+    for (const auto& mem : format::read_archive(work_ / "b/dist" / archive(t))) {
       if (mem.name == "manifest.json") continue;
-      auto images = parse_fatbin(mem.data, mem.name);
+      auto images = format::parse_fatbin(mem.data, mem.name);
       ASSERT_EQ(images.size(), 1u) << mem.name;
-      EXPECT_EQ(images[0].kind, FatbinImage::Kind::Elf) << mem.name;
+      EXPECT_EQ(images[0].kind, format::FatbinImage::Kind::Elf) << mem.name;
       EXPECT_EQ(images[0].arch, std::string(t) == "sm_80" ? 80 : 90) << mem.name;
     }
   }
@@ -131,13 +131,13 @@ TEST_F(KilnBuild, ComputeTargetPublishesPtxWithEntrySymbols) {
   auto r = test::run(test::kiln_cli() + " build --source " + src_.path().string() + " --out " +
                      (work_ / "p").string() + " --targets compute_80 --only scale_dtype_f32");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  auto members = read_archive(work_ / "p/dist" / archive("compute_80"));
+  auto members = format::read_archive(work_ / "p/dist" / archive("compute_80"));
   ASSERT_EQ(members.size(), 2u);
-  auto images = parse_fatbin(members[1].data, members[1].name);
+  auto images = format::parse_fatbin(members[1].data, members[1].name);
   ASSERT_EQ(images.size(), 1u);
-  EXPECT_EQ(images[0].kind, FatbinImage::Kind::Ptx);
+  EXPECT_EQ(images[0].kind, format::FatbinImage::Kind::Ptx);
   EXPECT_EQ(images[0].arch, 80);
-  Manifest m = parse_manifest(members[0].data, "m");
+  format::Manifest m = format::parse_manifest(members[0].data, "m");
   EXPECT_EQ(m.artifacts[0].entries[0].symbol, "_ZN4kiln12scale_kernelIfEEvPT_fi");
 }
 
@@ -186,8 +186,8 @@ TEST_F(KilnBuild, WithoutTargetsBuildsThePackageFilesListAndSaysWhereItCameFrom)
   EXPECT_EQ(j["targets"], nlohmann::json::array({"sm_80"}));
   EXPECT_EQ(j["targets_from"], "registry/package.json");
   EXPECT_EQ(dir_names(work_ / "b/dist"),
-            (std::vector<std::string>{archive("sm_80"), index_file_name(kPackage, kVersion),
-                                      description_file_name(kPackage, kVersion)}));
+            (std::vector<std::string>{archive("sm_80"), format::index_file_name(kPackage, kVersion),
+                                      format::description_file_name(kPackage, kVersion)}));
 }
 
 TEST_F(KilnBuild, SameTreeInAnotherDirectoryGivesByteIdenticalArchivesAndIndex) {

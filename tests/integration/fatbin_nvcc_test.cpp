@@ -46,44 +46,44 @@ TempDir* NvccFatbin::dir_ = nullptr;
 std::string* NvccFatbin::bytes_ = nullptr;
 
 TEST_F(NvccFatbin, ListsSm80ElfCompute80PtxAndSm90aElf) {
-  auto images = parse_fatbin(*bytes_, "k.fatbin");
+  auto images = format::parse_fatbin(*bytes_, "k.fatbin");
   std::vector<std::string> targets;
   for (const auto& i : images) targets.push_back(i.target());
   std::sort(targets.begin(), targets.end());
   EXPECT_EQ(targets, (std::vector<std::string>{"compute_80", "sm_80", "sm_90a"}));
   for (const auto& i : images) {
     if (i.target() == "sm_90a") {
-      EXPECT_EQ(i.kind, FatbinImage::Elf);
+      EXPECT_EQ(i.kind, format::FatbinImage::Elf);
       EXPECT_EQ(i.suffix, 'a');
     }
     if (i.target() == "compute_80") {
-      EXPECT_EQ(i.kind, FatbinImage::Ptx);
+      EXPECT_EQ(i.kind, format::FatbinImage::Ptx);
     }
   }
 }
 
 TEST_F(NvccFatbin, ElfImagesCarryTheirSmInEflagsAndTheKernelSymbol) {
   int seen = 0;
-  for (const auto& img : parse_fatbin(*bytes_, "k.fatbin")) {
-    if (img.kind != FatbinImage::Elf) continue;
+  for (const auto& img : format::parse_fatbin(*bytes_, "k.fatbin")) {
+    if (img.kind != format::FatbinImage::Elf) continue;
     ++seen;
-    std::string elf = fatbin_image_payload(*bytes_, img);
-    EXPECT_EQ(elf_sm_arch(elf), img.arch) << img.target();
-    auto syms = elf_function_symbols(elf);
+    std::string elf = format::fatbin_image_payload(*bytes_, img);
+    EXPECT_EQ(format::elf_sm_arch(elf), img.arch) << img.target();
+    auto syms = format::elf_function_symbols(elf);
     ASSERT_EQ(syms.size(), 1u) << img.target();
     EXPECT_EQ(syms[0], kSymbol);
-    EXPECT_EQ(demangled_base_name(syms[0]), "kiln::axpy_kernel<float>");
+    EXPECT_EQ(format::demangled_base_name(syms[0]), "kiln::axpy_kernel<float>");
   }
   EXPECT_EQ(seen, 2);
 }
 
 TEST_F(NvccFatbin, PtxImageDecompressesAndNamesTheEntry) {
-  for (const auto& img : parse_fatbin(*bytes_, "k.fatbin")) {
-    if (img.kind != FatbinImage::Ptx) continue;
-    std::string ptx = fatbin_image_payload(*bytes_, img);
+  for (const auto& img : format::parse_fatbin(*bytes_, "k.fatbin")) {
+    if (img.kind != format::FatbinImage::Ptx) continue;
+    std::string ptx = format::fatbin_image_payload(*bytes_, img);
     EXPECT_EQ(ptx.size(), img.decompressed_size);
     EXPECT_NE(ptx.find(".target sm_80"), std::string::npos);
-    EXPECT_EQ(ptx_entry_names(ptx), std::vector<std::string>{kSymbol});
+    EXPECT_EQ(format::ptx_entry_names(ptx), std::vector<std::string>{kSymbol});
   }
 }
 

@@ -229,7 +229,7 @@ void expect_only_verified(const fs::path& dest, std::set<std::string> stems) {
       EXPECT_EQ(e.path().extension(), ".lock") << e.path();
   }
   EXPECT_EQ(seen, stems) << "destination " << dest;
-  for (const auto& s : stems) EXPECT_TRUE(store_has_verified(dest, s)) << s;
+  for (const auto& s : stems) EXPECT_TRUE(store::store_has_verified(dest, s)) << s;
 }
 
 template <typename Fn>
@@ -246,12 +246,12 @@ std::pair<ErrorKind, std::string> error_of(Fn fn) {
 class Fetch : public ::testing::Test {
  protected:
   void SetUp() override {
-    fetch_detail::forget_bad_mirrors();
+    transport::forget_bad_mirrors();
     rel = make_release(tmp / "release", {"sm_90a", "sm_80"});
     dest = tmp / "store";
   }
-  FetchOptions options(std::vector<std::string> mirrors) {
-    FetchOptions o;
+  fetch::FetchOptions options(std::vector<std::string> mirrors) {
+    fetch::FetchOptions o;
     o.mirrors = std::move(mirrors);
     o.package = rel.package;
     o.version = rel.version;
@@ -285,15 +285,15 @@ class FetchNginx : public Fetch {
 };
 
 TEST_F(FetchNginx, HttpsWithTestCaInstallsManifestAndArtifactBytes) {
-  FetchOptions o = options({nginx->https_url()});
+  fetch::FetchOptions o = options({nginx->https_url()});
   o.ca_bundle = ca->ca_pem.string();
-  FetchResult r = fetch_targets(o, {"sm_90a", "sm_80"}, dest.string());
+  fetch::FetchResult r = fetch::fetch_targets(o, {"sm_90a", "sm_80"}, dest.string());
   ASSERT_EQ(r.installed.size(), 2u);
   EXPECT_TRUE(r.failures.empty());
   for (const std::string t : {"sm_90a", "sm_80"}) {
     fs::path dir = dest / rel.stem(t);
     EXPECT_EQ(r.installed[t == "sm_90a" ? 0 : 1], dir.string());
-    Manifest m = parse_manifest(read_file(dir / "manifest.json"), "installed");
+    format::Manifest m = format::parse_manifest(read_file(dir / "manifest.json"), "installed");
     EXPECT_EQ(m.target, t);
     for (const auto& [file, bytes] : rel.artifacts[t])
       EXPECT_EQ(read_file(dir / file), bytes) << file;
@@ -303,10 +303,10 @@ TEST_F(FetchNginx, HttpsWithTestCaInstallsManifestAndArtifactBytes) {
 }
 
 TEST_F(FetchNginx, HttpsWithoutTrustingTheCaIsRefusedAsTls) {
-  FetchOptions o = options({nginx->https_url()});
+  fetch::FetchOptions o = options({nginx->https_url()});
   TestCa other(tmp / "other-ca");  // a CA that did not sign nginx's certificate
   o.ca_bundle = other.ca_pem.string();
-  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  auto [kind, msg] = error_of([&] { fetch::fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Network);
   EXPECT_CONTAINS(msg, nginx->https_url());
   EXPECT_CONTAINS(msg, "TLS verification failed");
@@ -317,15 +317,15 @@ TEST_F(FetchNginx, HttpsWithoutTrustingTheCaIsRefusedAsTls) {
 // LoaderConfig::ca_bundle, handed over as FetchOptions::ca_bundle (fetch.cpp reads no variable).
 TEST_F(FetchNginx, CaBundleFromEnvironmentIsUsed) {
   setenv("KILN_CA_BUNDLE", ca->ca_pem.c_str(), 1);
-  FetchOptions o = options({nginx->https_url()});
+  fetch::FetchOptions o = options({nginx->https_url()});
   o.ca_bundle = LoaderConfig::from_env().ca_bundle;
   unsetenv("KILN_CA_BUNDLE");
-  FetchResult r = fetch_targets(o, {"sm_80"}, dest.string());
+  fetch::FetchResult r = fetch::fetch_targets(o, {"sm_80"}, dest.string());
   EXPECT_EQ(r.installed.size(), 1u);
 }
 
 TEST_F(FetchNginx, FileMirrorInstallsTheSameStore) {
-  FetchResult r = fetch_targets(options({"file://" + rel.dir.string()}), {"sm_90a"}, dest.string());
+  fetch::FetchResult r = fetch::fetch_targets(options({"file://" + rel.dir.string()}), {"sm_90a"}, dest.string());
   ASSERT_EQ(r.installed.size(), 1u);
   for (const auto& [file, bytes] : rel.artifacts["sm_90a"])
     EXPECT_EQ(read_file(dest / rel.stem("sm_90a") / file), bytes);
@@ -333,10 +333,10 @@ TEST_F(FetchNginx, FileMirrorInstallsTheSameStore) {
 }
 
 TEST_F(FetchNginx, RerunIsANoOpThatReverifiesAndRepairsATamperedStore) {
-  FetchOptions o = options({nginx->https_url()});
+  fetch::FetchOptions o = options({nginx->https_url()});
   o.ca_bundle = ca->ca_pem.string();
-  fetch_targets(o, {"sm_90a"}, dest.string());
-  FetchResult again = fetch_targets(o, {"sm_90a"}, dest.string());
+  fetch::fetch_targets(o, {"sm_90a"}, dest.string());
+  fetch::FetchResult again = fetch::fetch_targets(o, {"sm_90a"}, dest.string());
   EXPECT_TRUE(again.installed.empty());
   ASSERT_EQ(again.already_present.size(), 1u);
   EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a"), 1), 1);
@@ -345,7 +345,7 @@ TEST_F(FetchNginx, RerunIsANoOpThatReverifiesAndRepairsATamperedStore) {
   std::string bytes = read_file(art);
   bytes[10] ^= 1;
   write_file(art, bytes);
-  FetchResult repaired = fetch_targets(o, {"sm_90a"}, dest.string());
+  fetch::FetchResult repaired = fetch::fetch_targets(o, {"sm_90a"}, dest.string());
   EXPECT_EQ(repaired.installed.size(), 1u);
   EXPECT_EQ(read_file(art), rel.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]);
   EXPECT_EQ(nginx->requests_for(rel.url_path("sm_90a"), 2), 2);
@@ -370,9 +370,9 @@ TEST_F(FetchNginx, CliFetchPrintsJsonAndExitsZero) {
 }
 
 TEST_F(FetchNginx, ProbeReportsReachableMirrorAndDeadOne) {
-  FetchOptions o = options({nginx->https_url(), "http://127.0.0.1:" + std::to_string(free_port())});
+  fetch::FetchOptions o = options({nginx->https_url(), "http://127.0.0.1:" + std::to_string(free_port())});
   o.ca_bundle = ca->ca_pem.string();
-  auto probes = probe_mirrors(o);
+  auto probes = fetch::probe_mirrors(o);
   ASSERT_EQ(probes.size(), 2u);
   EXPECT_TRUE(probes[0].reachable) << probes[0].detail;
   EXPECT_EQ(probes[0].http_status, 200);
@@ -385,7 +385,7 @@ TEST_F(FetchNginx, ProbeReportsReachableMirrorAndDeadOne) {
 TEST_F(Fetch, FlippedByteIsRejectedNamingMirrorAndDigestsAndLeavesNothing) {
   MisbehavingServer s(rel.dir, "flip");
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Integrity);
   EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a"));
   EXPECT_CONTAINS(msg, "SHA-256 mismatch");
@@ -396,7 +396,7 @@ TEST_F(Fetch, FlippedByteIsRejectedNamingMirrorAndDigestsAndLeavesNothing) {
 TEST_F(Fetch, TruncatedBodyIsRejectedAsSizeMismatch) {
   MisbehavingServer s(rel.dir, "truncate");
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Integrity);
   EXPECT_CONTAINS(msg, "size mismatch");
   EXPECT_CONTAINS(msg, s.url());
@@ -407,7 +407,7 @@ TEST_F(Fetch, EndlessBodyIsCutAtTheIndexedSize) {
   MisbehavingServer s(rel.dir, "endless");
   auto t0 = Clock::now();
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_LT(seconds_since(t0), 5.0);
   EXPECT_EQ(kind, ErrorKind::Integrity);
   EXPECT_CONTAINS(msg, "served more than the " +
@@ -419,7 +419,7 @@ TEST_F(Fetch, EndlessBodyIsCutAtTheIndexedSize) {
 TEST_F(Fetch, EndlessIndexIsCutAtTheIndexLimit) {
   MisbehavingServer s(rel.dir, "endless", {"--match", "index.json"});
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Network);
   EXPECT_CONTAINS(msg, "index larger than");
   expect_only_verified(dest, {});
@@ -427,20 +427,20 @@ TEST_F(Fetch, EndlessIndexIsCutAtTheIndexLimit) {
 
 TEST_F(Fetch, ForgedIndexIsRefusedShowingPinnedAndServedDigests) {
   MisbehavingServer s(rel.dir, "flip", {"--match", "index.json"});
-  std::string index = read_file(rel.dir / index_file_name("kiln-kernels", rel.version));
+  std::string index = read_file(rel.dir / format::index_file_name("kiln-kernels", rel.version));
   index[index.size() / 2] ^= 1;
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Integrity);
   EXPECT_CONTAINS(msg, rel.index_sha256);
-  EXPECT_CONTAINS(msg, sha256_hex(index));
+  EXPECT_CONTAINS(msg, io::sha256_hex(index));
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 0);
 }
 
 TEST_F(Fetch, MissingArchiveIsNotFoundAndNotRetried) {
   MisbehavingServer s(rel.dir, "404");
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::NotFound);
   EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a") + ": HTTP 404");
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 1);
@@ -458,7 +458,7 @@ TEST_F(Fetch, ForbiddenIsNotRetriedAndCliExitsWithNetworkCode) {
 
 TEST_F(Fetch, ServerErrorThenSuccessIsRetried) {
   MisbehavingServer s(rel.dir, "500-then-200");
-  FetchResult r = fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
+  fetch::FetchResult r = fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
   EXPECT_EQ(r.installed.size(), 1u);
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 2);
   ASSERT_EQ(r.failures.size(), 1u);
@@ -469,7 +469,7 @@ TEST_F(Fetch, ServerErrorThenSuccessIsRetried) {
 TEST_F(Fetch, TooManyRequestsWaitsForRetryAfter) {
   MisbehavingServer s(rel.dir, "429", {"--retry-after", "1"});
   auto t0 = Clock::now();
-  FetchResult r = fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
+  fetch::FetchResult r = fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
   EXPECT_GE(seconds_since(t0), 1.0);
   EXPECT_EQ(r.installed.size(), 1u);
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 2);
@@ -479,11 +479,11 @@ TEST_F(Fetch, TooManyRequestsWaitsForRetryAfter) {
 
 TEST_F(Fetch, StalledBodyIsAbortedByTheLowSpeedLimit) {
   MisbehavingServer s(rel.dir, "stall");
-  FetchOptions o = options({s.url()});
+  fetch::FetchOptions o = options({s.url()});
   o.low_speed_seconds = 1;
   o.max_retries = 1;
   auto t0 = Clock::now();
-  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  auto [kind, msg] = error_of([&] { fetch::fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_LT(seconds_since(t0), 8.0);
   EXPECT_EQ(kind, ErrorKind::Network);
   EXPECT_CONTAINS(msg, "timed out");
@@ -496,9 +496,9 @@ TEST_F(Fetch, RedirectFromHttpsToHttpIsRefused) {
   MisbehavingServer plain(rel.dir, "ok");
   auto tls = tls_server(rel.dir, "redirect",
                         {"--match", "kiln-kernels", "--redirect-to", plain.url()}, ca);
-  FetchOptions o = options({tls->url()});
+  fetch::FetchOptions o = options({tls->url()});
   o.ca_bundle = ca.ca_pem.string();
-  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  auto [kind, msg] = error_of([&] { fetch::fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Network);
   EXPECT_CONTAINS(msg, tls->url());
   EXPECT_CONTAINS(msg, "redirect refused");
@@ -509,8 +509,8 @@ TEST_F(Fetch, RedirectFromHttpsToHttpIsRefused) {
 TEST_F(Fetch, CorruptFirstMirrorFallsBackToSecondAndReportsTheFirst) {
   MisbehavingServer bad(rel.dir, "flip");
   MisbehavingServer good(rel.dir, "ok");
-  FetchResult r =
-      fetch_targets(options({bad.url(), good.url()}), {"sm_90a", "sm_80"}, dest.string());
+  fetch::FetchResult r =
+      fetch::fetch_targets(options({bad.url(), good.url()}), {"sm_90a", "sm_80"}, dest.string());
   EXPECT_EQ(r.installed.size(), 2u);
   ASSERT_FALSE(r.failures.empty());
   EXPECT_EQ(r.failures[0].mirror, bad.url());
@@ -525,7 +525,7 @@ TEST_F(Fetch, BothMirrorsFailingNamesBothInTheError) {
   MisbehavingServer bad(rel.dir, "flip");
   MisbehavingServer gone(rel.dir, "404");
   auto [kind, msg] = error_of([&] {
-    fetch_targets(options({bad.url(), gone.url()}), {"sm_90a"}, dest.string());
+    fetch::fetch_targets(options({bad.url(), gone.url()}), {"sm_90a"}, dest.string());
   });
   // One mirror lacks it, the other serves other bytes: nowhere is it to be had (a retry would
   // not change that).
@@ -542,7 +542,7 @@ TEST_F(Fetch, MissingReleaseIsNotFoundOnEveryPinnedPathAndAnUnreachableMirrorIsN
   fs::create_directories(tmp / "empty");
   MisbehavingServer empty(tmp / "empty", "ok");
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({empty.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({empty.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::NotFound) << msg;
   EXPECT_CONTAINS(msg, empty.url() + "/" + rel.index_path.filename().string() + ": HTTP 404");
   EXPECT_CONTAINS(msg, "is not on these mirrors");
@@ -565,8 +565,8 @@ TEST_F(Fetch, MissingReleaseIsNotFoundOnEveryPinnedPathAndAnUnreachableMirrorIsN
   auto refused = cli("http://127.0.0.1:" + std::to_string(free_port()));
   EXPECT_EQ(refused.exit_code, exit_code(ErrorKind::Network)) << refused.out;
   MisbehavingServer failing(rel.dir, "500-then-200", {"--match", "index", "--fail-count", "99"});
-  FetchOptions o = options({failing.url()});
-  auto [k500, m500] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  fetch::FetchOptions o = options({failing.url()});
+  auto [k500, m500] = error_of([&] { fetch::fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_EQ(k500, ErrorKind::Network) << m500;
   EXPECT_EQ(failing.count("/" + rel.index_path.filename().string()), 3);  // 1 + 2 retries
   expect_only_verified(dest, {});
@@ -587,8 +587,8 @@ TEST_F(Fetch, CliFetchDeviceDownloadsTheIndexOnceAndWaitsAloudOnlyForAHolder) {
 
   // Another holder of the archive's lock for a second: now the fetch waits, and says so.
   fs::path other = tmp / "other";
-  fs::create_directories(store_file_lock_path(other, rel.archive.at("sm_90a")).parent_path());
-  auto lock = FileLock::acquire(store_file_lock_path(other, rel.archive.at("sm_90a")),
+  fs::create_directories(store::store_file_lock_path(other, rel.archive.at("sm_90a")).parent_path());
+  auto lock = io::FileLock::acquire(store::store_file_lock_path(other, rel.archive.at("sm_90a")),
                                 std::chrono::seconds(5));
   std::thread release([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));
@@ -603,10 +603,10 @@ TEST_F(Fetch, CliFetchDeviceDownloadsTheIndexOnceAndWaitsAloudOnlyForAHolder) {
 
 TEST_F(Fetch, OfflineWithNothingLocalFailsAtOnceAndAsksNoServer) {
   MisbehavingServer s(rel.dir, "ok");
-  FetchOptions o = options({s.url()});
+  fetch::FetchOptions o = options({s.url()});
   o.offline = true;
   auto t0 = Clock::now();
-  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a"}, dest.string()); });
+  auto [kind, msg] = error_of([&] { fetch::fetch_targets(o, {"sm_90a"}, dest.string()); });
   EXPECT_LT(seconds_since(t0), 0.5);
   EXPECT_EQ(kind, ErrorKind::NotFound);
   EXPECT_CONTAINS(msg, "kiln fetch --package kiln-kernels --version " +
@@ -657,10 +657,10 @@ TEST_F(Fetch, ProcessKilledMidDownloadLeavesNothingALaterFetchAccepts) {
   // The partial download stays behind, under a name no reader accepts.
   EXPECT_TRUE(fs::exists(partial));
   EXPECT_FALSE(fs::exists(dest / rel.archive["sm_90a"]));
-  EXPECT_FALSE(store_has_verified(dest, rel.stem("sm_90a")));
+  EXPECT_FALSE(store::store_has_verified(dest, rel.stem("sm_90a")));
   // The next fetch (holding the lock, so the writer is known dead) removes it and installs.
   MisbehavingServer good(rel.dir, "ok");
-  FetchResult r = fetch_targets(options({good.url()}), {"sm_90a"}, dest.string());
+  fetch::FetchResult r = fetch::fetch_targets(options({good.url()}), {"sm_90a"}, dest.string());
   EXPECT_EQ(r.installed.size(), 1u);
   EXPECT_FALSE(fs::exists(partial));
   expect_only_verified(dest, {rel.stem("sm_90a")});
@@ -669,7 +669,7 @@ TEST_F(Fetch, ProcessKilledMidDownloadLeavesNothingALaterFetchAccepts) {
 TEST_F(Fetch, IndexWithoutTheTargetIsNotFoundListingWhatItHas) {
   MisbehavingServer s(rel.dir, "ok");
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_100f"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_100f"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::NotFound);
   EXPECT_CONTAINS(msg, "no archive for sm_100f");
   EXPECT_CONTAINS(msg, "sm_80, sm_90a");
@@ -680,29 +680,29 @@ TEST_F(Fetch, IndexWithoutTheTargetIsNotFoundListingWhatItHas) {
 // Puts `bytes` where the index's `target` entry points and re-pins size, digest and index, as an
 // index made by mistake (or by someone who controls it) would.
 void repin(Release& rel, const std::string& target, const std::string& bytes) {
-  fs::path ip = rel.dir / index_file_name("kiln-kernels", rel.version);
-  Index idx = parse_index(read_file(ip), ip.string());
+  fs::path ip = rel.dir / format::index_file_name("kiln-kernels", rel.version);
+  format::Index idx = format::parse_index(read_file(ip), ip.string());
   for (auto& e : idx.archives)
     if (e.target == target) {
       write_file(rel.dir / e.file, bytes);
       e.size = bytes.size();
-      e.sha256 = sha256_hex(bytes);
+      e.sha256 = io::sha256_hex(bytes);
     }
-  rel.index_json = index_to_json(idx);
+  rel.index_json = format::index_to_json(idx);
   write_file(ip, rel.index_json);
-  rel.index_sha256 = sha256_hex(rel.index_json);
+  rel.index_sha256 = io::sha256_hex(rel.index_json);
 }
 
 TEST_F(Fetch, IndexPinningAnotherTargetsArchiveIsRefusedAsIntegrityAndLeavesNothing) {
   repin(rel, "sm_90a", read_file(rel.dir / rel.archive["sm_80"]));
   MisbehavingServer s(rel.dir, "ok");
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Integrity);
   EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a"));
   EXPECT_CONTAINS(msg, "manifest target is sm_80");
   EXPECT_CONTAINS(msg,
-                  s.url() + "/" + index_file_name("kiln-kernels", rel.version) + " says sm_90a");
+                  s.url() + "/" + format::index_file_name("kiln-kernels", rel.version) + " says sm_90a");
   expect_only_verified(dest, {});  // no sm_80 directory, no archive, no temp file
   // The CLI: exit 3, the same words.
   auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
@@ -720,7 +720,7 @@ TEST_F(Fetch, IndexPinningAnArchiveOfAnotherReleaseIsRefusedAsStaleAndLeavesNoth
   repin(rel, "sm_90a", read_file(test::write_release_archive(tmp / "old", old, "sm_90a")));
   MisbehavingServer s(rel.dir, "ok");
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Stale);
   EXPECT_CONTAINS(msg, s.url() + rel.url_path("sm_90a"));
   EXPECT_CONTAINS(msg, "manifest package_version is 0.0.1");
@@ -738,11 +738,11 @@ TEST_F(Fetch, DrippingMirrorIsAbandonedAtItsDeadlineAndTheSecondMirrorServes) {
   // 2 KiB/s: above the 1 KiB/s low-speed limit, so only the deadline stops it (~20 s otherwise).
   MisbehavingServer drip(rel.dir, "drip", {"--drip-rate", "2048"});
   MisbehavingServer good(rel.dir, "ok");
-  FetchOptions o = options({drip.url(), good.url()});
+  fetch::FetchOptions o = options({drip.url(), good.url()});
   o.download_timeout_ms = 1500;
   o.download_min_rate = 1 << 30;  // the size adds nothing: a 1.5 s deadline
   auto t0 = Clock::now();
-  FetchResult r = fetch_targets(o, {"sm_90a"}, dest.string());
+  fetch::FetchResult r = fetch::fetch_targets(o, {"sm_90a"}, dest.string());
   double took = seconds_since(t0);
   EXPECT_GE(took, 1.4);
   EXPECT_LT(took, 5.0);
@@ -767,17 +767,17 @@ TEST_F(Fetch, DrippingIndexMovesTheCliToTheSecondMirror) {
   EXPECT_LT(seconds_since(t0), 5.0);
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(
-      r.out, drip.url() + "/" + index_file_name("kiln-kernels", rel.version) + ": deadline passed");
-  EXPECT_EQ(drip.count("/" + index_file_name("kiln-kernels", rel.version)), 1);
+      r.out, drip.url() + "/" + format::index_file_name("kiln-kernels", rel.version) + ": deadline passed");
+  EXPECT_EQ(drip.count("/" + format::index_file_name("kiln-kernels", rel.version)), 1);
   expect_only_verified(dest, {rel.stem("sm_90a")});
 }
 
 TEST_F(Fetch, CommandDeadlineEndsADrippingFetchWithANetworkErrorNamingIt) {
   MisbehavingServer drip(rel.dir, "drip", {"--drip-rate", "2048"});
-  FetchOptions o = options({drip.url()});
+  fetch::FetchOptions o = options({drip.url()});
   o.timeout_ms = 2000;  // the per-request deadline (60 s + size) would allow ~20 s
   auto t0 = Clock::now();
-  auto [kind, msg] = error_of([&] { fetch_targets(o, {"sm_90a", "sm_80"}, dest.string()); });
+  auto [kind, msg] = error_of([&] { fetch::fetch_targets(o, {"sm_90a", "sm_80"}, dest.string()); });
   double took = seconds_since(t0);
   EXPECT_GE(took, 1.9);
   EXPECT_LT(took, 5.0);
@@ -802,13 +802,13 @@ TEST_F(Fetch, RedirectFromHttpToAnotherHostIsRefused) {
   std::string elsewhere = "http://localhost:" + other.url().substr(other.url().rfind(':') + 1);
   MisbehavingServer s(rel.dir, "redirect", {"--match", "kiln-kernels", "--redirect-to", elsewhere});
   auto [kind, msg] =
-      error_of([&] { fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
   EXPECT_EQ(kind, ErrorKind::Network);
   EXPECT_CONTAINS(msg, "redirect refused");
   EXPECT_CONTAINS(msg, "to another host localhost");
   // --match kiln-kernels covers the index too: refused there, not retried, nothing else asked.
-  EXPECT_CONTAINS(msg, s.url() + "/" + index_file_name("kiln-kernels", rel.version));
-  EXPECT_EQ(s.count("/" + index_file_name("kiln-kernels", rel.version)), 1);
+  EXPECT_CONTAINS(msg, s.url() + "/" + format::index_file_name("kiln-kernels", rel.version));
+  EXPECT_EQ(s.count("/" + format::index_file_name("kiln-kernels", rel.version)), 1);
   EXPECT_EQ(s.count(rel.url_path("sm_90a")), 0);
   EXPECT_EQ(other.total(), 0);
   expect_only_verified(dest, {});
@@ -818,9 +818,9 @@ TEST_F(Fetch, RedirectWithinTheSameHttpHostIsFollowed) {
   MisbehavingServer other(rel.dir, "ok");  // 127.0.0.1, another port
   MisbehavingServer s(rel.dir, "redirect",
                       {"--match", "kiln-kernels", "--redirect-to", other.url()});
-  FetchResult r = fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
+  fetch::FetchResult r = fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string());
   EXPECT_EQ(r.installed.size(), 1u);
-  EXPECT_EQ(other.count("/" + index_file_name("kiln-kernels", rel.version)), 1);
+  EXPECT_EQ(other.count("/" + format::index_file_name("kiln-kernels", rel.version)), 1);
   EXPECT_EQ(other.count(rel.url_path("sm_90a")), 1);
   expect_only_verified(dest, {rel.stem("sm_90a")});
 }
@@ -852,22 +852,22 @@ TEST(FetchBench, DISABLED_LargeArchiveFromNginxVersusCurl) {
     ASSERT_EQ(c.exit_code, 0) << c.out;
     report("curl -o file " + base.substr(0, base.find(':')), curl_s);
 
-    auto transport = fetch_detail::make_curl_transport();
-    fetch_detail::TransferRequest req;
+    auto transport = transport::make_curl_transport();
+    transport::TransferRequest req;
     req.url = url;
     req.ca_bundle = ca.ca_pem.string();
-    Sha256 h;
+    io::Sha256 h;
     t0 = Clock::now();
     auto r = transport->get(req, [&](const char* d, std::size_t n) {
       h.update(d, n);
       return true;
     });
     double dl_s = seconds_since(t0);
-    ASSERT_EQ(r.status, fetch_detail::TransferStatus::Ok);
-    EXPECT_EQ(h.hex(), sha256_file(rel.dir / rel.archive["sm_90a"]));
+    ASSERT_EQ(r.status, transport::TransferStatus::Ok);
+    EXPECT_EQ(h.hex(), io::sha256_file(rel.dir / rel.archive["sm_90a"]));
     report("libkiln transport + SHA-256, no disk " + base.substr(0, base.find(':')), dl_s);
 
-    FetchOptions o;
+    fetch::FetchOptions o;
     o.mirrors = {base};
     o.index_sha256 = rel.index_sha256;
     o.ca_bundle = ca.ca_pem.string();
@@ -876,7 +876,7 @@ TEST(FetchBench, DISABLED_LargeArchiveFromNginxVersusCurl) {
     o.log = [t0](const std::string& line) {
       std::printf("  %6.3f s  %s\n", seconds_since(t0), line.c_str());
     };
-    fetch_targets(o, {"sm_90a"}, dest.string());
+    fetch::fetch_targets(o, {"sm_90a"}, dest.string());
     report("fetch_targets (download, verify, unpack) " + base.substr(0, base.find(':')),
            seconds_since(t0));
   }
@@ -893,7 +893,7 @@ const std::vector<std::string> kShippedTargets = {"sm_80",  "sm_86",  "sm_89",  
 class MirrorTier : public Fetch {
  protected:
   void SetUp() override {
-    fetch_detail::forget_bad_mirrors();
+    transport::forget_bad_mirrors();
     rel = make_release(tmp / "release", kShippedTargets, 2000, 3, true);
     dest = tmp / "cache";
   }
@@ -904,7 +904,7 @@ class MirrorTier : public Fetch {
     cfg.index_sha256 = rel.index_sha256;
     cfg.disable_jit = true;
     cfg.use_installed_store = false;
-    LoaderDeps d;  // the real fetch and index fetch, over loopback HTTP
+    plan::LoaderDeps d;  // the real fetch and index fetch, over loopback HTTP
     d.driver = std::move(drv);
     return make_loader(kiln::test::reference_description(), cfg, std::move(d));
   }
@@ -962,7 +962,7 @@ TEST_F(MirrorTier, TamperedArchiveOnTheFirstMirrorIsTakenFromTheSecond) {
   cfg.index_sha256 = rel.index_sha256;
   cfg.disable_jit = true;
   cfg.use_installed_store = false;
-  LoaderDeps d;
+  plan::LoaderDeps d;
   d.driver = drv;
   std::unique_ptr<Loader> owned =
       make_loader(kiln::test::reference_description(), cfg, std::move(d));

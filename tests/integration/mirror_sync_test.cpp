@@ -67,12 +67,12 @@ std::string make_mirror(const fs::path& dist, const fs::path& mirror, unsigned s
                                          test::release_members(rel, "sm_90a"), kVer),
                    rel.build_time);
   write_file(dist / kTarball, "tarball-bytes");
-  packager::StageOptions so;
+  mirror::StageOptions so;
   so.sources = {dist};
   so.to = mirror;
   so.package = "kiln-kernels";
   so.version = kVer;
-  packager::stage_release(so);
+  mirror::stage_release(so);
   return d.index_sha256;
 }
 
@@ -81,23 +81,23 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   if (!fs::exists(dir)) return out;
   for (const auto& e : fs::recursive_directory_iterator(dir))
     out[fs::relative(e.path(), dir).string()] =
-        e.is_regular_file() ? sha256_file(e.path()) : "<dir>";
+        e.is_regular_file() ? io::sha256_file(e.path()) : "<dir>";
   return out;
 }
 
 // The forger's move: put `files` (name -> bytes) into the upstream and rewrite its checksum
 // file to match, so that upstream is consistent with itself. Returns the new checksum file.
 std::string forge(const fs::path& upstream, const std::map<std::string, std::string>& files) {
-  const std::string sums = packager::checksums_file_name("kiln-kernels", kVer);
-  auto entries = packager::parse_checksums(read_file(upstream / sums), sums, sums);
+  const std::string sums = mirror::checksums_file_name("kiln-kernels", kVer);
+  auto entries = mirror::parse_checksums(read_file(upstream / sums), sums, sums);
   for (const auto& [name, bytes] : files) {
     write_file(upstream / name, bytes);
     entries.erase(std::remove_if(entries.begin(), entries.end(),
-                                 [&](const packager::ChecksumEntry& e) { return e.name == name; }),
+                                 [&](const mirror::ChecksumEntry& e) { return e.name == name; }),
                   entries.end());
-    entries.push_back({name, sha256_hex(bytes)});
+    entries.push_back({name, io::sha256_hex(bytes)});
   }
-  std::string text = packager::checksums_to_text(entries);
+  std::string text = mirror::checksums_to_text(entries);
   write_file(upstream / sums, text);
   return text;
 }
@@ -134,7 +134,7 @@ class MirrorSyncHttp : public ::testing::Test {
  protected:
   void SetUp() override {
     index_sha = make_mirror(tmp / "dist", tmp / "upstream");
-    sums_sha = sha256_file(tmp / "upstream" / packager::checksums_file_name("kiln-kernels", kVer));
+    sums_sha = io::sha256_file(tmp / "upstream" / mirror::checksums_file_name("kiln-kernels", kVer));
     dest = tmp / "down";
   }
   // Pins: both by default (the whole release covered); a test narrows them with `pins`.
@@ -170,7 +170,7 @@ TEST_F(MirrorSyncHttp, GoodUpstreamCopiesEverythingAndARerunAsksForNoFile) {
   EXPECT_EQ(j["transferred"].size(), 6u) << r.out;
   EXPECT_EQ(snapshot(dest), snapshot(tmp / "upstream"));
   EXPECT_FALSE(has_staging_dir(dest));
-  std::string archive = "/" + archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a");
+  std::string archive = "/" + format::archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a");
   EXPECT_EQ(s.count(archive), 1);
 
   r = sync(s.url());
@@ -181,7 +181,7 @@ TEST_F(MirrorSyncHttp, GoodUpstreamCopiesEverythingAndARerunAsksForNoFile) {
   EXPECT_EQ(j["bytes_transferred"], 0);
   EXPECT_CONTAINS(r.out, "0 files transferred, 6 already good");
   EXPECT_EQ(s.count(archive), 1);  // only the checksum file and the index asked for again
-  EXPECT_EQ(s.count("/" + packager::checksums_file_name("kiln-kernels", kVer)), 2);
+  EXPECT_EQ(s.count("/" + mirror::checksums_file_name("kiln-kernels", kVer)), 2);
   auto v = test::run(test::kiln_cli() + " mirror verify " + dest.string() + " " + pins());
   EXPECT_EQ(v.exit_code, 0) << v.out;
 }
@@ -192,10 +192,10 @@ TEST_F(MirrorSyncHttp, FlippedByteLeavesTheDestinationUnchanged) {
   Server s(tmp / "upstream", "flip", {"--match=" + kArchiveMatch});
   auto r = sync(s.url());
   EXPECT_EQ(r.exit_code, 3) << r.out;
-  std::string archive = archive_file_name("kiln-kernels", kVer, "13.0", "sm_80");
+  std::string archive = format::archive_file_name("kiln-kernels", kVer, "13.0", "sm_80");
   EXPECT_CONTAINS(r.out, "kiln: error (integrity): " + archive + ": " + s.url() + "/" + archive +
                              ": sha256 mismatch: expected " +
-                             sha256_file(tmp / "upstream" / archive));
+                             io::sha256_file(tmp / "upstream" / archive));
   EXPECT_CONTAINS(r.out, "Nothing was changed in " + dest.string());
   EXPECT_EQ(snapshot(dest), before);
   EXPECT_FALSE(has_staging_dir(dest));
@@ -247,7 +247,7 @@ TEST_F(MirrorSyncHttp, ForgedWheelUnderAnIndexPinIsNotPublished) {
   prepopulate();  // the genuine wheel and an operator's README
   make_mirror(tmp / "evil-dist", tmp / "evil", 99);
   const std::string forged = read_file(tmp / "evil" / kWheel);
-  ASSERT_NE(sha256_hex(forged), sha256_file(dest / kWheel));
+  ASSERT_NE(io::sha256_hex(forged), io::sha256_file(dest / kWheel));
   forge(tmp / "upstream", {{kWheel, forged}});
   const auto before = snapshot(dest);
   Server s(tmp / "upstream", "ok");
@@ -265,13 +265,13 @@ TEST_F(MirrorSyncHttp, ForgedWheelUnderAnIndexPinIsNotPublished) {
   // file listing just those were added.
   auto after = snapshot(dest);
   for (const auto& [name, sha] : before) EXPECT_EQ(after[name], sha) << name;
-  const std::string sums = packager::checksums_file_name("kiln-kernels", kVer);
+  const std::string sums = mirror::checksums_file_name("kiln-kernels", kVer);
   std::set<std::string> added;
   for (const auto& [name, sha] : after)
     if (!before.count(name)) added.insert(name);
-  EXPECT_EQ(added, (std::set<std::string>{archive_file_name("kiln-kernels", kVer, "13.0", "sm_80"),
-                                          archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a"),
-                                          index_file_name("kiln-kernels", kVer), sums}));
+  EXPECT_EQ(added, (std::set<std::string>{format::archive_file_name("kiln-kernels", kVer, "13.0", "sm_80"),
+                                          format::archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a"),
+                                          format::index_file_name("kiln-kernels", kVer), sums}));
   EXPECT_EQ(read_file(dest / sums).find(kWheel), std::string::npos) << read_file(dest / sums);
   EXPECT_FALSE(has_staging_dir(dest));
 }
@@ -303,22 +303,22 @@ TEST_F(MirrorSyncHttp, PinnedChecksumFileMismatchRefusesAndLeavesTheDestinationA
   Server s(tmp / "upstream", "ok");
   auto r = sync(s.url());  // both pins: the genuine release's
   EXPECT_EQ(r.exit_code, 3) << r.out;
-  const std::string sums = packager::checksums_file_name("kiln-kernels", kVer);
+  const std::string sums = mirror::checksums_file_name("kiln-kernels", kVer);
   EXPECT_CONTAINS(r.out, "kiln: error (integrity): " + sums + ": " + s.url() + "/" + sums +
                              ": sha256 mismatch: pinned " + sums_sha + " (--sums-sha256), served " +
-                             sha256_hex(forged_sums));
+                             io::sha256_hex(forged_sums));
   EXPECT_CONTAINS(r.out, "Nothing was written to " + dest.string());
   EXPECT_EQ(snapshot(dest), before);
   EXPECT_FALSE(has_staging_dir(dest));
   EXPECT_EQ(s.count("/" + kWheel), 0);
-  EXPECT_EQ(s.count("/" + index_file_name("kiln-kernels", kVer)), 0);
+  EXPECT_EQ(s.count("/" + format::index_file_name("kiln-kernels", kVer)), 0);
 }
 
 // The 0.1.0 checksum file also lists the index and checksum file of release <ver>-rc1, which
 // the destination already holds: they must not be overwritten.
 TEST_F(MirrorSyncHttp, ChecksumFileListingAnotherReleasesFilesIsRefusedAndNothingIsWritten) {
-  const std::string other_index = index_file_name("kiln-kernels", kVer + "-rc1");
-  const std::string other_sums = packager::checksums_file_name("kiln-kernels", kVer + "-rc1");
+  const std::string other_index = format::index_file_name("kiln-kernels", kVer + "-rc1");
+  const std::string other_sums = mirror::checksums_file_name("kiln-kernels", kVer + "-rc1");
   fs::create_directories(dest);
   write_file(dest / other_index, "the operator's rc1 index");
   write_file(dest / other_sums, "the operator's rc1 checksums");
@@ -329,7 +329,7 @@ TEST_F(MirrorSyncHttp, ChecksumFileListingAnotherReleasesFilesIsRefusedAndNothin
   pin_sums = false;
   auto r = sync(s.url());
   EXPECT_EQ(r.exit_code, 10) << r.out;
-  const std::string sums_url = s.url() + "/" + packager::checksums_file_name("kiln-kernels", kVer);
+  const std::string sums_url = s.url() + "/" + mirror::checksums_file_name("kiln-kernels", kVer);
   // The first such line is named (the checksum file sorts before the index).
   EXPECT_CONTAINS(r.out, "kiln: error (format): " + sums_url + ": line " +
                              std::to_string(line_of(forged, other_sums)) + ": '" + other_sums +
@@ -347,7 +347,7 @@ TEST_F(MirrorSyncHttp, ChecksumFileListingAnIndexHtmlIsRefusedAndNothingIsWritte
   prepopulate();
   write_file(dest / "index.html", "<html>the operator's page</html>");
   const std::string forged = forge(tmp / "upstream", {{"index.html", "<html>forged</html>"}});
-  sums_sha = sha256_hex(forged);
+  sums_sha = io::sha256_hex(forged);
   const auto before = snapshot(dest);
   Server s(tmp / "upstream", "ok");
   auto r = sync(s.url());
@@ -378,7 +378,7 @@ TEST_F(MirrorSyncHttp, VerifyWithAnIndexPinOnAForgedMirrorFailsNamingTheFiles) {
     EXPECT_EQ(files[name]["status"], "uncovered") << name;
     EXPECT_EQ(files[name]["error"], "integrity") << name;
   }
-  EXPECT_EQ(files[index_file_name("kiln-kernels", kVer)]["status"], "ok");
+  EXPECT_EQ(files[format::index_file_name("kiln-kernels", kVer)]["status"], "ok");
   // With the genuine checksum file pinned as well: that file is named as the forgery.
   r = test::run(verify + " --json --index-sha256 " + index_sha + " --sums-sha256 " + sums_sha);
   EXPECT_EQ(r.exit_code, 3) << r.out;

@@ -75,11 +75,11 @@ class Sharded : public ::testing::Test {
     for (const auto& n : names) EXPECT_EQ(read_file(a / n), read_file(b / n)) << b / n;
   }
   static std::string archive(const std::string& target) {
-    return archive_file_name(test::tiny::kPackage, test::tiny::kVersion, kiln::cuda_version(),
+    return format::archive_file_name(test::tiny::kPackage, test::tiny::kVersion, kiln::cuda_version(),
                              target);
   }
-  static Manifest manifest_of(const fs::path& archive_path) {
-    return parse_manifest(read_archive(archive_path)[0].data, archive_path.string());
+  static format::Manifest manifest_of(const fs::path& archive_path) {
+    return format::parse_manifest(format::read_archive(archive_path)[0].data, archive_path.string());
   }
 
   // Two shards of a two-compile slice, for the refusals.
@@ -238,8 +238,8 @@ TEST_F(Sharded, BuildTimeIsTheLastCommitsAndSourceDateEpochWins) {
   EXPECT_NE(read_file(work_ / "a/dist" / archive("sm_80")),
             read_file(work_ / "b/dist" / archive("sm_80")));
   EXPECT_NE(
-      read_file(work_ / "a/dist" / index_file_name(test::tiny::kPackage, test::tiny::kVersion)),
-      read_file(work_ / "b/dist" / index_file_name(test::tiny::kPackage, test::tiny::kVersion)));
+      read_file(work_ / "a/dist" / format::index_file_name(test::tiny::kPackage, test::tiny::kVersion)),
+      read_file(work_ / "b/dist" / format::index_file_name(test::tiny::kPackage, test::tiny::kVersion)));
 }
 
 TEST_F(Sharded, CorruptCompileResultFromTheLauncherFailsTheBuildNamingTheArtifact) {

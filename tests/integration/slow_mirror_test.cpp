@@ -45,7 +45,7 @@ class SlowMirror : public ::testing::Test {
           {"rmsnorm_dtype_f16", test::random_bytes(20000, seed + 1)}};
     };
     rel = test::write_release_dist(tmp / "dist", spec, {"sm_80", "sm_90a"});
-    index_name = index_file_name(rel.package, rel.version);
+    index_name = format::index_file_name(rel.package, rel.version);
   }
   // `kiln fetch` of sm_90a into a new store from `mirrors`, in order, with `trust` and `args`.
   test::RunResult fetch(const std::vector<std::string>& mirrors, const std::string& trust,
@@ -140,20 +140,20 @@ TEST_F(SlowMirror, TheLoadersMirrorTierMovesOnAfterTheSameTime) {
   cfg.index_sha256 = dist.index_sha256;
   cfg.disable_jit = true;
   cfg.use_installed_store = false;
-  LoaderDeps deps;
+  plan::LoaderDeps deps;
   auto drv = std::make_shared<test::Cc90Driver>();
   deps.driver = drv;
   // The tier fetches with FetchOptions' defaults (60 s); 2 s here, as --download-timeout 2.
-  auto shortened = [](FetchOptions o) {
+  auto shortened = [](fetch::FetchOptions o) {
     o.download_timeout_ms = 2000;
     return o;
   };
-  deps.fetch = [shortened](const FetchOptions& o, const std::vector<std::string>& t,
+  deps.fetch = [shortened](const fetch::FetchOptions& o, const std::vector<std::string>& t,
                            const std::string& dest) {
-    return fetch_targets(shortened(o), t, dest);
+    return fetch::fetch_targets(shortened(o), t, dest);
   };
-  deps.index_targets = [shortened](const FetchOptions& o) {
-    return fetch_index_targets(shortened(o));
+  deps.index_targets = [shortened](const fetch::FetchOptions& o) {
+    return fetch::fetch_index_targets(shortened(o));
   };
   auto loader = make_loader(test::reference_description(), cfg, std::move(deps));
   auto t0 = Clock::now();

@@ -106,7 +106,7 @@ TEST_F(KilnTarball, PacksTheSameBytesTwiceUnpacksAnywhereAndWorksWithoutEnvironm
   EXPECT_TRUE(fs::exists(store / stem90 / "manifest.json"));
   EXPECT_TRUE(fs::exists(store / stem90 / "axpy_dtype_f32.fatbin"));
   // The package's description ships beside the stores: a node answers from it (resolve, compat).
-  EXPECT_TRUE(fs::exists(store / description_file_name("kiln-kernels", kiln::version())));
+  EXPECT_TRUE(fs::exists(store / format::description_file_name("kiln-kernels", kiln::version())));
 
   // kiln doctor from the unpacked tree: the store beside it, found with no variable.
   std::string ukiln = "'" + (root / "bin" / "kiln").string() + "'";

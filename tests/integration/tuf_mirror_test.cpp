@@ -66,7 +66,7 @@ std::set<std::string> store_entries(const fs::path& dir) {
 class TufMirror : public ::testing::Test {
  protected:
   void SetUp() override {
-    fetch_detail::forget_bad_mirrors();
+    transport::forget_bad_mirrors();
     test::ReleaseSpec spec;
     spec.loadable = true;  // the registry's source hashes: the loader takes the artifacts
     adjust(spec);
@@ -99,17 +99,17 @@ class TufMirror : public ::testing::Test {
     cfg.tuf_root = root.string();
     cfg.disable_jit = true;
     cfg.use_installed_store = false;
-    LoaderDeps d;
+    plan::LoaderDeps d;
     d.driver = std::move(drv);
     if (clock_shift != 0) {
-      auto shifted = [clock_shift](FetchOptions o) {
+      auto shifted = [clock_shift](fetch::FetchOptions o) {
         o.tuf_clock = [clock_shift] { return std::time(nullptr) + clock_shift; };
         return o;
       };
-      d.fetch = [shifted](const FetchOptions& o, const std::vector<std::string>& t,
-                          const std::string& dest) { return fetch_targets(shifted(o), t, dest); };
-      d.index_targets = [shifted](const FetchOptions& o) {
-        return fetch_index_targets(shifted(o));
+      d.fetch = [shifted](const fetch::FetchOptions& o, const std::vector<std::string>& t,
+                          const std::string& dest) { return fetch::fetch_targets(shifted(o), t, dest); };
+      d.index_targets = [shifted](const fetch::FetchOptions& o) {
+        return fetch::fetch_index_targets(shifted(o));
       };
     }
     return make_loader(kiln::test::reference_description(), cfg, std::move(d));
@@ -215,7 +215,7 @@ TEST_F(TufMirror, LoaderGetsTheKernelFromATufMirrorWithNoDigestPin) {
             std::vector<std::string>{dist_.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]});
   EXPECT_EQ(store_entries(cache()), std::set<std::string>{dist_.stem("sm_90a")});
   // The metadata of the refresh, kept per root under the cache: the next refresh's reference.
-  fs::path md = cache() / "tuf" / sha256_hex(test::read_file(root));
+  fs::path md = cache() / "tuf" / io::sha256_hex(test::read_file(root));
   EXPECT_TRUE(fs::exists(md / "timestamp.json"));
   EXPECT_TRUE(fs::exists(md / "targets.json"));
   EXPECT_GE(s.count("/metadata/timestamp.json"), 1);
@@ -233,7 +233,7 @@ TEST_F(TufMirror, CliFetchesFromTheRepositoryCiReleaseWritesWithTheTufRootAlone)
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "length and hashes match the targets metadata");
   EXPECT_EQ(store_entries(cli_store()), std::set<std::string>{dist_.stem("sm_90a")});
-  EXPECT_TRUE(store_has_verified(cli_store(), dist_.stem("sm_90a")));
+  EXPECT_TRUE(store::store_has_verified(cli_store(), dist_.stem("sm_90a")));
   // --device chooses among the targets the TUF-verified index lists; a second run only refreshes.
   auto d = test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + test::kiln_cli() +
                      " fetch --device 8.0 --dest " + cli_store().string() + " --mirror " + s.url() +
@@ -247,7 +247,7 @@ TEST_F(TufMirror, CliFetchesFromTheRepositoryCiReleaseWritesWithTheTufRootAlone)
                 " " + test::kiln_cli() + " fetch --targets sm_90a --dest " +
                 (tmp / "other").string() + " --mirror " + s.url());
   ASSERT_EQ(env.exit_code, 0) << env.out;
-  EXPECT_TRUE(store_has_verified(tmp / "other", dist_.stem("sm_90a")));
+  EXPECT_TRUE(store::store_has_verified(tmp / "other", dist_.stem("sm_90a")));
 }
 
 TEST_F(TufMirror, BothTrustAnchorsOrNeitherAreUsageErrorsNamingWhatToDo) {
@@ -286,7 +286,7 @@ TEST_F(TufMirror, ARootInstalledBesideKilnIsTheAnchorWhenNoneIsConfigured) {
                      tuf.url());
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "length and hashes match the targets metadata");
-  EXPECT_TRUE(store_has_verified(cli_store(), dist_.stem("sm_90a")));
+  EXPECT_TRUE(store::store_has_verified(cli_store(), dist_.stem("sm_90a")));
   // A configured pin beats the installed root: the flat mirror, read by its index digest.
   MisbehavingServer flat(tmp / "mirror", "ok");
   auto p = test::run("env KILN_CACHE_DIR=" + cli_cache().string() + " " + kiln +
@@ -305,7 +305,7 @@ TEST_F(TufMirror, OfflineAsksNoServerAndNamesTheFetchCommand) {
   cfg.offline = true;
   cfg.disable_jit = true;
   cfg.use_installed_store = false;
-  LoaderDeps d;
+  plan::LoaderDeps d;
   d.driver = std::make_shared<Cc90Driver>();
   std::string msg = test::error_of(ErrorKind::NotFound, [&] {
     make_loader(kiln::test::reference_description(), cfg, d)->get(kUri);
@@ -537,17 +537,17 @@ TEST_F(TufBundle, ABundleMadeOnlineInstallsOfflineAfterItsMetadataAndArchivesVer
   // Consistent snapshots: snapshot and targets under their versioned names, as on the mirror.
   EXPECT_EQ(files,
             (std::set<std::string>{"1.root.json", "timestamp.json", "2.snapshot.json",
-                                   "2.targets.json", index_file_name("kiln-kernels", dist_.version),
+                                   "2.targets.json", format::index_file_name("kiln-kernels", dist_.version),
                                    dist_.archive.at("sm_90a")}));
   auto r = install(b, "--json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(
       r.out, "verified kiln-kernels " + dist_.version + " in " + b.string() + " against root v1");
   EXPECT_EQ(store_entries(node_store()), std::set<std::string>{dist_.stem("sm_90a")});
-  EXPECT_TRUE(store_has_verified(node_store(), dist_.stem("sm_90a")));
+  EXPECT_TRUE(store::store_has_verified(node_store(), dist_.stem("sm_90a")));
   // The node keeps what it verified for that root: the reference for its next bundle.
   EXPECT_TRUE(
-      fs::exists(node_cache() / "tuf" / sha256_hex(test::read_file(root)) / "timestamp.json"));
+      fs::exists(node_cache() / "tuf" / io::sha256_hex(test::read_file(root)) / "timestamp.json"));
 }
 
 // A second package's described release signed into the same repository: one bundle carries
@@ -558,7 +558,7 @@ TEST_F(TufBundle, OneBundleCarriesTwoPackagesReleasesAndInstallsBothWithTheirDes
   acme.package = "acme-kernels";
   acme.version = "1.2.0";
   test::SyntheticDist acme_dist = test::write_release_dist(tmp / "dist-acme", acme, {"sm_90a"});
-  json described = json::parse(package_description_json(test::reference_description()));
+  json described = json::parse(project::package_description_json(test::reference_description()));
   described["package"] = "acme-kernels";
   described["package_version"] = "1.2.0";
   const std::string acme_description = described.dump(2) + "\n";

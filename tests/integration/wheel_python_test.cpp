@@ -156,7 +156,7 @@ TEST_F(WheelPython, PipInstallsItAndLibkilnResolvesFromArtifactDir) {
   EXPECT_EQ(trim(r.out.substr(nl + 1)),
             std::string(kiln::version()) + " " + kTarget + " " + kiln::cuda_version());
   fs::path store =
-      artifact_dir / archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), kTarget);
+      artifact_dir / format::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), kTarget);
   EXPECT_TRUE(fs::exists(store / "manifest.json")) << store;
   EXPECT_TRUE(fs::exists(store / (std::string(kUri) + ".fatbin"))) << store;
 
@@ -208,10 +208,10 @@ TEST_F(WheelPython, WheelUnpackAcceptsThePackageWheelWithTheDescriptionInside) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string v = kiln::version();
   fs::path described = dir / "pkg" / ("kiln_kernels-" + v) / "kiln_kernels" /
-                       description_file_name("kiln-kernels", v);
+                       format::description_file_name("kiln-kernels", v);
   EXPECT_TRUE(fs::exists(described)) << r.out;
   EXPECT_EQ(test::read_file(described), test::read_file(work_->path() / "build" / "dist" /
-                                                        description_file_name("kiln-kernels", v)));
+                                                        format::description_file_name("kiln-kernels", v)));
 }
 
 TEST_F(WheelPython, ZipfileReadsItWithoutWarningsAndSeesRecordLast) {

@@ -8,11 +8,11 @@ namespace kiln {
 namespace {
 
 TEST(ArtifactCheck, BytesMatchingTheirPinPass) {
-  EXPECT_FALSE(pin_mismatch("abc", {3, sha256_hex("abc")}));
+  EXPECT_FALSE(io::pin_mismatch("abc", {3, io::sha256_hex("abc")}));
 }
 
 TEST(ArtifactCheck, ASizeThatDiffersIsReportedBeforeAnyDigest) {
-  auto m = pin_mismatch("abcd", {3, sha256_hex("abc")});
+  auto m = io::pin_mismatch("abcd", {3, io::sha256_hex("abc")});
   ASSERT_TRUE(m);
   EXPECT_EQ(m->field, "size");
   EXPECT_EQ(m->actual, "4");
@@ -21,43 +21,43 @@ TEST(ArtifactCheck, ASizeThatDiffersIsReportedBeforeAnyDigest) {
 }
 
 TEST(ArtifactCheck, ADigestThatDiffersNamesBothDigestsAndWhatPinnedIt) {
-  auto m = pin_mismatch("abd", {3, sha256_hex("abc")});
+  auto m = io::pin_mismatch("abd", {3, io::sha256_hex("abc")});
   ASSERT_TRUE(m);
   EXPECT_EQ(m->field, "sha256");
   EXPECT_EQ(m->message("r.tar.zst", "index.json"),
-            "r.tar.zst: sha256 is " + sha256_hex("abd") + ", index.json says " + sha256_hex("abc"));
+            "r.tar.zst: sha256 is " + io::sha256_hex("abd") + ", index.json says " + io::sha256_hex("abc"));
   EXPECT_EQ(m->message("", "manifest"),
-            "sha256 is " + sha256_hex("abd") + ", manifest says " + sha256_hex("abc"));
+            "sha256 is " + io::sha256_hex("abd") + ", manifest says " + io::sha256_hex("abc"));
 }
 
 TEST(ArtifactCheck, SizeAndDigestChecksAloneCompareWhatTheyAreGiven) {
-  EXPECT_FALSE(size_mismatch(7, 7));
-  EXPECT_EQ(size_mismatch(8, 7)->message("f", "p"), "f: size is 8 bytes, p says 7");
-  EXPECT_FALSE(digest_mismatch("aa", "aa"));
-  EXPECT_EQ(digest_mismatch("ab", "aa")->message("f", "p"), "f: sha256 is ab, p says aa");
+  EXPECT_FALSE(io::size_mismatch(7, 7));
+  EXPECT_EQ(io::size_mismatch(8, 7)->message("f", "p"), "f: size is 8 bytes, p says 7");
+  EXPECT_FALSE(io::digest_mismatch("aa", "aa"));
+  EXPECT_EQ(io::digest_mismatch("ab", "aa")->message("f", "p"), "f: sha256 is ab, p says aa");
 }
 
 // A file measured elsewhere (its size and digest) against its pin: size first, then digest.
 TEST(ArtifactCheck, AMeasuredFileIsJudgedLikeItsBytes) {
-  const ArtifactPin pin{3, sha256_hex("abc")};
-  EXPECT_FALSE(pin_mismatch(3, sha256_hex("abc"), pin));
-  EXPECT_EQ(pin_mismatch(4, sha256_hex("abd"), pin)->message("f", "i"), "f: size is 4 bytes, i says 3");
-  EXPECT_EQ(pin_mismatch(3, sha256_hex("abd"), pin)->message("f", "i"),
-            pin_mismatch("abd", pin)->message("f", "i"));
+  const io::ArtifactPin pin{3, io::sha256_hex("abc")};
+  EXPECT_FALSE(io::pin_mismatch(3, io::sha256_hex("abc"), pin));
+  EXPECT_EQ(io::pin_mismatch(4, io::sha256_hex("abd"), pin)->message("f", "i"), "f: size is 4 bytes, i says 3");
+  EXPECT_EQ(io::pin_mismatch(3, io::sha256_hex("abd"), pin)->message("f", "i"),
+            io::pin_mismatch("abd", pin)->message("f", "i"));
 }
 
 TEST(Coverage, NamesWhatIsListedButMissingAndWhatIsThereUnlisted) {
-  Coverage c = coverage({"manifest.json", "b", "a", "c"}, {"a", "x", "manifest.json", "y", "x"});
+  io::Coverage c = io::coverage({"manifest.json", "b", "a", "c"}, {"a", "x", "manifest.json", "y", "x"});
   EXPECT_EQ(c.missing, (std::vector<std::string>{"b", "c"}));   // the list's order
   EXPECT_EQ(c.unlisted, (std::vector<std::string>{"x", "y"}));  // present's order, once
   EXPECT_FALSE(c.complete());
-  EXPECT_TRUE(coverage({"a", "b"}, {"b", "a"}).complete());
+  EXPECT_TRUE(io::coverage({"a", "b"}, {"b", "a"}).complete());
 }
 
 TEST(Coverage, MessagesSayWhereAndWhatListsIt) {
-  EXPECT_EQ(missing_message("r.tar.zst:u.fatbin", "u", "the manifest"),
+  EXPECT_EQ(io::missing_message("r.tar.zst:u.fatbin", "u", "the manifest"),
             "r.tar.zst:u.fatbin: artifact u is listed in the manifest but missing");
-  EXPECT_EQ(unlisted_message("store/a/extra", "the manifest"),
+  EXPECT_EQ(io::unlisted_message("store/a/extra", "the manifest"),
             "store/a/extra: not listed in the manifest");
 }
 

@@ -25,7 +25,7 @@ std::set<std::string> names_in(const fs::path& dir) {
 TEST(AtomicFile, UncommittedWriteLeavesNoFileBehind) {
   TempDir dir;
   {
-    AtomicFile f(dir / "out.bin");
+    io::AtomicFile f(dir / "out.bin");
     f.write("partial");
     EXPECT_TRUE(fs::exists(f.tmp_path()));
   }
@@ -36,7 +36,7 @@ TEST(AtomicFile, ReadersSeeOldContentsUntilCommitThenTheNewOnes) {
   TempDir dir;
   auto target = dir / "data.json";
   write_file(target, "old");
-  AtomicFile f(target);
+  io::AtomicFile f(target);
   EXPECT_EQ(f.tmp_path().parent_path(), target.parent_path()) << "same directory: atomic rename";
   EXPECT_EQ(f.tmp_path().filename().string().rfind("data.json.tmp.", 0), 0u);
   f.write("new ");
@@ -50,7 +50,7 @@ TEST(AtomicFile, ReadersSeeOldContentsUntilCommitThenTheNewOnes) {
 TEST(AtomicFile, ConcurrentWritersUseDistinctTemporaryFilesAndLastCommitWins) {
   TempDir dir;
   auto target = dir / "x";
-  AtomicFile a(target), b(target);
+  io::AtomicFile a(target), b(target);
   EXPECT_NE(a.tmp_path(), b.tmp_path());
   a.write("from a");
   b.write("from b");
@@ -64,7 +64,7 @@ TEST(AtomicFile, ConcurrentWritersUseDistinctTemporaryFilesAndLastCommitWins) {
 TEST(AtomicFile, MissingDirectoryIsIoErrorNamingThePath) {
   TempDir dir;
   try {
-    AtomicFile f(dir / "missing" / "x");
+    io::AtomicFile f(dir / "missing" / "x");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Io);
@@ -77,7 +77,7 @@ TEST(AtomicFile, FailedRenameLeavesTargetUntouchedAndNoTemporaryFile) {
   TempDir dir;
   auto target = dir / "taken";
   write_file(target / "inside", "keep");  // a non-empty directory where the file should go
-  AtomicFile f(target);
+  io::AtomicFile f(target);
   f.write("data");
   try {
     f.commit();
@@ -93,7 +93,7 @@ TEST(AtomicFile, FailedRenameLeavesTargetUntouchedAndNoTemporaryFile) {
 TEST(AtomicFile, WriteFileAtomicallyWritesExactBytes) {
   TempDir dir;
   std::string bytes("a\0b\x7f", 4);
-  write_file_atomically(dir / "f", bytes);
+  io::write_file_atomically(dir / "f", bytes);
   EXPECT_EQ(read_file(dir / "f"), bytes);
 }
 
@@ -109,7 +109,7 @@ TEST(AtomicFile, OrphanedTemporaryFilesAreRemovedAndNothingElse) {
   write_file(dir / "a.json.tmp.0123456789ABCDEF", "kept");
   fs::create_directories(dir / "c.tmp.0123456789abcdef");
 
-  auto removed = remove_orphaned_temps(dir.path(), "a.json");
+  auto removed = io::remove_orphaned_temps(dir.path(), "a.json");
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_EQ(removed[0], dir / "a.json.tmp.0123456789abcdef");
   EXPECT_EQ(
@@ -117,7 +117,7 @@ TEST(AtomicFile, OrphanedTemporaryFilesAreRemovedAndNothingElse) {
       (std::set<std::string>{"a.json", "b.json.tmp.fedcba9876543210", "a.json.tmp.notsixteenhex",
                              "a.json.tmp.0123456789ABCDEF", "c.tmp.0123456789abcdef"}));
 
-  EXPECT_EQ(remove_orphaned_temps(dir.path()).size(), 1u);  // b's: every file's, not the dir
+  EXPECT_EQ(io::remove_orphaned_temps(dir.path()).size(), 1u);  // b's: every file's, not the dir
   EXPECT_EQ(names_in(dir.path()),
             (std::set<std::string>{"a.json", "a.json.tmp.notsixteenhex",
                                    "a.json.tmp.0123456789ABCDEF", "c.tmp.0123456789abcdef"}));

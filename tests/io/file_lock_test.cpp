@@ -20,11 +20,11 @@ using test::TempDir;
 TEST(FileLock, SecondHolderTimesOutWithIoErrorNamingLockPathAndHolder) {
   TempDir dir;
   auto path = dir / "cache.lock";
-  FileLock first = FileLock::acquire(path, 1s);
+  io::FileLock first = io::FileLock::acquire(path, 1s);
   auto start = std::chrono::steady_clock::now();
   try {
     // A second open file description conflicts with the first, as another process would.
-    FileLock second = FileLock::acquire(path, 200ms);
+    io::FileLock second = io::FileLock::acquire(path, 200ms);
     FAIL() << "second acquire succeeded while the lock was held";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Io);
@@ -40,11 +40,11 @@ TEST(FileLock, ReleasedLockIsFreeAgainAndTheFileStays) {
   TempDir dir;
   auto path = dir / "x.lock";
   {
-    FileLock lock = FileLock::acquire(path, 1s);
+    io::FileLock lock = io::FileLock::acquire(path, 1s);
     EXPECT_TRUE(lock.held());
-    EXPECT_FALSE(FileLock::try_acquire(path).has_value());
+    EXPECT_FALSE(io::FileLock::try_acquire(path).has_value());
   }
-  auto again = FileLock::try_acquire(path);
+  auto again = io::FileLock::try_acquire(path);
   ASSERT_TRUE(again.has_value());
   EXPECT_TRUE(again->held());
   EXPECT_TRUE(std::filesystem::exists(path));
@@ -53,13 +53,13 @@ TEST(FileLock, ReleasedLockIsFreeAgainAndTheFileStays) {
 TEST(FileLock, WaiterGetsTheLockWhenTheHolderReleasesIt) {
   TempDir dir;
   auto path = dir / "x.lock";
-  auto holder = std::make_unique<FileLock>(FileLock::acquire(path, 1s));
+  auto holder = std::make_unique<io::FileLock>(io::FileLock::acquire(path, 1s));
   std::thread releaser([&] {
     std::this_thread::sleep_for(150ms);
     holder->release();
   });
   auto start = std::chrono::steady_clock::now();
-  FileLock mine = FileLock::acquire(path, 10s);
+  io::FileLock mine = io::FileLock::acquire(path, 10s);
   auto waited = std::chrono::steady_clock::now() - start;
   releaser.join();
   EXPECT_TRUE(mine.held());
@@ -75,7 +75,7 @@ TEST(FileLock, LockOfAKilledProcessDoesNotBlock) {
   pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    FileLock lock = FileLock::acquire(path, 1s);
+    io::FileLock lock = io::FileLock::acquire(path, 1s);
     char c = 'L';
     if (write(ready[1], &c, 1) != 1) _exit(1);
     for (;;) pause();
@@ -84,7 +84,7 @@ TEST(FileLock, LockOfAKilledProcessDoesNotBlock) {
   char c = 0;
   ASSERT_EQ(read(ready[0], &c, 1), 1);
   close(ready[0]);
-  EXPECT_FALSE(FileLock::try_acquire(path).has_value()) << "the child holds it";
+  EXPECT_FALSE(io::FileLock::try_acquire(path).has_value()) << "the child holds it";
   EXPECT_EQ(
       test::read_file(path), "pid " + std::to_string(child) + " host " + [] {
         char h[256] = {};
@@ -97,7 +97,7 @@ TEST(FileLock, LockOfAKilledProcessDoesNotBlock) {
   waitpid(child, &status, 0);
   ASSERT_TRUE(WIFSIGNALED(status));
   auto start = std::chrono::steady_clock::now();
-  FileLock mine = FileLock::acquire(path, 2s);
+  io::FileLock mine = io::FileLock::acquire(path, 2s);
   EXPECT_TRUE(mine.held());
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
 }
@@ -106,10 +106,10 @@ TEST(FileLock, LockOfAKilledProcessDoesNotBlock) {
 // serves, and a second holder waits as for a lock file.
 TEST(FileLock, ADirectoryIsLockedOnItselfWithNoFileInIt) {
   TempDir dir;
-  FileLock held = FileLock::acquire_directory(dir.path(), 1s);
+  io::FileLock held = io::FileLock::acquire_directory(dir.path(), 1s);
   EXPECT_TRUE(held.held());
   try {
-    FileLock::acquire_directory(dir.path(), 50ms);
+    io::FileLock::acquire_directory(dir.path(), 50ms);
     ADD_FAILURE() << "a second holder got the lock";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Io);
@@ -117,14 +117,14 @@ TEST(FileLock, ADirectoryIsLockedOnItselfWithNoFileInIt) {
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
   held.release();
-  EXPECT_TRUE(FileLock::acquire_directory(dir.path(), 1s).held());
+  EXPECT_TRUE(io::FileLock::acquire_directory(dir.path(), 1s).held());
 }
 
 TEST(FileLock, LockInMissingDirectoryIsIoErrorNamingThePath) {
   TempDir dir;
   auto path = dir / "no" / "such" / "x.lock";
   try {
-    FileLock::acquire(path, 100ms);
+    io::FileLock::acquire(path, 100ms);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Io);

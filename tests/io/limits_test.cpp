@@ -38,12 +38,12 @@ std::string cli(const std::string& args) { return test::kiln_cli() + " " + args;
 std::string deep(std::size_t levels) { return std::string(levels, '[') + std::string(levels, ']'); }
 
 // One artifact whose size and digest are what the test claims, not those of any bytes.
-Manifest one_artifact_manifest(const std::string& file, std::uint64_t size,
+format::Manifest one_artifact_manifest(const std::string& file, std::uint64_t size,
                                const std::string& sha256) {
   test::ReleaseSpec rel;
   rel.cuda_version = "13.0";
   rel.with_artifacts({{file.substr(0, file.find('.')), ""}});
-  Manifest m = test::release_manifest(rel, "sm_80");
+  format::Manifest m = test::release_manifest(rel, "sm_80");
   m.artifacts[0].file = file;
   m.artifacts[0].size = size;
   m.artifacts[0].sha256 = sha256;
@@ -52,7 +52,7 @@ Manifest one_artifact_manifest(const std::string& file, std::uint64_t size,
 
 // A manifest whose package_version is `levels` arrays deep: the shape of the attack run's files.
 std::string deep_manifest_text(std::size_t levels) {
-  std::string m = manifest_to_json(one_artifact_manifest("a.fatbin", 1, sha256_hex("x")));
+  std::string m = format::manifest_to_json(one_artifact_manifest("a.fatbin", 1, io::sha256_hex("x")));
   std::string key = std::string("\"package_version\": \"") + kiln::version() + "\"";
   m.replace(m.find(key), key.size(), "\"package_version\": " + deep(levels));
   return m;
@@ -61,16 +61,16 @@ std::string deep_manifest_text(std::size_t levels) {
 // --- item 3: deep JSON --------------------------------------------------------------------------
 
 TEST(UntrustedJson, NestingIsCountedOutsideStringsOnly) {
-  EXPECT_FALSE(find_excess_nesting("{\"a\": \"[[[[[[[[[[\"}", 2));
-  EXPECT_FALSE(find_excess_nesting("{\"a\": [1, {\"b\": 2}]}", 3));
-  EXPECT_EQ(find_excess_nesting("{\"a\": [1, {\"b\": 2}]}", 2), std::optional<std::size_t>(10));
+  EXPECT_FALSE(format::find_excess_nesting("{\"a\": \"[[[[[[[[[[\"}", 2));
+  EXPECT_FALSE(format::find_excess_nesting("{\"a\": [1, {\"b\": 2}]}", 3));
+  EXPECT_EQ(format::find_excess_nesting("{\"a\": [1, {\"b\": 2}]}", 2), std::optional<std::size_t>(10));
   // An escaped quote does not end the string.
-  EXPECT_FALSE(find_excess_nesting("[\"\\\"[[[[\"]", 1));
+  EXPECT_FALSE(format::find_excess_nesting("[\"\\\"[[[[\"]", 1));
 }
 
 TEST(UntrustedJson, HundredThousandLevelsInManifestAndIndexAreLimitErrorsNotCrashes) {
   try {
-    parse_manifest(deep_manifest_text(100000), "evil/manifest.json");
+    format::parse_manifest(deep_manifest_text(100000), "evil/manifest.json");
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Limit);
@@ -78,7 +78,7 @@ TEST(UntrustedJson, HundredThousandLevelsInManifestAndIndexAreLimitErrorsNotCras
     EXPECT_NE(std::string(e.what()).find("deeper than the limit of 64"), std::string::npos);
   }
   try {
-    parse_index(
+    format::parse_index(
         "{\"format\": \"kiln-index\", \"format_version\": 1, \"archives\": " + deep(100000) + "}",
         "evil-index.json");
     ADD_FAILURE() << "accepted";
@@ -90,11 +90,11 @@ TEST(UntrustedJson, HundredThousandLevelsInManifestAndIndexAreLimitErrorsNotCras
 
 TEST(UntrustedJson, ErrorMessagesDescribeContainersInsteadOfDumpingThem) {
   // 60 levels pass the depth limit; the message must still not carry the whole value.
-  std::string m = manifest_to_json(one_artifact_manifest("a.fatbin", 1, sha256_hex("x")));
+  std::string m = format::manifest_to_json(one_artifact_manifest("a.fatbin", 1, io::sha256_hex("x")));
   std::string key = "\"build_time\": 1764403200";
   m.replace(m.find(key), key.size(), "\"build_time\": " + deep(60));
   try {
-    parse_manifest(m, "m.json");
+    format::parse_manifest(m, "m.json");
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Format);
@@ -107,7 +107,7 @@ TEST(UntrustedJson, ErrorMessagesDescribeContainersInsteadOfDumpingThem) {
   std::string longval = std::string(5000, 'z');
   std::string idx = "{\"format\": \"kiln-index\", \"format_version\": \"" + longval + "\"}";
   try {
-    parse_index(idx, "i.json");
+    format::parse_index(idx, "i.json");
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Format);
@@ -118,7 +118,7 @@ TEST(UntrustedJson, ErrorMessagesDescribeContainersInsteadOfDumpingThem) {
 
 TEST(UntrustedJson, JsonAboveTheSizeLimitIsRefusedBeforeParsing) {
   try {
-    check_json_bounds(std::string(100, ' '), "big.json", 99);
+    format::check_json_bounds(std::string(100, ' '), "big.json", 99);
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Limit);
@@ -133,26 +133,26 @@ TEST(LimitsCli, DeepIndexIsRefusedByVerifyInspectInstallAndPinnedFetchWithExit12
   std::string text =
       "{\"format\": \"kiln-index\", \"format_version\": 1, \"package_version\": " + deep(100000) +
       "}\n";
-  fs::path idx = dir / "mirror" / index_file_name("kiln-kernels", kiln::version());
+  fs::path idx = dir / "mirror" / format::index_file_name("kiln-kernels", kiln::version());
   test::write_file(idx, text);
   for (const std::string& cmd :
        {"verify " + idx.string(), "inspect " + idx.string(),
         "install " + idx.string() + " --dest " + (dir / "store").string(),
         "fetch --targets sm_80 --dest " + (dir / "fstore").string() + " --mirror file://" +
-            (dir / "mirror").string() + " --index-sha256 " + sha256_hex(text)}) {
+            (dir / "mirror").string() + " --index-sha256 " + io::sha256_hex(text)}) {
     auto r = test::run(cli(cmd));
     EXPECT_EQ(r.exit_code, 12) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("error (limit)"), std::string::npos) << cmd << "\n" << r.out;
     EXPECT_NE(r.out.find("nests deeper than the limit of 64"), std::string::npos) << r.out;
   }
   EXPECT_FALSE(
-      fs::exists(dir / "fstore" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
+      fs::exists(dir / "fstore" / format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80")));
 }
 
 TEST(LimitsCli, DeepManifestInsideAnArchiveIsRefusedByVerifyInspectInstall) {
   TempDir dir;
   fs::path a = dir / "deep.tar.zst";
-  write_archive(a, {{"manifest.json", deep_manifest_text(100000)}, {"a.fatbin", "x"}}, 0);
+  format::write_archive(a, {{"manifest.json", deep_manifest_text(100000)}, {"a.fatbin", "x"}}, 0);
   for (const std::string& cmd : {"verify " + a.string(), "inspect " + a.string(),
                                  "install " + a.string() + " --dest " + (dir / "s").string()}) {
     auto r = test::run(cli(cmd));
@@ -160,7 +160,7 @@ TEST(LimitsCli, DeepManifestInsideAnArchiveIsRefusedByVerifyInspectInstall) {
     EXPECT_NE(r.out.find(a.string() + ":manifest.json"), std::string::npos) << cmd << r.out;
   }
   // A store whose manifest.json is the deep one: scanned, reported, no crash.
-  fs::path sd = dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80");
+  fs::path sd = dir / "store" / format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80");
   test::write_file(sd / "manifest.json", deep_manifest_text(100000));
   auto r = test::run(cli("verify " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 12) << r.out;
@@ -178,7 +178,7 @@ TEST(LimitsCli, FormatVersionOutOfRangeIsAFormatErrorExit10) {
   EXPECT_NE(r.out.find("1e999"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find((dir / "i.json").string()), std::string::npos) << r.out;
   try {
-    parse_manifest("{\"format\": \"kiln-manifest\", \"format_version\": 1e999}", "m.json");
+    format::parse_manifest("{\"format\": \"kiln-manifest\", \"format_version\": 1e999}", "m.json");
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Format);
@@ -210,11 +210,11 @@ TEST(LimitsCli, PathLikeVersionIsRefusedByEveryCommandTakingVersion) {
         << cmd << "\n"
         << r.out;
   }
-  EXPECT_TRUE(is_package_version("0.1.0"));
-  EXPECT_TRUE(is_package_version("0.2.0-rc1"));
-  EXPECT_FALSE(is_package_version("../../etc/x"));
-  EXPECT_FALSE(is_package_version("0.1"));
-  EXPECT_FALSE(is_package_version("0.1.0-"));
+  EXPECT_TRUE(format::is_package_version("0.1.0"));
+  EXPECT_TRUE(format::is_package_version("0.2.0-rc1"));
+  EXPECT_FALSE(format::is_package_version("../../etc/x"));
+  EXPECT_FALSE(format::is_package_version("0.1"));
+  EXPECT_FALSE(format::is_package_version("0.1.0-"));
 }
 
 // --- item 8: bounded local reads ----------------------------------------------------------------
@@ -223,16 +223,16 @@ TEST(LocalReads, FifoAndDevZeroAreRefusedWithoutBlocking) {
   TempDir dir;
   ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
   fs::create_symlink("/dev/zero", dir / "zero");
-  StoreScanner disk;
+  plan::StoreScanner disk;
   for (const char* name : {"fifo", "zero"}) {
     for (int via = 0; via < 3; ++via) {
       try {
         if (via == 0)
-          read_whole_file(dir / name);
+          io::read_whole_file(dir / name);
         else if (via == 1)
           disk.read_file((dir / name).string());
         else
-          sha256_file(dir / name);
+          io::sha256_file(dir / name);
         ADD_FAILURE() << name << " was read";
       } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Io) << e.what();
@@ -242,21 +242,21 @@ TEST(LocalReads, FifoAndDevZeroAreRefusedWithoutBlocking) {
   }
   test::write_file(dir / "f", std::string(11, 'x'));
   try {
-    read_whole_file(dir / "f", 10);
+    io::read_whole_file(dir / "f", 10);
     ADD_FAILURE() << "read past the limit";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Limit);
     EXPECT_NE(std::string(e.what()).find("11 bytes, more than the limit of 10"), std::string::npos);
   }
-  EXPECT_EQ(read_whole_file(dir / "f", 11), std::string(11, 'x'));
+  EXPECT_EQ(io::read_whole_file(dir / "f", 11), std::string(11, 'x'));
 }
 
 TEST(LocalReads, StoreManifestThatIsAFifoOrDevZeroIsReportedNotRead) {
   TempDir dir;
-  fs::path sd = dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80");
+  fs::path sd = dir / "store" / format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80");
   fs::create_directories(sd);
   ASSERT_EQ(::mkfifo((sd / "manifest.json").c_str(), 0644), 0);
-  fs::path sd2 = dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a");
+  fs::path sd2 = dir / "store" / format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a");
   fs::create_directories(sd2);
   fs::create_symlink("/dev/zero", sd2 / "manifest.json");
   // `timeout`: a blocking open on the FIFO would hang here (exit 124) rather than fail.
@@ -323,7 +323,7 @@ TEST(ArchiveBomb, MemberHeaderDeclaring4GiBIsRefusedBeforeItsDataIsRead) {
   std::uint64_t four_gib = std::uint64_t{4} << 30;
   // The manifest pins a small artifact; the tar header of the member claims 4 GiB, followed by
   // 1 MiB of its zeros (the reader must refuse at the header, so the rest is never needed).
-  std::string manifest = manifest_to_json(one_artifact_manifest("big.fatbin", 1, sha256_hex("x")));
+  std::string manifest = format::manifest_to_json(one_artifact_manifest("big.fatbin", 1, io::sha256_hex("x")));
   std::string tar = tar_member("manifest.json", manifest) + ustar_header("big.fatbin", four_gib) +
                     std::string(1 << 20, '\0');
   test::write_file(dir / "bomb.tar", tar);
@@ -336,12 +336,12 @@ TEST(ArchiveBomb, MemberHeaderDeclaring4GiBIsRefusedBeforeItsDataIsRead) {
   EXPECT_EQ(r.exit_code, 12) << r.out;
   EXPECT_NE(r.out.find("archive " + bomb.string() + ": member 'big.fatbin': declared size " +
                        std::to_string(four_gib) + " exceeds the limit of " +
-                       std::to_string(limits::kMaxMemberBytes)),
+                       std::to_string(io::limits::kMaxMemberBytes)),
             std::string::npos)
       << r.out;
   r = test::run(cli("install " + bomb.string() + " --dest " + (dir / "store").string()));
   EXPECT_EQ(r.exit_code, 12) << r.out;
-  EXPECT_TRUE(scan_store(dir / "store").empty());
+  EXPECT_TRUE(store::scan_store(dir / "store").empty());
   for (const auto& e : fs::directory_iterator(dir / "store"))
     EXPECT_EQ(e.path().filename(), ".kiln-locks") << "left behind: " << e.path();
 }
@@ -349,9 +349,9 @@ TEST(ArchiveBomb, MemberHeaderDeclaring4GiBIsRefusedBeforeItsDataIsRead) {
 TEST(ArchiveBomb, ManifestDeclaringMoreThanTheLimitsIsRefusedFromTheManifestAlone) {
   TempDir dir;
   // Only the manifest is in the archive: the refusal must come from what it declares.
-  std::string manifest = manifest_to_json(
+  std::string manifest = format::manifest_to_json(
       one_artifact_manifest("big.fatbin", std::uint64_t{4} << 30, std::string(64, 'a')));
-  write_archive(dir / "m.tar.zst", {{"manifest.json", manifest}}, 0);
+  format::write_archive(dir / "m.tar.zst", {{"manifest.json", manifest}}, 0);
   auto r = test::run(cli("verify " + (dir / "m.tar.zst").string()));
   EXPECT_EQ(r.exit_code, 12) << r.out;
   EXPECT_NE(r.out.find((dir / "m.tar.zst").string() +
@@ -375,10 +375,10 @@ constexpr long kStreamRssBoundKib = 64 * 1024;
 TEST(ArchiveBomb, LargeArtifactIsStreamedWithSmallPeakMemory) {
   TempDir dir;
   const std::uint64_t size = std::uint64_t{384} << 20;
-  Sha256 h;
+  io::Sha256 h;
   std::string chunk(1 << 20, '\0');
   for (std::uint64_t i = 0; i < size / chunk.size(); ++i) h.update(chunk);
-  std::string manifest = manifest_to_json(one_artifact_manifest("big.fatbin", size, h.hex()));
+  std::string manifest = format::manifest_to_json(one_artifact_manifest("big.fatbin", size, h.hex()));
   // tar | zstd, streamed: the test itself never holds the member either.
   std::string tar_head = tar_member("manifest.json", manifest) + ustar_header("big.fatbin", size);
   test::write_file(dir / "head", tar_head);
@@ -402,7 +402,7 @@ TEST(ArchiveBomb, LargeArtifactIsStreamedWithSmallPeakMemory) {
   EXPECT_EQ(rc2, 0);
   EXPECT_LT(rss2, kStreamRssBoundKib) << "install peaked at " << rss2 << " KiB";
   EXPECT_EQ(
-      fs::file_size(dir / "store" / archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") /
+      fs::file_size(dir / "store" / format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80") /
                     "big.fatbin"),
       size);
 }
@@ -424,8 +424,8 @@ TEST(InstallKill, SigkillMidUnpackLeavesNothingTheNextInstallDoesNotRemove) {
     arts.push_back({"k" + std::to_string(100 + i), test::random_bytes(2 << 20, 7 + i)});
   test::ReleaseSpec rel;
   rel.with_artifacts(std::move(arts));
-  std::vector<ArchiveMember> members = test::release_members(rel, "sm_80");
-  write_archive(dir / "big.tar.zst", members, 0, 1);
+  std::vector<format::ArchiveMember> members = test::release_members(rel, "sm_80");
+  format::write_archive(dir / "big.tar.zst", members, 0, 1);
   members.clear();
   fs::path store = dir / "store";
   fs::create_directories(store);
@@ -450,12 +450,12 @@ TEST(InstallKill, SigkillMidUnpackLeavesNothingTheNextInstallDoesNotRemove) {
   ASSERT_TRUE(WIFSIGNALED(status)) << "the install finished before it could be killed";
   ASSERT_TRUE(has_temp_dir(store)) << "killed before it started unpacking";
   // Readers never take the half-unpacked directory for an archive.
-  EXPECT_TRUE(scan_store(store).empty());
+  EXPECT_TRUE(store::scan_store(store).empty());
 
   // The next install (of anything) removes what the dead installer left.
-  write_archive(
+  format::write_archive(
       dir / "small.tar.zst",
-      {{"manifest.json", manifest_to_json(one_artifact_manifest("s.fatbin", 1, sha256_hex("s")))},
+      {{"manifest.json", format::manifest_to_json(one_artifact_manifest("s.fatbin", 1, io::sha256_hex("s")))},
        {"s.fatbin", "s"}},
       0);
   auto r =
@@ -465,10 +465,10 @@ TEST(InstallKill, SigkillMidUnpackLeavesNothingTheNextInstallDoesNotRemove) {
   for (const auto& e : fs::directory_iterator(store)) {
     std::string name = e.path().filename().string();
     EXPECT_TRUE(name == ".kiln-locks" ||
-                name == archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80"))
+                name == format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_80"))
         << "left behind: " << name;
   }
-  EXPECT_EQ(scan_store(store).size(), 1u);
+  EXPECT_EQ(store::scan_store(store).size(), 1u);
 }
 
 }  // namespace

@@ -31,9 +31,9 @@ using test::write_file;
 // before any test runs.
 [[maybe_unused]] const bool kProbeChild = [] {
   if (!std::getenv("KILN_JIT_TEST_PROBE_CHILD")) return false;
-  NvrtcConfig config;  // KILN_NVRTC_LIBRARY, through the one table, as the Loader passes it
+  jit::NvrtcConfig config;  // KILN_NVRTC_LIBRARY, through the one table, as the Loader passes it
   config.library = kiln::LoaderConfig::from_env().nvrtc_library;
-  JitCapability cap = NvrtcCompiler(config).probe();
+  jit::JitCapability cap = jit::NvrtcCompiler(config).probe();
   std::printf("available=%d\nmissing=%s\n", cap.available ? 1 : 0, cap.missing.c_str());
   std::fflush(stdout);
   std::_Exit(0);
@@ -85,33 +85,33 @@ class Jit : public ::testing::Test {
     write_file(src_ / "kernels/tiny.cu", kTinyCu);
     write_file(src_ / "kernels/helpers.cuh", kHelpersCuh);
     write_file(src_ / "kernels/broken.cu", kBrokenCu);
-    tree_ = std::make_shared<DiskSourceTree>((src_ / "kernels").string());
-    reg_ = parse_registry(kRegistry, "test-registry.json");
-    compute_source_hashes(reg_, *tree_);
+    tree_ = std::make_shared<project::DiskSourceTree>((src_ / "kernels").string());
+    reg_ = project::parse_registry(kRegistry, "test-registry.json");
+    project::compute_source_hashes(reg_, *tree_);
   }
 
-  NvrtcConfig config() {
-    NvrtcConfig c;
+  jit::NvrtcConfig config() {
+    jit::NvrtcConfig c;
     c.sources = tree_;
-    c.log = [this](JitLogLevel, const std::string& line) { log_ += line + "\n"; };
+    c.log = [this](jit::JitLogLevel, const std::string& line) { log_ += line + "\n"; };
     return c;
   }
-  const Specialisation& spec(const std::string& uri) {
-    const Specialisation* s = reg_.find(uri);
+  const project::Specialisation& spec(const std::string& uri) {
+    const project::Specialisation* s = reg_.find(uri);
     EXPECT_NE(s, nullptr) << uri;
     return *s;
   }
-  const Family& family(const std::string& uri) { return *reg_.family(spec(uri).family); }
-  JitResult compile(NvrtcCompiler& c, const std::string& uri, int cc = 90) {
+  const project::Family& family(const std::string& uri) { return *reg_.family(spec(uri).family); }
+  jit::JitResult compile(jit::NvrtcCompiler& c, const std::string& uri, int cc = 90) {
     return c.compile(spec(uri), family(uri), cc, cache_.path().string());
   }
-  std::string cache_file(const JitResult& r, const std::string& ext) {
+  std::string cache_file(const jit::JitResult& r, const std::string& ext) {
     return fs::path(r.cache_path).replace_extension(ext).string();
   }
 
   TempDir src_, cache_;
-  std::shared_ptr<DiskSourceTree> tree_;
-  Registry reg_;
+  std::shared_ptr<project::DiskSourceTree> tree_;
+  project::Registry reg_;
   std::string log_;
 };
 
@@ -122,7 +122,7 @@ unsigned elf_sm(const std::string& image) {
 }
 
 TEST_F(Jit, ProbeReportsNvrtc13AvailableWithItsArchList) {
-  JitCapability cap = NvrtcCompiler(config()).probe();
+  jit::JitCapability cap = jit::NvrtcCompiler(config()).probe();
   ASSERT_TRUE(cap.available) << cap.missing;
   EXPECT_EQ(cap.missing, "");
   EXPECT_EQ(cap.nvrtc_major, 13);
@@ -135,15 +135,15 @@ TEST_F(Jit, ProbeReportsNvrtc13AvailableWithItsArchList) {
 
 TEST_F(Jit, ProbeWithMissingLibraryIsUnavailableNamingTheLibrary) {
   TempDir dir;
-  NvrtcConfig c = config();
+  jit::NvrtcConfig c = config();
   c.library = (dir / "libnvrtc.so.13").string();
-  JitCapability cap = NvrtcCompiler(c).probe();
+  jit::JitCapability cap = jit::NvrtcCompiler(c).probe();
   EXPECT_FALSE(cap.available);
   EXPECT_NE(cap.missing.find(c.library), std::string::npos) << cap.missing;
   EXPECT_NE(cap.missing.find("dlopen"), std::string::npos) << cap.missing;
 
   try {
-    NvrtcCompiler(c).compile(spec("tiny_dtype_f32"), family("tiny_dtype_f32"), 90,
+    jit::NvrtcCompiler(c).compile(spec("tiny_dtype_f32"), family("tiny_dtype_f32"), 90,
                              cache_.path().string());
     FAIL() << "compiled without NVRTC";
   } catch (const Error& e) {
@@ -160,7 +160,7 @@ TEST_F(Jit, ProbeWithoutBuiltinsNamesThemAndTheTestCompile) {
   // that holds no builtins.
   const char* ldso = "/lib64/ld-linux-x86-64.so.2";
   if (!fs::exists(ldso)) GTEST_SKIP() << "no " << ldso << " to run the child with";
-  JitCapability real = NvrtcCompiler(config()).probe();
+  jit::JitCapability real = jit::NvrtcCompiler(config()).probe();
   ASSERT_TRUE(real.available) << real.missing;
   TempDir dir;
   fs::create_symlink(real.library_path, dir / "libnvrtc.so.13");
@@ -176,8 +176,8 @@ TEST_F(Jit, ProbeWithoutBuiltinsNamesThemAndTheTestCompile) {
 }
 
 TEST_F(Jit, CompilesSpecToCubinForTheExactArchWithMangledSymbols) {
-  NvrtcCompiler c(config());
-  JitResult r = compile(c, "tiny_dtype_f16", 90);
+  jit::NvrtcCompiler c(config());
+  jit::JitResult r = compile(c, "tiny_dtype_f16", 90);
   EXPECT_FALSE(r.from_cache);
   EXPECT_EQ(c.compiles(), 1);
   ASSERT_GT(r.image.size(), 64u);
@@ -196,15 +196,15 @@ TEST_F(Jit, CompilesSpecToCubinForTheExactArchWithMangledSymbols) {
   auto meta = nlohmann::json::parse(read_file(cache_file(r, ".json")));
   EXPECT_EQ(meta["uri"], "tiny_dtype_f16");
   EXPECT_EQ(meta["arch"], "sm_90");
-  EXPECT_EQ(meta["cubin_sha256"], sha256_hex(r.image));
+  EXPECT_EQ(meta["cubin_sha256"], io::sha256_hex(r.image));
   EXPECT_EQ(meta["symbols"], nlohmann::json(r.symbols));
   for (const auto& e : fs::directory_iterator(cache_ / "jit"))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
 
 TEST_F(Jit, ArchSpecificFamilyCompilesForItsAVariant) {
-  NvrtcCompiler c(config());
-  JitResult r = compile(c, "hopperish", 90);
+  jit::NvrtcCompiler c(config());
+  jit::JitResult r = compile(c, "hopperish", 90);
   auto meta = nlohmann::json::parse(read_file(cache_file(r, ".json")));
   EXPECT_EQ(meta["arch"], "sm_90a");
   try {
@@ -218,10 +218,10 @@ TEST_F(Jit, ArchSpecificFamilyCompilesForItsAVariant) {
 }
 
 TEST_F(Jit, SecondCompileIsServedFromDiskCacheWithoutCallingNvrtc) {
-  NvrtcCompiler first(config());
-  JitResult a = compile(first, "tiny_dtype_f32");
-  NvrtcCompiler second(config());  // as another process would: nothing in memory
-  JitResult b = compile(second, "tiny_dtype_f32");
+  jit::NvrtcCompiler first(config());
+  jit::JitResult a = compile(first, "tiny_dtype_f32");
+  jit::NvrtcCompiler second(config());  // as another process would: nothing in memory
+  jit::JitResult b = compile(second, "tiny_dtype_f32");
   EXPECT_TRUE(b.from_cache);
   EXPECT_EQ(second.compiles(), 0);
   EXPECT_EQ(b.image, a.image);
@@ -230,10 +230,10 @@ TEST_F(Jit, SecondCompileIsServedFromDiskCacheWithoutCallingNvrtc) {
 }
 
 TEST_F(Jit, DifferentArchsAndSpecsGetDifferentCacheEntries) {
-  NvrtcCompiler c(config());
-  JitResult a = compile(c, "tiny_dtype_f32", 80);
-  JitResult b = compile(c, "tiny_dtype_f32", 90);
-  JitResult d = compile(c, "tiny_dtype_f16", 90);
+  jit::NvrtcCompiler c(config());
+  jit::JitResult a = compile(c, "tiny_dtype_f32", 80);
+  jit::JitResult b = compile(c, "tiny_dtype_f32", 90);
+  jit::JitResult d = compile(c, "tiny_dtype_f16", 90);
   EXPECT_EQ(c.compiles(), 3);
   EXPECT_NE(a.cache_path, b.cache_path);
   EXPECT_NE(b.cache_path, d.cache_path);
@@ -242,24 +242,24 @@ TEST_F(Jit, DifferentArchsAndSpecsGetDifferentCacheEntries) {
 }
 
 TEST_F(Jit, ChangedSourceMissesTheCache) {
-  NvrtcCompiler c(config());
-  JitResult a = compile(c, "tiny_dtype_f32");
+  jit::NvrtcCompiler c(config());
+  jit::JitResult a = compile(c, "tiny_dtype_f32");
   write_file(src_ / "kernels/helpers.cuh", std::string(kHelpersCuh) + "// edited\n");
-  compute_source_hashes(reg_, *tree_);
-  JitResult b = compile(c, "tiny_dtype_f32");
+  project::compute_source_hashes(reg_, *tree_);
+  jit::JitResult b = compile(c, "tiny_dtype_f32");
   EXPECT_FALSE(b.from_cache);
   EXPECT_NE(a.cache_path, b.cache_path);
 }
 
 TEST_F(Jit, CorruptCachedCubinIsDetectedRemovedAndRecompiled) {
-  NvrtcCompiler c(config());
-  JitResult good = compile(c, "tiny_dtype_f32");
+  jit::NvrtcCompiler c(config());
+  jit::JitResult good = compile(c, "tiny_dtype_f32");
   std::string bytes = read_file(good.cache_path);
   bytes[bytes.size() / 2] ^= 0x5a;  // same size: only the digest can tell
   write_file(good.cache_path, bytes);
 
-  NvrtcCompiler again(config());
-  JitResult r = compile(again, "tiny_dtype_f32");
+  jit::NvrtcCompiler again(config());
+  jit::JitResult r = compile(again, "tiny_dtype_f32");
   EXPECT_FALSE(r.from_cache);
   EXPECT_EQ(again.compiles(), 1);
   EXPECT_EQ(r.image, good.image);
@@ -270,7 +270,7 @@ TEST_F(Jit, CorruptCachedCubinIsDetectedRemovedAndRecompiled) {
 }
 
 TEST_F(Jit, CompileErrorIsCompileKindWithLogUriAndArchAndLeavesNoEntry) {
-  NvrtcCompiler c(config());
+  jit::NvrtcCompiler c(config());
   try {
     compile(c, "broken", 90);
     FAIL() << "broken kernel compiled";
@@ -286,7 +286,7 @@ TEST_F(Jit, CompileErrorIsCompileKindWithLogUriAndArchAndLeavesNoEntry) {
 }
 
 TEST_F(Jit, ArchNvrtcCannotBuildIsUnsupportedNamingIt) {
-  NvrtcCompiler c(config());
+  jit::NvrtcCompiler c(config());
   try {
     compile(c, "tiny_dtype_f32", 85);
     FAIL() << "compiled for sm_85";
@@ -297,10 +297,10 @@ TEST_F(Jit, ArchNvrtcCannotBuildIsUnsupportedNamingIt) {
 }
 
 TEST_F(Jit, MissingSourceIsNotFoundNamingFileAndTree) {
-  Family fam = family("tiny_dtype_f32");
+  project::Family fam = family("tiny_dtype_f32");
   fam.sources = {"gone.cu"};
   fam.hashed_files.clear();
-  NvrtcCompiler c(config());
+  jit::NvrtcCompiler c(config());
   try {
     c.compile(spec("tiny_dtype_f32"), fam, 90, cache_.path().string());
     FAIL() << "compiled a missing file";
@@ -312,7 +312,7 @@ TEST_F(Jit, MissingSourceIsNotFoundNamingFileAndTree) {
 }
 
 TEST_F(Jit, TwoProcessesCompilingOneKeyAtOnceCompileOnce) {
-  ASSERT_TRUE(NvrtcCompiler(config()).probe().available);
+  ASSERT_TRUE(jit::NvrtcCompiler(config()).probe().available);
   int go[2];
   ASSERT_EQ(pipe(go), 0);
   pid_t kids[2];
@@ -324,10 +324,10 @@ TEST_F(Jit, TwoProcessesCompilingOneKeyAtOnceCompileOnce) {
       char c;
       if (read(go[0], &c, 1) < 0) _exit(90);  // EOF: the parent let both go at once
       try {
-        NvrtcConfig cfg = config();
+        jit::NvrtcConfig cfg = config();
         cfg.log = nullptr;
-        NvrtcCompiler compiler(cfg);
-        JitResult r = compile(compiler, "tiny_dtype_f16");
+        jit::NvrtcCompiler compiler(cfg);
+        jit::JitResult r = compile(compiler, "tiny_dtype_f16");
         bool ok = r.image.substr(0, 4) ==
                       "\x7f"
                       "ELF" &&
@@ -350,31 +350,31 @@ TEST_F(Jit, TwoProcessesCompilingOneKeyAtOnceCompileOnce) {
     total += code;
   }
   EXPECT_EQ(total, 1);
-  NvrtcCompiler after(config());
+  jit::NvrtcCompiler after(config());
   EXPECT_TRUE(compile(after, "tiny_dtype_f16").from_cache);
 }
 
 TEST_F(Jit, CompileWaitsForTheKeyLockThenUsesTheHoldersResult) {
   // Learn the key (it does not depend on the cache directory) and the entry's bytes.
   TempDir elsewhere;
-  NvrtcCompiler c(config());
-  JitResult made =
+  jit::NvrtcCompiler c(config());
+  jit::JitResult made =
       c.compile(spec("tiny_dtype_f32"), family("tiny_dtype_f32"), 90, elsewhere.path().string());
   std::string key = fs::path(made.cache_path).stem().string();
   fs::create_directories(cache_ / "jit");
   write_file(cache_ / ("jit/" + key + ".cubin.tmp.deadbeef"), "left by a crashed writer");
 
   // Another process holds the key's lock while it "compiles".
-  FileLock held = FileLock::acquire(cache_ / ("jit/" + key + ".lock"), std::chrono::seconds(1));
-  NvrtcCompiler waiter(config());
-  std::future<JitResult> pending =
+  io::FileLock held = io::FileLock::acquire(cache_ / ("jit/" + key + ".lock"), std::chrono::seconds(1));
+  jit::NvrtcCompiler waiter(config());
+  std::future<jit::JitResult> pending =
       std::async(std::launch::async, [&] { return compile(waiter, "tiny_dtype_f32"); });
   EXPECT_EQ(pending.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
       << "compile did not wait for the lock";
   fs::copy_file(made.cache_path, cache_ / ("jit/" + key + ".cubin"));
   fs::copy_file(cache_file(made, ".json"), cache_ / ("jit/" + key + ".json"));
   held.release();
-  JitResult r = pending.get();
+  jit::JitResult r = pending.get();
   EXPECT_TRUE(r.from_cache);
   EXPECT_EQ(waiter.compiles(), 0);
   EXPECT_EQ(r.image, made.image);
@@ -383,22 +383,22 @@ TEST_F(Jit, CompileWaitsForTheKeyLockThenUsesTheHoldersResult) {
 
   // A compile that must write sweeps the key's orphaned temporaries.
   fs::remove(cache_ / ("jit/" + key + ".json"));
-  JitResult fresh = compile(waiter, "tiny_dtype_f32");
+  jit::JitResult fresh = compile(waiter, "tiny_dtype_f32");
   EXPECT_FALSE(fresh.from_cache);
   EXPECT_FALSE(fs::exists(cache_ / ("jit/" + key + ".cubin.tmp.deadbeef")));
 }
 
 TEST_F(Jit, LockHeldPastTheTimeoutIsIoErrorNamingTheLock) {
   TempDir elsewhere;
-  NvrtcCompiler c(config());
-  JitResult made =
+  jit::NvrtcCompiler c(config());
+  jit::JitResult made =
       c.compile(spec("tiny_dtype_f32"), family("tiny_dtype_f32"), 90, elsewhere.path().string());
   fs::path lock_path = cache_ / ("jit/" + fs::path(made.cache_path).stem().string() + ".lock");
   fs::create_directories(lock_path.parent_path());
-  FileLock held = FileLock::acquire(lock_path, std::chrono::seconds(1));
-  NvrtcConfig cfg = config();
+  io::FileLock held = io::FileLock::acquire(lock_path, std::chrono::seconds(1));
+  jit::NvrtcConfig cfg = config();
   cfg.lock_timeout = std::chrono::milliseconds(200);
-  NvrtcCompiler impatient(cfg);
+  jit::NvrtcCompiler impatient(cfg);
   try {
     compile(impatient, "tiny_dtype_f32");
     FAIL() << "compiled while another holder had the lock";
@@ -411,14 +411,14 @@ TEST_F(Jit, LockHeldPastTheTimeoutIsIoErrorNamingTheLock) {
 
 TEST_F(Jit, EmbeddedKernelSourcesCompileThroughTheDefaultCompiler) {
   // The loader's configuration: the package's sources and registry, NVRTC found by name.
-  const Registry& reg = kiln::test::reference_package().registry();
-  NvrtcConfig config;
+  const project::Registry& reg = kiln::test::reference_package().registry();
+  jit::NvrtcConfig config;
   config.sources = kiln::test::reference_package().sources();
-  auto compiler = make_nvrtc_compiler(config);
+  auto compiler = jit::make_nvrtc_compiler(config);
   for (const char* uri : {"axpy_dtype_bf16", "hopper_wgmma_bn_64"}) {
-    const Specialisation* s = reg.find(uri);
+    const project::Specialisation* s = reg.find(uri);
     ASSERT_NE(s, nullptr) << uri;
-    JitResult r = compiler->compile(*s, *reg.family(s->family), 90, cache_.path().string());
+    jit::JitResult r = compiler->compile(*s, *reg.family(s->family), 90, cache_.path().string());
     EXPECT_EQ(r.image.substr(0, 4),
               "\x7f"
               "ELF")
@@ -428,7 +428,7 @@ TEST_F(Jit, EmbeddedKernelSourcesCompileThroughTheDefaultCompiler) {
 }
 
 TEST(JitKey, EveryInputChangesTheKey) {
-  JitKeyInputs base;
+  jit::JitKeyInputs base;
   base.uri = "axpy_dtype_f32";
   base.source_hash = std::string(64, 'a');
   base.source_bytes_sha256 = std::string(64, 'b');
@@ -436,10 +436,10 @@ TEST(JitKey, EveryInputChangesTheKey) {
   base.nvrtc_minor = 0;
   base.options = {"--gpu-architecture=sm_90", "-std=c++17"};
   base.arch = 90;
-  const std::string k = jit_cache_key(base);
-  EXPECT_EQ(k, jit_cache_key(base));
-  EXPECT_TRUE(is_sha256_hex(k));
-  std::vector<JitKeyInputs> variants(7, base);
+  const std::string k = jit::jit_cache_key(base);
+  EXPECT_EQ(k, jit::jit_cache_key(base));
+  EXPECT_TRUE(io::is_sha256_hex(k));
+  std::vector<jit::JitKeyInputs> variants(7, base);
   variants[0].uri = "axpy_dtype_f16";
   variants[1].source_hash = std::string(64, 'c');
   variants[2].source_bytes_sha256 = std::string(64, 'c');
@@ -447,19 +447,19 @@ TEST(JitKey, EveryInputChangesTheKey) {
   variants[4].options.push_back("-DX=1");
   variants[5].arch = 80;
   variants[6].options = {"--gpu-architecture=sm_90-std=c++17"};  // fields never run together
-  for (const auto& v : variants) EXPECT_NE(jit_cache_key(v), k);
+  for (const auto& v : variants) EXPECT_NE(jit::jit_cache_key(v), k);
 }
 
 TEST(JitKey, TargetIsThePlainArchUnlessOnlyTheAVariantIsDeclared) {
-  Family plain, only_a;
-  plain.targets = {*parse_target_rule("sm_80+")};
-  only_a.targets = {*parse_target_rule("sm_90a")};
-  EXPECT_EQ(jit_target(plain, 90)->str(), "sm_90");
-  EXPECT_EQ(jit_target(only_a, 90)->str(), "sm_90a");
-  EXPECT_FALSE(jit_target(only_a, 100).has_value());
-  EXPECT_FALSE(jit_target(plain, 75).has_value());
+  project::Family plain, only_a;
+  plain.targets = {*format::parse_target_rule("sm_80+")};
+  only_a.targets = {*format::parse_target_rule("sm_90a")};
+  EXPECT_EQ(jit::jit_target(plain, 90)->str(), "sm_90");
+  EXPECT_EQ(jit::jit_target(only_a, 90)->str(), "sm_90a");
+  EXPECT_FALSE(jit::jit_target(only_a, 100).has_value());
+  EXPECT_FALSE(jit::jit_target(plain, 75).has_value());
   EXPECT_EQ(
-      nvrtc_options(plain, *jit_target(plain, 90), "/cuda/include"),
+      jit::nvrtc_options(plain, *jit::jit_target(plain, 90), "/cuda/include"),
       (std::vector<std::string>{"--gpu-architecture=sm_90", "-std=c++17", "-I/cuda/include"}));
 }
 

@@ -34,7 +34,7 @@ using kiln::test::TempDir;
 
 const std::string kUri = "axpy_dtype_f32";
 
-class FakeDriver : public kiln::Driver {
+class FakeDriver : public kiln::runtime::Driver {
  public:
   std::atomic<int> loads{0};
   std::atomic<void*> ctx{reinterpret_cast<void*>(0x100)};
@@ -46,7 +46,7 @@ class FakeDriver : public kiln::Driver {
 
   void init() override {}
   int driver_version() override { return 13000; }
-  std::vector<kiln::DeviceInfo> devices() override { return {{0, "Fake GPU", cc}}; }
+  std::vector<kiln::runtime::DeviceInfo> devices() override { return {{0, "Fake GPU", cc}}; }
   void* current_context() override { return ctx.load(); }
   int current_device_cc() override { return cc; }
   bool stream_is_capturing(void*) override { return capturing; }
@@ -73,49 +73,49 @@ class FakeDriver : public kiln::Driver {
 // The real disk behind the loader's store scanner, counting file reads (artifacts and manifests
 // read whole, manifests opened for a lookup) so tests can prove nothing was read, and noting
 // every store directory listed.
-class CountingFs : public kiln::DiskStoreFs {
+class CountingFs : public kiln::store::DiskStoreFs {
  public:
   mutable std::atomic<int> reads{0};
   mutable std::mutex mu;
   mutable std::vector<std::string> scanned;  // every store directory listed, in order
   std::string read(const std::string& path, std::uint64_t max_bytes) const override {
     ++reads;
-    return DiskStoreFs::read(path, max_bytes);
+    return kiln::store::DiskStoreFs::read(path, max_bytes);
   }
-  std::unique_ptr<kiln::ManifestFile> open_manifest(const std::string& path,
-                                                    const kiln::FileIdentity& id) const override {
+  std::unique_ptr<kiln::format::ManifestFile> open_manifest(const std::string& path,
+                                                    const kiln::io::FileIdentity& id) const override {
     ++reads;
-    return DiskStoreFs::open_manifest(path, id);
+    return kiln::store::DiskStoreFs::open_manifest(path, id);
   }
-  kiln::StoreListing list(const std::string& dir, std::string_view package) const override {
+  kiln::store::StoreListing list(const std::string& dir, std::string_view package) const override {
     std::lock_guard<std::mutex> lock(mu);
     scanned.push_back(dir);
-    return DiskStoreFs::list(dir, package);
+    return kiln::store::DiskStoreFs::list(dir, package);
   }
 };
 
-class FakeJit : public kiln::JitCompiler {
+class FakeJit : public kiln::jit::JitCompiler {
  public:
   bool available = true;
   bool corrupt_sidecar = false;
   std::atomic<int> compiles{0};
-  kiln::JitCapability probe() override {
-    kiln::JitCapability c;
+  kiln::jit::JitCapability probe() override {
+    kiln::jit::JitCapability c;
     c.available = available;
     c.missing = available ? "" : "libnvrtc.so.13 not found";
     c.nvrtc_major = 13;
     c.supported_archs = {75, 80, 86, 89, 90, 100, 120};
     return c;
   }
-  kiln::JitResult compile(const kiln::Specialisation& spec, const kiln::Family&, int cc,
+  kiln::jit::JitResult compile(const kiln::project::Specialisation& spec, const kiln::project::Family&, int cc,
                           const std::string& cache_dir) override {
     ++compiles;
-    kiln::JitResult r;
+    kiln::jit::JitResult r;
     r.image = "cubin:" + spec.uri + ":" + std::to_string(cc);
     for (size_t i = 0; i < spec.entries.size(); ++i) r.symbols.push_back("sym" + std::to_string(i));
     r.cache_path = cache_dir + "/jit/key.cubin";
     kiln::test::write_file(r.cache_path, r.image);
-    nlohmann::json meta = {{"cubin_sha256", kiln::sha256_hex(corrupt_sidecar ? "x" : r.image)},
+    nlohmann::json meta = {{"cubin_sha256", kiln::io::sha256_hex(corrupt_sidecar ? "x" : r.image)},
                            {"cubin_size", r.image.size()}};
     kiln::test::write_file(cache_dir + "/jit/key.json", meta.dump());
     return r;
@@ -163,23 +163,23 @@ struct Rig {
     cfg.disable_jit = true;
   }
   std::unique_ptr<kiln::Loader> loader() {
-    kiln::LoaderDeps d;
+    kiln::plan::LoaderDeps d;
     d.driver = driver;
     d.fs = fs;
     d.jit = jit;
     d.installed_store = (tmp / "installed").string();
-    d.fetch = [this](const kiln::FetchOptions& o, const std::vector<std::string>& targets,
+    d.fetch = [this](const kiln::fetch::FetchOptions& o, const std::vector<std::string>& targets,
                      const std::string& dest) {
       ++fetches;
       ca_bundles.push_back(o.ca_bundle);
       fetched.push_back(targets.at(0));
       if (!on_fetch) throw kiln::Error(ErrorKind::Network, "mirror down: HTTP 503");
       on_fetch(dest);
-      kiln::FetchResult r;
+      kiln::fetch::FetchResult r;
       r.installed.push_back(dest + "/" + targets[0]);
       return r;
     };
-    d.index_targets = [this](const kiln::FetchOptions& o) {
+    d.index_targets = [this](const kiln::fetch::FetchOptions& o) {
       ++index_fetches;
       ca_bundles.push_back(o.ca_bundle);
       return offered;
@@ -201,7 +201,7 @@ ErrorKind get_error(kiln::Loader& l, const std::string& uri, std::string* msg) {
 
 // Every file and directory with its contents: equal before and after means nothing written.
 std::string tree_digest(const fs::path& root) {
-  kiln::Sha256 h;
+  kiln::io::Sha256 h;
   std::vector<fs::path> all;
   for (auto& e : fs::recursive_directory_iterator(root)) all.push_back(e.path());
   std::sort(all.begin(), all.end());
@@ -297,9 +297,9 @@ TEST(CheckedArtifact, MatchingArtifactIsVerifiedWithTheBytesThatWereHashed) {
   TempDir tmp;
   std::string path = (tmp / "a.fatbin").string();
   kiln::test::write_file(path, "image:sm_90");
-  kiln::StoreScanner fs;
+  kiln::plan::StoreScanner fs;
   auto a = kiln::read_checked_artifact(fs, {"store", "sm_90", path, ""}, 11,
-                                       kiln::sha256_hex("image:sm_90"));
+                                       kiln::io::sha256_hex("image:sm_90"));
   EXPECT_EQ(a.outcome, kiln::CheckedArtifact::Outcome::Verified);
   EXPECT_EQ(a.bytes, "image:sm_90");
 }
@@ -308,8 +308,8 @@ TEST(CheckedArtifact, OtherBytesAreAMismatchRejectedForIntegrityNamingBothDigest
   TempDir tmp;
   std::string path = (tmp / "a.fatbin").string();
   kiln::test::write_file(path, "image:sm_99");
-  kiln::StoreScanner fs;
-  std::string pinned = kiln::sha256_hex("image:sm_90");
+  kiln::plan::StoreScanner fs;
+  std::string pinned = kiln::io::sha256_hex("image:sm_90");
   auto a = kiln::read_checked_artifact(fs, {"mirror", "sm_90", path, ""}, 11, pinned);
   EXPECT_EQ(a.outcome, kiln::CheckedArtifact::Outcome::Mismatch);
   EXPECT_EQ(a.refusal.kind, ErrorKind::Integrity);
@@ -317,16 +317,16 @@ TEST(CheckedArtifact, OtherBytesAreAMismatchRejectedForIntegrityNamingBothDigest
   EXPECT_EQ(a.refusal.candidate.target, "sm_90");
   EXPECT_EQ(a.refusal.candidate.path, path);
   EXPECT_EQ(a.refusal.candidate.reason,
-            kiln::verify_artifact("image:sm_99", 11, pinned));  // the pure check's words
-  EXPECT_NE(a.refusal.candidate.reason.find(kiln::sha256_hex("image:sm_99")), std::string::npos);
+            kiln::plan::verify_artifact("image:sm_99", 11, pinned));  // the pure check's words
+  EXPECT_NE(a.refusal.candidate.reason.find(kiln::io::sha256_hex("image:sm_99")), std::string::npos);
 }
 
 TEST(CheckedArtifact, MissingFileIsUnreadableWithTheReadsErrorKindAndMessage) {
   TempDir tmp;
   std::string path = (tmp / "gone.fatbin").string();
-  kiln::StoreScanner fs;
+  kiln::plan::StoreScanner fs;
   auto a = kiln::read_checked_artifact(fs, {"store", "sm_90", path, ""}, 11,
-                                       kiln::sha256_hex("image:sm_90"));
+                                       kiln::io::sha256_hex("image:sm_90"));
   EXPECT_EQ(a.outcome, kiln::CheckedArtifact::Outcome::Unreadable);
   ErrorKind kind = ErrorKind::Internal;
   std::string what;
@@ -408,15 +408,15 @@ TEST(Loader, ManifestWithNewerFormatVersionIsRejectedNamingBothValues) {
   std::string art = write_loadable_entry(rig.tmp / "s", {"sm_90"});
   fs::path manifest = fs::path(art).parent_path() / "manifest.json";
   auto j = nlohmann::json::parse(kiln::test::read_file(manifest));
-  j["format_version"] = kiln::kManifestFormat + 1;
+  j["format_version"] = kiln::format::kManifestFormat + 1;
   kiln::test::write_file(manifest, j.dump(2));
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
   auto l = rig.loader();
   std::string msg;
   EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Stale);
   EXPECT_NE(
-      msg.find("format_version differs: manifest has " + std::to_string(kiln::kManifestFormat + 1) +
-               ", this libkiln reads " + std::to_string(kiln::kManifestFormat)),
+      msg.find("format_version differs: manifest has " + std::to_string(kiln::format::kManifestFormat + 1) +
+               ", this libkiln reads " + std::to_string(kiln::format::kManifestFormat)),
       std::string::npos)
       << msg;
 }
@@ -636,7 +636,7 @@ TEST(Loader, ColdGetReadsOnlyRunnableArchivesAndStopsAtTheFirstStoreThatServes) 
   write_loadable_entry(rig.tmp / "s1", {"sm_80"});
   fs::path bad_dir =
       rig.tmp / "s1" /
-      kiln::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
+      kiln::format::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
   kiln::test::write_file(bad_dir / "manifest.json", "not json");
   std::string want = write_loadable_entry(rig.tmp / "s1", {"sm_90"});
   std::string later = write_loadable_entry(rig.tmp / "s2", {"sm_90"});
@@ -699,8 +699,8 @@ TEST(Loader, FailedColdGetStillListsTheRejectionsOfAFullScan) {
 
 // The real driver pointed at a libcuda.so.1 that does not exist: "no driver" on every machine,
 // a GPU one included, through the same dlopen failure path a driver-less node takes.
-std::shared_ptr<kiln::Driver> absent_driver(const TempDir& tmp) {
-  return kiln::make_cuda_driver((tmp / "no-driver-here" / "libcuda.so.1").string());
+std::shared_ptr<kiln::runtime::Driver> absent_driver(const TempDir& tmp) {
+  return kiln::runtime::make_cuda_driver((tmp / "no-driver-here" / "libcuda.so.1").string());
 }
 
 TEST(Loader, WithoutADriverGetIsUnsupportedNamingLibcuda) {
@@ -709,7 +709,7 @@ TEST(Loader, WithoutADriverGetIsUnsupportedNamingLibcuda) {
   cfg.cache_dir = (tmp / "cache").string();
   cfg.offline = true;
   cfg.disable_jit = true;
-  kiln::LoaderDeps deps;
+  kiln::plan::LoaderDeps deps;
   deps.driver = absent_driver(tmp);
   auto lp = kiln::make_loader(kiln::test::reference_description(), cfg, std::move(deps));
   kiln::Loader& l = *lp;
@@ -1042,29 +1042,29 @@ TEST(Loader, ColdGetPhasesCoverTheStoreWorkAndAddUpToItsTime) {
   Rig rig;
   write_loadable_entry(rig.tmp / "s", {"sm_90"});
   rig.cfg.artifact_path = {(rig.tmp / "s").string()};
-  kiln::cold::PhaseTimes t;
-  kiln::cold::set_phase_sink(&t);
+  kiln::runtime::cold::PhaseTimes t;
+  kiln::runtime::cold::set_phase_sink(&t);
   auto t0 = std::chrono::steady_clock::now();
   auto l = rig.loader();
   l->get(kUri);
   auto wall =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count();
-  kiln::cold::set_phase_sink(nullptr);
-  auto at = [&](kiln::cold::Phase p) { return t.ns[static_cast<int>(p)]; };
-  using P = kiln::cold::Phase;
+  kiln::runtime::cold::set_phase_sink(nullptr);
+  auto at = [&](kiln::runtime::cold::Phase p) { return t.ns[static_cast<int>(p)]; };
+  using P = kiln::runtime::cold::Phase;
   for (P p : {P::LoaderCreate, P::Registry, P::Context, P::StoreScan, P::ManifestParse, P::Read,
               P::Hash, P::Other})
-    EXPECT_GT(at(p), 0u) << kiln::cold::phase_name(p);
+    EXPECT_GT(at(p), 0u) << kiln::runtime::cold::phase_name(p);
   // The fake driver sleeps 2 ms in load_library: in driver_load, and in no other phase.
   EXPECT_GE(at(P::DriverLoad), 2'000'000u);
   EXPECT_LT(t.total() - at(P::DriverLoad), static_cast<std::uint64_t>(wall) - 2'000'000u);
   EXPECT_LE(t.total(), static_cast<std::uint64_t>(wall));
   // A warm hit is not timed.
-  kiln::cold::PhaseTimes warm;
-  kiln::cold::set_phase_sink(&warm);
+  kiln::runtime::cold::PhaseTimes warm;
+  kiln::runtime::cold::set_phase_sink(&warm);
   l->get(kUri);
-  kiln::cold::set_phase_sink(nullptr);
+  kiln::runtime::cold::set_phase_sink(nullptr);
   EXPECT_EQ(warm.total(), 0u);
 }
 

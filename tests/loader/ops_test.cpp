@@ -39,7 +39,7 @@ struct LaunchRecord {
 };
 
 // Records every driver call; touched() says whether anything at all reached it.
-class RecordingDriver : public kiln::Driver {
+class RecordingDriver : public kiln::runtime::Driver {
  public:
   std::mutex mu;
   int calls = 0;
@@ -49,8 +49,8 @@ class RecordingDriver : public kiln::Driver {
 
   void init() override { note(); }
   int driver_version() override { return note(), 13000; }
-  std::vector<kiln::DeviceInfo> devices() override {
-    return note(), std::vector<kiln::DeviceInfo>{{0, "Fake", 90}};
+  std::vector<kiln::runtime::DeviceInfo> devices() override {
+    return note(), std::vector<kiln::runtime::DeviceInfo>{{0, "Fake", 90}};
   }
   void* current_context() override { return note(), reinterpret_cast<void*>(0x10); }
   int current_device_cc() override { return note(), 90; }
@@ -111,7 +111,7 @@ struct Rig {
     cfg.use_installed_store = false;
   }
   std::unique_ptr<kiln::Loader> loader() {
-    kiln::LoaderDeps d;
+    kiln::plan::LoaderDeps d;
     d.driver = driver;
     d.installed_store = (tmp / "installed").string();
     return kiln::make_loader(kiln::test::reference_description(), cfg, std::move(d));
@@ -162,7 +162,7 @@ TEST(OpsUri, GemmF16PrefersWgmmaOnlyOnComputeCapability90) {
 }
 
 TEST(OpsUri, EveryChosenUriExistsInTheEmbeddedRegistry) {
-  const kiln::Registry& reg = kiln::test::reference_package().registry();
+  const kiln::project::Registry& reg = kiln::test::reference_package().registry();
   std::set<std::string> chosen;
   for (DType t : {DType::F32, DType::F16, DType::BF16}) {
     chosen.insert(ops::choose_uri_axpy(t));
@@ -286,7 +286,7 @@ TEST(OpsLaunchPath, ValidRmsnormLogsThenLaunchesTheChosenKernelWithTableGeometry
   rig.driver->nargs = 6;
   auto l = rig.loader();
   ops::rmsnorm(*l, nullptr, dev(1 << 20), dev(1 << 24), dev(1 << 28), 37, 4096, 1e-5f, DType::BF16);
-  kiln::configure_logging(kiln::LogLevel::Warn, 0, "");
+  kiln::runtime::configure_logging(kiln::runtime::LogLevel::Warn, 0, "");
   ASSERT_EQ(rig.driver->launches.size(), 1u);
   const auto& r = rig.driver->launches[0];
   EXPECT_EQ(r.grid[0], 37u);
@@ -375,7 +375,7 @@ TEST(OpsGemmF16, ANewLoaderAtARecycledAddressDoesNotInheritTheOldOnesFallback) {
   auto build = [&](const std::string& store) {
     kiln::LoaderConfig cfg = rig.cfg;
     cfg.artifact_path = {(rig.tmp / store).string()};
-    kiln::LoaderDeps d;
+    kiln::plan::LoaderDeps d;
     d.driver = rig.driver;
     d.installed_store = (rig.tmp / "installed").string();
     return kiln::make_loader_at(storage, kiln::test::reference_description(), cfg, std::move(d));

@@ -24,8 +24,8 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-using packager::ChecksumEntry;
-using packager::ReleaseFileKind;
+using mirror::ChecksumEntry;
+using mirror::ReleaseFileKind;
 using test::read_file;
 using test::TempDir;
 using test::write_file;
@@ -34,11 +34,11 @@ using Json = nlohmann::json;
 const std::string kVer = kiln::version();
 
 std::string archive_name(const std::string& target) {
-  return archive_file_name("kiln-kernels", kVer, "13.0", target);
+  return format::archive_file_name("kiln-kernels", kVer, "13.0", target);
 }
 std::string wheel_name() { return "kiln_kernels_cu13_sm90a-" + kVer + "-py3-none-any.whl"; }
 std::string tarball_name() { return "kiln-" + kVer + "-cuda13.0-linux-x86_64.tar.zst"; }
-std::string sums_name() { return packager::checksums_file_name("kiln-kernels", kVer); }
+std::string sums_name() { return mirror::checksums_file_name("kiln-kernels", kVer); }
 
 // The release the dist holds: two axpy artifacts per target, archives at zstd level 3.
 test::ReleaseSpec release() {
@@ -54,7 +54,7 @@ std::string make_dist(const fs::path& dir) {
   // A real wheel of the sm_90a archive: stage and verify check its RECORD.
   auto members = test::release_members(release(), "sm_90a");
   wheel::write_zip(dir / wheel_name(),
-                   wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer),
+                   wheel::wheel_contents(format::parse_manifest(members[0].data, "test"), members, kVer),
                    1764403200);
   write_file(dir / tarball_name(), "opaque-tarball-bytes");
   write_file(dir / "kiln_kernels_cu13_sm90a-0.0.1-py3-none-any.whl", "old wheel");
@@ -68,7 +68,7 @@ std::map<std::string, std::string> snapshot(const fs::path& dir) {
   if (!fs::exists(dir)) return out;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     std::string rel = fs::relative(e.path(), dir).string();
-    out[rel] = e.is_regular_file() ? sha256_file(e.path()) : "<dir>";
+    out[rel] = e.is_regular_file() ? io::sha256_file(e.path()) : "<dir>";
   }
   return out;
 }
@@ -100,21 +100,21 @@ std::map<std::string, Json> files_of(const std::string& out) {
 
 TEST(MirrorChecksums, WrittenSortedInSha256sumFormatAndParsedBack) {
   std::string a(64, 'a'), b(64, 'b');
-  std::string text = packager::checksums_to_text({{"z.whl", a}, {"b.json", b}});
+  std::string text = mirror::checksums_to_text({{"z.whl", a}, {"b.json", b}});
   EXPECT_EQ(text, b + "  b.json\n" + a + "  z.whl\n");
-  auto parsed = packager::parse_checksums(text, "S", "self");
+  auto parsed = mirror::parse_checksums(text, "S", "self");
   ASSERT_EQ(parsed.size(), 2u);
   EXPECT_EQ(parsed[0], (ChecksumEntry{"b.json", b}));
   // sha256sum -b writes " *": accepted.
-  EXPECT_EQ(packager::parse_checksums(a + " *x\n", "S", "self")[0], (ChecksumEntry{"x", a}));
-  EXPECT_TRUE(packager::parse_checksums("", "S", "self").empty());
+  EXPECT_EQ(mirror::parse_checksums(a + " *x\n", "S", "self")[0], (ChecksumEntry{"x", a}));
+  EXPECT_TRUE(mirror::parse_checksums("", "S", "self").empty());
 }
 
 TEST(MirrorChecksums, MalformedLinesAreFormatErrorsNamingTheLine) {
   std::string a(64, 'a');
   auto error_of = [](const std::string& text) -> std::string {
     try {
-      packager::parse_checksums(text, "SUMS", "SUMS");
+      mirror::parse_checksums(text, "SUMS", "SUMS");
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Format) << e.what();
       return e.what();
@@ -135,7 +135,7 @@ TEST(MirrorChecksums, MalformedLinesAreFormatErrorsNamingTheLine) {
 }
 
 TEST(MirrorNames, ReleaseFilesAreRecognisedByNameAndOtherVersionsAreNot) {
-  using packager::classify_release_file;
+  using mirror::classify_release_file;
   EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-SHA256SUMS", "kiln-kernels", "0.1.0"),
             ReleaseFileKind::Checksums);
   EXPECT_EQ(classify_release_file("kiln-kernels-0.1.0-index.json", "kiln-kernels", "0.1.0"),
@@ -187,7 +187,7 @@ TEST(MirrorNames, ReleaseFilesAreRecognisedByNameAndOtherVersionsAreNot) {
 
 // Several packages share one mirror: each release's files are its own, never another's.
 TEST(MirrorNames, ReleasesOfTwoPackagesInOneMirrorNeverClaimEachOthersFiles) {
-  using packager::classify_release_file;
+  using mirror::classify_release_file;
   EXPECT_EQ(classify_release_file("acme-scale-2.0.0-SHA256SUMS", "acme-scale", "2.0.0"),
             ReleaseFileKind::Checksums);
   EXPECT_EQ(classify_release_file("acme-scale-2.0.0-index.json", "acme-scale", "2.0.0"),
@@ -234,7 +234,7 @@ TEST(MirrorReleases, StageWithNoIndexInTheSourcesIsNotFoundNamingThem) {
   TempDir tmp;
   write_file(tmp / "dist" / "notes.txt", "not a release");
   try {
-    packager::releases_to_stage({tmp / "dist"}, tmp / "mirror");
+    mirror::releases_to_stage({tmp / "dist"}, tmp / "mirror");
     FAIL() << "found a release";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::NotFound);
@@ -244,7 +244,7 @@ TEST(MirrorReleases, StageWithNoIndexInTheSourcesIsNotFoundNamingThem) {
     EXPECT_CONTAINS(std::string(e.what()), "(name one with --package and --version)");
   }
   make_dist(tmp / "dist");
-  auto found = packager::releases_to_stage({tmp / "dist"}, tmp / "mirror");
+  auto found = mirror::releases_to_stage({tmp / "dist"}, tmp / "mirror");
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].package, "kiln-kernels");
   EXPECT_EQ(found[0].version, kVer);
@@ -254,17 +254,17 @@ TEST(MirrorReleases, VerifyTakesEveryReleaseInTheDirectoryAndAPinOnlyOne) {
   TempDir tmp;
   fs::create_directories(tmp / "empty");
   try {
-    packager::releases_to_verify(tmp / "empty", false);
+    mirror::releases_to_verify(tmp / "empty", false);
     FAIL() << "found a release";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::NotFound);
   }
   write_file(tmp / "m" / "acme-1.0.0-index.json", "{}");
-  EXPECT_EQ(packager::releases_to_verify(tmp / "m", true).size(), 1u);
+  EXPECT_EQ(mirror::releases_to_verify(tmp / "m", true).size(), 1u);
   write_file(tmp / "m" / "zeta-2.0.0-SHA256SUMS", "");
-  EXPECT_EQ(packager::releases_to_verify(tmp / "m", false).size(), 2u);
+  EXPECT_EQ(mirror::releases_to_verify(tmp / "m", false).size(), 2u);
   try {
-    packager::releases_to_verify(tmp / "m", true);
+    mirror::releases_to_verify(tmp / "m", true);
     FAIL() << "a pin covered two releases";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Usage);
@@ -273,15 +273,15 @@ TEST(MirrorReleases, VerifyTakesEveryReleaseInTheDirectoryAndAPinOnlyOne) {
 }
 
 TEST(MirrorReleases, TheWorstOfSeveralReportsIsTheMostSevereProblem) {
-  packager::MirrorReport ok, stale, bad;
-  ok.files = {{"a", ReleaseFileKind::Index, packager::FileStatus::Ok, std::nullopt, ""}};
-  stale.files = {{"b", ReleaseFileKind::Index, packager::FileStatus::Ok, ErrorKind::Stale, ""}};
-  bad.files = {{"c", ReleaseFileKind::Archive, packager::FileStatus::Ok, ErrorKind::Integrity, ""}};
-  EXPECT_EQ(packager::worst_of({ok}), std::nullopt);
-  EXPECT_EQ(packager::worst_of({}), std::nullopt);
-  EXPECT_EQ(packager::worst_of({ok, stale}), ErrorKind::Stale);
-  EXPECT_EQ(packager::worst_of({stale, bad, ok}), ErrorKind::Integrity);
-  EXPECT_EQ(packager::worst_of({bad, stale}), ErrorKind::Integrity);
+  mirror::MirrorReport ok, stale, bad;
+  ok.files = {{"a", ReleaseFileKind::Index, mirror::FileStatus::Ok, std::nullopt, ""}};
+  stale.files = {{"b", ReleaseFileKind::Index, mirror::FileStatus::Ok, ErrorKind::Stale, ""}};
+  bad.files = {{"c", ReleaseFileKind::Archive, mirror::FileStatus::Ok, ErrorKind::Integrity, ""}};
+  EXPECT_EQ(mirror::worst_of({ok}), std::nullopt);
+  EXPECT_EQ(mirror::worst_of({}), std::nullopt);
+  EXPECT_EQ(mirror::worst_of({ok, stale}), ErrorKind::Stale);
+  EXPECT_EQ(mirror::worst_of({stale, bad, ok}), ErrorKind::Integrity);
+  EXPECT_EQ(mirror::worst_of({bad, stale}), ErrorKind::Integrity);
 }
 
 // --- stage + verify ----------------------------------------------------------------------------
@@ -325,7 +325,7 @@ TEST_F(Mirror, ThePackageWheelAndTheRuntimeWheelAreStagedListedAndVerifiedAsThei
   wheel::write_zip(
       tmp / "dist" / package_whl,
       wheel::package_wheel_contents("kiln-kernels", kVer,
-                                    {description_file_name("kiln-kernels", kVer), "{}"}, kVer),
+                                    {format::description_file_name("kiln-kernels", kVer), "{}"}, kVer),
       0);
   write_runtime_wheel(tmp / "dist" / runtime_whl, kVer);
   // Another package's own wheel and another version's runtime: not this release's.
@@ -338,7 +338,7 @@ TEST_F(Mirror, ThePackageWheelAndTheRuntimeWheelAreStagedListedAndVerifiedAsThei
   EXPECT_FALSE(fs::exists(mirror / ("kiln_kernels_extra-" + kVer + "-py3-none-any.whl")));
   EXPECT_FALSE(fs::exists(mirror / "kiln-0.0.1-cp312-abi3-manylinux_2_28_x86_64.whl"));
   auto r = test::run(cli("verify --json " + mirror.string() + " --sums-sha256 " +
-                         sha256_file(mirror / sums_name())));
+                         io::sha256_file(mirror / sums_name())));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto files = files_of(r.out);
   EXPECT_EQ(files[package_whl]["kind"], "package-wheel") << r.out;
@@ -361,12 +361,12 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(mirror)) names.insert(e.path().filename().string());
-  EXPECT_EQ(names, (std::set<std::string>{sums_name(), index_file_name("kiln-kernels", kVer),
+  EXPECT_EQ(names, (std::set<std::string>{sums_name(), format::index_file_name("kiln-kernels", kVer),
                                           archive_name("sm_80"), archive_name("sm_90a"),
                                           wheel_name(), tarball_name()}));
   std::string expected;
   for (const auto& n : names)
-    if (n != sums_name()) expected += sha256_file(mirror / n) + "  " + n + "\n";
+    if (n != sums_name()) expected += io::sha256_file(mirror / n) + "  " + n + "\n";
   EXPECT_EQ(read_file(mirror / sums_name()), expected);
   for (const auto& n : names)
     if (n != sums_name()) {
@@ -378,7 +378,7 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
     EXPECT_EQ(c.exit_code, 0) << c.out;
   }
 
-  const std::string sums_sha = sha256_file(mirror / sums_name());
+  const std::string sums_sha = io::sha256_file(mirror / sums_name());
   r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + index_sha +
                     " --sums-sha256 " + sums_sha));
   EXPECT_EQ(r.exit_code, 0) << r.out;
@@ -425,7 +425,7 @@ TEST_F(Mirror, AStageRemovesWhatAKilledStageOfTheReleaseLeft) {
   EXPECT_TRUE(fs::exists(other));
   fs::remove(other);
   auto r = test::run(cli("verify " + mirror.string() + " --index-sha256 " + index_sha +
-                         " --sums-sha256 " + sha256_file(mirror / sums_name())));
+                         " --sums-sha256 " + io::sha256_file(mirror / sums_name())));
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
@@ -455,7 +455,7 @@ TEST_F(Mirror, VerifyWithNothingNamedChecksEveryReleaseOfEveryPackage) {
   EXPECT_EQ(report["releases"][1]["package"], "kiln-kernels");
 
   // One release's archive damaged: that release fails, the other stays OK, exit 3.
-  const std::string acme_archive = archive_file_name("acme-kernels", "1.2.0", "13.0", "sm_90a");
+  const std::string acme_archive = format::archive_file_name("acme-kernels", "1.2.0", "13.0", "sm_90a");
   write_file(mirror / acme_archive, read_file(mirror / acme_archive) + "x");
   r = test::run(here + cli("verify " + mirror.string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;
@@ -467,7 +467,7 @@ TEST_F(Mirror, VerifyWithNothingNamedChecksEveryReleaseOfEveryPackage) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_CONTAINS(r.out, "holds 2 releases (acme-kernels 1.2.0, kiln-kernels " + kVer + ")");
   r = test::run(here + cli("verify " + mirror.string() + " --sums-sha256 " +
-                           sha256_file(mirror / sums_name()) +
+                           io::sha256_file(mirror / sums_name()) +
                            " --package kiln-kernels --version " + kVer));
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
@@ -482,13 +482,13 @@ TEST_F(Mirror, RestageLeavesIdenticalFilesAndRefusesOtherBytesNamingBothDigests)
   EXPECT_EQ(j["unchanged"].size(), 5u) << r.out;
   EXPECT_EQ(snapshot(mirror), before);
 
-  std::string old_sha = sha256_file(mirror / wheel_name());
+  std::string old_sha = io::sha256_file(mirror / wheel_name());
   // A valid wheel of the same release with other bytes (a later timestamp): a rebuild.
   auto members = test::release_members(release(), "sm_90a");
   wheel::write_zip(tmp / "dist" / wheel_name(),
-                   wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer),
+                   wheel::wheel_contents(format::parse_manifest(members[0].data, "test"), members, kVer),
                    1764403200 + 86400);
-  std::string new_sha = sha256_file(tmp / "dist" / wheel_name());
+  std::string new_sha = io::sha256_file(tmp / "dist" / wheel_name());
   r = test::run(cli("stage " + (tmp / "dist").string() + " --to " + mirror.string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;
   EXPECT_CONTAINS(r.out, old_sha);
@@ -498,7 +498,7 @@ TEST_F(Mirror, RestageLeavesIdenticalFilesAndRefusesOtherBytesNamingBothDigests)
 }
 
 TEST_F(Mirror, StageRefusesATamperedArchiveBeforeCopyingAnything) {
-  write_archive(tmp / "dist" / archive_name("sm_90a"), test::release_members(release(), "sm_80"), 0,
+  format::write_archive(tmp / "dist" / archive_name("sm_90a"), test::release_members(release(), "sm_80"), 0,
                 3);
   auto r = test::run(cli("stage " + (tmp / "dist").string() + " --to " + mirror.string()));
   EXPECT_EQ(r.exit_code, 3) << r.out;
@@ -525,7 +525,7 @@ TEST_F(Mirror, VerifyReportsEveryKindOfDamageTogetherWithTheWorstExitCode) {
   flip_byte(mirror / archive_name("sm_90a"));  // flipped byte
   // A wrong SHA256SUMS line: the tarball's digest replaced (the file stays well formed).
   std::string sums = read_file(mirror / sums_name());
-  std::string tar_sha = sha256_file(mirror / tarball_name());
+  std::string tar_sha = io::sha256_file(mirror / tarball_name());
   sums.replace(sums.find(tar_sha), 64, std::string(64, 'e'));
   write_file(mirror / sums_name(), sums);
   // An extra file of the release that nothing lists.
@@ -551,7 +551,7 @@ TEST_F(Mirror, VerifyReportsEveryKindOfDamageTogetherWithTheWorstExitCode) {
   EXPECT_EQ(files[extra]["status"], "unlisted");
   EXPECT_EQ(files[extra]["error"], "integrity");
   EXPECT_EQ(files[wheel_name()]["status"], "ok");
-  EXPECT_EQ(files[index_file_name("kiln-kernels", kVer)]["status"], "ok");
+  EXPECT_EQ(files[format::index_file_name("kiln-kernels", kVer)]["status"], "ok");
   EXPECT_EQ(files.count("README"), 0u);
   EXPECT_EQ(files.count("kiln-kernels-0.0.1-index.json"), 0u);
   Json j = Json::parse(r.out.substr(r.out.find('{')));
@@ -571,17 +571,17 @@ TEST_F(Mirror, WheelWhoseMemberDiffersFromItsRecordIsReportedEvenWhenChecksumsAg
   // Rebuild the wheel with one artifact changed but the RECORD of the good one, and re-hash
   // it into SHA256SUMS: only the wheel's own RECORD can tell.
   auto members = test::release_members(release(), "sm_90a");
-  auto files = wheel::wheel_contents(parse_manifest(members[0].data, "test"), members, kVer);
+  auto files = wheel::wheel_contents(format::parse_manifest(members[0].data, "test"), members, kVer);
   for (auto& f : files)
     if (f.path.find(".fatbin") != std::string::npos) {
       f.data[0] ^= 1;
       break;
     }
-  std::string old_sha = sha256_file(mirror / wheel_name());
+  std::string old_sha = io::sha256_file(mirror / wheel_name());
   fs::remove(mirror / wheel_name());
   wheel::write_zip(mirror / wheel_name(), files, 1764403200);
   std::string sums = read_file(mirror / sums_name());
-  sums.replace(sums.find(old_sha), 64, sha256_file(mirror / wheel_name()));
+  sums.replace(sums.find(old_sha), 64, io::sha256_file(mirror / wheel_name()));
   write_file(mirror / sums_name(), sums);
 
   auto r = test::run(cli("verify --json " + mirror.string()));
@@ -658,7 +658,7 @@ TEST_F(Mirror, VerifyWithAnIndexPinReportsWheelsAndTarballsAsUncovered) {
     EXPECT_CONTAINS(files[name]["detail"].get<std::string>(), "--sums-sha256");
   }
   for (const auto& name :
-       {index_file_name("kiln-kernels", kVer), archive_name("sm_80"), archive_name("sm_90a")})
+       {format::index_file_name("kiln-kernels", kVer), archive_name("sm_80"), archive_name("sm_90a")})
     EXPECT_EQ(files[name]["status"], "ok") << name;
 }
 
@@ -671,9 +671,9 @@ TEST_F(Mirror, VerifyWithAWrongSumsPinNamesBothDigestsAndCoversNothing) {
   EXPECT_EQ(files[sums_name()]["status"], "mismatch");
   EXPECT_CONTAINS(files[sums_name()]["detail"].get<std::string>(),
                   "pinned sha256 " + wrong + " (--sums-sha256), the file has " +
-                      sha256_file(mirror / sums_name()));
+                      io::sha256_file(mirror / sums_name()));
   EXPECT_EQ(files[wheel_name()]["status"], "uncovered");
-  EXPECT_EQ(files[index_file_name("kiln-kernels", kVer)]["status"], "uncovered");
+  EXPECT_EQ(files[format::index_file_name("kiln-kernels", kVer)]["status"], "uncovered");
 }
 
 // --- what a sync may publish (plan_sync, no I/O) -------------------------------------------------
@@ -685,15 +685,15 @@ class SyncPlanTest : public ::testing::Test {
     idx.package_version = "0.1.0";
     idx.cuda_version = "13.0";
     idx.archives.push_back(
-        {archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), "sm_90a", 10, sha('a')});
+        {format::archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), "sm_90a", 10, sha('a')});
     entries = {{"kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", sha('b')},
-               {archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), sha('a')},
+               {format::archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), sha('a')},
                {"kiln-kernels-0.1.0-index.json", sha('c')},
                {"kiln_kernels_cu13_sm90a-0.1.0-py3-none-any.whl", sha('d')}};
   }
   static std::string sha(char c) { return std::string(64, c); }
-  packager::SyncPlan plan(bool sums_pinned, const std::vector<ChecksumEntry>& e) {
-    return packager::plan_sync(e, packager::checksums_to_text(e), idx, "kiln-kernels", "0.1.0",
+  mirror::SyncPlan plan(bool sums_pinned, const std::vector<ChecksumEntry>& e) {
+    return mirror::plan_sync(e, mirror::checksums_to_text(e), idx, "kiln-kernels", "0.1.0",
                                true, sums_pinned, "UP/kiln-kernels-0.1.0-SHA256SUMS");
   }
   std::string error_of(const std::vector<ChecksumEntry>& e) {
@@ -706,7 +706,7 @@ class SyncPlanTest : public ::testing::Test {
     ADD_FAILURE() << "plan_sync accepted it";
     return "";
   }
-  Index idx;
+  format::Index idx;
   std::vector<ChecksumEntry> entries;
 };
 
@@ -715,7 +715,7 @@ TEST_F(SyncPlanTest, IndexPinAlonePublishesIndexAndArchivesAndWithholdsWheelsAnd
   std::vector<std::string> published;
   for (const auto& f : p.publish) published.push_back(f.name);
   EXPECT_EQ(published,
-            (std::vector<std::string>{archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
+            (std::vector<std::string>{format::archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"),
                                       "kiln-kernels-0.1.0-index.json"}));
   EXPECT_EQ(p.publish[0].size, std::optional<std::uint64_t>(10));
   ASSERT_EQ(p.withheld.size(), 2u);
@@ -725,7 +725,7 @@ TEST_F(SyncPlanTest, IndexPinAlonePublishesIndexAndArchivesAndWithholdsWheelsAnd
   EXPECT_CONTAINS(p.withheld[1].reason, "is not pinned (--sums-sha256");
   // The checksum file written lists only what is published.
   EXPECT_EQ(p.checksums_text, sha('a') + "  " +
-                                  archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a") +
+                                  format::archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a") +
                                   "\n" + sha('c') + "  kiln-kernels-0.1.0-index.json\n");
 }
 
@@ -733,7 +733,7 @@ TEST_F(SyncPlanTest, PinnedChecksumsPublishesEverythingWithTheUpstreamBytes) {
   auto p = plan(true, entries);
   EXPECT_EQ(p.publish.size(), 4u);
   EXPECT_TRUE(p.withheld.empty());
-  EXPECT_EQ(p.checksums_text, packager::checksums_to_text(entries));
+  EXPECT_EQ(p.checksums_text, mirror::checksums_to_text(entries));
   EXPECT_CONTAINS(p.publish[3].covered_by, "--sums-sha256");
 }
 
@@ -776,7 +776,7 @@ class MirrorSyncFile : public Mirror {
     stage();
     upstream = "file://" + mirror.string();
     dest = tmp / "down";
-    sums_sha = sha256_file(mirror / sums_name());
+    sums_sha = io::sha256_file(mirror / sums_name());
     pins = "--index-sha256 " + index_sha + " --sums-sha256 " + sums_sha;
   }
   test::RunResult sync(const std::string& extra = "") {
@@ -797,7 +797,7 @@ TEST_F(MirrorSyncFile, FirstRunCopiesEverythingAndSecondTransfersNothing) {
   EXPECT_TRUE(j["already_good"].empty()) << r.out;
   EXPECT_GT(j["bytes_transferred"].get<std::uint64_t>(), 0u);
   // The index and the checksum file are renamed into place last.
-  EXPECT_EQ(j["transferred"][4], index_file_name("kiln-kernels", kVer));
+  EXPECT_EQ(j["transferred"][4], format::index_file_name("kiln-kernels", kVer));
   EXPECT_EQ(j["transferred"][5], sums_name());
   EXPECT_EQ(snapshot(dest), snapshot(mirror));
   EXPECT_FALSE(has_staging_dir(dest));
@@ -834,7 +834,7 @@ TEST_F(MirrorSyncFile, ASyncWithNothingToTransferDoesNotWaitForAWriterHoldingThe
   const fs::path left = dest / (".kiln-sync-kiln-kernels-" + std::string(kVer) + "-AbC123");
   write_file(left / archive_name("sm_80"), "a staged copy");
   // Another stage or sync of the mirror, at work (the same lock they take).
-  FileLock writer = FileLock::acquire_directory(dest, std::chrono::seconds(5));
+  io::FileLock writer = io::FileLock::acquire_directory(dest, std::chrono::seconds(5));
   ASSERT_TRUE(writer.held());
   const auto start = std::chrono::steady_clock::now();
   auto r = sync();
@@ -854,7 +854,7 @@ TEST_F(MirrorSyncFile, CorruptUpstreamArchiveLeavesTheDestinationByteIdentical) 
   fs::create_directories(dest);
   fs::copy_file(mirror / wheel_name(), dest / wheel_name());
   write_file(dest / "README", "operator notes");
-  std::string good_sha = sha256_file(mirror / archive_name("sm_90a"));
+  std::string good_sha = io::sha256_file(mirror / archive_name("sm_90a"));
   flip_byte(mirror / archive_name("sm_90a"));
   auto before = snapshot(dest);
   auto r = sync();
@@ -862,7 +862,7 @@ TEST_F(MirrorSyncFile, CorruptUpstreamArchiveLeavesTheDestinationByteIdentical) 
   EXPECT_CONTAINS(r.out, archive_name("sm_90a"));
   EXPECT_CONTAINS(r.out, upstream + "/" + archive_name("sm_90a"));
   EXPECT_CONTAINS(r.out, "expected " + good_sha);                                    // listed
-  EXPECT_CONTAINS(r.out, "served " + sha256_file(mirror / archive_name("sm_90a")));  // came
+  EXPECT_CONTAINS(r.out, "served " + io::sha256_file(mirror / archive_name("sm_90a")));  // came
   EXPECT_CONTAINS(r.out, "Nothing was changed");
   EXPECT_EQ(snapshot(dest), before);
   EXPECT_FALSE(has_staging_dir(dest));
@@ -912,22 +912,22 @@ TEST_F(MirrorSyncFile, IndexPinAlonePublishesIndexAndArchivesAndNamesEachWithhel
   ASSERT_EQ(r.exit_code, 0) << r.out;
   Json j = Json::parse(r.out.substr(r.out.find('{')));
   EXPECT_EQ(j["transferred"], Json::array({archive_name("sm_80"), archive_name("sm_90a"),
-                                           index_file_name("kiln-kernels", kVer), sums_name()}));
+                                           format::index_file_name("kiln-kernels", kVer), sums_name()}));
   ASSERT_EQ(j["withheld"].size(), 2u) << r.out;
   EXPECT_EQ(j["withheld"][0]["name"], tarball_name());
   EXPECT_EQ(j["withheld"][1]["name"], wheel_name());
   EXPECT_CONTAINS(r.out, "kiln mirror sync: not published: " + wheel_name() + " (wheel): ");
   EXPECT_CONTAINS(r.out, "kiln mirror sync: verified " + archive_name("sm_80") + " (covered by " +
-                             index_file_name("kiln-kernels", kVer) +
+                             format::index_file_name("kiln-kernels", kVer) +
                              " (size and sha256), trusted through the pinned index digest "
                              "(--index-sha256))");
   EXPECT_FALSE(fs::exists(dest / wheel_name()));
   EXPECT_FALSE(fs::exists(dest / tarball_name()));
   // The checksum file written lists only what was published, and the mirror verifies.
   EXPECT_EQ(read_file(dest / sums_name()),
-            sha256_file(mirror / archive_name("sm_80")) + "  " + archive_name("sm_80") + "\n" +
-                sha256_file(mirror / archive_name("sm_90a")) + "  " + archive_name("sm_90a") +
-                "\n" + index_sha + "  " + index_file_name("kiln-kernels", kVer) + "\n");
+            io::sha256_file(mirror / archive_name("sm_80")) + "  " + archive_name("sm_80") + "\n" +
+                io::sha256_file(mirror / archive_name("sm_90a")) + "  " + archive_name("sm_90a") +
+                "\n" + index_sha + "  " + format::index_file_name("kiln-kernels", kVer) + "\n");
   auto v = test::run(cli("verify " + dest.string() + " --index-sha256 " + index_sha));
   EXPECT_EQ(v.exit_code, 0) << v.out;
 }

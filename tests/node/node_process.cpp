@@ -44,16 +44,16 @@ namespace {
 using namespace kiln;
 
 // Forwards to the real driver; keeps every image load_library was handed.
-class RecordingDriver final : public Driver {
+class RecordingDriver final : public runtime::Driver {
  public:
-  explicit RecordingDriver(std::shared_ptr<Driver> d) : d_(std::move(d)) {}
+  explicit RecordingDriver(std::shared_ptr<runtime::Driver> d) : d_(std::move(d)) {}
   std::vector<std::string> images() {
     std::lock_guard<std::mutex> g(mu_);
     return images_;
   }
   void init() override { d_->init(); }
   int driver_version() override { return d_->driver_version(); }
-  std::vector<DeviceInfo> devices() override { return d_->devices(); }
+  std::vector<runtime::DeviceInfo> devices() override { return d_->devices(); }
   void* current_context() override { return d_->current_context(); }
   int current_device_cc() override { return d_->current_device_cc(); }
   bool stream_is_capturing(void* s) override { return d_->stream_is_capturing(s); }
@@ -73,7 +73,7 @@ class RecordingDriver final : public Driver {
   }
 
  private:
-  std::shared_ptr<Driver> d_;
+  std::shared_ptr<runtime::Driver> d_;
   std::mutex mu_;
   std::vector<std::string> images_;
 };
@@ -153,10 +153,10 @@ Args parse_args(int argc, char** argv) {
 // uri -> the artifact's bytes, from every archive directory of the store the mirror tier filled.
 std::map<std::string, std::set<std::string>> store_artifacts(const std::string& store) {
   std::map<std::string, std::set<std::string>> out;
-  for (const StoreArchive& e : scan_store(store)) {
+  for (const store::StoreArchive& e : store::scan_store(store)) {
     if (!e.manifest) continue;
     for (const auto& a : e.manifest->artifacts)
-      out[a.uri].insert(read_whole_file(e.dir + "/" + a.file, std::uint64_t{1} << 30));
+      out[a.uri].insert(io::read_whole_file(e.dir + "/" + a.file, std::uint64_t{1} << 30));
   }
   return out;
 }
@@ -169,10 +169,10 @@ int main(int argc, char** argv) {
   std::atomic<int> gets{0}, errors{0};
   std::mutex mu;
   std::string first_error;
-  auto driver = std::make_shared<RecordingDriver>(make_cuda_driver());
+  auto driver = std::make_shared<RecordingDriver>(runtime::make_cuda_driver());
   try {
     PrimaryContext ctx;
-    LoaderDeps deps;
+    plan::LoaderDeps deps;
     deps.driver = driver;
     std::unique_ptr<Loader> loader =
         make_loader(*kiln_kernels_package(), args.cfg, std::move(deps));

@@ -12,18 +12,18 @@ namespace {
 struct FakeFetch {
   std::vector<std::string> asked;
   std::map<std::string, ErrorKind> fails;  // target -> the kind its fetch throws
-  FetchResult operator()(const std::string& t) {
+  fetch::FetchResult operator()(const std::string& t) {
     asked.push_back(t);
     if (auto f = fails.find(t); f != fails.end()) throw Error(f->second, t + " is broken");
-    FetchResult r;
+    fetch::FetchResult r;
     r.installed = {"/store/" + t};
     return r;
   }
 };
 
-DeviceFetch run(FakeFetch& fake, int cc, const std::vector<std::string>& offered,
+plan::DeviceFetch run(FakeFetch& fake, int cc, const std::vector<std::string>& offered,
                 std::vector<std::string>* log = nullptr) {
-  return fetch_best_target(
+  return plan::fetch_best_target(
       cc, offered, "acme 1.0.0", [&](const std::string& t) { return fake(t); },
       [&](const std::string& m) {
         if (log) log->push_back(m);
@@ -33,7 +33,7 @@ DeviceFetch run(FakeFetch& fake, int cc, const std::vector<std::string>& offered
 TEST(DeviceFetch, TheBestTargetThatRunsIsFetchedAlone) {
   FakeFetch fake;
   std::vector<std::string> log;
-  DeviceFetch d = run(fake, 90, {"sm_80", "sm_90", "sm_100"}, &log);
+  plan::DeviceFetch d = run(fake, 90, {"sm_80", "sm_90", "sm_100"}, &log);
   EXPECT_EQ(d.target, "sm_90");
   EXPECT_EQ(fake.asked, std::vector<std::string>{"sm_90"});
   EXPECT_EQ(d.result.installed, std::vector<std::string>{"/store/sm_90"});
@@ -45,7 +45,7 @@ TEST(DeviceFetch, TheBestTargetThatRunsIsFetchedAlone) {
 TEST(DeviceFetch, AFailedFetchFallsBackToTheNextTargetThatRuns) {
   FakeFetch fake;
   fake.fails = {{"sm_90", ErrorKind::Integrity}};
-  DeviceFetch d = run(fake, 90, {"compute_80", "sm_90"});  // PTX runs on a later device
+  plan::DeviceFetch d = run(fake, 90, {"compute_80", "sm_90"});  // PTX runs on a later device
   EXPECT_EQ(d.target, "compute_80");
   EXPECT_EQ(fake.asked, (std::vector<std::string>{"sm_90", "compute_80"}));
 }

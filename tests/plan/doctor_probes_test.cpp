@@ -22,7 +22,7 @@ TEST(DoctorProbes, StoresInTheLoadersOrderWithWhatEachHolds) {
   LoaderConfig cfg;
   cfg.artifact_path = {(dir / "a").string(), (dir / "absent").string()};
   cfg.cache_dir = (dir / "cache").string();
-  std::vector<StoreProbe> s = probe_stores(cfg, StoreScanner(), (dir / "installed").string());
+  std::vector<plan::StoreProbe> s = plan::probe_stores(cfg, plan::StoreScanner(), (dir / "installed").string());
   ASSERT_EQ(s.size(), 4u);
   EXPECT_EQ(s[0].facts.source, "artifact path");
   EXPECT_TRUE(s[0].facts.required);
@@ -40,38 +40,38 @@ TEST(DoctorProbes, StoresInTheLoadersOrderWithWhatEachHolds) {
   EXPECT_EQ(s[3].facts.dir, cfg.cache_dir);
   EXPECT_FALSE(s[3].facts.required);
   // No installed store known, or the config does without it: not listed.
-  EXPECT_EQ(probe_stores(cfg, StoreScanner(), "").size(), 3u);
+  EXPECT_EQ(plan::probe_stores(cfg, plan::StoreScanner(), "").size(), 3u);
   cfg.use_installed_store = false;
-  EXPECT_EQ(probe_stores(cfg, StoreScanner(), (dir / "installed").string()).size(), 3u);
+  EXPECT_EQ(plan::probe_stores(cfg, plan::StoreScanner(), (dir / "installed").string()).size(), 3u);
 }
 
 TEST(DoctorProbes, ToolsAreLookedForInCudaHomeThenTheDefaultThenPath) {
-  EXPECT_EQ(packager::tool_dirs("/opt/cuda", "/usr/bin::/bin"),
+  EXPECT_EQ(builder::tool_dirs("/opt/cuda", "/usr/bin::/bin"),
             (std::vector<std::string>{"/opt/cuda/bin", "/usr/local/cuda/bin", "/usr/bin", "/bin"}));
-  EXPECT_EQ(packager::tool_dirs("", ""), std::vector<std::string>{"/usr/local/cuda/bin"});
+  EXPECT_EQ(builder::tool_dirs("", ""), std::vector<std::string>{"/usr/local/cuda/bin"});
 }
 
 TEST(DoctorProbes, TheVersionLineIsNvccsReleaseLineElseTheLastOne) {
-  EXPECT_EQ(packager::version_line("nvcc: NVIDIA (R) Cuda compiler driver\n"
+  EXPECT_EQ(builder::version_line("nvcc: NVIDIA (R) Cuda compiler driver\n"
                                    "Cuda compilation tools, release 13.0, V13.0.88\n"
                                    "Build cuda_13.0.r13.0/compiler.36424714_0\n"),
             "Cuda compilation tools, release 13.0, V13.0.88");
-  EXPECT_EQ(packager::version_line("ptxas: NVIDIA (R) Ptx optimizing assembler\nV13.0.88\n\n"),
+  EXPECT_EQ(builder::version_line("ptxas: NVIDIA (R) Ptx optimizing assembler\nV13.0.88\n\n"),
             "V13.0.88");
-  EXPECT_EQ(packager::version_line(""), "");
+  EXPECT_EQ(builder::version_line(""), "");
 }
 
 TEST(DoctorProbes, AWriteProbeCreatesTheDirectoryAndLeavesNothing) {
   test::TempDir dir;
-  EXPECT_EQ(write_probe((dir / "new" / "cache").string()), "");
+  EXPECT_EQ(io::write_probe((dir / "new" / "cache").string()), "");
   EXPECT_TRUE(std::filesystem::is_empty(dir / "new" / "cache"));
   test::write_file(dir / "file", "x");
-  EXPECT_NE(write_probe((dir / "file" / "below").string()).find("cannot create it: "),
+  EXPECT_NE(io::write_probe((dir / "file" / "below").string()).find("cannot create it: "),
             std::string::npos);
   if (::geteuid() != 0) {  // root writes anywhere
     std::filesystem::create_directories(dir / "ro");
     ::chmod((dir / "ro").c_str(), 0555);
-    EXPECT_NE(write_probe((dir / "ro").string()).find("cannot create a file in it: "),
+    EXPECT_NE(io::write_probe((dir / "ro").string()).find("cannot create a file in it: "),
               std::string::npos);
   }
 }

@@ -12,32 +12,32 @@
 namespace kiln {
 namespace {
 
-const RequiredRelease kNone{};
-bool same(const RequiredRelease& a, const RequiredRelease& b) {
+const store::RequiredRelease kNone{};
+bool same(const store::RequiredRelease& a, const store::RequiredRelease& b) {
   return a.package == b.package && a.version == b.version;
 }
 
 TEST(InstallAcceptance, AnyVersionAcceptsEveryRelease) {
-  InstallAcceptance rule;
+  plan::InstallAcceptance rule;
   rule.any_version = true;
-  rule.named = RequiredRelease{"acme", "1.0.0"};
+  rule.named = store::RequiredRelease{"acme", "1.0.0"};
   rule.described = {{"acme", "2.0.0"}};
   EXPECT_TRUE(same(rule.required_for("acme"), kNone));
   EXPECT_TRUE(same(rule.required_for("other"), kNone));
 }
 
 TEST(InstallAcceptance, AReleaseGivenHoldsForEveryInput) {
-  InstallAcceptance rule;
+  plan::InstallAcceptance rule;
   rule.given = true;
-  rule.named = RequiredRelease{"acme", "1.0.0"};
+  rule.named = store::RequiredRelease{"acme", "1.0.0"};
   EXPECT_TRUE(same(rule.required_for("acme"), {"acme", "1.0.0"}));
   EXPECT_TRUE(same(rule.required_for("other"), {"acme", "1.0.0"}));
   EXPECT_TRUE(same(rule.required_for(""), {"acme", "1.0.0"}));
 }
 
 TEST(InstallAcceptance, TheProjectHereHoldsForItsOwnPackageOnly) {
-  InstallAcceptance rule;
-  rule.named = RequiredRelease{"acme", "1.0.0"};
+  plan::InstallAcceptance rule;
+  rule.named = store::RequiredRelease{"acme", "1.0.0"};
   rule.described = {{"acme", "2.0.0"}, {"other", "3.0.0"}};
   EXPECT_TRUE(same(rule.required_for("acme"), {"acme", "1.0.0"}));
   // Another package: the version described beside the store, else its own.
@@ -49,32 +49,32 @@ TEST(InstallAcceptance, TheProjectHereHoldsForItsOwnPackageOnly) {
 TEST(InstallAcceptance, ReadsTheDescriptionsBesideTheStoreNewestFirst) {
   test::TempDir dir;
   for (const char* v : {"1.0.0", "1.2.0", "1.10.0"})
-    test::write_file(dir / package_description_file_name("acme", v), "{}");
-  test::write_file(dir / package_description_file_name("other", "0.1.0"), "{}");
-  InstallAcceptance rule = install_acceptance(false, false, std::nullopt, dir.path());
+    test::write_file(dir / project::package_description_file_name("acme", v), "{}");
+  test::write_file(dir / project::package_description_file_name("other", "0.1.0"), "{}");
+  plan::InstallAcceptance rule = plan::install_acceptance(false, false, std::nullopt, dir.path());
   EXPECT_EQ(rule.described,
             (std::map<std::string, std::string>{{"acme", "1.10.0"}, {"other", "0.1.0"}}));
   EXPECT_TRUE(same(rule.required_for("acme"), {"acme", "1.10.0"}));
   // Given or any version: the descriptions do not matter and are not read.
-  EXPECT_TRUE(install_acceptance(false, true, RequiredRelease{"acme", "1.0.0"}, dir.path())
+  EXPECT_TRUE(plan::install_acceptance(false, true, store::RequiredRelease{"acme", "1.0.0"}, dir.path())
                   .described.empty());
-  InstallAcceptance any =
-      install_acceptance(true, false, RequiredRelease{"acme", "1.0.0"}, dir.path());
+  plan::InstallAcceptance any =
+      plan::install_acceptance(true, false, store::RequiredRelease{"acme", "1.0.0"}, dir.path());
   EXPECT_TRUE(any.described.empty());
   EXPECT_FALSE(any.named);
 }
 
-Index index_of(const std::string& package, const std::string& version, std::size_t archives) {
-  Index idx;
+format::Index index_of(const std::string& package, const std::string& version, std::size_t archives) {
+  format::Index idx;
   idx.package = package;
   idx.package_version = version;
   idx.archives.resize(archives);
   return idx;
 }
 
-ErrorKind refusal(const Index& idx, const RequiredRelease& wanted, std::string* message) {
+ErrorKind refusal(const format::Index& idx, const store::RequiredRelease& wanted, std::string* message) {
   try {
-    require_index_accepted(idx, wanted, "/d/acme-1.0.0-index.json");
+    plan::require_index_accepted(idx, wanted, "/d/acme-1.0.0-index.json");
   } catch (const Error& e) {
     *message = e.what();
     return e.kind();
@@ -85,9 +85,9 @@ ErrorKind refusal(const Index& idx, const RequiredRelease& wanted, std::string* 
 
 TEST(InstallAcceptance, AnIndexOfAnotherReleaseIsStale) {
   std::string m;
-  EXPECT_NO_THROW(require_index_accepted(index_of("acme", "1.0.0", 1), kNone, "i"));
-  EXPECT_NO_THROW(require_index_accepted(index_of("acme", "1.0.0", 1), {"acme", "1.0.0"}, "i"));
-  EXPECT_NO_THROW(require_index_accepted(index_of("acme", "1.0.0", 1), {"acme", ""}, "i"));
+  EXPECT_NO_THROW(plan::require_index_accepted(index_of("acme", "1.0.0", 1), kNone, "i"));
+  EXPECT_NO_THROW(plan::require_index_accepted(index_of("acme", "1.0.0", 1), {"acme", "1.0.0"}, "i"));
+  EXPECT_NO_THROW(plan::require_index_accepted(index_of("acme", "1.0.0", 1), {"acme", ""}, "i"));
   EXPECT_EQ(refusal(index_of("acme", "1.0.0", 1), {"other", "1.0.0"}, &m), ErrorKind::Stale);
   EXPECT_NE(m.find("the index of package acme, not other"), std::string::npos) << m;
   EXPECT_EQ(refusal(index_of("acme", "1.0.0", 1), {"acme", "2.0.0"}, &m), ErrorKind::Stale);
@@ -101,7 +101,7 @@ TEST(InstallAcceptance, AnInputOfNoInstallableKindIsAUsageError) {
   test::TempDir dir;
   test::write_file(dir / "notes.txt", "hello");
   try {
-    install_input(dir / "notes.txt", dir / "store", InstallAcceptance{});
+    plan::install_input(dir / "notes.txt", dir / "store", plan::InstallAcceptance{});
     FAIL() << "installed";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Usage);
@@ -117,33 +117,33 @@ TEST(InstallAcceptance, AnIndexInstallsWholeUnderTheRuleAndAnotherVersionIsRefus
   rel.package = "acme";
   rel.version = "1.2.0";
   test::SyntheticDist dist = test::write_release_dist(dir / "dist", rel, {"sm_80", "sm_90a"});
-  InstallAcceptance wants_other;
+  plan::InstallAcceptance wants_other;
   wants_other.described = {{"acme", "1.1.0"}};
   try {
-    install_input(dist.index_path, dir / "store", wants_other);
+    plan::install_input(dist.index_path, dir / "store", wants_other);
     FAIL() << "installed";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Stale);
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "store"));
-  InputInstall r = install_input(dist.index_path, dir / "store", InstallAcceptance{});
+  plan::InputInstall r = plan::install_input(dist.index_path, dir / "store", plan::InstallAcceptance{});
   ASSERT_EQ(r.archives.size(), 2u);
   EXPECT_EQ(r.archives[0].first, dist.dir / dist.archive.at("sm_80"));
-  EXPECT_EQ(r.archives[0].second.action, InstallResult::Action::Installed);
+  EXPECT_EQ(r.archives[0].second.action, store::InstallResult::Action::Installed);
   EXPECT_EQ(r.archives[1].second.manifest.target, "sm_90a");
   // A bare archive of the version described beside the store is refused before unpacking.
-  InstallAcceptance described;
+  plan::InstallAcceptance described;
   described.described = {{"acme", "1.1.0"}};
   try {
-    install_input(dist.dir / dist.archive.at("sm_80"), dir / "store2", described);
+    plan::install_input(dist.dir / dist.archive.at("sm_80"), dir / "store2", described);
     FAIL() << "installed";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Stale);
   }
-  EXPECT_EQ(install_input(dist.dir / dist.archive.at("sm_80"), dir / "store2", {})
+  EXPECT_EQ(plan::install_input(dist.dir / dist.archive.at("sm_80"), dir / "store2", {})
                 .archives.at(0)
                 .second.action,
-            InstallResult::Action::Installed);
+            store::InstallResult::Action::Installed);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@ namespace {
 
 // A machine where loading works: the driver and a CC 9.0 device, a writable cache, a store
 // holding an sm_90a archive of the package, a mirror that answered, no JIT.
-LoadFacts good() {
-  LoadFacts f;
+plan::LoadFacts good() {
+  plan::LoadFacts f;
   f.driver_loads = true;
   f.device_ccs = {90};
   f.cache_dir = "/c";
@@ -20,50 +20,50 @@ LoadFacts good() {
   return f;
 }
 
-LoadFacts no_driver(LoadFacts f) {
+plan::LoadFacts no_driver(plan::LoadFacts f) {
   f.driver_loads = false;
   f.driver_problem = "libcuda.so.1 does not load";
   f.device_ccs.clear();
   return f;
 }
-LoadFacts no_store(LoadFacts f) {
+plan::LoadFacts no_store(plan::LoadFacts f) {
   f.stores = {{"/s", "artifact path", true, true, "", {}}};
   return f;
 }
-LoadFacts mirror_unreachable(LoadFacts f) {
+plan::LoadFacts mirror_unreachable(plan::LoadFacts f) {
   f.mirrors = {{"https://m", false, "connection refused"}};
   return f;
 }
 
 TEST(LoadReadiness, AMachineWithDriverDeviceAndAStoreArchiveForItIsOk) {
-  LoadVerdict v = judge_loading(good());
+  plan::LoadVerdict v = plan::judge_loading(good());
   EXPECT_TRUE(v.ok);
   EXPECT_EQ(v.missing, std::vector<std::string>{});
 }
 
 TEST(LoadReadiness, NoDriverAloneIsMissingTheDriverNamedWithItsProblem) {
-  LoadVerdict v = judge_loading(no_driver(good()));
+  plan::LoadVerdict v = plan::judge_loading(no_driver(good()));
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.missing, std::vector<std::string>{"CUDA driver (libcuda.so.1 does not load)"});
 }
 
 TEST(LoadReadiness, ADriverWithoutADeviceIsMissingADevice) {
-  LoadFacts f = good();
+  plan::LoadFacts f = good();
   f.device_ccs.clear();
-  EXPECT_EQ(judge_loading(f).missing,
+  EXPECT_EQ(plan::judge_loading(f).missing,
             std::vector<std::string>{"a CUDA device (the driver reports none)"});
 }
 
 TEST(LoadReadiness, NoStoreArchiveAloneIsServedByTheReachableMirror) {
-  EXPECT_TRUE(judge_loading(no_store(good())).ok);
+  EXPECT_TRUE(plan::judge_loading(no_store(good())).ok);
 }
 
 TEST(LoadReadiness, AnUnreachableMirrorAloneIsServedByTheStore) {
-  EXPECT_TRUE(judge_loading(mirror_unreachable(good())).ok);
+  EXPECT_TRUE(plan::judge_loading(mirror_unreachable(good())).ok);
 }
 
 TEST(LoadReadiness, NoStoreArchiveAndNoMirrorNamesEveryTierThatCannotServeTheDevice) {
-  LoadVerdict v = judge_loading(mirror_unreachable(no_store(good())));
+  plan::LoadVerdict v = plan::judge_loading(mirror_unreachable(no_store(good())));
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.missing, std::vector<std::string>{
                            "a source of kernels for sm_90 (CC 9.0): no store holds an archive "
@@ -72,7 +72,7 @@ TEST(LoadReadiness, NoStoreArchiveAndNoMirrorNamesEveryTierThatCannotServeTheDev
 }
 
 TEST(LoadReadiness, AllTogetherNamesTheDriverAndTheMissingSource) {
-  LoadVerdict v = judge_loading(mirror_unreachable(no_store(no_driver(good()))));
+  plan::LoadVerdict v = plan::judge_loading(mirror_unreachable(no_store(no_driver(good()))));
   EXPECT_FALSE(v.ok);
   EXPECT_EQ(v.missing,
             (std::vector<std::string>{
@@ -83,9 +83,9 @@ TEST(LoadReadiness, AllTogetherNamesTheDriverAndTheMissingSource) {
 }
 
 TEST(LoadReadiness, AStoreArchiveTheTargetChoiceRefusesForTheDeviceDoesNotServeIt) {
-  LoadFacts f = mirror_unreachable(good());
+  plan::LoadFacts f = mirror_unreachable(good());
   f.device_ccs = {80};  // sm_90a runs only on CC 9.0
-  LoadVerdict v = judge_loading(f);
+  plan::LoadVerdict v = plan::judge_loading(f);
   ASSERT_EQ(v.missing.size(), 1u);
   EXPECT_EQ(v.missing[0].rfind("a source of kernels for sm_80 (CC 8.0): no store holds an "
                                "archive that runs there",
@@ -93,26 +93,26 @@ TEST(LoadReadiness, AStoreArchiveTheTargetChoiceRefusesForTheDeviceDoesNotServeI
             0u)
       << v.missing[0];
   f.device_ccs = {90, 80};  // one entry per device that nothing serves
-  EXPECT_EQ(judge_loading(f).missing.size(), 1u);
+  EXPECT_EQ(plan::judge_loading(f).missing.size(), 1u);
 }
 
 TEST(LoadReadiness, OfflineMirrorsAndAUsableJitAreJudgedAsSuch) {
-  LoadFacts f = no_store(good());
+  plan::LoadFacts f = no_store(good());
   f.offline = true;
-  LoadVerdict v = judge_loading(f);
+  plan::LoadVerdict v = plan::judge_loading(f);
   ASSERT_EQ(v.missing.size(), 1u);
   EXPECT_NE(v.missing[0].find("mirrors not used: offline (KILN_OFFLINE=1)"), std::string::npos);
   f.jit_usable = true;
-  EXPECT_TRUE(judge_loading(f).ok);
+  EXPECT_TRUE(plan::judge_loading(f).ok);
 }
 
 TEST(LoadReadiness, AnUnwritableCacheAndAnUnreadableConfiguredStoreAreMissing) {
-  LoadFacts f = good();
+  plan::LoadFacts f = good();
   f.cache_problem = "cannot create it: Permission denied";
   f.stores.push_back({"/gone", "artifact path", true, false, "does not exist", {}});
   f.stores.push_back({"/opt", "installed beside this kiln", false, false, "does not exist", {}});
   EXPECT_EQ(
-      judge_loading(f).missing,
+      plan::judge_loading(f).missing,
       (std::vector<std::string>{"writable cache directory /c (cannot create it: Permission denied)",
                                 "store /gone (does not exist)"}));
 }

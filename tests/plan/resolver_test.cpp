@@ -12,33 +12,33 @@
 namespace {
 
 using kiln::ErrorKind;
-using kiln::StoreArchive;
-using kiln::StoreScan;
+using kiln::store::StoreArchive;
+using kiln::plan::StoreScan;
 
 const std::string kUri = "axpy_dtype_f32";
 const std::string kHash(64, 'a');
 
-kiln::BuildIdentity identity() { return {"kiln-kernels", "0.1.0", kiln::kManifestFormat, kHash}; }
+kiln::plan::BuildIdentity identity() { return {"kiln-kernels", "0.1.0", kiln::format::kManifestFormat, kHash}; }
 
 StoreArchive archive(const std::string& store, const std::string& target,
                      const std::string& version = "0.1.0", const std::string& hash = kHash) {
-  kiln::Manifest m;
+  kiln::format::Manifest m;
   m.package = "kiln-kernels";
   m.package_version = version;
   m.cuda_version = "13.0";
   m.target = target;
-  kiln::ArtifactEntry a;
+  kiln::format::ArtifactEntry a;
   a.uri = kUri;
   a.family = "axpy";
   a.entries = {{"kiln::axpy_kernel<float>", "_Z11axpy_kernelIfEvv"}};
   a.source_hash = hash;
   a.file = kUri + ".fatbin";
   a.size = 3;
-  a.sha256 = kiln::sha256_hex("abc");
+  a.sha256 = kiln::io::sha256_hex("abc");
   m.artifacts.push_back(a);
   StoreArchive s;
   s.dir = store + "/kiln-kernels-" + version + "-cuda13.0-" + target;
-  s.manifest = std::make_shared<const kiln::Manifest>(m);
+  s.manifest = std::make_shared<const kiln::format::Manifest>(m);
   return s;
 }
 
@@ -50,13 +50,13 @@ StoreScan store(const std::string& dir, const std::vector<std::string>& targets)
   return s;
 }
 
-std::vector<std::string> usable_targets(const kiln::StorePlan& p) {
+std::vector<std::string> usable_targets(const kiln::plan::StorePlan& p) {
   std::vector<std::string> out;
   for (const auto& c : p.usable) out.push_back(c.candidate.target);
   return out;
 }
 
-std::string reason_for(const kiln::StorePlan& p, const std::string& target) {
+std::string reason_for(const kiln::plan::StorePlan& p, const std::string& target) {
   for (const auto& r : p.rejected)
     if (r.candidate.target == target) return r.candidate.reason;
   return "<not rejected>";
@@ -90,7 +90,7 @@ TEST(Resolver, TargetChoiceExactSassThenLowerMinorThenPtx) {
        {}},
   };
   for (const auto& c : cases) {
-    auto plan = kiln::plan_stores(kUri, c.cc, identity(), {store("/s", c.available)}, false);
+    auto plan = kiln::plan::plan_stores(kUri, c.cc, identity(), {store("/s", c.available)}, false);
     EXPECT_EQ(usable_targets(plan), c.expected_order) << "cc " << c.cc;
     for (const auto& r : c.expected_rejected)
       EXPECT_NE(reason_for(plan, r).find("the device is CC"), std::string::npos)
@@ -99,7 +99,7 @@ TEST(Resolver, TargetChoiceExactSassThenLowerMinorThenPtx) {
 }
 
 TEST(Resolver, RejectionsSayWhyATargetDoesNotRun) {
-  auto plan = kiln::plan_stores(
+  auto plan = kiln::plan::plan_stores(
       kUri, 90, identity(), {store("/s", {"sm_80a", "sm_100f", "compute_100", "sm_89"})}, false);
   EXPECT_EQ(reason_for(plan, "sm_80a"),
             "sm_80a runs only on CC 8.0 (arch-specific); the device is CC 9.0");
@@ -111,7 +111,7 @@ TEST(Resolver, RejectionsSayWhyATargetDoesNotRun) {
 }
 
 TEST(Resolver, StoreOrderComesBeforeTargetPreference) {
-  auto plan = kiln::plan_stores(
+  auto plan = kiln::plan::plan_stores(
       kUri, 90, identity(), {store("/first", {"compute_80"}), store("/second", {"sm_90"})}, false);
   ASSERT_EQ(plan.usable.size(), 2u);
   EXPECT_EQ(plan.usable[0].store_dir, "/first");
@@ -124,7 +124,7 @@ TEST(Resolver, StoreOrderComesBeforeTargetPreference) {
 TEST(Resolver, StalePackageVersionIsRejectedNamingFieldAndBothValues) {
   StoreScan s = store("/s", {});
   s.archives.push_back(archive("/s", "sm_90", "0.0.9"));
-  auto plan = kiln::plan_stores(kUri, 90, identity(), {s}, false);
+  auto plan = kiln::plan::plan_stores(kUri, 90, identity(), {s}, false);
   EXPECT_TRUE(plan.usable.empty());
   ASSERT_EQ(plan.rejected.size(), 1u);
   EXPECT_EQ(plan.rejected[0].kind, ErrorKind::Stale);
@@ -137,7 +137,7 @@ TEST(Resolver, StalePackageVersionIsRejectedNamingFieldAndBothValues) {
 TEST(Resolver, StaleSourceHashIsRejectedNamingFieldAndBothValues) {
   StoreScan s = store("/s", {});
   s.archives.push_back(archive("/s", "sm_90", "0.1.0", std::string(64, 'b')));
-  auto plan = kiln::plan_stores(kUri, 90, identity(), {s}, false);
+  auto plan = kiln::plan::plan_stores(kUri, 90, identity(), {s}, false);
   ASSERT_EQ(plan.rejected.size(), 1u);
   EXPECT_EQ(plan.rejected[0].kind, ErrorKind::Stale);
   const std::string& r = plan.rejected[0].candidate.reason;
@@ -150,7 +150,7 @@ TEST(Resolver, StaleSourceHashIsRejectedNamingFieldAndBothValues) {
 TEST(Resolver, AllowStaleKeepsTheCandidateButMarksIt) {
   StoreScan s = store("/s", {});
   s.archives.push_back(archive("/s", "sm_90", "0.0.9"));
-  auto plan = kiln::plan_stores(kUri, 90, identity(), {s}, true);
+  auto plan = kiln::plan::plan_stores(kUri, 90, identity(), {s}, true);
   ASSERT_EQ(plan.usable.size(), 1u);
   EXPECT_NE(plan.usable[0].stale.find("package_version"), std::string::npos);
 }
@@ -164,16 +164,16 @@ TEST(Resolver, MissingStoresEmptyStoresAndArchivesWithoutTheUriAreRejectedWithRe
   empty.readable = true;
   StoreScan other = store("/other", {"sm_90"});
   {
-    kiln::Manifest m = *other.archives[0].manifest;
+    kiln::format::Manifest m = *other.archives[0].manifest;
     m.artifacts.clear();
     m.skipped = {{"axpy", "supports only sm_100a"}};
-    other.archives[0].manifest = std::make_shared<const kiln::Manifest>(std::move(m));
+    other.archives[0].manifest = std::make_shared<const kiln::format::Manifest>(std::move(m));
   }
   StoreScan broken;
   broken.dir = "/broken";
   broken.readable = true;
   broken.archives.push_back({"/broken/kiln-kernels-x", nullptr, ErrorKind::Format, "bad json"});
-  auto plan = kiln::plan_stores(kUri, 90, identity(), {missing, empty, other, broken}, false);
+  auto plan = kiln::plan::plan_stores(kUri, 90, identity(), {missing, empty, other, broken}, false);
   ASSERT_EQ(plan.rejected.size(), 4u);
   EXPECT_EQ(plan.rejected[0].candidate.path, "/nope");
   EXPECT_EQ(plan.rejected[0].candidate.reason, "does not exist");
@@ -186,20 +186,20 @@ TEST(Resolver, MissingStoresEmptyStoresAndArchivesWithoutTheUriAreRejectedWithRe
 
 // A disk held in memory behind the thin interface (store/store_fs.hpp): listings and files by
 // path, no identities (so nothing is remembered between scans), every whole-file read noted.
-class VirtualStoreFs : public kiln::StoreFs {
+class VirtualStoreFs : public kiln::store::StoreFs {
  public:
-  std::map<std::string, kiln::StoreListing> listings;
+  std::map<std::string, kiln::store::StoreListing> listings;
   std::map<std::string, std::string> files;
   mutable std::vector<std::string> reads;
 
-  kiln::StoreListing list(const std::string& dir, std::string_view) const override {
+  kiln::store::StoreListing list(const std::string& dir, std::string_view) const override {
     auto it = listings.find(dir);
     if (it != listings.end()) return it->second;
-    kiln::StoreListing none;
+    kiln::store::StoreListing none;
     none.problem = "does not exist";
     return none;
   }
-  std::optional<kiln::FileIdentity> identity(const std::string&) const override {
+  std::optional<kiln::io::FileIdentity> identity(const std::string&) const override {
     return std::nullopt;
   }
   std::string read(const std::string& path, std::uint64_t) const override {
@@ -209,7 +209,7 @@ class VirtualStoreFs : public kiln::StoreFs {
     return it->second;
   }
   std::optional<std::vector<std::string>> pread(
-      const std::string&, const kiln::FileIdentity&,
+      const std::string&, const kiln::io::FileIdentity&,
       const std::vector<std::pair<std::size_t, std::size_t>>&) const override {
     return std::nullopt;
   }
@@ -218,16 +218,16 @@ class VirtualStoreFs : public kiln::StoreFs {
   void add_archive(const std::string& store, const std::string& target) {
     StoreArchive a = archive(store, target);
     auto& l = listings[store];
-    l.status = kiln::ListingStatus::Listed;
+    l.status = kiln::store::ListingStatus::Listed;
     l.archive_names.push_back(a.dir.substr(store.size() + 1));
-    files[a.dir + "/manifest.json"] = kiln::manifest_to_json(*a.manifest);
+    files[a.dir + "/manifest.json"] = kiln::format::manifest_to_json(*a.manifest);
   }
 };
 
 TEST(StoreScanner, AGetReadsOnlyTheManifestOfTheBestTargetThatRunsAndAFullScanReadsAll) {
   auto disk = std::make_shared<VirtualStoreFs>();
   for (const char* t : {"sm_80", "sm_90", "sm_100"}) disk->add_archive("/s", t);
-  kiln::StoreScanner scanner("kiln-kernels", "0.1.0", "", disk);
+  kiln::plan::StoreScanner scanner("kiln-kernels", "0.1.0", "", disk);
 
   StoreScan fast = scanner.scan_for("/s", "test", kUri, 90);
   ASSERT_TRUE(fast.readable);
@@ -245,7 +245,7 @@ TEST(StoreScanner, AGetReadsOnlyTheManifestOfTheBestTargetThatRunsAndAFullScanRe
 
 TEST(StoreScanner, AStoreTheDiskCannotListIsUnreadableWithTheDisksReason) {
   auto disk = std::make_shared<VirtualStoreFs>();
-  kiln::StoreScanner scanner("kiln-kernels", "0.1.0", "", disk);
+  kiln::plan::StoreScanner scanner("kiln-kernels", "0.1.0", "", disk);
   StoreScan s = scanner.scan_for("/nowhere", "test", kUri, 90);
   EXPECT_FALSE(s.readable);
   EXPECT_EQ(s.problem, "does not exist");
@@ -256,7 +256,7 @@ TEST(StoreScanner, AManifestThatCannotBeReadIsAnArchiveWithTheReadsError) {
   auto disk = std::make_shared<VirtualStoreFs>();
   disk->add_archive("/s", "sm_90");
   disk->files.clear();
-  StoreScan s = kiln::StoreScanner("kiln-kernels", "0.1.0", "", disk).scan("/s", "test");
+  StoreScan s = kiln::plan::StoreScanner("kiln-kernels", "0.1.0", "", disk).scan("/s", "test");
   ASSERT_EQ(s.archives.size(), 1u);
   EXPECT_FALSE(s.archives[0].manifest);
   EXPECT_EQ(s.archives[0].error_kind, ErrorKind::NotFound);
@@ -265,36 +265,36 @@ TEST(StoreScanner, AManifestThatCannotBeReadIsAnArchiveWithTheReadsError) {
 }
 
 TEST(Resolver, VerifyArtifactNamesBothDigestsOnMismatch) {
-  EXPECT_EQ(kiln::verify_artifact("abc", 3, kiln::sha256_hex("abc")), "");
-  std::string bad = kiln::verify_artifact("abd", 3, kiln::sha256_hex("abc"));
-  EXPECT_EQ(bad, "integrity: sha256 is " + kiln::sha256_hex("abd") + ", manifest says " +
-                     kiln::sha256_hex("abc"));
-  EXPECT_EQ(kiln::verify_artifact("abcd", 3, kiln::sha256_hex("abc")),
+  EXPECT_EQ(kiln::plan::verify_artifact("abc", 3, kiln::io::sha256_hex("abc")), "");
+  std::string bad = kiln::plan::verify_artifact("abd", 3, kiln::io::sha256_hex("abc"));
+  EXPECT_EQ(bad, "integrity: sha256 is " + kiln::io::sha256_hex("abd") + ", manifest says " +
+                     kiln::io::sha256_hex("abc"));
+  EXPECT_EQ(kiln::plan::verify_artifact("abcd", 3, kiln::io::sha256_hex("abc")),
             "integrity: size is 4 bytes, manifest says 3");
 }
 
 TEST(Resolver, NearMatchesSuggestTheClosestUris) {
   std::vector<std::string> all = {"rmsnorm_dtype_bf16_block_256", "rmsnorm_dtype_f16_block_256",
                                   "axpy_dtype_f32", "softmax_dtype_f32_block_128"};
-  auto near = kiln::near_matches("rmsnorm_dtype_bf16_block_255", all, 2);
+  auto near = kiln::plan::near_matches("rmsnorm_dtype_bf16_block_255", all, 2);
   ASSERT_FALSE(near.empty());
   EXPECT_EQ(near[0], "rmsnorm_dtype_bf16_block_256");
-  EXPECT_TRUE(kiln::near_matches("zzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", all).empty());
+  EXPECT_TRUE(kiln::plan::near_matches("zzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", all).empty());
 }
 
 TEST(Resolver, FailureIsStaleWhenOnlyStaleCandidatesExistedElseNotFound) {
-  kiln::Rejection stale{{"store", "sm_90", "/s/x.fatbin", "stale: package_version differs"},
+  kiln::plan::Rejection stale{{"store", "sm_90", "/s/x.fatbin", "stale: package_version differs"},
                         ErrorKind::Stale};
-  kiln::Rejection none{{"mirror", "sm_90", "", "no mirror configured"}, ErrorKind::NotFound};
-  kiln::Rejection corrupt{{"store", "sm_90", "/t/x.fatbin", "integrity: ..."},
+  kiln::plan::Rejection none{{"mirror", "sm_90", "", "no mirror configured"}, ErrorKind::NotFound};
+  kiln::plan::Rejection corrupt{{"store", "sm_90", "/t/x.fatbin", "integrity: ..."},
                           ErrorKind::Integrity};
-  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {stale, none}, "advice").kind(),
+  EXPECT_EQ(kiln::plan::resolution_failure(kUri, 90, {}, {stale, none}, "advice").kind(),
             ErrorKind::Stale);
-  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {corrupt, none}, "advice").kind(),
+  EXPECT_EQ(kiln::plan::resolution_failure(kUri, 90, {}, {corrupt, none}, "advice").kind(),
             ErrorKind::Integrity);
-  EXPECT_EQ(kiln::resolution_failure(kUri, 90, {}, {stale, corrupt}, "advice").kind(),
+  EXPECT_EQ(kiln::plan::resolution_failure(kUri, 90, {}, {stale, corrupt}, "advice").kind(),
             ErrorKind::NotFound);
-  kiln::Error e = kiln::resolution_failure(kUri, 90, {"/a (artifact path)", "/c (cache directory)"},
+  kiln::Error e = kiln::plan::resolution_failure(kUri, 90, {"/a (artifact path)", "/c (cache directory)"},
                                            {stale, none}, "to get it: ADVICE");
   std::string m = e.what();
   EXPECT_NE(m.find("axpy_dtype_f32 on sm_90"), std::string::npos) << m;
@@ -305,12 +305,12 @@ TEST(Resolver, FailureIsStaleWhenOnlyStaleCandidatesExistedElseNotFound) {
 }
 
 TEST(Resolver, FailureCarriesTheFieldsOfTheRejectionThatDecidedItsKind) {
-  kiln::Rejection none{
+  kiln::plan::Rejection none{
       {"store", "", "/c", "holds no archive"}, ErrorKind::NotFound, {{"path", "/c"}}};
-  kiln::Rejection refused{{"mirror", "", "http://m", "tuf: rollback: ..."},
+  kiln::plan::Rejection refused{{"mirror", "", "http://m", "tuf: rollback: ..."},
                           ErrorKind::Integrity,
                           {{"attack", "rollback"}, {"target", "sm_90a"}, {"file", "index.json"}}};
-  kiln::Error e = kiln::resolution_failure(kUri, 90, {}, {none, refused}, "advice");
+  kiln::Error e = kiln::plan::resolution_failure(kUri, 90, {}, {none, refused}, "advice");
   EXPECT_EQ(e.kind(), ErrorKind::Integrity);
   ASSERT_NE(e.field("attack"), nullptr);
   EXPECT_EQ(*e.field("attack"), "rollback");

@@ -18,13 +18,13 @@ namespace {
 const std::vector<std::string> kDefault = {"sm_80",  "sm_86",  "sm_89",     "sm_90a",
                                            "sm_100", "sm_120", "compute_80"};
 
-std::vector<std::string> order(const kiln::NamedChoice& c) {
+std::vector<std::string> order(const kiln::plan::NamedChoice& c) {
   std::vector<std::string> out;
   for (const auto& [t, why] : c.candidates) out.push_back(t);
   return out;
 }
 
-std::string reason_of(const kiln::NamedChoice& c, const std::string& target) {
+std::string reason_of(const kiln::plan::NamedChoice& c, const std::string& target) {
   for (const auto& [t, why] : c.candidates)
     if (t == target) return why;
   for (const auto& [t, why] : c.rejected)
@@ -50,15 +50,15 @@ TEST(TargetChoice, DefaultReleaseTargetsOrderedForEveryDevice) {
       {121, {"sm_120", "compute_80"}},
   };
   for (const auto& [cc, cands] : want) {
-    SCOPED_TRACE("CC " + kiln::cc_string(cc));
-    auto c = kiln::choose_named_targets(cc, kDefault);
+    SCOPED_TRACE("CC " + kiln::plan::cc_string(cc));
+    auto c = kiln::plan::choose_named_targets(cc, kDefault);
     EXPECT_EQ(order(c), cands);
     EXPECT_EQ(c.candidates.size() + c.rejected.size(), kDefault.size());
     EXPECT_EQ(c.cc, cc);
   }
 }
 
-std::vector<std::pair<std::string, std::string>> pairs(const kiln::NamedChoice& c) {
+std::vector<std::pair<std::string, std::string>> pairs(const kiln::plan::NamedChoice& c) {
   return c.candidates;
 }
 
@@ -100,29 +100,29 @@ TEST(TargetChoice, DefaultReleaseTargetsEveryCandidateWithItsReason) {
         {"compute_80", "PTX compute_80 of CC 8.0 <= 12.1: the driver JIT-compiles it"}}},
   };
   for (const auto& [cc, cands] : want) {
-    SCOPED_TRACE("CC " + kiln::cc_string(cc));
-    EXPECT_EQ(pairs(kiln::choose_named_targets(cc, kDefault)), cands);
+    SCOPED_TRACE("CC " + kiln::plan::cc_string(cc));
+    EXPECT_EQ(pairs(kiln::plan::choose_named_targets(cc, kDefault)), cands);
   }
 }
 
 TEST(TargetChoice, ReasonsSayWhyEachRunsOrNot) {
-  auto c90 = kiln::choose_named_targets(90, kDefault);
+  auto c90 = kiln::plan::choose_named_targets(90, kDefault);
   EXPECT_EQ(reason_of(c90, "sm_90a"), "exact SASS for CC 9.0 (arch-specific)");
   EXPECT_EQ(reason_of(c90, "compute_80"),
             "PTX compute_80 of CC 8.0 <= 9.0: the driver JIT-compiles it");
   EXPECT_EQ(reason_of(c90, "sm_80"), "SASS sm_80 runs only on CC 8.x; the device is CC 9.0");
   EXPECT_EQ(reason_of(c90, "sm_100"), "SASS sm_100 runs only on CC 10.x; the device is CC 9.0");
 
-  auto c87 = kiln::choose_named_targets(87, kDefault);
+  auto c87 = kiln::plan::choose_named_targets(87, kDefault);
   EXPECT_EQ(reason_of(c87, "sm_86"), "SASS sm_86 of the same major, CC 8.6 <= 8.7");
   EXPECT_EQ(reason_of(c87, "sm_89"), "SASS sm_89 needs CC >= 8.9; the device is CC 8.7");
   EXPECT_EQ(reason_of(c87, "sm_90a"),
             "sm_90a runs only on CC 9.0 (arch-specific); the device is CC 8.7");
 
-  auto c75 = kiln::choose_named_targets(75, kDefault);
+  auto c75 = kiln::plan::choose_named_targets(75, kDefault);
   EXPECT_EQ(reason_of(c75, "compute_80"), "PTX compute_80 needs CC >= 8.0; the device is CC 7.5");
 
-  auto c80 = kiln::choose_named_targets(80, kDefault);
+  auto c80 = kiln::plan::choose_named_targets(80, kDefault);
   EXPECT_EQ(reason_of(c80, "sm_80"), "exact SASS for CC 8.0");
 }
 
@@ -137,67 +137,67 @@ TEST(TargetChoice, PtxOnlyList) {
       {121, {"compute_120", "compute_90", "compute_80"}},
   };
   for (const auto& [cc, cands] : want) {
-    SCOPED_TRACE("CC " + kiln::cc_string(cc));
-    EXPECT_EQ(order(kiln::choose_named_targets(cc, ptx)), cands);
+    SCOPED_TRACE("CC " + kiln::plan::cc_string(cc));
+    EXPECT_EQ(order(kiln::plan::choose_named_targets(cc, ptx)), cands);
   }
-  EXPECT_EQ(reason_of(kiln::choose_named_targets(86, ptx), "compute_90"),
+  EXPECT_EQ(reason_of(kiln::plan::choose_named_targets(86, ptx), "compute_90"),
             "PTX compute_90 needs CC >= 9.0; the device is CC 8.6");
 }
 
 TEST(TargetChoice, ArchSpecificOnlyRunsOnItsExactArch) {
   const V only = {"sm_90a"};
   for (int cc : {75, 80, 86, 87, 89, 100, 103, 110, 120, 121}) {
-    auto c = kiln::choose_named_targets(cc, only);
+    auto c = kiln::plan::choose_named_targets(cc, only);
     EXPECT_TRUE(c.candidates.empty()) << cc;
     EXPECT_EQ(
         reason_of(c, "sm_90a"),
-        "sm_90a runs only on CC 9.0 (arch-specific); the device is CC " + kiln::cc_string(cc));
+        "sm_90a runs only on CC 9.0 (arch-specific); the device is CC " + kiln::plan::cc_string(cc));
   }
-  EXPECT_EQ(order(kiln::choose_named_targets(90, only)), V{"sm_90a"});
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(90, only)), V{"sm_90a"});
 }
 
 TEST(TargetChoice, FamilyTargetsFollowTheirFamilyRule) {
   const V fam = {"sm_100f", "sm_100", "sm_103", "sm_120f"};
-  EXPECT_EQ(order(kiln::choose_named_targets(100, fam)), (V{"sm_100f", "sm_100"}));
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(100, fam)), (V{"sm_100f", "sm_100"}));
   // 10.3: exact sm_103 first, then the same-major lower-minor ones, family before plain.
-  EXPECT_EQ(order(kiln::choose_named_targets(103, fam)), (V{"sm_103", "sm_100f", "sm_100"}));
-  EXPECT_TRUE(kiln::choose_named_targets(110, fam).candidates.empty());
-  EXPECT_EQ(order(kiln::choose_named_targets(121, fam)), (V{"sm_120f"}));
-  EXPECT_EQ(reason_of(kiln::choose_named_targets(103, fam), "sm_100f"),
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(103, fam)), (V{"sm_103", "sm_100f", "sm_100"}));
+  EXPECT_TRUE(kiln::plan::choose_named_targets(110, fam).candidates.empty());
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(121, fam)), (V{"sm_120f"}));
+  EXPECT_EQ(reason_of(kiln::plan::choose_named_targets(103, fam), "sm_100f"),
             "SASS sm_100f (family) of the same major, CC 10.0 <= 10.3");
-  EXPECT_EQ(reason_of(kiln::choose_named_targets(120, fam), "sm_100f"),
+  EXPECT_EQ(reason_of(kiln::plan::choose_named_targets(120, fam), "sm_100f"),
             "sm_100f runs only on CC 10.x with x >= 0 (family); the device is CC 12.0");
 }
 
 TEST(TargetChoice, ExactArchSpecificComesBeforeExactPlainAndBeforePtx) {
-  EXPECT_EQ(order(kiln::choose_named_targets(90, {"compute_90", "sm_90", "sm_90a"})),
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(90, {"compute_90", "sm_90", "sm_90a"})),
             (V{"sm_90a", "sm_90", "compute_90"}));
 }
 
 TEST(TargetChoice, NothingCanRun) {
   const V none = {"sm_100", "sm_120", "compute_120"};
   for (int cc : {75, 80, 86, 87, 89, 90}) {
-    auto c = kiln::choose_named_targets(cc, none);
+    auto c = kiln::plan::choose_named_targets(cc, none);
     EXPECT_TRUE(c.candidates.empty()) << cc;
     EXPECT_EQ(c.rejected.size(), 3u);
   }
-  auto junk = kiln::choose_named_targets(90, {"sm_9x", "sm_90"});
+  auto junk = kiln::plan::choose_named_targets(90, {"sm_9x", "sm_90"});
   EXPECT_EQ(order(junk), V{"sm_90"});
   EXPECT_EQ(reason_of(junk, "sm_9x"), "'sm_9x' is not a target");
 }
 
 TEST(TargetChoice, DuplicatesAreListedOnce) {
-  EXPECT_EQ(order(kiln::choose_named_targets(86, {"sm_80", "sm_80", "compute_80"})),
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(86, {"sm_80", "sm_80", "compute_80"})),
             (V{"sm_80", "compute_80"}));
 }
 
 TEST(TargetChoice, ReleaseTargetsCompiledInAreCiTargetsTxt) {
   // The build's default (CMake cache variable KILN_RELEASE_TARGETS from ci/targets.txt).
-  EXPECT_EQ(kiln::release_targets(), kDefault);
+  EXPECT_EQ(kiln::plan::release_targets(), kDefault);
 }
 
 TEST(TargetChoice, MirrorChoiceFetchesTheBestFirstAndExplainsTheRest) {
-  auto m = kiln::choose_mirror_targets(90, "kiln-kernels", "0.1.0", kDefault, "http://m");
+  auto m = kiln::plan::choose_mirror_targets(90, "kiln-kernels", "0.1.0", kDefault, "http://m");
   EXPECT_EQ(m.fetch, (V{"sm_90a", "compute_80"}));
   ASSERT_EQ(m.rejected.size(), 5u);
   EXPECT_EQ(m.rejected[0].candidate.tier, "mirror");
@@ -205,7 +205,7 @@ TEST(TargetChoice, MirrorChoiceFetchesTheBestFirstAndExplainsTheRest) {
   EXPECT_EQ(m.rejected[0].candidate.path, "http://m");
   EXPECT_EQ(m.rejected[0].kind, kiln::ErrorKind::Unsupported);
 
-  auto none = kiln::choose_mirror_targets(75, "kiln-kernels", "0.1.0", kDefault, "http://m");
+  auto none = kiln::plan::choose_mirror_targets(75, "kiln-kernels", "0.1.0", kDefault, "http://m");
   EXPECT_TRUE(none.fetch.empty());
   EXPECT_EQ(none.rejected.back().candidate.reason,
             "no archive of kiln-kernels 0.1.0 can run on CC 7.5 (the index lists: sm_80, sm_86, "
@@ -213,7 +213,7 @@ TEST(TargetChoice, MirrorChoiceFetchesTheBestFirstAndExplainsTheRest) {
 }
 
 TEST(TargetChoice, FetchAdviceNamesATargetTheReleaseHas) {
-  std::string a = kiln::fetch_advice(90, "kiln-kernels", "0.1.0", kDefault, "/c");
+  std::string a = kiln::plan::fetch_advice(90, "kiln-kernels", "0.1.0", kDefault, "/c");
   EXPECT_NE(a.find("kiln fetch --package kiln-kernels --version 0.1.0 --device sm_90 --dest /c"),
             std::string::npos)
       << a;
@@ -222,26 +222,26 @@ TEST(TargetChoice, FetchAdviceNamesATargetTheReleaseHas) {
       std::string::npos)
       << a;
   EXPECT_EQ(a.find("--targets sm_90 "), std::string::npos) << a;
-  std::string b = kiln::fetch_advice(110, "kiln-kernels", "0.1.0", kDefault, "/c");
+  std::string b = kiln::plan::fetch_advice(110, "kiln-kernels", "0.1.0", kDefault, "/c");
   EXPECT_NE(b.find("-compute_80.tar.zst"), std::string::npos) << b;
-  std::string n = kiln::fetch_advice(75, "kiln-kernels", "0.1.0", kDefault, "/c");
+  std::string n = kiln::plan::fetch_advice(75, "kiln-kernels", "0.1.0", kDefault, "/c");
   EXPECT_NE(n.find("no archive of kiln-kernels 0.1.0 can run on CC 7.5"), std::string::npos) << n;
   EXPECT_EQ(n.find("kiln fetch"), std::string::npos) << n;
-  std::string u = kiln::fetch_advice(90, "kiln-kernels", "0.1.0", {}, "/c");
+  std::string u = kiln::plan::fetch_advice(90, "kiln-kernels", "0.1.0", {}, "/c");
   EXPECT_NE(u.find("kiln fetch --package kiln-kernels --version 0.1.0 --device sm_90 --dest /c"),
             std::string::npos)
       << u;
 }
 
 TEST(ResolutionPlan, TiersInOrderWithOneMessageEachWhenSkipped) {
-  auto all = kiln::resolution_plan({false, {"http://m"}, false}, 90);
+  auto all = kiln::plan::resolution_plan({false, {"http://m"}, false}, 90);
   ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[0].name, "store");
   EXPECT_EQ(all[1].name, "mirror");
   EXPECT_EQ(all[2].name, "jit");
   for (const auto& t : all) EXPECT_FALSE(t.skip) << t.name;
 
-  auto off = kiln::resolution_plan({true, {"http://m"}, true}, 90);
+  auto off = kiln::plan::resolution_plan({true, {"http://m"}, true}, 90);
   ASSERT_TRUE(off[1].skip);
   EXPECT_EQ(off[1].skip->candidate.reason,
             "skipped: offline mode (KILN_OFFLINE=1) makes no network access");
@@ -249,7 +249,7 @@ TEST(ResolutionPlan, TiersInOrderWithOneMessageEachWhenSkipped) {
   EXPECT_EQ(off[2].skip->candidate.reason, "disabled (KILN_DISABLE_JIT=1)");
   EXPECT_EQ(off[2].skip->candidate.target, "sm_90");
 
-  auto nomirror = kiln::resolution_plan({false, {}, false}, 90);
+  auto nomirror = kiln::plan::resolution_plan({false, {}, false}, 90);
   ASSERT_TRUE(nomirror[1].skip);
   EXPECT_EQ(nomirror[1].skip->candidate.reason, "no mirror configured (KILN_MIRRORS is empty)");
   EXPECT_FALSE(nomirror[2].skip);
@@ -257,15 +257,15 @@ TEST(ResolutionPlan, TiersInOrderWithOneMessageEachWhenSkipped) {
 
 // ---- a family's declared targets are part of the rule (registry "targets")
 
-kiln::Family declared(const std::string& name, const std::vector<std::string>& rules) {
-  kiln::Family f;
+kiln::project::Family declared(const std::string& name, const std::vector<std::string>& rules) {
+  kiln::project::Family f;
   f.name = name;
-  for (const auto& r : rules) f.targets.push_back(*kiln::parse_target_rule(r));
+  for (const auto& r : rules) f.targets.push_back(*kiln::format::parse_target_rule(r));
   return f;
 }
 
-kiln::JitCapability nvrtc_for_every_arch() {
-  kiln::JitCapability cap;
+kiln::jit::JitCapability nvrtc_for_every_arch() {
+  kiln::jit::JitCapability cap;
   cap.available = true;
   cap.nvrtc_major = 13;
   cap.supported_archs = {75, 80, 86, 89, 90, 100, 120};
@@ -273,9 +273,9 @@ kiln::JitCapability nvrtc_for_every_arch() {
 }
 
 TEST(TargetChoice, TargetsTheFamilyDoesNotDeclareAreRejectedWithTheFamilysReason) {
-  const kiln::Family hopper = declared("hopper_wgmma", {"sm_90a"});
+  const kiln::project::Family hopper = declared("hopper_wgmma", {"sm_90a"});
   // CC 8.6: sm_86, sm_80 and compute_80 run there, but the family is not built for them.
-  auto c = kiln::choose_named_targets(86, kDefault, &hopper);
+  auto c = kiln::plan::choose_named_targets(86, kDefault, &hopper);
   EXPECT_TRUE(c.candidates.empty());
   EXPECT_EQ(c.candidates.size() + c.rejected.size(), kDefault.size());
   EXPECT_EQ(reason_of(c, "sm_86"), "family 'hopper_wgmma' is declared only for sm_90a");
@@ -284,76 +284,76 @@ TEST(TargetChoice, TargetsTheFamilyDoesNotDeclareAreRejectedWithTheFamilysReason
   EXPECT_EQ(reason_of(c, "sm_90a"),
             "sm_90a runs only on CC 9.0 (arch-specific); the device is CC 8.6");
   // CC 9.0: its one declared target, and nothing the family does not declare.
-  EXPECT_EQ(order(kiln::choose_named_targets(90, kDefault, &hopper)), V{"sm_90a"});
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(90, kDefault, &hopper)), V{"sm_90a"});
   // Without a family (a whole archive): the device alone decides, as before.
-  EXPECT_EQ(order(kiln::choose_named_targets(86, kDefault)), (V{"sm_86", "sm_80", "compute_80"}));
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(86, kDefault)), (V{"sm_86", "sm_80", "compute_80"}));
 
-  const kiln::Family scale = declared("scale", {"sm_80+"});
-  auto s75 = kiln::choose_named_targets(75, {"sm_75", "sm_80", "compute_75"}, &scale);
+  const kiln::project::Family scale = declared("scale", {"sm_80+"});
+  auto s75 = kiln::plan::choose_named_targets(75, {"sm_75", "sm_80", "compute_75"}, &scale);
   EXPECT_TRUE(s75.candidates.empty());
   EXPECT_EQ(reason_of(s75, "sm_75"), "family 'scale' is declared only for sm_80+");
-  EXPECT_EQ(order(kiln::choose_named_targets(86, {"sm_75", "sm_80", "compute_80"}, &scale)),
+  EXPECT_EQ(order(kiln::plan::choose_named_targets(86, {"sm_75", "sm_80", "compute_80"}, &scale)),
             (V{"sm_80", "compute_80"}));
 }
 
 TEST(TargetChoice, AFamilyNoneOfWhoseTargetsRunsOnTheDeviceSaysSo) {
-  const kiln::Family hopper = declared("hopper_wgmma", {"sm_90a"});
-  EXPECT_EQ(kiln::family_cannot_run(hopper, 86).value_or("<none>"),
+  const kiln::project::Family hopper = declared("hopper_wgmma", {"sm_90a"});
+  EXPECT_EQ(kiln::plan::family_cannot_run(hopper, 86).value_or("<none>"),
             "family 'hopper_wgmma' is declared only for sm_90a, which cannot run on CC 8.6");
-  EXPECT_FALSE(kiln::family_cannot_run(hopper, 90));
-  EXPECT_TRUE(kiln::family_cannot_run(hopper, 100));
-  const kiln::Family scale = declared("scale", {"sm_80+"});
-  EXPECT_EQ(kiln::family_cannot_run(scale, 75).value_or("<none>"),
+  EXPECT_FALSE(kiln::plan::family_cannot_run(hopper, 90));
+  EXPECT_TRUE(kiln::plan::family_cannot_run(hopper, 100));
+  const kiln::project::Family scale = declared("scale", {"sm_80+"});
+  EXPECT_EQ(kiln::plan::family_cannot_run(scale, 75).value_or("<none>"),
             "family 'scale' is declared only for sm_80+, which cannot run on CC 7.5");
-  EXPECT_FALSE(kiln::family_cannot_run(scale, 80));
-  EXPECT_FALSE(kiln::family_cannot_run(scale, 121));
+  EXPECT_FALSE(kiln::plan::family_cannot_run(scale, 80));
+  EXPECT_FALSE(kiln::plan::family_cannot_run(scale, 121));
   // An exact plain target admits its PTX too, which runs on every later arch.
-  EXPECT_FALSE(kiln::family_cannot_run(declared("f", {"sm_80"}), 90));
-  EXPECT_TRUE(kiln::family_cannot_run(declared("f", {"sm_80"}), 75));
+  EXPECT_FALSE(kiln::plan::family_cannot_run(declared("f", {"sm_80"}), 90));
+  EXPECT_TRUE(kiln::plan::family_cannot_run(declared("f", {"sm_80"}), 75));
 }
 
 TEST(TargetChoice, JitTierRefusesAFamilyNotDeclaredForTheDeviceWithTheJitsOwnWords) {
-  const kiln::Family hopper = declared("hopper_wgmma", {"sm_90a"});
-  auto r = kiln::jit_refusal(nvrtc_for_every_arch(), 86, &hopper);
+  const kiln::project::Family hopper = declared("hopper_wgmma", {"sm_90a"});
+  auto r = kiln::plan::jit_refusal(nvrtc_for_every_arch(), 86, &hopper);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->kind, kiln::ErrorKind::Unsupported);
   EXPECT_EQ(r->candidate.tier, "jit");
   EXPECT_EQ(r->candidate.target, "sm_86");
   EXPECT_EQ(r->candidate.reason, "family 'hopper_wgmma' is declared only for sm_90a");
   // The JIT's own refusal is the same sentence (one rule, not a copy).
-  EXPECT_EQ(kiln::jit_refusal_reason(hopper, 86), r->candidate.reason);
-  EXPECT_FALSE(kiln::jit_refusal(nvrtc_for_every_arch(), 90, &hopper));
+  EXPECT_EQ(kiln::jit::jit_refusal_reason(hopper, 86), r->candidate.reason);
+  EXPECT_FALSE(kiln::plan::jit_refusal(nvrtc_for_every_arch(), 90, &hopper));
   // The family's rule holds whatever NVRTC is there: it comes first.
-  kiln::JitCapability none;
+  kiln::jit::JitCapability none;
   none.missing = "libnvrtc.so.13 not found";
-  EXPECT_EQ(kiln::jit_refusal(none, 86, &hopper)->candidate.reason,
+  EXPECT_EQ(kiln::plan::jit_refusal(none, 86, &hopper)->candidate.reason,
             "family 'hopper_wgmma' is declared only for sm_90a");
-  const kiln::Family scale = declared("scale", {"sm_80+"});
-  EXPECT_EQ(kiln::jit_refusal(nvrtc_for_every_arch(), 75, &scale)->candidate.reason,
+  const kiln::project::Family scale = declared("scale", {"sm_80+"});
+  EXPECT_EQ(kiln::plan::jit_refusal(nvrtc_for_every_arch(), 75, &scale)->candidate.reason,
             "family 'scale' is declared only for sm_80+");
-  EXPECT_FALSE(kiln::jit_refusal(nvrtc_for_every_arch(), 86, &scale));
+  EXPECT_FALSE(kiln::plan::jit_refusal(nvrtc_for_every_arch(), 86, &scale));
 }
 
 TEST(TargetChoice, MirrorTierAndAdviceApplyTheFamilysDeclaredTargets) {
-  const kiln::Family hopper = declared("hopper_wgmma", {"sm_90a"});
-  auto m = kiln::choose_mirror_targets(86, "kiln-kernels", "0.1.0", kDefault, "http://m", &hopper);
+  const kiln::project::Family hopper = declared("hopper_wgmma", {"sm_90a"});
+  auto m = kiln::plan::choose_mirror_targets(86, "kiln-kernels", "0.1.0", kDefault, "http://m", &hopper);
   EXPECT_TRUE(m.fetch.empty());
   ASSERT_FALSE(m.rejected.empty());
   EXPECT_EQ(m.rejected.back().candidate.reason,
             "no archive of kiln-kernels 0.1.0 can serve family hopper_wgmma on CC 8.6 (the index "
             "lists: sm_80, sm_86, sm_89, sm_90a, sm_100, sm_120, compute_80)");
   auto m90 =
-      kiln::choose_mirror_targets(90, "kiln-kernels", "0.1.0", kDefault, "http://m", &hopper);
+      kiln::plan::choose_mirror_targets(90, "kiln-kernels", "0.1.0", kDefault, "http://m", &hopper);
   EXPECT_EQ(m90.fetch, V{"sm_90a"});
 
-  std::string advice = kiln::fetch_advice(86, "kiln-kernels", "0.1.0", kDefault, "/c", &hopper);
+  std::string advice = kiln::plan::fetch_advice(86, "kiln-kernels", "0.1.0", kDefault, "/c", &hopper);
   EXPECT_EQ(advice,
             "family 'hopper_wgmma' is declared only for sm_90a, which cannot run on CC 8.6: no "
             "archive of kiln-kernels 0.1.0 and no JIT can serve it on this device");
   EXPECT_EQ(advice.find("kiln fetch"), std::string::npos) << advice;
   // A family that runs there: the archive the rule picks for it.
-  const kiln::Family axpy = declared("axpy", {"sm_80+"});
-  EXPECT_NE(kiln::fetch_advice(86, "kiln-kernels", "0.1.0", kDefault, "/c", &axpy).find("sm_86"),
+  const kiln::project::Family axpy = declared("axpy", {"sm_80+"});
+  EXPECT_NE(kiln::plan::fetch_advice(86, "kiln-kernels", "0.1.0", kDefault, "/c", &axpy).find("sm_86"),
             std::string::npos);
 }
 
@@ -420,7 +420,7 @@ TEST(TargetChoiceCli, ResolveOfAnotherPackagesFamilyBelowItsTargetsServesNothing
 }
 
 TEST(TargetChoiceCli, ResolveWithTheReleaseTargetsNeverOffersAMirrorArchiveTheFamilyLacks) {
-  if (kiln::release_targets().empty()) GTEST_SKIP() << "this build compiled in no release targets";
+  if (kiln::plan::release_targets().empty()) GTEST_SKIP() << "this build compiled in no release targets";
   kiln::test::TempDir dir;
   auto r = resolve_cli(dir, kiln::test::source_dir(), "hopper_wgmma_bn_64 --device sm_86",
                        "KILN_MIRRORS=file://" + (dir / "mirror").string());
@@ -428,7 +428,7 @@ TEST(TargetChoiceCli, ResolveWithTheReleaseTargetsNeverOffersAMirrorArchiveTheFa
   EXPECT_EQ(r.text.out.find("mirror sm_86"), std::string::npos) << r.text.out;
   auto j = nlohmann::json::parse(r.json.out);
   EXPECT_TRUE(j["chosen"].is_null()) << r.json.out;
-  for (const auto& t : kiln::release_targets()) {
+  for (const auto& t : kiln::plan::release_targets()) {
     const nlohmann::json* m = rejection(j, "mirror", t);
     ASSERT_NE(m, nullptr) << t << "\n" << r.json.out;
   }

@@ -23,18 +23,18 @@ using kiln::test::TempDir;
 using kiln::test::write_file;
 using Json = nlohmann::ordered_json;
 
-const kiln::PackageData& reference_data() {
-  static const kiln::Project project = kiln::load_project(kiln::test::source_dir());
-  static const kiln::PackageData data(project);
+const kiln::project::PackageData& reference_data() {
+  static const kiln::project::Project project = kiln::project::load_project(kiln::test::source_dir());
+  static const kiln::project::PackageData data(project);
   return data;
 }
 
-std::string reference_json() { return kiln::package_description_json(*reference_data().get()); }
+std::string reference_json() { return kiln::project::package_description_json(*reference_data().get()); }
 
 // The error a description text is refused with (fails the test when it is accepted).
 kiln::Error refusal(const std::string& text) {
   try {
-    kiln::read_package_description(text, "desc.json");
+    kiln::project::read_package_description(text, "desc.json");
   } catch (const kiln::Error& e) {
     return e;
   }
@@ -50,7 +50,7 @@ std::string edited(const std::function<void(Json&)>& edit) {
 
 TEST(PackageDescription, RoundTripGivesTheSameDescriptionAsTheLibrarysOwn) {
   const kiln_package& want = *reference_data().get();
-  auto read = kiln::read_package_description(reference_json(), "desc.json");
+  auto read = kiln::project::read_package_description(reference_json(), "desc.json");
   const kiln_package& got = *read->get();
   EXPECT_STREQ(got.name, want.name);
   EXPECT_STREQ(got.version, want.version);
@@ -73,9 +73,9 @@ TEST(PackageDescription, RoundTripGivesTheSameDescriptionAsTheLibrarysOwn) {
               std::string(want.files[i].data, want.files[i].size));
   }
   // What the loader checks of a compiled-in description holds for a read one too.
-  EXPECT_NO_THROW(kiln::Package{read->get()});
+  EXPECT_NO_THROW(kiln::project::Package{read->get()});
   // Written again, byte for byte the same file.
-  EXPECT_EQ(kiln::package_description_json(got), reference_json());
+  EXPECT_EQ(kiln::project::package_description_json(got), reference_json());
 }
 
 TEST(PackageDescription, EachMalformedFieldIsRefusedNamingTheFileAndField) {
@@ -134,7 +134,7 @@ TEST(PackageDescription, ASourceThatIsNotTextCannotBeWritten) {
   p.files = &f;
   p.file_count = 1;
   try {
-    kiln::package_description_json(p);
+    kiln::project::package_description_json(p);
     FAIL() << "written";
   } catch (const kiln::Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Format);
@@ -151,20 +151,20 @@ TEST(PackageDescription, FoundInStoresByNameNewestVersionFirstArchivesIgnored) {
   write_file(tmp / "a" / "kiln-kernels-0.1.0-cuda13.0-sm_90" / "manifest.json", "{}");
   write_file(tmp / "a" / "notes.package.json", "{}");
   write_file(tmp / "b" / "acme-kernels-0.9.0.package.json", "{}");
-  auto found = kiln::find_package_descriptions({tmp / "a", tmp / "missing", tmp / "b"},
+  auto found = kiln::project::find_package_descriptions({tmp / "a", tmp / "missing", tmp / "b"},
                                                "acme-kernels");
   std::vector<std::string> versions;
   for (const auto& f : found) versions.push_back(f.version);
   EXPECT_EQ(versions, (std::vector<std::string>{"1.10.0", "1.10.0-rc1", "1.2.0", "0.9.0"}));
   EXPECT_EQ(found.front().file, tmp / "a" / "acme-kernels-1.10.0.package.json");
-  EXPECT_EQ(kiln::find_package_descriptions({tmp / "a"}).size(), 4u);
+  EXPECT_EQ(kiln::project::find_package_descriptions({tmp / "a"}).size(), 4u);
 }
 
 TEST(PackageDescription, VersionsCompareNumericallyAndPreReleasesComeFirst) {
-  EXPECT_LT(kiln::compare_package_versions("1.2.0", "1.10.0"), 0);
-  EXPECT_GT(kiln::compare_package_versions("1.10.0", "1.10.0-rc1"), 0);
-  EXPECT_LT(kiln::compare_package_versions("1.10.0-rc1", "1.10.0-rc2"), 0);
-  EXPECT_EQ(kiln::compare_package_versions("0.1.0", "0.1.0"), 0);
+  EXPECT_LT(kiln::project::compare_package_versions("1.2.0", "1.10.0"), 0);
+  EXPECT_GT(kiln::project::compare_package_versions("1.10.0", "1.10.0-rc1"), 0);
+  EXPECT_LT(kiln::project::compare_package_versions("1.10.0-rc1", "1.10.0-rc2"), 0);
+  EXPECT_EQ(kiln::project::compare_package_versions("0.1.0", "0.1.0"), 0);
 }
 
 TEST(PackageDescriptionCli, PackageSourceWritesTheFileThatReadsBackAsTheProjectsPackage) {
@@ -182,7 +182,7 @@ TEST(PackageDescriptionCli, PackageSourceWritesTheFileThatReadsBackAsTheProjects
 TEST(PackageDescriptionCli, ResolveAndCompatUseTheDescriptionInstalledBesideTheStore) {
   TempDir tmp;
   fs::path store = tmp / "prefix" / "share" / "kiln" / "artifacts";
-  write_file(store / kiln::package_description_file_name("kiln-kernels", "0.1.0"),
+  write_file(store / kiln::project::package_description_file_name("kiln-kernels", "0.1.0"),
              reference_json());
   kiln::test::ReleaseSpec rel;
   rel.loadable = true;
@@ -202,7 +202,7 @@ TEST(PackageDescriptionCli, ResolveAndCompatUseTheDescriptionInstalledBesideTheS
   // A second package described there: nothing is guessed.
   Json other = Json::parse(reference_json());
   other["package"] = "acme-kernels";
-  write_file(store / kiln::package_description_file_name("acme-kernels", "0.1.0"), other.dump());
+  write_file(store / kiln::project::package_description_file_name("acme-kernels", "0.1.0"), other.dump());
   auto two = kiln::test::run(env + kiln::test::kiln_cli() + " resolve axpy_dtype_f32 --device sm_90 2>&1");
   EXPECT_EQ(two.exit_code, 2) << two.out;
   EXPECT_NE(two.out.find("several packages are described in"), std::string::npos) << two.out;

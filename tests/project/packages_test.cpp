@@ -48,7 +48,7 @@ fs::path write_acme_project(const fs::path& dir) {
 }
 
 // A store entry of `uri` for sm_90 of a package, fresh for a loader of that package.
-fs::path write_entry(const fs::path& store, const kiln::Package& pkg, const std::string& version,
+fs::path write_entry(const fs::path& store, const kiln::project::Package& pkg, const std::string& version,
                      const std::string& bytes) {
   kiln::test::ReleaseSpec rel;
   rel.package = pkg.name();
@@ -61,10 +61,10 @@ fs::path write_entry(const fs::path& store, const kiln::Package& pkg, const std:
 
 struct TwoPackages {
   TempDir tmp;
-  kiln::Project acme_project = kiln::load_project(write_acme_project(tmp / "acme"));
-  kiln::PackageData acme_data{acme_project};
-  kiln::Package acme{acme_data.get()};
-  const kiln::Package& reference = kiln::test::reference_package();
+  kiln::project::Project acme_project = kiln::project::load_project(write_acme_project(tmp / "acme"));
+  kiln::project::PackageData acme_data{acme_project};
+  kiln::project::Package acme{acme_data.get()};
+  const kiln::project::Package& reference = kiln::test::reference_package();
   std::shared_ptr<kiln::test::Cc90Driver> driver = std::make_shared<kiln::test::Cc90Driver>();
   kiln::LoaderConfig cfg;
 
@@ -75,7 +75,7 @@ struct TwoPackages {
     cfg.disable_jit = true;
   }
   std::unique_ptr<kiln::Loader> loader(const kiln_package& desc) {
-    kiln::LoaderDeps d;
+    kiln::plan::LoaderDeps d;
     d.driver = driver;
     d.installed_store = (tmp / "none").string();
     return kiln::make_loader(desc, cfg, std::move(d));
@@ -84,13 +84,13 @@ struct TwoPackages {
 
 TEST(Packages, AProjectsOwnNameAndVersionComeFromItsFiles) {
   TempDir tmp;
-  kiln::Project p = kiln::load_project(write_acme_project(tmp / "acme"));
+  kiln::project::Project p = kiln::project::load_project(write_acme_project(tmp / "acme"));
   EXPECT_EQ(p.name, "acme-kernels");
   EXPECT_EQ(p.version, "1.2.0");
   EXPECT_NE(p.registry.find(kUri)->source_hash,
             kiln::test::reference_package().spec(kUri)->source_hash);
   // The reference package is kiln's tree, described at build time like any project.
-  kiln::Project kiln_tree = kiln::load_project(kiln::test::source_dir());
+  kiln::project::Project kiln_tree = kiln::project::load_project(kiln::test::source_dir());
   EXPECT_EQ(kiln_tree.name, KILN_KERNELS_PACKAGE_NAME);
   EXPECT_EQ(kiln_tree.version, kiln::version());
   EXPECT_EQ(kiln::test::reference_package().name(), kiln_tree.name);
@@ -103,19 +103,19 @@ TEST(Packages, AProjectWithoutItsPackageFileIsNotFoundNamingWhatWasLookedFor) {
   write_acme_project(tmp / "acme");
   fs::remove(tmp / "acme" / "registry" / "package.json");
   std::string msg =
-      kiln::test::error_of(ErrorKind::NotFound, [&] { kiln::load_project(tmp / "acme"); });
+      kiln::test::error_of(ErrorKind::NotFound, [&] { kiln::project::load_project(tmp / "acme"); });
   EXPECT_NE(msg.find((tmp / "acme" / "registry" / "package.json").string()), std::string::npos)
       << msg;
   write_file(tmp / "acme" / "registry" / "package.json", "{\"format\": 1, \"name\": \"Acme\"}");
-  msg = kiln::test::error_of(ErrorKind::Format, [&] { kiln::load_project(tmp / "acme"); });
+  msg = kiln::test::error_of(ErrorKind::Format, [&] { kiln::project::load_project(tmp / "acme"); });
   EXPECT_NE(msg.find("field 'name'"), std::string::npos) << msg;
   write_file(tmp / "acme" / "registry" / "package.json", "{\"format\": 1, \"name\": \"acme\"}");
   write_file(tmp / "acme" / "VERSION", "one\n");
-  msg = kiln::test::error_of(ErrorKind::Format, [&] { kiln::load_project(tmp / "acme"); });
+  msg = kiln::test::error_of(ErrorKind::Format, [&] { kiln::project::load_project(tmp / "acme"); });
   EXPECT_NE(msg.find("VERSION"), std::string::npos) << msg;
 }
 
-std::vector<std::string> target_names(const std::vector<kiln::Target>& targets) {
+std::vector<std::string> target_names(const std::vector<kiln::format::Target>& targets) {
   std::vector<std::string> out;
   for (const auto& t : targets) out.push_back(t.str());
   return out;
@@ -126,11 +126,11 @@ TEST(Packages, TheDefaultProjectIsTheOneHereElseTheTreeKilnWasBuiltFrom) {
   write_file(built / "registry" / "package.json", "{}");
   const fs::path before = fs::current_path();
   fs::current_path(here.path());
-  EXPECT_EQ(kiln::default_project_dir(built.path().string()), built.path().string());
-  EXPECT_EQ(kiln::default_project_dir((here / "gone").string()), ".");
-  EXPECT_EQ(kiln::default_project_dir(""), ".");
+  EXPECT_EQ(kiln::project::default_project_dir(built.path().string()), built.path().string());
+  EXPECT_EQ(kiln::project::default_project_dir((here / "gone").string()), ".");
+  EXPECT_EQ(kiln::project::default_project_dir(""), ".");
   write_file(here / "registry" / "package.json", "{}");
-  EXPECT_EQ(kiln::default_project_dir(built.path().string()), ".");
+  EXPECT_EQ(kiln::project::default_project_dir(built.path().string()), ".");
   fs::current_path(before);
 }
 
@@ -139,19 +139,19 @@ TEST(Packages, ADescriptionFileIsARegularFileNamedDotPackageJson) {
   kiln::test::write_file(dir / "acme-1.0.0.package.json", "{}");
   kiln::test::write_file(dir / "package.json", "{}");
   fs::create_directories(dir / "d.package.json");
-  EXPECT_TRUE(kiln::is_package_description_file(dir / "acme-1.0.0.package.json"));
-  EXPECT_FALSE(kiln::is_package_description_file(dir / "package.json"));
-  EXPECT_FALSE(kiln::is_package_description_file(dir / "d.package.json"));
-  EXPECT_FALSE(kiln::is_package_description_file(dir / "missing.package.json"));
+  EXPECT_TRUE(kiln::project::is_package_description_file(dir / "acme-1.0.0.package.json"));
+  EXPECT_FALSE(kiln::project::is_package_description_file(dir / "package.json"));
+  EXPECT_FALSE(kiln::project::is_package_description_file(dir / "d.package.json"));
+  EXPECT_FALSE(kiln::project::is_package_description_file(dir / "missing.package.json"));
 }
 
 TEST(PackageFile, TargetsAreOptionalAndKeptInTheFilesOrder) {
   const std::string origin = "acme/registry/package.json";
-  kiln::PackageFile pf = kiln::parse_package_file(
+  kiln::project::PackageFile pf = kiln::project::parse_package_file(
       R"({"format": 1, "name": "acme", "targets": ["sm_90a", "sm_80", "compute_80"]})", origin);
   EXPECT_EQ(pf.name, "acme");
   EXPECT_EQ(target_names(pf.targets), (std::vector<std::string>{"sm_90a", "sm_80", "compute_80"}));
-  EXPECT_TRUE(kiln::parse_package_file(R"({"format": 1, "name": "acme"})", origin).targets.empty());
+  EXPECT_TRUE(kiln::project::parse_package_file(R"({"format": 1, "name": "acme"})", origin).targets.empty());
 }
 
 TEST(PackageFile, BadTargetsAreFormatErrorsNamingTheFileAndTheField) {
@@ -169,13 +169,13 @@ TEST(PackageFile, BadTargetsAreFormatErrorsNamingTheFileAndTheField) {
     const std::string json =
         std::string(R"({"format": 1, "name": "acme", "targets": )") + c.targets + "}";
     std::string msg =
-        kiln::test::error_of(ErrorKind::Format, [&] { kiln::parse_package_file(json, origin); });
+        kiln::test::error_of(ErrorKind::Format, [&] { kiln::project::parse_package_file(json, origin); });
     EXPECT_EQ(msg.rfind(origin + ": field 'targets': ", 0), 0u) << msg;
     EXPECT_NE(msg.find(c.says), std::string::npos) << msg;
   }
   // Still strict: a misspelt field is an error, not an ignored one.
   std::string msg = kiln::test::error_of(ErrorKind::Format, [&] {
-    kiln::parse_package_file(R"({"format": 1, "name": "acme", "target": ["sm_80"]})", origin);
+    kiln::project::parse_package_file(R"({"format": 1, "name": "acme", "target": ["sm_80"]})", origin);
   });
   EXPECT_NE(msg.find("field 'target': unknown field (allowed: format, name, targets, comment)"),
             std::string::npos)
@@ -185,12 +185,12 @@ TEST(PackageFile, BadTargetsAreFormatErrorsNamingTheFileAndTheField) {
 TEST(PackageFile, AProjectCarriesItsPackageFilesTargets) {
   TempDir tmp;
   write_acme_project(tmp / "acme");
-  EXPECT_TRUE(kiln::load_project(tmp / "acme").targets.empty());
+  EXPECT_TRUE(kiln::project::load_project(tmp / "acme").targets.empty());
   write_file(tmp / "acme" / "registry" / "package.json",
              R"({"format": 1, "name": "acme-kernels", "targets": ["sm_80", "sm_90a"]})");
-  EXPECT_EQ(target_names(kiln::load_project(tmp / "acme").targets),
+  EXPECT_EQ(target_names(kiln::project::load_project(tmp / "acme").targets),
             (std::vector<std::string>{"sm_80", "sm_90a"}));
-  EXPECT_EQ(target_names(kiln::read_package_file(tmp / "acme").targets),
+  EXPECT_EQ(target_names(kiln::project::read_package_file(tmp / "acme").targets),
             (std::vector<std::string>{"sm_80", "sm_90a"}));
 }
 
@@ -265,20 +265,20 @@ TEST(Packages, AKernelIsCheckedWhenALookupReachesItNotWhenTheLoaderIsCreated) {
   table[last].family = nullptr;
   kiln_package bad = *ref;
   bad.kernels = table.data();
-  kiln::Package p(&bad);
+  kiln::project::Package p(&bad);
   ASSERT_NE(p.spec(table[0].uri), nullptr);
   EXPECT_EQ(*p.rank(table[1].uri), 1u);
   std::string msg = kiln::test::error_of(ErrorKind::Usage, [&] { p.spec(table[last].uri); });
   EXPECT_NE(msg.find("kernel " + std::to_string(last) + " has a null field"), std::string::npos)
       << msg;
-  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package(&bad).spec("no_such"); });
+  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::project::Package(&bad).spec("no_such"); });
   EXPECT_NE(msg.find("has a null field"), std::string::npos) << msg;
 }
 
 TEST(Packages, ADescriptionThatDoesNotHoldTogetherIsRefusedAsUsage) {
   kiln_package bad = *kiln_kernels_package();
   bad.abi_version = KILN_PACKAGE_ABI_VERSION + 1;
-  std::string msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package p(&bad); });
+  std::string msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::project::Package p(&bad); });
   EXPECT_NE(msg.find("abi_version"), std::string::npos) << msg;
   bad = *kiln_kernels_package();
   bad.name = "Kiln Kernels";
@@ -286,7 +286,7 @@ TEST(Packages, ADescriptionThatDoesNotHoldTogetherIsRefusedAsUsage) {
   EXPECT_NE(msg.find("name 'Kiln Kernels'"), std::string::npos) << msg;
   bad = *kiln_kernels_package();
   bad.version = "1.0";
-  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package p(&bad); });
+  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::project::Package p(&bad); });
   EXPECT_NE(msg.find("version '1.0'"), std::string::npos) << msg;
   // Kernels out of order: lookups would miss, so the description is refused by the first
   // lookup that reaches them, found or not, and by a listing of every URI.
@@ -300,7 +300,7 @@ TEST(Packages, ADescriptionThatDoesNotHoldTogetherIsRefusedAsUsage) {
     msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Loader(bad).get(uri); });
     EXPECT_NE(msg.find("not sorted"), std::string::npos) << uri << ": " << msg;
   }
-  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::Package(&bad).uris(); });
+  msg = kiln::test::error_of(ErrorKind::Usage, [&] { kiln::project::Package(&bad).uris(); });
   EXPECT_NE(msg.find("not sorted"), std::string::npos) << msg;
   EXPECT_EQ(kiln_package_source_hash(&bad, swapped[0].uri), nullptr);
 
@@ -361,16 +361,16 @@ TEST(Packages, GeneratedSourceCompilesToTheSameDescriptionAndItsInstalledStoreIs
         << got->files[i].path;
   }
   // The JIT tier's registry, parsed back from the description's own files, hashes the same.
-  kiln::Package from_library(got);
+  kiln::project::Package from_library(got);
   EXPECT_EQ(from_library.registry().find(kUri)->source_hash,
             t.acme_project.registry.find(kUri)->source_hash);
 
   // The store installed beside the library that defines the description.
-  kiln::Package pkg(got);
+  kiln::project::Package pkg(got);
   fs::path installed = write_entry(prefix / "share" / "kiln" / "artifacts", pkg, "1.2.0", "x");
   kiln::LoaderConfig cfg = t.cfg;
   cfg.artifact_path.clear();
-  kiln::LoaderDeps d;
+  kiln::plan::LoaderDeps d;
   d.driver = t.driver;  // no installed_store: found with dladdr, as an application's would be
   auto loader = kiln::make_loader(*got, cfg, std::move(d));
   kiln::Resolution res = loader->resolve(kUri, 90);

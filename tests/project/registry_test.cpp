@@ -29,7 +29,7 @@ const char* kTwoFamilies = R"({
 
 std::string expect_format_error(const std::string& text) {
   try {
-    parse_registry(text, "reg.json");
+    project::parse_registry(text, "reg.json");
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Format);
     return e.what();
@@ -39,14 +39,14 @@ std::string expect_format_error(const std::string& text) {
 }
 
 TEST(Registry, ExpandsCartesianProductWithUrisInParameterOrder) {
-  Registry r = parse_registry(kTwoFamilies, "reg.json");
+  project::Registry r = project::parse_registry(kTwoFamilies, "reg.json");
   ASSERT_EQ(r.specialisations.size(), 5u);
   std::vector<std::string> uris;
   for (auto& s : r.specialisations) uris.push_back(s.uri);
   EXPECT_EQ(uris, (std::vector<std::string>{"hopper", "norm_dtype_f16_block_128",
                                             "norm_dtype_f16_block_256", "norm_dtype_f32_block_128",
                                             "norm_dtype_f32_block_256"}));
-  const Specialisation* s = r.find("norm_dtype_f16_block_256");
+  const project::Specialisation* s = r.find("norm_dtype_f16_block_256");
   ASSERT_NE(s, nullptr);
   EXPECT_EQ(s->entries, std::vector<std::string>{"kiln::norm<__half, 256>"});
   EXPECT_EQ(s->params[0], (std::pair<std::string, std::string>{"dtype", "f16"}));
@@ -54,21 +54,21 @@ TEST(Registry, ExpandsCartesianProductWithUrisInParameterOrder) {
 }
 
 TEST(Registry, SameInputGivesSameUrisAndJsonBytes) {
-  Registry a = parse_registry(kTwoFamilies, "a.json");
-  Registry b = parse_registry(kTwoFamilies, "b.json");
-  EXPECT_EQ(registry_to_json(a), registry_to_json(b));
+  project::Registry a = project::parse_registry(kTwoFamilies, "a.json");
+  project::Registry b = project::parse_registry(kTwoFamilies, "b.json");
+  EXPECT_EQ(project::registry_to_json(a), project::registry_to_json(b));
 }
 
 TEST(Registry, TargetRulesAdmitOnlyWhatTheyName) {
-  Registry r = parse_registry(kTwoFamilies, "reg.json");
-  const Family* hop = r.family("hopper");
-  const Family* norm = r.family("norm");
-  EXPECT_TRUE(rule_allows(hop->targets, *parse_target("sm_90a")));
-  EXPECT_FALSE(rule_allows(hop->targets, *parse_target("sm_90")));
-  EXPECT_FALSE(rule_allows(hop->targets, *parse_target("sm_80")));
-  EXPECT_TRUE(rule_allows(norm->targets, *parse_target("sm_80")));
-  EXPECT_TRUE(rule_allows(norm->targets, *parse_target("compute_90")));
-  EXPECT_FALSE(rule_allows(norm->targets, *parse_target("sm_75")));
+  project::Registry r = project::parse_registry(kTwoFamilies, "reg.json");
+  const project::Family* hop = r.family("hopper");
+  const project::Family* norm = r.family("norm");
+  EXPECT_TRUE(format::rule_allows(hop->targets, *format::parse_target("sm_90a")));
+  EXPECT_FALSE(format::rule_allows(hop->targets, *format::parse_target("sm_90")));
+  EXPECT_FALSE(format::rule_allows(hop->targets, *format::parse_target("sm_80")));
+  EXPECT_TRUE(format::rule_allows(norm->targets, *format::parse_target("sm_80")));
+  EXPECT_TRUE(format::rule_allows(norm->targets, *format::parse_target("compute_90")));
+  EXPECT_FALSE(format::rule_allows(norm->targets, *format::parse_target("sm_75")));
 }
 
 TEST(Registry, ErrorsNameFileFamilyAndField) {
@@ -140,8 +140,8 @@ class SourceHashTest : public ::testing::Test {
     write_file(dir_ / "hopper.cu", "#include \"common.cuh\"\nhopper\n");
   }
   std::map<std::string, std::string> hashes() {
-    Registry r = parse_registry(kTwoFamilies, "reg.json");
-    compute_source_hashes(r, DiskSourceTree(dir_.path().string()));
+    project::Registry r = project::parse_registry(kTwoFamilies, "reg.json");
+    project::compute_source_hashes(r, project::DiskSourceTree(dir_.path().string()));
     std::map<std::string, std::string> out;
     for (auto& f : r.families) out[f.name] = f.source_hash;
     return out;
@@ -150,14 +150,14 @@ class SourceHashTest : public ::testing::Test {
 };
 
 TEST_F(SourceHashTest, CoversTransitiveIncludesAndNothingElse) {
-  Registry r = parse_registry(kTwoFamilies, "reg.json");
-  compute_source_hashes(r, DiskSourceTree(dir_.path().string()));
+  project::Registry r = project::parse_registry(kTwoFamilies, "reg.json");
+  project::compute_source_hashes(r, project::DiskSourceTree(dir_.path().string()));
   EXPECT_EQ(r.family("norm")->hashed_files,
             (std::vector<std::string>{"common.cuh", "norm.cu", "only_norm.cuh"}));
   EXPECT_EQ(r.family("hopper")->hashed_files,
             (std::vector<std::string>{"common.cuh", "hopper.cu"}));
   EXPECT_EQ(r.find("norm_dtype_f32_block_128")->source_hash, r.family("norm")->source_hash);
-  EXPECT_TRUE(is_sha256_hex(r.family("norm")->source_hash));
+  EXPECT_TRUE(io::is_sha256_hex(r.family("norm")->source_hash));
 }
 
 TEST_F(SourceHashTest, TouchingAHeaderChangesExactlyTheFamiliesIncludingIt) {
@@ -175,9 +175,9 @@ TEST_F(SourceHashTest, TouchingAHeaderChangesExactlyTheFamiliesIncludingIt) {
 
 TEST_F(SourceHashTest, MissingSourceIsNamedWithTheFamily) {
   std::filesystem::remove(dir_ / "hopper.cu");
-  Registry r = parse_registry(kTwoFamilies, "reg.json");
+  project::Registry r = project::parse_registry(kTwoFamilies, "reg.json");
   try {
-    compute_source_hashes(r, DiskSourceTree(dir_.path().string()));
+    project::compute_source_hashes(r, project::DiskSourceTree(dir_.path().string()));
     FAIL() << "no error";
   } catch (const Error& e) {
     std::string m = e.what();
@@ -187,19 +187,19 @@ TEST_F(SourceHashTest, MissingSourceIsNamedWithTheFamily) {
 }
 
 TEST(Registry, QuotedIncludesIgnoresAngleIncludesAndComments) {
-  EXPECT_EQ(quoted_includes("#include \"a.cuh\"\n  #  include \"b/c.cuh\"\n#include <x.h>\n"
+  EXPECT_EQ(project::quoted_includes("#include \"a.cuh\"\n  #  include \"b/c.cuh\"\n#include <x.h>\n"
                             "// #include \"no.cuh\"\n"),
             (std::vector<std::string>{"a.cuh", "b/c.cuh"}));
 }
 
 TEST(Registry, RepositoryRegistryIsValidAndMatchesEmbeddedCopy) {
-  Registry disk = load_registry(test::source_dir());
+  project::Registry disk = project::load_registry(test::source_dir());
   EXPECT_GE(disk.specialisations.size(), 30u);
   std::set<std::string> uris;
   for (auto& s : disk.specialisations) uris.insert(s.uri);
   EXPECT_EQ(uris.size(), disk.specialisations.size());
   // libkiln carries the registry it was built from: same URIs and source hashes.
-  const Registry& emb = kiln::test::reference_package().registry();
+  const project::Registry& emb = kiln::test::reference_package().registry();
   ASSERT_EQ(emb.specialisations.size(), disk.specialisations.size());
   for (size_t i = 0; i < emb.specialisations.size(); ++i) {
     EXPECT_EQ(emb.specialisations[i].uri, disk.specialisations[i].uri);
@@ -208,27 +208,27 @@ TEST(Registry, RepositoryRegistryIsValidAndMatchesEmbeddedCopy) {
 }
 
 TEST(Targets, ParseAndRunsOnRules) {
-  EXPECT_EQ(parse_target("sm_90a")->str(), "sm_90a");
-  EXPECT_EQ(parse_target("compute_80")->kind, Target::Kind::Ptx);
-  EXPECT_FALSE(parse_target("sm90"));
-  EXPECT_FALSE(parse_target("sm_9x"));
-  EXPECT_FALSE(parse_target("sm_"));
-  EXPECT_FALSE(parse_target("sm_090"));
-  EXPECT_TRUE(runs_on(*parse_target("sm_80"), 90) == false);  // other major
-  EXPECT_TRUE(runs_on(*parse_target("sm_80"), 86));
-  EXPECT_FALSE(runs_on(*parse_target("sm_86"), 80));
-  EXPECT_TRUE(runs_on(*parse_target("sm_90a"), 90));
-  EXPECT_FALSE(runs_on(*parse_target("sm_90a"), 91));
-  EXPECT_TRUE(runs_on(*parse_target("sm_100f"), 103));
-  EXPECT_FALSE(runs_on(*parse_target("sm_100f"), 120));
-  EXPECT_TRUE(runs_on(*parse_target("compute_80"), 90));
-  EXPECT_FALSE(runs_on(*parse_target("compute_90"), 89));
+  EXPECT_EQ(format::parse_target("sm_90a")->str(), "sm_90a");
+  EXPECT_EQ(format::parse_target("compute_80")->kind, format::Target::Kind::Ptx);
+  EXPECT_FALSE(format::parse_target("sm90"));
+  EXPECT_FALSE(format::parse_target("sm_9x"));
+  EXPECT_FALSE(format::parse_target("sm_"));
+  EXPECT_FALSE(format::parse_target("sm_090"));
+  EXPECT_TRUE(format::runs_on(*format::parse_target("sm_80"), 90) == false);  // other major
+  EXPECT_TRUE(format::runs_on(*format::parse_target("sm_80"), 86));
+  EXPECT_FALSE(format::runs_on(*format::parse_target("sm_86"), 80));
+  EXPECT_TRUE(format::runs_on(*format::parse_target("sm_90a"), 90));
+  EXPECT_FALSE(format::runs_on(*format::parse_target("sm_90a"), 91));
+  EXPECT_TRUE(format::runs_on(*format::parse_target("sm_100f"), 103));
+  EXPECT_FALSE(format::runs_on(*format::parse_target("sm_100f"), 120));
+  EXPECT_TRUE(format::runs_on(*format::parse_target("compute_80"), 90));
+  EXPECT_FALSE(format::runs_on(*format::parse_target("compute_90"), 89));
 }
 
 TEST(Targets, ListParsingNamesTheBadItem) {
-  EXPECT_EQ(parse_target_list("sm_80, sm_90a,sm_80").size(), 2u);
+  EXPECT_EQ(format::parse_target_list("sm_80, sm_90a,sm_80").size(), 2u);
   try {
-    parse_target_list("sm_80,sm90a");
+    format::parse_target_list("sm_80,sm90a");
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Usage);

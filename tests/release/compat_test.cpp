@@ -32,7 +32,7 @@ const char* kUri16 = "axpy_dtype_f16";
 struct ArchiveSpec {
   std::string target = "sm_90";
   std::string version = kiln::version();
-  int format = kManifestFormat;
+  int format = format::kManifestFormat;
   std::map<std::string, std::string> hash_override;  // uri -> source hash
 };
 
@@ -104,9 +104,9 @@ TEST(CompatCli, OtherPackageVersionIsStaleNamingBothVersions) {
 
 // A description of acme-kernels 1.2.0 (the reference package's kernels under another name).
 std::string acme_description() {
-  static const Project project = load_project(test::source_dir());
-  static const PackageData data(project);
-  Json j = Json::parse(package_description_json(*data.get()));
+  static const project::Project project = project::load_project(test::source_dir());
+  static const project::PackageData data(project);
+  Json j = Json::parse(project::package_description_json(*data.get()));
   j["package"] = "acme-kernels";
   j["package_version"] = "1.2.0";
   return j.dump(2) + "\n";
@@ -204,14 +204,14 @@ TEST(CompatCli, ChangedKernelSourceHashIsStaleNamingTheUriAndBothHashes) {
 TEST(CompatCli, NewerManifestFormatIsStaleNamingBothFormatVersions) {
   TempDir dir;
   ArchiveSpec s;
-  s.format = kManifestFormat + 1;
+  s.format = format::kManifestFormat + 1;
   fs::path a = write_archive_for(dir.path(), s);
   auto r = compat("--device none " + a.string());
   EXPECT_EQ(r.exit_code, 4) << r.out;
   const Json* p = find_problem(r.j["packages"][0], "format_version");
   ASSERT_NE(p, nullptr) << r.out;
-  EXPECT_EQ((*p)["package"], std::to_string(kManifestFormat + 1));
-  EXPECT_EQ((*p)["loader"], std::to_string(kManifestFormat));
+  EXPECT_EQ((*p)["package"], std::to_string(format::kManifestFormat + 1));
+  EXPECT_EQ((*p)["loader"], std::to_string(format::kManifestFormat));
 }
 
 TEST(CompatCli, TargetThatCannotRunOnTheDeviceIsUnsupportedNamingBoth) {
@@ -238,9 +238,9 @@ TEST(CompatCli, TargetWheelsGivenTogetherAnswerForTheSetNotEachWheel) {
   rel.with_artifacts(
       {{kUri16, std::string("image of ") + kUri16}, {kUri32, std::string("image of ") + kUri32}});
   auto dist = test::write_release_dist(dir.path(), rel, {"sm_80", "sm_90a"});
-  static const Project project = load_project(test::source_dir());
-  static const PackageData data(project);
-  test::describe_release(dist, package_description_json(*data.get()));
+  static const project::Project project = project::load_project(test::source_dir());
+  static const project::PackageData data(project);
+  test::describe_release(dist, project::package_description_json(*data.get()));
   wheel::BuildOptions o;
   o.dist = dir.path();
   o.out = dir.path();
@@ -275,18 +275,18 @@ TEST(CompatCli, IndexChecksTheArchivesBesideItAndStoreChecksEveryArchiveDirector
   ArchiveSpec s90;
   s90.hash_override[kUri32] = std::string(64, 'd');
   fs::path a90 = write_archive_for(dir.path(), s90);
-  Index idx;
+  format::Index idx;
   idx.package = "kiln-kernels";
   idx.package_version = kiln::version();
   idx.git_commit = "3f9c2a1";
   idx.cuda_version = kiln::cuda_version();
   for (const auto& [p, t] : {std::pair{a80, "sm_80"}, std::pair{a90, "sm_90"}}) {
     std::size_t size = 0;
-    std::string sha = sha256_file(p, &size);
+    std::string sha = io::sha256_file(p, &size);
     idx.archives.push_back({p.filename().string(), t, size, sha});
   }
-  fs::path index = dir / index_file_name("kiln-kernels", kiln::version());
-  test::write_file(index, index_to_json(idx));
+  fs::path index = dir / format::index_file_name("kiln-kernels", kiln::version());
+  test::write_file(index, format::index_to_json(idx));
 
   auto r = compat("--device sm_90 " + index.string());
   EXPECT_EQ(r.exit_code, 4) << r.out;
@@ -360,8 +360,8 @@ TEST(CompatCli, AnotherLibkilnIsQuestionedThroughItsCAbi) {
 TEST(CompatCAbi, FactsMatchTheCppSide) {
   EXPECT_STREQ(kiln_version(), kiln::version());
   EXPECT_STREQ(kiln_cuda_version(), kiln::cuda_version());
-  EXPECT_EQ(kiln_manifest_format(), kManifestFormat);
-  EXPECT_EQ(kiln_index_format(), kIndexFormat);
+  EXPECT_EQ(kiln_manifest_format(), format::kManifestFormat);
+  EXPECT_EQ(kiln_index_format(), format::kIndexFormat);
   EXPECT_EQ(std::string(kiln_package_source_hash(kiln_kernels_package(), kUri32)),
             kiln::test::reference_package().registry().find(kUri32)->source_hash);
   EXPECT_EQ(kiln_package_source_hash(kiln_kernels_package(), "no_such_kernel"), nullptr);
@@ -443,10 +443,10 @@ TEST(CompatCli, AnotherPackagesIndexBesideAnInstalledKilnKernelsIsJudgedAsThatPa
   TempDir dir;
   auto dist = acme_release(dir / "dist");
   // A node: no project here, kiln-kernels described in the store a loader reads.
-  static const Project project = load_project(test::source_dir());
-  static const PackageData data(project);
-  test::write_file(dir / "store" / package_description_file_name("kiln-kernels", kiln::version()),
-                   package_description_json(*data.get()));
+  static const project::Project project = project::load_project(test::source_dir());
+  static const project::PackageData data(project);
+  test::write_file(dir / "store" / project::package_description_file_name("kiln-kernels", kiln::version()),
+                   project::package_description_json(*data.get()));
   fs::create_directories(dir / "work");
   Judged j = judge_from(dir / "work",
                         "KILN_ARTIFACT_PATH=" + (dir / "store").string() +
@@ -474,11 +474,11 @@ TEST(CompatCli, AnArchiveOfAPackageKilnHasNoDescriptionOfIsJudgedWithoutOneAndSa
 
 // How `kiln compat` judges several inputs (release/compat_inputs.hpp), without the CLI.
 TEST(CompatInputs, AnInputNamingAPackageKilnHasNoDescriptionOfIsJudgedWithoutHashes) {
-  cli::LoaderFacts loader;
+  release::LoaderFacts loader;
   loader.package = "kiln-kernels";
   loader.source_hashes = {{"u", "h"}};
-  cli::InputRelease named{"acme-kernels", "1.2.0", {}};
-  cli::LoaderFacts f = cli::facts_judged_as(loader, named, nullptr);
+  release::InputRelease named{"acme-kernels", "1.2.0", {}};
+  release::LoaderFacts f = release::facts_judged_as(loader, named, nullptr);
   EXPECT_EQ(f.package, "acme-kernels");
   EXPECT_EQ(f.package_version, "1.2.0");
   EXPECT_TRUE(f.source_hashes.empty());
@@ -487,10 +487,10 @@ TEST(CompatInputs, AnInputNamingAPackageKilnHasNoDescriptionOfIsJudgedWithoutHas
 
 TEST(CompatInputs, EachInputIsNotedWhenJudgedAsAnotherPackageOrWithoutADescription) {
   TempDir dir;
-  cli::CompatReport rep = cli::check_compat_inputs(
+  release::CompatReport rep = release::check_compat_inputs(
       {(dir / "a.tar.zst").string(), (dir / "b.tar.zst").string(), (dir / "c.tar.zst").string()},
       {}, [](const fs::path& input) {
-        cli::LoaderFacts f;
+        release::LoaderFacts f;
         f.package = input.stem().stem() == "a" ? "first" : "second";
         f.package_version = "1.0.0";
         f.kernels_known = input.stem().stem() != "c";
@@ -509,21 +509,21 @@ TEST(CompatInputs, EachInputIsNotedWhenJudgedAsAnotherPackageOrWithoutADescripti
 
 TEST(CompatInputs, DevicesAreParsedAutoAsksTheDriverAndNoneAddsNothing) {
   auto parse = [](const std::string& d) { return d == "sm_90" ? 90 : 80; };
-  EXPECT_EQ(cli::compat_devices({"sm_90", "auto", "none", "sm_80", "sm_90"}, parse,
+  EXPECT_EQ(release::compat_devices({"sm_90", "auto", "none", "sm_80", "sm_90"}, parse,
                                 [] { return std::vector<int>{86, 90}; }),
             (std::vector<int>{80, 86, 90}));
-  EXPECT_EQ(cli::compat_devices({"auto"}, parse,
+  EXPECT_EQ(release::compat_devices({"auto"}, parse,
                                 []() -> std::vector<int> {
                                   throw Error(ErrorKind::Unsupported, "no driver");
                                 }),
             std::vector<int>{});
-  EXPECT_TRUE(cli::compat_devices({"none"}, parse, [] { return std::vector<int>{90}; }).empty());
+  EXPECT_TRUE(release::compat_devices({"none"}, parse, [] { return std::vector<int>{90}; }).empty());
 }
 
 TEST(TarballPrefix, TheFlagThenTheTreeThisKilnRunsFromElseHowToMakeOne) {
-  EXPECT_EQ(cli::tarball_prefix("/p", fs::path("/running")), fs::path("/p"));
-  EXPECT_EQ(cli::tarball_prefix("", fs::path("/running")), fs::path("/running"));
-  std::string msg = test::error_of(ErrorKind::Usage, [] { cli::tarball_prefix("", std::nullopt); });
+  EXPECT_EQ(release::tarball_prefix("/p", fs::path("/running")), fs::path("/p"));
+  EXPECT_EQ(release::tarball_prefix("", fs::path("/running")), fs::path("/running"));
+  std::string msg = test::error_of(ErrorKind::Usage, [] { release::tarball_prefix("", std::nullopt); });
   EXPECT_NE(msg.find("cmake --install"), std::string::npos) << msg;
 }
 

@@ -29,9 +29,9 @@ using kiln::test::write_file;
 
 // A description of `package` `version` (the reference package's kernels under another name).
 std::string description_of(const std::string& package, const std::string& version) {
-  static const kiln::Project project = kiln::load_project(kiln::test::source_dir());
-  static const kiln::PackageData data(project);
-  Json j = Json::parse(kiln::package_description_json(*data.get()));
+  static const kiln::project::Project project = kiln::project::load_project(kiln::test::source_dir());
+  static const kiln::project::PackageData data(project);
+  Json j = Json::parse(kiln::project::package_description_json(*data.get()));
   j["package"] = package;
   j["package_version"] = version;
   return j.dump(2) + "\n";
@@ -79,10 +79,10 @@ TEST(DescribedRelease, VerifyOfAnIndexJudgesWhatItNamesAndChecksTheDescriptionIt
   auto tampered = kiln_in(tmp.path(), "verify dist/acme-kernels-1.2.0-index.json");
   EXPECT_EQ(tampered.exit_code, 3) << tampered.out;
   EXPECT_CONTAINS(tampered.out, "dist/acme-kernels-1.2.0.package.json: sha256 is " +
-                                    kiln::sha256_hex(bad) +
+                                    kiln::io::sha256_hex(bad) +
                                     ", dist/acme-kernels-1.2.0-index.json "
                                     "says " +
-                                    kiln::sha256_hex(acme.description));
+                                    kiln::io::sha256_hex(acme.description));
 
   // Named as another package: stale, naming both.
   write_file(tmp / "dist" / "acme-kernels-1.2.0.package.json", acme.description);
@@ -161,7 +161,7 @@ TEST(DescribedRelease, AMirrorOfTwoPackagesIsStagedVerifiedAndSyncedReleaseByRel
                         "acme-kernels-1.2.0-SHA256SUMS", "kiln-kernels-0.1.0-SHA256SUMS"})
     EXPECT_TRUE(fs::exists(tmp / "mirror" / f)) << f;
   EXPECT_CONTAINS(read_file(tmp / "mirror" / "acme-kernels-1.2.0-SHA256SUMS"),
-                  kiln::sha256_hex(acme.description) + "  acme-kernels-1.2.0.package.json\n");
+                  kiln::io::sha256_hex(acme.description) + "  acme-kernels-1.2.0.package.json\n");
 
   auto verified = kiln_in(tmp.path(), "mirror verify mirror");
   EXPECT_EQ(verified.exit_code, 0) << verified.out;
@@ -309,13 +309,13 @@ TEST(DescribedRelease, InstallOfAnIndexPinningABadArchiveLandsNoneOfIt) {
   rel.version = "1.2.0";
   auto members = kiln::test::release_members(rel, "sm_90a");
   members.back().data[0] ^= 0x01;
-  kiln::write_archive(archive, members, 0);
+  kiln::format::write_archive(archive, members, 0);
   // Re-pin the bad bytes in the index, as a broken build would have.
   Json index = Json::parse(read_file(acme.dist.index_path));
   for (auto& a : index["archives"])
     if (a["target"] == "sm_90a") {
       a["size"] = fs::file_size(archive);
-      a["sha256"] = kiln::sha256_file(archive);
+      a["sha256"] = kiln::io::sha256_file(archive);
     }
   write_file(acme.dist.index_path, index.dump(2) + "\n");
   fs::create_directories(tmp / "store");

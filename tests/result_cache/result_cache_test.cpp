@@ -17,7 +17,7 @@
 #include "result_cache/result_cache.hpp"
 #include "test_util.hpp"
 
-namespace kiln::packager {
+namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,18 +36,18 @@ const char* kRegistry = R"({
 })";
 
 struct KeyRig {
-  Registry reg = parse_registry(kRegistry, "kernels.json");
-  CompilerIdentity compiler{"13.0.88", "gcc (Debian 12.2.0-14) 12.2.0", ""};
+  project::Registry reg = project::parse_registry(kRegistry, "kernels.json");
+  builder::CompilerIdentity compiler{"13.0.88", "gcc (Debian 12.2.0-14) 12.2.0", ""};
 
   KeyRig() {
     for (auto& s : reg.specialisations) s.source_hash = std::string(64, 'a');
   }
   // The key of scale_dtype_f32 for `target`, planned in `source_dir`, out dir `out_dir`.
-  CompileKey key(const std::string& target = "sm_90", const std::string& source_dir = "/a/src",
+  builder::CompileKey key(const std::string& target = "sm_90", const std::string& source_dir = "/a/src",
                  const std::string& out_dir = "/a/out") const {
-    BuildPlan plan = plan_build(reg, {*parse_target(target)}, {"scale_dtype_f32"}, source_dir);
-    const PlannedArtifact& a = plan.targets.at(0).artifacts.at(0);
-    return compile_key(a, *reg.find(a.uri), plan.stubs.at(a.stub), source_dir, out_dir, compiler);
+    builder::BuildPlan plan = builder::plan_build(reg, {*format::parse_target(target)}, {"scale_dtype_f32"}, source_dir);
+    const builder::PlannedArtifact& a = plan.targets.at(0).artifacts.at(0);
+    return builder::compile_key(a, *reg.find(a.uri), plan.stubs.at(a.stub), source_dir, out_dir, compiler);
   }
 };
 
@@ -68,12 +68,12 @@ TEST(CompileKey, ChangesWhenAnyInputThatShapesTheBytesChanges) {
   }
   {
     KeyRig r;  // a parameter value (same URI and entries: only the parameter differs)
-    const_cast<Specialisation*>(r.reg.find("scale_dtype_f32"))->params[0].second = "f64";
+    const_cast<project::Specialisation*>(r.reg.find("scale_dtype_f32"))->params[0].second = "f64";
     differs(r, "a parameter");
   }
   {
     KeyRig r;  // an entry (also changes the stub)
-    const_cast<Specialisation*>(r.reg.find("scale_dtype_f32"))->entries[0] = "kiln::other<float>";
+    const_cast<project::Specialisation*>(r.reg.find("scale_dtype_f32"))->entries[0] = "kiln::other<float>";
     differs(r, "an entry");
   }
   {
@@ -103,8 +103,8 @@ TEST(CompileKey, ChangesWhenAnyInputThatShapesTheBytesChanges) {
 
 TEST(CompileKey, IsTheSameForTreesAtDifferentPathsUnlessAFlagEmbedsPaths) {
   KeyRig rig;
-  CompileKey here = rig.key("sm_90", "/home/a/src", "/home/a/out");
-  CompileKey there = rig.key("sm_90", "/ci/runner-7/checkout", "/tmp/build-42");
+  builder::CompileKey here = rig.key("sm_90", "/home/a/src", "/home/a/out");
+  builder::CompileKey there = rig.key("sm_90", "/ci/runner-7/checkout", "/tmp/build-42");
   EXPECT_EQ(here.hex, there.hex);
   for (const auto& [tag, value] : here.fields) {
     EXPECT_EQ(value.find("/home/a"), std::string::npos) << tag << ": " << value;
@@ -118,32 +118,32 @@ TEST(CompileKey, IsTheSameForTreesAtDifferentPathsUnlessAFlagEmbedsPaths) {
 // ---- the entry ----
 
 TEST(ActionResult, RoundTripsAndSkipsFieldsKilnDoesNotWrite) {
-  CachedOutput out{"axpy_dtype_f32.fatbin", std::string(64, 'c'), 7960};
-  std::string bytes = encode_action_result(out);
-  CachedOutput back = decode_action_result(bytes, "entry");
+  result_cache::CachedOutput out{"axpy_dtype_f32.fatbin", std::string(64, 'c'), 7960};
+  std::string bytes = result_cache::encode_action_result(out);
+  result_cache::CachedOutput back = result_cache::decode_action_result(bytes, "entry");
   EXPECT_EQ(back.name, out.name);
   EXPECT_EQ(back.sha256, out.sha256);
   EXPECT_EQ(back.size, out.size);
   // exit_code = 0 (field 4, varint) and execution_metadata (field 9, a message) as other
   // clients write them.
   std::string more = bytes + std::string("\x20\x00\x4a\x02\x08\x01", 6);
-  EXPECT_EQ(decode_action_result(more, "entry").sha256, out.sha256);
+  EXPECT_EQ(result_cache::decode_action_result(more, "entry").sha256, out.sha256);
   // The wire bytes as protoc encodes this message: 0x12 (field 2, bytes), its length, ...
   EXPECT_EQ(static_cast<unsigned char>(bytes[0]), 0x12);
 }
 
 TEST(ActionResult, RefusesWhatIsNotOneOutputWithASha256Digest) {
-  CachedOutput out{"a.fatbin", std::string(64, 'c'), 10};
-  std::string good = encode_action_result(out);
+  result_cache::CachedOutput out{"a.fatbin", std::string(64, 'c'), 10};
+  std::string good = result_cache::encode_action_result(out);
   auto refusal = [](const std::string& bytes) {
-    return test::error_of(ErrorKind::Format, [&] { decode_action_result(bytes, "ac/k"); });
+    return test::error_of(ErrorKind::Format, [&] { result_cache::decode_action_result(bytes, "ac/k"); });
   };
   EXPECT_NE(refusal(good.substr(0, good.size() - 3)).find("runs past the end"), std::string::npos);
   EXPECT_NE(refusal(good + good).find("names 2 output files, not one"), std::string::npos);
   EXPECT_NE(refusal("").find("names 0 output files"), std::string::npos);
   EXPECT_NE(refusal(std::string(11, '\xff')).find("varint"), std::string::npos);
-  CachedOutput md5{"a.fatbin", std::string(32, 'c'), 10};
-  EXPECT_NE(refusal(encode_action_result(md5)).find("not 64 lowercase hex"), std::string::npos);
+  result_cache::CachedOutput md5{"a.fatbin", std::string(32, 'c'), 10};
+  EXPECT_NE(refusal(result_cache::encode_action_result(md5)).find("not 64 lowercase hex"), std::string::npos);
   EXPECT_NE(refusal("\x0b").find("wire type 3"), std::string::npos);
 }
 
@@ -152,12 +152,12 @@ TEST(ActionResult, RefusesWhatIsNotOneOutputWithASha256Digest) {
 struct DirRig {
   TempDir dir;
   fs::path root = dir / "cache";
-  std::unique_ptr<ResultCache> cache = open_result_cache(root.string());
+  std::unique_ptr<result_cache::ResultCache> cache = result_cache::open_result_cache(root.string());
   const std::string key = std::string(64, '1');
   const std::string bytes = std::string("fatbin bytes \x01\x02", 15);
 
-  fs::path entry_file() const { return root / action_path(key); }
-  fs::path blob_file() const { return root / blob_path(sha256_hex(bytes)); }
+  fs::path entry_file() const { return root / result_cache::action_path(key); }
+  fs::path blob_file() const { return root / result_cache::blob_path(io::sha256_hex(bytes)); }
   // Every file under the cache, relative to it.
   std::set<std::string> files() const {
     std::set<std::string> out;
@@ -169,14 +169,14 @@ struct DirRig {
 
 TEST(DirectoryCache, StoresTheBytesThenTheEntryAndLeavesNoTemporaryFile) {
   DirRig rig;
-  CacheStore s = rig.cache->store(rig.key, "a.fatbin", rig.bytes);
+  result_cache::CacheStore s = rig.cache->store(rig.key, "a.fatbin", rig.bytes);
   ASSERT_TRUE(s.ok) << s.reason;
   EXPECT_EQ(s.bytes_stored, rig.bytes.size() + read_file(rig.entry_file()).size());
   EXPECT_EQ(rig.files(),
-            (std::set<std::string>{action_path(rig.key), blob_path(sha256_hex(rig.bytes))}));
+            (std::set<std::string>{result_cache::action_path(rig.key), result_cache::blob_path(io::sha256_hex(rig.bytes))}));
   EXPECT_EQ(read_file(rig.blob_file()), rig.bytes);
-  CacheLookup hit = rig.cache->lookup(rig.key, "a.fatbin");
-  EXPECT_EQ(hit.outcome, CacheLookup::Outcome::Hit) << hit.reason;
+  result_cache::CacheLookup hit = rig.cache->lookup(rig.key, "a.fatbin");
+  EXPECT_EQ(hit.outcome, result_cache::CacheLookup::Outcome::Hit) << hit.reason;
   EXPECT_EQ(hit.bytes, rig.bytes);
   EXPECT_EQ(hit.bytes_fetched, s.bytes_stored);
   // Storing again replaces both files whole (rename over), still no temporary left.
@@ -208,8 +208,8 @@ TEST(DirectoryCache, ReadersSeeTheWholeEntryWhileOthersStoreTheSameKey) {
       }
     } join{stop, w1, w2};
     for (int i = 0; i < 300 || stores < 10; ++i) {
-      CacheLookup r = rig.cache->lookup(rig.key, "a.fatbin");
-      ASSERT_EQ(r.outcome, CacheLookup::Outcome::Hit) << r.reason;
+      result_cache::CacheLookup r = rig.cache->lookup(rig.key, "a.fatbin");
+      ASSERT_EQ(r.outcome, result_cache::CacheLookup::Outcome::Hit) << r.reason;
       ASSERT_EQ(r.bytes, big);
     }
   }
@@ -218,11 +218,11 @@ TEST(DirectoryCache, ReadersSeeTheWholeEntryWhileOthersStoreTheSameKey) {
 
 TEST(DirectoryCache, AnUnknownKeyOrAnEntryWhoseBytesAreGoneIsAMiss) {
   DirRig rig;
-  EXPECT_EQ(rig.cache->lookup(rig.key, "a.fatbin").outcome, CacheLookup::Outcome::Miss);
+  EXPECT_EQ(rig.cache->lookup(rig.key, "a.fatbin").outcome, result_cache::CacheLookup::Outcome::Miss);
   ASSERT_TRUE(rig.cache->store(rig.key, "a.fatbin", rig.bytes).ok);
   fs::remove(rig.blob_file());
-  CacheLookup r = rig.cache->lookup(rig.key, "a.fatbin");
-  EXPECT_EQ(r.outcome, CacheLookup::Outcome::Miss) << r.reason;
+  result_cache::CacheLookup r = rig.cache->lookup(rig.key, "a.fatbin");
+  EXPECT_EQ(r.outcome, result_cache::CacheLookup::Outcome::Miss) << r.reason;
   EXPECT_TRUE(r.bytes.empty());
 }
 
@@ -230,8 +230,8 @@ TEST(DirectoryCache, PoisonedEntriesAreRefusedNamingWhatIsWrong) {
   DirRig rig;
   ASSERT_TRUE(rig.cache->store(rig.key, "a.fatbin", rig.bytes).ok);
   auto refusal = [&](const std::string& name = "a.fatbin") {
-    CacheLookup r = rig.cache->lookup(rig.key, name);
-    EXPECT_EQ(r.outcome, CacheLookup::Outcome::Refused) << r.reason;
+    result_cache::CacheLookup r = rig.cache->lookup(rig.key, name);
+    EXPECT_EQ(r.outcome, result_cache::CacheLookup::Outcome::Refused) << r.reason;
     EXPECT_TRUE(r.bytes.empty());
     return r.reason;
   };
@@ -240,10 +240,10 @@ TEST(DirectoryCache, PoisonedEntriesAreRefusedNamingWhatIsWrong) {
   flipped[3] ^= 1;
   write_file(rig.blob_file(), flipped);
   std::string why = refusal();
-  EXPECT_NE(why.find(rig.blob_file().string() + ": sha256 is " + sha256_hex(flipped)),
+  EXPECT_NE(why.find(rig.blob_file().string() + ": sha256 is " + io::sha256_hex(flipped)),
             std::string::npos)
       << why;
-  EXPECT_NE(why.find(sha256_hex(rig.bytes)), std::string::npos) << why;
+  EXPECT_NE(why.find(io::sha256_hex(rig.bytes)), std::string::npos) << why;
   // Longer than the entry says: refused before it is hashed.
   write_file(rig.blob_file(), rig.bytes + "more");
   EXPECT_NE(refusal().find("more than"), std::string::npos);
@@ -255,29 +255,29 @@ TEST(DirectoryCache, PoisonedEntriesAreRefusedNamingWhatIsWrong) {
   write_file(rig.entry_file(), "<html>not found</html>");
   EXPECT_NE(refusal().find(rig.entry_file().string() + ": not a Bazel ActionResult"),
             std::string::npos);
-  write_file(rig.entry_file(), std::string(kMaxActionResultBytes + 1, '\x12'));
+  write_file(rig.entry_file(), std::string(result_cache::kMaxActionResultBytes + 1, '\x12'));
   EXPECT_NE(refusal().find("more than the limit"), std::string::npos);
 }
 
 TEST(DirectoryCache, AnEntryThatCannotBeReadMakesTheCacheUnavailable) {
   DirRig rig;
   fs::create_directories(rig.entry_file());  // a directory where the entry file should be
-  CacheLookup r = rig.cache->lookup(rig.key, "a.fatbin");
-  EXPECT_EQ(r.outcome, CacheLookup::Outcome::Unavailable);
+  result_cache::CacheLookup r = rig.cache->lookup(rig.key, "a.fatbin");
+  EXPECT_EQ(r.outcome, result_cache::CacheLookup::Outcome::Unavailable);
   EXPECT_NE(r.reason.find(rig.entry_file().string()), std::string::npos) << r.reason;
 }
 
 TEST(DirectoryCache, OnlyDirectoriesAndHttpUrlsAreCaches) {
   for (const char* bad : {"s3://bucket/kiln", "grpc://127.0.0.1:9092", "file:///tmp/c", ""}) {
-    std::string msg = test::error_of(ErrorKind::Usage, [&] { open_result_cache(bad); });
+    std::string msg = test::error_of(ErrorKind::Usage, [&] { result_cache::open_result_cache(bad); });
     EXPECT_NE(msg.find("Bazel's HTTP cache protocol"), std::string::npos) << msg;
   }
   TempDir d;
   write_file(d / "file", "x");
   std::string msg =
-      test::error_of(ErrorKind::Io, [&] { open_result_cache((d / "file").string()); });
+      test::error_of(ErrorKind::Io, [&] { result_cache::open_result_cache((d / "file").string()); });
   EXPECT_NE(msg.find((d / "file").string()), std::string::npos) << msg;
 }
 
 }  // namespace
-}  // namespace kiln::packager
+}  // namespace kiln

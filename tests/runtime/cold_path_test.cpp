@@ -29,64 +29,64 @@ using test::TempDir;
 std::uint64_t ms_ns(int ms) { return static_cast<std::uint64_t>(ms) * 1'000'000; }
 
 TEST(ColdPhases, NestedTimerTimeIsTakenOutOfTheEnclosingPhase) {
-  cold::PhaseTimes t;
-  cold::set_phase_sink(&t);
+  runtime::cold::PhaseTimes t;
+  runtime::cold::set_phase_sink(&t);
   {
-    cold::PhaseTimer outer(cold::Phase::Other);
+    runtime::cold::PhaseTimer outer(runtime::cold::Phase::Other);
     std::this_thread::sleep_for(milliseconds(5));
     {
-      cold::PhaseTimer inner(cold::Phase::Hash);
+      runtime::cold::PhaseTimer inner(runtime::cold::Phase::Hash);
       std::this_thread::sleep_for(milliseconds(60));
     }
   }
-  cold::set_phase_sink(nullptr);
-  EXPECT_GE(t.ns[static_cast<int>(cold::Phase::Hash)], ms_ns(60));
-  EXPECT_GE(t.ns[static_cast<int>(cold::Phase::Other)], ms_ns(5));
-  EXPECT_LT(t.ns[static_cast<int>(cold::Phase::Other)], ms_ns(55));  // the 60 ms are not in it
-  EXPECT_EQ(t.ns[static_cast<int>(cold::Phase::Read)], 0u);
+  runtime::cold::set_phase_sink(nullptr);
+  EXPECT_GE(t.ns[static_cast<int>(runtime::cold::Phase::Hash)], ms_ns(60));
+  EXPECT_GE(t.ns[static_cast<int>(runtime::cold::Phase::Other)], ms_ns(5));
+  EXPECT_LT(t.ns[static_cast<int>(runtime::cold::Phase::Other)], ms_ns(55));  // the 60 ms are not in it
+  EXPECT_EQ(t.ns[static_cast<int>(runtime::cold::Phase::Read)], 0u);
   EXPECT_EQ(t.total(),
-            t.ns[static_cast<int>(cold::Phase::Hash)] + t.ns[static_cast<int>(cold::Phase::Other)]);
+            t.ns[static_cast<int>(runtime::cold::Phase::Hash)] + t.ns[static_cast<int>(runtime::cold::Phase::Other)]);
 }
 
 TEST(ColdPhases, WithoutASinkNothingIsRecorded) {
-  cold::PhaseTimes t;
+  runtime::cold::PhaseTimes t;
   {
-    cold::PhaseTimer off(cold::Phase::Read);  // no sink: off
+    runtime::cold::PhaseTimer off(runtime::cold::Phase::Read);  // no sink: off
     std::this_thread::sleep_for(milliseconds(2));
   }
-  cold::set_phase_sink(&t);
+  runtime::cold::set_phase_sink(&t);
   {
-    cold::PhaseTimer started(cold::Phase::Read);
-    cold::set_phase_sink(nullptr);  // removed while it runs: it records nothing
+    runtime::cold::PhaseTimer started(runtime::cold::Phase::Read);
+    runtime::cold::set_phase_sink(nullptr);  // removed while it runs: it records nothing
   }
   EXPECT_EQ(t.total(), 0u);
-  EXPECT_STREQ(cold::phase_name(cold::Phase::ManifestParse), "manifest_parse");
-  EXPECT_STREQ(cold::phase_name(cold::Phase::DriverLoad), "driver_load");
+  EXPECT_STREQ(runtime::cold::phase_name(runtime::cold::Phase::ManifestParse), "manifest_parse");
+  EXPECT_STREQ(runtime::cold::phase_name(runtime::cold::Phase::DriverLoad), "driver_load");
 }
 
 TEST(IdentityCache, AnEntryIsSettledOnlyWhenBothTimestampsAreASecondOlderThanTheRead) {
-  FileIdentity id;
+  io::FileIdentity id;
   id.mtime_ns = 10'000'000'000;
   id.ctime_ns = 10'000'000'000;
-  EXPECT_TRUE(settled(id, 11'000'000'000));
-  EXPECT_FALSE(settled(id, 10'999'999'999));
+  EXPECT_TRUE(io::settled(id, 11'000'000'000));
+  EXPECT_FALSE(io::settled(id, 10'999'999'999));
   id.ctime_ns = 10'500'000'000;  // a later inode change (chmod, rename, utimensat) counts too
-  EXPECT_FALSE(settled(id, 11'000'000'000));
+  EXPECT_FALSE(io::settled(id, 11'000'000'000));
 }
 
 TEST(IdentityCache, RemembersASettledValueUntilTheIdentityChangesAndForgetsUnsettledOnes) {
-  IdentityCache<std::string> cache;
-  FileIdentity a;
+  io::IdentityCache<std::string> cache;
+  io::FileIdentity a;
   a.ino = 7;
   a.size = 3;
-  const std::int64_t later = 5 * kSettledNs;
+  const std::int64_t later = 5 * io::kSettledNs;
   cache.put("/s/m", a, later, std::make_shared<const std::string>("one"));
   ASSERT_NE(cache.find("/s/m", a), nullptr);
   EXPECT_EQ(*cache.find("/s/m", a), "one");
-  FileIdentity b = a;
+  io::FileIdentity b = a;
   b.mtime_ns = 1;  // same inode and size, touched: a miss
   EXPECT_EQ(cache.find("/s/m", b), nullptr);
-  FileIdentity fresh = a;
+  io::FileIdentity fresh = a;
   fresh.ctime_ns = later;  // changed just now: not remembered, and the old value is dropped
   cache.put("/s/m", fresh, later, std::make_shared<const std::string>("two"));
   EXPECT_EQ(cache.find("/s/m", fresh), nullptr);
@@ -99,31 +99,31 @@ TEST(IdentityCache, IdentityOfAFileRewrittenInPlaceWithItsOldMtimeStillDiffers) 
   test::write_file(p, "{\"a\": 1}");
   struct timespec old[2] = {{1'000'000, 0}, {1'000'000, 0}};
   ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), old, 0), 0);
-  auto before = identity_of(p);
+  auto before = io::identity_of(p);
   ASSERT_TRUE(before);
   EXPECT_EQ(before->mtime_ns, 1'000'000LL * 1'000'000'000);
   std::this_thread::sleep_for(milliseconds(20));  // beyond the kernel's timestamp granularity
   test::write_file(p, "{\"a\": 2}");              // same size
   ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), old, 0), 0);
-  auto after = identity_of(p);
+  auto after = io::identity_of(p);
   ASSERT_TRUE(after);
   EXPECT_EQ(after->mtime_ns, before->mtime_ns);
   EXPECT_EQ(after->size, before->size);
   EXPECT_FALSE(*after == *before);  // ctime moved: the remembered manifest is not reused
-  EXPECT_FALSE(identity_of((tmp / "absent").string()));
+  EXPECT_FALSE(io::identity_of((tmp / "absent").string()));
 }
 
 // embedded_spec reads the table made at build time (registry/table_gen.cpp); embedded_registry
 // parses kernels.json and hashes the sources at run time. Every URI must get the same values.
 TEST(EmbeddedSpec, TheBuildTimeTableGivesEveryUriTheFullRegistrysValues) {
   // Asked first, before the full registry exists: nothing shared between the two paths.
-  const Specialisation* axpy = kiln::test::reference_package().spec("axpy_dtype_f32");
+  const project::Specialisation* axpy = kiln::test::reference_package().spec("axpy_dtype_f32");
   ASSERT_NE(axpy, nullptr);
-  const Registry& full = kiln::test::reference_package().registry();
+  const project::Registry& full = kiln::test::reference_package().registry();
   std::vector<std::string> uris = kiln::test::reference_package().uris();
   ASSERT_EQ(uris.size(), full.specialisations.size());
   for (const auto& s : full.specialisations) {
-    const Specialisation* lazy = kiln::test::reference_package().spec(s.uri);
+    const project::Specialisation* lazy = kiln::test::reference_package().spec(s.uri);
     ASSERT_NE(lazy, nullptr) << s.uri;
     EXPECT_EQ(lazy->source_hash, s.source_hash) << s.uri;
     EXPECT_EQ(lazy->source_hash.size(), 64u) << s.uri;
@@ -147,8 +147,8 @@ TEST(UntrustedJson, BuildsExactlyTheTreeNlohmannBuildsAndFailsWithItsMessage) {
       "-0",
       "[]"};
   for (const auto& t : texts) {
-    auto fast = parse_untrusted_json<nlohmann::ordered_json>(t, "t.json");
-    auto plain = parse_untrusted_json<nlohmann::json>(t, "t.json");
+    auto fast = format::parse_untrusted_json<nlohmann::ordered_json>(t, "t.json");
+    auto plain = format::parse_untrusted_json<nlohmann::json>(t, "t.json");
     EXPECT_EQ(fast, nlohmann::ordered_json::parse(t)) << t;
     EXPECT_EQ(fast.dump(), nlohmann::ordered_json::parse(t).dump()) << t;  // member order too
     EXPECT_EQ(plain, nlohmann::json::parse(t)) << t;
@@ -163,7 +163,7 @@ TEST(UntrustedJson, BuildsExactlyTheTreeNlohmannBuildsAndFailsWithItsMessage) {
     }
     ASSERT_FALSE(want.empty()) << bad;
     try {
-      parse_untrusted_json<nlohmann::ordered_json>(bad, "bad.json");
+      format::parse_untrusted_json<nlohmann::ordered_json>(bad, "bad.json");
       ADD_FAILURE() << "accepted " << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Format) << bad;
@@ -174,7 +174,7 @@ TEST(UntrustedJson, BuildsExactlyTheTreeNlohmannBuildsAndFailsWithItsMessage) {
 
 TEST(CudaDriver, EveryLoaderSharesTheOneProcessWideDriver) {
   // Nothing is opened here (no init): this runs with or without libcuda.
-  EXPECT_EQ(make_cuda_driver().get(), make_cuda_driver().get());
+  EXPECT_EQ(runtime::make_cuda_driver().get(), runtime::make_cuda_driver().get());
 }
 
 TEST(ReadWholeFile, ReturnsEveryByteOfEmptySmallAndMultiBufferFiles) {
@@ -184,7 +184,7 @@ TEST(ReadWholeFile, ReturnsEveryByteOfEmptySmallAndMultiBufferFiles) {
     for (std::size_t i = 0; i < n; ++i) data[i] = static_cast<char>(i * 131 + 7);
     auto p = tmp / ("f" + std::to_string(n));
     test::write_file(p, data);
-    EXPECT_EQ(read_whole_file(p, 1 << 20), data) << n;
+    EXPECT_EQ(io::read_whole_file(p, 1 << 20), data) << n;
   }
 }
 

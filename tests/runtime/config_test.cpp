@@ -81,23 +81,23 @@ TEST(Config, BadLogLevelsAndIndexDigestAreUsageErrorsNamingTheVariable) {
 }
 
 TEST(Config, LogFilePatternExpandsPid) {
-  EXPECT_EQ(kiln::expand_log_path("/tmp/kiln-%p.log", 42), "/tmp/kiln-42.log");
-  EXPECT_EQ(kiln::expand_log_path("a%p%p%", 7), "a77%");
+  EXPECT_EQ(kiln::runtime::expand_log_path("/tmp/kiln-%p.log", 42), "/tmp/kiln-42.log");
+  EXPECT_EQ(kiln::runtime::expand_log_path("a%p%p%", 7), "a77%");
 }
 
 TEST(Config, LogLinesAndApiCallsGoToTheConfiguredFile) {
   kiln::test::TempDir tmp;
   std::string pattern = (tmp / "log-%p.txt").string();
-  kiln::configure_logging(kiln::LogLevel::Info, 2, pattern);
-  kiln::log(kiln::LogLevel::Info, "loaded something");
-  kiln::log(kiln::LogLevel::Debug, "not shown");
-  if (kiln::api_log_enabled(1)) kiln::api_log("rmsnorm", {{"n", "128"}, {"dtype", "bf16"}});
-  kiln::configure_logging(kiln::LogLevel::Warn, 0, "/dev/stderr");
+  kiln::runtime::configure_logging(kiln::runtime::LogLevel::Info, 2, pattern);
+  kiln::runtime::log(kiln::runtime::LogLevel::Info, "loaded something");
+  kiln::runtime::log(kiln::runtime::LogLevel::Debug, "not shown");
+  if (kiln::runtime::api_log_enabled(1)) kiln::runtime::api_log("rmsnorm", {{"n", "128"}, {"dtype", "bf16"}});
+  kiln::runtime::configure_logging(kiln::runtime::LogLevel::Warn, 0, "/dev/stderr");
   std::string text = kiln::test::read_file(tmp / ("log-" + std::to_string(::getpid()) + ".txt"));
   EXPECT_NE(text.find("kiln [info] loaded something"), std::string::npos) << text;
   EXPECT_EQ(text.find("not shown"), std::string::npos) << text;
   EXPECT_NE(text.find("kiln api: rmsnorm(n=128, dtype=bf16)"), std::string::npos) << text;
-  EXPECT_FALSE(kiln::api_log_enabled(1));
+  EXPECT_FALSE(kiln::runtime::api_log_enabled(1));
 }
 
 }  // namespace

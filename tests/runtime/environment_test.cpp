@@ -26,14 +26,14 @@ using kiln::ErrorKind;
 // logs (which read KILN_LOG and KILN_API_LOG at first use), then exit before any test runs.
 [[maybe_unused]] const bool kLogChild = [] {
   if (!std::getenv("KILN_ENV_TEST_LOG_CHILD")) return false;
-  std::printf("warn=%d api=%d\n", kiln::log_enabled(kiln::LogLevel::Warn) ? 1 : 0,
-              kiln::api_log_enabled(1) ? 1 : 0);
+  std::printf("warn=%d api=%d\n", kiln::runtime::log_enabled(kiln::runtime::LogLevel::Warn) ? 1 : 0,
+              kiln::runtime::api_log_enabled(1) ? 1 : 0);
   std::fflush(stdout);
   std::_Exit(0);
 }();
 
-kiln::Environment from(const std::map<std::string, std::string>& env) {
-  return kiln::read_environment([&](const char* n) -> const char* {
+kiln::runtime::Environment from(const std::map<std::string, std::string>& env) {
+  return kiln::runtime::read_environment([&](const char* n) -> const char* {
     auto it = env.find(n);
     return it == env.end() ? nullptr : it->second.c_str();
   });
@@ -54,7 +54,7 @@ const std::map<std::string, std::string> kBadValues = {
     {"KILN_INDEX_SHA256", "abc"}, {"KILN_LOG", "verbose"},   {"KILN_API_LOG", "4"},
 };
 
-std::string row(const kiln::EnvVariable& v) {
+std::string row(const kiln::runtime::EnvVariable& v) {
   return std::string("| `") + v.name + "` | " + v.meaning + " | " + v.default_text + " |";
 }
 
@@ -67,13 +67,13 @@ TEST(EnvironmentTable, DocsListExactlyTheTableInOrder) {
     if (in_settings && line.rfind("| `", 0) == 0) rows.push_back(line);
   }
   std::vector<std::string> expected;
-  for (const auto& v : kiln::env_variables()) expected.push_back(row(v));
+  for (const auto& v : kiln::runtime::env_variables()) expected.push_back(row(v));
   EXPECT_EQ(rows, expected) << "docs/loader.md \"## Settings\" must list env_variables() exactly";
 }
 
 TEST(EnvironmentTable, EveryRefusableVariableHasABadValueInThisTest) {
   // A variable added to the table with a parser that can refuse must be added to kBadValues.
-  for (const auto& v : kiln::env_variables()) {
+  for (const auto& v : kiln::runtime::env_variables()) {
     std::optional<kiln::Error> e = error_of({{v.name, "\x01not-a-valid-value"}});
     EXPECT_EQ(e.has_value(), kBadValues.count(v.name) == 1) << v.name;
   }
@@ -93,7 +93,7 @@ TEST(EnvironmentTable, BadValueIsAUsageErrorNamingVariableAndValueInMessageAndFi
 }
 
 TEST(EnvironmentTable, ToolkitAndCertificateVariablesReachTheirFields) {
-  kiln::Environment e = from({{"KILN_CA_BUNDLE", "/etc/ca.pem"},
+  kiln::runtime::Environment e = from({{"KILN_CA_BUNDLE", "/etc/ca.pem"},
                               {"KILN_NVRTC_LIBRARY", "/opt/nvrtc.so"},
                               {"CUDA_HOME", "/cuda-home"},
                               {"CUDA_PATH", "/cuda-path"},

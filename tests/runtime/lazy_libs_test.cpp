@@ -34,7 +34,7 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
-using lazy_libs::Library;
+using runtime::lazy_libs::Library;
 using test::TempDir;
 
 // Makes `lib` unloadable for the life of the object: dlopen is pointed at a file that does
@@ -42,9 +42,9 @@ using test::TempDir;
 class Unloadable {
  public:
   explicit Unloadable(Library lib) : lib_(lib) {
-    lazy_libs::set_file_for_tests(lib_, file_for(lib_));
+    runtime::lazy_libs::set_file_for_tests(lib_, file_for(lib_));
   }
-  ~Unloadable() { lazy_libs::set_file_for_tests(lib_, ""); }
+  ~Unloadable() { runtime::lazy_libs::set_file_for_tests(lib_, ""); }
   Unloadable(const Unloadable&) = delete;
   Unloadable& operator=(const Unloadable&) = delete;
   static std::string file_for(Library lib) {
@@ -62,7 +62,7 @@ using test::error_of;
 // what needed it and how to fix it.
 void expect_names_library_and_fix(const std::string& msg, Library lib,
                                   const std::string& needed_for) {
-  lazy_libs::LibraryFacts f = lazy_libs::facts(lib);
+  runtime::lazy_libs::LibraryFacts f = runtime::lazy_libs::facts(lib);
   EXPECT_CONTAINS(msg, f.name + " (" + Unloadable::file_for(lib) + ") cannot be loaded");
   EXPECT_CONTAINS(msg, "cannot open shared object file");  // dlerror()
   EXPECT_CONTAINS(msg, needed_for);
@@ -73,21 +73,21 @@ void expect_names_library_and_fix(const std::string& msg, Library lib,
 }
 
 TEST(LazyLibs, RealLibrariesLoadWithEverySymbolFromTheConfiguredSoname) {
-  ASSERT_EQ(lazy_libs::load_problem(Library::Curl), std::nullopt);
-  ASSERT_EQ(lazy_libs::load_problem(Library::Archive), std::nullopt);
-  lazy_libs::LibraryFacts c = lazy_libs::facts(Library::Curl);
-  lazy_libs::LibraryFacts a = lazy_libs::facts(Library::Archive);
+  ASSERT_EQ(runtime::lazy_libs::load_problem(Library::Curl), std::nullopt);
+  ASSERT_EQ(runtime::lazy_libs::load_problem(Library::Archive), std::nullopt);
+  runtime::lazy_libs::LibraryFacts c = runtime::lazy_libs::facts(Library::Curl);
+  runtime::lazy_libs::LibraryFacts a = runtime::lazy_libs::facts(Library::Archive);
   EXPECT_EQ(c.soname.rfind("libcurl.so.", 0), 0u) << c.soname;
   EXPECT_EQ(a.soname.rfind("libarchive.so.", 0), 0u) << a.soname;
 
   // The tables answer, and their functions live in the library of that SONAME.
-  const lazy_libs::CurlApi& curl = lazy_libs::curl("this test");
+  const runtime::lazy_libs::CurlApi& curl = runtime::lazy_libs::curl("this test");
   EXPECT_STREQ(curl.easy_strerror(CURLE_OK), "No error");
   Dl_info info{};
   ASSERT_NE(::dladdr(reinterpret_cast<void*>(curl.easy_init), &info), 0);
   EXPECT_CONTAINS(std::string(info.dli_fname), "libcurl.so");
-  const lazy_libs::ArchiveApi& la = lazy_libs::archive("this test");
-  lazy_libs::ReadHandle r(la.read_new(), {&la});
+  const runtime::lazy_libs::ArchiveApi& la = runtime::lazy_libs::archive("this test");
+  runtime::lazy_libs::ReadHandle r(la.read_new(), {&la});
   ASSERT_TRUE(r);
   EXPECT_EQ(la.read_support_filter_zstd(r.get()), ARCHIVE_OK);
   ASSERT_NE(::dladdr(reinterpret_cast<void*>(la.read_new), &info), 0);
@@ -98,22 +98,22 @@ TEST(LazyLibs, UnloadableLibcurlFailsUnsupportedNamingItsSonameDlerrorUseAndFix)
   {
     Unloadable no_curl(Library::Curl);
     std::string msg = error_of(ErrorKind::Unsupported,
-                               [] { lazy_libs::curl("the mirror tier (https://m.example)"); });
+                               [] { runtime::lazy_libs::curl("the mirror tier (https://m.example)"); });
     expect_names_library_and_fix(msg, Library::Curl, "the mirror tier (https://m.example)");
     EXPECT_CONTAINS(msg, "KILN_OFFLINE=1");
     EXPECT_CONTAINS(msg, "KILN_ARTIFACT_PATH");
-    EXPECT_NE(lazy_libs::load_problem(Library::Curl), std::nullopt);
+    EXPECT_NE(runtime::lazy_libs::load_problem(Library::Curl), std::nullopt);
   }
   // The seam cleared: the real, cached table again.
-  EXPECT_EQ(lazy_libs::load_problem(Library::Curl), std::nullopt);
-  EXPECT_STREQ(lazy_libs::curl("this test").easy_strerror(CURLE_OK), "No error");
+  EXPECT_EQ(runtime::lazy_libs::load_problem(Library::Curl), std::nullopt);
+  EXPECT_STREQ(runtime::lazy_libs::curl("this test").easy_strerror(CURLE_OK), "No error");
 }
 
 TEST(LazyLibs, ALibraryLackingSymbolsFailsUpFrontNamingEveryMissingOne) {
   // libkiln itself loads fine and has none of libcurl's functions.
-  lazy_libs::set_file_for_tests(Library::Curl, KILN_LIB_PATH);
-  std::string msg = error_of(ErrorKind::Unsupported, [] { lazy_libs::curl("this test"); });
-  lazy_libs::set_file_for_tests(Library::Curl, "");
+  runtime::lazy_libs::set_file_for_tests(Library::Curl, KILN_LIB_PATH);
+  std::string msg = error_of(ErrorKind::Unsupported, [] { runtime::lazy_libs::curl("this test"); });
+  runtime::lazy_libs::set_file_for_tests(Library::Curl, "");
   EXPECT_CONTAINS(msg, "lacks curl_global_init, curl_easy_init,");
   EXPECT_CONTAINS(msg, "curl_url_set (libkiln was built against libcurl " LIBCURL_VERSION ")");
 }
@@ -121,13 +121,13 @@ TEST(LazyLibs, ALibraryLackingSymbolsFailsUpFrontNamingEveryMissingOne) {
 TEST(LazyLibs, KilnFetchWithoutLibcurlFailsUnsupportedAndWritesNothing) {
   Unloadable no_curl(Library::Curl);
   TempDir tmp;
-  FetchOptions opts;
+  fetch::FetchOptions opts;
   opts.package = "kiln-kernels";
   opts.version = "0.1.0";
   opts.mirrors = {"http://127.0.0.1:9/kiln"};
   opts.index_sha256 = std::string(64, 'a');
   std::string msg = error_of(ErrorKind::Unsupported,
-                             [&] { fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
+                             [&] { fetch::fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
   expect_names_library_and_fix(msg, Library::Curl,
                                "downloading the release index and archives from the mirrors "
                                "http://127.0.0.1:9/kiln");
@@ -136,31 +136,31 @@ TEST(LazyLibs, KilnFetchWithoutLibcurlFailsUnsupportedAndWritesNothing) {
     EXPECT_TRUE(e.is_directory() || e.path().string().find(".kiln-locks") != std::string::npos)
         << e.path();
 
-  msg = error_of(ErrorKind::Unsupported, [&] { fetch_index_targets(opts); });
+  msg = error_of(ErrorKind::Unsupported, [&] { fetch::fetch_index_targets(opts); });
   EXPECT_CONTAINS(msg, "downloading the release index from the mirrors");
 
   // No mirror configured: still the usage error it always was, not a missing library.
   opts.mirrors.clear();
-  if (default_mirrors().empty()) {
+  if (fetch::default_mirrors().empty()) {
     msg = error_of(ErrorKind::Usage,
-                   [&] { fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
+                   [&] { fetch::fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
     EXPECT_CONTAINS(msg, "no mirror configured");
   }
 
   // Offline never loads libcurl: the offline answer (nothing local) is unchanged.
   opts.offline = true;
-  error_of(ErrorKind::NotFound, [&] { fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
+  error_of(ErrorKind::NotFound, [&] { fetch::fetch_targets(opts, {"sm_90"}, (tmp / "store").string()); });
 }
 
 TEST(LazyLibs, UnpackingWithoutLibarchiveFailsUnsupportedNamingTheArchive) {
   TempDir tmp;
   fs::path archive = tmp / "a.tar.zst";
-  write_archive(archive, {{"manifest.json", "{}"}}, 0);  // the real libarchive
+  format::write_archive(archive, {{"manifest.json", "{}"}}, 0);  // the real libarchive
   ASSERT_TRUE(fs::is_regular_file(archive));
 
   Unloadable no_archive(Library::Archive);
   std::string msg =
-      error_of(ErrorKind::Unsupported, [&] { install_archive(archive, tmp / "store"); });
+      error_of(ErrorKind::Unsupported, [&] { store::install_archive(archive, tmp / "store"); });
   expect_names_library_and_fix(msg, Library::Archive, "unpacking " + archive.string());
   EXPECT_CONTAINS(msg, "stores that are already unpacked");
   // Nothing unpacked: the store holds only its install lock (docs/mirrors.md: locks stay).
@@ -169,10 +169,10 @@ TEST(LazyLibs, UnpackingWithoutLibarchiveFailsUnsupportedNamingTheArchive) {
     if (e.path().filename() != ".kiln-locks") left.push_back(e.path().filename().string());
   EXPECT_TRUE(left.empty()) << left.front();
 
-  msg = error_of(ErrorKind::Unsupported, [&] { read_leading_manifest(archive); });
+  msg = error_of(ErrorKind::Unsupported, [&] { store::read_leading_manifest(archive); });
   EXPECT_CONTAINS(msg, "reading the manifest of " + archive.string());
   msg = error_of(ErrorKind::Unsupported, [&] {
-    write_archive(tmp / "b.tar.zst", {{"manifest.json", "{}"}}, 0);
+    format::write_archive(tmp / "b.tar.zst", {{"manifest.json", "{}"}}, 0);
   });
   EXPECT_CONTAINS(msg, "writing the archive " + (tmp / "b.tar.zst").string());
   EXPECT_FALSE(fs::exists(tmp / "b.tar.zst"));
@@ -182,12 +182,12 @@ TEST(LazyLibs, UnpackingWithoutLibarchiveFailsUnsupportedNamingTheArchive) {
 
 const std::string kUri = "axpy_dtype_f32";
 
-class FakeDriver : public Driver {
+class FakeDriver : public runtime::Driver {
  public:
   std::atomic<int> loads{0};
   void init() override {}
   int driver_version() override { return 13000; }
-  std::vector<DeviceInfo> devices() override { return {{0, "Fake GPU", 90}}; }
+  std::vector<runtime::DeviceInfo> devices() override { return {{0, "Fake GPU", 90}}; }
   void* current_context() override { return reinterpret_cast<void*>(0x100); }
   int current_device_cc() override { return 90; }
   bool stream_is_capturing(void*) override { return false; }
@@ -223,7 +223,7 @@ TEST(LazyLibs, WithoutLibcurlAndLibarchiveALocalStoreLoadsAndTheMirrorTierIsSkip
   cfg.index_sha256 = std::string(64, 'a');  // pinned: the mirror tier gets as far as downloading
   cfg.disable_jit = true;
   auto driver = std::make_shared<FakeDriver>();
-  LoaderDeps deps;  // the real fetch, index download and disk store
+  plan::LoaderDeps deps;  // the real fetch, index download and disk store
   deps.driver = driver;
   deps.installed_store = (tmp / "installed").string();
   auto loader_ptr = make_loader(kiln::test::reference_description(), cfg, std::move(deps));
@@ -311,14 +311,14 @@ TEST(DoctorCli, ReportsThatLibcurlAndLibarchiveLoadWithTheirSonames) {
   ASSERT_EQ(j["libraries"].size(), 2u) << r.out;
   for (auto [i, lib] : {std::pair{0, Library::Curl}, {1, Library::Archive}}) {
     const auto& l = j["libraries"][static_cast<std::size_t>(i)];
-    EXPECT_EQ(l["name"], lazy_libs::facts(lib).name);
-    EXPECT_EQ(l["soname"], lazy_libs::facts(lib).soname);
+    EXPECT_EQ(l["name"], runtime::lazy_libs::facts(lib).name);
+    EXPECT_EQ(l["soname"], runtime::lazy_libs::facts(lib).soname);
     EXPECT_EQ(l["loaded"], true) << l.dump();
     EXPECT_EQ(l["detail"], "");
   }
   test::RunResult text = test::run(env + test::kiln_cli() + " doctor 2>/dev/null");
-  EXPECT_CONTAINS(text.out, "libcurl: " + lazy_libs::facts(Library::Curl).soname + " loads");
-  EXPECT_CONTAINS(text.out, "libarchive: " + lazy_libs::facts(Library::Archive).soname + " loads");
+  EXPECT_CONTAINS(text.out, "libcurl: " + runtime::lazy_libs::facts(Library::Curl).soname + " loads");
+  EXPECT_CONTAINS(text.out, "libarchive: " + runtime::lazy_libs::facts(Library::Archive).soname + " loads");
 }
 
 }  // namespace

@@ -41,34 +41,34 @@ fs::path write_release(const fs::path& dir, const std::string& index_target,
   index_rel.cuda_version = "13.0";
   const fs::path archive = test::write_release_archive(
       dir, index_rel, index_target, test::release_members(manifest_rel, manifest_target));
-  const IndexEntry entry =
+  const format::IndexEntry entry =
       test::release_index_entry(index_rel, index_target, test::read_file(archive));
-  const std::string index_json = index_to_json(test::release_index(index_rel, {entry}));
-  const fs::path index = dir / index_file_name("kiln-kernels", kVer);
+  const std::string index_json = format::index_to_json(test::release_index(index_rel, {entry}));
+  const fs::path index = dir / format::index_file_name("kiln-kernels", kVer);
   test::write_file(index, index_json);
-  test::write_file(dir / packager::checksums_file_name("kiln-kernels", kVer),
-                   packager::checksums_to_text({{index.filename().string(), sha256_hex(index_json)},
+  test::write_file(dir / mirror::checksums_file_name("kiln-kernels", kVer),
+                   mirror::checksums_to_text({{index.filename().string(), io::sha256_hex(index_json)},
                                                 {entry.file, entry.sha256}}));
   return index;
 }
 
-const VerifyProblem* problem_on(const std::vector<VerifyProblem>& ps, const std::string& field) {
+const store::VerifyProblem* problem_on(const std::vector<store::VerifyProblem>& ps, const std::string& field) {
   auto it = std::find_if(ps.begin(), ps.end(), [&](const auto& p) { return p.field == field; });
   return it == ps.end() ? nullptr : &*it;
 }
 
 TEST(ManifestIndexCheck, FieldsAndKindsComeFromOneRule) {
-  Manifest m;
+  format::Manifest m;
   m.target = "sm_80";
   m.package = "kiln-kernels";
   m.package_version = "0.0.1";
   m.cuda_version = "12.8";
-  Index idx;
+  format::Index idx;
   idx.package = "kiln-kernels";
   idx.package_version = "0.1.0";
   idx.cuda_version = "13.0";
-  IndexEntry e{"x.tar.zst", "sm_90a", 1, std::string(64, 'a')};
-  auto got = manifest_index_mismatches(m, e, idx);
+  format::IndexEntry e{"x.tar.zst", "sm_90a", 1, std::string(64, 'a')};
+  auto got = store::manifest_index_mismatches(m, e, idx);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].field, "target");
   EXPECT_EQ(got[0].kind, ErrorKind::Integrity);
@@ -84,42 +84,42 @@ TEST(ManifestIndexCheck, FieldsAndKindsComeFromOneRule) {
   m.package = "kiln-kernels";
   m.package_version = "0.1.0";
   m.cuda_version = "13.0";
-  EXPECT_TRUE(manifest_index_mismatches(m, e, idx).empty());
+  EXPECT_TRUE(store::manifest_index_mismatches(m, e, idx).empty());
 }
 
 TEST(ManifestIndexCheck, OtherToolkitIsStaleInVerifyMirrorVerifyAndCompatAlike) {
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_90a", "12.8");
   const std::string archive =
-      (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
+      (dir.path() / format::archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
   const std::string says =
       archive + ": manifest cuda_version is 12.8, " + index.string() + " says 13.0";
 
-  auto problems = verify_index_file(index, kVer, nullptr);
-  const VerifyProblem* p = problem_on(problems, "cuda_version");
+  auto problems = store::verify_index_file(index, kVer, nullptr);
+  const store::VerifyProblem* p = problem_on(problems, "cuda_version");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->kind, ErrorKind::Stale);
   EXPECT_EQ(p->message, says);
-  EXPECT_EQ(most_severe(problems), ErrorKind::Stale);
+  EXPECT_EQ(store::most_severe(problems), ErrorKind::Stale);
 
-  packager::MirrorReport report =
-      packager::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
+  mirror::MirrorReport report =
+      mirror::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
   auto row = std::find_if(report.files.begin(), report.files.end(), [&](const auto& f) {
-    return f.kind == packager::ReleaseFileKind::Archive;
+    return f.kind == mirror::ReleaseFileKind::Archive;
   });
   ASSERT_NE(row, report.files.end());
   EXPECT_EQ(row->error, ErrorKind::Stale) << row->detail;
   EXPECT_NE(row->detail.find("manifest cuda_version is 12.8"), std::string::npos) << row->detail;
   EXPECT_NE(row->detail.find("says 13.0"), std::string::npos) << row->detail;
 
-  cli::LoaderFacts facts;
+  release::LoaderFacts facts;
   facts.version = kVer;
   facts.package = "kiln-kernels";
   facts.package_version = kVer;
   facts.cuda_version = "13.0";
-  facts.manifest_format = kManifestFormat;
-  facts.index_format = kIndexFormat;
-  cli::CompatReport cr = cli::check_compat(facts, {90}, {index});
+  facts.manifest_format = format::kManifestFormat;
+  facts.index_format = format::kIndexFormat;
+  release::CompatReport cr = release::check_compat(facts, {90}, {index});
   ASSERT_EQ(cr.packages.size(), 1u);
   const auto& probs = cr.packages[0].problems;
   auto cp = std::find_if(probs.begin(), probs.end(),
@@ -135,15 +135,15 @@ TEST(ManifestIndexCheck, ArchiveOfAnotherTargetIsIntegrityNamingBothTargetsEvery
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_80", "13.0");
   const std::string says =
-      (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string() +
+      (dir.path() / format::archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string() +
       ": manifest target is sm_80, " + index.string() + " says sm_90a";
-  auto problems = verify_index_file(index, kVer, nullptr);
-  const VerifyProblem* p = problem_on(problems, "target");
+  auto problems = store::verify_index_file(index, kVer, nullptr);
+  const store::VerifyProblem* p = problem_on(problems, "target");
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(p->kind, ErrorKind::Integrity);
   EXPECT_EQ(p->message, says);
-  packager::MirrorReport report =
-      packager::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
+  mirror::MirrorReport report =
+      mirror::verify_mirror(dir.path(), {"kiln-kernels", kVer, "", ""});
   EXPECT_EQ(report.worst(), ErrorKind::Integrity);
   bool named = false;
   for (const auto& f : report.files)
@@ -158,7 +158,7 @@ TEST(ManifestIndexCheck, WheelAndInstallRefuseAnotherToolkitsArchiveAsStaleWithI
   TempDir dir;
   fs::path index = write_release(dir.path(), "sm_90a", "sm_90a", "12.8");
   const std::string archive =
-      (dir.path() / archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
+      (dir.path() / format::archive_file_name("kiln-kernels", kVer, "13.0", "sm_90a")).string();
   const std::string says =
       archive + ": manifest cuda_version is 12.8, " + index.string() + " says 13.0";
 

@@ -38,8 +38,8 @@ const std::string kPackage = "kiln-kernels";
 const std::string kStore = "/srv/kiln/store";
 const std::string kName = "kiln-kernels-0.1.0-cuda13.0-sm_90a";
 
-ScanRecord sample_record() {
-  ScanRecord r;
+store::ScanRecord sample_record() {
+  store::ScanRecord r;
   r.package = kPackage;
   r.store = kStore;
   r.dir = {18446744073709551615ull, 42, 4096, -1'500'000'000, 1796127694121125312};
@@ -47,25 +47,25 @@ ScanRecord sample_record() {
   return r;
 }
 
-std::string sample_text() { return format_scan_record(sample_record()).value(); }
+std::string sample_text() { return store::format_scan_record(sample_record()).value(); }
 
 TEST(ScanRecordFormat, AWrittenRecordReadsBackAsWritten) {
   std::string text = sample_text();
   EXPECT_EQ(text.rfind("kiln-scan-record 2\nwriter kiln " + std::string(kiln::version()) +
-                           " manifest-format " + std::to_string(kManifestFormat) +
+                           " manifest-format " + std::to_string(format::kManifestFormat) +
                            "\npackage kiln-kernels\nstore /srv/kiln/store\n",
                        0),
             0u)
       << text;
-  std::optional<ScanRecord> back = parse_scan_record(text, kPackage, kStore);
+  std::optional<store::ScanRecord> back = store::parse_scan_record(text, kPackage, kStore);
   ASSERT_TRUE(back) << text;
   EXPECT_TRUE(*back == sample_record());
   EXPECT_EQ(text.substr(text.find("\nname ")),
             "\nname kiln-kernels-0.1.0-cuda13.0-compute_80\nname " + kName + "\nend\n");
   // No names: still a record.
-  ScanRecord empty = sample_record();
+  store::ScanRecord empty = sample_record();
   empty.names.clear();
-  auto e = parse_scan_record(format_scan_record(empty).value(), kPackage, kStore);
+  auto e = store::parse_scan_record(store::format_scan_record(empty).value(), kPackage, kStore);
   ASSERT_TRUE(e);
   EXPECT_TRUE(*e == empty);
 }
@@ -74,14 +74,14 @@ TEST(ScanRecordFormat, EveryRecordCutShortIsRefused) {
   // A crash may leave any prefix behind (records are not fsync'ed): none of them is a record.
   std::string text = sample_text();
   for (std::size_t n = 0; n < text.size(); ++n)
-    EXPECT_FALSE(parse_scan_record(text.substr(0, n), kPackage, kStore)) << n;
+    EXPECT_FALSE(store::parse_scan_record(text.substr(0, n), kPackage, kStore)) << n;
 }
 
 TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused) {
   const std::string text = sample_text();
-  EXPECT_FALSE(parse_scan_record(text, "other-kernels", kStore));
-  EXPECT_FALSE(parse_scan_record(text, kPackage, kStore + "/"));
-  EXPECT_FALSE(parse_scan_record(text, kPackage, "/srv/kiln"));
+  EXPECT_FALSE(store::parse_scan_record(text, "other-kernels", kStore));
+  EXPECT_FALSE(store::parse_scan_record(text, kPackage, kStore + "/"));
+  EXPECT_FALSE(store::parse_scan_record(text, kPackage, "/srv/kiln"));
   auto replaced = [&](const std::string& from, const std::string& to) {
     std::string t = text;
     auto at = t.find(from);
@@ -117,62 +117,62 @@ TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused)
       {"CRLF lines", replaced("\npackage", "\r\npackage")},
       {"no end", replaced("end\n", "")},
   };
-  for (const auto& c : cases) EXPECT_FALSE(parse_scan_record(c.text, kPackage, kStore)) << c.what;
+  for (const auto& c : cases) EXPECT_FALSE(store::parse_scan_record(c.text, kPackage, kStore)) << c.what;
 }
 
 TEST(ScanRecordFormat, WhatOneLineCannotHoldIsNotWritten) {
-  ScanRecord r = sample_record();
+  store::ScanRecord r = sample_record();
   r.store = "/srv/a\nstore";
-  EXPECT_FALSE(format_scan_record(r));
+  EXPECT_FALSE(store::format_scan_record(r));
   r = sample_record();
   r.names.push_back("kiln-kernels-0.2.0 x");
-  EXPECT_FALSE(format_scan_record(r));
+  EXPECT_FALSE(store::format_scan_record(r));
   r = sample_record();
   std::swap(r.names[0], r.names[1]);
-  EXPECT_FALSE(format_scan_record(r));  // names not sorted
+  EXPECT_FALSE(store::format_scan_record(r));  // names not sorted
 }
 
 TEST(ScanRecordFormat, TheNextRecordKeepsNamesOnlyWhenTheyCannotHaveChangedUnseen) {
-  const ScanRecord disk = sample_record();
-  ScanLearned listed{disk.dir, true, disk.names, true, false};
+  const store::ScanRecord disk = sample_record();
+  store::ScanLearned listed{disk.dir, true, disk.names, true, false};
   // The same listing again, nothing new: nothing to write.
-  EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, listed));
+  EXPECT_FALSE(store::next_scan_record(disk, kPackage, kStore, listed));
   // A listing through a link, or of a directory not settled: nothing to write either (the
   // record on disk, of another identity or none, is not used).
-  ScanLearned linked = listed;
+  store::ScanLearned linked = listed;
   linked.through_links = true;
-  EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, linked));
-  ScanLearned unsettled = listed;
+  EXPECT_FALSE(store::next_scan_record(disk, kPackage, kStore, linked));
+  store::ScanLearned unsettled = listed;
   unsettled.dir_settled = false;
   unsettled.dir.mtime_ns += 1;
-  EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, unsettled));
+  EXPECT_FALSE(store::next_scan_record(disk, kPackage, kStore, unsettled));
   // An archive gone, the directory settled again: the new names, under the new identity.
-  ScanLearned changed = listed;
+  store::ScanLearned changed = listed;
   changed.dir.mtime_ns += 1;
   changed.names = {"kiln-kernels-0.1.0-cuda13.0-compute_80"};
-  std::optional<ScanRecord> next = next_scan_record(disk, kPackage, kStore, changed);
+  std::optional<store::ScanRecord> next = store::next_scan_record(disk, kPackage, kStore, changed);
   ASSERT_TRUE(next);
   EXPECT_TRUE(next->dir == changed.dir);
   EXPECT_EQ(next->names, changed.names);
-  ASSERT_TRUE(parse_scan_record(format_scan_record(*next).value(), kPackage, kStore));
+  ASSERT_TRUE(store::parse_scan_record(store::format_scan_record(*next).value(), kPackage, kStore));
   // No record yet: the listing is written.
-  next = next_scan_record(std::nullopt, kPackage, kStore, listed);
+  next = store::next_scan_record(std::nullopt, kPackage, kStore, listed);
   ASSERT_TRUE(next);
   EXPECT_TRUE(*next == disk);
   // Names not listed now and not the record's own (another identity): not kept.
-  ScanLearned from_elsewhere = listed;
+  store::ScanLearned from_elsewhere = listed;
   from_elsewhere.listed_now = false;
   from_elsewhere.dir.ino += 1;
-  EXPECT_FALSE(next_scan_record(disk, kPackage, kStore, from_elsewhere));
+  EXPECT_FALSE(store::next_scan_record(disk, kPackage, kStore, from_elsewhere));
 }
 
 TEST(ScanRecordFormat, TheFileNameHashesPackageAndStoreUnderScan) {
-  std::string a = scan_record_path("/c", kPackage, kStore);
+  std::string a = store::scan_record_path("/c", kPackage, kStore);
   EXPECT_EQ(a.rfind("/c/scan/", 0), 0u);
   EXPECT_EQ(a.size(), std::string("/c/scan/").size() + 16);
-  EXPECT_EQ(scan_record_path("/c/", kPackage, kStore), a);
-  EXPECT_NE(scan_record_path("/c", "acme", kStore), a);
-  EXPECT_NE(scan_record_path("/c", kPackage, kStore + "2"), a);
+  EXPECT_EQ(store::scan_record_path("/c/", kPackage, kStore), a);
+  EXPECT_NE(store::scan_record_path("/c", "acme", kStore), a);
+  EXPECT_NE(store::scan_record_path("/c", kPackage, kStore + "2"), a);
 }
 
 TEST(ScanRecordFormat, AFullScanDirectoryLosesItsLeastRecentlyWrittenRecordsNotTheNewOne) {
@@ -193,7 +193,7 @@ TEST(ScanRecordFormat, AFullScanDirectoryLosesItsLeastRecentlyWrittenRecordsNotT
     ASSERT_EQ(::utimensat(AT_FDCWD, p.c_str(), t, 0), 0);
   };
   // kMaxScanRecords old records, record i written i seconds after record i-1.
-  const int n = static_cast<int>(kMaxScanRecords);
+  const int n = static_cast<int>(store::kMaxScanRecords);
   for (int i = 0; i < n; ++i) {
     test::write_file(dir / hex(i), "x");
     age(dir / hex(i), 100000 - i);
@@ -211,18 +211,18 @@ TEST(ScanRecordFormat, AFullScanDirectoryLosesItsLeastRecentlyWrittenRecordsNotT
     return records;
   };
   // At the limit: one more (an existing name) keeps them all.
-  ASSERT_FALSE(write_scan_record((dir / hex(n - 1)).string(), sample_record()));
+  ASSERT_FALSE(store::write_scan_record((dir / hex(n - 1)).string(), sample_record()));
   EXPECT_EQ(count(), n);
   EXPECT_FALSE(fs::exists(dir / (hex(0) + ".tmp.1.0")));
   EXPECT_TRUE(fs::exists(dir / (hex(1) + ".tmp.1.0")));
   // One beyond: the oldest go, down to kKeepScanRecords; the new one and the newest stay.
   const std::string fresh = (dir / "ffffffffffffffff").string();
-  ASSERT_FALSE(write_scan_record(fresh, sample_record()));
-  EXPECT_EQ(count(), static_cast<int>(kKeepScanRecords));
+  ASSERT_FALSE(store::write_scan_record(fresh, sample_record()));
+  EXPECT_EQ(count(), static_cast<int>(store::kKeepScanRecords));
   EXPECT_TRUE(fs::exists(fresh));
   EXPECT_TRUE(fs::exists(dir / hex(n - 2)));
   EXPECT_FALSE(fs::exists(dir / hex(0)));
-  const int removed = n + 1 - static_cast<int>(kKeepScanRecords);
+  const int removed = n + 1 - static_cast<int>(store::kKeepScanRecords);
   EXPECT_FALSE(fs::exists(dir / hex(removed - 1)));
   EXPECT_TRUE(fs::exists(dir / hex(removed)));
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
@@ -232,7 +232,7 @@ TEST(ScanRecordFormat, AFullScanDirectoryLosesItsLeastRecentlyWrittenRecordsNotT
 
 // Only files and directories unchanged for kRecordSettledNs are recorded (scan_record.hpp).
 void let_settle() {
-  std::this_thread::sleep_for(std::chrono::nanoseconds(kRecordSettledNs) +
+  std::this_thread::sleep_for(std::chrono::nanoseconds(store::kRecordSettledNs) +
                               std::chrono::milliseconds(100));
 }
 
@@ -245,51 +245,51 @@ struct StoreRig {
   test::ReleaseSpec rel;
   StoreRig() {
     rel.loadable = true;
-    forget_store_memory();
+    plan::forget_store_memory();
   }
   fs::path write(const std::string& target, const std::string& bytes = "") {
     rel.with_artifacts({{kUri, bytes.empty() ? "image:" + target : bytes}});
     return test::write_store_entry(store, rel, target);
   }
-  StoreScanner disk() const { return StoreScanner(kPackage, kiln::version(), cache.string()); }
-  StoreScan scan() const { return disk().scan_for(store.string(), "artifact path", kUri, 90); }
+  plan::StoreScanner disk() const { return plan::StoreScanner(kPackage, kiln::version(), cache.string()); }
+  plan::StoreScan scan() const { return disk().scan_for(store.string(), "artifact path", kUri, 90); }
   std::string record_path() const {
-    return scan_record_path(cache.string(), kPackage, store.string());
+    return store::scan_record_path(cache.string(), kPackage, store.string());
   }
-  std::optional<ScanRecord> record() const {
-    return read_scan_record(record_path(), kPackage, store.string());
+  std::optional<store::ScanRecord> record() const {
+    return store::read_scan_record(record_path(), kPackage, store.string());
   }
   // The record as written, with no archive listed: still of this store's identity, so a
   // process that believes it finds nothing.
-  ScanRecord hiding_record() const {
-    ScanRecord r = record().value();
+  store::ScanRecord hiding_record() const {
+    store::ScanRecord r = record().value();
     r.names.clear();
     return r;
   }
   // The sha256 the scan's first archive gives kUri ("" when it lists none).
-  static std::string sha(const StoreScan& s) {
+  static std::string sha(const plan::StoreScan& s) {
     if (s.archives.empty() || !s.archives[0].manifest) return "";
-    const ArtifactEntry* a = s.archives[0].manifest->find(kUri);
+    const format::ArtifactEntry* a = s.archives[0].manifest->find(kUri);
     return a ? a->sha256 : "";
   }
 };
 
 std::string manifest_sha(const fs::path& dir) {
-  return parse_manifest(test::read_file(dir / "manifest.json"), "m").find(kUri)->sha256;
+  return format::parse_manifest(test::read_file(dir / "manifest.json"), "m").find(kUri)->sha256;
 }
 
 TEST(ScanRecordOnDisk, ASettledScanIsRecordedWithTheListing) {
   StoreRig rig;
   fs::path dir = rig.write("sm_90");
   let_settle();
-  StoreScan s = rig.scan();
+  plan::StoreScan s = rig.scan();
   ASSERT_TRUE(s.readable);
   EXPECT_EQ(StoreRig::sha(s), manifest_sha(dir));
 
-  std::optional<ScanRecord> r = rig.record();
+  std::optional<store::ScanRecord> r = rig.record();
   ASSERT_TRUE(r) << rig.record_path();
   EXPECT_EQ(r->names, std::vector<std::string>{dir.filename().string()});
-  EXPECT_TRUE(r->dir == identity_of(rig.store.string()).value());
+  EXPECT_TRUE(r->dir == io::identity_of(rig.store.string()).value());
   // The user's alone: the directory 0700, the file 0600; no temporary file left beside it.
   struct stat st {};
   ASSERT_EQ(::stat((rig.cache / "scan").c_str(), &st), 0);
@@ -305,7 +305,7 @@ TEST(ScanRecordOnDisk, ASettledScanIsRecordedWithTheListing) {
 TEST(ScanRecordOnDisk, AStoreJustWrittenIsNotRecorded) {
   StoreRig rig;
   fs::path dir = rig.write("sm_90");
-  StoreScan s = rig.scan();
+  plan::StoreScan s = rig.scan();
   EXPECT_EQ(StoreRig::sha(s), manifest_sha(dir));
   EXPECT_FALSE(fs::exists(rig.record_path()));
 }
@@ -315,17 +315,17 @@ TEST(ScanRecordOnDisk, AFreshProcessTakesTheListingFromTheRecord) {
   fs::path dir = rig.write("sm_90");
   let_settle();
   rig.scan();
-  ScanRecord r = rig.record().value();
+  store::ScanRecord r = rig.record().value();
   // The same record with no names, in a fresh process: the store looks empty, so the listing
   // came from the record and not from the directory.
-  ASSERT_FALSE(write_scan_record(rig.record_path(), rig.hiding_record()));
-  forget_store_memory();
-  StoreScan s = rig.scan();
+  ASSERT_FALSE(store::write_scan_record(rig.record_path(), rig.hiding_record()));
+  plan::forget_store_memory();
+  plan::StoreScan s = rig.scan();
   EXPECT_TRUE(s.readable);
   EXPECT_TRUE(s.archives.empty());
   // The true record back: the entry, from the manifest's own bytes.
-  ASSERT_FALSE(write_scan_record(rig.record_path(), r));
-  forget_store_memory();
+  ASSERT_FALSE(store::write_scan_record(rig.record_path(), r));
+  plan::forget_store_memory();
   EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
 }
 
@@ -334,30 +334,30 @@ TEST(ScanRecordOnDisk, ARecordOthersCouldHaveWrittenIsIgnored) {
   fs::path dir = rig.write("sm_90");
   let_settle();
   rig.scan();
-  const ScanRecord no_names = rig.hiding_record();
-  ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
+  const store::ScanRecord no_names = rig.hiding_record();
+  ASSERT_FALSE(store::write_scan_record(rig.record_path(), no_names));
   // Writable by the group: not read; the store is listed, and the record written again whole.
   ASSERT_EQ(::chmod(rig.record_path().c_str(), 0620), 0);
-  forget_store_memory();
+  plan::forget_store_memory();
   EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
   ASSERT_TRUE(rig.record());
   EXPECT_EQ(rig.record()->names.size(), 1u);
   // A symbolic link to a record: not followed.
-  ASSERT_FALSE(write_scan_record(rig.record_path() + "-elsewhere", no_names));
+  ASSERT_FALSE(store::write_scan_record(rig.record_path() + "-elsewhere", no_names));
   fs::remove(rig.record_path());
   fs::create_symlink(rig.record_path() + "-elsewhere", rig.record_path());
-  forget_store_memory();
+  plan::forget_store_memory();
   EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
   EXPECT_FALSE(fs::is_symlink(rig.record_path())) << "replaced by a record of its own";
   // Owned by another user (only root can make one).
   if (::geteuid() != 0) GTEST_SKIP() << "not root: cannot give a record to another user";
-  ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
+  ASSERT_FALSE(store::write_scan_record(rig.record_path(), no_names));
   ASSERT_EQ(::chown(rig.record_path().c_str(), 65534, 65534), 0);
-  forget_store_memory();
+  plan::forget_store_memory();
   EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
   // A scan directory of another user is not written into either.
   ASSERT_EQ(::chown((rig.cache / "scan").c_str(), 65534, 65534), 0);
-  EXPECT_TRUE(write_scan_record(rig.record_path(), no_names));
+  EXPECT_TRUE(store::write_scan_record(rig.record_path(), no_names));
 }
 
 TEST(ScanRecordOnDisk, AnArchiveAddedOrAManifestRewrittenIsSeenAndRecorded) {
@@ -369,8 +369,8 @@ TEST(ScanRecordOnDisk, AnArchiveAddedOrAManifestRewrittenIsSeenAndRecorded) {
   // A new archive: the directory's identity changes, the record's names are not used.
   fs::path sm90a = rig.write("sm_90a");
   let_settle();
-  forget_store_memory();
-  StoreScan s = rig.scan();
+  plan::forget_store_memory();
+  plan::StoreScan s = rig.scan();
   ASSERT_FALSE(s.archives.empty());
   EXPECT_EQ(s.archives[0].dir, sm90a.string()) << "the best target, listed from the directory";
   EXPECT_EQ(rig.record().value().names.size(), 2u);
@@ -378,11 +378,11 @@ TEST(ScanRecordOnDisk, AnArchiveAddedOrAManifestRewrittenIsSeenAndRecorded) {
   // process reads the new entry from the file.
   fs::path again = rig.write("sm_90a", "other image bytes, longer than before");
   ASSERT_EQ(again, sm90a);
-  forget_store_memory();
-  StoreScan rewritten = rig.scan();
+  plan::forget_store_memory();
+  plan::StoreScan rewritten = rig.scan();
   EXPECT_EQ(StoreRig::sha(rewritten), manifest_sha(sm90a));
   EXPECT_EQ(StoreRig::sha(rewritten),
-            sha256_hex(std::string("other image bytes, longer than before")));
+            io::sha256_hex(std::string("other image bytes, longer than before")));
 }
 
 TEST(ScanRecordOnDisk, ArchiveDirectoriesReachedThroughLinksAreListedByEveryProcess) {
@@ -394,20 +394,20 @@ TEST(ScanRecordOnDisk, ArchiveDirectoriesReachedThroughLinksAreListedByEveryProc
   test::ReleaseSpec rel = rig.rel;
   rel.with_artifacts({{kUri, "image:sm_90"}});
   const std::string stem =
-      archive_stem(kPackage, kiln::version(), kiln::cuda_version(), "sm_90");
+      format::archive_stem(kPackage, kiln::version(), kiln::cuda_version(), "sm_90");
   fs::create_symlink(elsewhere / stem, rig.store / stem);  // dangling: a share not mounted
   let_settle();
-  StoreScan s = rig.scan();
+  plan::StoreScan s = rig.scan();
   EXPECT_TRUE(s.archives.empty());
-  std::optional<ScanRecord> r = rig.record();
+  std::optional<store::ScanRecord> r = rig.record();
   if (r) {
-    EXPECT_TRUE(r->dir == FileIdentity{}) << "names kept for a listing through a link";
+    EXPECT_TRUE(r->dir == io::FileIdentity{}) << "names kept for a listing through a link";
     EXPECT_TRUE(r->names.empty());
   }
   // The share appears: the next process lists the store again and finds it.
   fs::path dir = test::write_store_entry(elsewhere, rel, "sm_90");
   ASSERT_EQ(dir.filename().string(), stem);
-  forget_store_memory();
+  plan::forget_store_memory();
   EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
 }
 
@@ -416,12 +416,12 @@ TEST(ScanRecordOnDisk, AFullScanListsTheStoreItselfWhateverARecordSays) {
   fs::path dir = rig.write("sm_90");
   let_settle();
   rig.scan();
-  const ScanRecord no_names = rig.hiding_record();
-  ASSERT_FALSE(write_scan_record(rig.record_path(), no_names));
-  forget_store_memory();
+  const store::ScanRecord no_names = rig.hiding_record();
+  ASSERT_FALSE(store::write_scan_record(rig.record_path(), no_names));
+  plan::forget_store_memory();
   EXPECT_TRUE(rig.scan().archives.empty()) << "the fast path takes the record's names";
   // The full scan (a failure's explanation, kiln verify's rule) lists the directory.
-  StoreScan full = rig.disk().scan(rig.store.string(), "artifact path");
+  plan::StoreScan full = rig.disk().scan(rig.store.string(), "artifact path");
   ASSERT_EQ(full.archives.size(), 1u);
   EXPECT_EQ(full.archives[0].dir, dir.string());
 }
@@ -434,14 +434,14 @@ TEST(ScanRecordOnDisk, ARecordThatCannotBeReadOrWrittenCostsNothingButTime) {
   rig.scan();
   std::string text = test::read_file(rig.record_path());
   test::write_file(rig.record_path(), text.substr(0, text.size() / 2));
-  forget_store_memory();
+  plan::forget_store_memory();
   EXPECT_EQ(StoreRig::sha(rig.scan()), manifest_sha(dir));
   EXPECT_EQ(test::read_file(rig.record_path()), text);
   // A cache directory that cannot be made (a file is in its place): the scan is the same.
   test::write_file(rig.tmp / "file", "x");
-  StoreScanner blocked(kPackage, kiln::version(), (rig.tmp / "file" / "cache").string());
-  forget_store_memory();
-  StoreScan s = blocked.scan_for(rig.store.string(), "artifact path", kUri, 90);
+  plan::StoreScanner blocked(kPackage, kiln::version(), (rig.tmp / "file" / "cache").string());
+  plan::forget_store_memory();
+  plan::StoreScan s = blocked.scan_for(rig.store.string(), "artifact path", kUri, 90);
   EXPECT_EQ(StoreRig::sha(s), manifest_sha(dir));
 }
 
@@ -457,7 +457,7 @@ TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithItsRecordAndDespiteALyingOne)
     cfg.cache_dir = rig.cache.string();
     cfg.offline = true;
     cfg.disable_jit = true;
-    LoaderDeps deps;
+    plan::LoaderDeps deps;
     deps.driver = std::move(driver);
     deps.installed_store = (rig.tmp / "installed").string();
     return make_loader(test::reference_description(), cfg, std::move(deps));
@@ -467,20 +467,20 @@ TEST(ScanRecordOnDisk, ALoaderLoadsTheSameBytesWithItsRecordAndDespiteALyingOne)
     EXPECT_EQ(new_loader(driver)->get(kUri).origin, artifact);
     EXPECT_EQ(driver->images, std::vector<std::string>{"the sm_90 image of axpy"});
   };
-  forget_store_memory();
+  plan::forget_store_memory();
   load();  // lists, looks the URI up in the manifest, writes the record
   ASSERT_TRUE(rig.record());
-  forget_store_memory();
+  plan::forget_store_memory();
   load();  // from the record
   // A record whose names hide the archive: the fast path finds nothing in the artifact path,
   // and the loader's full scan, which lists the store itself, still loads the same bytes.
-  const ScanRecord hiding = rig.hiding_record();
-  ASSERT_FALSE(write_scan_record(rig.record_path(), hiding));
-  forget_store_memory();
+  const store::ScanRecord hiding = rig.hiding_record();
+  ASSERT_FALSE(store::write_scan_record(rig.record_path(), hiding));
+  plan::forget_store_memory();
   load();
   // The artifact changed behind an unchanged manifest: the record does not spare the hash.
   test::write_file(dir / (kUri + ".fatbin"), "the sm_90 image of axpX");
-  forget_store_memory();
+  plan::forget_store_memory();
   auto driver = std::make_shared<test::Cc90Driver>();
   try {
     new_loader(driver)->get(kUri);

@@ -51,13 +51,13 @@ TEST(StoreRule, DirectoryNamedForAnotherTargetThanItsManifestIsRefusedByLoaderAn
   // Named for sm_90, holding sm_80's manifest: the old loader used it as sm_80 on a full scan
   // and skipped it on the fast path (by its name); `kiln verify` refused it.
   const std::string name =
-      archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
+      format::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_90");
   // The deliberate mismatch: sm_80's entry as install writes it, then renamed to sm_90's name.
   fs::rename(write_archive_dir(dir / "store", "sm_80"), dir / "store" / name);
   Views v = both_views(dir);
   const std::string why =
       (dir / "store" / name).string() + ": directory name does not match its manifest (expected '" +
-      archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80") + "'";
+      format::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80") + "'";
   EXPECT_EQ(v.verify.exit_code, 10) << v.verify.out;  // format
   EXPECT_NE(v.verify.out.find(why), std::string::npos) << v.verify.out;
   EXPECT_EQ(v.resolve.exit_code, 6) << v.resolve.out;  // no source
@@ -69,7 +69,7 @@ TEST(StoreRule, CacheJitDirectoryAndOtherDirectoriesAreNotArchivesForLoaderOrCli
   // A cache directory as the loader leaves it, plus a directory an operator put there: the old
   // `kiln verify` reported each as an archive without a manifest.
   const std::string good =
-      archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
+      format::archive_stem("kiln-kernels", kiln::version(), kiln::cuda_version(), "sm_80");
   write_archive_dir(dir / "store", "sm_80");
   fs::create_directories(dir / "store" / "jit" / "sm_80");
   fs::create_directories(dir / "store" / "notes");
@@ -87,23 +87,23 @@ TEST(StoreRule, CacheJitDirectoryAndOtherDirectoriesAreNotArchivesForLoaderOrCli
 }
 
 TEST(StoreRule, ArchiveDirectoryNamesArePrefixedAndPlain) {
-  EXPECT_TRUE(is_archive_dir_name("kiln-kernels-0.1.0-cuda13.0-sm_90a"));
-  EXPECT_FALSE(is_archive_dir_name("kiln-kernels-"));
-  EXPECT_FALSE(is_archive_dir_name("jit"));
-  EXPECT_FALSE(is_archive_dir_name(".tmp-abcdef"));
-  EXPECT_FALSE(is_archive_dir_name(".kiln-kernels-0.1.0-cuda13.0-sm_90a"));
-  EXPECT_FALSE(is_archive_dir_name("kiln-kernels-x/../../etc"));
+  EXPECT_TRUE(store::is_archive_dir_name("kiln-kernels-0.1.0-cuda13.0-sm_90a"));
+  EXPECT_FALSE(store::is_archive_dir_name("kiln-kernels-"));
+  EXPECT_FALSE(store::is_archive_dir_name("jit"));
+  EXPECT_FALSE(store::is_archive_dir_name(".tmp-abcdef"));
+  EXPECT_FALSE(store::is_archive_dir_name(".kiln-kernels-0.1.0-cuda13.0-sm_90a"));
+  EXPECT_FALSE(store::is_archive_dir_name("kiln-kernels-x/../../etc"));
 }
 
 TEST(StoreRule, MissingOrPlainFileStoreIsReportedNotThrown) {
   TempDir dir;
-  StoreListing absent = list_store_archive_dirs(dir / "absent");
-  EXPECT_EQ(absent.status, ListingStatus::Absent);
+  store::StoreListing absent = store::list_store_archive_dirs(dir / "absent");
+  EXPECT_EQ(absent.status, store::ListingStatus::Absent);
   EXPECT_EQ(absent.problem, "does not exist");
   test::write_file(dir / "file", "x");
-  StoreListing l = list_store_archive_dirs(dir / "file");
+  store::StoreListing l = store::list_store_archive_dirs(dir / "file");
   EXPECT_FALSE(l.readable());
-  EXPECT_EQ(l.status, ListingStatus::NotADirectory);
+  EXPECT_EQ(l.status, store::ListingStatus::NotADirectory);
   EXPECT_EQ(l.problem, "not a directory");
 }
 
@@ -124,12 +124,12 @@ TEST(StoreRule, ListingFollowsLinksToDirectoriesAndReadsLargeStoresWhole) {
   fs::create_symlink(dir / "plain", store / "kiln-kernels-0.1.0-cuda13.0-sm_89");
   test::write_file(store / "kiln-kernels-0.1.0-cuda13.0-sm_70", "a file, not a directory");
 
-  StoreListing l = list_store_archive_dirs(store, "kiln-kernels");
+  store::StoreListing l = store::list_store_archive_dirs(store, "kiln-kernels");
   ASSERT_TRUE(l.readable()) << l.problem;
   EXPECT_EQ(l.archive_names, (std::vector<std::string>{"kiln-kernels-0.1.0-cuda13.0-sm_80",
                                                        "kiln-kernels-0.1.0-cuda13.0-sm_86"}));
   // Any package: the other package's directory too.
-  EXPECT_EQ(list_store_archive_dirs(store).archive_names.size(), 3u);
+  EXPECT_EQ(store::list_store_archive_dirs(store).archive_names.size(), 3u);
 
   // 400 archive directories with long names: several reads of the directory.
   fs::path big = dir / "big";
@@ -141,35 +141,35 @@ TEST(StoreRule, ListingFollowsLinksToDirectoriesAndReadsLargeStoresWhole) {
     want.push_back(name);
   }
   std::sort(want.begin(), want.end());
-  StoreListing b = list_store_archive_dirs(big, "kiln-kernels");
+  store::StoreListing b = store::list_store_archive_dirs(big, "kiln-kernels");
   ASSERT_TRUE(b.readable()) << b.problem;
   EXPECT_EQ(b.archive_names, want);
 }
 
-// A store directory is untrusted: a listing reads at most limits::kMaxStoreEntries entries and
+// A store directory is untrusted: a listing reads at most io::limits::kMaxStoreEntries entries and
 // refuses a larger one with the limit named, listing nothing, rather than growing without end.
 TEST(StoreRule, AStoreOfMoreEntriesThanTheLimitIsRefusedNamingIt) {
   TempDir dir;
   fs::path store = dir / "store";
   fs::create_directories(store / "kiln-kernels-0.1.0-cuda13.0-sm_90a");
   // Plain files with other names: cheap to make, counted all the same.
-  for (std::uint64_t i = 1; i < limits::kMaxStoreEntries; ++i) {
+  for (std::uint64_t i = 1; i < io::limits::kMaxStoreEntries; ++i) {
     std::string name = (store / ("f" + std::to_string(i))).string();
     int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0) << name;
     ::close(fd);
   }
-  StoreListing at_limit = list_store_archive_dirs(store, "kiln-kernels");
+  store::StoreListing at_limit = store::list_store_archive_dirs(store, "kiln-kernels");
   ASSERT_TRUE(at_limit.readable()) << at_limit.problem;  // exactly the limit: listed
   EXPECT_EQ(at_limit.archive_names,
             std::vector<std::string>{"kiln-kernels-0.1.0-cuda13.0-sm_90a"});
   test::write_file(store / "one-more", "");
-  StoreListing over = list_store_archive_dirs(store, "kiln-kernels");
+  store::StoreListing over = store::list_store_archive_dirs(store, "kiln-kernels");
   EXPECT_FALSE(over.readable());
-  EXPECT_EQ(over.status, ListingStatus::Unlistable);
+  EXPECT_EQ(over.status, store::ListingStatus::Unlistable);
   EXPECT_TRUE(over.archive_names.empty());
   EXPECT_EQ(over.problem, "cannot be listed: it holds more than " +
-                              std::to_string(limits::kMaxStoreEntries) +
+                              std::to_string(io::limits::kMaxStoreEntries) +
                               " entries, the limit (docs/security.md)");
 }
 

@@ -32,12 +32,12 @@ test::ReleaseSpec release(const std::map<std::string, std::string>& artifacts) {
   return rel;
 }
 
-Manifest manifest_for(const std::map<std::string, std::string>& artifacts,
+format::Manifest manifest_for(const std::map<std::string, std::string>& artifacts,
                       const std::string& target = "sm_90a") {
   return test::release_manifest(release(artifacts), target);
 }
 
-std::vector<ArchiveMember> members_for(const std::map<std::string, std::string>& artifacts,
+std::vector<format::ArchiveMember> members_for(const std::map<std::string, std::string>& artifacts,
                                        const std::string& target = "sm_90a") {
   return test::release_members(release(artifacts), target);
 }
@@ -62,15 +62,15 @@ using test::error_of;
 
 TEST(Store, InstallUnpacksManifestAndArtifactsUnderTheArchiveStem) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
-  InstallResult r = install_archive(dir / "a.tar.zst", dir / "store");
-  EXPECT_EQ(r.action, InstallResult::Action::Installed);
+  format::write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  store::InstallResult r = store::install_archive(dir / "a.tar.zst", dir / "store");
+  EXPECT_EQ(r.action, store::InstallResult::Action::Installed);
   EXPECT_EQ(r.directory, dir / "store" / kStem);
   auto snap = snapshot(dir / "store");
   EXPECT_EQ(snap.size(), 4u);  // the directory, manifest, two artifacts: no temp left
   EXPECT_EQ(snap[std::string(kStem) + "/axpy_dtype_f32.fatbin"], "fatbin-f32-bytes");
   EXPECT_EQ(snap[std::string(kStem) + "/manifest.json"],
-            manifest_to_json(manifest_for(kArtifacts)));
+            format::manifest_to_json(manifest_for(kArtifacts)));
 }
 
 // A download installed by fetch is removed before its directory is renamed into place: a kill
@@ -79,17 +79,17 @@ TEST(Store, InstallUnpacksManifestAndArtifactsUnderTheArchiveStem) {
 TEST(Store, AnInstallThatConsumesTheArchiveRemovesItBeforeTheDirectoryAppears) {
   TempDir dir;
   fs::create_directories(dir / "store");
-  write_archive(dir / "store" / "a.tar.zst", members_for(kArtifacts), 0);
-  InstallResult r = install_archive(dir / "store" / "a.tar.zst", dir / "store", std::nullopt, {},
-                                    ArchiveAfterInstall::Remove);
-  EXPECT_EQ(r.action, InstallResult::Action::Installed);
+  format::write_archive(dir / "store" / "a.tar.zst", members_for(kArtifacts), 0);
+  store::InstallResult r = store::install_archive(dir / "store" / "a.tar.zst", dir / "store", std::nullopt, {},
+                                    store::ArchiveAfterInstall::Remove);
+  EXPECT_EQ(r.action, store::InstallResult::Action::Installed);
   EXPECT_FALSE(fs::exists(dir / "store" / "a.tar.zst"));
   EXPECT_EQ(snapshot(dir / "store").size(), 4u);
 
-  write_archive(dir / "b.tar.zst", members_for(kArtifacts), 0);
+  format::write_archive(dir / "b.tar.zst", members_for(kArtifacts), 0);
   std::string refused = error_of(ErrorKind::Stale, [&] {
-    install_archive(dir / "b.tar.zst", dir / "store", std::nullopt,
-                    RequiredRelease{"another-package", ""}, ArchiveAfterInstall::Remove);
+    store::install_archive(dir / "b.tar.zst", dir / "store", std::nullopt,
+                    store::RequiredRelease{"another-package", ""}, store::ArchiveAfterInstall::Remove);
   });
   EXPECT_NE(refused.find("not another-package"), std::string::npos) << refused;
   EXPECT_TRUE(fs::exists(dir / "b.tar.zst"));
@@ -97,31 +97,31 @@ TEST(Store, AnInstallThatConsumesTheArchiveRemovesItBeforeTheDirectoryAppears) {
 
 TEST(Store, ScanListsInstalledArchiveWithItsManifest) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
-  install_archive(dir / "a.tar.zst", dir / "store");
-  auto entries = scan_store(dir / "store");
+  format::write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  store::install_archive(dir / "a.tar.zst", dir / "store");
+  auto entries = store::scan_store(dir / "store");
   ASSERT_EQ(entries.size(), 1u);
   ASSERT_TRUE(entries[0].manifest) << entries[0].error;
   EXPECT_EQ(entries[0].manifest->target, "sm_90a");
-  EXPECT_TRUE(verify_store_archive(entries[0]).empty());
-  EXPECT_TRUE(store_has_verified(dir / "store", kStem));
-  EXPECT_FALSE(store_has_verified(dir / "store", "kiln-kernels-0.1.0-cuda13.0-sm_80"));
-  const ArtifactEntry* a = entries[0].manifest->find("axpy_dtype_f16");
+  EXPECT_TRUE(store::verify_store_archive(entries[0]).empty());
+  EXPECT_TRUE(store::store_has_verified(dir / "store", kStem));
+  EXPECT_FALSE(store::store_has_verified(dir / "store", "kiln-kernels-0.1.0-cuda13.0-sm_80"));
+  const format::ArtifactEntry* a = entries[0].manifest->find("axpy_dtype_f16");
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(read_verified_artifact(entries[0].dir, *a), "fatbin-f16");
+  EXPECT_EQ(store::read_verified_artifact(entries[0].dir, *a), "fatbin-f16");
 }
 
 TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
-  install_archive(dir / "a.tar.zst", dir / "store");
+  format::write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  store::install_archive(dir / "a.tar.zst", dir / "store");
   fs::create_directories(dir / "store" / "kiln-kernels-9.9.9a-no-manifest");
   test::write_file(dir / "store" / "kiln-kernels-9.9.9b-bad-json" / "manifest.json", "{not json");
   test::write_file(dir / "store" / "kiln-kernels-9.9.9-cuda13.0-sm_80" / "manifest.json",
-                   manifest_to_json(manifest_for(kArtifacts)));  // name does not match
+                   format::manifest_to_json(manifest_for(kArtifacts)));  // name does not match
   fs::create_directories(dir / "store" / ".tmp-abcdef");
   test::write_file(dir / "store" / "stray-file", "x");
-  auto entries = scan_store(dir / "store");
+  auto entries = store::scan_store(dir / "store");
   ASSERT_EQ(entries.size(), 4u);
   EXPECT_EQ(fs::path(entries[0].dir).filename(), "kiln-kernels-0.1.0-cuda13.0-sm_90a");
   EXPECT_TRUE(entries[0].manifest);
@@ -142,86 +142,86 @@ TEST(Store, ScanReportsBrokenEntriesAndGoesOn) {
 // unreported.
 TEST(Store, ScanSkipsEntriesThatAreNotArchiveDirectoriesAndFollowsLinks) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
-  install_archive(dir / "a.tar.zst", dir / "elsewhere");
+  format::write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  store::install_archive(dir / "a.tar.zst", dir / "elsewhere");
   fs::create_directories(dir / "store" / "jit" / "sm_90");
   fs::create_directories(dir / "store" / "notes");
   fs::create_directories(dir / "store" / ".kiln-locks");
   test::write_file(dir / "store" / "kiln-kernels-a-plain-file", "x");
   fs::create_directory_symlink(dir / "elsewhere" / kStem, dir / "store" / kStem);
-  auto entries = scan_store(dir / "store");
+  auto entries = store::scan_store(dir / "store");
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(fs::path(entries[0].dir).filename(), kStem);
   ASSERT_TRUE(entries[0].manifest) << entries[0].error;
-  EXPECT_TRUE(verify_store_archive(entries[0]).empty());
-  EXPECT_TRUE(store_has_verified(dir / "store", kStem));
-  EXPECT_FALSE(store_has_verified(dir / "store", "jit"));
-  EXPECT_FALSE(store_has_verified(dir / "store", "../elsewhere/" + std::string(kStem)));
+  EXPECT_TRUE(store::verify_store_archive(entries[0]).empty());
+  EXPECT_TRUE(store::store_has_verified(dir / "store", kStem));
+  EXPECT_FALSE(store::store_has_verified(dir / "store", "jit"));
+  EXPECT_FALSE(store::store_has_verified(dir / "store", "../elsewhere/" + std::string(kStem)));
 }
 
 TEST(Store, MissingStoreScansEmpty) {
   TempDir dir;
-  EXPECT_TRUE(scan_store(dir / "nothing-here").empty());
+  EXPECT_TRUE(store::scan_store(dir / "nothing-here").empty());
 }
 
 TEST(Store, VerifyFindsCorruptedMissingAndUnlistedFiles) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
-  auto r = install_archive(dir / "a.tar.zst", dir / "store");
+  format::write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  auto r = store::install_archive(dir / "a.tar.zst", dir / "store");
   test::write_file(r.directory / "axpy_dtype_f32.fatbin", "fatbin-f32-BYTES");  // same size
   fs::remove(r.directory / "axpy_dtype_f16.fatbin");
   test::write_file(r.directory / "extra.bin", "x");
-  auto problems = verify_store_archive(scan_store(dir / "store").at(0));
+  auto problems = store::verify_store_archive(store::scan_store(dir / "store").at(0));
   ASSERT_EQ(problems.size(), 3u);
-  std::map<std::string, VerifyProblem> by_field;
+  std::map<std::string, store::VerifyProblem> by_field;
   for (const auto& p : problems) by_field[p.field] = p;
   EXPECT_EQ(by_field["sha256"].kind, ErrorKind::Integrity);
   EXPECT_NE(by_field["sha256"].message.find("axpy_dtype_f32.fatbin"), std::string::npos);
-  EXPECT_EQ(most_severe(problems), ErrorKind::Integrity);
-  EXPECT_FALSE(store_has_verified(dir / "store", kStem));
+  EXPECT_EQ(store::most_severe(problems), ErrorKind::Integrity);
+  EXPECT_FALSE(store::store_has_verified(dir / "store", kStem));
   std::string msg = error_of(ErrorKind::Integrity, [&] {
-    read_verified_artifact(r.directory, *r.manifest.find("axpy_dtype_f32"));
+    store::read_verified_artifact(r.directory, *r.manifest.find("axpy_dtype_f32"));
   });
-  EXPECT_NE(msg.find(sha256_hex("fatbin-f32-bytes")), std::string::npos) << msg;
-  EXPECT_NE(msg.find(sha256_hex("fatbin-f32-BYTES")), std::string::npos) << msg;
+  EXPECT_NE(msg.find(io::sha256_hex("fatbin-f32-bytes")), std::string::npos) << msg;
+  EXPECT_NE(msg.find(io::sha256_hex("fatbin-f32-BYTES")), std::string::npos) << msg;
 }
 
 TEST(Store, ReinstallingTheSameArchiveLeavesTheCopyUntouched) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
-  install_archive(dir / "a.tar.zst", dir / "store");
+  format::write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  store::install_archive(dir / "a.tar.zst", dir / "store");
   auto before = snapshot(dir / "store");
-  auto r = install_archive(dir / "a.tar.zst", dir / "store");
-  EXPECT_EQ(r.action, InstallResult::Action::Unchanged);
+  auto r = store::install_archive(dir / "a.tar.zst", dir / "store");
+  EXPECT_EQ(r.action, store::InstallResult::Action::Unchanged);
   EXPECT_EQ(snapshot(dir / "store"), before);
 }
 
 TEST(Store, DifferingCopyIsReplacedWholeWithNoTempLeft) {
   TempDir dir;
-  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
-  auto r = install_archive(dir / "a.tar.zst", dir / "store");
+  format::write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  auto r = store::install_archive(dir / "a.tar.zst", dir / "store");
   test::write_file(r.directory / "axpy_dtype_f32.fatbin", "tampered");
   test::write_file(r.directory / "leftover", "x");
-  r = install_archive(dir / "a.tar.zst", dir / "store");
-  EXPECT_EQ(r.action, InstallResult::Action::Replaced);
+  r = store::install_archive(dir / "a.tar.zst", dir / "store");
+  EXPECT_EQ(r.action, store::InstallResult::Action::Replaced);
   auto snap = snapshot(dir / "store");
   EXPECT_EQ(snap.size(), 4u);
   EXPECT_EQ(snap[std::string(kStem) + "/axpy_dtype_f32.fatbin"], "fatbin-f32-bytes");
-  EXPECT_TRUE(store_has_verified(dir / "store", kStem));
+  EXPECT_TRUE(store::store_has_verified(dir / "store", kStem));
 }
 
 // Each refused archive must leave the destination exactly as it was.
 class StoreRefusal : public ::testing::Test {
  protected:
   void SetUp() override {
-    write_archive(dir / "good.tar.zst", members_for(kArtifacts, "sm_80"), 0);
-    install_archive(dir / "good.tar.zst", dir / "store");
+    format::write_archive(dir / "good.tar.zst", members_for(kArtifacts, "sm_80"), 0);
+    store::install_archive(dir / "good.tar.zst", dir / "store");
     before = snapshot(dir / "store");
     ASSERT_EQ(before.size(), 4u);
   }
   std::string refuse(const fs::path& archive, ErrorKind kind,
                      const std::optional<std::string>& sha = std::nullopt) {
-    std::string msg = error_of(kind, [&] { install_archive(archive, dir / "store", sha); });
+    std::string msg = error_of(kind, [&] { store::install_archive(archive, dir / "store", sha); });
     EXPECT_EQ(snapshot(dir / "store"), before) << msg;
     return msg;
   }
@@ -230,7 +230,7 @@ class StoreRefusal : public ::testing::Test {
 };
 
 TEST_F(StoreRefusal, ArchiveDigestMismatch) {
-  write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
+  format::write_archive(dir / "a.tar.zst", members_for(kArtifacts), 0);
   std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Integrity, std::string(64, '0'));
   EXPECT_NE(msg.find(std::string(64, '0')), std::string::npos) << msg;
   EXPECT_NE(msg.find("a.tar.zst"), std::string::npos) << msg;
@@ -239,14 +239,14 @@ TEST_F(StoreRefusal, ArchiveDigestMismatch) {
 TEST_F(StoreRefusal, ArtifactDigestMismatchNamesTheMember) {
   auto members = members_for(kArtifacts);
   members[1].data[0] ^= 1;  // same size, different bytes
-  write_archive(dir / "a.tar.zst", members, 0);
+  format::write_archive(dir / "a.tar.zst", members, 0);
   std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Integrity);
   EXPECT_NE(msg.find(members[1].name), std::string::npos) << msg;
   EXPECT_NE(msg.find("sha256"), std::string::npos) << msg;
 }
 
 TEST_F(StoreRefusal, MissingManifest) {
-  write_archive(dir / "a.tar.zst", {{"axpy_dtype_f32.fatbin", "x"}}, 0);
+  format::write_archive(dir / "a.tar.zst", {{"axpy_dtype_f32.fatbin", "x"}}, 0);
   std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Format);
   EXPECT_NE(msg.find("no manifest.json"), std::string::npos) << msg;
 }
@@ -254,7 +254,7 @@ TEST_F(StoreRefusal, MissingManifest) {
 TEST_F(StoreRefusal, ManifestNotFirst) {
   auto members = members_for(kArtifacts);
   std::swap(members[0], members[1]);
-  write_archive(dir / "a.tar.zst", members, 0);
+  format::write_archive(dir / "a.tar.zst", members, 0);
   std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Format);
   EXPECT_NE(msg.find("must be the first member"), std::string::npos) << msg;
 }
@@ -262,7 +262,7 @@ TEST_F(StoreRefusal, ManifestNotFirst) {
 TEST_F(StoreRefusal, UnlistedMember) {
   auto members = members_for(kArtifacts);
   members.push_back({"evil.so", "x"});
-  write_archive(dir / "a.tar.zst", members, 0);
+  format::write_archive(dir / "a.tar.zst", members, 0);
   std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Integrity);
   EXPECT_NE(msg.find("evil.so"), std::string::npos) << msg;
 }
@@ -283,7 +283,7 @@ TEST_F(StoreRefusal, LinksDevicesAndEscapingNames) {
     archive_write_set_format_pax_restricted(a);
     archive_write_add_filter_zstd(a);
     ASSERT_EQ(archive_write_open_filename(a, p.c_str()), ARCHIVE_OK);
-    std::string manifest = manifest_to_json(manifest_for(kArtifacts));
+    std::string manifest = format::manifest_to_json(manifest_for(kArtifacts));
     archive_entry* e = archive_entry_new();
     archive_entry_set_pathname(e, "manifest.json");
     archive_entry_set_filetype(e, AE_IFREG);
@@ -312,7 +312,7 @@ TEST_F(StoreRefusal, NewerManifestFormatIsStale) {
   auto members = members_for(kArtifacts);
   auto pos = members[0].data.find("\"format_version\": 2");
   members[0].data.replace(pos, 19, "\"format_version\": 3");
-  write_archive(dir / "a.tar.zst", members, 0);
+  format::write_archive(dir / "a.tar.zst", members, 0);
   std::string msg = refuse(dir / "a.tar.zst", ErrorKind::Stale);
   EXPECT_NE(msg.find("too new"), std::string::npos) << msg;
 }

@@ -9,12 +9,12 @@
 
 namespace kiln::test {
 
-class Cc90Driver : public Driver {
+class Cc90Driver : public runtime::Driver {
  public:
   std::vector<std::string> images;  // every image load_library was given, in order
   void init() override {}
   int driver_version() override { return 13000; }
-  std::vector<DeviceInfo> devices() override { return {{0, "CC 9.0 stand-in", 90}}; }
+  std::vector<runtime::DeviceInfo> devices() override { return {{0, "CC 9.0 stand-in", 90}}; }
   void* current_context() override { return this; }
   int current_device_cc() override { return 90; }
   bool stream_is_capturing(void*) override { return false; }

@@ -43,8 +43,8 @@ std::vector<SyntheticArtifact> release_artifacts(const ReleaseSpec& rel,
   return out;
 }
 
-Manifest release_manifest(const ReleaseSpec& rel, const std::string& target) {
-  Manifest m;
+format::Manifest release_manifest(const ReleaseSpec& rel, const std::string& target) {
+  format::Manifest m;
   m.format_version = rel.format_version;
   m.package = rel.package;
   m.package_version = rel.version;
@@ -53,9 +53,9 @@ Manifest release_manifest(const ReleaseSpec& rel, const std::string& target) {
   m.target = target;
   m.build_time = rel.build_time;
   for (const auto& art : release_artifacts(rel, target)) {
-    ArtifactEntry a;
+    format::ArtifactEntry a;
     a.uri = art.uri;
-    const Specialisation* spec = reference_package().spec(art.uri);
+    const project::Specialisation* spec = reference_package().spec(art.uri);
     // A URI the registry does not know: "<family>_..._<dtype>".
     a.family = spec ? spec->family : art.uri.substr(0, art.uri.find('_'));
     a.params = spec ? spec->params
@@ -73,15 +73,15 @@ Manifest release_manifest(const ReleaseSpec& rel, const std::string& target) {
     a.flags = rel.flags;
     a.file = art.uri + ".fatbin";
     a.size = art.bytes.size();
-    a.sha256 = sha256_hex(art.bytes);
+    a.sha256 = io::sha256_hex(art.bytes);
     m.artifacts.push_back(std::move(a));
   }
   return m;
 }
 
-std::vector<ArchiveMember> release_members(const ReleaseSpec& rel, const std::string& target) {
-  std::vector<ArchiveMember> members{
-      {"manifest.json", manifest_to_json(release_manifest(rel, target))}};
+std::vector<format::ArchiveMember> release_members(const ReleaseSpec& rel, const std::string& target) {
+  std::vector<format::ArchiveMember> members{
+      {"manifest.json", format::manifest_to_json(release_manifest(rel, target))}};
   for (const auto& art : release_artifacts(rel, target))
     members.push_back({art.uri + ".fatbin", art.bytes});
   return members;
@@ -89,10 +89,10 @@ std::vector<ArchiveMember> release_members(const ReleaseSpec& rel, const std::st
 
 fs::path write_release_archive(const fs::path& dir, const ReleaseSpec& rel,
                                const std::string& target,
-                               const std::vector<ArchiveMember>& members) {
+                               const std::vector<format::ArchiveMember>& members) {
   fs::create_directories(dir);
-  fs::path p = dir / archive_file_name(rel.package, rel.version, rel.cuda_version, target);
-  write_archive(p, members, rel.archive_mtime, rel.zstd_level);
+  fs::path p = dir / format::archive_file_name(rel.package, rel.version, rel.cuda_version, target);
+  format::write_archive(p, members, rel.archive_mtime, rel.zstd_level);
   return p;
 }
 
@@ -101,22 +101,22 @@ fs::path write_release_archive(const fs::path& dir, const ReleaseSpec& rel,
   return write_release_archive(dir, rel, target, release_members(rel, target));
 }
 
-Index release_index(const ReleaseSpec& rel, std::vector<IndexEntry> entries) {
-  Index idx;
+format::Index release_index(const ReleaseSpec& rel, std::vector<format::IndexEntry> entries) {
+  format::Index idx;
   idx.package = rel.package;
   idx.package_version = rel.version;
   idx.git_commit = rel.git_commit;
   idx.cuda_version = rel.cuda_version;
   std::sort(entries.begin(), entries.end(),
-            [](const IndexEntry& a, const IndexEntry& b) { return a.target < b.target; });
+            [](const format::IndexEntry& a, const format::IndexEntry& b) { return a.target < b.target; });
   idx.archives = std::move(entries);
   return idx;
 }
 
-IndexEntry release_index_entry(const ReleaseSpec& rel, const std::string& target,
+format::IndexEntry release_index_entry(const ReleaseSpec& rel, const std::string& target,
                                const std::string& archive_bytes) {
-  return {archive_file_name(rel.package, rel.version, rel.cuda_version, target), target,
-          archive_bytes.size(), sha256_hex(archive_bytes)};
+  return {format::archive_file_name(rel.package, rel.version, rel.cuda_version, target), target,
+          archive_bytes.size(), io::sha256_hex(archive_bytes)};
 }
 
 SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
@@ -127,41 +127,41 @@ SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
   d.version = rel.version;
   d.cuda_version = rel.cuda_version;
   fs::create_directories(dir);
-  std::vector<IndexEntry> entries;
+  std::vector<format::IndexEntry> entries;
   for (const auto& t : targets) {
     fs::path p = write_release_archive(dir, rel, t);
     std::size_t size = 0;
-    std::string sha = sha256_file(p, &size);
+    std::string sha = io::sha256_file(p, &size);
     entries.push_back({p.filename().string(), t, size, sha});
     d.archive[t] = p.filename().string();
     for (const auto& art : release_artifacts(rel, t))
       d.artifacts[t][art.uri + ".fatbin"] = art.bytes;
   }
-  d.index_json = index_to_json(release_index(rel, std::move(entries)));
-  d.index_path = dir / index_file_name(rel.package, rel.version);
+  d.index_json = format::index_to_json(release_index(rel, std::move(entries)));
+  d.index_path = dir / format::index_file_name(rel.package, rel.version);
   write_file(d.index_path, d.index_json);
-  d.index_sha256 = sha256_hex(d.index_json);
+  d.index_sha256 = io::sha256_hex(d.index_json);
   return d;
 }
 
 void describe_release(SyntheticDist& dist, const std::string& description_json) {
-  Index idx = parse_index(dist.index_json, dist.index_path.string());
-  std::string name = description_file_name(dist.package, dist.version);
+  format::Index idx = format::parse_index(dist.index_json, dist.index_path.string());
+  std::string name = format::description_file_name(dist.package, dist.version);
   write_file(dist.dir / name, description_json);
-  idx.description = IndexFile{name, description_json.size(), sha256_hex(description_json)};
-  dist.index_json = index_to_json(idx);
+  idx.description = format::IndexFile{name, description_json.size(), io::sha256_hex(description_json)};
+  dist.index_json = format::index_to_json(idx);
   write_file(dist.index_path, dist.index_json);
-  dist.index_sha256 = sha256_hex(dist.index_json);
+  dist.index_sha256 = io::sha256_hex(dist.index_json);
 }
 
 std::string SyntheticDist::stem(const std::string& target) const {
-  return archive_stem(package, version, cuda_version, target);
+  return format::archive_stem(package, version, cuda_version, target);
 }
 
 fs::path write_store_entry(const fs::path& store, const ReleaseSpec& rel,
                            const std::string& target) {
-  fs::path dir = store / archive_stem(rel.package, rel.version, rel.cuda_version, target);
-  write_file(dir / "manifest.json", manifest_to_json(release_manifest(rel, target)));
+  fs::path dir = store / format::archive_stem(rel.package, rel.version, rel.cuda_version, target);
+  write_file(dir / "manifest.json", format::manifest_to_json(release_manifest(rel, target)));
   for (const auto& art : release_artifacts(rel, target))
     write_file(dir / (art.uri + ".fatbin"), art.bytes);
   return dir;

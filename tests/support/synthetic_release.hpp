@@ -35,7 +35,7 @@ struct ReleaseSpec {
   std::string cuda_version;              // default: this kiln's CUDA version
   std::string git_commit = "3f9c2a1";
   std::int64_t build_time = 1764403200;  // 2025-11-29T08:00:00Z
-  int format_version = kManifestFormat;
+  int format_version = format::kManifestFormat;
   // Every artifact's source hash...
   std::string source_hash = std::string(64, 'c');
   // ...unless `loadable`: then family, params, source hash and entries are what the reference
@@ -63,14 +63,14 @@ std::string random_bytes(std::size_t n, unsigned seed);
 std::vector<SyntheticArtifact> release_artifacts(const ReleaseSpec& rel, const std::string& target);
 // The manifest of `target`'s archive: every field set, each artifact's size and sha256 those of
 // its bytes.
-Manifest release_manifest(const ReleaseSpec& rel, const std::string& target);
+format::Manifest release_manifest(const ReleaseSpec& rel, const std::string& target);
 // The archive's members: manifest.json first, then "<uri>.fatbin" for each artifact.
-std::vector<ArchiveMember> release_members(const ReleaseSpec& rel, const std::string& target);
+std::vector<format::ArchiveMember> release_members(const ReleaseSpec& rel, const std::string& target);
 
 // Writes `members` as `dir`/<archive file name of rel and target>; returns the path.
 std::filesystem::path write_release_archive(const std::filesystem::path& dir,
                                             const ReleaseSpec& rel, const std::string& target,
-                                            const std::vector<ArchiveMember>& members);
+                                            const std::vector<format::ArchiveMember>& members);
 // Same, with release_members(rel, target).
 std::filesystem::path write_release_archive(const std::filesystem::path& dir,
                                             const ReleaseSpec& rel, const std::string& target);
@@ -99,10 +99,10 @@ SyntheticDist write_release_dist(const std::filesystem::path& dir, const Release
 void describe_release(SyntheticDist& dist, const std::string& description_json);
 
 // The index of `rel` listing `entries` (sorted by target).
-Index release_index(const ReleaseSpec& rel, std::vector<IndexEntry> entries);
+format::Index release_index(const ReleaseSpec& rel, std::vector<format::IndexEntry> entries);
 // The index entry pinning `archive_bytes` as `target`'s archive of `rel`: its derived file name,
 // size and sha256 (for tests whose archives are stand-in bytes, never unpacked).
-IndexEntry release_index_entry(const ReleaseSpec& rel, const std::string& target,
+format::IndexEntry release_index_entry(const ReleaseSpec& rel, const std::string& target,
                                const std::string& archive_bytes);
 
 // An unpacked store entry, as `kiln install` leaves it: `store`/<archive stem>/manifest.json

@@ -31,8 +31,8 @@ namespace fs = std::filesystem;
 // The reference package (kiln's own kernels) as a loader sees it: the description generated at
 // build time, linked into every test program (tests/CMakeLists.txt).
 inline const kiln_package& reference_description() { return *kiln_kernels_package(); }
-inline const Package& reference_package() {
-  static const Package p(kiln_kernels_package());
+inline const project::Package& reference_package() {
+  static const project::Package p(kiln_kernels_package());
   return p;
 }
 

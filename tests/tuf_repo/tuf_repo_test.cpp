@@ -497,15 +497,15 @@ TEST_F(TufRepo, AddRefusesToPublishAPrivateKeyNamingItAndWritesNothing) {
 TEST(PrivateKeyScan, PemPrivateKeyHeadersAndKilnKeyNamesAreKeysAndCertificatesAreNot) {
   for (const char* label : {"PRIVATE KEY", "EC PRIVATE KEY", "RSA PRIVATE KEY",
                             "ENCRYPTED PRIVATE KEY", "OPENSSH PRIVATE KEY"})
-    EXPECT_TRUE(holds_private_key_header(std::string("junk\n-----BEGIN ") + label + "-----\n"))
+    EXPECT_TRUE(io::holds_private_key_header(std::string("junk\n-----BEGIN ") + label + "-----\n"))
         << label;
-  EXPECT_FALSE(holds_private_key_header("-----BEGIN CERTIFICATE-----\n"));
-  EXPECT_FALSE(holds_private_key_header("-----BEGIN PUBLIC KEY-----\n"));
-  EXPECT_FALSE(holds_private_key_header("-----BEGIN x PRIVATE KEY-----"));  // not a PEM label
-  EXPECT_TRUE(is_tuf_key_file_name(std::string(64, 'a') + ".pem"));
-  EXPECT_FALSE(is_tuf_key_file_name(std::string(64, 'a') + ".json"));
-  EXPECT_FALSE(is_tuf_key_file_name(std::string(63, 'a') + ".pem"));
-  EXPECT_FALSE(is_tuf_key_file_name(std::string(64, 'A') + ".pem"));
+  EXPECT_FALSE(io::holds_private_key_header("-----BEGIN CERTIFICATE-----\n"));
+  EXPECT_FALSE(io::holds_private_key_header("-----BEGIN PUBLIC KEY-----\n"));
+  EXPECT_FALSE(io::holds_private_key_header("-----BEGIN x PRIVATE KEY-----"));  // not a PEM label
+  EXPECT_TRUE(io::is_tuf_key_file_name(std::string(64, 'a') + ".pem"));
+  EXPECT_FALSE(io::is_tuf_key_file_name(std::string(64, 'a') + ".json"));
+  EXPECT_FALSE(io::is_tuf_key_file_name(std::string(63, 'a') + ".pem"));
+  EXPECT_FALSE(io::is_tuf_key_file_name(std::string(64, 'A') + ".pem"));
 }
 
 TEST(TufRepoRoleOptions, InitTakesEveryRoleOptionBareOrNamed) {

@@ -79,7 +79,7 @@ TEST(UtilFieldError, FailThrowsIt) {
 // The readers that share it: a manifest's and a shard file's errors carry the file and field.
 TEST(UtilFieldError, ManifestAndShardErrorsCarryPathAndField) {
   try {
-    kiln::parse_manifest(R"({"format": "kiln-manifest", "format_version": "one"})", "m.json");
+    kiln::format::parse_manifest(R"({"format": "kiln-manifest", "format_version": "one"})", "m.json");
     FAIL() << "no throw";
   } catch (const Error& e) {
     ASSERT_NE(e.field("path"), nullptr) << e.what();
@@ -88,7 +88,7 @@ TEST(UtilFieldError, ManifestAndShardErrorsCarryPathAndField) {
     EXPECT_EQ(*e.field("field"), "format_version");
   }
   try {
-    kiln::packager::parse_shard_manifest(R"({"kind": "kiln-shard"})", "s.json");
+    kiln::builder::parse_shard_manifest(R"({"kind": "kiln-shard"})", "s.json");
     FAIL() << "no throw";
   } catch (const Error& e) {
     ASSERT_NE(e.field("path"), nullptr) << e.what();

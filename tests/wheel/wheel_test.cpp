@@ -35,7 +35,7 @@ test::ReleaseSpec release() {
   return rel;
 }
 
-std::vector<ArchiveMember> members_for(const std::string& target,
+std::vector<format::ArchiveMember> members_for(const std::string& target,
                                        std::vector<test::SyntheticArtifact> artifacts = {
                                            {"axpy_dtype_f32", "f32-image"},
                                            {"axpy_dtype_f16", "f16-image"}}) {
@@ -44,9 +44,9 @@ std::vector<ArchiveMember> members_for(const std::string& target,
 
 // The reference package's description, as kiln build publishes it beside the index.
 const std::string& reference_description() {
-  static const Project project = load_project(test::source_dir());
-  static const PackageData data(project);
-  static const std::string json = package_description_json(*data.get());
+  static const project::Project project = project::load_project(test::source_dir());
+  static const project::PackageData data(project);
+  static const std::string json = project::package_description_json(*data.get());
   return json;
 }
 
@@ -149,10 +149,10 @@ TEST(WheelNames, RecordHashIsUrlsafeBase64WithoutPadding) {
 
 TEST(WheelContents, StoreLayoutUnderThePackageAndDistInfoLastWithRecordLast) {
   auto members = members_for("sm_90a");
-  Manifest m = parse_manifest(members[0].data, "manifest.json");
+  format::Manifest m = format::parse_manifest(members[0].data, "manifest.json");
   auto files = wheel::wheel_contents(m, members, "9.9.9");
   const std::string pkg = "kiln_kernels_cu13_sm90a";
-  const std::string stem = archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a");
+  const std::string stem = format::archive_stem("kiln-kernels", kiln::version(), "13.0", "sm_90a");
   const std::string di = pkg + "-" + std::string(kiln::version()) + ".dist-info";
   EXPECT_EQ(paths_of(files), (std::vector<std::string>{
                                  pkg + "/__init__.py",
@@ -186,7 +186,7 @@ TEST(WheelContents, TargetWheelRequiresItsPackageAtExactlyItsVersionAndNamesIt) 
   rel.package = "acme-kernels";
   rel.version = "1.2.0-rc1";
   auto members = test::release_members(rel, "sm_90a");
-  auto files = wheel::wheel_contents(parse_manifest(members[0].data, "m"), members, "0.1.0");
+  auto files = wheel::wheel_contents(format::parse_manifest(members[0].data, "m"), members, "0.1.0");
   const std::string di = "acme_kernels_cu13_sm90a-1.2.0rc1.dist-info";
   std::map<std::string, std::string> by_path;
   for (const auto& f : files) by_path[f.path] = f.data;
@@ -266,7 +266,7 @@ TEST(WheelNames, SatisfiesReadsTheSpecifiersKilnWrites) {
 
 TEST(WheelContents, RecordListsEveryOtherFileWithDigestAndSizeAndItselfWithout) {
   auto members = members_for("sm_80");
-  auto files = wheel::wheel_contents(parse_manifest(members[0].data, "m"), members, "0.1.0");
+  auto files = wheel::wheel_contents(format::parse_manifest(members[0].data, "m"), members, "0.1.0");
   std::string expected;
   for (std::size_t i = 0; i + 1 < files.size(); ++i)
     expected += files[i].path + "," + wheel::record_hash(files[i].data) + "," +
@@ -309,8 +309,8 @@ TEST(WheelBuild, SameInputsGiveTheSameBytesInAnyOutputDirAndTimeZone) {
     EXPECT_EQ(bytes, test::read_file(dir / "c" / name)) << t;
   }
   EXPECT_EQ(a.wheels[0].target, "");  // the package's own wheel comes first
-  EXPECT_EQ(a.wheels[0].sha256, sha256_file(dir / "a" / package_whl_name()));
-  EXPECT_EQ(a.wheels[1].sha256, sha256_file(dir / "a" / whl_name("sm_80")));
+  EXPECT_EQ(a.wheels[0].sha256, io::sha256_file(dir / "a" / package_whl_name()));
+  EXPECT_EQ(a.wheels[1].sha256, io::sha256_file(dir / "a" / whl_name("sm_80")));
   EXPECT_EQ(a.wheels[1].size, fs::file_size(dir / "a" / whl_name("sm_80")));
 }
 
@@ -358,10 +358,10 @@ TEST(WheelBuild, ZipHoldsFilesInContentOrderAndReadsBackExactly) {
   o.out = dir / "out";
   wheel::build_wheels(o);
   auto files = wheel::read_zip(dir / "out" / whl_name("sm_80"));
-  auto members = read_archive(dir / "dist" /
-                              archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"));
-  const std::string described = description_file_name("kiln-kernels", kiln::version());
-  auto expected = wheel::wheel_contents(parse_manifest(members[0].data, "m"), members,
+  auto members = format::read_archive(dir / "dist" /
+                              format::archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80"));
+  const std::string described = format::description_file_name("kiln-kernels", kiln::version());
+  auto expected = wheel::wheel_contents(format::parse_manifest(members[0].data, "m"), members,
                                         kiln::version(), {{described, reference_description()}});
   ASSERT_EQ(paths_of(files), paths_of(expected));
   for (std::size_t i = 0; i < files.size(); ++i) EXPECT_EQ(files[i].data, expected[i].data);
@@ -554,7 +554,7 @@ TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
   TempDir dir;
   write_dist(dir / "dist", {"sm_80", "sm_90a"});
   // Same name, other bytes: the index's sha256 no longer matches.
-  write_archive(dir / "dist" / archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_90a"),
+  format::write_archive(dir / "dist" / format::archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_90a"),
                 members_for("sm_90a", {{"axpy_dtype_f32", "evil"}}), kBuildTime);
   auto r = test::run(
       "(" +
@@ -569,7 +569,7 @@ TEST(WheelRefuse, TamperedArchiveGetsNoWheelAndTheOthersGoOn) {
   EXPECT_EQ(j["failed"][0]["target"], "sm_90a");
   EXPECT_EQ(j["failed"][0]["kind"], "integrity");
   EXPECT_NE(j["failed"][0]["message"].get<std::string>().find(
-                index_file_name("kiln-kernels", kiln::version()) + " says"),
+                format::index_file_name("kiln-kernels", kiln::version()) + " says"),
             std::string::npos)
       << r.out;
   EXPECT_EQ(files_in(dir / "out"),
@@ -582,15 +582,15 @@ TEST(WheelRefuse, ArchiveWhoseMemberDiffersFromItsManifestIsIntegrity) {
   // Re-pin the index to a corrupt archive: the index matches, the manifest does not.
   auto members = members_for("sm_80");
   members[1].data[0] ^= 1;
-  std::string name = archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80");
-  write_archive(dir / "dist" / name, members, kBuildTime);
-  Index idx = parse_index(
-      test::read_file(dir / "dist" / index_file_name("kiln-kernels", kiln::version())), "i");
+  std::string name = format::archive_file_name("kiln-kernels", kiln::version(), "13.0", "sm_80");
+  format::write_archive(dir / "dist" / name, members, kBuildTime);
+  format::Index idx = format::parse_index(
+      test::read_file(dir / "dist" / format::index_file_name("kiln-kernels", kiln::version())), "i");
   std::size_t size = 0;
-  idx.archives[0].sha256 = sha256_file(dir / "dist" / name, &size);
+  idx.archives[0].sha256 = io::sha256_file(dir / "dist" / name, &size);
   idx.archives[0].size = size;
-  test::write_file(dir / "dist" / index_file_name("kiln-kernels", kiln::version()),
-                   index_to_json(idx));
+  test::write_file(dir / "dist" / format::index_file_name("kiln-kernels", kiln::version()),
+                   format::index_to_json(idx));
   wheel::BuildOptions o;
   o.dist = dir / "dist";
   o.out = dir / "out";
@@ -622,7 +622,7 @@ TEST(WheelBuild, PackageWheelCarriesThePinnedDescriptionAndReadsBack) {
   EXPECT_EQ(pw->runtime_requirement, wheel::runtime_requirement(kiln::version()));
   EXPECT_EQ(pw->description, reference_description());
   EXPECT_EQ(pw->description_path,
-            "kiln_kernels/" + description_file_name("kiln-kernels", kiln::version()));
+            "kiln_kernels/" + format::description_file_name("kiln-kernels", kiln::version()));
   // A target wheel is not a package wheel.
   EXPECT_FALSE(wheel::read_package_wheel(dir / "out" / whl_name("sm_80")).has_value());
 }
@@ -630,7 +630,7 @@ TEST(WheelBuild, PackageWheelCarriesThePinnedDescriptionAndReadsBack) {
 TEST(WheelRefuse, ADescriptionOtherThanThePinnedOneGetsNoPackageWheel) {
   TempDir dir;
   write_dist(dir / "dist", {"sm_80"});
-  test::write_file(dir / "dist" / description_file_name("kiln-kernels", kiln::version()),
+  test::write_file(dir / "dist" / format::description_file_name("kiln-kernels", kiln::version()),
                    reference_description() + " ");
   wheel::BuildOptions o;
   o.dist = dir / "dist";
@@ -639,7 +639,7 @@ TEST(WheelRefuse, ADescriptionOtherThanThePinnedOneGetsNoPackageWheel) {
   ASSERT_EQ(result.failed.size(), 2u);  // the target wheel carries the description too
   EXPECT_EQ(result.failed[0].target, "");
   EXPECT_EQ(result.failed[0].kind, ErrorKind::Integrity);
-  EXPECT_CONTAINS(result.failed[0].message, description_file_name("kiln-kernels", kiln::version()));
+  EXPECT_CONTAINS(result.failed[0].message, format::description_file_name("kiln-kernels", kiln::version()));
   EXPECT_FALSE(fs::exists(dir / "out" / package_whl_name()));
 }
 
@@ -675,7 +675,7 @@ TEST(WheelCli, JsonListsEachWheelWithItsDigest) {
     EXPECT_EQ(f.filename().string(), w["target"].is_null()
                                          ? package_whl_name()
                                          : whl_name(w["target"].get<std::string>()));
-    EXPECT_EQ(w["sha256"], sha256_file(f));
+    EXPECT_EQ(w["sha256"], io::sha256_file(f));
     EXPECT_EQ(w["size"], fs::file_size(f));
     EXPECT_TRUE(wheel::verify_wheel(f).empty());
   }

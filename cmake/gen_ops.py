@@ -9,18 +9,18 @@ says what a record holds), into OUT_DIR (CMake runs it: CMakeLists.txt, kiln_ops
 A file is rewritten only when its text changes, so an unchanged table rebuilds nothing.
   cmake/gen_ops.py TABLE OUT_DIR
 """
-import importlib.util
 import os
 import sys
+import types
 
 GENERATED = "Generated from loader/ops_table.py by cmake/gen_ops.py: edit those, not this file."
 
 
 def load_table(path):
-    spec = importlib.util.spec_from_file_location("ops_table", path)
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
-    return table
+    """The table's names (DTYPES, OPS), run from its text: nothing is cached beside it."""
+    names = {}
+    exec(compile(open(path).read(), path, "exec"), names)
+    return types.SimpleNamespace(**names)
 
 
 # ---- the facts every output derives from an op record -------------------------------------

@@ -14,16 +14,19 @@ A record:
   dtypes      the element types built for the family (a trailing DType argument), or absent when
               the element types are fixed by the pointers' types
   params      the C++ arguments after (loader, stream), in order; see the helpers below
-  uri         how the specialisation is named: `format` with {dtype} and the `choices`, its
-              arguments `args`; or `candidates` (best first, each with a C++ condition `when`),
-              of which the first that loads is used (a fallback is logged with its reason)
+  uri         how the specialisation is named: `format` with {dtype}, the `choices` and the
+              `values` (C++ expressions), its arguments `args`; or `candidates` (best first,
+              each with a C++ condition `when`; cc: the device's), of which the first that loads
+              is used (a fallback is logged with its reason)
   choices     values the URI names, each a public function choose_NAME_CHOICE(args) = expr
   launch      the geometry: a public function `fn`(params) { body } called with `call`, shared
               by the ops that name the same `fn`; or `steps`: launches of fixed geometry, one
               per entry of the specialisation, all of the one kernel resolved before the first
-  args        the kernel's arguments (names of params, or of `locals`), per launch
+  args        the kernel's arguments (names of params, or of `locals`: (type, name, value)),
+              per launch
   py          kiln.ops: `shape` (a rule of python/kiln/_ops_support.py: what the arrays must
-              be, and the result's shape and dtype) and `inputs` (the arrays, by pointer name)
+              be, and the result's shape and dtype), `inputs` (the arrays, by pointer name) and,
+              for an op without `dtypes`, the `dtypes` its inputs must have
   returns     "uri" when the C++ function returns the URI it launched (returns_doc: said so)
 C++ snippets (expr, body, when, extent) are pasted as written; they may use the helpers of
 loader/src/op_support.hpp (ceil_div, grid_rows, gemm_tile, uri_param).

@@ -19,7 +19,6 @@ BUILD_DIR is a configured build (its layering.json says which folder is which co
 """
 import ast
 import csv
-import importlib.util
 import json
 import os
 import re
@@ -126,10 +125,9 @@ def python_imports(*pkg_dirs):
 
 def op_names():
     """The ops of the table (loader/ops_table.py, pure data; cmake/gen_ops.py reads it too)."""
-    spec = importlib.util.spec_from_file_location("ops_table", os.path.join(ROOT, "loader", "ops_table.py"))
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
-    return [op["name"] for op in table.OPS]
+    path, names = os.path.join(ROOT, "loader", "ops_table.py"), {}
+    exec(compile(open(path).read(), path, "exec"), names)
+    return [op["name"] for op in names["OPS"]]
 
 
 def files_spelling(name):

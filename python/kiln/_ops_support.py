@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from kiln._arrays import DeviceArray, device_array
 from kiln._errors import usage
@@ -184,27 +185,28 @@ def stream(given, like: DeviceArray):
     legacy default stream)."""
     if given is not None:
         return given
-    fw = _framework(like.obj)
+    obj: Any = like.obj
+    fw = _framework(obj)
     if fw == "torch":
         import torch
 
-        return torch.cuda.current_stream(like.obj.device).cuda_stream
+        return torch.cuda.current_stream(obj.device).cuda_stream
     if fw == "cupy":
-        import cupy
+        import cupy  # type: ignore[import-not-found, unused-ignore]
 
         return cupy.cuda.get_current_stream().ptr
     return None
 
 
 def _empty(like: DeviceArray, shape: tuple[int, ...], dtype: str, name: str):
-    fw = _framework(like.obj)
+    obj: Any = like.obj
+    fw = _framework(obj)
     if fw == "torch":
         import torch
 
-        return torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[dtype]),
-                           device=like.obj.device)
+        return torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[dtype]), device=obj.device)
     if fw == "cupy" and dtype != "bf16":
-        import cupy
+        import cupy  # type: ignore[import-not-found, unused-ignore]
 
         return cupy.empty(shape, dtype=TORCH_DTYPES[dtype])
     raise usage(f"{name}: give {name}= (a {list(shape)} {dtype} device array): kiln allocates "
@@ -213,6 +215,7 @@ def _empty(like: DeviceArray, shape: tuple[int, ...], dtype: str, name: str):
 
 def output(out, like: DeviceArray, r: Result):
     """out= checked against the result, or allocated like `like`: (the object, its array)."""
+    assert r.out_shape is not None and r.out_dtype is not None, "the op has a result"
     if out is None:
         out = _empty(like, r.out_shape, r.out_dtype, "out")
     o = _array(out, "out")
@@ -247,7 +250,7 @@ def fake_result(rule: str, dtypes, tensors: dict):
         return str(t.dtype).replace("torch.", "")
 
     r = RULES[rule]({n: (tuple(t.shape), dtype_name(t)) for n, t in tensors.items()}, dtypes)
-    if r.out_shape is None:
+    if r.out_shape is None or r.out_dtype is None:
         return None
     first = next(iter(tensors.values()))
     return first.new_empty(r.out_shape, dtype=getattr(torch, TORCH_DTYPES[r.out_dtype]))

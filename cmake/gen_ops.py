@@ -438,8 +438,8 @@ void bind_ops(nb::module_& m) {{
                 call.append(n)
         ret = "std::string" if returns_uri(op) else "void"
         body = (f"    void* st = stream_handle(s);\n"
-                + ("    ops::DType d = dtype_named(dtype);\n" if has_dtype(op) else ""))
-        call_s = ", ".join("d" if c == "dtype_named(dtype)" else c for c in call)
+                + ("    const ops::DType dtype_value = dtype_named(dtype);\n" if has_dtype(op) else ""))
+        call_s = ", ".join("dtype_value" if c == "dtype_named(dtype)" else c for c in call)
         if returns_uri(op):
             body += (f"    std::string uri;\n    without_gil([&] {{ uri = ops::{name}({call_s}); }});\n"
                      "    return uri;\n")

@@ -239,11 +239,12 @@ def elem_size(p):
     return "es" if p["elem"] == "dtype" else f"sizeof({p['elem']})"
 
 
-def op_body(op):
+def op_body(op, dtypes):
+    """The body of kiln::ops::NAME: checks, URI, log line, launch (dtypes: the table's)."""
     name = op["name"]
     o = [f'  const char* op = "{name}";']
     if has_dtype(op):
-        built = ", ".join(f"DType::{e}" for n, e in DTYPE_ENUMS if n in op["dtypes"])
+        built = ", ".join(f"DType::{e}" for n, e, _ in dtypes if n in op["dtypes"])
         o.append(f"  detail::require_dtype(op, dtype, {{{built}}});")
         o.append("  const std::size_t es = element_size(dtype);")
     for p in ptrs(op):
@@ -301,9 +302,6 @@ def op_body(op):
     return "\n".join(o)
 
 
-DTYPE_ENUMS = []
-
-
 def ops_cpp(t):
     o = [f"""// {GENERATED}
 // The typed kernel API (kiln/ops.hpp): each op's checks, URI, log line and launch, in terms of
@@ -355,7 +353,7 @@ const char* to_string(DType dtype) {{
         ret = "std::string" if returns_uri(op) else "void"
         params = ", ".join(["Loader& loader", "void* stream"] +
                            [f"{ty} {n}" for ty, n in cpp_params(op)])
-        o.append(f"{ret} {op['name']}({params}) {{\n{op_body(op)}\n}}\n")
+        o.append(f"{ret} {op['name']}({params}) {{\n{op_body(op, t.DTYPES)}\n}}\n")
     o.append("}  // namespace kiln::ops\n")
     return "\n".join(o)
 
@@ -608,7 +606,6 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 2
     t = load_table(argv[1])
-    DTYPE_ENUMS[:] = [(n, e) for n, e, _ in t.DTYPES]
     out = argv[2]
     write(os.path.join(out, "include/kiln/ops.hpp"), ops_hpp(t))
     write(os.path.join(out, "include/kiln/kiln_ops.h"), kiln_ops_h(t))

@@ -10,7 +10,9 @@ holds docs/architecture.md's map (between the layering markers) and each concern
 (kiln::<concern>, the public API kiln itself): opening another is refused, except a block that
 only forward-declares, and a `namespace kiln` block that defines what include/kiln/ declares.
 
-  check_layering.py LAYERING_JSON ARCHITECTURE_MD STAMP    check; touch STAMP when all holds
+  check_layering.py LAYERING_JSON ARCHITECTURE_MD STAMP [CONSUMER=DIR...]
+                                        check (DIRs: generated sources of that consumer);
+                                        touch STAMP when all holds
   check_layering.py LAYERING_JSON ARCHITECTURE_MD --print  print the map the doc must hold
 """
 import json
@@ -194,6 +196,13 @@ def main(argv):
         for d in c["dirs"]:
             for f in source_files(d, recursive=True):
                 check_file(f, name, set(c["uses"]), concerns, problems, set())
+    # CONSUMER=DIR after the stamp: generated sources (cmake/gen_ops.py) checked as that
+    # consumer's files, without appearing in the map (their folder is in the build tree).
+    for extra in argv[4:]:
+        name, _, d = extra.partition("=")
+        if os.path.isdir(d):
+            for f in source_files(d, recursive=True):
+                check_file(f, name, set(consumers[name]["uses"]), concerns, problems, set())
 
     text = open(doc, encoding="utf-8").read()
     block = re.search(re.escape(BEGIN) + r"\n```text\n(.*?)\n```\n" + re.escape(END), text, re.S)

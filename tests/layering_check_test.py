@@ -18,8 +18,9 @@ def tree(root, files):
             f.write(text)
 
 
-def run(files, concerns, consumers=None, doc=None):
-    """Lays out a tree, declares it, and runs the check; returns (rc, stderr, printed map)."""
+def run(files, concerns, consumers=None, doc=None, generated=None):
+    """Lays out a tree, declares it, and runs the check; returns (rc, stderr, printed map).
+    generated: {consumer: folder of the tree} passed as CONSUMER=DIR (generated sources)."""
     with tempfile.TemporaryDirectory() as root:
         tree(root, files)
         decl = {"concerns": {n: {"dirs": [os.path.join(root, "core", n)], "uses": u,
@@ -36,8 +37,9 @@ def run(files, concerns, consumers=None, doc=None):
             f.write(doc if doc is not None else
                     "<!-- layering:begin -->\n```text\n" + printed.stdout.rstrip("\n") +
                     "\n```\n<!-- layering:end -->\n")
+        extra = [f"{n}={os.path.join(root, d)}" for n, d in (generated or {}).items()]
         r = subprocess.run([sys.executable, CHECK, os.path.join(root, "layering.json"), docs,
-                            os.path.join(root, "stamp")], capture_output=True, text=True)
+                            os.path.join(root, "stamp"), *extra], capture_output=True, text=True)
         stamped = os.path.exists(os.path.join(root, "stamp"))
         assert stamped == (r.returncode == 0), "the stamp is written exactly when the check passes"
         return r.returncode, r.stderr, printed
@@ -137,6 +139,17 @@ flat["core/low/low.cpp"] += "namespace kiln {\nint helper() { return 3; }\n}\n"
 rc, err, _ = run(flat, OK)
 expect("code of a concern in the flat kiln namespace fails", rc, err,
        ["core/low/low.cpp: namespace kiln: the code of low lives in namespace kiln::low"])
+
+gen = dict(LOW, **HIGH)
+gen["build/generated/facade/ops.cpp"] = '#include "low/low_rules.hpp"\n'
+gen["facade/api.cpp"] = '#include "high/high.hpp"\n'
+rc, err, printed = run(gen, OK, consumers={"facade": ("facade", ["high"])},
+                       generated={"facade": "build/generated/facade"})
+expect("a generated source (CONSUMER=DIR) is checked as that consumer's file", rc, err,
+       ['build/generated/facade/ops.cpp: #include "low/low_rules.hpp": facade may use high, '
+        'not low'])
+expect("and its folder stays out of the printed map", 0 if "build/" not in printed.stdout else 1,
+       printed.stdout, None)
 
 print(f"{passed} passed, {failures} failed")
 sys.exit(1 if failures else 0)

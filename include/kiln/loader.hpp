@@ -17,7 +17,7 @@
 namespace kiln {
 
 // A loaded kernel for one context: the driver handles of every entry of the specialisation,
-// in registry order (reduce_sum has two). Valid for the Loader's lifetime.
+// in registry order (a two-pass reduction has two). Valid for the Loader's lifetime.
 struct KernelHandle {
   std::string uri;
   std::vector<void*> functions;  // CUfunction per entry, for the context current at get()

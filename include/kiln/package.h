@@ -23,7 +23,7 @@ extern "C" {
 
 typedef struct kiln_package_kernel {
   const char* uri;           /* "axpy_dtype_f32" */
-  const char* family;        /* "axpy" */
+  const char* family;        /* the family of the URI above, as kernels.json names it */
   const char* const* params; /* name, value, name, value... in registry order */
   size_t param_pairs;
   const char* const* entries; /* C++ name expressions, registry order */
@@ -32,7 +32,7 @@ typedef struct kiln_package_kernel {
 } kiln_package_kernel;
 
 typedef struct kiln_package_file {
-  const char* path; /* "registry/kernels.json", "kernels/axpy.cu" */
+  const char* path; /* "registry/kernels.json", "kernels/<source>.cu" */
   const char* data;
   size_t size;
 } kiln_package_file;

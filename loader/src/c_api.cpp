@@ -1,6 +1,7 @@
 // The C ABI over kiln::Loader: exceptions never cross it; each becomes a status and a
 // thread-local message.
 #include "kiln/kiln.h"
+#include "kiln/kiln_ops.h"
 
 #include <cstddef>
 #include <cstdlib>
@@ -241,6 +242,9 @@ kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t e
 }
 
 const char* kiln_last_error(void) { return t_last_error.c_str(); }
+
+// Kept for callers of the first ops API (kiln_ops.h); the ops report into the same slot.
+const char* kiln_ops_last_error(void) { return kiln_last_error(); }
 
 const char* kiln_last_error_field(const char* name) {
   if (!name) return nullptr;

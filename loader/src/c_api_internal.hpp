@@ -1,7 +1,10 @@
 #pragma once
-// Shared by the two C ABI files (c_api.cpp: the loader, c_ops.cpp: the typed kernels): the
-// loader object behind kiln_loader* and the one thread-local "last error" both report into.
+// Shared by the two C ABI files (c_api.cpp: the loader, c_ops.cpp: the typed kernels, generated
+// from loader/ops_table.py): the loader object behind kiln_loader*, the one thread-local "last
+// error" both report into, and the guard that keeps exceptions from crossing the ABI.
+#include <exception>
 #include <memory>
+#include <new>
 #include <string>
 
 #include "kiln/error.hpp"
@@ -22,4 +25,22 @@ kiln_status loader_create_with(const kiln_package* package, const kiln_config* c
                                kiln::plan::LoaderDeps deps, kiln_loader** out);
 // Records a kiln::Error (message and context fields) and returns the status of its kind.
 kiln_status fail(const kiln::Error& e);
+
+// Runs f(loader) for the C function `fn`: every exception becomes a status and the thread's
+// last error; a NULL loader is KILN_ERROR_USAGE.
+template <typename F>
+kiln_status guarded_op(const char* fn, kiln_loader* loader, F&& f) {
+  if (!loader || !loader->loader)
+    return fail(KILN_ERROR_USAGE, std::string(fn) + ": loader is NULL");
+  try {
+    f(*loader->loader);
+    return KILN_OK;
+  } catch (const kiln::Error& e) {
+    return fail(e);
+  } catch (const std::bad_alloc&) {
+    return fail(KILN_ERROR_INTERNAL, std::string(fn) + ": out of memory");
+  } catch (const std::exception& e) {
+    return fail(KILN_ERROR_INTERNAL, std::string(fn) + ": internal error: " + e.what());
+  }
+}
 }  // namespace kiln::c_api

@@ -185,6 +185,8 @@ def inner(args) -> int:
     if xp.name == "torch":
         import torch
 
+        import kiln.torch_ops  # noqa: F401  (registers torch.ops.kiln.*)
+
         def torch_ops():
             x = torch.randn(16, 256, device="cuda")
             w = torch.randn(256, device="cuda")

@@ -96,7 +96,8 @@ TEST_F(KilnTarball, PacksTheSameBytesTwiceUnpacksAnywhereAndWorksWithoutEnvironm
   for (const char* rel :
        {"bin/kiln", "lib/libkiln.so", "lib/libkiln-kernels.so", "include/kiln/kernels.h",
         "include/kiln/package.h", "lib/cmake/kiln/KilnPackage.cmake", "include/kiln/loader.hpp",
-        "include/kiln/kiln.h", "lib/cmake/kiln/kilnConfig.cmake",
+        "include/kiln/kiln.h", "include/kiln/ops.hpp", "include/kiln/kiln_ops.h",
+        "lib/cmake/kiln/kilnConfig.cmake",
         "lib/cmake/kiln/kilnConfigVersion.cmake"})
     EXPECT_TRUE(fs::exists(root / rel)) << rel;
   EXPECT_TRUE(fs::is_symlink(root / "lib" / "libkiln.so"));
@@ -136,7 +137,8 @@ TEST_F(KilnTarball, PacksTheSameBytesTwiceUnpacksAnywhereAndWorksWithoutEnvironm
     if (c["target"] == "sm_80") rejected80 = true;
   EXPECT_TRUE(rejected80) << res.out;
 
-  // A consumer project: find_package(kiln) against the unpacked tree, link kiln::kiln, run.
+  // A consumer project: find_package(kiln) against the unpacked tree, link kiln::kiln, run; it
+  // includes the generated headers (kiln/ops.hpp, kiln/kiln_ops.h) and calls into both.
   fs::path consumer = w() / "consumer";
   test::write_file(consumer / "CMakeLists.txt", R"(cmake_minimum_required(VERSION 3.20)
 project(consumer LANGUAGES CXX)
@@ -148,12 +150,15 @@ file(WRITE ${CMAKE_BINARY_DIR}/found.txt "${kiln_VERSION} ${kiln_CUDA_VERSION}")
 )");
   test::write_file(consumer / "main.cpp", R"(#include <kiln/kernels.h>
 #include <kiln/kiln.h>
+#include <kiln/kiln_ops.h>
 #include <kiln/loader.hpp>
+#include <kiln/ops.hpp>
 #include <kiln/version.hpp>
 #include <iostream>
 int main() {
   kiln::Loader loader(*kiln_kernels_package(), kiln::LoaderConfig::from_env());
-  kiln::Resolution r = loader.resolve("axpy_dtype_f32", 90);
+  if (kiln_op_reduce_sum_workspace_bytes() != kiln::ops::reduce_sum_workspace_bytes()) return 2;
+  kiln::Resolution r = loader.resolve(kiln::ops::choose_uri_axpy(kiln::ops::DType::F32), 90);
   std::cout << kiln::version() << " " << kiln_version() << " "
             << (r.chosen ? r.chosen->tier + " " + r.chosen->path : std::string("none")) << "\n";
   return r.chosen ? 0 : 1;

@@ -5,6 +5,7 @@ NVRTC for the stand-in's CC 9.0)."""
 import pytest
 
 import kiln
+import kiln._ops_support
 import kiln.ops
 from conftest import isolated_config
 from test_loader import FakeDeviceArray
@@ -71,7 +72,7 @@ def test_ops_refuse_a_loader_of_another_package(stand_in, tiny_package, tmp_path
 
 
 def test_ops_default_loader_is_the_installed_reference_package(monkeypatch):
-    monkeypatch.setattr(kiln.ops, "_default_loader", None)
+    monkeypatch.setattr(kiln._ops_support, "_default_loader", None)
     with pytest.raises(kiln.NotFoundError) as e:
         kiln.ops.axpy(arr(0x100, (4,)), arr(0x200, (4,)), 1.0)
     assert e.value.package == "kiln-kernels"

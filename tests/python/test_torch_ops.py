@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import kiln.ops  # noqa: E402  (registers torch.ops.kiln.*)
+import kiln.torch_ops  # noqa: E402,F401  (registers torch.ops.kiln.*)
 import kiln  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
@@ -84,3 +84,16 @@ def test_in_place_axpy_traces_as_a_mutation():
         x = mode.from_tensor(torch.empty(32, dtype=torch.float32))
         torch.compile(f, backend=backend, fullgraph=True)(y, x)
     assert any("kiln.axpy_" in str(n.target) for n in graphs[0].graph.nodes)
+
+
+def test_kiln_ops_registers_no_torch_op_until_kiln_torch_ops_is_imported():
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, kiln.ops\n"
+            "assert 'kiln.torch_ops' not in sys.modules\n"
+            "assert not hasattr(torch.ops.kiln, 'rmsnorm')\n"
+            "import kiln.torch_ops\n"
+            "assert hasattr(torch.ops.kiln, 'rmsnorm')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

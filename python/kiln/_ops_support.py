@@ -1,0 +1,256 @@
+"""What every op of kiln.ops shares: the default loader, the array checks, the streams and
+outputs, and the shape rules (RULES) that say, for each kind of op, what its arrays must be and
+what its result is. kiln/ops.py and kiln/torch_ops.py are generated from the ops table
+(loader/ops_table.py, by cmake/gen_ops.py) and call these; nothing here names an op."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from kiln._arrays import DeviceArray, device_array
+from kiln._errors import usage
+
+REFERENCE_PACKAGE = "kiln-kernels"
+FLOAT_DTYPES = ("f32", "f16", "bf16")
+ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
+TORCH_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+_lock = threading.Lock()
+_default_loader = None
+
+
+def use_loader(loader) -> None:
+    """Makes `loader` (a kiln.Loader of kiln-kernels) the ops' default loader."""
+    global _default_loader
+    with _lock:
+        _default_loader = loader
+
+
+def reference_loader():
+    """The default loader: use_loader()'s, else kiln.load("kiln-kernels") made once."""
+    global _default_loader
+    with _lock:
+        if _default_loader is None:
+            import kiln
+
+            _default_loader = kiln.load(REFERENCE_PACKAGE)
+        return _default_loader
+
+
+def loader(given):
+    return given if given is not None else reference_loader()
+
+
+# ---- checks, on (shape, dtype) alone: the same for device arrays and torch's fake tensors ----
+
+def check_dtype(name: str, dtype: str, allowed=FLOAT_DTYPES) -> None:
+    if dtype not in allowed:
+        raise usage(f"{name}: dtype {dtype} is not one of {', '.join(allowed)}", name,
+                    value=dtype)
+
+
+def check_same(name: str, what: str, got, want, other: str) -> None:
+    if got != want:
+        raise usage(f"{name}: {what} {got} differs from {other}'s {want}", name)
+
+
+def numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def rows_cols(name: str, shape: tuple[int, ...]) -> tuple[int, int]:
+    """[..., cols] as (rows, cols): leading dimensions are rows."""
+    if len(shape) < 1 or shape[-1] < 1:
+        raise usage(f"{name}: shape {list(shape)} has no last dimension to normalise over", name)
+    return numel(shape[:-1]), shape[-1]
+
+
+def gemm_shapes(a_shape, b_shape) -> tuple[int, int, int]:
+    if len(a_shape) != 2 or len(b_shape) != 2:
+        raise usage(f"a, b: gemm takes 2-D matrices, got {list(a_shape)} and {list(b_shape)}",
+                    "a" if len(a_shape) != 2 else "b")
+    (M, K), (K2, N) = a_shape, b_shape
+    if K != K2:
+        raise usage(f"b: gemm needs a [M, K] and b [K, N]; a is {list(a_shape)}, b is "
+                    f"{list(b_shape)}", "b")
+    return M, N, K
+
+
+# ---- the shape rules ------------------------------------------------------------------------
+# Each takes the op's input arrays as {name: (shape, dtype)} (in the table's order) and the
+# dtypes the family is built for, checks them, and says what the kernel is given.
+
+@dataclass
+class Result:
+    dtype: str                       # the DType the C++ op is given
+    dims: dict = field(default_factory=dict)  # its sizes, by the C++ parameter's name
+    out_shape: tuple | None = None   # the result's shape; None: the op works in place
+    out_dtype: str | None = None
+    out_size_only: bool = False      # a given out only needs as many elements (a sum: 1)
+
+
+def _elementwise(specs, dtypes) -> Result:
+    """Arrays of one shape and dtype; the first is updated in place. n: their element count."""
+    (first, (shape, dtype)), *rest = specs.items()
+    check_dtype(first, dtype, dtypes)
+    for name, (s, d) in rest:
+        check_same(name, "dtype", d, dtype, first)
+        check_same(name, "shape", list(s), list(shape), first)
+    return Result(dtype, {"n": numel(shape)})
+
+
+def _sum(specs, dtypes) -> Result:
+    """x of any shape -> one element of its dtype. n: x's element count."""
+    ((name, (shape, dtype)),) = specs.items()
+    check_dtype(name, dtype, dtypes)
+    return Result(dtype, {"n": numel(shape)}, (), dtype, out_size_only=True)
+
+
+def _rows(specs, dtypes) -> Result:
+    """x [..., cols] (rows: the leading dimensions) and an optional per-column vector [cols]
+    of x's dtype -> x's shape and dtype."""
+    (first, (shape, dtype)), *rest = specs.items()
+    check_dtype(first, dtype, dtypes)
+    rows, cols = rows_cols(first, shape)
+    for name, (s, d) in rest:
+        check_same(name, "dtype", d, dtype, first)
+        check_same(name, "shape", list(s), [cols], f"{first}'s last dimension")
+    return Result(dtype, {"rows": rows, "cols": cols}, tuple(shape), dtype)
+
+
+def _gated_rows(specs, dtypes) -> Result:
+    """x [..., 2d] (gate then up) -> [..., d] of x's dtype."""
+    ((name, (shape, dtype)),) = specs.items()
+    check_dtype(name, dtype, dtypes)
+    rows, two_d = rows_cols(name, shape)
+    if two_d % 2:
+        raise usage(f"{name}: last dimension {two_d} is not even ([..., 2d]: gate then up)",
+                    name)
+    return Result(dtype, {"rows": rows, "d": two_d // 2}, tuple(shape[:-1]) + (two_d // 2,),
+                  dtype)
+
+
+def _matmul(specs, dtypes) -> Result:
+    """a [M, K] @ b [K, N], both of the one dtype built -> [M, N] float32."""
+    (a, (a_shape, a_dtype)), (b, (b_shape, b_dtype)) = specs.items()
+    check_dtype(a, a_dtype, dtypes)
+    check_dtype(b, b_dtype, dtypes)
+    M, N, K = gemm_shapes(a_shape, b_shape)
+    return Result(a_dtype, {"M": M, "N": N, "K": K}, (M, N), "f32")
+
+
+RULES = {"elementwise": _elementwise, "sum": _sum, "rows": _rows, "gated_rows": _gated_rows,
+         "matmul": _matmul}
+
+
+# ---- arrays, streams, outputs ---------------------------------------------------------------
+
+def _array(obj, name: str) -> DeviceArray:
+    a = device_array(obj, name)
+    if not a.contiguous:
+        raise usage(f"{name}: not contiguous (row-major); the kernels index it densely: pass "
+                    f"{name}.contiguous() (torch) or cupy.ascontiguousarray({name})", name)
+    return a
+
+
+def arrays(objs: dict) -> dict[str, DeviceArray]:
+    """Each argument as a contiguous device array (a UsageError names the one that is not)."""
+    return {name: _array(obj, name) for name, obj in objs.items()}
+
+
+def specs(arrays: dict[str, DeviceArray]) -> dict[str, tuple[tuple[int, ...], str]]:
+    return {name: (tuple(a.shape), a.dtype) for name, a in arrays.items()}
+
+
+def same_device(arrays: dict[str, DeviceArray]) -> None:
+    seen = {n: a.device for n, a in arrays.items() if a.device is not None}
+    if len(set(seen.values())) > 1:
+        raise usage("arrays on different devices: " +
+                    ", ".join(f"{n} on cuda:{d}" for n, d in seen.items()),
+                    next(iter(seen)))
+
+
+def _framework(obj) -> str:
+    module = type(obj).__module__ or ""
+    return module.split(".")[0]
+
+
+def stream(given, like: DeviceArray):
+    """stream=, else the current stream of the framework `like` comes from, else None (the
+    legacy default stream)."""
+    if given is not None:
+        return given
+    obj: Any = like.obj
+    fw = _framework(obj)
+    if fw == "torch":
+        import torch
+
+        return torch.cuda.current_stream(obj.device).cuda_stream
+    if fw == "cupy":
+        import cupy  # type: ignore[import-not-found, unused-ignore]
+
+        return cupy.cuda.get_current_stream().ptr
+    return None
+
+
+def _empty(like: DeviceArray, shape: tuple[int, ...], dtype: str, name: str):
+    obj: Any = like.obj
+    fw = _framework(obj)
+    if fw == "torch":
+        import torch
+
+        return torch.empty(shape, dtype=getattr(torch, TORCH_DTYPES[dtype]), device=obj.device)
+    if fw == "cupy" and dtype != "bf16":
+        import cupy  # type: ignore[import-not-found, unused-ignore]
+
+        return cupy.empty(shape, dtype=TORCH_DTYPES[dtype])
+    raise usage(f"{name}: give {name}= (a {list(shape)} {dtype} device array): kiln allocates "
+                f"only through torch or CuPy, and the input is a {type(like.obj).__name__}", name)
+
+
+def output(out, like: DeviceArray, r: Result):
+    """out= checked against the result, or allocated like `like`: (the object, its array)."""
+    assert r.out_shape is not None and r.out_dtype is not None, "the op has a result"
+    if out is None:
+        out = _empty(like, r.out_shape, r.out_dtype, "out")
+    o = _array(out, "out")
+    if r.out_size_only:
+        check_same("out", "size", o.numel, numel(r.out_shape), "the result")
+    else:
+        check_same("out", "shape", list(o.shape), list(r.out_shape), "the result")
+    check_same("out", "dtype", o.dtype, r.out_dtype, "the result")
+    return out, o
+
+
+def workspace(ws, like: DeviceArray, nbytes: int):
+    """workspace= or a float32 one of nbytes allocated like `like`: (object, array, its bytes)."""
+    if ws is None:
+        ws = _empty(like, (nbytes // 4,), "f32", "workspace")
+    w = _array(ws, "workspace")
+    return ws, w, w.numel * ITEMSIZE.get(w.dtype, 4)
+
+
+# ---- torch's fake (meta) implementations ----------------------------------------------------
+
+def fake_result(rule: str, dtypes, tensors: dict):
+    """What the op's shape rule makes of torch tensors (fake ones while tracing): the rule's
+    checks, then an empty result of its shape and dtype on the first tensor's device (None for
+    an op in place)."""
+    import torch
+
+    def dtype_name(t) -> str:
+        for name, attr in TORCH_DTYPES.items():
+            if t.dtype == getattr(torch, attr):
+                return name
+        return str(t.dtype).replace("torch.", "")
+
+    r = RULES[rule]({n: (tuple(t.shape), dtype_name(t)) for n, t in tensors.items()}, dtypes)
+    if r.out_shape is None or r.out_dtype is None:
+        return None
+    first = next(iter(tensors.values()))
+    return first.new_empty(r.out_shape, dtype=getattr(torch, TORCH_DTYPES[r.out_dtype]))

@@ -39,13 +39,17 @@ prepare() {
     grep -Ev '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libkiln-kernels)\.so' |
     while read -r lib; do cp -L "$lib" "$CARRY/lib/"; done
   strip --strip-debug "$CARRY"/lib/libkiln.so* "$CARRY"/lib/libkiln-kernels.so*
-  du -sh "$CARRY" "$CARRY"/*  # the whole carried tree must stay under 64 MiB
+  # The libraries go as one tar.gz (libarchive's libxml2 brings ICU's 31 MB data file, and the
+  # whole carried tree must stay under 64 MiB); `run` unpacks it.
+  tar -czf "$CARRY/lib.tgz" -C "$CARRY" lib && rm -rf "$CARRY/lib"
+  du -sh "$CARRY" "$CARRY"/*
 }
 
 run() {
   local out=${OUT:-/tmp/kiln-gpu-out}
   mkdir -p "$out"
   local root=$PWD
+  [ -f "$CARRY/lib.tgz" ] && tar -xzf "$CARRY/lib.tgz" -C "$CARRY"
   export LD_LIBRARY_PATH="$root/$CARRY/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # NVRTC for the JIT tier (libkiln dlopens libnvrtc.so.13 by name)
   [ -d /usr/local/cuda/lib64 ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64"

@@ -10,10 +10,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string origin = "cache/ac/entry";
   kiln::fuzz::refuses_cleanly(
       [&] {
-        result_cache::CachedOutput out = result_cache::decode_action_result(kiln::fuzz::as_text(data, size), origin);
+        kiln::result_cache::CachedOutput out = kiln::result_cache::decode_action_result(kiln::fuzz::as_text(data, size), origin);
         if (!kiln::io::is_sha256_hex(out.sha256))
           kiln::fuzz::finding("accepted a digest that is not SHA-256 hex: " + out.sha256);
-        result_cache::CachedOutput back = result_cache::decode_action_result(result_cache::encode_action_result(out), origin);
+        kiln::result_cache::CachedOutput back = kiln::result_cache::decode_action_result(kiln::result_cache::encode_action_result(out), origin);
         if (back.name != out.name || back.sha256 != out.sha256 || back.size != out.size)
           kiln::fuzz::finding("an accepted entry does not write and read back to the same output");
       },

@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (m.name.empty() || m.name.find('/') != std::string::npos || m.name == "..")
       fuzz::finding("read_archive_bytes returned member name '" + m.name + "'");
   }
-  if (total > kMaxArchiveBytes) fuzz::finding("members hold " + std::to_string(total) + " bytes");
+  if (total > format::kMaxArchiveBytes) fuzz::finding("members hold " + std::to_string(total) + " bytes");
   fuzz::refuses_cleanly([&] { (void)store::verify_archive_members(members, origin); },
                         {ErrorKind::Format, ErrorKind::Stale, ErrorKind::Limit}, origin);
   return 0;

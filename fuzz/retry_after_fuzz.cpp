@@ -10,11 +10,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::time_t now = 1700000000;
   kiln::fuzz::refuses_cleanly(
       [&] {
-        if (auto s = transport::parse_retry_after_seconds(line); s && (*s < 0 || *s > 999999999))
+        if (auto s = kiln::transport::parse_retry_after_seconds(line); s && (*s < 0 || *s > 999999999))
           kiln::fuzz::finding("delta-seconds out of range: " + std::to_string(*s));
-        auto value = transport::header_value(line, "retry-after");
+        auto value = kiln::transport::header_value(line, "retry-after");
         if (!value) return;
-        if (auto delay = transport::parse_retry_after(*value, now); delay && *delay < 0)
+        if (auto delay = kiln::transport::parse_retry_after(*value, now); delay && *delay < 0)
           kiln::fuzz::finding("negative Retry-After delay " + std::to_string(*delay));
       },
       {});

@@ -9,8 +9,8 @@
 
 namespace kiln::python {
 
-std::shared_ptr<commands::DescribedPackage> DescribedPackage::from_file(const std::string& path) {
-  std::shared_ptr<commands::DescribedPackage> p(new commands::DescribedPackage());
+std::shared_ptr<DescribedPackage> DescribedPackage::from_file(const std::string& path) {
+  std::shared_ptr<DescribedPackage> p(new DescribedPackage());
   p->data_ = project::load_package_description(path);
   p->package_ = p->data_->get();
   std::filesystem::path abs = std::filesystem::absolute(path);
@@ -19,7 +19,7 @@ std::shared_ptr<commands::DescribedPackage> DescribedPackage::from_file(const st
   return p;
 }
 
-std::shared_ptr<commands::DescribedPackage> DescribedPackage::from_library(const std::string& path,
+std::shared_ptr<DescribedPackage> DescribedPackage::from_library(const std::string& path,
                                                                  const std::string& symbol) {
   // Never closed: the description is static data of the library, and a Loader may outlive
   // the Python object that made it.
@@ -41,7 +41,7 @@ std::shared_ptr<commands::DescribedPackage> DescribedPackage::from_library(const
   if (!pkg)
     throw Error(ErrorKind::Usage, symbol + "() in " + path + " returned no package",
                 {{"path", path}, {"field", symbol}});
-  std::shared_ptr<commands::DescribedPackage> p(new commands::DescribedPackage());
+  std::shared_ptr<DescribedPackage> p(new DescribedPackage());
   p->package_ = pkg;
   p->origin_ = path;
   return p;

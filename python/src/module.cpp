@@ -160,18 +160,18 @@ struct Kernel {
   nb::object owner;
 };
 
-std::shared_ptr<commands::DescribedPackage> package_from(nb::handle description, nb::handle package) {
+std::shared_ptr<DescribedPackage> package_from(nb::handle description, nb::handle package) {
   if (!description.is_none() && !package.is_none())
     throw Error(ErrorKind::Usage, "Loader takes description= or package=, not both",
                 {{"argument", "package"}});
   if (!package.is_none()) {
-    if (!nb::isinstance<commands::DescribedPackage>(package))
+    if (!nb::isinstance<DescribedPackage>(package))
       throw Error(ErrorKind::Usage,
                   "package= takes a kiln.Package (Package.from_file, Package.from_library), "
                   "not a " +
                       nb::cast<std::string>(nb::type_name(package.type())),
                   {{"argument", "package"}});
-    return nb::cast<std::shared_ptr<commands::DescribedPackage>>(package);
+    return nb::cast<std::shared_ptr<DescribedPackage>>(package);
   }
   if (description.is_none())
     throw Error(ErrorKind::Usage,
@@ -179,12 +179,12 @@ std::shared_ptr<commands::DescribedPackage> package_from(nb::handle description,
                 "package=kiln.Package; kiln.load(NAME) finds an installed package's",
                 {{"argument", "description"}});
   nb::object path = nb::module_::import_("os").attr("fspath")(description);
-  return commands::DescribedPackage::from_file(nb::cast<std::string>(path));
+  return DescribedPackage::from_file(nb::cast<std::string>(path));
 }
 
 void init_loader(PythonLoader* self, nb::handle description, nb::handle package,
                  std::optional<LoaderConfig> config) {
-  std::shared_ptr<commands::DescribedPackage> pkg = package_from(description, package);
+  std::shared_ptr<DescribedPackage> pkg = package_from(description, package);
   LoaderConfig cfg = config ? std::move(*config) : LoaderConfig::from_env();
   // A description file ships in its package's store: that store is "the installed one".
   if (cfg.installed_store.empty()) cfg.installed_store = pkg->store_dir();
@@ -224,28 +224,28 @@ void launch(PythonLoader& self, const Kernel& k, nb::handle grid, nb::handle blo
 }
 
 void bind_package(nb::module_& m) {
-  nb::class_<commands::DescribedPackage>(m, "Package", "A kernel package's description.")
+  nb::class_<DescribedPackage>(m, "Package", "A kernel package's description.")
       .def_static(
           "from_file",
           [](nb::handle path) {
-            return commands::DescribedPackage::from_file(
+            return DescribedPackage::from_file(
                 nb::cast<std::string>(nb::module_::import_("os").attr("fspath")(path)));
           },
           "path"_a, "Reads and checks a <name>-<version>.package.json.")
-      .def_static("from_library", &commands::DescribedPackage::from_library, "path"_a, "symbol"_a,
+      .def_static("from_library", &DescribedPackage::from_library, "path"_a, "symbol"_a,
                   "The package a library made with kiln_add_kernel_package defines.")
-      .def_prop_ro("name", [](const commands::DescribedPackage& p) { return std::string(p.get().name); })
+      .def_prop_ro("name", [](const DescribedPackage& p) { return std::string(p.get().name); })
       .def_prop_ro("version",
-                   [](const commands::DescribedPackage& p) { return std::string(p.get().version); })
-      .def_prop_ro("origin", &commands::DescribedPackage::origin)
+                   [](const DescribedPackage& p) { return std::string(p.get().version); })
+      .def_prop_ro("origin", &DescribedPackage::origin)
       .def_prop_ro("uris",
-                   [](const commands::DescribedPackage& p) {
+                   [](const DescribedPackage& p) {
                      std::vector<std::string> uris;
                      for (std::size_t i = 0; i < p.get().kernel_count; ++i)
                        uris.emplace_back(p.get().kernels[i].uri);
                      return uris;
                    })
-      .def("__repr__", [](const commands::DescribedPackage& p) {
+      .def("__repr__", [](const DescribedPackage& p) {
         return "kiln.Package('" + std::string(p.get().name) + "', '" + p.get().version +
                "', origin='" + p.origin() + "')";
       });

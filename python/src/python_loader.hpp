@@ -8,7 +8,7 @@
 namespace kiln::python {
 
 struct PythonLoader {
-  std::shared_ptr<commands::DescribedPackage> package;
+  std::shared_ptr<DescribedPackage> package;
   std::unique_ptr<Loader> loader;
 };
 

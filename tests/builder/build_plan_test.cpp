@@ -20,18 +20,7 @@ namespace {
 using test::TempDir;
 using test::write_file;
 
-const char* kRegistry = R"({
-  "format": 1,
-  "types": {"f32": "float", "f16": "__half"},
-  "families": [
-    {"name": "norm", "sources": ["norm.cu"], "entries": ["kiln::norm<{dtype}, {block}>"],
-     "params": [{"name": "dtype", "kind": "type", "values": ["f32", "f16"]},
-                {"name": "block", "kind": "int", "values": [128, 256]}],
-     "targets": ["sm_80+"], "flags": ["-DNORM=1"]},
-    {"name": "hopper", "sources": ["hopper.cu"], "entries": ["kiln::hop"],
-     "targets": ["sm_90a"]}
-  ]
-})";
+const char* kRegistry = test::kTwoFamilyRegistry;
 
 // The project the kiln build runs below build: acme-norm 0.1.0 with this file's registry.
 test::KernelProject acme_norm() {

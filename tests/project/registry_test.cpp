@@ -6,6 +6,7 @@
 
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "kernel_project.hpp"
 #include "test_util.hpp"
 
 namespace kiln {
@@ -14,18 +15,7 @@ namespace {
 using test::TempDir;
 using test::write_file;
 
-const char* kTwoFamilies = R"({
-  "format": 1,
-  "types": {"f32": "float", "f16": "__half"},
-  "families": [
-    {"name": "norm", "sources": ["norm.cu"], "entries": ["kiln::norm<{dtype}, {block}>"],
-     "params": [{"name": "dtype", "kind": "type", "values": ["f32", "f16"]},
-                {"name": "block", "kind": "int", "values": [128, 256]}],
-     "targets": ["sm_80+"], "flags": ["-DNORM=1"]},
-    {"name": "hopper", "sources": ["hopper.cu"], "entries": ["kiln::hop"],
-     "targets": ["sm_90a"]}
-  ]
-})";
+const char* kTwoFamilies = test::kTwoFamilyRegistry;
 
 std::string expect_format_error(const std::string& text) {
   try {

@@ -11,6 +11,21 @@
 
 namespace kiln::test {
 
+// A registry of two families: norm (dtype x block, sm_80+, one flag) and hopper (sm_90a only),
+// shared by the build-plan and registry tests.
+inline constexpr const char* kTwoFamilyRegistry = R"({
+  "format": 1,
+  "types": {"f32": "float", "f16": "__half"},
+  "families": [
+    {"name": "norm", "sources": ["norm.cu"], "entries": ["kiln::norm<{dtype}, {block}>"],
+     "params": [{"name": "dtype", "kind": "type", "values": ["f32", "f16"]},
+                {"name": "block", "kind": "int", "values": [128, 256]}],
+     "targets": ["sm_80+"], "flags": ["-DNORM=1"]},
+    {"name": "hopper", "sources": ["hopper.cu"], "entries": ["kiln::hop"],
+     "targets": ["sm_90a"]}
+  ]
+})";
+
 struct KernelProject {
   std::string name;      // registry/package.json's "name"
   std::string version;   // VERSION

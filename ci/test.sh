@@ -52,7 +52,10 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 
 # The unit tests (and the CLI they run) under address+undefined sanitizers, gcc, Debug.
 stage asan
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=address,undefined >/dev/null
+# A unity build of the libraries (the test files are compiled one by one): the same code,
+# compiled in about half the time (docs/testing.md).
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=address,undefined \
+  -DCMAKE_UNITY_BUILD=ON >/dev/null
 ninja -C build-asan -j"$jobs" kiln_unit_tests kiln_cli
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit

@@ -12,14 +12,11 @@
 #include <random>
 #include <sstream>
 
+#include "io/io_error.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::io {
 namespace {
-
-[[noreturn]] void io_error(const std::string& what, const std::filesystem::path& path, int err) {
-  throw Error(ErrorKind::Io, what + " " + path.string() + ": " + std::strerror(err));
-}
 
 std::string random_suffix() {
   // random_device reads the kernel's generator: two processes never pick the same suffix by
@@ -41,7 +38,7 @@ AtomicFile::AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
     tmp_path_ += ".tmp." + random_suffix();
     fd_.reset(::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd_) return;
-    if (errno != EEXIST) io_error("cannot create temporary file", tmp_path_, errno);
+    if (errno != EEXIST) throw_io_error("cannot create temporary file", tmp_path_, errno);
   }
   throw Error(ErrorKind::Io, "cannot create a unique temporary file beside " + path_.string());
 }
@@ -57,7 +54,7 @@ void AtomicFile::discard() noexcept {
 
 void AtomicFile::write(std::string_view data) {
   if (!fd_) throw Error(ErrorKind::Internal, "AtomicFile::write after commit: " + path_.string());
-  if (!write_all(fd_.get(), data)) io_error("cannot write", tmp_path_, errno);
+  if (!write_all(fd_.get(), data)) throw_io_error("cannot write", tmp_path_, errno);
 }
 
 void AtomicFile::commit() {
@@ -66,12 +63,12 @@ void AtomicFile::commit() {
   if (::fsync(fd_.get()) != 0) {
     int err = errno;
     discard();
-    io_error("cannot fsync", tmp_path_, err);
+    throw_io_error("cannot fsync", tmp_path_, err);
   }
   if (fd_.close() != 0) {
     int err = errno;
     discard();
-    io_error("cannot close", tmp_path_, err);
+    throw_io_error("cannot close", tmp_path_, err);
   }
   if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
     int err = errno;

@@ -13,14 +13,11 @@
 #include <thread>
 
 #include "io/file_descriptor.hpp"
+#include "io/io_error.hpp"
 #include "kiln/error.hpp"
 
 namespace kiln::io {
 namespace {
-
-[[noreturn]] void io_error(const std::string& what, const std::filesystem::path& path, int err) {
-  throw Error(ErrorKind::Io, what + " " + path.string() + ": " + std::strerror(err));
-}
 
 std::string holder_text() {
   char host[256] = {};
@@ -32,7 +29,7 @@ std::string holder_text() {
 int lock_once(const std::filesystem::path& path) {
   for (;;) {
     UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-    if (!fd) io_error("cannot open lock file", path, errno);
+    if (!fd) throw_io_error("cannot open lock file", path, errno);
     int rc;
     do rc = ::flock(fd.get(), LOCK_EX | LOCK_NB);
     while (rc != 0 && errno == EINTR);
@@ -40,7 +37,7 @@ int lock_once(const std::filesystem::path& path) {
       int err = errno;
       fd.reset();
       if (err == EWOULDBLOCK) return -1;
-      io_error("cannot flock lock file", path, err);
+      throw_io_error("cannot flock lock file", path, err);
     }
     // Someone may have removed or replaced the file between our open and flock (a cache
     // cleaner): our lock would then guard an orphan inode. Start over on the new file.
@@ -68,7 +65,7 @@ constexpr int kCannotLockDirectories = -2;
 // sync that worked before directories were locked.
 int lock_directory_once(const std::filesystem::path& dir) {
   UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) io_error("cannot open directory to lock", dir, errno);
+  if (!fd) throw_io_error("cannot open directory to lock", dir, errno);
   int rc;
   do rc = ::flock(fd.get(), LOCK_EX | LOCK_NB);
   while (rc != 0 && errno == EINTR);
@@ -76,7 +73,7 @@ int lock_directory_once(const std::filesystem::path& dir) {
   if (errno == EWOULDBLOCK) return -1;
   if (errno == EBADF || errno == ENOLCK || errno == EOPNOTSUPP || errno == EINVAL)
     return kCannotLockDirectories;
-  io_error("cannot flock directory", dir, errno);
+  throw_io_error("cannot flock directory", dir, errno);
 }
 
 }  // namespace

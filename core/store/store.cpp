@@ -21,6 +21,7 @@
 #include "io/atomic_file.hpp"
 #include "io/file_descriptor.hpp"
 #include "io/file_lock.hpp"
+#include "io/scratch_dir.hpp"
 #include "io/sha256.hpp"
 #include "store/index_entry_check.hpp"
 #include "store/store_scan.hpp"
@@ -72,30 +73,6 @@ void flush_unpacked(const fs::path& dir) {
   if (!fd || ::syncfs(fd.get()) != 0)
     throw Error(ErrorKind::Io, "cannot flush " + dir.string() + ": " + std::strerror(errno));
 }
-
-// Removes the install's temp directory unless it was renamed into place.
-class TempDirGuard {
- public:
-  explicit TempDirGuard(const fs::path& store) {
-    std::string tmpl = (store / ".tmp-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data()))
-      throw Error(ErrorKind::Io, "cannot create a temporary directory in store " + store.string() +
-                                     ": " + std::strerror(errno));
-    path_ = tmpl;
-  }
-  ~TempDirGuard() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDirGuard(const TempDirGuard&) = delete;
-  TempDirGuard& operator=(const TempDirGuard&) = delete;
-  const fs::path& path() const { return path_; }
-  void release() { path_.clear(); }  // renamed into place: nothing to remove
-
- private:
-  fs::path path_;
-};
 
 // A member streamed into a new file of the temp dir.
 class StreamedFile {
@@ -563,7 +540,7 @@ void require_release(const fs::path& archive, const format::Manifest& m, const R
 // Renames the verified temp dir to `target`, swapping it with an existing copy in one step, so
 // readers never find the directory missing; the old copy ends up under the temp name and is
 // removed with it.
-InstallResult::Action move_into_place(TempDirGuard& tmp, const fs::path& target,
+InstallResult::Action move_into_place(io::ScratchDir& tmp, const fs::path& target,
                                       const fs::path& dest_store) {
   if (::chmod(tmp.path().c_str(), 0755) != 0)
     throw Error(ErrorKind::Io, "cannot chmod " + tmp.path().string() + ": " + std::strerror(errno));
@@ -580,7 +557,7 @@ InstallResult::Action move_into_place(TempDirGuard& tmp, const fs::path& target,
     if (errno != EINVAL && errno != ENOSYS)
       throw Error(ErrorKind::Io, "cannot replace " + target.string() + ": " + std::strerror(errno));
     // Filesystems without RENAME_EXCHANGE: move the old copy aside, then rename.
-    TempDirGuard aside(dest_store);
+    io::ScratchDir aside(dest_store, ".tmp-", "temporary directory");
     fs::path old = aside.path() / "old";
     if (::rename(target.c_str(), old.c_str()) != 0)
       throw Error(ErrorKind::Io,
@@ -644,7 +621,7 @@ InstallResult install_archive(const fs::path& archive, const fs::path& dest_stor
   // Streamed into a temp dir inside the store, verified member by member; renamed into place
   // only when everything matched. Any refusal removes the temp dir: the store keeps its old
   // contents (and the lock file).
-  TempDirGuard tmp(dest_store);
+  io::ScratchDir tmp(dest_store, ".tmp-", "temporary directory");
   InstallResult result;
   result.manifest = unpack_verified(archive, tmp.path(), expected_sha256);
   const format::Manifest& m = result.manifest;
@@ -721,14 +698,14 @@ ReleaseInstallResult install_release(const fs::path& index_path, const format::I
   // Every archive unpacked and checked into a temp dir of its own before any is renamed.
   io::FileLock lock = lock_store_for_install(dest_store);
   struct Staged {
-    std::unique_ptr<TempDirGuard> tmp;
+    std::unique_ptr<io::ScratchDir> tmp;
     InstallResult result;
   };
   std::vector<Staged> staged;
   for (const auto& e : index.archives) {
     const fs::path ap = dir / e.file;
     try {
-      Staged s{std::make_unique<TempDirGuard>(dest_store), {}};
+      Staged s{std::make_unique<io::ScratchDir>(dest_store, ".tmp-", "temporary directory"), {}};
       s.result.manifest = unpack_verified(ap, s.tmp->path(), e.sha256);
       const format::Manifest& m = s.result.manifest;
       require_manifest_matches_index(m, e, index, ap.string(), ip);

@@ -26,7 +26,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr const char* kHelp =
+constexpr const char* kDoctorHelp =
     "check every capability kiln needs on this machine: CUDA driver and devices, NVRTC, "
     "nvcc/ptxas/nvlink/fatbinary, the cache directory (really writes a file), the "
     "configured stores and mirrors, whether libcurl and libarchive load (libkiln loads them "
@@ -218,7 +218,7 @@ void print_doctor(const LoaderConfig& cfg, const Json& j, const plan::LoadVerdic
 }  // namespace
 
 void add_doctor_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("doctor", kHelp);
+  auto* cmd = app.add_subcommand("doctor", kDoctorHelp);
   auto o = std::make_shared<DoctorOpts>();
   add_package_options(cmd, o->pkg);
   cmd->add_flag("--json", o->json, "machine-readable output");

@@ -68,7 +68,7 @@ int device_cc(const std::string& device) {
 
 namespace {
 
-constexpr const char* kHelp =
+constexpr const char* kFetchHelp =
     "download the release archives for some targets (--targets) or for a device (--device)\n"
     "from trusted mirrors, verify them against the pinned index and unpack them into a store.\n"
     "--device sm_XX|X.Y|auto fetches the pinned index and picks by the loader's target-choice\n"
@@ -200,7 +200,7 @@ int run_fetch(const FetchOpts& o) {
 }  // namespace
 
 void add_fetch_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("fetch", kHelp);
+  auto* cmd = app.add_subcommand("fetch", kFetchHelp);
   auto o = std::make_shared<FetchOpts>();
   o->timeout_s = static_cast<double>(o->fetch.timeout_ms) / 1000;
   o->download_timeout_s = static_cast<double>(o->fetch.download_timeout_ms) / 1000;

@@ -36,7 +36,7 @@ const char* action_name(store::InstallResult::Action a) {
   return "installed";
 }
 
-constexpr const char* kHelp =
+constexpr const char* kInstallHelp =
     "verify archives and unpack them into a store directory (--dest). Given an index, installs "
     "every archive listed in it from the index's directory, all or nothing: every archive and "
     "the package description are checked against the index's size and sha256 (exit 3 naming "
@@ -191,7 +191,7 @@ int install_inputs(const InstallOpts& o) {
 }  // namespace
 
 void add_install_command(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("install", kHelp);
+  auto* cmd = app.add_subcommand("install", kInstallHelp);
   auto opts = std::make_shared<InstallOpts>();
   auto* inputs =
       cmd->add_option("INPUT", opts->inputs, "archives (.tar.zst) and/or indexes (index.json)");

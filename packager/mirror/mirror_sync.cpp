@@ -37,6 +37,7 @@
 #include "format/manifest.hpp"
 #include "io/atomic_file.hpp"
 #include "io/private_key_scan.hpp"
+#include "io/scratch_dir.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
@@ -59,28 +60,6 @@ using fetch::RetryLoop;
 using transport::RetryPolicy;
 using transport::TransferRequest;
 using transport::TransferResult;
-
-// The staging directory inside the destination; removed unless every file was moved out.
-class StagingDir {
- public:
-  StagingDir(const fs::path& parent, const std::string& prefix) {
-    std::string tmpl = (parent / (prefix + "XXXXXX")).string();
-    if (!::mkdtemp(tmpl.data()))
-      throw Error(ErrorKind::Io, "cannot create a staging directory in " + parent.string() + ": " +
-                                     std::strerror(errno));
-    path_ = tmpl;
-  }
-  ~StagingDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  StagingDir(const StagingDir&) = delete;
-  StagingDir& operator=(const StagingDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 class Syncer {
  public:
@@ -325,7 +304,7 @@ SyncResult sync_release_with(const SyncOptions& opts, transport::Transport& tran
   bool committing = false;
   try {
     io::FileLock lock = detail::lock_release_in_mirror(to, package, version);
-    StagingDir staging(to, detail::sync_staging_prefix(package, version));
+    io::ScratchDir staging(to, detail::sync_staging_prefix(package, version), "staging directory");
     std::uint64_t bytes = 0;
     for (const auto& name : todo) {
       const fs::path staged = staging.path() / name;

@@ -19,6 +19,7 @@
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
 #include "io/limits.hpp"
+#include "io/scratch_dir.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "plan/target_choice.hpp"
@@ -35,29 +36,6 @@ namespace fs = std::filesystem;
 using fetch::TrustAnchor;
 
 constexpr const char* kBundleUrl = "bundle:/";
-
-// A directory made for this call and removed on every way out.
-class ScratchDir {
- public:
-  explicit ScratchDir(const fs::path& pattern) {
-    std::string tmpl = pattern.string() + "XXXXXX";
-    if (!::mkdtemp(tmpl.data()))
-      throw Error(ErrorKind::Io,
-                  "cannot create a scratch directory " + tmpl + ": " + std::strerror(errno));
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-  void release() { path_.clear(); }  // the directory was renamed into place
-
- private:
-  fs::path path_;
-};
 
 // The bundle's files through the TUF client's Fetcher interface: "<kBundleUrl><name>" is
 // <dir>/<name>, a missing file is "not there" (it ends the root chain), and a file is read only
@@ -330,7 +308,7 @@ BundleResult write_bundle(const BundleRequest& req) {
                 {{"path", req.out.string()}});
   fs::path parent = req.out.parent_path().empty() ? fs::path(".") : req.out.parent_path();
   fs::create_directories(parent, ec);
-  ScratchDir staging(parent / ("." + req.out.filename().string() + ".tmp-"));
+  io::ScratchDir staging(parent, "." + req.out.filename().string() + ".tmp-");
 
   fetch::FetchOptions o = req.fetch;
   o.index_sha256.clear();
@@ -374,7 +352,7 @@ BundleResult write_bundle(const BundleRequest& req) {
   }
 
   // The bundle as a node will see it, before it is published.
-  ScratchDir scratch(fs::temp_directory_path() / "kiln-bundle-check-");
+  io::ScratchDir scratch(fs::temp_directory_path(), "kiln-bundle-check-");
   fetch::prepare_metadata_dir(scratch.path(), anchor_root);
   std::time_t now = o.tuf_clock ? o.tuf_clock() : std::time(nullptr);
   BundleResult out;
@@ -450,10 +428,10 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   if (!fs::exists(req.bundle, ec))
     throw Error(ErrorKind::NotFound, "bundle not found: " + req.bundle.string(),
                 {{"path", req.bundle.string()}});
-  std::optional<ScratchDir> unpacked;
+  std::optional<io::ScratchDir> unpacked;
   fs::path dir = req.bundle;
   if (!fs::is_directory(req.bundle, ec)) {
-    unpacked.emplace(fs::temp_directory_path() / "kiln-bundle-");
+    unpacked.emplace(fs::temp_directory_path(), "kiln-bundle-");
     unpack_bundle(req.bundle, unpacked->path());
     dir = unpacked->path();
   }

@@ -17,6 +17,7 @@
 
 #include "format/libarchive_handles.hpp"
 #include "io/atomic_file.hpp"
+#include "io/scratch_dir.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
@@ -86,27 +87,6 @@ void add_dir_recursive(Tree& tree, const std::string& rel, const fs::path& dir) 
       add_file(tree, child_rel, c);
   }
 }
-
-// A hidden scratch directory inside `out`, removed on every path out of build_tarball.
-class ScratchDir {
- public:
-  explicit ScratchDir(const fs::path& parent) {
-    std::string tmpl = (parent / ".kiln-tarball-XXXXXX").string();
-    if (!::mkdtemp(tmpl.data()))
-      throw Error(ErrorKind::Io, "cannot create a scratch directory in " + parent.string());
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // The kiln install tree under `prefix`: exactly the parts a consumer needs. Every missing part
 // is named in one error.
@@ -254,7 +234,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
 
   fs::create_directories(opts.out, ec);
   if (ec) throw Error(ErrorKind::Io, "cannot create " + opts.out.string() + ": " + ec.message());
-  ScratchDir scratch(opts.out);
+  io::ScratchDir scratch(opts.out, ".kiln-tarball-");
   std::int64_t newest = 0;
   TarballResult res;
   for (const format::IndexEntry* a : chosen) {

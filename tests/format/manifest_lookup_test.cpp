@@ -97,7 +97,9 @@ TEST(ManifestLookup, ALookupGivesWhatReadingTheTextWholeGives) {
     auto whole = format::ManifestEntries::read(std::string(text), "m");
     format::Manifest full = format::parse_manifest(text, "m");
     std::vector<std::string> asked = {"", "a", "zzzz", "k_i_", "k_i_00000x", "k_i_99999"};
-    for (const auto& a : full.artifacts) asked.push_back(a.uri);
+    for (std::size_t i = 0; i < full.artifacts.size(); ++i)
+      if (i % test::kSweepStride == 0 || i + 1 == full.artifacts.size())
+        asked.push_back(full.artifacts[i].uri);
     const std::string& first = asked.back();
     auto looked = format::ManifestEntries::open(text, "m", &first);
     ASSERT_TRUE(looked) << text.substr(0, 200);

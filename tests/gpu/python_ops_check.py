@@ -255,7 +255,7 @@ def inner(args) -> int:
         else:
             raise AssertionError("shared_bytes=2**32+5 was launched")
         loader.launch(k, np.int64(1), 256, [256, kiln.f32(1.0), dy, dy])  # arrays, numpy int
-        close(xp.to_host(dy), np.zeros(256), 0, 0, "axpy of zeros")
+        close(xp.to_host(dy), np.zeros(256), 1e-6, 1e-6, "axpy of zeros")
         return f"{k.uri}: parameters {sizes}; wrong count, size and shared_bytes refused"
 
     c.run("launch checks (driver's parameter list)", launch_checks)
@@ -263,21 +263,47 @@ def inner(args) -> int:
     if xp.name == "torch":
         import torch
 
+        class CaiV3:
+            """A torch tensor's CUDA Array Interface as v3 producers (CuPy, Numba) give it:
+            with the stream its data is written on (torch's own is v2, without one)."""
+
+            def __init__(self, t, stream):
+                cai = dict(t.__cuda_array_interface__, version=3)
+                cai["stream"] = stream.cuda_stream or 1  # 1: the legacy default stream
+                self.__cuda_array_interface__ = cai
+
+        class DLPackOnly:
+            """A torch tensor through DLPack alone (kiln prefers the array interface)."""
+
+            def __init__(self, t):
+                self.t = t
+
+            def __dlpack__(self, stream=None):
+                return self.t.__dlpack__(stream=stream)
+
+            def __dlpack_device__(self):
+                return self.t.__dlpack_device__()
+
         def streams_and_devices():
             k = loader.get("axpy_dtype_f32")
             n = 1 << 22
             src = torch.randn(n, device="cuda")
-            x = torch.zeros(n, device="cuda")
-            y = torch.zeros(n, device="cuda")
             producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
-            with torch.cuda.stream(producer):
-                torch.cuda._sleep(200_000_000)  # the copy below lands long after this returns
-                x.copy_(src)
-                # x's CUDA Array Interface says `producer`: the launch on `consumer` waits for it.
-                loader.launch(k, (n + 255) // 256, 256, [n, kiln.f32(1.0), x, y],
-                              stream=consumer)
-            consumer.synchronize()
-            torch.testing.assert_close(y, src)
+            for wrap, how in ((lambda t: CaiV3(t, producer), "CAI v3 stream synchronised"),
+                              (DLPackOnly, "__dlpack__(stream=consumer)")):
+                x = torch.zeros(n, device="cuda")
+                y = torch.zeros(n, device="cuda")
+                torch.cuda.synchronize()
+                with torch.cuda.stream(producer):
+                    torch.cuda._sleep(200_000_000)  # the copy lands long after this returns
+                    x.copy_(src)
+                    # Without the ordering, the kernel on `consumer` reads x before the copy.
+                    loader.launch(k, (n + 255) // 256, 256, [n, kiln.f32(1.0), wrap(x), y],
+                                  stream=consumer)
+                consumer.synchronize()
+                torch.testing.assert_close(y, src, msg=how)
+            x = src
+            y = torch.zeros(n, device="cuda")
             # stream=None inside a stream context: that stream, in Loader.launch and kiln.ops.
             s = torch.cuda.Stream()
             with torch.cuda.stream(s):
@@ -287,7 +313,8 @@ def inner(args) -> int:
                 ops.axpy(y, src, -1.0)
             s.synchronize()
             torch.testing.assert_close(y, src)
-            detail = "CAI stream waited for; stream=None is torch's current stream"
+            detail = ("CAI v3 stream and DLPack producer ordered before the launch; stream=None "
+                      "is torch's current stream")
             if torch.cuda.device_count() < 2:
                 return detail + "; one GPU: the two-device refusal is proven by the stand-in"
             x1 = torch.randn(1024, device="cuda:1")

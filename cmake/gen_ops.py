@@ -517,7 +517,7 @@ __all__ = ["FLOAT_DTYPES", "REFERENCE_PACKAGE", "check_dtype", "check_same", "ge
         first = ins[0]["py"]
         arrays = "{" + ", ".join(f'"{p["py"]}": {p["py"]}' for p in ins) + "}"
         o.append(f"\n\ndef {name}({', '.join(sig)}):\n    \"\"\"{op['py_doc']}\"\"\"")
-        o.append(f"    arr = _s.arrays({arrays})")
+        o.append(f"    arr = _s.arrays({arrays}, stream)")
         o.append(f"    r = _s.RULES[{op['py']['shape']!r}](_s.specs(arr), {py_dtypes(op)!r})")
         device = ["**arr"]
         if out_p:

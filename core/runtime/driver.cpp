@@ -39,6 +39,9 @@ struct CudaApi {
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              unsigned, CUstream, void**, void**);
   CUresult (*cuStreamIsCapturing)(CUstream, CUstreamCaptureStatus*);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  // Optional: CUDA 12.4+ drivers only; null when libcuda lacks it (launches go unchecked).
+  CUresult (*cuKernelGetParamInfo)(CUkernel, size_t, size_t*, size_t*);
 };
 
 class CudaDriver : public Driver {
@@ -138,6 +141,33 @@ class CudaDriver : public Driver {
     return f;
   }
 
+  std::optional<std::vector<ParamInfo>> kernel_parameters(void* kernel) override {
+    init();
+    if (!api_.cuKernelGetParamInfo) return std::nullopt;
+    // The driver answers CUDA_ERROR_INVALID_VALUE for the index past the last parameter.
+    std::vector<ParamInfo> out;
+    for (std::size_t i = 0;; ++i) {
+      std::size_t offset = 0, size = 0;
+      CUresult r = api_.cuKernelGetParamInfo(static_cast<CUkernel>(kernel), i, &offset, &size);
+      if (r == CUDA_ERROR_INVALID_VALUE) return out;
+      if (r == CUDA_ERROR_NOT_SUPPORTED) return std::nullopt;
+      check(r, "cuKernelGetParamInfo");
+      out.push_back({offset, size});
+    }
+  }
+
+  int current_device() override {
+    current_context();
+    CUdevice d;
+    check(api_.cuCtxGetDevice(&d), "cuCtxGetDevice");
+    return static_cast<int>(d);
+  }
+
+  void synchronize(void* stream) override {
+    init();
+    check(api_.cuStreamSynchronize(static_cast<CUstream>(stream)), "cuStreamSynchronize");
+  }
+
   void unload_library(void* library) noexcept override {
     if (library) api_.cuLibraryUnload(static_cast<CUlibrary>(library));
   }
@@ -184,8 +214,12 @@ class CudaDriver : public Driver {
               sym(api_.cuLibraryGetKernelCount, "cuLibraryGetKernelCount") &&
               sym(api_.cuKernelGetFunction, "cuKernelGetFunction") &&
               sym(api_.cuLaunchKernel, "cuLaunchKernel") &&
-              sym(api_.cuStreamIsCapturing, "cuStreamIsCapturing");
+              sym(api_.cuStreamIsCapturing, "cuStreamIsCapturing") &&
+              sym(api_.cuStreamSynchronize, "cuStreamSynchronize");
     if (!ok) return;
+    // Absent before CUDA 12.4: launches are then not checked against the kernel's parameters.
+    api_.cuKernelGetParamInfo =
+        reinterpret_cast<decltype(api_.cuKernelGetParamInfo)>(::dlsym(handle_, "cuKernelGetParamInfo"));
     CUresult r = api_.cuInit(0);
     if (r != CUDA_SUCCESS) {
       init_error_ = "the CUDA driver (" + library_ + ") is present but cuInit failed: " + name(r) +

@@ -5,11 +5,19 @@
 // "no driver" / "no device" become reported capabilities, not crashes.
 // Handles are the driver's opaque pointers (CUcontext, CUlibrary, CUkernel, CUfunction,
 // CUstream) as void*, so this header does not need cuda.h.
+#include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln::runtime {
+
+// One kernel parameter as the driver reports it (cuKernelGetParamInfo): its byte offset in the
+// parameter buffer and its size.
+struct ParamInfo {
+  std::size_t offset = 0, size = 0;
+};
 
 struct DeviceInfo {
   int ordinal = 0;
@@ -38,6 +46,21 @@ class Driver {
   virtual void unload_library(void* library) noexcept = 0;
   virtual void launch(void* function, const unsigned grid[3], const unsigned block[3],
                       unsigned shared_bytes, void* stream, void** args) = 0;
+
+  // Below: calls a driver may lack. The defaults are what a driver that cannot answer gives;
+  // the real driver answers them where libcuda has the entry points.
+
+  // The parameters of a CUkernel from get_kernel, in order (cuKernelGetParamInfo, CUDA 12.4+):
+  // nullopt when the driver cannot say (too old, or it answers CUDA_ERROR_NOT_SUPPORTED), so a
+  // launch cannot be checked against them.
+  virtual std::optional<std::vector<ParamInfo>> kernel_parameters(void* /*kernel*/) {
+    return std::nullopt;
+  }
+  // The ordinal of the current context's device (cuCtxGetDevice); a driver of one device: 0.
+  virtual int current_device() { return 0; }
+  // Waits until `stream` (a CUstream) has done its work (cuStreamSynchronize); a driver that runs
+  // nothing has nothing to wait for.
+  virtual void synchronize(void* /*stream*/) {}
 };
 
 // Name of the driver library libkiln opens.

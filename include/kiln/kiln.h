@@ -80,10 +80,28 @@ KILN_API size_t kiln_kernel_entry_count(const kiln_kernel* kernel);
 /* The CUfunction of entry `entry` (registry order). */
 KILN_API kiln_status kiln_kernel_function(const kiln_kernel* kernel, size_t entry, void** function);
 
-/* cuLaunchKernel on entry `entry`; grid and block are 3 values each. */
+/* cuLaunchKernel on entry `entry`; grid and block are 3 values each; args[i] points at the
+ * value of parameter i, arg_count of them. A count other than the kernel's parameter count
+ * (where the driver reports it, CUDA 12.4+), shared_bytes over 2^32-1 or a grid or block
+ * dimension of 0 is KILN_ERROR_USAGE naming the kernel, the expected and the given (fields
+ * "expected", "actual"), and nothing is launched. */
+KILN_API kiln_status kiln_launch_args(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
+                                      const unsigned grid[3], const unsigned block[3],
+                                      size_t shared_bytes, void* stream, void** args,
+                                      size_t arg_count);
+/* The same without a count (the first C ABI): args must hold as many pointers as the kernel
+ * has parameters, which nothing can check; prefer kiln_launch_args. */
 KILN_API kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
                                  const unsigned grid[3], const unsigned block[3],
                                  size_t shared_bytes, void* stream, void** args);
+/* The parameters of entry `entry` as the driver reports them: their count, and each one's
+ * byte offset and size. KILN_ERROR_UNSUPPORTED when the driver cannot report them (older than
+ * CUDA 12.4). */
+KILN_API kiln_status kiln_kernel_argument_count(kiln_loader* loader, const kiln_kernel* kernel,
+                                                size_t entry, size_t* count);
+KILN_API kiln_status kiln_kernel_argument_info(kiln_loader* loader, const kiln_kernel* kernel,
+                                               size_t entry, size_t index, size_t* offset,
+                                               size_t* size);
 
 /* The message of the calling thread's last failure ("" if none). Valid until its next call. */
 KILN_API const char* kiln_last_error(void);

@@ -16,6 +16,12 @@
 
 namespace kiln {
 
+// One parameter of a kernel entry, as the driver reports it: its byte offset in the parameter
+// buffer and its size (a pointer 8, an int or float 4, a struct by value its size).
+struct KernelArgument {
+  std::size_t offset = 0, size = 0;
+};
+
 // A loaded kernel for one context: the driver handles of every entry of the specialisation,
 // in registry order (a two-pass reduction has two). Valid for the Loader's lifetime.
 struct KernelHandle {
@@ -23,6 +29,10 @@ struct KernelHandle {
   std::vector<void*> functions;  // CUfunction per entry, for the context current at get()
   void* library = nullptr;       // CUlibrary
   std::string origin;            // where the image came from (path or "jit:<key>")
+  int device = 0;                // ordinal of the device of the context current at get()
+  // Per entry, its parameters in order (cuKernelGetParamInfo), or nullopt where the driver
+  // cannot say (older than CUDA 12.4): launches are checked against them.
+  std::vector<std::optional<std::vector<KernelArgument>>> arguments;
 };
 
 // Serves one kernel package (kiln/package.h: a project's generated description, e.g.
@@ -63,10 +73,22 @@ class Loader {
   struct Dim3 {
     unsigned x = 1, y = 1, z = 1;
   };
-  // cuLaunchKernel on entry `entry` of a handle from get(); throws Error{Driver} with the
-  // driver's error name and the URI.
+  // cuLaunchKernel on entry `entry` of a handle from get(), with `arg_count` arguments: args[i]
+  // points at the value of parameter i. Throws Error{Usage} naming the kernel, the expected and
+  // the given when arg_count is not the entry's parameter count (where the driver reports it:
+  // KernelHandle::arguments), when shared_bytes exceeds 2^32-1 or a grid or block dimension is
+  // 0; Error{Driver} with the driver's error name and the URI.
+  KILN_API void launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
+                       std::size_t shared_bytes, void* stream, void** args,
+                       std::size_t arg_count) const;
+  // The same without a count: args must hold as many pointers as the entry has parameters
+  // (nothing can check that). Kept for callers written before the count; prefer the above.
   KILN_API void launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
                        std::size_t shared_bytes, void* stream, void** args) const;
+  // The entry's parameters (KernelHandle::arguments); Error{Unsupported} naming the driver call
+  // when the driver cannot report them, Error{Usage} for an entry the kernel does not have.
+  KILN_API const std::vector<KernelArgument>& arguments(const KernelHandle& kernel,
+                                                        std::size_t entry = 0) const;
 
   struct Impl;
 

@@ -241,6 +241,54 @@ kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t e
   });
 }
 
+kiln_status kiln_launch_args(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
+                             const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
+                             void* stream, void** args, size_t arg_count) {
+  if (!loader || !kernel || !grid || !block)
+    return fail(KILN_ERROR_USAGE, std::string("kiln_launch_args: ") +
+                                      (!loader   ? "loader"
+                                       : !kernel ? "kernel"
+                                       : !grid   ? "grid"
+                                                 : "block") +
+                                      " is NULL");
+  return guarded([&] {
+    loader->loader->launch(handle_of(kernel), entry, {grid[0], grid[1], grid[2]},
+                           {block[0], block[1], block[2]}, shared_bytes, stream, args, arg_count);
+  });
+}
+
+kiln_status kiln_kernel_argument_count(kiln_loader* loader, const kiln_kernel* kernel,
+                                       size_t entry, size_t* count) {
+  if (!loader || !kernel || !count)
+    return fail(KILN_ERROR_USAGE, std::string("kiln_kernel_argument_count: ") +
+                                      (!loader ? "loader" : !kernel ? "kernel" : "count") +
+                                      " is NULL");
+  return guarded([&] { *count = loader->loader->arguments(handle_of(kernel), entry).size(); });
+}
+
+kiln_status kiln_kernel_argument_info(kiln_loader* loader, const kiln_kernel* kernel,
+                                      size_t entry, size_t index, size_t* offset, size_t* size) {
+  if (!loader || !kernel || !offset || !size)
+    return fail(KILN_ERROR_USAGE, std::string("kiln_kernel_argument_info: ") +
+                                      (!loader   ? "loader"
+                                       : !kernel ? "kernel"
+                                       : !offset ? "offset"
+                                                 : "size") +
+                                      " is NULL");
+  return guarded([&] {
+    const auto& h = handle_of(kernel);
+    const auto& args = loader->loader->arguments(h, entry);
+    if (index >= args.size())
+      throw kiln::Error(kiln::ErrorKind::Usage,
+                        h.uri + " takes " + std::to_string(args.size()) + " arguments; index " +
+                            std::to_string(index) + " asked for")
+          .with("uri", h.uri)
+          .with("argument", "index");
+    *offset = args[index].offset;
+    *size = args[index].size;
+  });
+}
+
 const char* kiln_last_error(void) { return t_last_error.c_str(); }
 
 // Kept for callers of the first ops API (kiln_ops.h); the ops report into the same slot.

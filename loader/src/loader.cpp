@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -557,9 +558,19 @@ bool Loader::Impl::load_image(Search& s, const Candidate& c, const std::string& 
       return false;
     }
     std::vector<void*> fns;
-    for (const auto& sym : symbols)
-      fns.push_back(driver->kernel_function(driver->get_kernel(lib, sym)));
+    std::vector<std::optional<std::vector<KernelArgument>>> args;
+    for (const auto& sym : symbols) {
+      void* kernel = driver->get_kernel(lib, sym);
+      fns.push_back(driver->kernel_function(kernel));
+      std::optional<std::vector<KernelArgument>>& a = args.emplace_back();
+      if (auto params = driver->kernel_parameters(kernel)) {
+        a.emplace();
+        for (const runtime::ParamInfo& p : *params) a->push_back({p.offset, p.size});
+      }
+    }
     out.functions = std::move(fns);
+    out.arguments = std::move(args);
+    out.device = driver->current_device();
     out.library = lib;
     return true;
   } catch (const Error& e) {
@@ -844,11 +855,70 @@ std::uint64_t Loader::id() const { return impl_->loader_id; }
 
 runtime::Driver& LoaderAccess::driver(const Loader& loader) { return *loader.impl_->driver; }
 
-void Loader::launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
-                    std::size_t shared_bytes, void* stream, void** args) const {
+namespace {
+
+void require_entry(const KernelHandle& kernel, std::size_t entry) {
   if (entry >= kernel.functions.size())
     throw Error(ErrorKind::Usage, kernel.uri + " has " + std::to_string(kernel.functions.size()) +
-                                      " entries; entry " + std::to_string(entry) + " asked for");
+                                      " entries; entry " + std::to_string(entry) + " asked for")
+        .with("uri", kernel.uri)
+        .with("argument", "entry");
+}
+
+}  // namespace
+
+const std::vector<KernelArgument>& Loader::arguments(const KernelHandle& kernel,
+                                                     std::size_t entry) const {
+  require_entry(kernel, entry);
+  if (entry >= kernel.arguments.size() || !kernel.arguments[entry])
+    throw Error(ErrorKind::Unsupported,
+                "the CUDA driver cannot report the parameters of " + kernel.uri +
+                    " (cuKernelGetParamInfo needs a CUDA 12.4 or later driver)")
+        .with("uri", kernel.uri);
+  return *kernel.arguments[entry];
+}
+
+void Loader::launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
+                    std::size_t shared_bytes, void* stream, void** args,
+                    std::size_t arg_count) const {
+  require_entry(kernel, entry);
+  if (entry < kernel.arguments.size() && kernel.arguments[entry]) {
+    const std::size_t expected = kernel.arguments[entry]->size();
+    if (arg_count != expected)
+      throw Error(ErrorKind::Usage,
+                  kernel.uri + (kernel.functions.size() > 1 ? " entry " + std::to_string(entry)
+                                                            : std::string()) +
+                      " takes " + std::to_string(expected) + " argument" +
+                      (expected == 1 ? "" : "s") + ", " + std::to_string(arg_count) + " given")
+          .with("uri", kernel.uri)
+          .with("argument", "args")
+          .with("expected", std::to_string(expected))
+          .with("actual", std::to_string(arg_count));
+  }
+  if (arg_count > 0 && !args)
+    throw Error(ErrorKind::Usage, "launching " + kernel.uri + ": args is null with " +
+                                      std::to_string(arg_count) + " arguments")
+        .with("uri", kernel.uri)
+        .with("argument", "args");
+  launch(kernel, entry, grid, block, shared_bytes, stream, args);
+}
+
+void Loader::launch(const KernelHandle& kernel, std::size_t entry, Dim3 grid, Dim3 block,
+                    std::size_t shared_bytes, void* stream, void** args) const {
+  require_entry(kernel, entry);
+  if (shared_bytes > std::numeric_limits<unsigned>::max())
+    throw Error(ErrorKind::Usage, "launching " + kernel.uri + ": shared_bytes = " +
+                                      std::to_string(shared_bytes) + " is out of range [0, " +
+                                      std::to_string(std::numeric_limits<unsigned>::max()) + "]")
+        .with("uri", kernel.uri)
+        .with("argument", "shared_bytes");
+  for (const auto& [name, d] : {std::pair{"grid", grid}, std::pair{"block", block}})
+    if (d.x == 0 || d.y == 0 || d.z == 0)
+      throw Error(ErrorKind::Usage, "launching " + kernel.uri + ": " + name + " = (" +
+                                        std::to_string(d.x) + ", " + std::to_string(d.y) + ", " +
+                                        std::to_string(d.z) + "): each dimension is 1 to 2^32-1")
+          .with("uri", kernel.uri)
+          .with("argument", name);
   const unsigned g[3] = {grid.x, grid.y, grid.z};
   const unsigned b[3] = {block.x, block.y, block.z};
   try {

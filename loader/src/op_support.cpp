@@ -139,7 +139,8 @@ std::map<std::tuple<std::string, std::uint64_t, void*>, std::string> g_unusable;
 void launch(Loader& loader, const KernelHandle& kernel, void* stream,
             std::initializer_list<Step> steps) {
   for (const Step& s : steps)
-    loader.launch(kernel, s.entry, s.geometry.grid, s.geometry.block, 0, stream, s.args);
+    loader.launch(kernel, s.entry, s.geometry.grid, s.geometry.block, 0, stream, s.args,
+                  s.count);
 }
 
 void launch(Loader& loader, const std::string& uri, void* stream,

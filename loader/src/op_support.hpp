@@ -57,9 +57,14 @@ std::string show(DType v);
 // ---- Get and launch --------------------------------------------------------------------------
 // One launch of the kernel's entry `entry`.
 struct Step {
+  // args: the arguments' addresses, as many as the entry's parameters (a launch with another
+  // count is refused where the driver reports the kernel's parameters).
+  template <std::size_t N>
+  Step(std::size_t e, Launch g, void* (&a)[N]) : entry(e), geometry(g), args(a), count(N) {}
   std::size_t entry;
   Launch geometry;
   void** args;
+  std::size_t count;
 };
 // Gets the reference package's uri (refusing a loader of another package) and launches each
 // step on it; every entry is resolved before the first launch.

@@ -32,6 +32,7 @@ from kiln._errors import (
     UsageError,
 )
 from kiln._kiln import (
+    ArgumentInfo,
     Config,
     Kernel,
     Loader,
@@ -134,6 +135,7 @@ else:
 
 
 __all__ = [
+    "ArgumentInfo",
     "CompileError", "Config", "Device", "DriverError", "Error", "FormatError", "IntegrityError",
     "InternalError", "IoError", "Kernel", "LimitError", "Loader", "NetworkError",
     "NotFoundError", "Package", "Scalar", "StaleError", "StaleWarning", "UnsupportedError",

@@ -1,7 +1,8 @@
 """Device arrays as kiln.ops reads them: from `__cuda_array_interface__` (PyTorch CUDA tensors,
 CuPy arrays, Numba) or DLPack (`__dlpack__`/`__dlpack_device__`; how bfloat16 arrives, which the
 array interface cannot spell). Only what the reference ops check: pointer, shape, dtype,
-contiguity and device."""
+contiguity and device; and the rule both Loader.launch and kiln.ops follow for `stream=None`
+(default_stream)."""
 
 from __future__ import annotations
 
@@ -63,13 +64,53 @@ def _torch_like_device(obj: object) -> int | None:
     return ident if isinstance(ident, int) else None
 
 
-def _from_cai(obj: Any, name: str) -> DeviceArray:
+def framework(obj) -> str:
+    module = type(obj).__module__ or ""
+    return module.split(".")[0]
+
+
+def default_stream(objs) -> int | None:
+    """The stream a launch or an op on `objs` runs on when given stream=None: the current
+    stream of the framework of the first torch or CuPy array among them (on that array's
+    device), else None (the legacy default stream)."""
+    for obj in objs:
+        fw = framework(obj)
+        if fw == "torch" and getattr(obj, "is_cuda", False):
+            import torch
+
+            return int(torch.cuda.current_stream(obj.device).cuda_stream)
+        if fw == "cupy":
+            import cupy  # type: ignore[import-not-found, unused-ignore]
+
+            return int(cupy.cuda.get_current_stream().ptr)
+    return None
+
+
+def _order_cai_stream(cai: dict, name: str, stream: int | None) -> None:
+    """CUDA Array Interface v3: the consumer synchronises the array's `stream` when it is not
+    the one it will use (1 is the legacy default stream, which is also what None launches on)."""
+    producer = cai.get("stream")
+    if producer is None:
+        return
+    if isinstance(producer, bool) or not isinstance(producer, int):
+        raise usage(f"{name}: __cuda_array_interface__ stream is a {type(producer).__name__}, "
+                    "not an int (CUDA Array Interface v3)", name)
+    if producer == 0:
+        raise usage(f"{name}: __cuda_array_interface__ stream is 0, which the CUDA Array "
+                    "Interface v3 does not allow (1: the legacy default stream, 2: per-thread)",
+                    name)
+    if producer != (stream or 1):
+        _kiln._synchronize(producer)
+
+
+def _from_cai(obj: Any, name: str, stream: int | None = None) -> DeviceArray:
     cai = obj.__cuda_array_interface__
     typestr = cai.get("typestr", "")
     dtype = _TYPESTR.get(typestr)
     if dtype is None:
         raise usage(f"{name}: dtype {typestr!r} is not one kiln's ops take (f32, f16, bf16)",
                     name, value=typestr)
+    _order_cai_stream(cai, name, stream)
     shape = tuple(int(n) for n in cai["shape"])
     strides = cai.get("strides")
     elems = None
@@ -83,29 +124,33 @@ def _from_cai(obj: Any, name: str) -> DeviceArray:
                        _torch_like_device(obj))
 
 
-def _from_dlpack(obj: Any, name: str) -> DeviceArray:
+def _from_dlpack(obj: Any, name: str, stream: int | None = None) -> DeviceArray:
     dev_type, dev_id = obj.__dlpack_device__()
     if int(dev_type) not in _CUDA_DLPACK_DEVICES:
         raise usage(f"{name}: a {type(obj).__name__} on DLPack device type {int(dev_type)} "
                     "(not CUDA); kiln's ops take device memory", name)
-    data, _, device_id, code, bits, lanes, shape, strides = _kiln._dlpack_view(obj)
+    data, dev_kind, device_id, code, bits, lanes, shape, strides = _kiln._dlpack_view(obj,
+                                                                                      stream)
     dtype = _DLPACK.get((code, bits)) if lanes == 1 else None
     if dtype is None:
         raise usage(f"{name}: DLPack dtype (code {code}, {bits} bits, {lanes} lanes) is not one "
                     "kiln's ops take (f32, f16, bf16)", name)
+    # Pinned host memory (kDLCUDAHost) is reachable from every device.
     return DeviceArray(obj, data, tuple(shape), dtype, _is_contiguous(shape, strides),
-                       device_id)
+                       None if dev_kind == 3 else device_id)
 
 
-def device_array(obj: object, name: str) -> DeviceArray:
-    """The array `obj` as kiln.ops reads it; UsageError naming `name` when it is none."""
+def device_array(obj: object, name: str, stream: int | None = None) -> DeviceArray:
+    """The array `obj` as kiln.ops reads it for a launch on `stream` (a CUstream as int; None:
+    the legacy default stream): a DLPack producer is asked to order its work before it, a CAI v3
+    stream that differs is synchronised. UsageError naming `name` when it is no device array."""
     if isinstance(obj, DeviceArray):
         return obj
     is_bf16 = str(getattr(obj, "dtype", "")) in ("torch.bfloat16", "bfloat16")
     if not is_bf16 and hasattr(obj, "__cuda_array_interface__"):
-        return _from_cai(obj, name)
+        return _from_cai(obj, name, stream)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        return _from_dlpack(obj, name)
+        return _from_dlpack(obj, name, stream)
     if hasattr(obj, "__array_interface__") or hasattr(obj, "__array__"):
         raise usage(f"{name}: a {type(obj).__name__} in host memory; kiln's ops take device "
                     "arrays (a torch CUDA tensor, a CuPy array)", name)

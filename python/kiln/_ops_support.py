@@ -9,7 +9,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from kiln._arrays import DeviceArray, device_array
+from kiln import _kiln
+from kiln._arrays import DeviceArray, default_stream, device_array, framework
 from kiln._errors import usage
 
 REFERENCE_PACKAGE = "kiln-kernels"
@@ -150,21 +151,48 @@ RULES = {"elementwise": _elementwise, "sum": _sum, "rows": _rows, "gated_rows": 
 
 # ---- arrays, streams, outputs ---------------------------------------------------------------
 
-def _array(obj, name: str) -> DeviceArray:
-    a = device_array(obj, name)
+def _array(obj, name: str, stream: int | None = None) -> DeviceArray:
+    a = device_array(obj, name, stream)
     if not a.contiguous:
         raise usage(f"{name}: not contiguous (row-major); the kernels index it densely: pass "
                     f"{name}.contiguous() (torch) or cupy.ascontiguousarray({name})", name)
     return a
 
 
-def arrays(objs: dict) -> dict[str, DeviceArray]:
-    """Each argument as a contiguous device array (a UsageError names the one that is not)."""
-    return {name: _array(obj, name) for name, obj in objs.items()}
+def launch_stream(given, objs) -> int | None:
+    """The stream an op runs on, as an int: stream= (an int or a stream object), else
+    default_stream of the arrays (their framework's current stream); None: the legacy default
+    stream. Loader.launch follows the same rule."""
+    if given is not None:
+        return _kiln._stream_handle(given)
+    return default_stream(objs)
+
+
+def arrays(objs: dict, stream=None) -> dict[str, DeviceArray]:
+    """Each argument as a contiguous device array (a UsageError names the one that is not),
+    read for a launch on launch_stream(stream, ...), all on the current context's device."""
+    s = launch_stream(stream, objs.values())
+    out = {name: _array(obj, name, s) for name, obj in objs.items()}
+    on_current_device(out)
+    return out
 
 
 def specs(arrays: dict[str, DeviceArray]) -> dict[str, tuple[tuple[int, ...], str]]:
     return {name: (tuple(a.shape), a.dtype) for name, a in arrays.items()}
+
+
+def on_current_device(arrays: dict[str, DeviceArray]) -> None:
+    """The ops load and launch in the current CUDA context: an array of another device is
+    refused (docs/python.md, "Devices and streams")."""
+    known = {n: a.device for n, a in arrays.items() if a.device is not None}
+    if not known:
+        return
+    current = _kiln._current_device()
+    for n, d in known.items():
+        if d != current:
+            raise usage(f"{n}: on cuda:{d}, but the current device is cuda:{current}; kiln runs "
+                        f"in the current context: call the op under torch.cuda.device({d}) or "
+                        f"cupy.cuda.Device({d})", n)
 
 
 def same_device(arrays: dict[str, DeviceArray]) -> None:
@@ -175,32 +203,17 @@ def same_device(arrays: dict[str, DeviceArray]) -> None:
                     next(iter(seen)))
 
 
-def _framework(obj) -> str:
-    module = type(obj).__module__ or ""
-    return module.split(".")[0]
-
-
 def stream(given, like: DeviceArray):
     """stream=, else the current stream of the framework `like` comes from, else None (the
-    legacy default stream)."""
+    legacy default stream): launch_stream's rule."""
     if given is not None:
         return given
-    obj: Any = like.obj
-    fw = _framework(obj)
-    if fw == "torch":
-        import torch
-
-        return torch.cuda.current_stream(obj.device).cuda_stream
-    if fw == "cupy":
-        import cupy  # type: ignore[import-not-found, unused-ignore]
-
-        return cupy.cuda.get_current_stream().ptr
-    return None
+    return default_stream([like.obj])
 
 
 def _empty(like: DeviceArray, shape: tuple[int, ...], dtype: str, name: str):
     obj: Any = like.obj
-    fw = _framework(obj)
+    fw = framework(obj)
     if fw == "torch":
         import torch
 
@@ -208,7 +221,8 @@ def _empty(like: DeviceArray, shape: tuple[int, ...], dtype: str, name: str):
     if fw == "cupy" and dtype != "bf16":
         import cupy  # type: ignore[import-not-found, unused-ignore]
 
-        return cupy.empty(shape, dtype=TORCH_DTYPES[dtype])
+        with cupy.cuda.Device(like.device if like.device is not None else obj.device.id):
+            return cupy.empty(shape, dtype=TORCH_DTYPES[dtype])
     raise usage(f"{name}: give {name}= (a {list(shape)} {dtype} device array): kiln allocates "
                 f"only through torch or CuPy, and the input is a {type(like.obj).__name__}", name)
 

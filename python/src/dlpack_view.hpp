@@ -21,10 +21,11 @@ struct DLPackView {
   std::vector<std::int64_t> shape, strides;  // strides in elements; empty = compact row-major
 };
 
-// Calls value.__dlpack__(stream=-1) (no synchronisation: the caller orders its own streams)
-// and reads the tensor; the capsule is left unconsumed, so its destructor returns it to the
+// Calls value.__dlpack__(stream=stream) (the consumer's stream as DLPack spells it: 1 the legacy
+// default stream, a CUstream handle, -1 no synchronisation; the producer orders its work before
+// it) and reads the tensor; the capsule is left unconsumed, so its destructor returns it to the
 // producer. `value` must stay alive while the pointer is used. Error{Usage} naming `what` when
 // the object is no DLPack tensor.
-DLPackView read_dlpack(nb::handle value, const std::string& what);
+DLPackView read_dlpack(nb::handle value, const std::string& what, nb::handle stream);
 
 }  // namespace kiln::python

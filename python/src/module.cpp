@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "machine_facts.hpp"
 #include "ops_bindings.hpp"
 #include "python_loader.hpp"
+#include "runtime/driver.hpp"
 #include "util/join.hpp"
 
 namespace nb = nanobind;
@@ -204,7 +206,8 @@ nb::object resolution_dict(const Resolution& r, bool explain) {
 }
 
 void launch(PythonLoader& self, const Kernel& k, nb::handle grid, nb::handle block, nb::handle args,
-            std::size_t shared_bytes, nb::handle stream, std::size_t entry) {
+            nb::handle shared_bytes, nb::handle stream, nb::handle entry_arg) {
+  const std::size_t entry = index_in_range(entry_arg, "entry", 0, std::numeric_limits<std::uint32_t>::max());
   if (entry >= k.handle->functions.size())
     throw Error(ErrorKind::Usage,
                 "entry " + std::to_string(entry) + " of " + k.handle->uri + ": it has " +
@@ -217,10 +220,18 @@ void launch(PythonLoader& self, const Kernel& k, nb::handle grid, nb::handle blo
         "kernel " + k.handle->uri + " was loaded by another Loader; launch it with that one",
         {{"argument", "kernel"}, {"uri", k.handle->uri}});
   Loader::Dim3 g = dim3(grid, "grid"), b = dim3(block, "block");
-  void* st = stream_handle(stream);
-  PackedArgs packed(args);
+  const std::size_t shared =
+      index_in_range(shared_bytes, "shared_bytes", 0, std::numeric_limits<unsigned>::max());
+  void* st = launch_stream(stream, args);
+  PackedArgs packed(args, st, *k.handle, entry);
   nb::gil_scoped_release release;
-  self.loader->launch(*k.handle, entry, g, b, shared_bytes, st, packed.params());
+  self.loader->launch(*k.handle, entry, g, b, shared, st, packed.params(), packed.count());
+}
+
+// The parameters of a kernel's entry as the driver reports them (UnsupportedError when it
+// cannot: a driver older than CUDA 12.4).
+std::vector<KernelArgument> kernel_arguments(const Kernel& k, std::size_t entry) {
+  return nb::cast<PythonLoader&>(k.owner).loader->arguments(*k.handle, entry);
 }
 
 void bind_package(nb::module_& m) {
@@ -252,10 +263,44 @@ void bind_package(nb::module_& m) {
 }
 
 void bind_kernel(nb::module_& m) {
+  nb::class_<KernelArgument>(m, "ArgumentInfo",
+                             "One kernel parameter: its byte offset in the parameter buffer and "
+                             "its size in bytes.")
+      .def_ro("offset", &KernelArgument::offset)
+      .def_ro("size", &KernelArgument::size)
+      .def("__eq__",
+           [](const KernelArgument& a, const KernelArgument& b) {
+             return a.offset == b.offset && a.size == b.size;
+           })
+      .def("__iter__",
+           [](const KernelArgument& a) { return nb::iter(nb::make_tuple(a.offset, a.size)); })
+      .def("__repr__", [](const KernelArgument& a) {
+        return "kiln.ArgumentInfo(offset=" + std::to_string(a.offset) +
+               ", size=" + std::to_string(a.size) + ")";
+      });
   nb::class_<Kernel>(m, "Kernel", "A kernel loaded for the current context (Loader.get).")
       .def_prop_ro("uri", [](const Kernel& k) { return k.handle->uri; })
       .def_prop_ro("origin", [](const Kernel& k) { return k.handle->origin; })
       .def_prop_ro("entries", [](const Kernel& k) { return k.handle->functions.size(); })
+      .def_prop_ro(
+          "device", [](const Kernel& k) { return k.handle->device; },
+          "The ordinal of the device whose context the kernel was loaded for; arrays a launch "
+          "passes must be on it.")
+      .def_prop_ro(
+          "num_arguments",
+          [](const Kernel& k) { return kernel_arguments(k, 0).size(); },
+          "How many parameters entry 0 takes, as the driver reports them (kiln.UnsupportedError "
+          "when the driver cannot: older than CUDA 12.4).")
+      .def_prop_ro(
+          "arguments_info", [](const Kernel& k) { return kernel_arguments(k, 0); },
+          "Entry 0's parameters in order: each an ArgumentInfo(offset, size) in bytes.")
+      .def(
+          "entry_arguments_info",
+          [](const Kernel& k, nb::handle entry) {
+            return kernel_arguments(k, index_in_range(entry, "entry", 0, std::numeric_limits<std::uint32_t>::max()));
+          },
+          "entry"_a, nb::sig("def entry_arguments_info(self, entry: int) -> list[ArgumentInfo]"),
+          "The parameters of entry `entry` (a kernel of several entries: see Kernel.entries).")
       .def_prop_ro(
           "functions",
           [](const Kernel& k) {
@@ -325,17 +370,44 @@ void bind_loader(nb::module_& m) {
                    "stream: object | None = None, entry: int = 0) -> None"));
 }
 
-// What kiln.ops reads of a DLPack array (bfloat16 has no __cuda_array_interface__ typestr).
-nb::tuple dlpack_view(nb::handle value) {
-  DLPackView v = read_dlpack(value, "array");
+// What kiln.ops reads of a DLPack array (bfloat16 has no __cuda_array_interface__ typestr),
+// asking the producer to order its work before `stream` (a CUstream as int; None: the legacy
+// default stream).
+nb::tuple dlpack_view(nb::handle value, nb::handle stream) {
+  DLPackView v = read_dlpack(value, "array", nb::int_(dlpack_stream(stream_handle(stream))));
   return nb::make_tuple(v.data, v.device_type, v.device_id, v.code, v.bits, v.lanes,
                         nb::tuple(nb::cast(v.shape)), nb::tuple(nb::cast(v.strides)));
 }
 
 void bind_scalars(nb::module_& m) {
-  m.def("_dlpack_view", &dlpack_view, "value"_a);
+  m.def("_dlpack_view", &dlpack_view, "value"_a, "stream"_a = nb::none());
   m.def(
-      "_device_pointer", [](nb::handle v) { return device_pointer(v, "array"); }, "value"_a);
+      "_device_pointer",
+      [](nb::handle v, nb::handle stream) {
+        return device_pointer(v, "array", stream_handle(stream));
+      },
+      "value"_a, "stream"_a = nb::none());
+  m.def(
+      "_stream_handle",
+      [](nb::handle stream) {
+        return static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(stream_handle(stream)));
+      },
+      "stream"_a, "The CUstream of an int or a stream object, as an int (0 for None).");
+  m.def(
+      "_synchronize",
+      [](nb::handle stream) {
+        void* st = stream_handle(stream);
+        nb::gil_scoped_release release;
+        runtime::make_cuda_driver()->synchronize(st);
+      },
+      "stream"_a, "Waits for a CUstream (cuStreamSynchronize).");
+  m.def(
+      "_current_device",
+      [] {
+        nb::gil_scoped_release release;
+        return runtime::make_cuda_driver()->current_device();
+      },
+      "The ordinal of the current context's device (device 0's primary context when none).");
   nb::class_<Scalar>(m, "Scalar", "A typed scalar kernel argument: kiln.f32(x), kiln.i32(x)...")
       .def_ro("type", &Scalar::type)
       .def_prop_ro("bytes",
@@ -346,10 +418,10 @@ void bind_scalars(nb::module_& m) {
   // The signature of each: nb::sig keeps the pointer, so literals.
   static const char* const scalar_types[][2] = {
       {"f32", "def f32(value: float) -> Scalar"}, {"f64", "def f64(value: float) -> Scalar"},
-      {"i8", "def i8(value: int) -> Scalar"},     {"u8", "def u8(value: int) -> Scalar"},
-      {"i16", "def i16(value: int) -> Scalar"},   {"u16", "def u16(value: int) -> Scalar"},
-      {"i32", "def i32(value: int) -> Scalar"},   {"u32", "def u32(value: int) -> Scalar"},
-      {"i64", "def i64(value: int) -> Scalar"},   {"u64", "def u64(value: int) -> Scalar"}};
+      {"i8", "def i8(value: typing.SupportsIndex) -> Scalar"},     {"u8", "def u8(value: typing.SupportsIndex) -> Scalar"},
+      {"i16", "def i16(value: typing.SupportsIndex) -> Scalar"},   {"u16", "def u16(value: typing.SupportsIndex) -> Scalar"},
+      {"i32", "def i32(value: typing.SupportsIndex) -> Scalar"},   {"u32", "def u32(value: typing.SupportsIndex) -> Scalar"},
+      {"i64", "def i64(value: typing.SupportsIndex) -> Scalar"},   {"u64", "def u64(value: typing.SupportsIndex) -> Scalar"}};
   for (const auto& [t, sig] : scalar_types) {
     std::string type = t;
     m.def(

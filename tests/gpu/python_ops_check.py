@@ -12,7 +12,11 @@ pip-installs the wheels from DIR alone (--no-index), then re-runs itself inside 
      a NumPy reference: axpy, reduce_sum, rmsnorm, softmax, silu_and_mul, gemm_f32, gemm_f16;
   2. the same ops through torch.ops.kiln.* (when torch is there);
   3. Loader.launch on raw pointers (axpy), and the JIT tier (a Loader with no store: NVRTC);
-  4. acme-kernels loaded from its own wheels beside kiln-kernels in one interpreter (if given).
+  4. acme-kernels loaded from its own wheels beside kiln-kernels in one interpreter (if given);
+  5. launches checked against the kernel's parameters as the real driver reports them
+     (cuKernelGetParamInfo), numbers refused rather than truncated, and the device and stream
+     rule with real arrays: an input written on another stream is waited for, stream=None is
+     the framework's current stream, arrays of another device are refused (2+ GPUs).
 
 Prints one line per check and 'N passed, M failed'; exit 0 when all pass, 1 otherwise, 77 with
 a message when this machine has no usable GPU.
@@ -229,6 +233,105 @@ def inner(args) -> int:
 
     c.run("Loader.launch", raw_launch)
     c.run("JIT tier", jit_tier)
+
+    def launch_checks():
+        k = loader.get("axpy_dtype_f32")  # axpy_kernel<float>(long long n, float a, x, y)
+        sizes = [a.size for a in k.arguments_info]
+        assert k.num_arguments == 4 and sizes == [8, 4, 8, 8], sizes
+        dy = xp.to_device(np.zeros(256, np.float32))
+        for bad, says in (([1], "takes 4 arguments, 1 given"),
+                          ([256, kiln.f64(1.0), xp.ptr(dy), xp.ptr(dy)], "8-byte kiln.f64")):
+            try:
+                loader.launch(k, 1, 256, bad)
+            except kiln.UsageError as e:
+                assert says in str(e), str(e)
+            else:
+                raise AssertionError(f"{bad} was launched")
+        try:
+            loader.launch(k, 1, 256, [256, kiln.f32(1.0), xp.ptr(dy), xp.ptr(dy)],
+                          shared_bytes=2**32 + 5)
+        except kiln.UsageError as e:
+            assert e.argument == "shared_bytes", e
+        else:
+            raise AssertionError("shared_bytes=2**32+5 was launched")
+        loader.launch(k, np.int64(1), 256, [256, kiln.f32(1.0), dy, dy])  # arrays, numpy int
+        close(xp.to_host(dy), np.zeros(256), 1e-6, 1e-6, "axpy of zeros")
+        return f"{k.uri}: parameters {sizes}; wrong count, size and shared_bytes refused"
+
+    c.run("launch checks (driver's parameter list)", launch_checks)
+
+    if xp.name == "torch":
+        import torch
+
+        class CaiV3:
+            """A torch tensor's CUDA Array Interface as v3 producers (CuPy, Numba) give it:
+            with the stream its data is written on (torch's own is v2, without one)."""
+
+            def __init__(self, t, stream):
+                cai = dict(t.__cuda_array_interface__, version=3)
+                cai["stream"] = stream.cuda_stream or 1  # 1: the legacy default stream
+                self.__cuda_array_interface__ = cai
+
+        class DLPackOnly:
+            """A torch tensor through DLPack alone (kiln prefers the array interface)."""
+
+            def __init__(self, t):
+                self.t = t
+
+            def __dlpack__(self, stream=None):
+                return self.t.__dlpack__(stream=stream)
+
+            def __dlpack_device__(self):
+                return self.t.__dlpack_device__()
+
+        def streams_and_devices():
+            k = loader.get("axpy_dtype_f32")
+            n = 1 << 22
+            src = torch.randn(n, device="cuda")
+            producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+            for wrap, how in ((lambda t: CaiV3(t, producer), "CAI v3 stream synchronised"),
+                              (DLPackOnly, "__dlpack__(stream=consumer)")):
+                x = torch.zeros(n, device="cuda")
+                y = torch.zeros(n, device="cuda")
+                torch.cuda.synchronize()
+                with torch.cuda.stream(producer):
+                    torch.cuda._sleep(200_000_000)  # the copy lands long after this returns
+                    x.copy_(src)
+                    # Without the ordering, the kernel on `consumer` reads x before the copy.
+                    loader.launch(k, (n + 255) // 256, 256, [n, kiln.f32(1.0), wrap(x), y],
+                                  stream=consumer)
+                consumer.synchronize()
+                torch.testing.assert_close(y, src, msg=how)
+            x = src
+            y = torch.zeros(n, device="cuda")
+            # stream=None inside a stream context: that stream, in Loader.launch and kiln.ops.
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                assert kiln._arrays.default_stream([x]) == s.cuda_stream
+                y.zero_()
+                loader.launch(k, (n + 255) // 256, 256, [n, kiln.f32(2.0), src, y])
+                ops.axpy(y, src, -1.0)
+            s.synchronize()
+            torch.testing.assert_close(y, src)
+            detail = ("CAI v3 stream and DLPack producer ordered before the launch; stream=None "
+                      "is torch's current stream")
+            if torch.cuda.device_count() < 2:
+                return detail + "; one GPU: the two-device refusal is proven by the stand-in"
+            x1 = torch.randn(1024, device="cuda:1")
+            try:
+                ops.softmax(x1)
+            except kiln.UsageError as e:
+                assert "cuda:1" in str(e), e
+            else:
+                raise AssertionError("an op on cuda:1 ran in cuda:0's context")
+            with torch.cuda.device(1):
+                out = ops.softmax(x1)
+                k1 = loader.get("axpy_dtype_f32")
+            assert out.device == x1.device and k1.device == 1
+            torch.testing.assert_close(out, torch.softmax(x1, dim=-1))
+            return detail + "; cuda:1 arrays refused in cuda:0, served under torch.cuda.device(1)"
+
+        c.run("devices and streams (torch)", streams_and_devices)
     if args.acme:
         def acme():
             a = kiln.load("acme-kernels")

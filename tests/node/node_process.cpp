@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -71,6 +72,11 @@ class RecordingDriver final : public runtime::Driver {
               void** args) override {
     d_->launch(f, g, b, shm, st, args);
   }
+  std::optional<std::vector<runtime::ParamInfo>> kernel_parameters(void* k) override {
+    return d_->kernel_parameters(k);
+  }
+  int current_device() override { return d_->current_device(); }
+  void synchronize(void* st) override { d_->synchronize(st); }
 
  private:
   std::shared_ptr<runtime::Driver> d_;

@@ -38,21 +38,22 @@ _new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 class DLPackArray:
     """A producer of unversioned DLPack capsules over memory it does not own."""
 
-    def __init__(self, ptr, shape, code=4, bits=16, device_type=2, offset=0, strides=None):
+    def __init__(self, ptr, shape, code=4, bits=16, device_type=2, offset=0, strides=None,
+                 device_id=0):
         self.shape_c = (ctypes.c_int64 * len(shape))(*shape)
         self.strides_c = (ctypes.c_int64 * len(shape))(*strides) if strides else None
         self.managed = DLManagedTensor()
         t = self.managed.dl_tensor
         t.data, t.byte_offset, t.ndim = ptr, offset, len(shape)
-        t.device = DLDevice(device_type, 0)
+        t.device = DLDevice(device_type, device_id)
         t.dtype = DLDataType(code, bits, 1)
         t.shape = self.shape_c
         t.strides = self.strides_c if strides else None
-        self.device_type = device_type
+        self.device_type, self.device_id = device_type, device_id
         self.calls = []
 
     def __dlpack_device__(self):
-        return (self.device_type, 0)
+        return (self.device_type, self.device_id)
 
     def __dlpack__(self, stream=None):
         self.calls.append(stream)
@@ -63,12 +64,13 @@ def test_launch_takes_the_data_pointer_of_a_cuda_dlpack_tensor(stand_in, tiny_pa
                                                                monkeypatch):
     from conftest import isolated_config
 
-    monkeypatch.setenv("KILN_STAND_IN_PARAMS", "1")
     loader = kiln.Loader(description=tiny_package.description, config=isolated_config(tmp_path))
     a = DLPackArray(0x9000, (4,), offset=0x10)
-    loader.launch(loader.get("scale_dtype_f32"), 1, 1, [a])
-    assert stand_in.lines()[0].split(" params ")[1] == struct.pack("<Q", 0x9010).hex()
-    assert a.calls == [-1]  # no synchronisation asked of the producer
+    loader.launch(loader.get("scale_dtype_f32"), 1, 1, [a, 0, kiln.f32(1.0), 4])
+    assert stand_in.lines()[0].split(" params ")[1].split()[0] == struct.pack("<Q", 0x9010).hex()
+    assert a.calls == [1]  # the producer orders its work before the legacy default stream
+    loader.launch(loader.get("scale_dtype_f32"), 1, 1, [a, 0, kiln.f32(1.0), 4], stream=0x1234)
+    assert a.calls == [1, 0x1234]  # ... or before the launch's stream
 
 
 def test_ops_read_dtype_shape_and_contiguity_from_dlpack():

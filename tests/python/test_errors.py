@@ -143,7 +143,7 @@ def test_driver_error_from_the_launch(stand_in, tiny_package, tmp_path, monkeypa
     k = loader.get("scale_dtype_f32")
     monkeypatch.setenv("KILN_STAND_IN_LAUNCH_ERROR", "700")
     with pytest.raises(kiln.DriverError) as e:
-        loader.launch(k, 1, 1, [])
+        loader.launch(k, 1, 1, [0, 0, kiln.f32(1.0), 4])
     check(e.value, kiln.DriverError, "driver", 11)
     assert "CUDA_ERROR_ILLEGAL_ADDRESS" in str(e.value)
 

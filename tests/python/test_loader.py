@@ -50,7 +50,8 @@ def test_get_loads_the_verified_artifact_from_the_store(stand_in, loader, tiny_p
 
 
 def test_launch_packs_each_kind_of_argument(stand_in, loader, monkeypatch):
-    monkeypatch.setenv("KILN_STAND_IN_PARAMS", "7")
+    # A kernel of seven parameters of these sizes, as the stand-in driver reports it.
+    monkeypatch.setenv("KILN_STAND_IN_PARAM_SIZES", "8,8,4,4,8,1,8")
     k = loader.get("scale_dtype_f32")
     args = [0x7F0000001000, FakeDeviceArray(0x7F0000002000), kiln.f32(2.5), np.int32(-7),
             np.float64(0.5), kiln.u8(255), -1]
@@ -58,7 +59,7 @@ def test_launch_packs_each_kind_of_argument(stand_in, loader, monkeypatch):
     (line,) = stand_in.lines()
     head, params = line.split(" params ")
     assert "scale_kernel" in head
-    assert "grid 3,2,1 block 128,1,1 shared 64 stream 0x1234" in head
+    assert "grid 3,2,1 block 128,1,1 shared 64 ctx 0 stream 0x1234" in head
     slots = params.split()
     assert slots[0] == hexle("Q", 0x7F0000001000)
     assert slots[1] == hexle("Q", 0x7F0000002000)
@@ -72,7 +73,7 @@ def test_launch_packs_each_kind_of_argument(stand_in, loader, monkeypatch):
 @pytest.mark.parametrize("stream,expected", [(None, "0x0"), (TorchLikeStream(), "0x5000"),
                                              (CudaCoreLikeStream(), "0x6000")])
 def test_streams_from_ints_and_framework_objects(stand_in, loader, stream, expected):
-    loader.launch(loader.get("scale_dtype_f32"), 1, 1, [], stream=stream)
+    loader.launch(loader.get("scale_dtype_f32"), 1, 1, [0, 0, kiln.f32(1.0), 4], stream=stream)
     assert f"stream {expected} params" in stand_in.lines()[0]
 
 

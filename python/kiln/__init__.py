@@ -10,6 +10,7 @@ The API follows the C++ one (kiln/loader.hpp); docs/python.md is the guide.
 
 from __future__ import annotations
 
+import os as _os
 import pathlib as _pathlib
 import typing as _typing
 import warnings as _warnings
@@ -41,6 +42,34 @@ from kiln._errors import (
 )
 from kiln._kiln import Kernel, Package, Scalar
 from kiln._loader import Loader
+
+# Package's constructors as Python functions, so inspect.signature and help() read them (the
+# class itself is the extension's: a Package is made only by these).
+_native_from_file = Package.from_file
+_native_from_library = Package.from_library
+
+
+def _package_from_file(path: str | _os.PathLike[str]) -> Package:
+    """Reads and checks a package description, <name>-<version>.package.json.
+
+    path: the file (str or os.PathLike); kiln.MissingFileError when it does not exist.
+    """
+    return _native_from_file(path)
+
+
+def _package_from_library(path: str, symbol: str) -> Package:
+    """The package a library made with kiln_add_kernel_package defines.
+
+    path: the shared library; symbol: the SYMBOL given to kiln_add_kernel_package
+    (acme_kernels_package).
+    """
+    return _native_from_library(path, symbol)
+
+
+_package_from_file.__name__ = _package_from_file.__qualname__ = "from_file"
+_package_from_library.__name__ = _package_from_library.__qualname__ = "from_library"
+setattr(Package, "from_file", staticmethod(_package_from_file))
+setattr(Package, "from_library", staticmethod(_package_from_library))
 
 _BUILD = _kiln._build_facts()
 __version__: str = _BUILD["version"]

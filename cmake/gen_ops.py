@@ -421,7 +421,7 @@ void bind_ops(nb::module_& m) {{
   nb::module_ o = m.def_submodule("_ops", "kiln::ops over device pointers (kiln/ops.py)");"""]
     for op in t.OPS:
         name = op["name"]
-        lam, call, names = ["PythonLoader& pl", "nb::handle s"], ["*pl.loader", "st"], []
+        lam, call, names = ["PythonLoader& pl", "nb::handle s"], ["*live", "st"], []
         for ty, n in cpp_params(op):
             kind = next((p["kind"] for p in op["params"] if p["name"] == n), "dtype")
             names.append(py_arg_name(n, kind))
@@ -435,7 +435,8 @@ void bind_ops(nb::module_& m) {{
                 lam.append(f"{ty} {n}")
                 call.append(n)
         ret = "std::string" if returns_uri(op) else "void"
-        body = (f"    void* st = stream_handle(s);\n"
+        body = (f"    std::shared_ptr<Loader> live = pl.live();\n"
+                f"    void* st = stream_handle(s);\n"
                 + ("    const ops::DType dtype_value = dtype_named(dtype);\n" if has_dtype(op) else ""))
         call_s = ", ".join("dtype_value" if c == "dtype_named(dtype)" else c for c in call)
         if returns_uri(op):
@@ -516,7 +517,23 @@ __all__ = ["FLOAT_DTYPES", "REFERENCE_PACKAGE", "check_dtype", "check_same", "ge
         sig += ["stream=None", "loader=None"]
         first = ins[0]["py"]
         arrays = "{" + ", ".join(f'"{p["py"]}": {p["py"]}' for p in ins) + "}"
-        o.append(f"\n\ndef {name}({', '.join(sig)}):\n    \"\"\"{op['py_doc']}\"\"\"")
+        doc = [op["py_doc"], "", "Parameters:"]
+        doc += [f"  {p['py']}: a CUDA array ({', '.join(py_dtypes(op))})" for p in ins]
+        doc += [f"  {p['name']}: a float" for p in py_scalars(op)]
+        if out_p:
+            doc.append("  out: the result array; None: allocated like the first input")
+        if ws:
+            doc.append(f"  workspace: scratch of {name}_workspace_bytes() bytes; None: allocated")
+        doc += ["  stream: an int CUstream or an object with cuda_stream / __cuda_stream__; "
+                "None: the",
+                "    current stream of the inputs' framework",
+                "  loader: a kiln.Loader of kiln-kernels; None: use_loader()'s or "
+                "kiln.load(\"kiln-kernels\")",
+                "An empty input launches nothing (a reduction over no element gives zeros)."]
+        o.append(f"\n\ndef {name}({', '.join(sig)}):\n    \"\"\"" + "\n    ".join(doc).replace("\n    \n", "\n\n")
+                 + "\n    \"\"\"")
+        for p in py_scalars(op):
+            o.append(f"    {p['name']} = _s.scalar({p['name']!r}, {p['name']})")
         o.append(f"    arr = _s.arrays({arrays}, stream)")
         o.append(f"    r = _s.RULES[{op['py']['shape']!r}](_s.specs(arr), {py_dtypes(op)!r})")
         device = ["**arr"]
@@ -528,6 +545,11 @@ __all__ = ["FLOAT_DTYPES", "REFERENCE_PACKAGE", "check_dtype", "check_same", "ge
                      f"_kiln._ops.{name}_workspace_bytes())")
             device.append('"workspace": w')
         o.append(f"    _s.same_device({{{', '.join(device)}}})")
+        limits = {p["name"]: (2**63 - 1 if p["type"] == "long long" else 2**31 - 1)
+                  for p in op["params"] if p["kind"] == "size"}
+        o.append(f"    _s.check_sizes(r, {limits!r}, {first!r})")
+        o.append(f"    if _s.nothing_to_launch(r, {'out' if out_p else 'None'}):\n"
+                 f"        return {'out' if out_p else first}")
         call = []
         for ty, n in cpp_params(op):
             p = next((p for p in op["params"] if p["name"] == n), None)
@@ -538,7 +560,7 @@ __all__ = ["FLOAT_DTYPES", "REFERENCE_PACKAGE", "check_dtype", "check_same", "ge
             elif p["kind"] == "size":
                 call.append(f'r.dims["{n}"]')
             elif p["kind"] == "scalar":
-                call.append(f"float({n})")
+                call.append(n)
             else:
                 call.append("ws_bytes")
         o.append(f"    _kiln._ops.{name}(_s.loader(loader), _s.stream(stream, arr[\"{first}\"]), "
@@ -546,6 +568,7 @@ __all__ = ["FLOAT_DTYPES", "REFERENCE_PACKAGE", "check_dtype", "check_same", "ge
         o.append(f"    return {'out' if out_p else first}")
         if ws:
             o.append(f"\n\ndef {name}_workspace_bytes() -> int:\n"
+                     f"    \"\"\"The bytes of the workspace {name} takes (workspace=).\"\"\"\n"
                      f"    return _kiln._ops.{name}_workspace_bytes()")
     return "\n".join(o) + "\n"
 
@@ -582,13 +605,15 @@ from kiln import ops
         ret = "None" if in_place else "torch.Tensor"
         body = f"ops.{name}({', '.join(call)})"
         tensors = "{" + ", ".join(f'"{p["py"]}": {p["py"]}' for p in ins) + "}"
-        o.append(f'\n@custom_op("kiln::{tname}", mutates_args={mutates})\n'
+        o.append(f'\n@custom_op("kiln::{tname}", mutates_args={mutates}, device_types="cuda")\n'
                  f"def {tname}({', '.join(params)}) -> {ret}:\n"
                  f"    {'' if in_place else 'return '}{body}\n\n\n"
                  f"@{tname}.register_fake\n"
                  f"def _{tname}_fake({', '.join(plain)}):\n"
-                 f"    {'' if in_place else 'return '}_s.fake_result({op['py']['shape']!r}, "
-                 f"{py_dtypes(op)!r}, {tensors})\n")
+                 + "".join(f"    _s.finite_nonneg({name!r}, {p['name']!r}, {p['name']})\n"
+                           for p in py_scalars(op) if p["check"] == "finite_nonneg")
+                 + f"    {'' if in_place else 'return '}_s.fake_result({op['py']['shape']!r}, "
+                 f"{py_dtypes(op)!r}, {tensors}, {mutates})\n")
     return "\n".join(o)
 
 

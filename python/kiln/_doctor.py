@@ -46,9 +46,10 @@ def _installed_packages() -> dict:
 
 def facts(config: kiln.Config | None = None) -> dict[str, Any]:
     cfg = config if config is not None else kiln.Config.from_env()
+    native_cfg = cfg._native()
     j: dict[str, Any] = {"runtime": kiln.build_facts(), "python": sys.version.split()[0],
          "module": os.path.dirname(kiln.__file__)}
-    native = _kiln._doctor_facts(cfg)
+    native = _kiln._doctor_facts(native_cfg)
     j["driver"] = native["driver"]
     j["devices"] = [dict(zip(("ordinal", "name", "cc", "target"), d))
                     for d in native["devices"]]
@@ -60,7 +61,7 @@ def facts(config: kiln.Config | None = None) -> dict[str, Any]:
     j["mirrors"] = list(cfg.mirrors)
     j["installed"] = _installed_packages()
     packages = [(p["name"], p["version"], p["stores"]) for p in j["installed"]["packages"]]
-    verdict = _kiln._load_verdict(cfg, native, problem, packages)
+    verdict = _kiln._load_verdict(native_cfg, native, problem, packages)
     j["mirror_probes"] = verdict["mirrors"]
     j["missing"] = list(verdict["missing"])
     j["ok"] = verdict["ok"]

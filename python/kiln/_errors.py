@@ -8,6 +8,7 @@ kind, so `except kiln.IntegrityError:` picks one.
 
 from __future__ import annotations
 
+import errno as _errno
 from typing import Any
 
 # The context field names in use (docs/exit-codes.md), readable as attributes even when a given
@@ -55,7 +56,25 @@ class InternalError(Error):
 
 
 class UsageError(Error):
+    """A mistake in the call: every one raised is also the built-in a Python caller catches,
+    through one of the subclasses below (TypeError, ValueError, AttributeError);
+    `except kiln.UsageError` catches them all. (A file the call names that does not exist is
+    a MissingFileError: a NotFoundError and a FileNotFoundError.)"""
+
     kind, exit_code = "usage", 2
+
+
+class UsageTypeError(UsageError, TypeError):
+    """A usage error of type: an argument or field of the wrong type."""
+
+
+class UsageValueError(UsageError, ValueError):
+    """A usage error of value: an argument or field of the right type but a bad value, or an
+    object used in a state that does not allow it (a closed Loader)."""
+
+
+class UsageAttributeError(UsageError, AttributeError):
+    """An attribute that cannot be set (kiln.Config is immutable: use replace)."""
 
 
 class IntegrityError(Error):
@@ -98,6 +117,16 @@ class LimitError(Error):
     kind, exit_code = "limit", 12
 
 
+class MissingFileError(NotFoundError, FileNotFoundError):
+    """A file the call names does not exist (.path, also .filename, names it; .errno ENOENT)."""
+
+    def __init__(self, message: str, fields: dict[str, str] | None = None) -> None:
+        super().__init__(message, fields)
+        self.errno = _errno.ENOENT
+        self.strerror = message
+        self.filename = self.fields.get("path")
+
+
 class StaleWarning(UserWarning):
     """An installed target wheel of another version than its package (kiln.load): skipped."""
 
@@ -113,6 +142,15 @@ ERROR_CLASSES = {
 def _from_native(kind: str, exit_code: int, message: str, fields: list[tuple[str, str]]) -> Error:
     """The exception for a kiln::Error (called by the extension's exception translator)."""
     cls = ERROR_CLASSES.get(kind, Error)
+    python = dict(fields).get("python", "")  # python/src/python_errors.hpp
+    fields = [(n, v) for n, v in fields if n != "python"]
+    if cls is UsageError:
+        # The native side checks values (a Python type mistake is caught before it): a usage
+        # error from it is a ValueError unless it says otherwise.
+        cls = UsageTypeError if python == "type" else UsageValueError
+    elif cls is NotFoundError and python == "missing-file":
+        cls = MissingFileError
+    message = _python_names(message)
     merged: dict[str, str] = {}
     for name, value in fields:
         merged.setdefault(name, value)  # the first field of a name, as kiln::Error::field()
@@ -122,6 +160,16 @@ def _from_native(kind: str, exit_code: int, message: str, fields: list[tuple[str
     return err
 
 
-def usage(message: str, argument: str, **fields: str) -> UsageError:
-    """A UsageError naming the Python argument at fault."""
-    return UsageError(message, {"argument": argument, **fields})
+def _python_names(message: str) -> str:
+    """A native message as Python spells its names: the typed ops are kiln.ops.NAME there, not
+    kiln::ops::NAME (the C++ API's name)."""
+    return message.replace("kiln::ops::", "kiln.ops.").replace("kiln::Loader", "kiln.Loader")
+
+
+def usage(message: str, argument: str, builtin: type[Exception] = ValueError,
+          **fields: str) -> UsageError:
+    """A UsageError naming the Python argument at fault: a UsageValueError, or the subclass of
+    `builtin` (TypeError, AttributeError)."""
+    cls = {TypeError: UsageTypeError, ValueError: UsageValueError,
+           AttributeError: UsageAttributeError}[builtin]
+    return cls(message, {"argument": argument, **fields})

@@ -5,6 +5,7 @@ what its result is. kiln/ops.py and kiln/torch_ops.py are generated from the ops
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,8 @@ _default_loader = None
 
 
 def use_loader(loader) -> None:
-    """Makes `loader` (a kiln.Loader of kiln-kernels) the ops' default loader."""
+    """Makes `loader` (a kiln.Loader of kiln-kernels; None: kiln.load("kiln-kernels") again,
+    on first use) the ops' default loader."""
     global _default_loader
     with _lock:
         _default_loader = loader
@@ -41,18 +43,25 @@ def reference_loader():
 
 
 def loader(given):
-    return given if given is not None else reference_loader()
+    """The native loader (kiln._kiln.Loader) the op runs on: `given`'s, else the default's."""
+    chosen = given if given is not None else reference_loader()
+    native = getattr(chosen, "_native", None)
+    return native() if callable(native) else chosen
 
 
 # ---- checks, on (shape, dtype) alone: the same for device arrays and torch's fake tensors ----
 
 def check_dtype(name: str, dtype: str, allowed=FLOAT_DTYPES) -> None:
+    """A UsageValueError naming argument `name` unless `dtype` (a kiln dtype name, "f32") is
+    one of `allowed`."""
     if dtype not in allowed:
         raise usage(f"{name}: dtype {dtype} is not one of {', '.join(allowed)}", name,
                     value=dtype)
 
 
 def check_same(name: str, what: str, got, want, other: str) -> None:
+    """A UsageValueError naming argument `name` when its `what` ("shape", "dtype"), `got`,
+    differs from argument `other`'s, `want`."""
     if got != want:
         raise usage(f"{name}: {what} {got} differs from {other}'s {want}", name)
 
@@ -65,13 +74,15 @@ def numel(shape) -> int:
 
 
 def rows_cols(name: str, shape: tuple[int, ...]) -> tuple[int, int]:
-    """[..., cols] as (rows, cols): leading dimensions are rows."""
-    if len(shape) < 1 or shape[-1] < 1:
+    """shape [..., cols] as (rows, cols): leading dimensions are rows (either may be 0:
+    empty); a UsageValueError naming argument `name` for a 0-d shape."""
+    if len(shape) < 1:
         raise usage(f"{name}: shape {list(shape)} has no last dimension to normalise over", name)
     return numel(shape[:-1]), shape[-1]
 
 
 def gemm_shapes(a_shape, b_shape) -> tuple[int, int, int]:
+    """(M, N, K) of a_shape [M, K] and b_shape [K, N]; a UsageValueError naming a or b."""
     if len(a_shape) != 2 or len(b_shape) != 2:
         raise usage(f"a, b: gemm takes 2-D matrices, got {list(a_shape)} and {list(b_shape)}",
                     "a" if len(a_shape) != 2 else "b")
@@ -149,13 +160,60 @@ RULES = {"elementwise": _elementwise, "sum": _sum, "rows": _rows, "gated_rows": 
          "matmul": _matmul}
 
 
+# ---- scalars, sizes, empty inputs ------------------------------------------------------------
+
+def scalar(name: str, value) -> float:
+    """A float argument of an op: an int or float (a NumPy or torch 0-d number too); anything
+    else is a UsageTypeError naming it (the value itself the C++ op checks)."""
+    if isinstance(value, (str, bytes, bool)) or not hasattr(value, "__float__"):
+        raise usage(f"{name}: takes a float, not a {type(value).__name__}", name, TypeError)
+    return float(value)
+
+
+def finite_nonneg(op: str, name: str, value: float) -> None:
+    """What the C++ op checks of such a scalar (op_support.cpp), for the fakes."""
+    if not math.isfinite(value) or value < 0:
+        raise usage(f"kiln.ops.{op}: {name} = {value} must be finite and >= 0", name,
+                    value=str(value))
+
+
+def check_sizes(r: Result, limits: dict, name: str) -> None:
+    """Each size the kernel is given fits its C++ type (limits: the largest, by size name)."""
+    for dim, most in limits.items():
+        if r.dims.get(dim, 0) > most:
+            raise usage(f"{name}: {dim} = {r.dims[dim]} is more than the kernels take ({most})",
+                        name, value=str(r.dims[dim]))
+
+
+def nothing_to_launch(r: Result, out) -> bool:
+    """True when an empty input leaves the kernels nothing to do, as torch treats it: an empty
+    result (or an in-place op on no element) is returned as it is; a result whose reduction is
+    over no element (a sum of nothing, a product over K = 0) is filled with zeros."""
+    if not any(d == 0 for d in r.dims.values()):
+        return False
+    if r.out_shape is None or numel(r.out_shape) == 0:
+        return True
+    if hasattr(out, "zero_"):      # torch
+        out.zero_()
+    elif hasattr(out, "fill"):     # CuPy, NumPy-like
+        out.fill(0)
+    else:
+        raise usage(f"out: the result of an empty reduction is zeros, and kiln cannot fill a "
+                    f"{type(out).__name__}: give a torch or CuPy array", "out")
+    return True
+
+
 # ---- arrays, streams, outputs ---------------------------------------------------------------
+
+def not_contiguous(name: str):
+    return usage(f"{name}: not contiguous (row-major); the kernels index it densely: pass "
+                 f"{name}.contiguous() (torch) or cupy.ascontiguousarray({name})", name)
+
 
 def _array(obj, name: str, stream: int | None = None) -> DeviceArray:
     a = device_array(obj, name, stream)
     if not a.contiguous:
-        raise usage(f"{name}: not contiguous (row-major); the kernels index it densely: pass "
-                    f"{name}.contiguous() (torch) or cupy.ascontiguousarray({name})", name)
+        raise not_contiguous(name)
     return a
 
 
@@ -251,11 +309,17 @@ def workspace(ws, like: DeviceArray, nbytes: int):
 
 # ---- torch's fake (meta) implementations ----------------------------------------------------
 
-def fake_result(rule: str, dtypes, tensors: dict):
-    """What the op's shape rule makes of torch tensors (fake ones while tracing): the rule's
-    checks, then an empty result of its shape and dtype on the first tensor's device (None for
-    an op in place)."""
+def fake_result(rule: str, dtypes, tensors: dict, in_place=()):
+    """What the op's shape rule makes of torch tensors (fake ones while tracing): the checks the
+    real op makes (the tensors it updates in place, `in_place`, contiguous, as the real op
+    refuses them otherwise; the others the real op makes contiguous), the rule's checks, then
+    an empty result of its shape and dtype on the first tensor's device (None for an op in
+    place)."""
     import torch
+
+    for name in in_place:
+        if not tensors[name].is_contiguous():
+            raise not_contiguous(name)
 
     def dtype_name(t) -> str:
         for name, attr in TORCH_DTYPES.items():

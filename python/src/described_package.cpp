@@ -6,10 +6,16 @@
 
 #include "kiln/error.hpp"
 #include "project/package_description.hpp"
+#include "python_errors.hpp"
 
 namespace kiln::python {
 
 std::shared_ptr<DescribedPackage> DescribedPackage::from_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) && !ec)
+    throw missing_file("no package description at " + path +
+                           " (kiln build --dist writes <name>-<version>.package.json)",
+                       path);
   std::shared_ptr<DescribedPackage> p(new DescribedPackage());
   p->data_ = project::load_package_description(path);
   p->package_ = p->data_->get();

@@ -24,6 +24,7 @@
 #include "plan/load_readiness.hpp"
 #include "plan/resolver.hpp"
 #include "plan/target_choice.hpp"
+#include "python_errors.hpp"
 #include "project/package_description.hpp"
 #include "runtime/driver.hpp"
 #include "runtime/lazy_libs.hpp"
@@ -32,12 +33,12 @@ namespace kiln::python {
 
 namespace {
 
-[[noreturn]] void bad_device(const char* name, const std::string& got) {
-  throw Error(ErrorKind::Usage,
-              std::string(name) + ": '" + got +
-                  "' is no device: give a compute capability as 90 (for 9.0) or \"9.0\", or a "
-                  "target such as \"sm_90\"",
-              {{"argument", name}, {"value", got}});
+[[noreturn]] void bad_cc(const char* name, const std::string& got, bool wrong_type) {
+  const std::string message = std::string(name) + ": '" + got +
+                              "' is no compute capability: give 90 (for 9.0), \"9.0\", or a "
+                              "target such as \"sm_90\"";
+  if (wrong_type) throw type_error(message, {{"argument", name}, {"value", got}});
+  throw Error(ErrorKind::Usage, message, {{"argument", name}, {"value", got}});
 }
 
 std::vector<runtime::DeviceInfo> driver_devices() {
@@ -55,7 +56,7 @@ nb::list device_list() {
 
 // cc given, or device 0's (the device a fresh process's first get() uses).
 int cc_or_first_device(nb::handle cc) {
-  if (!cc.is_none()) return parse_device(cc, "cc");
+  if (!cc.is_none()) return parse_cc(cc, "cc");
   std::vector<runtime::DeviceInfo> devs = driver_devices();
   if (devs.empty())
     throw Error(ErrorKind::Unsupported,
@@ -244,21 +245,21 @@ nb::dict build_facts() {
 
 }  // namespace
 
-int parse_device(nb::handle value, const char* name) {
+int parse_cc(nb::handle value, const char* name) {
   if (PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr())) {
     long long cc = PyLong_AsLongLong(value.ptr());
     if (cc == -1 && PyErr_Occurred()) PyErr_Clear();
-    if (cc < 10 || cc > 999) bad_device(name, nb::cast<std::string>(nb::str(value)));
+    if (cc < 10 || cc > 999) bad_cc(name, nb::cast<std::string>(nb::str(value)), false);
     return static_cast<int>(cc);
   }
-  if (!PyUnicode_Check(value.ptr())) bad_device(name, nb::cast<std::string>(nb::repr(value)));
+  if (!PyUnicode_Check(value.ptr())) bad_cc(name, nb::cast<std::string>(nb::repr(value)), true);
   const std::string s = nb::cast<std::string>(value);
   if (std::optional<format::Target> t = format::parse_target(s)) return t->arch;
   const auto dot = s.find('.');
   if (dot != std::string::npos && dot > 0 && dot + 2 == s.size() &&
       s.find_first_not_of("0123456789.") == std::string::npos && s.find('.', dot + 1) == s.npos)
     return std::stoi(s.substr(0, dot)) * 10 + (s.back() - '0');
-  bad_device(name, s);
+  bad_cc(name, s, false);
 }
 
 void bind_machine_facts(nb::module_& m) {
@@ -276,8 +277,9 @@ void bind_machine_facts(nb::module_& m) {
         "The whole decision: {cc, device, candidates: [(target, why)], rejected: [(target, "
         "why)]}.");
   m.def(
-      "parse_device", [](nb::handle v) { return parse_device(v, "device"); }, nb::arg("device"),
-      nb::sig("def parse_device(device: int | str) -> int"));
+      "parse_cc", [](nb::handle v) { return parse_cc(v, "cc"); }, nb::arg("cc"),
+      nb::sig("def parse_cc(cc: int | str) -> int"),
+      "A compute capability as an int (90 for 9.0) from 90, \"9.0\" or a target name.");
   m.def(
       "_store_targets",
       [](const std::string& store, const std::string& package) {

@@ -8,11 +8,12 @@ namespace kiln::python {
 
 namespace nb = nanobind;
 
-// devices(), choose_target(), target_choice(), parse_device(), _doctor_facts(), version facts.
+// devices(), choose_target(), target_choice(), parse_cc(), _doctor_facts(), version facts.
 void bind_machine_facts(nb::module_& m);
 
-// A device as the API takes it: an int compute capability (90 = 9.0), "9.0", or a target name
-// ("sm_90", "sm_90a", "compute_90"); Error{Usage} naming `name` otherwise.
-int parse_device(nb::handle value, const char* name);
+// A compute capability as the API takes it (cc=): an int (90 = 9.0), "9.0", or a target name
+// ("sm_90", "sm_90a", "compute_90"); Error{Usage} naming `name` otherwise. (A device, in the
+// Python API, is an ordinal: kiln/_loader.py turns one into its compute capability.)
+int parse_cc(nb::handle value, const char* name);
 
 }  // namespace kiln::python

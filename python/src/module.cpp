@@ -21,6 +21,7 @@
 #include "kiln/loader.hpp"
 #include "machine_facts.hpp"
 #include "ops_bindings.hpp"
+#include "python_errors.hpp"
 #include "python_loader.hpp"
 #include "runtime/driver.hpp"
 #include "util/join.hpp"
@@ -58,8 +59,7 @@ nb::object fspath_value(const std::string& field, nb::handle value) {
   nb::object fspath = nb::module_::import_("os").attr("fspath");
   if (field == "artifact_path" || field == "mirrors") {
     if (PyUnicode_Check(value.ptr()) || !PySequence_Check(value.ptr()))
-      throw Error(ErrorKind::Usage,
-                  "Config." + field + " takes a list of " +
+      throw type_error("Config." + field + " takes a list of " +
                       (field == "mirrors" ? "URLs" : "directories") + ", not a " +
                       nb::cast<std::string>(nb::type_name(value.type())),
                   {{"setting", field}});
@@ -79,16 +79,14 @@ void apply_fields(LoaderConfig& cfg, nb::kwargs fields) {
     bool known = false;
     for (const auto& f : config_fields()) known = known || f == name;
     if (!known) {
-      throw Error(
-          ErrorKind::Usage,
+      throw type_error(
           "Config has no field '" + name + "'; its fields: " + util::join(config_fields(), ", "),
           {{"setting", name}});
     }
     try {
       nb::setattr(self, name.c_str(), fspath_value(name, value));
     } catch (const nb::python_error& e) {
-      throw Error(ErrorKind::Usage,
-                  "Config." + name + ": " + nb::cast<std::string>(nb::repr(value)) + " is not a " +
+      throw type_error("Config." + name + ": " + nb::cast<std::string>(nb::repr(value)) + " is not a " +
                       nb::cast<std::string>(self.attr(name.c_str()).type().attr("__name__")),
                   {{"setting", name}});
     }
@@ -156,28 +154,33 @@ void bind_config(nb::module_& m) {
 
 // ---- Package, Loader, Kernel --------------------------------------------------------------
 
-// A loaded kernel; keeps its Loader (and so the handle) alive.
+// A loaded kernel; keeps its Loader alive. Its uri and origin stay readable after the loader is
+// closed; the handle is used only while the loader is open (handle_of).
 struct Kernel {
   const KernelHandle* handle = nullptr;
-  nb::object owner;
+  nb::object owner;  // the kiln._kiln.Loader that loaded it
+  std::string uri, origin;
+  std::size_t entries = 0;
 };
+
+const KernelHandle& handle_of(const Kernel& k) {
+  nb::cast<PythonLoader&>(k.owner).live();  // Error{Usage} once the loader is closed
+  return *k.handle;
+}
 
 std::shared_ptr<DescribedPackage> package_from(nb::handle description, nb::handle package) {
   if (!description.is_none() && !package.is_none())
-    throw Error(ErrorKind::Usage, "Loader takes description= or package=, not both",
-                {{"argument", "package"}});
+    throw type_error("Loader takes description= or package=, not both", {{"argument", "package"}});
   if (!package.is_none()) {
     if (!nb::isinstance<DescribedPackage>(package))
-      throw Error(ErrorKind::Usage,
-                  "package= takes a kiln.Package (Package.from_file, Package.from_library), "
+      throw type_error("package= takes a kiln.Package (Package.from_file, Package.from_library), "
                   "not a " +
                       nb::cast<std::string>(nb::type_name(package.type())),
                   {{"argument", "package"}});
     return nb::cast<std::shared_ptr<DescribedPackage>>(package);
   }
   if (description.is_none())
-    throw Error(ErrorKind::Usage,
-                "Loader needs description=PATH (a <name>-<version>.package.json) or "
+    throw type_error("Loader needs description=PATH (a <name>-<version>.package.json) or "
                 "package=kiln.Package; kiln.load(NAME) finds an installed package's",
                 {{"argument", "description"}});
   nb::object path = nb::module_::import_("os").attr("fspath")(description);
@@ -190,7 +193,7 @@ void init_loader(PythonLoader* self, nb::handle description, nb::handle package,
   LoaderConfig cfg = config ? std::move(*config) : LoaderConfig::from_env();
   // A description file ships in its package's store: that store is "the installed one".
   if (cfg.installed_store.empty()) cfg.installed_store = pkg->store_dir();
-  auto loader = std::make_unique<Loader>(pkg->get(), std::move(cfg));
+  auto loader = std::make_shared<Loader>(pkg->get(), std::move(cfg));
   new (self) PythonLoader{std::move(pkg), std::move(loader)};
 }
 
@@ -207,31 +210,32 @@ nb::object resolution_dict(const Resolution& r, bool explain) {
 
 void launch(PythonLoader& self, const Kernel& k, nb::handle grid, nb::handle block, nb::handle args,
             nb::handle shared_bytes, nb::handle stream, nb::handle entry_arg) {
-  const std::size_t entry = index_in_range(entry_arg, "entry", 0, std::numeric_limits<std::uint32_t>::max());
-  if (entry >= k.handle->functions.size())
+  const std::size_t entry =
+      index_in_range(entry_arg, "entry", 0, std::numeric_limits<std::uint32_t>::max());
+  std::shared_ptr<Loader> live = self.live();
+  if (entry >= k.entries)
     throw Error(ErrorKind::Usage,
-                "entry " + std::to_string(entry) + " of " + k.handle->uri + ": it has " +
-                    std::to_string(k.handle->functions.size()) + " entr" +
-                    (k.handle->functions.size() == 1 ? "y" : "ies"),
-                {{"argument", "entry"}, {"uri", k.handle->uri}});
+                "entry " + std::to_string(entry) + " of " + k.uri + ": it has " +
+                    std::to_string(k.entries) + " entr" + (k.entries == 1 ? "y" : "ies"),
+                {{"argument", "entry"}, {"uri", k.uri}});
   if (&nb::cast<PythonLoader&>(k.owner) != &self)
     throw Error(
         ErrorKind::Usage,
-        "kernel " + k.handle->uri + " was loaded by another Loader; launch it with that one",
-        {{"argument", "kernel"}, {"uri", k.handle->uri}});
+        "kernel " + k.uri + " was loaded by another Loader; launch it with that one",
+        {{"argument", "kernel"}, {"uri", k.uri}});
   Loader::Dim3 g = dim3(grid, "grid"), b = dim3(block, "block");
   const std::size_t shared =
       index_in_range(shared_bytes, "shared_bytes", 0, std::numeric_limits<unsigned>::max());
   void* st = launch_stream(stream, args);
   PackedArgs packed(args, st, *k.handle, entry);
   nb::gil_scoped_release release;
-  self.loader->launch(*k.handle, entry, g, b, shared, st, packed.params(), packed.count());
+  live->launch(*k.handle, entry, g, b, shared, st, packed.params(), packed.count());
 }
 
 // The parameters of a kernel's entry as the driver reports them (UnsupportedError when it
 // cannot: a driver older than CUDA 12.4).
 std::vector<KernelArgument> kernel_arguments(const Kernel& k, std::size_t entry) {
-  return nb::cast<PythonLoader&>(k.owner).loader->arguments(*k.handle, entry);
+  return nb::cast<PythonLoader&>(k.owner).live()->arguments(handle_of(k), entry);
 }
 
 void bind_package(nb::module_& m) {
@@ -279,11 +283,11 @@ void bind_kernel(nb::module_& m) {
                ", size=" + std::to_string(a.size) + ")";
       });
   nb::class_<Kernel>(m, "Kernel", "A kernel loaded for the current context (Loader.get).")
-      .def_prop_ro("uri", [](const Kernel& k) { return k.handle->uri; })
-      .def_prop_ro("origin", [](const Kernel& k) { return k.handle->origin; })
-      .def_prop_ro("entries", [](const Kernel& k) { return k.handle->functions.size(); })
+      .def_prop_ro("uri", [](const Kernel& k) { return k.uri; })
+      .def_prop_ro("origin", [](const Kernel& k) { return k.origin; })
+      .def_prop_ro("entries", [](const Kernel& k) { return k.entries; })
       .def_prop_ro(
-          "device", [](const Kernel& k) { return k.handle->device; },
+          "device", [](const Kernel& k) { return handle_of(k).device; },
           "The ordinal of the device whose context the kernel was loaded for; arrays a launch "
           "passes must be on it.")
       .def_prop_ro(
@@ -305,12 +309,14 @@ void bind_kernel(nb::module_& m) {
           "functions",
           [](const Kernel& k) {
             std::vector<std::uint64_t> f;
-            for (void* p : k.handle->functions) f.push_back(reinterpret_cast<std::uintptr_t>(p));
+            for (void* p : handle_of(k).functions)
+              f.push_back(reinterpret_cast<std::uintptr_t>(p));
             return f;
           },
-          "The CUfunction of each entry, as ints (registry order).")
+          "The CUfunction of each entry, as ints (registry order); kiln.UsageValueError once "
+          "its loader is closed (the functions are unloaded with it).")
       .def("__repr__", [](const Kernel& k) {
-        return "kiln.Kernel('" + k.handle->uri + "', origin='" + k.handle->origin + "')";
+        return "kiln.Kernel('" + k.uri + "', origin='" + k.origin + "')";
       });
 }
 
@@ -325,42 +331,49 @@ void bind_loader(nb::module_& m) {
            nb::sig("def __init__(self, *, description: str | os.PathLike[str] | None = None, "
                    "package: Package | None = None, config: Config | None = None) -> None"))
       .def_prop_ro("package", [](const PythonLoader& l) { return l.package; })
-      .def_prop_ro("config", [](const PythonLoader& l) { return l.loader->config(); })
-      .def_prop_ro("id", [](const PythonLoader& l) { return l.loader->id(); })
+      .def_prop_ro("config", [](const PythonLoader& l) { return l.live()->config(); })
+      .def_prop_ro("id", [](const PythonLoader& l) { return l.live()->id(); })
+      .def_prop_ro("closed", [](const PythonLoader& l) { return !l.loader; })
+      .def(
+          "close", [](PythonLoader& l) { l.loader.reset(); },
+          "Frees the loader and the modules it loaded (at once, or when a call in flight in "
+          "another thread returns); using it afterwards is a kiln.UsageValueError. Idempotent.")
       .def(
           "get",
           [](nb::handle self, const std::string& uri, nb::handle stream) {
-            PythonLoader& l = nb::cast<PythonLoader&>(self);
+            std::shared_ptr<Loader> live = nb::cast<PythonLoader&>(self).live();
             void* st = stream_handle(stream);
             const KernelHandle* h = nullptr;
             {
               nb::gil_scoped_release release;
-              h = stream.is_none() ? &l.loader->get(uri) : &l.loader->get(uri, st);
+              h = stream.is_none() ? &live->get(uri) : &live->get(uri, st);
             }
-            return Kernel{h, nb::borrow(self)};
+            return Kernel{h, nb::borrow(self), h->uri, h->origin, h->functions.size()};
           },
           "uri"_a, "stream"_a = nb::none())
       .def(
           "prefetch",
           [](PythonLoader& l, const std::vector<std::string>& uris) {
+            std::shared_ptr<Loader> live = l.live();
             nb::gil_scoped_release release;
-            l.loader->prefetch(uris);
+            live->prefetch(uris);
           },
           "uris"_a)
       .def(
           "resolve",
-          [](PythonLoader& l, const std::string& uri, nb::handle device, bool explain) {
+          [](PythonLoader& l, const std::string& uri, nb::handle cc_given, bool explain) {
+            std::shared_ptr<Loader> live = l.live();
             std::optional<int> cc;
-            if (!device.is_none()) cc = parse_device(device, "device");
+            if (!cc_given.is_none()) cc = parse_cc(cc_given, "cc");
             Resolution r;
             {
               nb::gil_scoped_release release;
-              r = l.loader->resolve(uri, cc);
+              r = live->resolve(uri, cc);
             }
             return resolution_dict(r, explain);
           },
-          "uri"_a, "device"_a = nb::none(), "explain"_a = true,
-          nb::sig("def resolve(self, uri: str, device: int | str | None = None, "
+          "uri"_a, "cc"_a = nb::none(), "explain"_a = true,
+          nb::sig("def resolve(self, uri: str, cc: int | str | None = None, "
                   "explain: bool = True) -> dict[str, typing.Any]"))
       .def("launch", &launch, "kernel"_a, "grid"_a, "block"_a, "args"_a, "shared_bytes"_a = 0,
            "stream"_a = nb::none(), "entry"_a = 0,

@@ -207,6 +207,19 @@ def inner(args) -> int:
 
         c.run("torch.ops.kiln", torch_ops)
 
+        def empty_inputs():
+            # As torch treats them: nothing launched, an empty result, zeros for a reduction
+            # over no element (the zeros written by torch, on the GPU).
+            e = torch.empty(0, 64, device="cuda")
+            assert tuple(kiln.ops.softmax(e).shape) == (0, 64)
+            s = kiln.ops.reduce_sum(torch.empty(0, device="cuda"))
+            assert s.numel() == 1 and float(s.reshape(())) == 0.0
+            a, b = torch.randn(8, 0, device="cuda"), torch.randn(0, 4, device="cuda")
+            torch.testing.assert_close(kiln.ops.gemm_f32(a, b), torch.zeros(8, 4, device="cuda"))
+            return "softmax of [0, 64], sum of nothing, gemm over K = 0"
+
+        c.run("empty inputs", empty_inputs)
+
     loader = kiln.load("kiln-kernels")
 
     def raw_launch():
@@ -231,7 +244,21 @@ def inner(args) -> int:
             close(xp.to_host(dy), x, 1e-6, 1e-6, "jit axpy")
             return k.origin
 
+    def closed_loader():
+        # close() frees the modules now; a closed loader's kernel is refused, never launched.
+        with kiln.load("kiln-kernels") as own:
+            k = own.get("axpy_dtype_f32")
+        try:
+            own.launch(k, 1, 1, [0, kiln.f32(1.0), 0, 0])
+        except kiln.UsageValueError as e:
+            assert "closed" in str(e), e
+        else:
+            raise AssertionError("a closed loader launched")
+        assert loader.get("axpy_dtype_f32").functions  # another loader is untouched
+        return "with-block closed, launch refused"
+
     c.run("Loader.launch", raw_launch)
+    c.run("Loader.close", closed_loader)
     c.run("JIT tier", jit_tier)
 
     def launch_checks():

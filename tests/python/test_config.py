@@ -26,8 +26,8 @@ def test_config_reads_no_environment_and_from_env_does(monkeypatch, tmp_path):
     assert kiln.Config().offline is False
     env = kiln.Config.from_env()
     assert env.offline is True
-    assert env.artifact_path == [f"{tmp_path}/a", f"{tmp_path}/b"]
-    assert env.mirrors == ["https://m1.example", "https://m2.example"]
+    assert env.artifact_path == (f"{tmp_path}/a", f"{tmp_path}/b")
+    assert env.mirrors == ("https://m1.example", "https://m2.example")
     # Explicit fields win over the variables.
     assert kiln.Config.from_env(offline=False).offline is False
 
@@ -35,7 +35,7 @@ def test_config_reads_no_environment_and_from_env_does(monkeypatch, tmp_path):
 def test_fields_take_paths_and_lists_of_paths(tmp_path):
     c = kiln.Config(artifact_path=[tmp_path / "s1", str(tmp_path / "s2")], cache_dir=tmp_path,
                     api_log=2, offline=True)
-    assert c.artifact_path == [str(tmp_path / "s1"), str(tmp_path / "s2")]
+    assert c.artifact_path == (str(tmp_path / "s1"), str(tmp_path / "s2"))
     assert c.cache_dir == str(tmp_path)
     assert (c.api_log, c.offline) == (2, True)
     d = c.replace(offline=False)

@@ -34,7 +34,7 @@ def test_error_carries_fields_as_attributes_and_json():
 def test_usage_loader_without_a_package():
     with pytest.raises(kiln.UsageError) as e:
         kiln.Loader()
-    check(e.value, kiln.UsageError, "usage", 2)
+    check(e.value, kiln.UsageTypeError, "usage", 2)
     assert e.value.argument == "description"
 
 
@@ -49,7 +49,7 @@ def test_not_found_description_file_names_it(tmp_path):
     missing = tmp_path / "acme-kernels-1.0.0.package.json"
     with pytest.raises(kiln.NotFoundError) as e:
         kiln.Loader(description=missing)
-    check(e.value, kiln.NotFoundError, "not-found", 6)
+    check(e.value, kiln.MissingFileError, "not-found", 6)
     assert str(missing) in str(e.value)
 
 

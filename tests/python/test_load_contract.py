@@ -50,7 +50,8 @@ def test_load_puts_the_target_wheels_stores_first_and_loads_from_them(
         loader = kiln.load("pyt-kernels", cache_dir=str(tmp_path / "cache"), offline=True,
                            artifact_path=[str(tmp_path / "mine")])
     assert loader.package.name == "pyt-kernels"
-    assert loader.config.artifact_path == [str(tiny_package.store), str(tmp_path / "mine")]
+    loader.get("scale_dtype_f32")  # the target wheels' stores are ordered at the first use
+    assert loader.config.artifact_path == (str(tiny_package.store), str(tmp_path / "mine"))
     assert str(tiny_package.store) in loader.get("scale_dtype_f32").origin
 
 
@@ -64,7 +65,7 @@ def test_load_warns_for_each_stale_target_wheel_and_goes_on(stand_in, installed,
         loader = kiln.load("pyt-kernels", config=kiln.Config(cache_dir=str(tmp_path / "c"),
                                                              offline=True, disable_jit=True))
     # No target store: the loader's next tiers (here the description's own store) decide.
-    assert loader.resolve("scale_dtype_f32", device=90)["chosen"]["tier"] == "store"
+    assert loader.resolve("scale_dtype_f32", cc=90)["chosen"]["tier"] == "store"
 
 
 def test_load_of_a_package_not_installed_is_not_found_naming_what_was_looked_for(installed):

@@ -121,14 +121,14 @@ def test_kernel_of_another_loader_is_refused(stand_in, loader, tiny_package, tmp
 
 
 def test_resolve_gives_the_decision_with_resolution_to_jsons_keys(loader, tiny_package):
-    r = loader.resolve("scale_dtype_f32", device="sm_90")
+    r = loader.resolve("scale_dtype_f32", cc="sm_90")
     assert set(r) >= {"uri", "device", "chosen", "rejected"}
     assert r["device"] == "sm_90"
     assert r["chosen"]["tier"] == "store" and r["chosen"]["target"] == "sm_90"
-    assert set(loader.resolve("scale_dtype_f32", device=90, explain=False)) == {
+    assert set(loader.resolve("scale_dtype_f32", cc=90, explain=False)) == {
         "uri", "device", "chosen"}
     # CC 8.6: the package has only sm_90, and JIT is off: nothing chosen, each refusal says why.
-    r86 = loader.resolve("scale_dtype_f32", device="8.6")
+    r86 = loader.resolve("scale_dtype_f32", cc="8.6")
     assert r86["chosen"] is None
     assert any("sm_90" in c["reason"] for c in r86["rejected"])
 
@@ -147,14 +147,14 @@ def test_choose_target_is_the_one_target_choice_rule():
     assert kiln.choose_target(offered, cc=120) == "compute_80"
     assert kiln.choose_target(["sm_90a"], cc=75) is None
     why = kiln.target_choice(["sm_90a", "sm_80"], cc=86)
-    assert why["device"] == "sm_86" and why["candidates"][0][0] == "sm_80"
+    assert why["target"] == "sm_86" and why["candidates"][0][0] == "sm_80"
     assert why["rejected"][0][0] == "sm_90a" and "9.0" in why["rejected"][0][1]
     with pytest.raises(kiln.UsageError):
         kiln.choose_target(offered, cc="ninety")
 
 
 def test_devices_and_choose_target_default_come_from_the_driver(stand_in):
-    assert kiln.devices() == [kiln.Device(0, "kiln stand-in CC 9.0", 90, "sm_90")]
+    assert kiln.devices() == [kiln.Device(0, "kiln stand-in CC 9.0", kiln.ComputeCapability(9, 0), "sm_90")]
     assert kiln.choose_target(["sm_80", "sm_90"]) == "sm_90"
 
 

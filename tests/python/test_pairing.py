@@ -333,7 +333,7 @@ RESOLVE = textwrap.dedent("""\
         warnings.simplefilter("always")
         import kiln
         loader = kiln.load("pairtest-kernels")
-    r = loader.resolve("add_one", device="sm_80", explain=True)
+    r = loader.resolve("add_one", cc="sm_80", explain=True)
     print(json.dumps({"warnings": [str(w.message) for w in caught], "chosen": r["chosen"] or {}}))
     """)
 

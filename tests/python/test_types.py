@@ -133,7 +133,8 @@ def test_mypy_refuses_wrong_calls_so_it_reads_the_wheels_types(strict_run):
 # The runtime's hand-written modules (kiln.ops and kiln.torch_ops are generated from the ops
 # table, unannotated).
 RUNTIME_MODULES = ["kiln", "kiln.__main__", "kiln._errors", "kiln._arrays", "kiln._doctor",
-                   "kiln._install", "kiln._installed", "kiln._ops_support"]
+                   "kiln._install", "kiln._installed", "kiln._ops_support", "kiln._config",
+                   "kiln._device", "kiln._loader"]
 
 
 def test_the_runtime_modules_type_check_against_the_stubs(tmp_path):

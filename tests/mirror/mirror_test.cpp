@@ -852,7 +852,8 @@ TEST_F(Mirror, ThePipIndexListsEveryVersionAndASyncWritesTheSamePages) {
   wheel::write_zip(tmp / "dist2" / wheel2,
                    wheel::wheel_contents(format::parse_manifest(members[0].data, "test"), members, v2),
                    1764403200);
-  auto r = test::run(cli("stage " + (tmp / "dist2").string() + " --to " + mirror.string()));
+  auto r = test::run(cli("stage " + (tmp / "dist2").string() + " --to " + mirror.string() +
+                         " --package kiln-kernels --version " + v2));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string html = read_file(mirror / "simple" / "kiln-kernels-cu13-sm90a" / "index.html");
   EXPECT_LT(html.find(wheel_name()), html.find(wheel2)) << html;  // sorted by file name
@@ -880,6 +881,18 @@ TEST_F(Mirror, ThePipIndexListsEveryVersionAndASyncWritesTheSamePages) {
     EXPECT_EQ(read_file(down / p), read_file(mirror / p)) << p;
   r = test::run(cli("verify " + down.string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
+
+  // A TUF repository of the mirror signs the pages and metadata files like every other file.
+  const fs::path repo = tmp / "repo";
+  r = test::run(test::kiln_cli() + " tuf-repo --dir " + repo.string() + " init");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = test::run(test::kiln_cli() + " tuf-repo --dir " + repo.string() + " add " + mirror.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json targets = Json::parse(read_file(repo / "metadata" / "targets.json"))["signed"]["targets"];
+  for (const std::string& p : std::vector<std::string>{"simple/index.html",
+                                "simple/kiln-kernels-cu13-sm90a/index.json",
+                              wheel2 + ".metadata"})
+    EXPECT_EQ(targets[p]["hashes"]["sha256"], io::sha256_file(mirror / p)) << p;
 }
 
 // --- sync from file:// -------------------------------------------------------------------------

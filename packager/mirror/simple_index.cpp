@@ -329,10 +329,15 @@ std::vector<IndexedWheel> mirror_wheels(const fs::path& mirror,
       if (!kind || !is_wheel(*kind) || !detail::is_regular(mirror / e.name)) continue;
       const fs::path meta = mirror / (e.name + ".metadata");
       std::string metadata;
-      if (!is_fresh && detail::is_regular(meta))
-        metadata = detail::read_capped(meta, kMaxPageBytes);
-      else
-        metadata = wheel_metadata(mirror / e.name);
+      try {
+        if (!is_fresh && detail::is_regular(meta))
+          metadata = detail::read_capped(meta, kMaxPageBytes);
+        else
+          metadata = wheel_metadata(mirror / e.name);
+      } catch (const Error&) {
+        if (is_fresh) throw;  // stage and sync checked these wheels: a failure here is real
+        continue;             // another release's broken wheel: not offered (its verify says why)
+      }
       out.push_back({e.name, e.sha256, std::move(metadata)});
     }
   }

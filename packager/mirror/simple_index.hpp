@@ -67,7 +67,8 @@ struct FreshRelease {
 // checksum file lists that is present, with the listed digest; for `fresh`, the entries given
 // instead of its file. Its metadata is read from the wheel for wheels of `fresh` and for a wheel
 // without its .metadata file; otherwise from that file (`kiln mirror verify` checks it against
-// the wheel). A release whose checksum file is unreadable offers none.
+// the wheel). A release whose checksum file is unreadable offers none; a wheel of another release
+// whose metadata cannot be read is left out (verify reports it); one of `fresh` throws.
 std::vector<IndexedWheel> mirror_wheels(const std::filesystem::path& mirror,
                                         const std::optional<FreshRelease>& fresh);
 

@@ -35,6 +35,7 @@ Json report_staged(const mirror::StageOptions& opts, const mirror::StageResult& 
   j["carried"] = r.carried;
   j["checksums"] = sums;
   j["checksums_sha256"] = r.checksums_sha256;
+  j["index_written"] = r.index_written;
   if (!json) {
     for (const auto& n : r.copied) std::printf("copied    %s\n", n.c_str());
     for (const auto& n : r.unchanged) std::printf("unchanged %s\n", n.c_str());
@@ -56,7 +57,11 @@ void add_stage(CLI::App& mirror, int& rc) {
       "named (--package/--version, --source, or the project here); else every release whose\n"
       "index is in the dist directories. A file of the same name and other bytes already in\n"
       "the mirror is refused (exit 3) before anything of that release is copied; identical\n"
-      "files are left alone.");
+      "files are left alone. Before SHA256SUMS, the mirror's pip index: simple/ (PEP 503 HTML,\n"
+      "PEP 691 JSON as index.json beside each page) and <wheel>.metadata (PEP 658) for every\n"
+      "wheel the mirror's checksum files list, all versions, so that\n"
+      "`pip install --index-url <mirror>/simple/ \"kiln-kernels[cu13-sm90a]\"` works from a\n"
+      "static server.");
   struct Opts {
     std::vector<std::string> sources;
     std::string to;
@@ -187,7 +192,9 @@ void add_verify(CLI::App& mirror, int& rc) {
       "<package>-<version>-SHA256SUMS present and well formed, every file it lists present with "
       "its\n"
       "digest, the index (version, --index-sha256, its SHA256SUMS line), each archive it lists\n"
-      "(size, digest, manifest, artifacts), and files of the release that nothing lists.\n"
+      "(size, digest, manifest, artifacts), the pip index (each wheel's <wheel>.metadata equal\n"
+      "to its METADATA; every simple/ page link to a wheel carrying the file's sha256), and\n"
+      "files of the release that nothing lists.\n"
       "With --index-sha256 and/or --sums-sha256, every file must also be covered by a pin: the\n"
       "pinned index covers itself and its archives, a pinned SHA256SUMS every file it lists;\n"
       "wheels and tarballs without a pinned SHA256SUMS are reported 'uncovered'.\n"
@@ -258,6 +265,8 @@ constexpr const char* kSyncHelp =
     "renamed into DIR, the index and SHA256SUMS (listing only what was published) last.\n"
     "Any failure leaves DIR as it was. Several releases at once: --release NAME-VERSION=PIN\n"
     "for each (its own index pin), synced one after the other, each all or nothing.\n"
+    "The pip index (simple/, <wheel>.metadata) is rewritten from the files in DIR before\n"
+    "SHA256SUMS, so a page never names a file that is not there yet.\n"
     "Exit codes: 0 ok, 2 usage, 3 integrity, 4 stale, 6 not found, 8 network, 9 io,\n"
     "10 format.";
 
@@ -339,6 +348,7 @@ Json report_synced(const mirror::SyncOptions& opts, const mirror::SyncResult& r,
   j["withheld"] = std::move(withheld);
   j["bytes_transferred"] = r.bytes_transferred;
   j["bytes_downloaded"] = r.bytes_downloaded;
+  j["index_written"] = r.index_written;
   if (!json) {
     for (const auto& n : r.transferred) std::printf("transferred  %s\n", n.c_str());
     for (const auto& w : r.withheld)
@@ -399,7 +409,8 @@ void add_mirror_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "mirror",
       "operate a mirror: stage a release into a mirror directory, verify a mirror end to end,\n"
-      "sync a release from an upstream mirror. See docs/mirrors.md.");
+      "sync a release from an upstream mirror. The mirror is also a pip index (simple/):\n"
+      "pip install --index-url <mirror>/simple/ ... See docs/mirrors.md.");
   cmd->require_subcommand(1);
   add_stage(*cmd, rc);
   add_verify(*cmd, rc);

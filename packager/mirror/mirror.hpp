@@ -68,6 +68,8 @@ enum class ReleaseFileKind {
   PackageWheel,
   RuntimeWheel,
   Tarball,
+  WheelMetadata,  // <wheel>.metadata: the PEP 658 file of a wheel of the release (simple_index.hpp)
+  SimplePage,     // simple/...: a page of the pip index (simple_index.hpp); never a file name
   Other
 };
 const char* to_string(ReleaseFileKind kind);
@@ -89,6 +91,8 @@ bool is_wheel(ReleaseFileKind kind);
 //   Tarball    kiln-<ver>-cuda*.tar.zst, for the reference package kiln-kernels only (kiln's own
 //              install tree, as `kiln tarball` names it; kiln-<ver>-rc1-cuda... is not one of
 //              <ver>)
+//   WheelMetadata  <a wheel of the release>.metadata: derived from the wheel, listed by no
+//              checksum file (simple_index.hpp)
 //   Other      any other name starting with <pkg>-<ver>- (or kiln-<ver>- for kiln-kernels),
 //              which includes files of a release <ver>-<prerelease>: `mirror sync` refuses to
 //              write Other
@@ -192,6 +196,9 @@ struct StageResult {
   std::vector<std::string> unchanged;  // names already there with the same bytes
   std::vector<std::string> carried;    // listed by the mirror's previous checksum file, kept
   std::string checksums_sha256;        // digest of the checksum file written
+  // The pip index's files this call wrote (simple_index.hpp), relative to the mirror: the
+  // .metadata files and pages whose bytes changed.
+  std::vector<std::string> index_written;
 };
 
 // Verifies the release found in the sources (index, every archive it lists: size, digest,
@@ -200,6 +207,8 @@ struct StageResult {
 // `to` (or in two sources) is refused with Error{Integrity} naming both digests, before anything
 // is copied. Files the mirror's previous checksum file listed stay listed when they still
 // match it. No index in the sources: the mirror's own (listed in its checksum file) is used.
+// The mirror's pip index is rewritten before the checksum file (write_simple_index,
+// simple_index.hpp).
 StageResult stage_release(const StageOptions& opts);
 
 // --- kiln mirror sync --------------------------------------------------------------------------
@@ -265,6 +274,7 @@ struct SyncResult {
   std::vector<WithheldFile> withheld;     // listed upstream, not published: nothing trusted covers
   std::uint64_t bytes_transferred = 0;    // bytes of the files in `transferred`
   std::uint64_t bytes_downloaded = 0;     // every byte received, the checksum file included
+  std::vector<std::string> index_written;  // the pip index's files written (simple_index.hpp)
 };
 
 // Copies a release from an upstream mirror, all or nothing: files are downloaded into

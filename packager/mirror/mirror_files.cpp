@@ -137,6 +137,10 @@ const char* to_string(ReleaseFileKind kind) {
       return "runtime-wheel";
     case ReleaseFileKind::Tarball:
       return "tarball";
+    case ReleaseFileKind::WheelMetadata:
+      return "wheel-metadata";
+    case ReleaseFileKind::SimplePage:
+      return "simple-page";
     case ReleaseFileKind::Other:
       return "other";
   }
@@ -159,6 +163,10 @@ std::optional<ReleaseFileKind> classify_release_file(std::string_view name,
   if (name == format::description_file_name(p, v)) return ReleaseFileKind::Description;
   if (starts_with(name, p + "-" + v + "-cuda") && ends_with(name, ".tar.zst"))
     return ReleaseFileKind::Archive;
+  if (ends_with(name, ".whl.metadata")) {
+    auto wheel = classify_release_file(name.substr(0, name.size() - 9), package, version);
+    if (wheel && is_wheel(*wheel)) return ReleaseFileKind::WheelMetadata;
+  }
   if (ends_with(name, ".whl")) {
     std::optional<std::string> pep440;
     try {

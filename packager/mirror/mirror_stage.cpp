@@ -17,6 +17,7 @@
 #include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
+#include "mirror/simple_index.hpp"
 #include "store/store.hpp"
 #include "util/join.hpp"
 
@@ -66,6 +67,8 @@ int copy_order(ReleaseFileKind k) {
     case ReleaseFileKind::PackageWheel:
     case ReleaseFileKind::RuntimeWheel:
     case ReleaseFileKind::Tarball:
+    case ReleaseFileKind::WheelMetadata:
+    case ReleaseFileKind::SimplePage:
     case ReleaseFileKind::Other:
       return 1;
     case ReleaseFileKind::Index:
@@ -149,6 +152,10 @@ StageResult stage_release(const StageOptions& opts) {
         case ReleaseFileKind::Archive:
         case ReleaseFileKind::Description:
           archives_found.emplace(name, src / name);
+          break;
+        case ReleaseFileKind::WheelMetadata:
+        case ReleaseFileKind::SimplePage:
+          log("skipping " + (src / name).string() + ": written from the wheel in the mirror");
           break;
         case ReleaseFileKind::Checksums:
         case ReleaseFileKind::Other:
@@ -307,7 +314,11 @@ StageResult stage_release(const StageOptions& opts) {
     copy_verified(c->path, opts.to / name, c->digest.sha256);
     result.copied.push_back(name);
   }
-  // The checksum file last: it vouches only for files already in place.
+  // The pip index next, from the files now in place (simple_index.hpp); the checksum file last:
+  // it vouches only for files already in place, and a release it lists has its pages.
+  SimpleIndexResult index = write_simple_index(opts.to, FreshRelease{release, entries});
+  for (const auto& p : index.written) log("wrote " + (opts.to / p).string());
+  result.index_written = index.written;
   std::string text = checksums_to_text(entries);
   result.checksums_sha256 = io::sha256_hex(text);
   if (text != previous_text) {

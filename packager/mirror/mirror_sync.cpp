@@ -15,7 +15,7 @@
 //       digest (and size, archive members, manifest for archives) verified -> next file
 //       anything else -> remove the staging dir, throw naming file, URL, expected and got
 //   every file verified -> rename into <to>: archives/wheels/tarballs, then the index, then
-//   SHA256SUMS; remove the staging dir
+//   the pip index (simple_index.hpp) from what is there, then SHA256SUMS; remove the staging dir
 #include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -42,6 +42,7 @@
 #include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
+#include "mirror/simple_index.hpp"
 #include "store/store.hpp"
 #include "transport/http_transport.hpp"
 
@@ -282,12 +283,21 @@ SyncResult sync_release_with(const SyncOptions& opts, transport::Transport& tran
     // that writer's to remove, and a sync with nothing to do does not wait for it.
     std::error_code ec;
     if (fs::is_directory(to, ec)) {
+      std::optional<io::FileLock> lock;
       try {
-        detail::lock_release_in_mirror(to, package, version, std::chrono::milliseconds(0));
+        lock.emplace(
+            detail::lock_release_in_mirror(to, package, version, std::chrono::milliseconds(0)));
       } catch (const Error&) {
         sx.log("leftovers of killed syncs not looked for: " + to.string() +
                " is being written by another stage or sync");
       }
+      // The pip index, brought up to date when nothing else writes the mirror (a mirror synced
+      // before it had one gets it).
+      if (lock)
+        result.index_written =
+            write_simple_index(to, FreshRelease{ReleaseName{package, version},
+                                                parse_checksums(sums_out, sums_name, sums_name)})
+                .written;
     }
     sx.log("0 files transferred, " + std::to_string(result.already_good.size()) + " already good");
     result.bytes_downloaded = sx.bytes_downloaded();
@@ -336,12 +346,21 @@ SyncResult sync_release_with(const SyncOptions& opts, transport::Transport& tran
     }
     // Every file verified: archives, wheels and tarballs first, then the index, then the
     // checksum file, so a reader never sees an index whose archives are missing.
+    // The pip index (simple_index.hpp) goes between the files it names and the checksum file.
     committing = true;
-    for (const auto& name : todo) {
+    auto rename_in = [&](const std::string& name) {
       if (::rename((staging.path() / name).c_str(), (to / name).c_str()) != 0)
         throw Error(ErrorKind::Io, "cannot rename " + (staging.path() / name).string() + " to " +
                                        (to / name).string() + ": " + std::strerror(errno));
-    }
+    };
+    for (const auto& name : todo)
+      if (name != sums_name) rename_in(name);
+    result.index_written =
+        write_simple_index(to, FreshRelease{ReleaseName{package, version},
+                                            parse_checksums(sums_out, sums_name, sums_name)})
+            .written;
+    for (const auto& p : result.index_written) sx.log("wrote " + (to / p).string());
+    if (std::find(todo.begin(), todo.end(), sums_name) != todo.end()) rename_in(sums_name);
     io::sync_directory(to);
     result.transferred = todo;
     result.bytes_transferred = bytes;

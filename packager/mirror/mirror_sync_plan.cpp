@@ -40,7 +40,8 @@ SyncPlan plan_sync(const std::vector<ChecksumEntry>& entries, const std::string&
     listed.insert(e.name);
     // parse_checksums refuses empty lines: entry i is line i + 1.
     const auto kind = classify_release_file(e.name, package, version);
-    if (!kind || *kind == ReleaseFileKind::Other || *kind == ReleaseFileKind::Checksums)
+    if (!kind || *kind == ReleaseFileKind::Other || *kind == ReleaseFileKind::Checksums ||
+        *kind == ReleaseFileKind::WheelMetadata || *kind == ReleaseFileKind::SimplePage)
       throw Error(ErrorKind::Format,
                   sums_origin + ": line " + std::to_string(i + 1) + ": '" + e.name +
                       "' is not a file of release " + version + " (its index " + index_name +

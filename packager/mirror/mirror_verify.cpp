@@ -12,6 +12,7 @@
 #include "kiln/error.hpp"
 #include "mirror/mirror.hpp"
 #include "mirror/mirror_internal.hpp"
+#include "mirror/simple_index.hpp"
 #include "store/store.hpp"
 
 namespace kiln::mirror {
@@ -321,7 +322,19 @@ MirrorReport verify_mirror(const fs::path& dir, const VerifyMirrorOptions& opts)
     }
   }
 
-  // 5. Files of the release that nothing lists.
+  // 5. The pip index: the wheels' metadata files and the pages naming them (simple_index.hpp).
+  if (sums) {
+    std::vector<ChecksumEntry> listed;
+    for (const auto& [name, sha] : *sums) listed.push_back({name, sha});
+    for (const auto& row : check_simple_index(dir, package, version, listed)) {
+      if (row.error)
+        rb.problem(row.name, row.kind, *row.error, row.status, row.detail);
+      else
+        rb.note(row.name, row.kind, row.detail);
+    }
+  }
+
+  // 6. Files of the release that nothing lists.
   for (const auto& [name, kind] : present) {
     if (rb.has(name)) continue;
     std::optional<detail::Digest> d = digest(name, kind);

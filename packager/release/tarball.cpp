@@ -113,6 +113,8 @@ void add_install_tree(Tree& tree, const fs::path& prefix) {
   if (!fs::is_regular_file(header, ec)) missing.push_back(header.string());
   fs::path config = prefix / "lib" / "cmake" / "kiln" / "kilnConfig.cmake";
   if (!fs::is_regular_file(config, ec)) missing.push_back(config.string());
+  fs::path pc = prefix / "lib" / "pkgconfig" / "kiln.pc";
+  if (!fs::is_regular_file(pc, ec)) missing.push_back(pc.string());
   if (!missing.empty()) {
     std::string msg = prefix.string() + " is not a complete kiln install tree; missing:";
     for (const auto& m : missing) msg += "\n  " + m;
@@ -125,6 +127,7 @@ void add_install_tree(Tree& tree, const fs::path& prefix) {
   for (const auto& l : libs) add_file(tree, "lib/" + l.filename().string(), l);
   add_dir_recursive(tree, "include/kiln", prefix / "include" / "kiln");
   add_dir_recursive(tree, "lib/cmake/kiln", prefix / "lib" / "cmake" / "kiln");
+  add_file(tree, "lib/pkgconfig/kiln.pc", pc);
 }
 
 std::string problems_text(const std::vector<store::VerifyProblem>& problems) {

@@ -98,7 +98,7 @@ TEST_F(KilnTarball, PacksTheSameBytesTwiceUnpacksAnywhereAndWorksWithoutEnvironm
         "include/kiln/package.h", "lib/cmake/kiln/KilnPackage.cmake", "include/kiln/loader.hpp",
         "include/kiln/kiln.h", "include/kiln/ops.hpp", "include/kiln/kiln_ops.h",
         "lib/cmake/kiln/kilnConfig.cmake",
-        "lib/cmake/kiln/kilnConfigVersion.cmake"})
+        "lib/cmake/kiln/kilnConfigVersion.cmake", "lib/pkgconfig/kiln.pc"})
     EXPECT_TRUE(fs::exists(root / rel)) << rel;
   EXPECT_TRUE(fs::is_symlink(root / "lib" / "libkiln.so"));
   std::string stem90 =
@@ -178,6 +178,43 @@ int main() {
   std::string want = std::string(kiln::version()) + " " + kiln::version() + " store " +
                      (store / stem90 / "axpy_dtype_f32.fatbin").string();
   EXPECT_EQ(run.out.substr(0, run.out.find('\n')), want) << run.out;
+
+  // A C client as a Makefile builds it: `pkg-config --cflags --libs kiln` against the unpacked
+  // tree (lib/pkgconfig/kiln.pc finds its prefix from its own place), and it runs with no
+  // variable (the rpath the .pc gives).
+  if (test::run("command -v pkg-config >/dev/null").exit_code != 0)
+    GTEST_SKIP() << "pkg-config is not installed (scripts/bootstrap.sh installs it)";
+  fs::path c_client = w() / "c-client";
+  test::write_file(c_client / "main.c", R"(#include <kiln/kernels.h>
+#include <kiln/kiln.h>
+#include <stdio.h>
+int main(void) {
+  kiln_loader* loader = NULL;
+  kiln_status s = kiln_loader_create(kiln_kernels_package(), NULL, &loader);
+  printf("%s %d\n", kiln_version(), (int)s);
+  kiln_loader_destroy(loader);
+  return s == KILN_OK ? 0 : 1;
+}
+)");
+  const std::string pc = clean_env() + "PKG_CONFIG_PATH='" + (root / "lib" / "pkgconfig").string() +
+                         "' pkg-config ";
+  auto version = test::run(pc + "--modversion kiln");
+  EXPECT_EQ(version.out, std::string(kiln::version()) + "\n");
+  auto flags = test::run(pc + "--cflags --libs kiln");
+  ASSERT_EQ(flags.exit_code, 0) << flags.out;
+  // pkg-config escapes the space of "somewhere else" with a backslash, as a Makefile recipe reads
+  // it; the build script below reads it the same way.
+  EXPECT_CONTAINS(flags.out, "/lib/pkgconfig/../../include");
+  EXPECT_CONTAINS(flags.out, "-lkiln -lkiln-kernels");
+  test::write_file(c_client / "build.sh",
+                   "eval \"cc -std=c99 -Wall -Werror -o client main.c $(pkg-config --cflags --libs "
+                   "kiln)\"\n");
+  auto cc = test::run("cd '" + c_client.string() + "' && " + clean_env() + "PKG_CONFIG_PATH='" +
+                      (root / "lib" / "pkgconfig").string() + "' sh build.sh");
+  ASSERT_EQ(cc.exit_code, 0) << cc.out << flags.out;
+  auto crun = test::run(clean_env() + "'" + (c_client / "client").string() + "'");
+  EXPECT_EQ(crun.exit_code, 0) << crun.out;
+  EXPECT_EQ(crun.out, std::string(kiln::version()) + " 0\n");
 }
 
 TEST_F(KilnTarball, RefusesATargetNotInTheIndexAndATreeThatIsNotAnInstall) {

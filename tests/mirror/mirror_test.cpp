@@ -16,6 +16,7 @@
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "mirror/mirror.hpp"
+#include "mirror/simple_index.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
 #include "wheel/wheel.hpp"
@@ -361,9 +362,13 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::set<std::string> names;
   for (const auto& e : fs::directory_iterator(mirror)) names.insert(e.path().filename().string());
+  // The release's files, and the pip index made from its wheel (listed by no checksum file).
   EXPECT_EQ(names, (std::set<std::string>{sums_name(), format::index_file_name("kiln-kernels", kVer),
                                           archive_name("sm_80"), archive_name("sm_90a"),
-                                          wheel_name(), tarball_name()}));
+                                          wheel_name(), tarball_name(), wheel_name() + ".metadata",
+                                          "simple"}));
+  names.erase(wheel_name() + ".metadata");
+  names.erase("simple");
   std::string expected;
   for (const auto& n : names)
     if (n != sums_name()) expected += io::sha256_file(mirror / n) + "  " + n + "\n";
@@ -383,13 +388,14 @@ TEST_F(Mirror, StageCopiesTheReleaseAndWritesSha256sumsThenVerifyIsOk) {
                     " --sums-sha256 " + sums_sha));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "OK " + mirror.string());
-  EXPECT_CONTAINS(r.out, "6 files, 0 with problems");
+  // 6 files, the wheel's .metadata and 4 pages (the root's and the project's, HTML and JSON).
+  EXPECT_CONTAINS(r.out, "11 files, 0 with problems");
   r = test::run(cli("verify --json " + mirror.string() + " --sums-sha256 " + sums_sha));
   EXPECT_EQ(r.exit_code, 0) << r.out;  // the pinned checksum file covers the index too
   r = test::run(cli("verify --json " + mirror.string()));
   EXPECT_EQ(r.exit_code, 0) << r.out;
   auto files = files_of(r.out);
-  EXPECT_EQ(files.size(), 6u);
+  EXPECT_EQ(files.size(), 11u);
   for (const auto& [name, f] : files) EXPECT_EQ(f["status"], "ok") << name;
   EXPECT_EQ(files[wheel_name()]["kind"], "wheel");
   EXPECT_EQ(files[tarball_name()]["kind"], "tarball");
@@ -446,7 +452,8 @@ TEST_F(Mirror, VerifyWithNothingNamedChecksEveryReleaseOfEveryPackage) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_CONTAINS(r.out, "OK " + mirror.string() + " (acme-kernels release 1.2.0)");
   EXPECT_CONTAINS(r.out, "OK " + mirror.string() + " (kiln-kernels release " + kVer + ")");
-  EXPECT_CONTAINS(r.out, "6 files, 0 with problems");
+  // 6 files, the wheel's .metadata and 4 pages (the root's and the project's, HTML and JSON).
+  EXPECT_CONTAINS(r.out, "11 files, 0 with problems");
   auto j = test::run(here + cli("verify --json " + mirror.string()));
   ASSERT_EQ(j.exit_code, 0) << j.out;
   Json report = Json::parse(j.out);
@@ -765,6 +772,127 @@ TEST_F(SyncPlanTest, ArchiveDigestDisagreeingWithTheIndexIsAnIntegrityError) {
     EXPECT_CONTAINS(err.what(), "lists sha256 " + sha('f') +
                                     ", kiln-kernels-0.1.0-index.json pins " + sha('a'));
   }
+}
+
+// --- the pip index ------------------------------------------------------------------------------
+
+// Stage writes the mirror's pip index (simple_index.hpp) after the files it names; verify checks
+// that every link carries the wheel's digest and every .metadata file is the wheel's METADATA, and
+// a restage repairs what was damaged.
+TEST_F(Mirror, StageWritesThePipIndexAndVerifyCatchesATamperedLinkHashAndMetadata) {
+  stage();
+  const std::string page = "simple/kiln-kernels-cu13-sm90a/index.html";
+  const std::string meta = wheel_name() + ".metadata";
+  const std::string sha = io::sha256_file(mirror / wheel_name());
+  const std::string html = read_file(mirror / page);
+  EXPECT_CONTAINS(html, "<a href=\"../../" + wheel_name() + "#sha256=" + sha + "\"");
+  EXPECT_CONTAINS(html, "data-core-metadata=\"sha256=" + io::sha256_file(mirror / meta) + "\"");
+  EXPECT_EQ(read_file(mirror / meta), mirror::wheel_metadata(mirror / wheel_name()));
+  EXPECT_CONTAINS(read_file(mirror / meta), "Name: kiln-kernels-cu13-sm90a\n");
+  EXPECT_CONTAINS(read_file(mirror / "simple" / "index.html"),
+                  "<a href=\"kiln-kernels-cu13-sm90a/\">kiln-kernels-cu13-sm90a</a>");
+  EXPECT_CONTAINS(read_file(mirror / "simple" / "kiln-kernels-cu13-sm90a" / "index.json"),
+                  "\"hashes\": {\"sha256\": \"" + sha + "\"}");
+  // No other version's wheel is offered (the 0.0.1 wheel in the dist is not staged).
+  EXPECT_EQ(html.find("0.0.1"), std::string::npos) << html;
+  auto r = test::run(cli("verify --json " + mirror.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  auto files = files_of(r.out);
+  EXPECT_EQ(files[page]["kind"], "simple-page") << r.out;
+  EXPECT_EQ(files[page]["status"], "ok") << r.out;
+  EXPECT_EQ(files["simple/index.json"]["status"], "ok") << r.out;
+  EXPECT_EQ(files[meta]["kind"], "wheel-metadata") << r.out;
+  EXPECT_EQ(files[meta]["status"], "ok") << r.out;
+  // A restage changes nothing: the same wheels give the same pages.
+  auto before = snapshot(mirror);
+  stage();
+  EXPECT_EQ(snapshot(mirror), before);
+
+  // A link whose hash is not the file's.
+  std::string bad_sha = sha;
+  bad_sha[0] = bad_sha[0] == '0' ? '1' : '0';
+  std::string tampered = html;
+  tampered.replace(tampered.find(sha), sha.size(), bad_sha);
+  write_file(mirror / page, tampered);
+  r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  files = files_of(r.out);
+  EXPECT_EQ(files[page]["status"], "mismatch") << r.out;
+  EXPECT_EQ(files[page]["error"], "integrity") << r.out;
+  EXPECT_CONTAINS(files[page]["detail"].get<std::string>(),
+                  "links " + wheel_name() + " with sha256 " + bad_sha + ", the file has " + sha);
+  EXPECT_EQ(files[wheel_name()]["status"], "ok") << r.out;  // the wheel itself is fine
+  stage();  // repaired
+  EXPECT_EQ(read_file(mirror / page), html);
+
+  // A metadata file that is not the wheel's METADATA; a project page that is gone.
+  write_file(mirror / meta, "Metadata-Version: 2.1\nName: evil\n");
+  fs::remove(mirror / "simple" / "kiln-kernels-cu13-sm90a" / "index.json");
+  r = test::run(cli("verify --json " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 3) << r.out;
+  files = files_of(r.out);
+  EXPECT_EQ(files[meta]["status"], "mismatch") << r.out;
+  EXPECT_EQ(files["simple/kiln-kernels-cu13-sm90a/index.json"]["status"], "missing") << r.out;
+  stage();
+  r = test::run(cli("verify " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+// Several versions on one mirror: each project page lists every version's wheel, and a sync
+// writes the same index from the files it published.
+TEST_F(Mirror, ThePipIndexListsEveryVersionAndASyncWritesTheSamePages) {
+  stage();
+  // A second release of the package with its own target wheel.
+  const std::string v2 = "9.9.9";
+  test::ReleaseSpec rel2 = release();
+  rel2.version = v2;
+  test::write_release_dist(tmp / "dist2", rel2, {"sm_90a"});
+  auto members = test::release_members(rel2, "sm_90a");
+  const std::string wheel2 = "kiln_kernels_cu13_sm90a-" + v2 + "-py3-none-any.whl";
+  wheel::write_zip(tmp / "dist2" / wheel2,
+                   wheel::wheel_contents(format::parse_manifest(members[0].data, "test"), members, v2),
+                   1764403200);
+  auto r = test::run(cli("stage " + (tmp / "dist2").string() + " --to " + mirror.string() +
+                         " --package kiln-kernels --version " + v2));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string html = read_file(mirror / "simple" / "kiln-kernels-cu13-sm90a" / "index.html");
+  EXPECT_LT(html.find(wheel_name()), html.find(wheel2)) << html;  // sorted by file name
+  EXPECT_TRUE(fs::exists(mirror / (wheel2 + ".metadata")));
+  r = test::run(cli("verify " + mirror.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+
+  // A sync of the first release alone offers only its wheel; of both, the same pages.
+  const fs::path down = tmp / "down";
+  const std::string pins = " --index-sha256 " + index_sha + " --sums-sha256 " +
+                           io::sha256_file(mirror / sums_name());
+  r = test::run(cli("sync --from file://" + mirror.string() + " --to " + down.string() + pins));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::string one = read_file(down / "simple" / "kiln-kernels-cu13-sm90a" / "index.html");
+  EXPECT_CONTAINS(one, wheel_name());
+  EXPECT_EQ(one.find(wheel2), std::string::npos) << one;
+  const std::string sums2 = mirror::checksums_file_name("kiln-kernels", v2);
+  r = test::run(cli("sync --from file://" + mirror.string() + " --to " + down.string() +
+                    " --package kiln-kernels --version " + v2 + " --sums-sha256 " +
+                    io::sha256_file(mirror / sums2)));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* p : {"simple/index.html", "simple/index.json",
+                        "simple/kiln-kernels-cu13-sm90a/index.html",
+                        "simple/kiln-kernels-cu13-sm90a/index.json"})
+    EXPECT_EQ(read_file(down / p), read_file(mirror / p)) << p;
+  r = test::run(cli("verify " + down.string()));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+
+  // A TUF repository of the mirror signs the pages and metadata files like every other file.
+  const fs::path repo = tmp / "repo";
+  r = test::run(test::kiln_cli() + " tuf-repo --dir " + repo.string() + " init");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  r = test::run(test::kiln_cli() + " tuf-repo --dir " + repo.string() + " add " + mirror.string());
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  Json targets = Json::parse(read_file(repo / "metadata" / "targets.json"))["signed"]["targets"];
+  for (const std::string& p : std::vector<std::string>{"simple/index.html",
+                                "simple/kiln-kernels-cu13-sm90a/index.json",
+                              wheel2 + ".metadata"})
+    EXPECT_EQ(targets[p]["hashes"]["sha256"], io::sha256_file(mirror / p)) << p;
 }
 
 // --- sync from file:// -------------------------------------------------------------------------

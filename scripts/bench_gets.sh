@@ -171,10 +171,10 @@ run() {
     [ "$bin" = "$bench" ] || label="$state, baseline"
     if [ "${state#installed}" != "$state" ] || [ "$state" = -installed ]; then
       out=$(KILN_OFFLINE=1 KILN_DISABLE_JIT=1 KILN_CACHE_DIR="$cache" \
-        LD_LIBRARY_PATH="$drv:$LD_LIBRARY_PATH" "$bin" get --library "$lib" --symbol "$symbol" \
+        LD_LIBRARY_PATH="$drv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" get --library "$lib" --symbol "$symbol" \
         --store installed --first "$first" --next "$next" --shift "$shift" "$@")
     else
-      out=$(LD_LIBRARY_PATH="$drv:$LD_LIBRARY_PATH" "$bin" get --library "$lib" \
+      out=$(LD_LIBRARY_PATH="$drv${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bin" get --library "$lib" \
         --symbol "$symbol" --store "$store" --cache "$cache" --first "$first" --next "$next" \
         --shift "$shift" "$@")
     fi
@@ -215,7 +215,8 @@ run() {
     rm -rf "$d" && mkdir -p "$d/lib" "$d/caches"
     cp "$carry/$n/lib/libscale.so" "$lib"
     echo "bench_gets: installing $n specialisations x 7 targets"
-    "$kiln" install "$carry/$n"/dist/*-index.json --dest "$store" >/dev/null
+    # From the work directory: no kernel project there for kiln to take the package from.
+    (cd "$work" && "$kiln" install "$carry/$n"/dist/*-index.json --dest "$store" >/dev/null 2>&1)
     local served
     served=$(ls -d "$store"/*-sm_90a)
     settle "$store"

@@ -8,16 +8,28 @@
 //       published (publish_release: archives packed and the index written). Every artifact is
 //       FILE: nvcc is not run 20,000 x 7 times. Prints one JSON object of seconds per step.
 //   kiln_scale_bench get (--library FILE --symbol NAME | --description FILE) --store DIR
-//                        --cache DIR --first URI [--next N]
+//                        --cache DIR --first URI [--next N] [--shift K] [--evict DIR]
 //       a fresh process's first get (Loader created, get(URI): what an application calls), then
 //       N further gets of other URIs spread over the package (each a URI the process has not
-//       loaded). The package is the one a library made from `kiln package-source --output`
-//       defines (dlopen'ed and its function called before the clock starts, as an application
-//       has its package library loaded), or a description file read before the clock starts.
-//       The driver is libcuda.so.1 as found: run it with
-//       build/bench/stand-in first on LD_LIBRARY_PATH to need no GPU. Prints one JSON object:
-//       first_us and next_us (each further get).
+//       loaded; --shift K moves the spread by K places, so that processes given different K ask
+//       URIs no other one asked). The package is the one a library made from `kiln package-source
+//       --output` defines (dlopen'ed and its function called before the clock starts, as an
+//       application has its package library loaded), or a description file read before the
+//       clock starts. --store installed: no artifact path, the store installed beside the
+//       package library (<prefix>/share/kiln/artifacts for <prefix>/lib/LIBRARY) and the rest
+//       of the config from the environment (KILN_OFFLINE, KILN_DISABLE_JIT, KILN_CACHE_DIR;
+//       --cache, when given, wins). --evict DIR: before the clock starts, the page cache of
+//       every file in DIR and its subdirectories is dropped (posix_fadvise DONTNEED: this
+//       process's own files only, the kernel's other caches stay), as after memory pressure.
+//       The driver is libcuda.so.1 as found: run it with build/bench/stand-in first on
+//       LD_LIBRARY_PATH to need no GPU. Prints one JSON object: first_us and next_us (each
+//       further get), first_inblock and next_inblock (blocks this process read from a disk
+//       during the first get and during all further gets, getrusage's ru_inblock: 0 when
+//       everything came from the page cache).
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -52,7 +64,7 @@ double seconds_since(Clock::time_point t0) {
       stderr,
       "usage: kiln_scale_bench pack --project DIR --fatbin FILE --targets T,... --dist DIR\n"
       "       kiln_scale_bench get (--library FILE --symbol NAME | --description FILE) "
-      "--store DIR --cache DIR --first URI [--next N]\n");
+      "--store DIR|installed [--cache DIR] --first URI [--next N] [--shift K] [--evict DIR]\n");
   std::exit(2);
 }
 
@@ -121,6 +133,26 @@ int pack(const std::map<std::string, std::string>& o) {
   return 0;
 }
 
+// Blocks this process has read from a disk so far (what the page cache did not hold).
+long inblock() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_inblock;
+}
+
+// Drops the page cache of every regular file under `dir` (this process's own: the kernel
+// writes nothing back, the files are clean).
+void evict_page_cache(const std::string& dir) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec)) continue;
+    const int fd = ::open(it->path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
 // The package to serve: a package library's, or a description file's (kept in `data`).
 const kiln_package& package_of(const std::map<std::string, std::string>& o,
                                std::unique_ptr<kiln::project::PackageData>& data) {
@@ -140,26 +172,36 @@ int get(const std::map<std::string, std::string>& o) {
   std::unique_ptr<kiln::project::PackageData> data;
   const kiln_package& package = package_of(o, data);
   kiln::LoaderConfig cfg;
-  cfg.artifact_path = {need(o, "store")};
-  cfg.cache_dir = need(o, "cache");
-  cfg.offline = true;
-  cfg.disable_jit = true;
-  cfg.use_installed_store = false;
+  if (o.count("store") && o.at("store") == "installed") {
+    // The store installed beside the package's library, the config from the environment.
+    cfg = kiln::LoaderConfig::from_env();
+    if (o.count("cache")) cfg.cache_dir = o.at("cache");
+  } else {
+    cfg.artifact_path = {need(o, "store")};
+    cfg.cache_dir = need(o, "cache");
+    cfg.offline = true;
+    cfg.disable_jit = true;
+    cfg.use_installed_store = false;
+  }
   const std::string first = need(o, "first");
   const std::size_t next = o.count("next") ? std::stoul(o.at("next")) : 0;
+  const std::size_t shift = o.count("shift") ? std::stoul(o.at("shift")) : 0;
   // Further URIs: spread over the package, each once, none of them `first` (at most n - 1).
   std::vector<std::string> uris;
   std::set<std::string> taken = {first};
   const std::size_t n = package.kernel_count;
   for (std::size_t i = 0; uris.size() < next && i < 4 * n; ++i) {
-    std::string u = package.kernels[(i * 7919 + n / 2 + 1) % n].uri;
+    std::string u = package.kernels[((i + shift) * 7919 + n / 2 + 1) % n].uri;
     if (taken.insert(u).second) uris.push_back(u);
   }
+  if (o.count("evict")) evict_page_cache(o.at("evict"));
 
+  const long inblock0 = inblock();
   auto t0 = Clock::now();
   kiln::Loader loader(package, cfg);
   loader.get(first);
   const double first_us = seconds_since(t0) * 1e6;
+  const long inblock1 = inblock();
   std::string next_us;
   for (const auto& u : uris) {
     t0 = Clock::now();
@@ -168,8 +210,11 @@ int get(const std::map<std::string, std::string>& o) {
     std::snprintf(one, sizeof one, "%s%.2f", next_us.empty() ? "" : ", ", seconds_since(t0) * 1e6);
     next_us += one;
   }
-  std::printf("{\"kernels\": %zu, \"first_us\": %.2f, \"next_us\": [%s]}\n", n, first_us,
-              next_us.c_str());
+  const long inblock2 = inblock();
+  std::printf(
+      "{\"kernels\": %zu, \"first_us\": %.2f, \"next_us\": [%s], \"first_inblock\": %ld, "
+      "\"next_inblock\": %ld}\n",
+      n, first_us, next_us.c_str(), inblock1 - inblock0, inblock2 - inblock1);
   return 0;
 }
 

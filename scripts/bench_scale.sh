@@ -18,20 +18,19 @@
 # the manifests'.
 #
 # What is measured (medians of RUNS, default 7, with min and max):
-#   - a fresh process's first get (kiln_scale_bench get: Loader created and get(URI), through
-#     the stand-in libcuda of bench/stand_in_libcuda.c, so no GPU is needed), the store being
-#     all 7 archives installed and settled, in three states: no scan record (a new cache
-#     directory each run), with the record a previous process wrote, and just after a change
-#     (the store directory and the manifests touched before each run);
-#   - each further get of a new URI in those processes (KILN_SCALE_NEXT, default 20 per run);
 #   - kiln install (the 7 archives into a new store), kiln verify of the store and of the index,
 #     kiln mirror verify, kiln compat --device sm_90 of the index, and the pack step, each with
 #     its wall time and peak RSS (/usr/bin/time); and sha256sum over the store's files, the
-#     baseline of kiln verify.
+#     baseline of kiln verify;
+#   - the gets, by scripts/bench_gets.sh run over the releases made here (WORK_DIR/gets): a
+#     fresh process's first get and its further gets of new URIs, PROCS (default 24) processes
+#     per state (no scan record, with it, the store beside its library, page cache cold, store
+#     just changed), with the spread and the slowest process (that script's header says it
+#     all); its table is appended to results.md.
 # KILN_SCALE_DRIVER=real leaves the stand-in off LD_LIBRARY_PATH (on a GPU machine: the real
-# libcuda loads the fatbin). SIZES (default "10 1000 20000") and RUNS may be set; SLOW_RUNS (default RUNS) is used for the
-# CLI commands of the largest size. ONLY=gets measures the gets alone, over the stores an
-# earlier run left in WORK_DIR (results.jsonl is then appended to).
+# libcuda loads the fatbin). SIZES (default "10 1000 20000") and RUNS may be set; SLOW_RUNS
+# (default RUNS) is used for the CLI commands of the largest size. ONLY=gets measures the gets
+# alone, over the releases an earlier run left in WORK_DIR.
 #
 # Exit status: the first command that failed, else 0 (a figure above its goal is reported, not
 # an error).
@@ -41,12 +40,9 @@ work=$(realpath -m "${2:-/tmp/kiln-scale}")
 sizes=${SIZES:-"10 1000 20000"}
 runs=${RUNS:-7}
 slow_runs=${SLOW_RUNS:-$runs}
-next=${KILN_SCALE_NEXT:-20}
 targets=sm_80,sm_86,sm_89,sm_90,sm_90a,sm_100,sm_120
 kiln=$build/kiln
 bench=$build/bench/kiln_scale_bench
-stand_in=$build/bench/stand-in
-[ "${KILN_SCALE_DRIVER:-stand-in}" = real ] && stand_in=/nonexistent-stand-in
 nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 kiln_include=$(realpath "$(dirname "$0")/../include")
 for f in "$kiln" "$bench"; do
@@ -125,32 +121,6 @@ print(json.dumps({"format": 1, "types": {}, "families": [{
 EOF
 }
 
-# settle DIR: waits until nothing under DIR changed for 3.5 s (the scan record's rule,
-# core/store/scan_record.hpp), as a node's store installed before its processes start.
-settle() {
-  local newest now
-  newest=$(find "$1" -printf '%T@\n%C@\n' | sort -n | tail -1)
-  now=$(date +%s.%N)
-  python3 -c "import time; time.sleep(max(0, 3.5 - ($now - $newest)))"
-}
-
-# gets SIZE STATE CACHE_CMD: RUNS fresh processes of kiln_scale_bench get; CACHE_CMD prints the
-# cache directory of each (and may touch the store first).
-gets() {
-  local size=$1 state=$2 cache_cmd=$3 i cache first=() further=()
-  for ((i = 0; i < runs; i++)); do
-    cache=$(eval "$cache_cmd")
-    LD_LIBRARY_PATH="$stand_in${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$bench" get \
-      --library "$lib" --symbol scale_bench_package --store "$store" --cache "$cache" \
-      --first "$first_uri" --next "$next" >"$work/get.json"
-    first+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["first_us"])' "$work/get.json")")
-    mapfile -t -O "${#further[@]}" further < <(python3 -c \
-      'import json,sys; [print(v) for v in json.load(open(sys.argv[1]))["next_us"]]' "$work/get.json")
-  done
-  record "$size" "first get, $state" us "$(printf '%s\n' "${first[@]}" | stats)"
-  record "$size" "further get, $state" us "$(printf '%s\n' "${further[@]}" | stats)"
-}
-
 {
   date -u +%Y-%m-%dT%H:%M:%SZ
   nproc
@@ -187,20 +157,18 @@ cli() {
 
 for n in $sizes; do
   p=$work/p$n store=$work/store$n lib=$work/libscale$n.so
-  rm -rf "$work/caches"
   [ "${ONLY:-}" = gets ] || cli "$n"
-
-  first_uri=scale_i_$((n / 2))
-  settle "$store"
-  mkdir -p "$work/caches"
-  gets "$n" "no scan record" "mktemp -d '$work/caches/c.XXXX'"
-  # A process that writes the record, then the measured ones that read it.
-  LD_LIBRARY_PATH="$stand_in" "$bench" get --library "$lib" --symbol scale_bench_package \
-    --store "$store" --cache "$work/caches/kept" --first "$first_uri" >/dev/null
-  gets "$n" "with scan record" "echo '$work/caches/kept'"
-  gets "$n" "store just changed" \
-    "touch '$store' '$store'/*/manifest.json; echo '$work/caches/kept'"
+  # The release and the package library as scripts/bench_gets.sh prepare lays them out.
+  mkdir -p "$work/gets/$n/lib"
+  ln -sfn "$work/dist$n" "$work/gets/$n/dist"
+  cp "$lib" "$work/gets/$n/lib/libscale.so"
 done
+mkdir -p "$work/gets/bin/stand-in"
+ln -sf "$kiln" "$work/gets/bin/kiln"
+ln -sf "$bench" "$work/gets/bin/kiln_scale_bench"
+ln -sf "$build/bench/stand-in/libcuda.so.1" "$work/gets/bin/stand-in/libcuda.so.1"
+rm -rf "$work/gets-run"
+SIZES="$sizes" "$(dirname "$0")/bench_gets.sh" run "$work/gets" "$work/gets-run"
 
 python3 - "$results" "$work/results.md" <<'EOF'
 import json, sys
@@ -223,3 +191,4 @@ for w in whats:
 open(sys.argv[2], "w").write("\n".join(out) + "\n")
 print("\n".join(out))
 EOF
+{ echo; cat "$work/gets-run/results.md"; } >>"$work/results.md"

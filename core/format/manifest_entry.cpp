@@ -359,6 +359,11 @@ constexpr std::size_t kSearchWindow = 4096;
 // an object's first line (kiln's objects take 0.8-1 KiB), and the next as much again when it
 // does not. Each step costs one pread whatever its size; less to copy and scan is what it saves.
 constexpr std::size_t kProbeWindow = 1024;
+// Every window is read this far past its end, so that an object whose first line starts in it
+// is read whole by the same pread (kiln's objects take 0.8-1 KiB): a lookup whose guess lands
+// reads the manifest once, not again for the object (a second place in the file, a second
+// disk read when the page cache no longer holds it).
+constexpr std::size_t kObjectReach = 2048;
 constexpr std::size_t kSearchUriSlack = 256;
 constexpr std::size_t kMaxSearchedUri = std::size_t{64} << 10;
 // Windows a remembered manifest keeps for later lookups (their top levels are the same).
@@ -424,20 +429,43 @@ std::optional<ArrayBounds> find_array(ManifestFile& file, std::size_t size) {
   return a;
 }
 
-// The object first lines that start in [from, to), read at once with what their URIs need
-// (never past `limit`, the array's ']'); a URI cut by the end of the read is read again on its
-// own. false when a URI does not end within kMaxSearchedUri.
+// The first object first line (kObjectLines) in `bytes` at or after `pos`, npos if none: found by
+// its '{', a byte an object holds two or three of, where kObjectLines' leading '\n' comes every
+// 30 bytes or so (a read holds several objects).
+std::size_t find_object_line(std::string_view bytes, std::size_t pos) {
+  for (std::size_t b = bytes.find('{', pos + kObjectBrace); b != std::string_view::npos;
+       b = bytes.find('{', b + 1))
+    if (bytes.compare(b - kObjectBrace, kObjectLines.size(), kObjectLines) == 0)
+      return b - kObjectBrace;
+  return std::string_view::npos;
+}
+
+// Bytes of the file read last, from `from` on: what the object at a line just found is taken
+// from without reading again (object_at).
+struct ReadBytes {
+  std::size_t from = 0;
+  std::string bytes;
+};
+
+// The object first lines that start in [from, to), read at once with what their URIs need and
+// kObjectReach more (never past `limit`, the array's ']'); a URI cut by the end of the read is
+// read again on its own. false when a URI does not end within kMaxSearchedUri. `last` receives
+// the bytes read.
 bool object_lines(ManifestFile& file, std::size_t from, std::size_t to, std::size_t limit,
-                  std::vector<ManifestObjectLine>& out) {
-  const std::size_t read_to = std::min(limit, to + kObjectLines.size() + kSearchUriSlack);
-  std::optional<std::string> bytes = file.read(from, read_to);
-  if (!bytes) return false;
-  for (std::size_t q = bytes->find(kObjectLines); q != std::string::npos && from + q < to;
-       q = bytes->find(kObjectLines, q + 1)) {
+                  std::vector<ManifestObjectLine>& out, ReadBytes& last) {
+  const std::size_t read_to =
+      std::min(limit, to + std::max(kObjectLines.size() + kSearchUriSlack, kObjectReach));
+  std::optional<std::string> read = file.read(from, read_to);
+  if (!read) return false;
+  last.from = from;
+  last.bytes = std::move(*read);
+  const std::string& bytes = last.bytes;
+  for (std::size_t q = find_object_line(bytes, 0); q != std::string::npos && from + q < to;
+       q = find_object_line(bytes, q + 1)) {
     const std::size_t uri_at = q + kObjectLines.size();
-    std::size_t close = bytes->find('"', uri_at);
+    std::size_t close = bytes.find('"', uri_at);
     if (close != std::string::npos) {
-      out.push_back({from + q, bytes->substr(uri_at, close - uri_at)});
+      out.push_back({from + q, bytes.substr(uri_at, close - uri_at)});
       continue;
     }
     const std::size_t line_end = std::min(limit, from + uri_at + kMaxSearchedUri);
@@ -489,7 +517,8 @@ Found probe(const WindowReader& lines, std::size_t from, std::size_t window, boo
 
 // Up to kMaxGuesses steps that read where uri's object would start if the bracket's objects
 // were of one size, placed by uri's rank among the ranks of the URIs at the bracket's ends (the
-// array's ends at first), and half a probe before it so that its first line falls inside. Each
+// array's ends at first), and half a probe before it so that its first line falls inside (the
+// read goes kObjectReach further: the object itself, when its line is there). Each
 // step narrows the bracket as a binary search step does, so the search that follows starts
 // from what is left; a URI without a rank ends the guesses.
 Found guess_object(const WindowReader& lines, const UriRanks& ranks, const std::string& uri,
@@ -548,9 +577,22 @@ Found find_object(const WindowReader& lines, std::size_t b, std::size_t e, const
 }
 
 // The object whose first line is at `at`: from its '{' through the "\n    }" that closes it.
-std::optional<std::string> object_at(ManifestFile& file, std::size_t at, std::size_t e) {
+// What `last` holds of it (the bytes the search read last, which found the line) is not read
+// again: when they hold it whole, nothing is read.
+std::optional<std::string> object_at(ManifestFile& file, std::size_t at, std::size_t e,
+                                     const ReadBytes& last) {
   std::string object;
-  for (std::size_t from = at + kObjectBrace; from < e && object.size() <= kMaxSearchedObject;) {
+  std::size_t from = at + kObjectBrace;
+  if (last.from <= from && from < last.from + last.bytes.size()) {
+    object = last.bytes.substr(from - last.from);
+    const std::size_t close = object.find(kObjectClose);
+    if (close != std::string::npos) {
+      object.resize(close + kObjectClose.size());
+      return object;
+    }
+    from = last.from + last.bytes.size();
+  }
+  for (; from < e && object.size() <= kMaxSearchedObject;) {
     const std::size_t to = std::min(e, from + kSearchWindow);
     std::optional<std::string> bytes = file.read(from, to);
     if (!bytes) return std::nullopt;
@@ -650,6 +692,7 @@ std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file, cons
                                                         const UriRanks* ranks) const {
   // Windows of the top of the search are the same for every URI: remembered (with the file's
   // identity, which every open checks), so later lookups read only the levels below.
+  ReadBytes last;
   WindowReader lines = [&](std::size_t from, std::size_t to, bool remember,
                            std::vector<ManifestObjectLine>& out) {
     if (remember) {
@@ -661,7 +704,7 @@ std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file, cons
       }
     }
     const std::size_t before = out.size();
-    if (!object_lines(file, from, to, artifacts_end_, out)) return false;
+    if (!object_lines(file, from, to, artifacts_end_, out, last)) return false;
     if (!remember) return true;
     std::lock_guard<std::mutex> lock(mu_);
     if (windows_.size() < kMaxRememberedWindows)
@@ -679,7 +722,7 @@ std::shared_ptr<const Manifest> ManifestEntries::search(ManifestFile& file, cons
     case Found::yes:
       break;
   }
-  std::optional<std::string> object = object_at(file, at, artifacts_end_);
+  std::optional<std::string> object = object_at(file, at, artifacts_end_, last);
   if (!object) return nullptr;
   // The object alone, by the rules the whole text is read with, and it must be this URI's.
   ArtifactEntry a;

@@ -2,17 +2,21 @@
 // core/format/manifest_entry.hpp), and get()'s store scan using it: what it gives must be what
 // reading the whole text gives, and what it reads must not grow with the number of artifacts.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "format/manifest.hpp"
 #include "format/manifest_entry.hpp"
+#include "io/identity_cache.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "plan/resolver.hpp"
+#include "store/scan_record.hpp"
 #include "store/store_fs.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
@@ -162,9 +166,8 @@ TEST(ManifestLookup, RanksFindAUriInAFewReadsWhateverTheNumberOfArtifacts) {
     }
     std::printf("%zu artifacts: %zu lookups, %.2f reads each on average, %zu at most\n", n, asked,
                 static_cast<double>(total) / static_cast<double>(asked), most);
-    // The guess, at most one correction, the object.
-    EXPECT_LE(most, 4u) << n;
-    EXPECT_LE(total, 3 * asked) << n;
+    // One read: the guess's window holds the URI's object whole (issue 41).
+    EXPECT_EQ(most, 1u) << n;
     // Ranks that are all wrong by a third of the package cost reads, not answers.
     const format::UriRanks off = ranks_of(n, static_cast<long>(n / 3));
     c.reset();
@@ -374,13 +377,21 @@ TEST(ManifestLookup, ATextParseManifestDecidesGivesOnlyTheAskedUrisEntry) {
 
 // --- get()'s store scan ----------------------------------------------------------------------
 
-// The disk, counting the bytes of manifest.json read.
+// The disk, counting the bytes of manifest.json read, and each kind of read.
 class CountingFs : public store::DiskStoreFs {
  public:
   mutable std::size_t manifest_bytes = 0;
+  // Store listings, whole reads, manifests opened for lookups, reads of an opened manifest.
+  mutable std::size_t lists = 0, whole_reads = 0, opens = 0, manifest_reads = 0;
+  void reset() const { manifest_bytes = lists = whole_reads = opens = manifest_reads = 0; }
+  store::StoreListing list(const std::string& dir, std::string_view package) const override {
+    ++lists;
+    return store::DiskStoreFs::list(dir, package);
+  }
   std::string read(const std::string& path, std::uint64_t max_bytes) const override {
     std::string bytes = store::DiskStoreFs::read(path, max_bytes);
     manifest_bytes += bytes.size();
+    ++whole_reads;
     return bytes;
   }
   std::unique_ptr<format::ManifestFile> open_manifest(const std::string& path,
@@ -391,10 +402,12 @@ class CountingFs : public store::DiskStoreFs {
       std::optional<std::string> read(std::size_t b, std::size_t e) override {
         auto bytes = real->read(b, e);
         if (bytes) fs->manifest_bytes += bytes->size();
+        ++fs->manifest_reads;
         return bytes;
       }
       bool unchanged() override { return real->unchanged(); }
     };
+    ++opens;
     auto real = store::DiskStoreFs::open_manifest(path, id);
     if (!real) return nullptr;
     auto counted = std::make_unique<Counted>();
@@ -427,6 +440,97 @@ TEST(ManifestLookup, AStoreJustWrittenIsLookedUpNotReadForEveryUri) {
     EXPECT_LE(counting->manifest_bytes, std::size_t{96} << 10)
         << "get " << i << " of a " << text.size() << "-byte manifest";
   }
+}
+
+// URIs as a family of unpadded integers names them (s_i_7, s_i_1234, as the scaling
+// benchmark's package does): sorted as text, so that their objects are of unequal size along
+// the manifest; and the ranks a package description gives them (their places in that order).
+std::vector<std::string> unpadded_uris(std::size_t n) {
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < n; ++i) uris.push_back("s_i_" + std::to_string(i));
+  std::sort(uris.begin(), uris.end());
+  return uris;
+}
+format::UriRanks ranks_in(std::vector<std::string> sorted) {
+  auto list = std::make_shared<const std::vector<std::string>>(std::move(sorted));
+  return {list->size(), [list](std::string_view uri) -> std::optional<std::size_t> {
+            auto it = std::lower_bound(list->begin(), list->end(), uri);
+            if (it == list->end() || *it != uri) return std::nullopt;
+            return static_cast<std::size_t>(it - list->begin());
+          }};
+}
+
+TEST(ManifestLookup, AFurtherGetReadsTheManifestInAtMostTwoPlacesAndNothingElseOfTheStore) {
+  // Issue 41: what a further get of a URI not asked before reads, once the process's first get
+  // has found the store. The guess the description's ranks give reads one window of the
+  // manifest, and, where the objects before it are not all of one size, one more after a
+  // correction; the window that holds the URI's line holds its object whole, so nothing is read
+  // for the object itself. Each place read is a disk read when the page cache no longer holds the
+  // store's files: 2-4 per get before (the guesses, then the object), ~100-190 us on the build
+  // machine instead of 20.
+  test::TempDir tmp;
+  const std::string store = (tmp / "store").string(), cache = (tmp / "cache").string();
+  const fs::path dir = fs::path(store) / format::archive_stem("kiln-kernels", kiln::version(),
+                                                              kiln::cuda_version(), "sm_90");
+  fs::create_directories(dir);
+  const std::vector<std::string> uris = unpadded_uris(2000);
+  test::ReleaseSpec rel;
+  std::vector<test::SyntheticArtifact> arts;
+  for (const auto& u : uris) arts.push_back({u, "image " + u});
+  rel.with_artifacts(arts);
+  test::write_file(dir / "manifest.json",
+                   format::manifest_to_json(test::release_manifest(rel, "sm_90")));
+  auto counting = std::make_shared<CountingFs>();
+  plan::StoreScanner scanner("kiln-kernels", kiln::version(), cache, counting, ranks_in(uris));
+  auto get = [&](const std::string& uri) {
+    plan::StoreScan s = scanner.scan_for(store, "artifact path", uri, 90);
+    ASSERT_EQ(s.archives.size(), 1u) << uri;
+    ASSERT_TRUE(s.archives[0].manifest) << s.archives[0].error;
+    const format::ArtifactEntry* a = s.archives[0].manifest->find(uri);
+    ASSERT_NE(a, nullptr) << uri;
+    EXPECT_EQ(a->file, uri + ".fatbin");
+  };
+  // Further URIs spread over the package, as the benchmark asks them.
+  std::vector<std::string> further;
+  for (std::size_t i = 1; i <= 40; ++i) further.push_back(uris[(i * 7919) % uris.size()]);
+
+  // Right after the store changed (its directory not settled): every get lists it, by design
+  // (store_scanner.hpp), and reads the manifest as it does in a settled store.
+  plan::forget_store_memory();
+  get(uris[1000]);
+  std::size_t reads = 0;
+  for (std::size_t i = 0; i < 20; ++i) {
+    counting->reset();
+    get(further[i]);
+    EXPECT_LE(counting->manifest_reads, 2u) << further[i] << ", store just changed";
+    reads += counting->manifest_reads;
+    EXPECT_EQ(counting->opens, 0u) << "the descriptor the first get opened serves";
+    EXPECT_EQ(counting->whole_reads, 0u);
+    EXPECT_LE(counting->lists, 1u);
+  }
+
+  // The store settled, a fresh process whose cache holds the store's scan record (what an
+  // earlier process writes): its first get takes the names from the record; a further get
+  // neither reads the record again (it is gone now: reading it would list the store) nor lists.
+  std::this_thread::sleep_for(std::chrono::nanoseconds(io::kSettledNs) +
+                              std::chrono::milliseconds(100));
+  const std::string record = store::scan_record_path(cache, "kiln-kernels", store);
+  store::ScanRecord r{"kiln-kernels", store, *io::identity_of(store), {dir.filename().string()}};
+  ASSERT_FALSE(store::write_scan_record(record, r));
+  plan::forget_store_memory();
+  counting->reset();
+  get(uris[1000]);
+  EXPECT_EQ(counting->lists, 0u) << "the first get's names come from the record";
+  fs::remove(record);
+  for (std::size_t i = 20; i < further.size(); ++i) {
+    counting->reset();
+    get(further[i]);
+    EXPECT_LE(counting->manifest_reads, 2u) << further[i] << ", with the scan record";
+    EXPECT_EQ(counting->lists + counting->opens + counting->whole_reads, 0u) << further[i];
+    reads += counting->manifest_reads;
+  }
+  std::printf("%zu further gets: %.2f reads of the manifest each\n", further.size(),
+              static_cast<double>(reads) / static_cast<double>(further.size()));
 }
 
 TEST(ManifestLookup, AGetInAStoreWhoseArtifactRepeatsItsKeysIsRefusedNotAnotherKernel) {

@@ -88,7 +88,10 @@ def run_time_nodes(tree):
     while todo:
         node = todo.pop()
         yield node
-        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+        test = getattr(node, "test", None)
+        name = (test.id if isinstance(test, ast.Name) else
+                test.attr if isinstance(test, ast.Attribute) else None)  # typing.TYPE_CHECKING
+        if isinstance(node, ast.If) and name == "TYPE_CHECKING":
             todo.extend(node.orelse)
         else:
             todo.extend(ast.iter_child_nodes(node))

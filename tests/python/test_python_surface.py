@@ -256,7 +256,7 @@ def _public_callables():
         obj = getattr(kiln, name)
         if isinstance(obj, type) and issubclass(obj, (BaseException, tuple)):
             continue
-        if name in ("Kernel", "Package", "Scalar"):  # made by the runtime, not by callers
+        if name in ("ArgumentInfo", "Kernel", "Package", "Scalar"):  # made by the runtime
             if name == "Package":
                 yield "kiln.Package.from_file", obj.from_file
                 yield "kiln.Package.from_library", obj.from_library

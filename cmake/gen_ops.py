@@ -534,15 +534,16 @@ __all__ = ["FLOAT_DTYPES", "REFERENCE_PACKAGE", "check_dtype", "check_same", "ge
                  + "\n    \"\"\"")
         for p in py_scalars(op):
             o.append(f"    {p['name']} = _s.scalar({p['name']!r}, {p['name']})")
-        o.append(f"    arr = _s.arrays({arrays}, stream)")
+        o.append(f"    st = _s.launch_stream(stream, [{', '.join(p['py'] for p in ins)}])")
+        o.append(f"    arr = _s.arrays({arrays}, st)")
         o.append(f"    r = _s.RULES[{op['py']['shape']!r}](_s.specs(arr), {py_dtypes(op)!r})")
         device = ["**arr"]
         if out_p:
-            o.append(f'    out, o = _s.output(out, arr["{first}"], r)')
+            o.append(f'    out, o = _s.output(out, arr["{first}"], r, st)')
             device.append('"out": o')
         if ws:
             o.append(f'    workspace, w, ws_bytes = _s.workspace(workspace, arr["{first}"], '
-                     f"_kiln._ops.{name}_workspace_bytes())")
+                     f"_kiln._ops.{name}_workspace_bytes(), st)")
             device.append('"workspace": w')
         o.append(f"    _s.same_device({{{', '.join(device)}}})")
         limits = {p["name"]: (2**63 - 1 if p["type"] == "long long" else 2**31 - 1)
@@ -563,7 +564,7 @@ __all__ = ["FLOAT_DTYPES", "REFERENCE_PACKAGE", "check_dtype", "check_same", "ge
                 call.append(n)
             else:
                 call.append("ws_bytes")
-        o.append(f"    _kiln._ops.{name}(_s.loader(loader), _s.stream(stream, arr[\"{first}\"]), "
+        o.append(f"    _kiln._ops.{name}(_s.loader(loader), st, "
                  f"{', '.join(call)})")
         o.append(f"    return {'out' if out_p else first}")
         if ws:

@@ -261,14 +261,6 @@ def same_device(arrays: dict[str, DeviceArray]) -> None:
                     next(iter(seen)))
 
 
-def stream(given, like: DeviceArray):
-    """stream=, else the current stream of the framework `like` comes from, else None (the
-    legacy default stream): launch_stream's rule."""
-    if given is not None:
-        return given
-    return default_stream([like.obj])
-
-
 def _empty(like: DeviceArray, shape: tuple[int, ...], dtype: str, name: str):
     obj: Any = like.obj
     fw = framework(obj)
@@ -285,12 +277,13 @@ def _empty(like: DeviceArray, shape: tuple[int, ...], dtype: str, name: str):
                 f"only through torch or CuPy, and the input is a {type(like.obj).__name__}", name)
 
 
-def output(out, like: DeviceArray, r: Result):
-    """out= checked against the result, or allocated like `like`: (the object, its array)."""
+def output(out, like: DeviceArray, r: Result, stream: int | None = None):
+    """out= checked against the result, or allocated like `like`: (the object, its array), read
+    (DLPack) for a launch on `stream`."""
     assert r.out_shape is not None and r.out_dtype is not None, "the op has a result"
     if out is None:
         out = _empty(like, r.out_shape, r.out_dtype, "out")
-    o = _array(out, "out")
+    o = _array(out, "out", stream)
     if r.out_size_only:
         check_same("out", "size", o.numel, numel(r.out_shape), "the result")
     else:
@@ -299,11 +292,11 @@ def output(out, like: DeviceArray, r: Result):
     return out, o
 
 
-def workspace(ws, like: DeviceArray, nbytes: int):
+def workspace(ws, like: DeviceArray, nbytes: int, stream: int | None = None):
     """workspace= or a float32 one of nbytes allocated like `like`: (object, array, its bytes)."""
     if ws is None:
         ws = _empty(like, (nbytes // 4,), "f32", "workspace")
-    w = _array(ws, "workspace")
+    w = _array(ws, "workspace", stream)
     return ws, w, w.numel * ITEMSIZE.get(w.dtype, 4)
 
 

@@ -76,3 +76,14 @@ def test_ops_default_loader_is_the_installed_reference_package(monkeypatch):
     with pytest.raises(kiln.NotFoundError) as e:
         kiln.ops.axpy(arr(0x100, (4,)), arr(0x200, (4,)), 1.0)
     assert e.value.package == "kiln-kernels"
+
+
+def test_an_out_given_through_dlpack_is_read_for_the_ops_stream(stand_in, ref_loader):
+    from test_dlpack import DLPackArray
+
+    x, w = arr(0x10000, (4, 1024)), arr(0x30000, (1024,))
+    out = DLPackArray(0x50000, (4, 1024), code=2, bits=32)  # float32, device 0
+    assert kiln.ops.rmsnorm(x, w, 1e-5, out=out, loader=ref_loader, stream=0x99) is out
+    assert out.calls == [0x99]  # the producer orders its work before the op's stream
+    (line,) = stand_in.lines()
+    assert "stream 0x99" in line

@@ -27,7 +27,8 @@ stage setup
 scripts/bootstrap.sh
 
 stage build
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# Release: the flags ci/release.sh ships with (and a fifth less compile time than RelWithDebInfo).
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DKILN_CRASH_SAMPLE="${KILN_CRASH_SAMPLE:-8}" >/dev/null
 ninja -C build -j"$jobs"
 

@@ -225,36 +225,40 @@ kiln_status kiln_kernel_function(const kiln_kernel* kernel, size_t entry, void**
   return KILN_OK;
 }
 
-kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
-                        const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
-                        void* stream, void** args) {
+// kiln_launch and kiln_launch_args: the same NULL checks, then the loader's launch, counted when
+// `arg_count` is given (checked against the kernel's parameter list).
+static kiln_status launch_kernel(const char* fn, kiln_loader* loader, const kiln_kernel* kernel,
+                                 size_t entry, const unsigned grid[3], const unsigned block[3],
+                                 size_t shared_bytes, void* stream, void** args,
+                                 const size_t* arg_count) {
   if (!loader || !kernel || !grid || !block)
-    return fail(KILN_ERROR_USAGE, std::string("kiln_launch: ") +
+    return fail(KILN_ERROR_USAGE, std::string(fn) + ": " +
                                       (!loader   ? "loader"
                                        : !kernel ? "kernel"
                                        : !grid   ? "grid"
                                                  : "block") +
                                       " is NULL");
   return guarded([&] {
-    loader->loader->launch(handle_of(kernel), entry, {grid[0], grid[1], grid[2]},
-                           {block[0], block[1], block[2]}, shared_bytes, stream, args);
+    const kiln::Loader::Dim3 g{grid[0], grid[1], grid[2]}, b{block[0], block[1], block[2]};
+    if (arg_count)
+      loader->loader->launch(handle_of(kernel), entry, g, b, shared_bytes, stream, args, *arg_count);
+    else
+      loader->loader->launch(handle_of(kernel), entry, g, b, shared_bytes, stream, args);
   });
+}
+
+kiln_status kiln_launch(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
+                        const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
+                        void* stream, void** args) {
+  return launch_kernel("kiln_launch", loader, kernel, entry, grid, block, shared_bytes, stream,
+                       args, nullptr);
 }
 
 kiln_status kiln_launch_args(kiln_loader* loader, const kiln_kernel* kernel, size_t entry,
                              const unsigned grid[3], const unsigned block[3], size_t shared_bytes,
                              void* stream, void** args, size_t arg_count) {
-  if (!loader || !kernel || !grid || !block)
-    return fail(KILN_ERROR_USAGE, std::string("kiln_launch_args: ") +
-                                      (!loader   ? "loader"
-                                       : !kernel ? "kernel"
-                                       : !grid   ? "grid"
-                                                 : "block") +
-                                      " is NULL");
-  return guarded([&] {
-    loader->loader->launch(handle_of(kernel), entry, {grid[0], grid[1], grid[2]},
-                           {block[0], block[1], block[2]}, shared_bytes, stream, args, arg_count);
-  });
+  return launch_kernel("kiln_launch_args", loader, kernel, entry, grid, block, shared_bytes, stream,
+                       args, &arg_count);
 }
 
 kiln_status kiln_kernel_argument_count(kiln_loader* loader, const kiln_kernel* kernel,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "format/manifest_rules.hpp"
 #include "format/release_json.hpp"
@@ -25,9 +26,16 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr std::string_view kIndexMarker = "kiln-index";
-constexpr std::array<std::string_view, 8> kIndexFields = {
-    "format",     "format_version", "package",  "package_version",
-    "git_commit", "cuda_version",   "archives", "description"};
+constexpr std::array<std::string_view, 9> kIndexFields = {
+    "format",       "format_version", "package",     "package_version", "git_commit",
+    "cuda_version", "archives",       "description", "provenance"};
+constexpr std::array<std::string_view, 7> kProvenanceFields = {
+    "source", "kiln_version", "toolkits", "hosts", "build_time", "build_time_origin", "targets"};
+constexpr std::array<std::string_view, 2> kSourceFields = {"commit", "dirty"};
+constexpr std::array<std::string_view, 2> kToolkitFields = {"name", "version"};
+// What `choose_build_time` says (packager/builder): the only words a reader may show.
+constexpr std::array<std::string_view, 3> kBuildTimeOrigins = {
+    "SOURCE_DATE_EPOCH", "git commit time", "fixed (no git commit)"};
 constexpr std::array<std::string_view, 3> kIndexFileFields = {"file", "size", "sha256"};
 constexpr std::array<std::string_view, 4> kIndexArchiveFields = {"file", "target", "size",
                                                                  "sha256"};
@@ -194,6 +202,110 @@ ArtifactEntry artifact_from_json(const Json& j, const std::string& origin,
   a.size = get_u64(j, "size", origin, where);
   a.sha256 = get_sha256(j, "sha256", origin, where);
   return a;
+}
+
+// ---- provenance (index format 4) ----
+
+Json provenance_json(const Provenance& p) {
+  Json o = Json::object();
+  Json src = Json::object();
+  src["commit"] = p.source_commit;
+  src["dirty"] = p.source_dirty ? Json(*p.source_dirty) : Json(nullptr);
+  o["source"] = std::move(src);
+  o["kiln_version"] = p.kiln_version;
+  Json tks = Json::array();
+  for (const auto& t : p.toolkits) tks.push_back(Json{{"name", t.name}, {"version", t.version}});
+  o["toolkits"] = std::move(tks);
+  o["hosts"] = p.hosts;
+  o["build_time"] = p.build_time;
+  o["build_time_origin"] = p.build_time_origin;
+  o["targets"] = p.targets;
+  return o;
+}
+
+// A word a terminal may show as is: non-empty, at most 64 of [A-Za-z0-9._+-].
+bool is_plain_word(std::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '+' || c == '-';
+  });
+}
+
+std::vector<std::string> get_words(const Json& obj, const std::string& key, const std::string& origin,
+                                   const std::string& where) {
+  const Json& a = member(obj, key, origin, where);
+  if (!a.is_array() || a.empty()) fail(origin, where + key, "expected a non-empty array of strings");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::string at = where + key + "[" + std::to_string(i) + "]";
+    if (!a[i].is_string() || !is_plain_word(a[i].get<std::string>()))
+      fail(origin, at, "expected a word of at most 64 letters, digits and ._+-, found " + quote_json(a[i]));
+    out.push_back(a[i].get<std::string>());
+  }
+  return out;
+}
+
+Provenance provenance_from_json(const Json& o, const std::string& origin) {
+  const std::string w = "provenance.";
+  if (!o.is_object()) fail(origin, "provenance", "expected an object");
+  check_keys(o, kProvenanceFields, origin, w);
+  Provenance p;
+  const Json& src = member(o, "source", origin, w);
+  if (!src.is_object()) fail(origin, w + "source", "expected an object");
+  check_keys(src, kSourceFields, origin, w + "source.");
+  p.source_commit = get_string(src, "commit", origin, w + "source.", /*allow_empty=*/true);
+  const bool hex = std::all_of(p.source_commit.begin(), p.source_commit.end(),
+                               [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  if (!p.source_commit.empty() && (!hex || (p.source_commit.size() != 40 && p.source_commit.size() != 64)))
+    fail(origin, w + "source.commit",
+         "expected a full git commit (40 or 64 lowercase hex digits) or \"\", found '" + p.source_commit + "'");
+  const Json& dirty = member(src, "dirty", origin, w + "source.");
+  if (dirty.is_boolean())
+    p.source_dirty = dirty.get<bool>();
+  else if (!dirty.is_null())
+    fail(origin, w + "source.dirty", "expected true, false or null, found " + quote_json(dirty));
+  if (p.source_commit.empty() && p.source_dirty)
+    fail(origin, w + "source.dirty", "must be null when there is no commit");
+  p.kiln_version = get_string(o, "kiln_version", origin, w);
+  if (!is_package_version(p.kiln_version))
+    fail(origin, w + "kiln_version", "expected MAJOR.MINOR.PATCH[-prerelease], found '" + p.kiln_version + "'");
+  const Json& tks = member(o, "toolkits", origin, w);
+  if (!tks.is_array() || tks.empty()) fail(origin, w + "toolkits", "expected a non-empty array");
+  for (std::size_t i = 0; i < tks.size(); ++i) {
+    const std::string at = w + "toolkits[" + std::to_string(i) + "]";
+    if (!tks[i].is_object()) fail(origin, at, "expected an object");
+    check_keys(tks[i], kToolkitFields, origin, at + ".");
+    BuildTool t{get_string(tks[i], "name", origin, at + "."), get_string(tks[i], "version", origin, at + ".")};
+    if (!is_plain_word(t.name)) fail(origin, at + ".name", "expected a tool name, found '" + t.name + "'");
+    if (!is_plain_word(t.version))
+      fail(origin, at + ".version", "expected a version, found '" + t.version + "'");
+    if (!p.toolkits.empty() && !(std::tie(p.toolkits.back().name, p.toolkits.back().version) <
+                                 std::tie(t.name, t.version)))
+      fail(origin, at, "toolkits must be sorted by name and version, each once");
+    p.toolkits.push_back(std::move(t));
+  }
+  p.hosts = get_words(o, "hosts", origin, w);
+  for (std::size_t i = 1; i < p.hosts.size(); ++i)
+    if (!(p.hosts[i - 1] < p.hosts[i]))
+      fail(origin, w + "hosts", "hosts must be sorted, each once");
+  const Json& bt = member(o, "build_time", origin, w);
+  if (!bt.is_number_integer() || bt.get<std::int64_t>() < 0)
+    fail(origin, w + "build_time", "expected seconds since the epoch, found " + quote_json(bt));
+  p.build_time = bt.get<std::int64_t>();
+  p.build_time_origin = get_string(o, "build_time_origin", origin, w);
+  if (!field_index(kBuildTimeOrigins, p.build_time_origin))
+    fail(origin, w + "build_time_origin",
+         "expected one of " + util::join(kBuildTimeOrigins, ", ") + "; found '" + p.build_time_origin + "'");
+  std::set<std::string> seen;
+  for (const auto& t : get_words(o, "targets", origin, w)) {
+    auto parsed = canonical_target(t);
+    if (!parsed || parsed->str() != t)
+      fail(origin, w + "targets", "expected SM targets like sm_90a or compute_80, found '" + t + "'");
+    if (!seen.insert(t).second) fail(origin, w + "targets", "target '" + t + "' given twice");
+    p.targets.push_back(t);
+  }
+  return p;
 }
 
 }  // namespace
@@ -365,7 +477,16 @@ std::string index_to_json(const Index& idx) {
     d["sha256"] = idx.description->sha256;
     root["description"] = std::move(d);
   }
+  if (idx.provenance) root["provenance"] = provenance_json(*idx.provenance);
   return root.dump(2) + "\n";
+}
+
+std::string provenance_to_json(const Provenance& p) { return provenance_json(p).dump(2) + "\n"; }
+
+Provenance parse_provenance(std::string_view json_text, const std::string& origin) {
+  return provenance_from_json(parse_untrusted_json<Json>(json_text, origin, io::limits::kMaxJsonBytes,
+                                                         RepeatedKeys::refused),
+                              origin);
 }
 
 Index parse_index(std::string_view json_text, const std::string& origin) {
@@ -418,6 +539,12 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
     if (f.file != expected)
       fail(origin, "description.file", "expected '" + expected + "', found '" + f.file + "'");
     idx.description = std::move(f);
+  }
+  if (idx.format_version >= 4) {
+    idx.provenance = provenance_from_json(member(root, "provenance", origin, ""), origin);
+  } else if (root.contains("provenance")) {
+    fail(origin, "provenance",
+         "not a field of index format " + std::to_string(idx.format_version) + " (from 4 on)");
   }
   return idx;
 }

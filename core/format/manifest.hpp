@@ -10,14 +10,17 @@
 #include <utility>
 #include <vector>
 
+#include "format/provenance.hpp"
+
 namespace kiln::format {
 
 // Version history: 1 = first release (kiln 0.1.0, kiln's own kernels only); 2 = a top-level
 // "package" (the kernel package's name), which every archive, index and store name carries.
 // Index 3 = an optional "description" entry pinning the package's description file
 // (<name>-<version>.package.json) beside the index; index 2 is still read (no description).
+// Index 4 = a required "provenance" object (how the release was built); 2 and 3 still read.
 constexpr int kManifestFormat = 2;
-constexpr int kIndexFormat = 3;
+constexpr int kIndexFormat = 4;
 constexpr int kOldestIndexFormat = 2;
 
 struct ArtifactEntry {
@@ -79,6 +82,8 @@ struct Index {
   // The package's description (<name>-<version>.package.json, project/package_description.hpp),
   // from index format 3 on; absent in format 2 and for releases published without one.
   std::optional<IndexFile> description;
+  // Required from index format 4 on; absent in 2 and 3.
+  std::optional<Provenance> provenance;
 };
 
 // Serialisation is canonical (fixed key order, 2-space indent, trailing newline) so that the
@@ -90,6 +95,10 @@ std::string index_to_json(const Index& idx);
 // kOldestIndexFormat..kIndexFormat) throws Error{Stale} saying "too old" or "too new".
 Manifest parse_manifest(std::string_view json_text, const std::string& origin);
 Index parse_index(std::string_view json_text, const std::string& origin);
+// The index's "provenance" object alone (a build shard carries one too): canonical JSON, and its
+// parser (fields named "provenance.<field>" in errors).
+std::string provenance_to_json(const Provenance& p);
+Provenance parse_provenance(std::string_view json_text, const std::string& origin);
 
 // MAJOR.MINOR.PATCH with an optional -prerelease of [0-9A-Za-z.]: the package_version field,
 // and every --version the CLI takes.

@@ -177,6 +177,7 @@ struct BuildOptions {
   std::string dist_dir;
   std::string source_dir;
   std::int64_t build_time = 0;  // manifest build time and archive mtimes (choose_build_time)
+  std::string build_time_origin = "fixed (no git commit)";  // BuildTime::origin, for the index
   ProgressStyle progress = ProgressStyle::Lines;
   // Compiler launcher (e.g. sccache): runs as `<launcher> <nvcc> <args>`. Part of nothing
   // hashed or recorded (manifest flags, shard toolchain): it must not change the bytes, and
@@ -235,10 +236,23 @@ struct PackageIdentity {
   std::string git_commit;
   std::string cuda_version;
   std::string description_json;  // "": the release carries no description
+  // How the release is built, written into its index. package_identity fills what the tree and
+  // host say (source commit and dirtiness, kiln's version, the host); the build adds the
+  // toolkit, build time and targets (build_provenance).
+  format::Provenance provenance;
 };
 // The project's git commit: kiln's own compiled-in one for kiln's tree, else `git rev-parse HEAD`
-// in the project, else "" (not a git checkout).
+// in the project, else "" (not a git checkout). Its provenance's source is `git rev-parse HEAD`
+// and whether `git status` lists a tracked file as changed (untracked files are left out: a
+// build's own outputs must not make the next build's index differ).
 PackageIdentity package_identity(const project::Project& project);
+// "x86_64-linux": the machine and system `uname` reports, lowercase.
+std::string host_name();
+// `id.provenance` completed with the toolkit that compiles, the build time and its origin
+// (choose_build_time) and the targets asked for.
+format::Provenance build_provenance(const PackageIdentity& id, const std::string& nvcc_full_version,
+                                    std::int64_t build_time, const std::string& build_time_origin,
+                                    const std::vector<format::Target>& targets);
 
 // One archive's content: its manifest (every field set, artifacts sorted by URI) and the bytes
 // of each artifact, in the manifest's order.

@@ -1,8 +1,10 @@
 // Publishing a release: one archive per target and the index pinning them, written into dist
 // as a set (build.hpp: publish_release). `kiln build` and `kiln merge` both publish here.
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -70,21 +72,50 @@ void remove_killed_publish_leftovers(const fs::path& dist, const std::string& pa
 }  // namespace
 
 PackageIdentity package_identity(const project::Project& project) {
-  std::string commit;
-  std::error_code ec;
-  fs::path kiln_tree = fs::weakly_canonical(KILN_SOURCE_DIR, ec);
-  if (!ec && fs::weakly_canonical(project.root, ec) == kiln_tree && !ec) {
-    commit = kiln::git_commit();
-  } else if (auto git = find_on_path("git", runtime::read_environment().path)) {
-    ProcessResult r = run_process({*git, "-C", project.root.string(), "rev-parse", "HEAD"});
-    if (r.exit_code == 0) {
-      commit = r.output;
-      while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+  format::Provenance prov;
+  prov.kiln_version = kiln::version();
+  prov.hosts = {host_name()};
+  if (auto git = find_on_path("git", runtime::read_environment().path)) {
+    const std::string root = project.root.string();
+    ProcessResult head = run_process({*git, "-C", root, "rev-parse", "HEAD"});
+    if (head.exit_code == 0) {
+      prov.source_commit = head.output;
+      while (!prov.source_commit.empty() &&
+             (prov.source_commit.back() == '\n' || prov.source_commit.back() == '\r'))
+        prov.source_commit.pop_back();
+      ProcessResult status =
+          run_process({*git, "-C", root, "status", "--porcelain", "--untracked-files=no"});
+      if (status.exit_code == 0) prov.source_dirty = !status.output.empty();
     }
   }
+  std::string commit = prov.source_commit;
+  std::error_code ec;
+  fs::path kiln_tree = fs::weakly_canonical(KILN_SOURCE_DIR, ec);
+  if (!ec && fs::weakly_canonical(project.root, ec) == kiln_tree && !ec) commit = kiln::git_commit();
   project::PackageData data(project);
   return {project.name, project.version, commit, kiln::cuda_version(),
-          project::package_description_json(*data.get())};
+          project::package_description_json(*data.get()), std::move(prov)};
+}
+
+std::string host_name() {
+  struct utsname u {};
+  if (::uname(&u) != 0) return "unknown-linux";
+  std::string out = std::string(u.machine) + "-" + u.sysname;
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+format::Provenance build_provenance(const PackageIdentity& id, const std::string& nvcc_full_version,
+                                    std::int64_t build_time, const std::string& build_time_origin,
+                                    const std::vector<format::Target>& targets) {
+  format::Provenance p = id.provenance;
+  p.toolkits = {{"nvcc", nvcc_full_version}};
+  p.build_time = build_time;
+  p.build_time_origin = build_time_origin;
+  p.targets.clear();
+  for (const auto& t : targets) p.targets.push_back(t.str());
+  return p;
 }
 
 std::vector<PublishedArchive> publish_release(
@@ -111,6 +142,7 @@ std::vector<PublishedArchive> publish_release(
   index.package_version = id.version;
   index.git_commit = id.git_commit;
   index.cuda_version = id.cuda_version;
+  index.provenance = id.provenance;
   try {
     for (std::size_t a = 0; a < archives; ++a) {
       ArchiveContent c = content(a);

@@ -212,6 +212,8 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   // from the launcher, a truncated file) fails the build naming the artifact, and is removed
   // so that the next build compiles it again.
   PackageIdentity id = package_identity(project);
+  id.provenance = build_provenance(id, tk.full_version, opts.build_time, opts.build_time_origin,
+                                   opts.targets);
   // One target's results at a time: read, checked and packed, so that a build holds one
   // archive's artifacts in memory, not the release's. A bad result still fails the build before
   // anything is published (publish_release renames nothing until every archive is written).
@@ -245,6 +247,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     sm.nvcc_version = tk.full_version;
     sm.base_flags = base_nvcc_flags();
     sm.build_time = opts.build_time;
+    sm.provenance = id.provenance;
     sm.shard = *opts.shard;
     sm.work = plan_work(full_plan);
     result.index_path = write_shard(dist_dir.string(), sm, contents, id.description_json);

@@ -62,6 +62,23 @@ std::string spec_text(const ShardSpec& s) {
   return std::to_string(s.index) + "/" + std::to_string(s.count);
 }
 
+// The shards' provenance as one: the release is dirty when any shard's tree was, unknown when
+// any was outside git and none dirty; the hosts of every shard. The rest plan_merge checked equal.
+format::Provenance merged_provenance(const std::vector<ShardInput>& shards) {
+  format::Provenance p = shards.front().manifest.provenance;
+  std::set<std::string> hosts;
+  for (const auto& s : shards) {
+    const format::Provenance& q = s.manifest.provenance;
+    hosts.insert(q.hosts.begin(), q.hosts.end());
+    if (q.source_dirty.value_or(false))
+      p.source_dirty = true;
+    else if (!q.source_dirty && !p.source_dirty.value_or(false))
+      p.source_dirty = std::nullopt;
+  }
+  p.hosts.assign(hosts.begin(), hosts.end());
+  return p;
+}
+
 }  // namespace
 
 std::string shard_member_path(const std::string& target, const std::string& file) {
@@ -73,6 +90,7 @@ std::string shard_to_json(const ShardManifest& m) {
   j["registry_sha256"] = m.registry_sha256;
   j["toolchain"] = {{"nvcc_version", m.nvcc_version}, {"base_flags", m.base_flags}};
   j["build_time"] = m.build_time;
+  j["provenance"] = Json::parse(format::provenance_to_json(m.provenance));
   j["shard"] = spec_text(m.shard);
   j["work"] = m.work;
   Json targets = Json::array();
@@ -111,6 +129,7 @@ ShardManifest parse_shard_manifest(std::string_view text, const std::string& ori
   const Json& bt = member(j, "build_time", origin);
   if (!bt.is_number_integer()) fail(origin, "build_time", "expected an integer");
   m.build_time = bt.get<std::int64_t>();
+  m.provenance = format::parse_provenance(member(j, "provenance", origin).dump(), origin);
   try {
     m.shard = parse_shard_spec(str(j, "shard", origin));
   } catch (const Error& e) {
@@ -149,6 +168,12 @@ MergePlan plan_merge(const std::vector<ShardInput>& shards) {
     differ(b, "toolchain.nvcc_version", x.nvcc_version, y.nvcc_version);
     differ(b, "toolchain.base_flags", join(x.base_flags), join(y.base_flags));
     differ(b, "build_time", std::to_string(x.build_time), std::to_string(y.build_time));
+    const format::Provenance& px = x.provenance;
+    const format::Provenance& py = y.provenance;
+    differ(b, "provenance.source.commit", px.source_commit, py.source_commit);
+    differ(b, "provenance.kiln_version", px.kiln_version, py.kiln_version);
+    differ(b, "provenance.build_time_origin", px.build_time_origin, py.build_time_origin);
+    differ(b, "provenance.targets", join(px.targets), join(py.targets));
     differ(b, "shard count", std::to_string(x.shard.count), std::to_string(y.shard.count));
     differ(b, "work", std::to_string(x.work.size()) + " pieces",
            std::to_string(y.work.size()) + " pieces");
@@ -169,7 +194,8 @@ MergePlan plan_merge(const std::vector<ShardInput>& shards) {
 
   MergePlan plan;
   const ShardManifest& first = a.manifest;
-  plan.id = {first.package, first.package_version, first.git_commit, first.cuda_version, ""};
+  plan.id = {first.package, first.package_version, first.git_commit, first.cuda_version, "",
+             merged_provenance(shards)};
   plan.build_time = first.build_time;
   std::set<std::string> work(first.work.begin(), first.work.end());
   std::map<std::string, std::size_t> holder;  // work key -> shard

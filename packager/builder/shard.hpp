@@ -17,7 +17,8 @@
 
 namespace kiln::builder {
 
-constexpr int kShardFormat = 1;
+// 2: a "provenance" object (format::Provenance), which the merged index carries.
+constexpr int kShardFormat = 2;
 constexpr const char* kShardFileName = "shard.json";
 
 struct ShardManifest {
@@ -30,6 +31,7 @@ struct ShardManifest {
   std::string nvcc_version;     // full toolkit version of the nvcc that compiled
   std::vector<std::string> base_flags;
   std::int64_t build_time = 0;
+  format::Provenance provenance;  // this shard's build: its host, its tree's state
   ShardSpec shard;
   std::vector<std::string> work;  // every "<target>/<uri>" of the whole build, in plan order
   // One per target of the build: this shard's artifacts (entry, flags, size, sha256), and the

@@ -85,8 +85,10 @@ void build(const BuildArgs& o) {
   builder::BuildFlags flags = o.flags;
   if (!o.shard.empty()) flags.shard = builder::parse_shard_spec(o.shard);
   const runtime::Environment env = runtime::read_environment();
-  builder::BuildOptions opts = builder::build_options(
-      flags, source_dir, chosen.targets, env, builder::source_build_time(source_dir, env).seconds);
+  const builder::BuildTime build_time = builder::source_build_time(source_dir, env);
+  builder::BuildOptions opts =
+      builder::build_options(flags, source_dir, chosen.targets, env, build_time.seconds);
+  opts.build_time_origin = build_time.origin;
   opts.progress =
       ::isatty(STDERR_FILENO) ? builder::ProgressStyle::Live : builder::ProgressStyle::Lines;
   builder::NvccToolkit toolkit(builder::ToolkitSearch::from_env());

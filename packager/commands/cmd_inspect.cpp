@@ -226,6 +226,7 @@ void print_text(store::PathKind kind, const Json& j) {
       break;
     case store::PathKind::Index:
       print_index_text(j["index"]);
+      if (j.contains("built")) std::printf("  built    %s\n", j["built"].get<std::string>().c_str());
       break;
     case store::PathKind::Store:
       print_store_text(j);
@@ -254,10 +255,17 @@ Json inspect_path(store::PathKind kind, const fs::path& p) {
           format::parse_manifest(io::read_whole_file(p / "manifest.json", io::limits::kMaxLocalFileBytes),
                          (p / "manifest.json").string()));
       return j;
-    case store::PathKind::Index:
-      j["index"] = Json::parse(
-          format::index_to_json(format::parse_index(io::read_whole_file(p, io::limits::kMaxLocalFileBytes), p.string())));
+    case store::PathKind::Index: {
+      const format::Index idx =
+          format::parse_index(io::read_whole_file(p, io::limits::kMaxLocalFileBytes), p.string());
+      j["index"] = Json::parse(format::index_to_json(idx));
+      if (idx.provenance) {
+        j["built"] = format::describe_provenance(*idx.provenance);
+        j["warnings"] = Json::array();
+        if (auto w = format::dirty_build_warning(*idx.provenance)) j["warnings"].push_back(*w);
+      }
       return j;
+    }
     case store::PathKind::Store:
       return inspect_store(p);
     case store::PathKind::Unknown:
@@ -289,6 +297,9 @@ void inspect(const fs::path& p, bool json) {
   if (project::is_package_description_file(p)) return print_description(p, json);
   store::PathKind kind = store::classify_path(p);
   Json j = inspect_path(kind, p);
+  if (j.contains("warnings"))
+    for (const auto& w : j["warnings"])
+      std::fprintf(stderr, "warning: %s: %s\n", p.c_str(), w.get<std::string>().c_str());
   if (json) {
     Json out = Json::object();
     out["path"] = p.string();
@@ -308,7 +319,8 @@ void add_format_commands(CLI::App& app, int& rc) {
       "inspect",
       "show what PATH holds: a fatbin or cubin (images, targets, sizes, kernels), an archive "
       "(.tar.zst: manifest fields, artifacts, members), an index (archives and description with "
-      "sizes and digests), a manifest.json, a package description (<name>-<version>.package.json: "
+      "sizes and digests, and how the release was built: kiln, toolkit, host, commit, whether "
+      "the tree had uncommitted changes, which is warned about), a manifest.json, a package description (<name>-<version>.package.json: "
       "package, specialisations, sources), or a store directory (its archives). Reads the bytes "
       "itself; "
       "needs no cuobjdump. Checks nothing: use `kiln verify` for that.");

@@ -114,6 +114,13 @@ void check_archive(const LoaderFacts& loader, const fs::path& p, CompatPackage& 
   if (pkg.problems.empty()) add_verify_problems(store::verify_archive_members(members, p.string()), pkg);
 }
 
+// How the release was built, and the warning a build from a changed tree deserves.
+void note_provenance(const format::Index& idx, CompatPackage& pkg) {
+  if (!idx.provenance) return;
+  pkg.provenance = idx.provenance;
+  if (auto w = format::dirty_build_warning(*idx.provenance)) pkg.warnings.push_back(*w);
+}
+
 void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pkg) {
   pkg.kind = "index";
   std::string text = io::read_whole_file(p);
@@ -126,6 +133,7 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
                             std::to_string(loader.index_format), e.what()});
     return;
   }
+  note_provenance(idx, pkg);
   // The loader judged may be another build (--loader): it reads indexes up to its own format.
   if (idx.format_version > loader.index_format)
     pkg.problems.push_back({ErrorKind::Stale, "index format_version", p.string(),
@@ -270,6 +278,7 @@ void check_package_wheel(const LoaderFacts& loader, const wheel::PackageWheel& p
   std::error_code ec;
   if (!fs::is_regular_file(index, ec)) return;
   format::Index idx = format::parse_index(io::read_whole_file(index, io::limits::kMaxJsonBytes), index.string());
+  note_provenance(idx, pkg);
   const std::string got = io::sha256_hex(pw.description);
   if (!idx.description || idx.description->sha256 != got ||
       idx.description->size != pw.description.size())
@@ -477,6 +486,8 @@ std::string CompatReport::to_json() const {
                                 {"loader", x.loader_value},
                                 {"message", x.message}});
     jp["notes"] = p.notes;
+    jp["warnings"] = p.warnings;
+    jp["provenance"] = p.provenance ? Json::parse(format::provenance_to_json(*p.provenance)) : Json();
     j["packages"].push_back(std::move(jp));
   }
   return j.dump(2) + "\n";
@@ -516,10 +527,12 @@ std::string CompatReport::to_table() const {
     s << pad(p.path, wp) << pad(p.kind, wk) << pad(targets_of(p), wt) << result << "\n";
   }
   for (const auto& p : packages) {
-    if (p.problems.empty() && p.notes.empty()) continue;
+    if (p.problems.empty() && p.notes.empty() && !p.provenance) continue;
     s << "\n" << p.path << ":\n";
     for (const auto& x : p.problems)
       s << "  " << to_string(x.kind) << "  " << x.where << ": " << x.message << "\n";
+    for (const auto& w : p.warnings) s << "  warning  " << w << "\n";
+    if (p.provenance) s << "  built  " << format::describe_provenance(*p.provenance) << "\n";
     for (const auto& n : p.notes) s << "  note  " << n << "\n";
   }
   s << "\n" << (compatible() ? "compatible" : "NOT compatible") << "\n";

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "format/provenance.hpp"
 #include "kiln/error.hpp"
 #include "release/loader_facts.hpp"
 
@@ -38,6 +39,8 @@ struct CompatPackage {
                           // runtime-wheel, tarball
   std::vector<CompatManifest> manifests;
   std::vector<std::string> notes;  // things worth knowing that are not incompatibilities
+  std::optional<format::Provenance> provenance;  // how it was built, when its index says so
+  std::vector<std::string> warnings;             // a dirty build: compatible, but worth a look
   std::vector<CompatProblem> problems;
   bool compatible() const { return problems.empty(); }
 };

@@ -110,6 +110,14 @@ std::vector<builder::ShardInput> shards(int n) {
     m.nvcc_version = "13.0.88";
     m.base_flags = builder::base_nvcc_flags();
     m.build_time = 315532800;
+    m.provenance.source_commit = std::string(40, 'a');
+    m.provenance.source_dirty = false;
+    m.provenance.kiln_version = "0.1.0";
+    m.provenance.toolkits = {{"nvcc", "13.0.88"}};
+    m.provenance.hosts = {i == 2 ? "aarch64-linux" : "x86_64-linux"};
+    m.provenance.build_time = m.build_time;
+    m.provenance.build_time_origin = "fixed (no git commit)";
+    m.provenance.targets = {"sm_80", "sm_90a"};
     m.shard = {i, n};
     m.work = builder::plan_work(p);
     for (const auto& tp : builder::shard_plan(p, {i, n}).targets) {
@@ -220,15 +228,30 @@ TEST(PlanMerge, RefusesMissingDuplicatedAndForeignWork) {
   EXPECT_NE(msg.find("shard s2 does not hold it"), std::string::npos) << msg;
 }
 
+// The merged index says every host that built a shard, and that the tree was dirty when any
+// shard's was; shards of different commits or targets are refused as any identity field is.
+TEST(PlanMerge, ProvenanceListsEveryShardsHostAndIsDirtyWhenAnyShardWas) {
+  auto in = shards(3);
+  builder::MergePlan p = builder::plan_merge(in);
+  EXPECT_EQ(p.id.provenance.hosts, (std::vector<std::string>{"aarch64-linux", "x86_64-linux"}));
+  EXPECT_EQ(p.id.provenance.source_dirty, std::optional<bool>(false));
+  in[2].manifest.provenance.source_dirty = true;
+  EXPECT_EQ(builder::plan_merge(in).id.provenance.source_dirty, std::optional<bool>(true));
+  in[2].manifest.provenance.source_commit = std::string(40, 'b');
+  std::string msg;
+  EXPECT_EQ(kind_of([&] { builder::plan_merge(in); }, &msg), ErrorKind::Stale);
+  EXPECT_NE(msg.find("field 'provenance.source.commit'"), std::string::npos) << msg;
+}
+
 TEST(ShardManifestFormat, RefusesUnknownKindAndFormat) {
   std::string msg;
   EXPECT_EQ(kind_of([] { builder::parse_shard_manifest(R"({"kind": "kiln-index"})", "x.json"); }, &msg),
             ErrorKind::Format);
   EXPECT_NE(msg.find("x.json: field 'kind'"), std::string::npos) << msg;
   std::string text = builder::shard_to_json(shards(1)[0].manifest);
-  auto at = text.find("\"format_version\": 1");
+  auto at = text.find("\"format_version\": 2");
   ASSERT_NE(at, std::string::npos);
-  text.replace(at, 19, "\"format_version\": 2");
+  text.replace(at, 19, "\"format_version\": 1");
   EXPECT_EQ(kind_of([&] { builder::parse_shard_manifest(text, "y.json"); }, &msg), ErrorKind::Stale);
 }
 

@@ -50,6 +50,16 @@ format::Index sample_index() {
   idx.cuda_version = "13.0";
   idx.archives = {{"kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "sm_90a", 52760, kHashA},
                   {"kiln-kernels-0.1.0-cuda13.0-sm_80.tar.zst", "sm_80", 48213, kHashB}};
+  format::Provenance p;
+  p.source_commit = "3f9c2a1d5e7b8c9a0f1e2d3c4b5a69788796a5b4";
+  p.source_dirty = false;
+  p.kiln_version = "0.1.0";
+  p.toolkits = {{"nvcc", "13.0.88"}};
+  p.hosts = {"x86_64-linux"};
+  p.build_time = 1764547200;
+  p.build_time_origin = "git commit time";
+  p.targets = {"sm_90a", "sm_80"};
+  idx.provenance = p;
   return idx;
 }
 
@@ -125,9 +135,9 @@ TEST(Manifest, FormatOneWithoutAPackageNameIsRefusedAsTooOld) {
   EXPECT_NE(msg.find("manifest format version 1 is too old; this kiln reads 2"), std::string::npos)
       << msg;
   std::string idx = format::index_to_json(sample_index());
-  replace_once(idx, "\"format_version\": 3", "\"format_version\": 1");
+  replace_once(idx, "\"format_version\": 4", "\"format_version\": 1");
   msg = error_of(ErrorKind::Stale, [&] { format::parse_index(idx, "i.json"); });
-  EXPECT_NE(msg.find("index format version 1 is too old; this kiln reads 2 to 3"),
+  EXPECT_NE(msg.find("index format version 1 is too old; this kiln reads 2 to 4"),
             std::string::npos)
       << msg;
 }
@@ -197,7 +207,7 @@ TEST(Manifest, NotJsonIsFormatErrorNamingOrigin) {
 
 TEST(Index, RoundTripSortsArchivesByTargetAndKeepsBytes) {
   std::string text = format::index_to_json(sample_index());
-  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 3,\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 4,\n", 0), 0u);
   EXPECT_LT(text.find("sm_80.tar.zst"), text.find("sm_90a.tar.zst"));
   format::Index back = format::parse_index(text, "i.json");
   EXPECT_EQ(format::index_to_json(back), text);
@@ -225,9 +235,88 @@ TEST(Index, FormatThreePinsTheDescriptionAndReadsItBack) {
             "acme-kernels-1.2.0-rc1.package.json");
 }
 
+// Index format 4 says how the release was built; it reads back to the same values and bytes.
+TEST(Index, FormatFourRecordsProvenanceAndReadsItBack) {
+  const std::string text = format::index_to_json(sample_index());
+  EXPECT_NE(text.find("\"provenance\": {\n    \"source\": {\n      \"commit\": "
+                      "\"3f9c2a1d5e7b8c9a0f1e2d3c4b5a69788796a5b4\",\n      \"dirty\": false\n    },"),
+            std::string::npos)
+      << text;
+  format::Index back = format::parse_index(text, "i.json");
+  ASSERT_TRUE(back.provenance.has_value());
+  EXPECT_EQ(back.provenance->toolkits.at(0).version, "13.0.88");
+  EXPECT_EQ(back.provenance->targets, (std::vector<std::string>{"sm_90a", "sm_80"}));
+  EXPECT_EQ(back.provenance->source_dirty, std::optional<bool>(false));
+  EXPECT_EQ(format::index_to_json(back), text);
+  EXPECT_EQ(format::describe_provenance(*back.provenance),
+            "kiln 0.1.0, nvcc 13.0.88, on x86_64-linux, from commit "
+            "3f9c2a1d5e7b8c9a0f1e2d3c4b5a69788796a5b4 (clean), build time 1764547200 (git commit "
+            "time), targets sm_90a,sm_80");
+  EXPECT_FALSE(format::dirty_build_warning(*back.provenance).has_value());
+  // Outside git: no commit, dirtiness unknown (null), and no warning.
+  format::Index none = sample_index();
+  none.provenance->source_commit = "";
+  none.provenance->source_dirty = std::nullopt;
+  const std::string none_text = format::index_to_json(none);
+  EXPECT_NE(none_text.find("\"dirty\": null"), std::string::npos) << none_text;
+  EXPECT_FALSE(format::parse_index(none_text, "i.json").provenance->source_dirty.has_value());
+}
+
+TEST(Index, ADirtyBuildIsWarnedAboutNamingItsCommit) {
+  format::Index idx = sample_index();
+  idx.provenance->source_dirty = true;
+  format::Index back = format::parse_index(format::index_to_json(idx), "i.json");
+  auto w = format::dirty_build_warning(*back.provenance);
+  ASSERT_TRUE(w.has_value());
+  EXPECT_NE(w->find("uncommitted changes at commit 3f9c2a1d5e7b8c9a0f1e2d3c4b5a69788796a5b4"),
+            std::string::npos)
+      << *w;
+  EXPECT_NE(format::describe_provenance(*back.provenance).find("with uncommitted changes"),
+            std::string::npos);
+}
+
+// Each bad provenance is refused naming the field: a reader shows these values on a terminal.
+TEST(Index, ProvenanceIsCheckedFieldByField) {
+  struct Case {
+    std::string from, to, field;
+  };
+  const std::vector<Case> cases = {
+      {"\"x86_64-linux\"", "\"x86_64\\u001b[31m\"", "provenance.hosts[0]"},
+      {"\"dirty\": false", "\"dirty\": \"no\"", "provenance.source.dirty"},
+      {"\"3f9c2a1d5e7b8c9a0f1e2d3c4b5a69788796a5b4\"", "\"3f9c2a1\"", "provenance.source.commit"},
+      {"\"git commit time\"", "\"yesterday\"", "provenance.build_time_origin"},
+      {"\"13.0.88\"", "\"\"", "provenance.toolkits[0].version"},
+      {"\"kiln_version\": \"0.1.0\"", "\"kiln_version\": \"zero\"", "provenance.kiln_version"},
+      {"\"hosts\": [\n      \"x86_64-linux\"\n    ]", "\"hosts\": []", "provenance.hosts"},
+      {"\"sm_80\"\n    ]", "\"sm_90a\"\n    ]", "provenance.targets"},
+      {"\"build_time\": 1764547200", "\"build_time\": -1", "provenance.build_time"},
+      {"\"build_time_origin\"", "\"build_origin\"", "provenance.build_origin"},
+  };
+  const std::string good = format::index_to_json(sample_index());
+  for (const auto& c : cases) {
+    std::string text = good;
+    replace_once(text, c.from, c.to);
+    std::string msg = error_of(ErrorKind::Format, [&] { format::parse_index(text, "i.json"); });
+    EXPECT_NE(msg.find("field '" + c.field + "'"), std::string::npos) << c.to << ": " << msg;
+  }
+  // Required from format 4 on, refused before it.
+  std::string missing = good;
+  missing.erase(missing.find(",\n  \"provenance\""), std::string::npos);
+  missing += "\n}\n";
+  std::string msg = error_of(ErrorKind::Format, [&] { format::parse_index(missing, "i.json"); });
+  EXPECT_NE(msg.find("field 'provenance': missing"), std::string::npos) << msg;
+  std::string old = good;
+  replace_once(old, "\"format_version\": 4", "\"format_version\": 3");
+  msg = error_of(ErrorKind::Format, [&] { format::parse_index(old, "i.json"); });
+  EXPECT_NE(msg.find("field 'provenance': not a field of index format 3 (from 4 on)"),
+            std::string::npos)
+      << msg;
+}
+
 // An index of format 2 (before descriptions) is still read; it cannot carry one.
 TEST(Index, FormatTwoIsStillReadWithoutADescription) {
   format::Index idx = sample_index();
+  idx.provenance.reset();
   idx.format_version = 2;
   std::string text = format::index_to_json(idx);
   format::Index back = format::parse_index(text, "old.json");
@@ -271,9 +360,9 @@ TEST(Index, ArchiveFileMustBeTheNameDerivedFromVersionCudaAndTarget) {
 
 TEST(Index, NewerIndexFormatIsStale) {
   std::string text = format::index_to_json(sample_index());
-  replace_once(text, "\"format_version\": 3", "\"format_version\": 7");
+  replace_once(text, "\"format_version\": 4", "\"format_version\": 7");
   std::string msg = error_of(ErrorKind::Stale, [&] { format::parse_index(text, "i.json"); });
-  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 2 to 3"),
+  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 2 to 4"),
             std::string::npos)
       << msg;
 }

@@ -242,6 +242,78 @@ TEST_F(Sharded, BuildTimeIsTheLastCommitsAndSourceDateEpochWins) {
       read_file(work_ / "b/dist" / format::index_file_name(test::tiny::kPackage, test::tiny::kVersion)));
 }
 
+// The index says how the release was built (issue 39, item 3): the commit, a clean tree, kiln's
+// and nvcc's versions, the host, the build time's origin and the targets. Untracked files (a
+// build's own outputs) leave it byte for byte the same; a changed tracked file makes it dirty,
+// and `kiln inspect` and `kiln compat` warn, naming the commit. Merged shards say the same.
+TEST_F(Sharded, TheIndexSaysHowTheReleaseWasBuiltAndAChangedTreeIsWarnedAbout) {
+  auto g = test::run("cd " + src_.path().string() +
+                     " && git init -q . && git add -A && GIT_COMMITTER_DATE=@1600000000 "
+                     "GIT_AUTHOR_DATE=@1600000000 git -c user.name=t -c user.email=t@t commit "
+                     "-qm tree && git rev-parse HEAD");
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  const std::string head = g.out.substr(g.out.size() - 41, 40);
+  const std::string slice = "--targets sm_80 --only scale_dtype_f32";
+  const std::string index_name = format::index_file_name(test::tiny::kPackage, test::tiny::kVersion);
+  ASSERT_EQ(build(work_ / "a", slice).exit_code, 0);
+  const std::string index_a = read_file(work_ / "a/dist" / index_name);
+  format::Index idx = format::parse_index(index_a, index_name);
+  ASSERT_TRUE(idx.provenance.has_value()) << index_a;
+  const format::Provenance& p = *idx.provenance;
+  EXPECT_EQ(p.source_commit, head);
+  EXPECT_EQ(p.source_dirty, std::optional<bool>(false));
+  EXPECT_EQ(p.kiln_version, kiln::version());
+  ASSERT_EQ(p.toolkits.size(), 1u);
+  EXPECT_EQ(p.toolkits[0].name, "nvcc");
+  EXPECT_EQ(p.toolkits[0].version.rfind(kiln::cuda_version(), 0), 0u) << p.toolkits[0].version;
+  auto uname = test::run("echo $(uname -m)-$(uname -s) | tr A-Z a-z");
+  EXPECT_EQ(p.hosts, (std::vector<std::string>{uname.out.substr(0, uname.out.find('\n'))}));
+  EXPECT_EQ(p.build_time, 1600000000);
+  EXPECT_EQ(p.build_time_origin, "git commit time");
+  EXPECT_EQ(p.targets, (std::vector<std::string>{"sm_80"}));
+
+  // An untracked file in the tree changes nothing; neither does sharding.
+  write_file(src_ / "notes.txt", "scratch\n");
+  ASSERT_EQ(build(work_ / "b", slice).exit_code, 0);
+  EXPECT_EQ(read_file(work_ / "b/dist" / index_name), index_a);
+  build_shards(work_ / "s", 2, slice);
+  ASSERT_EQ(merge({work_ / "s/1/shard", work_ / "s/2/shard"}, work_ / "m").exit_code, 0);
+  EXPECT_EQ(read_file(work_ / "m" / index_name), index_a);
+
+  // A changed tracked file: dirty, and said so by inspect (stderr, and --json) and compat.
+  write_file(src_ / "kernels/hop.cu", std::string(test::tiny::kHop) + "// local edit\n");
+  ASSERT_EQ(build(work_ / "c", slice).exit_code, 0);
+  const fs::path index_c = work_ / "c/dist" / index_name;
+  EXPECT_EQ(format::parse_index(read_file(index_c), "c").provenance->source_dirty,
+            std::optional<bool>(true));
+  auto in = test::run(kiln("inspect " + index_c.string()));
+  EXPECT_EQ(in.exit_code, 0) << in.out;
+  EXPECT_NE(in.out.find("warning: " + index_c.string() +
+                        ": built from a tree with uncommitted changes at commit " + head),
+            std::string::npos)
+      << in.out;
+  EXPECT_NE(in.out.find("  built    kiln " + std::string(kiln::version()) + ", nvcc "),
+            std::string::npos)
+      << in.out;
+  auto ij = test::run("{ " + kiln("inspect --json " + index_c.string()) + " 2>/dev/null; }");
+  ASSERT_EQ(ij.exit_code, 0) << ij.out;
+  auto j = nlohmann::json::parse(ij.out);
+  EXPECT_EQ(j["index"]["provenance"]["source"]["dirty"], true);
+  ASSERT_EQ(j["warnings"].size(), 1u) << ij.out;
+  auto cj = test::run("{ " + kiln("compat --json " + index_c.string()) + " 2>/dev/null; }");
+  auto c = nlohmann::json::parse(cj.out);
+  ASSERT_EQ(c["packages"][0]["warnings"].size(), 1u) << cj.out;
+  EXPECT_NE(c["packages"][0]["warnings"][0].get<std::string>().find("uncommitted changes at commit " + head),
+            std::string::npos);
+  EXPECT_EQ(c["packages"][0]["provenance"]["source"]["commit"], head);
+  auto ct = test::run(kiln("compat " + index_c.string()));
+  EXPECT_NE(ct.out.find("  warning  built from a tree with uncommitted changes"), std::string::npos)
+      << ct.out;
+  // The clean release: no warning anywhere.
+  auto clean = test::run(kiln("inspect " + (work_ / "a/dist" / index_name).string()));
+  EXPECT_EQ(clean.out.find("warning"), std::string::npos) << clean.out;
+}
+
 TEST_F(Sharded, CorruptCompileResultFromTheLauncherFailsTheBuildNamingTheArtifact) {
   fs::path wrapper = work_ / "corrupting-launcher";
   write_file(wrapper,

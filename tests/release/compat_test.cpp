@@ -285,6 +285,7 @@ TEST(CompatCli, IndexChecksTheArchivesBesideItAndStoreChecksEveryArchiveDirector
     std::string sha = io::sha256_file(p, &size);
     idx.archives.push_back({p.filename().string(), t, size, sha});
   }
+  idx.provenance = test::sample_provenance({"sm_80", "sm_90"});
   fs::path index = dir / format::index_file_name("kiln-kernels", kiln::version());
   test::write_file(index, format::index_to_json(idx));
 

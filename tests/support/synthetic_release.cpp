@@ -101,6 +101,19 @@ fs::path write_release_archive(const fs::path& dir, const ReleaseSpec& rel,
   return write_release_archive(dir, rel, target, release_members(rel, target));
 }
 
+format::Provenance sample_provenance(std::vector<std::string> targets) {
+  format::Provenance p;
+  p.source_commit = "3f9c2a1d5e7b8c9a0f1e2d3c4b5a69788796a5b4";
+  p.source_dirty = false;
+  p.kiln_version = kiln::version();
+  p.toolkits = {{"nvcc", kiln::cuda_full_version()}};
+  p.hosts = {"x86_64-linux"};
+  p.build_time = 1764547200;
+  p.build_time_origin = "git commit time";
+  p.targets = std::move(targets);
+  return p;
+}
+
 format::Index release_index(const ReleaseSpec& rel, std::vector<format::IndexEntry> entries) {
   format::Index idx;
   idx.package = rel.package;
@@ -109,6 +122,9 @@ format::Index release_index(const ReleaseSpec& rel, std::vector<format::IndexEnt
   idx.cuda_version = rel.cuda_version;
   std::sort(entries.begin(), entries.end(),
             [](const format::IndexEntry& a, const format::IndexEntry& b) { return a.target < b.target; });
+  std::vector<std::string> targets;
+  for (const auto& e : entries) targets.push_back(e.target);
+  idx.provenance = sample_provenance(std::move(targets));
   idx.archives = std::move(entries);
   return idx;
 }

@@ -99,6 +99,8 @@ SyntheticDist write_release_dist(const std::filesystem::path& dir, const Release
 void describe_release(SyntheticDist& dist, const std::string& description_json);
 
 // The index of `rel` listing `entries` (sorted by target).
+// What a build of kiln's tree at a clean commit on this host would record (index format 4).
+format::Provenance sample_provenance(std::vector<std::string> targets);
 format::Index release_index(const ReleaseSpec& rel, std::vector<format::IndexEntry> entries);
 // The index entry pinning `archive_bytes` as `target`'s archive of `rel`: its derived file name,
 // size and sha256 (for tests whose archives are stand-in bytes, never unpacked).

@@ -490,8 +490,11 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
                 "(FetchOptions::tuf_metadata_dir: the cache directory's tuf/)");
   const std::string anchor_root = read_anchor_root(cx.anchor);
   const fs::path md = tuf_metadata_dir(cx.opts.tuf_metadata_dir, anchor_root);
+  // Read before the directory is prepared: its files' times are those of earlier accepts.
+  const ExpiryTime when =
+      expiry_time(md, cx.opts.tuf_clock ? cx.opts.tuf_clock() : std::time(nullptr));
+  const std::time_t now = when.at;
   prepare_metadata_dir(md, anchor_root);
-  const std::time_t now = cx.opts.tuf_clock ? cx.opts.tuf_clock() : std::time(nullptr);
   std::optional<tuf::Error> first_attack;
   bool no_metadata = false;  // a mirror answered without TUF metadata
   for (const auto& mirror : cx.mirrors) {
@@ -557,7 +560,8 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
              std::to_string(trusted.timestamp()->version) + ", sha256 " +
              short_hex(info->hashes.at("sha256")) + ")");
       return t;
-    } catch (const tuf::Error& e) {
+    } catch (const tuf::Error& refused) {
+      const tuf::Error e = explain_clock(refused, when);
       bool bad_bytes = e.kind() != ErrorKind::Network && e.kind() != ErrorKind::NotFound;
       std::string what = e.what();
       bool not_found = e.kind() == ErrorKind::NotFound;

@@ -1,5 +1,7 @@
 #include "fetch/tuf_mirror.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <system_error>
@@ -158,4 +160,34 @@ tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const format::Index
   return *a;
 }
 
+ExpiryTime expiry_time(const std::filesystem::path& metadata_dir, std::time_t clock) {
+  ExpiryTime t;
+  t.clock = t.at = clock;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(metadata_dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (st.st_mtime > t.at) {
+      t.at = st.st_mtime;
+      t.floor_file = it->path().string();
+    }
+  }
+  return t;
+}
+
+tuf::Error explain_clock(const tuf::Error& e, const ExpiryTime& t) {
+  if (e.attack() != tuf::Attack::Expired || t.at == t.clock) return e;
+  std::string what = e.what();
+  const std::string prefix = std::string("tuf: ") + tuf::to_string(e.attack()) + ": ";
+  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  return tuf::Error(tuf::Attack::Expired,
+                   what + ". This node's clock reads " +
+                       tuf::format_utc_time(t.clock) + ", earlier than " +
+                       tuf::format_utc_time(t.at) + ", when it wrote " + t.floor_file +
+                       ": the clock is behind (it went back since), so expiry was judged at " +
+                       tuf::format_utc_time(t.at) + "; set the clock right");
+}
+
 }  // namespace kiln::fetch
+

@@ -6,7 +6,9 @@
 //    offline asks no server.
 //  - TufMirrorAttack.*: each attack refused by both with its own kind, message and "attack"
 //    field, and nothing written to the store (its entries compared, not just its success).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -637,6 +639,58 @@ TEST_F(TufBundle, ExpiredMetadataIsRefusedUnlessAnExpiryReferenceIsGivenAndThatI
   EXPECT_EQ(store_entries(node_store()), std::set<std::string>{dist_.stem("sm_90a")});
   auto bad = install(b, "--expiry-reference yesterday");
   EXPECT_EQ(bad.exit_code, exit_code(ErrorKind::Usage)) << bad.out;
+}
+
+// A wrong clock (docs/tuf.md, "A wrong clock"). A year ahead: every role has expired by it, and
+// the refusal names the metadata's expiry, the node's clock and that the clock may be wrong.
+TEST_F(TufBundle, AClockAYearAheadIsRefusedNamingBothTimesAndTheClock) {
+  ASSERT_EQ(test::run("command -v faketime").exit_code, 0)
+      << "faketime is missing (a Debian package: scripts/bootstrap.sh installs it)";
+  fs::path b = tmp / "bundle";
+  {
+    MisbehavingServer s(repo(), "ok");
+    ASSERT_EQ(bundle(s.url(), b).exit_code, 0);
+  }
+  const std::string year_ahead = tuf::format_utc_time(std::time(nullptr) + 365 * 86400).substr(0, 10);
+  auto r = install(b, "--json", "faketime -f +365d ");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Integrity)) << r.out;
+  EXPECT_EQ(error_of_run(r)["fields"]["attack"], "freeze") << r.out;
+  // The first role past its expiry (the root, signed for 365 days, or the timestamp, for 1).
+  EXPECT_CONTAINS(r.out, "field \"expires\" is ");
+  EXPECT_CONTAINS(r.out, "this node's clock reads " + year_ahead);
+  EXPECT_CONTAINS(r.out, "this node's clock is wrong");
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
+}
+
+// A clock gone back a year after the node accepted metadata (its metadata files carry the time
+// the clock read then): expiry is judged at that time, so metadata that had expired by then is
+// refused, naming both times and the clock; the clock alone would have taken it.
+TEST_F(TufBundle, AClockGoneBackAYearStillRefusesWhatHadExpiredNamingBothTimes) {
+  fs::path b = tmp / "bundle";
+  {
+    MisbehavingServer s(repo(), "ok");
+    ASSERT_EQ(bundle(s.url(), b).exit_code, 0);
+  }
+  auto first = install(b);
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  // The node last accepted metadata a year from now, by its clock then; the clock now reads a
+  // year earlier than that, and the bundle's timestamp (1 day) expired in between.
+  const std::time_t accepted = std::time(nullptr) + 365 * 86400;
+  for (const auto& e : fs::recursive_directory_iterator(node_cache() / "tuf"))
+    if (e.is_regular_file()) {
+      timespec t[2] = {{accepted, 0}, {accepted, 0}};
+      ASSERT_EQ(::utimensat(AT_FDCWD, e.path().c_str(), t, 0), 0) << e.path();
+    }
+  fs::remove_all(node_store());
+  auto r = install(b, "--json");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Integrity)) << r.out;
+  EXPECT_EQ(error_of_run(r)["fields"]["attack"], "freeze") << r.out;
+  EXPECT_CONTAINS(r.out, "now is past it");  // the role named with its "expires"
+  EXPECT_CONTAINS(r.out, "This node's clock reads " +
+                             tuf::format_utc_time(std::time(nullptr)).substr(0, 10));
+  EXPECT_CONTAINS(r.out, "earlier than " + tuf::format_utc_time(accepted));
+  EXPECT_CONTAINS(r.out, "the clock is behind");
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
 }
 
 TEST_F(TufBundle, ATamperedBundleInstallsNothingEvenFromItsIntactArchives) {

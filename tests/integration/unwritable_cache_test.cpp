@@ -4,7 +4,8 @@
 // with EFBIG, as on a full disk or quota they fail with ENOSPC or EDQUOT) or read-only (a read-only
 // bind mount in a user namespace of this test process, where the kernel allows one), with TMPDIR
 // unwritable as well. Each serves the kernel from memory and warns once per process, naming the
-// directory and the system's words; nothing is left in the cache.
+// directory and the system's words; nothing is left in the cache. "Once per process" is what is
+// tested: each test runs in a process of its own (ctest runs every gtest case alone).
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -97,6 +98,25 @@ class FileSizeLimit {
   void (*old_handler_)(int) = nullptr;
 };
 
+// TMPDIR pointing at `dir` while it lives (set after the test's own temporary directories and
+// servers exist: they need a working one), restored after.
+class TmpdirAt {
+ public:
+  explicit TmpdirAt(const fs::path& dir) {
+    if (const char* old = std::getenv("TMPDIR")) old_ = old;
+    setenv("TMPDIR", dir.c_str(), 1);
+  }
+  ~TmpdirAt() {
+    if (old_)
+      setenv("TMPDIR", old_->c_str(), 1);
+    else
+      unsetenv("TMPDIR");
+  }
+
+ private:
+  std::optional<std::string> old_;
+};
+
 // Standard error into a pipe while it lives (the loader's log; a pipe, since a file could not grow
 // under the Full case's limit): text() is what was written.
 class StderrCapture {
@@ -160,7 +180,7 @@ class UnwritableCache : public ::testing::TestWithParam<Fault> {
       const unsigned seed = target == "sm_90a" ? 1 : 3;
       return std::vector<test::SyntheticArtifact>{
           {"axpy_dtype_f32", test::random_bytes(20000, seed)},
-          {"rmsnorm_dtype_f16", test::random_bytes(20000, seed + 1)}};
+          {"axpy_dtype_bf16", test::random_bytes(20000, seed + 1)}};
     };
     rel = test::write_release_dist(tmp / "release", spec, {"sm_90a", "sm_80"});
     test::write_file(tmp / "a-file", "");
@@ -184,15 +204,11 @@ class UnwritableCache : public ::testing::TestWithParam<Fault> {
                           "NotADirectory and Full cases cover the same code paths";
         break;
     }
-    const char* old = std::getenv("TMPDIR");
-    if (old) old_tmpdir = old;
-    setenv("TMPDIR", tmpdir.c_str(), 1);  // nothing in the loader may need it either
   }
+
   void TearDown() override {
-    if (old_tmpdir)
-      setenv("TMPDIR", old_tmpdir->c_str(), 1);
-    else
-      unsetenv("TMPDIR");
+    // The bind gone, the temporary directory can be removed.
+    if (GetParam() == Fault::ReadOnly) umount2((tmp / "ro").c_str(), MNT_DETACH);
   }
 
   std::unique_ptr<Loader> loader(std::shared_ptr<test::Cc90Driver> drv, bool mirror) {
@@ -219,7 +235,6 @@ class UnwritableCache : public ::testing::TestWithParam<Fault> {
   TempDir tmp;
   test::SyntheticDist rel;
   fs::path cache, tmpdir;
-  std::optional<std::string> old_tmpdir;
   std::optional<MisbehavingServer> server;
 };
 
@@ -229,16 +244,17 @@ TEST_P(UnwritableCache, MirrorTierServesVerifiedBytesFromMemoryAndWarnsOnce) {
   auto l = loader(drv, true);
   StderrCapture err;
   {
+    TmpdirAt unusable(tmpdir);  // nothing in the loader may need it either
     auto limit = full();
     const KernelHandle& a = l->get("axpy_dtype_f32");
-    const KernelHandle& b = l->get("rmsnorm_dtype_f16");
+    const KernelHandle& b = l->get("axpy_dtype_bf16");
     EXPECT_EQ(a.origin, "memory:" + server->url() + "/" + rel.archive.at("sm_90a") +
                             "/axpy_dtype_f32.fatbin");
     EXPECT_EQ(b.origin.rfind("memory:", 0), 0u) << b.origin;
   }
   ASSERT_EQ(drv->images.size(), 2u);
   EXPECT_EQ(drv->images[0], rel.artifacts.at("sm_90a").at("axpy_dtype_f32.fatbin"));
-  EXPECT_EQ(drv->images[1], rel.artifacts.at("sm_90a").at("rmsnorm_dtype_f16.fatbin"));
+  EXPECT_EQ(drv->images[1], rel.artifacts.at("sm_90a").at("axpy_dtype_bf16.fatbin"));
   const std::string text = err.text();
   EXPECT_EQ(count(text, "[warn]"), 1u) << text;
   EXPECT_EQ(count(text, "cannot keep kernels fetched from mirrors in the cache directory"), 1u)
@@ -256,6 +272,7 @@ TEST_P(UnwritableCache, JitTierCompilesWithNvrtcAndLoadsWithoutADiskEntryAndWarn
   auto l = loader(drv, false);
   StderrCapture err;
   {
+    TmpdirAt unusable(tmpdir);  // nothing in the loader may need it either
     auto limit = full();
     EXPECT_EQ(l->get("axpy_dtype_f32").origin, "jit:memory");
     EXPECT_EQ(l->get("axpy_dtype_bf16").origin, "jit:memory");
@@ -284,10 +301,8 @@ TEST(UnwritableTmpdir, MirrorTierInstallsIntoTheCacheAsUsualAndSaysNothing) {
   spec.loadable = true;
   test::SyntheticDist rel = test::write_release_dist(tmp / "release", spec, {"sm_90a"});
   test::write_file(tmp / "a-file", "");
-  const char* old = std::getenv("TMPDIR");
-  std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
-  setenv("TMPDIR", (tmp / "a-file" / "tmp").c_str(), 1);
   MisbehavingServer server(rel.dir, "ok");
+  TmpdirAt unusable(tmp / "a-file" / "tmp");
   LoaderConfig cfg;
   cfg.cache_dir = (tmp / "cache").string();
   cfg.mirrors = {server.url()};
@@ -302,10 +317,6 @@ TEST(UnwritableTmpdir, MirrorTierInstallsIntoTheCacheAsUsualAndSaysNothing) {
             (tmp / "cache" / rel.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
   EXPECT_FALSE(fs::exists(tmp / "loader.log") &&
                test::read_file(tmp / "loader.log").find("cannot keep") != std::string::npos);
-  if (saved)
-    setenv("TMPDIR", saved->c_str(), 1);
-  else
-    unsetenv("TMPDIR");
 }
 
 }  // namespace

@@ -494,7 +494,7 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
   const ExpiryTime when =
       expiry_time(md, cx.opts.tuf_clock ? cx.opts.tuf_clock() : std::time(nullptr));
   const std::time_t now = when.at;
-  prepare_metadata_dir(md, anchor_root);
+  if (auto replaced = prepare_metadata_dir(md, anchor_root)) cx.log(*replaced);
   std::optional<tuf::Error> first_attack;
   bool no_metadata = false;  // a mirror answered without TUF metadata
   for (const auto& mirror : cx.mirrors) {

@@ -10,6 +10,7 @@
 #include "io/file_lock.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "tuf/tuf_trusted_set.hpp"
 #include "tuf/tuf_updater.hpp"
 
 namespace kiln::fetch {
@@ -105,7 +106,7 @@ std::string read_anchor_root(const TrustAnchor& anchor) {
   }
 }
 
-void prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
+std::optional<std::string> prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
@@ -114,7 +115,21 @@ void prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
                 {{"path", dir.string()}});
   io::FileLock lock = io::FileLock::acquire(dir / ".tuf.lock", std::chrono::seconds(60));
   io::remove_orphaned_temps(dir);  // a dead writer's (every writer holds the lock)
-  if (!fs::exists(dir / "root.json", ec)) io::write_file_atomically(dir / "root.json", anchor_root);
+  if (fs::exists(dir / "root.json", ec)) {
+    try {
+      tuf::TrustedSet stored(io::read_whole_file(dir / "root.json"), 0);
+      return std::nullopt;
+    } catch (const kiln::Error& e) {
+      // The node's trusted root no longer parses or verifies itself (bit rot, a torn disk): it
+      // is replaced by the anchor, whose chain the next refresh walks again from the mirror.
+      // Otherwise one flipped byte would refuse every repository of this root for good.
+      io::write_file_atomically(dir / "root.json", anchor_root);
+      return "the stored trusted root " + (dir / "root.json").string() +
+             " is damaged (" + e.what() + "): replaced by the trust anchor's root";
+    }
+  }
+  io::write_file_atomically(dir / "root.json", anchor_root);
+  return std::nullopt;
 }
 
 std::string tuf_target_url(const std::string& mirror, const tuf::TargetFile& info,

@@ -12,6 +12,7 @@
 // fetches.
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -92,7 +93,10 @@ std::string read_anchor_root(const TrustAnchor& anchor);
 
 // Creates `dir` and stores `anchor_root` as its root.json unless it has one (a root reached
 // through the chain from it), atomically under <dir>/.tuf.lock. Error{Io} naming the directory.
-void prepare_metadata_dir(const std::filesystem::path& dir, std::string_view anchor_root);
+// A stored root.json that no longer parses or verifies itself is replaced by the anchor's (its
+// chain is walked again from the mirror); returns what was replaced and why, for the log.
+std::optional<std::string> prepare_metadata_dir(const std::filesystem::path& dir,
+                                                std::string_view anchor_root);
 
 // The targets metadata's entry for a file the index also pins (an archive, the description): it
 // must list the file with the index's length and sha256, else a tuf::Error naming the attack

@@ -448,7 +448,7 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   // The clock, or later when it has gone back since this node last accepted metadata of the root
   // (fetch::expiry_time, read before the directory is prepared); --expiry-reference replaces both.
   fetch::ExpiryTime when = fetch::expiry_time(md, clock);
-  fetch::prepare_metadata_dir(md, anchor_root);
+  if (auto replaced = fetch::prepare_metadata_dir(md, anchor_root)) say("WARNING: " + *replaced);
 
   std::time_t now = when.at;
   if (req.expiry_reference) {

@@ -30,6 +30,7 @@
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"
 #include "plan/resolver.hpp"
+#include "plan/store_scanner.hpp"
 #include "project/package_description.hpp"
 #include "stand_in_driver.hpp"
 #include "store/store.hpp"
@@ -227,6 +228,42 @@ TEST_F(TufMirror, LoaderGetsTheKernelFromATufMirrorWithNoDigestPin) {
   std::string sha = targets[archive]["hashes"]["sha256"];
   EXPECT_EQ(s.count("/targets/" + sha + "." + archive), 1);
   EXPECT_EQ(s.count("/targets/" + archive), 0);
+}
+
+// Bit rot in the TUF metadata the node keeps (docs/loader.md, "Bit rot"): one flipped byte in any
+// stored file is a copy that no longer verifies; the next refresh fetches the mirror's and the
+// kernel is served, never the damaged copy trusted.
+TEST_F(TufMirror, AFlippedByteInAnyStoredMetadataFileIsRefusedAndTheMirrorServesAgain) {
+  MisbehavingServer s(repo(), "ok");
+  ASSERT_EQ(loader(s.url(), std::make_shared<Cc90Driver>())->get(kUri).origin,
+            (cache() / dist_.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
+  const fs::path md = cache() / "tuf" / io::sha256_hex(test::read_file(root));
+  std::vector<fs::path> stored;
+  for (const auto& e : fs::directory_iterator(md))
+    if (e.is_regular_file() && e.path().extension() == ".json") stored.push_back(e.path());
+  ASSERT_GE(stored.size(), 3u);
+  for (const fs::path& f : stored) {
+    const std::string original = test::read_file(f);
+    std::string bytes = original;
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x01);
+    test::write_file(f, bytes);
+    fs::remove_all(cache() / dist_.stem("sm_90a"));  // the mirror tier must run again
+    plan::forget_store_memory();
+    transport::forget_bad_mirrors();  // as a fresh process
+    auto drv = std::make_shared<Cc90Driver>();
+    std::string origin;
+    try {
+      origin = loader(s.url(), drv)->get(kUri).origin;
+    } catch (const Error& e) {
+      ADD_FAILURE() << f.filename() << " damaged: " << e.what();
+    }
+    EXPECT_EQ(origin, (cache() / dist_.stem("sm_90a") / "axpy_dtype_f32.fatbin").string())
+        << f.filename();
+    EXPECT_EQ(drv->images,
+              std::vector<std::string>{dist_.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]})
+        << f.filename();
+    if (fs::exists(f) && test::read_file(f) == bytes) test::write_file(f, original);
+  }
 }
 
 TEST_F(TufMirror, CliFetchesFromTheRepositoryCiReleaseWritesWithTheTufRootAlone) {

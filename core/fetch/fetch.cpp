@@ -44,6 +44,7 @@
 #include "fetch/fetch_internal.hpp"
 #include "fetch/tuf_mirror.hpp"
 #include "fetch/verified_download.hpp"
+#include "format/archive.hpp"
 #include "format/manifest.hpp"
 #include "format/target.hpp"
 #include "io/atomic_file.hpp"
@@ -489,8 +490,11 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
                 "(FetchOptions::tuf_metadata_dir: the cache directory's tuf/)");
   const std::string anchor_root = read_anchor_root(cx.anchor);
   const fs::path md = tuf_metadata_dir(cx.opts.tuf_metadata_dir, anchor_root);
-  prepare_metadata_dir(md, anchor_root);
-  const std::time_t now = cx.opts.tuf_clock ? cx.opts.tuf_clock() : std::time(nullptr);
+  // Read before the directory is prepared: its files' times are those of earlier accepts.
+  const ExpiryTime when =
+      expiry_time(md, cx.opts.tuf_clock ? cx.opts.tuf_clock() : std::time(nullptr));
+  const std::time_t now = when.at;
+  if (auto replaced = prepare_metadata_dir(md, anchor_root)) cx.log(*replaced);
   std::optional<tuf::Error> first_attack;
   bool no_metadata = false;  // a mirror answered without TUF metadata
   for (const auto& mirror : cx.mirrors) {
@@ -556,7 +560,8 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
              std::to_string(trusted.timestamp()->version) + ", sha256 " +
              short_hex(info->hashes.at("sha256")) + ")");
       return t;
-    } catch (const tuf::Error& e) {
+    } catch (const tuf::Error& refused) {
+      const tuf::Error e = explain_clock(refused, when);
       bool bad_bytes = e.kind() != ErrorKind::Network && e.kind() != ErrorKind::NotFound;
       std::string what = e.what();
       bool not_found = e.kind() == ErrorKind::NotFound;
@@ -608,15 +613,20 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
 // true once renamed into place. Bytes that are not the pinned ones distrust the mirror. Under
 // TUF the archive is the target <mirror>/targets/[<sha256>.]<file>, checked against its length
 // and every hash of the targets metadata (which agrees with the index entry: fetch_index_tuf).
-bool download_from(Context& cx, const std::string& mirror, const format::IndexEntry& e) {
+// `memory` non-null: the verified bytes go there instead, and nothing is written.
+bool download_from(Context& cx, const std::string& mirror, const format::IndexEntry& e,
+                   std::string* memory = nullptr) {
   const tuf::TargetFile* info = cx.tuf() ? &cx.tuf_archives.at(e.file) : nullptr;
   std::string url = info ? tuf_target_url(mirror, *info, cx.tuf_consistent) : mirror + "/" + e.file;
   DownloadExpect expect =
       info ? tuf_download_expect(*info) : DownloadExpect{e.sha256, e.size, e.size};
   cx.log("downloading " + url + " (" + std::to_string(e.size) + " bytes)");
-  DownloadResult d = download_verified(
-      retry_loop(cx, mirror, url, "downloading "),
-      [&] { return cx.request(url, e.size, cx.now()); }, cx.dest / e.file, expect);
+  auto request = [&] { return cx.request(url, e.size, cx.now()); };
+  DownloadResult d =
+      memory ? download_verified_to_memory(retry_loop(cx, mirror, url, "downloading "), request,
+                                           e.file, expect, *memory)
+             : download_verified(retry_loop(cx, mirror, url, "downloading "), request,
+                                 cx.dest / e.file, expect);
   // Under TUF a refusal is worded as the client's own (tuf::Error) and names its attack.
   auto refuse = [&](tuf::Attack attack, const std::string& tuf_what, const std::string& what) {
     if (info)
@@ -679,6 +689,35 @@ io::FileLock lock_store_file(Context& cx, const std::string& file) {
   }
 }
 
+// The error when no mirror served the archive of `e`: every mirror's failure for that file.
+Error no_mirror_served(Context& cx, const format::IndexEntry& e) {
+  std::ostringstream msg;
+  msg << "could not fetch " << e.file << " (" << e.target << ") from any mirror:";
+  FailureTally tally;
+  std::string attack;
+  {
+    std::lock_guard<std::mutex> g(cx.mu);
+    for (const auto& f : cx.failures) {
+      if (f.url.size() < e.file.size() ||
+          f.url.compare(f.url.size() - e.file.size(), e.file.size(), e.file) != 0)
+        continue;
+      msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
+      tally.add(f);
+      if (attack.empty()) attack = f.attack;
+    }
+  }
+  if (cx.dest.empty())
+    msg << "\nNothing was written (the archive was fetched into memory)";
+  else
+    msg << "\nNothing unverified was kept in " << cx.dest.string();
+  msg << "; add a working mirror with --mirror / KILN_MIRRORS, or copy the archive there with "
+         "`kiln fetch --mirror file:///path/to/release`.";
+  std::vector<ErrorField> fields{
+      {"file", e.file}, {"target", e.target}, {"path", cx.dest.string()}};
+  if (!attack.empty()) fields.insert(fields.begin(), {"attack", attack});
+  return Error(tally.kind(), msg.str(), std::move(fields));
+}
+
 struct ArchiveOutcome {
   std::string store_dir;
   bool installed = false;
@@ -731,28 +770,7 @@ ArchiveOutcome fetch_archive(Context& cx, const format::IndexEntry& e) {
     cx.log("installed " + out.store_dir);
     return out;
   }
-  std::ostringstream msg;
-  msg << "could not fetch " << e.file << " (" << e.target << ") from any mirror:";
-  FailureTally tally;
-  std::string attack;
-  {
-    std::lock_guard<std::mutex> g(cx.mu);
-    for (const auto& f : cx.failures) {
-      if (f.url.size() < e.file.size() ||
-          f.url.compare(f.url.size() - e.file.size(), e.file.size(), e.file) != 0)
-        continue;
-      msg << "\n  " << f.mirror << ": " << f.url << ": " << f.what;
-      tally.add(f);
-      if (attack.empty()) attack = f.attack;
-    }
-  }
-  msg << "\nNothing unverified was kept in " << cx.dest.string()
-      << "; add a working mirror with --mirror / KILN_MIRRORS, or copy the archive there with "
-         "`kiln fetch --mirror file:///path/to/release`.";
-  std::vector<ErrorField> fields{
-      {"file", e.file}, {"target", e.target}, {"path", cx.dest.string()}};
-  if (!attack.empty()) fields.insert(fields.begin(), {"attack", attack});
-  throw Error(tally.kind(), msg.str(), std::move(fields));
+  throw no_mirror_served(cx, e);
 }
 
 }  // namespace
@@ -888,9 +906,11 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
 
   std::error_code ec;
   fs::create_directories(cx.dest, ec);
-  if (ec || access(cx.dest.c_str(), W_OK) != 0)
-    throw Error(ErrorKind::Io, "destination store " + dest_store + " is not a writable directory" +
-                                   (ec ? ": " + ec.message() : ""));
+  if (!ec && access(cx.dest.c_str(), W_OK) != 0) ec = std::error_code(errno, std::generic_category());
+  if (ec)
+    throw Error(ErrorKind::Io,
+                "destination store " + dest_store + " is not a writable directory: " + ec.message(),
+                {{"path", dest_store}});
 
   TrustedIndex ti = fetch_trusted_index(cx, package, version, missing);
   cx.index = ti.index;
@@ -936,6 +956,61 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   result.failures = cx.failures;
   result.index_json = cx.index_json;
   return result;
+}
+
+
+FetchedArchive fetch_archive_into_memory_with(const FetchOptions& opts, const std::string& target,
+                                              const FetchDeps& deps) {
+  Context cx(opts, deps);
+  cx.policy = transport::RetryPolicy{opts.max_retries, opts.retry_base_ms, opts.retry_cap_ms};
+  start_deadline(cx, opts);
+  auto parsed = format::parse_target(target);
+  if (!parsed)
+    throw Error(ErrorKind::Usage, "'" + target + "' is not a target (e.g. sm_90a, compute_80)");
+  const std::string canon = parsed->str();
+  const std::string& package = required_package(opts);
+  const std::string& version = required_version(opts);
+  if (opts.offline)
+    throw Error(ErrorKind::NotFound, "offline: the archive of release " + package + " " +
+                                         version + " for " + canon + " was not fetched");
+  set_mirrors(cx, opts, canon);
+  set_anchor(cx, opts, package + " " + version);
+  TrustedIndex ti = fetch_trusted_index(cx, package, version, {canon});
+  cx.index = ti.index;
+  cx.index_url = ti.url;
+  auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
+                         [&](const format::IndexEntry& e) { return e.target == canon; });
+  if (it == ti.index.archives.end())
+    throw Error(ErrorKind::NotFound, "release " + package + " " + version +
+                                         " has no archive for " + canon + " (index from " +
+                                         ti.mirror + ")");
+  const format::IndexEntry& e = *it;
+  for (const auto& mirror : cx.mirrors) {
+    if (transport::is_mirror_bad(mirror)) {
+      cx.fail(mirror, mirror + "/" + e.file,
+              "skipped: served bytes that failed verification earlier", true);
+      continue;
+    }
+    std::string bytes;
+    if (!download_from(cx, mirror, e, &bytes)) continue;
+    const std::string url = mirror + "/" + e.file;
+    cx.log("verified " + e.file + " (SHA-256 " + e.sha256.substr(0, 12) + "...) in memory");
+    // The same order as an install: the manifest, first member, decides before the artifacts
+    // are used (read_archive_bytes bounds what is unpacked).
+    FetchedArchive out;
+    out.file = e.file;
+    out.url = url;
+    out.target = e.target;
+    out.members = format::read_archive_bytes(bytes, url);
+    if (out.members.empty() || out.members.front().name != "manifest.json")
+      throw Error(ErrorKind::Format, url + ": its first member is not manifest.json")
+          .with("path", url);
+    store::require_manifest_matches_index(
+        format::parse_manifest(out.members.front().data, url + "/manifest.json"), e, cx.index,
+        url, cx.index_url);
+    return out;
+  }
+  throw no_mirror_served(cx, e);
 }
 
 
@@ -998,6 +1073,11 @@ FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::strin
                           const std::string& dest_store) {
   RealFetch f(opts, "the release index and archives");
   return fetch_targets_with(opts, targets, dest_store, f.deps);
+}
+
+FetchedArchive fetch_archive_into_memory(const FetchOptions& opts, const std::string& target) {
+  RealFetch f(opts, "the release index and an archive");
+  return fetch_archive_into_memory_with(opts, target, f.deps);
 }
 
 FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std::string>& targets,

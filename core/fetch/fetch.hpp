@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "format/archive.hpp"
+
 namespace kiln::fetch {
 
 // A release's index as a fetch accepted it (fetch_release_index): its bytes, where they came from
@@ -129,6 +131,19 @@ FetchResult fetch_targets(const FetchOptions& opts, const std::vector<std::strin
 // `dir` counts as present. FetchResult::installed lists the archive files.
 FetchResult fetch_archive_files(const FetchOptions& opts, const std::vector<std::string>& targets,
                                 const std::string& dir);
+
+// One archive of `target`, fetched and verified as fetch_targets verifies it (the trusted index,
+// size and digests, its manifest against the index entry) but kept in memory: nothing is written
+// to any directory. The loader's mirror tier uses it when its cache directory cannot be written
+// (docs/loader.md, "When the cache cannot be written"). Under TUF the metadata is still kept in
+// tuf_metadata_dir, so an unwritable one fails as fetch_targets does. Throws like fetch_targets.
+struct FetchedArchive {
+  std::string file;    // the archive's file name, as the index lists it
+  std::string url;     // where the verified bytes came from
+  std::string target;  // as the index lists it
+  std::vector<format::ArchiveMember> members;  // manifest.json first, as the archive holds them
+};
+FetchedArchive fetch_archive_into_memory(const FetchOptions& opts, const std::string& target);
 
 // The targets release opts.version offers, as its index lists them, in index order: one
 // fetch of the index from the first mirror that serves it with the pinned digest (no archive

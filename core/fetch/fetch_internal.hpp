@@ -36,6 +36,9 @@ struct FetchDeps {
 FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::string>& targets,
                                const std::string& dest_store, const FetchDeps& deps);
 
+FetchedArchive fetch_archive_into_memory_with(const FetchOptions& opts, const std::string& target,
+                                              const FetchDeps& deps);
+
 FetchedIndex fetch_release_index_with(const FetchOptions& opts, const FetchDeps& deps);
 
 // Mirror URL as used in messages and the bad-mirror set: trailing '/' removed, a bare

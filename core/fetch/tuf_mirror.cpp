@@ -1,5 +1,7 @@
 #include "fetch/tuf_mirror.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <chrono>
 #include <system_error>
@@ -8,6 +10,7 @@
 #include "io/file_lock.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "tuf/tuf_trusted_set.hpp"
 #include "tuf/tuf_updater.hpp"
 
 namespace kiln::fetch {
@@ -103,7 +106,7 @@ std::string read_anchor_root(const TrustAnchor& anchor) {
   }
 }
 
-void prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
+std::optional<std::string> prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
@@ -112,7 +115,21 @@ void prepare_metadata_dir(const fs::path& dir, std::string_view anchor_root) {
                 {{"path", dir.string()}});
   io::FileLock lock = io::FileLock::acquire(dir / ".tuf.lock", std::chrono::seconds(60));
   io::remove_orphaned_temps(dir);  // a dead writer's (every writer holds the lock)
-  if (!fs::exists(dir / "root.json", ec)) io::write_file_atomically(dir / "root.json", anchor_root);
+  if (fs::exists(dir / "root.json", ec)) {
+    try {
+      tuf::TrustedSet stored(io::read_whole_file(dir / "root.json"), 0);
+      return std::nullopt;
+    } catch (const kiln::Error& e) {
+      // The node's trusted root no longer parses or verifies itself (bit rot, a torn disk): it
+      // is replaced by the anchor, whose chain the next refresh walks again from the mirror.
+      // Otherwise one flipped byte would refuse every repository of this root for good.
+      io::write_file_atomically(dir / "root.json", anchor_root);
+      return "the stored trusted root " + (dir / "root.json").string() +
+             " is damaged (" + e.what() + "): replaced by the trust anchor's root";
+    }
+  }
+  io::write_file_atomically(dir / "root.json", anchor_root);
+  return std::nullopt;
 }
 
 std::string tuf_target_url(const std::string& mirror, const tuf::TargetFile& info,
@@ -158,4 +175,34 @@ tuf::TargetFile trusted_pinned_target(tuf::Updater& updater, const format::Index
   return *a;
 }
 
+ExpiryTime expiry_time(const std::filesystem::path& metadata_dir, std::time_t clock) {
+  ExpiryTime t;
+  t.clock = t.at = clock;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(metadata_dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (st.st_mtime > t.at) {
+      t.at = st.st_mtime;
+      t.floor_file = it->path().string();
+    }
+  }
+  return t;
+}
+
+tuf::Error explain_clock(const tuf::Error& e, const ExpiryTime& t) {
+  if (e.attack() != tuf::Attack::Expired || t.at == t.clock) return e;
+  std::string what = e.what();
+  const std::string prefix = std::string("tuf: ") + tuf::to_string(e.attack()) + ": ";
+  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  return tuf::Error(tuf::Attack::Expired,
+                   what + ". This node's clock reads " +
+                       tuf::format_utc_time(t.clock) + ", earlier than " +
+                       tuf::format_utc_time(t.at) + ", when it wrote " + t.floor_file +
+                       ": the clock is behind (it went back since), so expiry was judged at " +
+                       tuf::format_utc_time(t.at) + "; set the clock right");
+}
+
 }  // namespace kiln::fetch
+

@@ -10,13 +10,16 @@
 // The index and each archive are targets named by their release file names (index_file_name,
 // archive_file_name), so a release added with `kiln tuf-repo add <mirror dir>` is what a node
 // fetches.
+#include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "fetch/fetch.hpp"
 #include "fetch/verified_download.hpp"
 #include "format/manifest.hpp"
+#include "tuf/tuf_error.hpp"
 #include "tuf/tuf_metadata.hpp"
 
 namespace kiln::tuf {
@@ -71,11 +74,29 @@ std::filesystem::path tuf_metadata_dir(const std::filesystem::path& parent,
 
 // Reads the root file the anchor names (bounded like a root from a mirror); Error{NotFound} or
 // Error{Io} naming it and `source`.
+// The time TUF expiry is judged at on this node (docs/tuf.md, "A wrong clock"): what its clock
+// reads, unless that is earlier than the newest file of the node's metadata directory for the
+// root (written when the node last accepted metadata of it, at the time its clock read then):
+// the clock has gone back since, so expiry is judged at that file's time and metadata that had
+// expired by then is never accepted again. Never later than needed: the clock when it is ahead.
+struct ExpiryTime {
+  std::time_t clock = 0;   // what the node's clock reads
+  std::time_t at = 0;      // what expiry is judged at: the later of the clock and the file's time
+  std::string floor_file;  // the file whose time `at` is, when later than the clock
+};
+ExpiryTime expiry_time(const std::filesystem::path& metadata_dir, std::time_t clock);
+// e, or when it is an Expired refusal judged at a time later than the clock, the same refusal
+// saying so, with both times.
+tuf::Error explain_clock(const tuf::Error& e, const ExpiryTime& t);
+
 std::string read_anchor_root(const TrustAnchor& anchor);
 
 // Creates `dir` and stores `anchor_root` as its root.json unless it has one (a root reached
 // through the chain from it), atomically under <dir>/.tuf.lock. Error{Io} naming the directory.
-void prepare_metadata_dir(const std::filesystem::path& dir, std::string_view anchor_root);
+// A stored root.json that no longer parses or verifies itself is replaced by the anchor's (its
+// chain is walked again from the mirror); returns what was replaced and why, for the log.
+std::optional<std::string> prepare_metadata_dir(const std::filesystem::path& dir,
+                                                std::string_view anchor_root);
 
 // The targets metadata's entry for a file the index also pins (an archive, the description): it
 // must list the file with the index's length and sha256, else a tuf::Error naming the attack

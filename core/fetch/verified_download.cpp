@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <exception>
 #include <memory>
+#include <functional>
+#include <optional>
 #include <string_view>
 
 #include "io/atomic_file.hpp"
@@ -39,21 +41,30 @@ transport::TransferResult get_with_retries(const RetryLoop& loop,
   }
 }
 
-DownloadResult download_verified(const RetryLoop& loop,
-                                 const std::function<transport::TransferRequest()>& request,
-                                 const std::filesystem::path& dest, const DownloadExpect& expect) {
+namespace {
+
+// Where a download's bytes go while they arrive: a temp file renamed onto its destination
+// (download_verified), or memory (download_verified_to_memory). One state machine serves both.
+struct DownloadSink {
+  std::function<void()> start;                   // a fresh attempt: drop what the last one kept
+  std::function<void(std::string_view)> write;   // may throw (the temp file could not be written)
+  std::function<void()> commit;                  // the bytes verified: keep them
+};
+
+DownloadResult download_with(const RetryLoop& loop,
+                             const std::function<transport::TransferRequest()>& request,
+                             const std::string& name, const DownloadExpect& expect,
+                             const DownloadSink& into) {
   const std::uint64_t cap = expect.exact_size ? *expect.exact_size : expect.max_bytes;
   DownloadResult out;
-  std::optional<io::AtomicFile> tmp;
   std::optional<io::Sha256> hash;
   std::unique_ptr<tuf::MultiHasher> others;
   bool too_big = false;
   auto reset = [&] {
-    tmp.reset();  // removes the previous attempt's temp file
-    tmp.emplace(dest);
+    into.start();
     hash.emplace();
     if (!expect.other_hashes.empty())
-      others = std::make_unique<tuf::MultiHasher>(expect.other_hashes, dest.filename().string());
+      others = std::make_unique<tuf::MultiHasher>(expect.other_hashes, name);
     out.bytes = 0;
     out.write_error.clear();
     too_big = false;
@@ -62,7 +73,7 @@ DownloadResult download_verified(const RetryLoop& loop,
   auto sink = [&](const char* data, std::size_t len) {
     if (out.bytes + len > cap) return !(too_big = true);
     try {
-      tmp->write(std::string_view(data, len));
+      into.write(std::string_view(data, len));
     } catch (const std::exception& e) {
       out.write_error = e.what();
       return false;
@@ -93,11 +104,36 @@ DownloadResult download_verified(const RetryLoop& loop,
     } else if (!out.other_mismatch.empty()) {
       out.status = DownloadStatus::DigestMismatch;
     } else {
-      tmp->commit();
+      into.commit();
       out.status = DownloadStatus::Verified;
     }
   }
-  return out;  // tmp's destructor removes an uncommitted temp file
+  return out;
+}
+
+}  // namespace
+
+DownloadResult download_verified(const RetryLoop& loop,
+                                 const std::function<transport::TransferRequest()>& request,
+                                 const std::filesystem::path& dest, const DownloadExpect& expect) {
+  std::optional<io::AtomicFile> tmp;
+  DownloadSink into{[&] {
+                      tmp.reset();  // removes the previous attempt's temp file
+                      tmp.emplace(dest);
+                    },
+                    [&](std::string_view d) { tmp->write(d); }, [&] { tmp->commit(); }};
+  return download_with(loop, request, dest.filename().string(), expect, into);
+  // tmp's destructor removes an uncommitted temp file
+}
+
+DownloadResult download_verified_to_memory(const RetryLoop& loop,
+                                           const std::function<transport::TransferRequest()>& request,
+                                           const std::string& name, const DownloadExpect& expect,
+                                           std::string& bytes) {
+  std::string pending;
+  DownloadSink into{[&] { pending.clear(); }, [&](std::string_view d) { pending.append(d); },
+                    [&] { bytes = std::move(pending); }};
+  return download_with(loop, request, name, expect, into);
 }
 
 }  // namespace kiln::fetch

@@ -73,7 +73,7 @@ struct DownloadExpect {
 };
 
 enum class DownloadStatus {
-  Verified,        // renamed onto dest
+  Verified,        // renamed onto dest (in memory: moved into `bytes`)
   TransferFailed,  // transfer: the last failure, not retried (or no retries left)
   TooBig,          // more than exact_size / max_bytes: aborted at the first byte over
   WriteFailed,     // write_error: the temp file could not be written
@@ -97,6 +97,14 @@ struct DownloadResult {
 DownloadResult download_verified(const RetryLoop& loop,
                                  const std::function<transport::TransferRequest()>& request,
                                  const std::filesystem::path& dest, const DownloadExpect& expect);
+
+// The same download kept in memory: on Verified, `bytes` holds them; otherwise it is left as it
+// was. Nothing touches the disk (the loader's mirror tier when its cache cannot be written).
+// `name` names the file in a digest mismatch of other_hashes.
+DownloadResult download_verified_to_memory(const RetryLoop& loop,
+                                           const std::function<transport::TransferRequest()>& request,
+                                           const std::string& name, const DownloadExpect& expect,
+                                           std::string& bytes);
 
 // One transfer result in a log line or an error: "HTTP 503", "connection failed: <detail>".
 std::string describe(const transport::TransferResult& r);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <set>
 #include <string>
 #include <system_error>
@@ -146,33 +147,47 @@ JitResult NvrtcCompiler::compile(const project::Specialisation& spec, const proj
 
   const fs::path dir = fs::path(cache_dir) / "jit";
   const fs::path lock_dir = config_.lock_dir.empty() ? dir : fs::path(config_.lock_dir);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    throw Error(ErrorKind::Io,
-                "cannot create JIT cache directory " + dir.string() + ": " + ec.message());
-  fs::create_directories(lock_dir, ec);
-  if (ec)
-    throw Error(ErrorKind::Io,
-                "cannot create lock directory " + lock_dir.string() + ": " + ec.message());
   const fs::path cubin_path = dir / (key + ".cubin");
   const fs::path json_path = dir / (key + ".json");
-
+  // A cache that cannot be written (read-only, full, not a directory) costs the disk entry, not
+  // the kernel: the result is compiled and handed back from memory, with the reason in not_kept
+  // (docs/loader.md, "When the cache cannot be written"). An entry already there still serves.
+  std::string not_kept;
   std::string problem;
+  std::optional<io::FileLock> lock;
+  std::error_code ec;
   if (auto hit = detail::read_entry(cubin_path, json_path, spec, arch, problem))
     return std::move(*hit);
-
-  // Lock, look again (another process may have finished meanwhile), compile, write, unlock.
-  io::FileLock lock = io::FileLock::acquire(lock_dir / (key + ".lock"), config_.lock_timeout);
-  if (auto hit = detail::read_entry(cubin_path, json_path, spec, arch, problem))
-    return std::move(*hit);
-  detail::remove_orphaned_temporaries(dir, key);
-  if (!problem.empty()) {
-    config_.log(JitLogLevel::Warn, "JIT cache entry " + json_path.string() + " for " + spec.uri +
-                                       " is unusable (" + problem +
-                                       "); removing it and compiling again");
-    fs::remove(json_path, ec);
-    fs::remove(cubin_path, ec);
+  for (const fs::path& d : {dir, lock_dir}) {
+    fs::create_directories(d, ec);
+    if (ec) {
+      not_kept = "cannot create " + d.string() + ": " + ec.message();
+      break;
+    }
+  }
+  if (not_kept.empty()) {
+    // Lock, look again (another process may have finished meanwhile), compile, write, unlock.
+    try {
+      lock.emplace(io::FileLock::acquire(lock_dir / (key + ".lock"), config_.lock_timeout));
+    } catch (const Error& e) {
+      // The lock file could not be created or opened (a read-only or full directory): no disk
+      // entry. A lock held past its timeout by a live compile stays the error it was.
+      if (e.kind() != ErrorKind::Io || std::string_view(e.what()).rfind("cannot open lock file", 0) != 0)
+        throw;
+      not_kept = e.what();
+    }
+  }
+  if (lock) {
+    if (auto hit = detail::read_entry(cubin_path, json_path, spec, arch, problem))
+      return std::move(*hit);
+    detail::remove_orphaned_temporaries(dir, key);
+    if (!problem.empty()) {
+      config_.log(JitLogLevel::Warn, "JIT cache entry " + json_path.string() + " for " + spec.uri +
+                                         " is unusable (" + problem +
+                                         "); removing it and compiling again");
+      fs::remove(json_path, ec);
+      fs::remove(cubin_path, ec);
+    }
   }
 
   ProgramGuard g{*api};
@@ -217,12 +232,26 @@ JitResult NvrtcCompiler::compile(const project::Specialisation& spec, const proj
     res.symbols.emplace_back(lowered);
   }
 
-  detail::write_entry(cubin_path, json_path, spec, arch,
+  if (not_kept.empty()) {
+    try {
+      detail::write_entry(cubin_path, json_path, spec, arch,
                           std::to_string(cap.nvrtc_major) + "." + std::to_string(cap.nvrtc_minor),
                           res);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Io) throw;
+      not_kept = e.what();
+      fs::remove(json_path, ec);  // a cubin without its json is a miss; leave neither
+      fs::remove(cubin_path, ec);
+    }
+  }
+  res.from_cache = false;
+  if (!not_kept.empty()) {
+    config_.log(JitLogLevel::Info, "JIT-compiled " + where + " in memory only (" + not_kept + ")");
+    res.not_kept = std::move(not_kept);
+    return res;
+  }
   config_.log(JitLogLevel::Info, "JIT-compiled " + where + " into " + cubin_path.string());
   res.cache_path = cubin_path.string();
-  res.from_cache = false;
   return res;
 }
 

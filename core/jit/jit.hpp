@@ -43,8 +43,11 @@ struct JitCapability {
 struct JitResult {
   std::string image;                 // cubin bytes
   std::vector<std::string> symbols;  // lowered names of the spec's entries, in order
-  std::string cache_path;            // the .cubin file
+  std::string cache_path;            // the .cubin file; empty when not_kept
   bool from_cache = false;
+  // Why the result has no disk entry: the cache directory could not be written (the path and the
+  // system's words, "cannot create /c/jit: Read-only file system"). Empty when it was kept.
+  std::string not_kept;
 };
 
 class JitCompiler {

@@ -160,6 +160,10 @@ struct LoaderDeps {
   // The targets the pinned index of the release offers (kiln::fetch_index_targets); the mirror
   // tier chooses among them with choose_targets before fetching.
   std::function<std::vector<std::string>(const fetch::FetchOptions&)> index_targets;
+  // One archive fetched and verified into memory (kiln::fetch_archive_into_memory): the mirror
+  // tier's way when `fetch` cannot write the cache directory (Error{Io}).
+  std::function<fetch::FetchedArchive(const fetch::FetchOptions&, const std::string&)>
+      fetch_into_memory;
   // The store installed beside the library; nullopt = found with dladdr.
   std::optional<std::string> installed_store;
 };

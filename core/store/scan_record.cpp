@@ -18,15 +18,18 @@
 #include "format/manifest.hpp"
 #include "io/file_descriptor.hpp"
 #include "io/limits.hpp"
+#include "io/sha256.hpp"
 #include "kiln/version.hpp"
 #include "store/store_scan.hpp"
 
 namespace kiln::store {
 namespace {
 
-// Version 2: names only (version 1 also held each manifest's layout, which ManifestEntries::open
-// made unnecessary; a version 1 record is ignored and rewritten).
-constexpr std::string_view kFirstLine = "kiln-scan-record 2";
+// Version 3: names only, and the record's own SHA-256 on its last line, so that a flipped byte
+// (bit rot) that would still parse (another archive name, hiding the real one) is caught and the
+// record ignored. Version 2 had no digest; version 1 also held each manifest's layout, which
+// ManifestEntries::open made unnecessary. Records of other versions are ignored and rewritten.
+constexpr std::string_view kFirstLine = "kiln-scan-record 3";
 
 // Which libkiln wrote a record: another one (a cache shared by environments with different
 // kiln versions) may apply other store and manifest rules, so it does not take the record.
@@ -55,6 +58,7 @@ class RecordReader {
   explicit RecordReader(std::string_view text) : t_(text) {}
 
   bool at_end() const { return p_ == t_.size(); }
+  std::size_t position() const { return p_; }
 
   // The next line's first field, when it is `word`, leaving the rest of the line to read.
   bool keyword(std::string_view word) {
@@ -229,7 +233,7 @@ std::optional<std::string> format_scan_record(const ScanRecord& r) {
       return std::nullopt;
     out += "name " + n + '\n';
   }
-  out += "end\n";
+  out += "end " + io::sha256_hex(out) + "\n";
   return out;
 }
 
@@ -250,7 +254,9 @@ std::optional<ScanRecord> parse_scan_record(std::string_view text, std::string_v
     if (out.names.size() >= io::limits::kMaxStoreEntries) return std::nullopt;
     out.names.emplace_back(v);
   }
-  if (!r.line("end") || !r.at_end()) return std::nullopt;
+  const std::size_t digested = r.position();
+  if (!r.keyword("end") || !r.word(v) || !r.end_of_line() || !r.at_end()) return std::nullopt;
+  if (v != io::sha256_hex(text.substr(0, digested))) return std::nullopt;
   return out;
 }
 

@@ -25,13 +25,13 @@
 // is in docs/security.md: hide an archive (the loader then takes the next candidate).
 //
 // The format (text, one fact per line, every number decimal):
-//   kiln-scan-record 2
+//   kiln-scan-record 3
 //   writer kiln <version of the libkiln that wrote it> manifest-format <kManifestFormat>
 //   package <package>
 //   store <store directory, as the loader names it>
 //   dir <dev> <ino> <size> <mtime_ns> <ctime_ns>
 //   name <archive directory name>                      (each, sorted, unique)
-//   end
+//   end <SHA-256 of every byte before this line>       (a flipped byte is an ignored record)
 #include <cstddef>
 #include <optional>
 #include <string>

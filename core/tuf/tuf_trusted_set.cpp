@@ -14,10 +14,28 @@ std::string v(std::int64_t n) { return std::to_string(n); }
 
 }  // namespace
 
+// "3 days", "1 year 12 days", "40 minutes": how far the clock is past an expiry, for a reader
+// deciding whether the clock or the repository is wrong.
+std::string how_long(std::time_t seconds) {
+  const std::int64_t s = seconds;
+  auto unit = [](std::int64_t n, const char* one) {
+    return std::to_string(n) + " " + one + (n == 1 ? "" : "s");
+  };
+  if (s < 3600) return unit(s / 60, "minute");
+  if (s < 86400) return unit(s / 3600, "hour");
+  if (s < 365 * 86400) return unit(s / 86400, "day");
+  return unit(s / (365 * 86400), "year") + " " + unit(s % (365 * 86400) / 86400, "day");
+}
+
 void refuse_if_expired(const Common& role, const std::string& file, std::time_t now) {
   if (role.expired(now))
-    throw Error(Attack::Expired, file + " v" + v(role.version) + ": field \"expires\" is " +
-                                     role.expires_text + ", now is past it");
+    throw Error(Attack::Expired,
+                file + " v" + v(role.version) + ": field \"expires\" is " + role.expires_text +
+                    ", now is past it: this node's clock reads " + format_utc_time(now) + ", " +
+                    how_long(now - role.expires) +
+                    " later. Either the metadata has expired (the repository was not re-signed "
+                    "in time, or it is being replayed) or this node's clock is wrong: if `date "
+                    "-u` is not the real time, set the clock right and try again");
 }
 
 TrustedSet::TrustedSet(std::string_view root_bytes, std::time_t now) : now_(now) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <map>
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@
 #include "loader_access.hpp"
 #include "loader_factory.hpp"
 #include "plan/install_location.hpp"
+#include "plan/memory_store.hpp"
 #include "plan/near_matches.hpp"
 #include "plan/resolver.hpp"
 #include "project/package.hpp"
@@ -113,7 +115,9 @@ plan::StoreScan narrowed_to_target(plan::StoreScan scan, const std::string& targ
 
 // The JIT cache entry's digest sidecar (<key>.json beside <key>.cubin, see jit.hpp) pins the
 // bytes: NVRTC's result is checked like any artifact from disk. "" when it matches; else why not.
+// A result not kept on disk (not_kept) is the image NVRTC handed this process: no file to check.
 std::string verify_jit_result(const plan::StoreScanner& fs, const jit::JitResult& res) {
+  if (!res.not_kept.empty()) return "";
   std::string sidecar = res.cache_path;
   if (auto dot = sidecar.rfind(".cubin"); dot != std::string::npos)
     sidecar.replace(dot, 6, ".json");
@@ -124,6 +128,22 @@ std::string verify_jit_result(const plan::StoreScanner& fs, const jit::JitResult
   } catch (const std::exception& e) {
     return "integrity: cannot read the digest sidecar " + sidecar + ": " + e.what();
   }
+}
+
+// The one warning of a process whose cache directory cannot be written (docs/loader.md, "When the
+// cache cannot be written"): said once, at the warning level, naming where and the system's
+// words; later kernels served from memory are info lines.
+std::atomic<bool> g_said_not_kept{false};
+
+void say_not_kept(const std::string& what, const std::string& why) {
+  if (!g_said_not_kept.exchange(true)) {
+    log(runtime::LogLevel::Warn,
+        "cannot keep " + what + " in the cache directory (" + why +
+            "); serving from memory for this process, and saying so once: point KILN_CACHE_DIR "
+            "at a writable directory to keep them between processes");
+    return;
+  }
+  log(runtime::LogLevel::Info, "kept in memory only: " + what + " (" + why + ")");
 }
 
 }  // namespace
@@ -169,6 +189,7 @@ struct Loader::Impl {
                             const std::string&)>
       fetch;
   std::function<std::vector<std::string>(const fetch::FetchOptions&)> index_targets;
+  std::function<fetch::FetchedArchive(const fetch::FetchOptions&, const std::string&)> fetch_memory;
   // The store installed beside the package's library: given (deps, cfg), or found by dladdr
   // when the store tier first reaches it (installed_dir()), so a hit in an artifact path never
   // looks for it.
@@ -232,9 +253,17 @@ struct Loader::Impl {
   bool try_stores_fast(Search& s, const project::Specialisation& spec, KernelHandle& out);
   bool try_stores(Search& s, const std::vector<plan::StoreScan>& scans, const std::string& tier,
                   const project::Specialisation& spec, KernelHandle& out);
+  // `memory`: the artifacts of an archive fetched into memory, by path (plan/memory_store.hpp);
+  // nullptr: read from disk.
   bool try_store_candidate(Search& s, const plan::StoreCandidate& sc, const std::string& tier,
-                           std::size_t entries, KernelHandle& out);
+                           std::size_t entries, KernelHandle& out,
+                           const std::map<std::string, std::string>* memory = nullptr);
   bool try_mirrors(Search& s, const project::Specialisation& spec, KernelHandle& out);
+  bool try_stores_in_memory(Search& s, const plan::MemoryStore& mem,
+                            const project::Specialisation& spec, KernelHandle& out);
+  bool try_mirror_in_memory(Search& s, const project::Specialisation& spec,
+                            const fetch::FetchOptions& opts, const std::string& target,
+                            const std::string& list, const Error& not_written, KernelHandle& out);
   bool try_jit(Search& s, const project::Specialisation& spec, KernelHandle& out);
   bool load_image(Search& s, const Candidate& c, const std::string& image,
                   const std::vector<std::string>& symbols, KernelHandle& out);
@@ -423,8 +452,23 @@ bool Loader::Impl::try_stores(Search& s, const std::vector<plan::StoreScan>& sca
   return false;
 }
 
+// An archive fetched into memory, ranked and checked as try_stores does a store on disk.
+bool Loader::Impl::try_stores_in_memory(Search& s, const plan::MemoryStore& mem,
+                                        const project::Specialisation& spec, KernelHandle& out) {
+  plan::StorePlan plan =
+      plan::plan_stores(s.uri, s.cc, identity(spec), {mem.scan}, cfg.allow_stale);
+  for (auto& r : plan.rejected) {
+    r.candidate.tier = "mirror";
+    s.rejected.push_back(r);
+  }
+  for (const auto& c : plan.usable)
+    if (try_store_candidate(s, c, "mirror", spec.entries.size(), out, &mem.files)) return true;
+  return false;
+}
+
 bool Loader::Impl::try_store_candidate(Search& s, const plan::StoreCandidate& sc, const std::string& tier,
-                                       std::size_t entries, KernelHandle& out) {
+                                       std::size_t entries, KernelHandle& out,
+                                       const std::map<std::string, std::string>* memory) {
   // Copied only when the tier differs from the plan's ("store"): the cold get's path copies
   // no strings before the load.
   std::optional<Candidate> retiered;
@@ -441,7 +485,22 @@ bool Loader::Impl::try_store_candidate(Search& s, const plan::StoreCandidate& sc
     return false;
   }
   // The same buffer that was hashed goes to the driver: no re-read between check and use.
-  CheckedArtifact a = read_checked_artifact(*fs, c, sc.size, sc.sha256);
+  CheckedArtifact a;
+  if (memory) {
+    auto it = memory->find(c.path);
+    if (it == memory->end()) {
+      a.outcome = CheckedArtifact::Outcome::Unreadable;
+      a.refusal = {{c.tier, c.target, c.path, "the archive has no such member"}, ErrorKind::Format};
+    } else {
+      a.bytes = it->second;
+      if (std::string bad = plan::verify_artifact(a.bytes, sc.size, sc.sha256); !bad.empty()) {
+        a.outcome = CheckedArtifact::Outcome::Mismatch;
+        a.refusal = {{c.tier, c.target, c.path, std::move(bad)}, ErrorKind::Integrity};
+      }
+    }
+  } else {
+    a = read_checked_artifact(*fs, c, sc.size, sc.sha256);
+  }
   if (a.outcome != CheckedArtifact::Outcome::Verified) {
     if (a.outcome == CheckedArtifact::Outcome::Mismatch)
       log(runtime::LogLevel::Warn,
@@ -486,6 +545,11 @@ bool Loader::Impl::try_mirrors(Search& s, const project::Specialisation& spec, K
     try {
       fetch(opts, {target}, cfg.cache_dir);
     } catch (const Error& e) {
+      // The cache cannot be written: the same verified archive, kept in memory.
+      if (e.kind() == ErrorKind::Io) {
+        if (try_mirror_in_memory(s, spec, opts, target, list, e, out)) return true;
+        continue;
+      }
       s.reject({"mirror", target, list, e.what()}, e);
       continue;
     }
@@ -497,6 +561,30 @@ bool Loader::Impl::try_mirrors(Search& s, const project::Specialisation& spec, K
       continue;
     }
     if (try_stores(s, {fetched}, "mirror", spec, out)) return true;
+  }
+  return false;
+}
+
+// The mirror tier when fetch() could not write the cache (`not_written`, Error{Io}): the archive is
+// fetched and verified again into memory (fetch_archive_into_memory), ranked and checked as a
+// store's archive, and its artifact loaded from there; the cache stays as it was.
+bool Loader::Impl::try_mirror_in_memory(Search& s, const project::Specialisation& spec,
+                                        const fetch::FetchOptions& opts, const std::string& target,
+                                        const std::string& list, const Error& not_written,
+                                        KernelHandle& out) {
+  plan::MemoryStore mem;
+  try {
+    mem = plan::memory_store(fetch_memory(opts, target));
+  } catch (const Error& e) {
+    s.reject({"mirror", target, list,
+              std::string(not_written.what()) + "; fetching it into memory instead: " + e.what()},
+             e);
+    return false;
+  }
+  if (try_stores_in_memory(s, mem, spec, out)) {
+    say_not_kept("kernels fetched from mirrors", not_written.what());
+    out.origin = "memory:" + out.origin;
+    return true;
   }
   return false;
 }
@@ -525,7 +613,7 @@ bool Loader::Impl::try_jit(Search& s, const project::Specialisation& spec, Kerne
     s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
     return false;
   }
-  Candidate c{"jit", target, res.cache_path, ""};
+  Candidate c{"jit", target, res.not_kept.empty() ? res.cache_path : cfg.cache_dir + "/jit", ""};
   if (std::string bad = verify_jit_result(*fs, res); !bad.empty()) {
     s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
     return false;
@@ -538,6 +626,11 @@ bool Loader::Impl::try_jit(Search& s, const project::Specialisation& spec, Kerne
     return false;
   }
   if (!load_image(s, c, res.image, res.symbols, out)) return false;
+  if (!res.not_kept.empty()) {
+    say_not_kept("JIT-compiled kernels", res.not_kept);
+    out.origin = "jit:memory";
+    return true;
+  }
   out.origin = "jit:" + res.cache_path;
   return true;
 }
@@ -758,6 +851,7 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
   }
   impl_->fetch = deps.fetch ? deps.fetch : fetch::fetch_targets;
   impl_->index_targets = deps.index_targets ? deps.index_targets : fetch::fetch_index_targets;
+  impl_->fetch_memory = deps.fetch_into_memory ? deps.fetch_into_memory : fetch::fetch_archive_into_memory;
   if (deps.installed_store)
     impl_->installed = *deps.installed_store;
   else if (!impl_->cfg.installed_store.empty())

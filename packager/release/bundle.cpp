@@ -444,11 +444,15 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
     throw Error(ErrorKind::Usage, "no TUF metadata directory (the cache directory's tuf/)");
   const std::string anchor_root = fetch::read_anchor_root(anchor);
   const fs::path md = fetch::tuf_metadata_dir(req.trust.tuf_metadata_dir, anchor_root);
-  fetch::prepare_metadata_dir(md, anchor_root);
-
   const std::time_t clock = std::time(nullptr);
-  std::time_t now = clock;
+  // The clock, or later when it has gone back since this node last accepted metadata of the root
+  // (fetch::expiry_time, read before the directory is prepared); --expiry-reference replaces both.
+  fetch::ExpiryTime when = fetch::expiry_time(md, clock);
+  if (auto replaced = fetch::prepare_metadata_dir(md, anchor_root)) say("WARNING: " + *replaced);
+
+  std::time_t now = when.at;
   if (req.expiry_reference) {
+    when.at = clock;
     now = *req.expiry_reference;
     say("WARNING: --expiry-reference " + tuf::format_utc_time(now) +
         ": TUF metadata expiry is checked against that time, not the clock (" +
@@ -460,7 +464,13 @@ BundleInstallResult install_bundle(const BundleInstallRequest& req) {
   // Every release, and every manifest against its index entry, before the first install.
   std::vector<VerifiedBundle> verified;
   for (const auto& release : releases) {
-    VerifiedBundle vb = verify_bundle(dir, md, release.package, release.version, now, clock);
+    VerifiedBundle vb = [&] {
+      try {
+        return verify_bundle(dir, md, release.package, release.version, now, clock);
+      } catch (const tuf::Error& e) {
+        throw fetch::explain_clock(e, when);
+      }
+    }();
     for (const auto& [e, p] : vb.archives)
       if (std::optional<format::Manifest> m = store::read_leading_manifest(p))
         store::require_manifest_matches_index(*m, e, vb.index, p.string(), vb.index_path.string());

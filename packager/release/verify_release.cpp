@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "kiln/error.hpp"
+#include "project/package.hpp"
 #include "project/package_description.hpp"
 
 namespace kiln::release {
@@ -46,6 +47,58 @@ void judge(const std::string& file, const std::string& package, const std::strin
   }
 }
 
+// What an artifact of the store says of its kernel that the description beside the store says
+// too, as one line ("" when it agrees): the description has no digest in the store, so a flipped
+// byte in it is found by reading it (parse errors, a file whose digest differs) or by the
+// archives it describes disagreeing with it.
+std::string disagreement(const kiln_package& d, const format::ArtifactEntry& a) {
+  const kiln_package_kernel* k = nullptr;
+  for (std::size_t i = 0; i < d.kernel_count && !k; ++i)
+    if (a.uri == d.kernels[i].uri) k = &d.kernels[i];
+  if (!k) return "it does not describe " + a.uri + ", which the archives hold";
+  std::vector<std::pair<std::string, std::string>> params;
+  for (std::size_t i = 0; i < k->param_pairs; ++i)
+    params.emplace_back(k->params[2 * i], k->params[2 * i + 1]);
+  std::vector<std::string> entries(k->entries, k->entries + k->entry_count);
+  std::vector<std::string> names;
+  for (const auto& e : a.entries) names.push_back(e.name);
+  if (a.family != k->family)
+    return a.uri + ": family is " + k->family + ", the archives say " + a.family;
+  if (a.source_hash != k->source_hash)
+    return a.uri + ": source_hash is " + k->source_hash + ", the archives say " + a.source_hash;
+  if (params != a.params) return a.uri + ": its params differ from the archives'";
+  if (entries != names) return a.uri + ": its entries differ from the archives'";
+  return "";
+}
+
+// Each description in the store, read as a command on the node reads it, and held against the
+// manifests of its own release's archives there.
+void verify_store_descriptions(const fs::path& store, const std::vector<store::StoreArchive>& entries,
+                               ReleaseVerification& out) {
+  for (const auto& found : project::find_package_descriptions({store})) {
+    const std::string file = found.file.string();
+    out.checked.push_back(file);
+    std::unique_ptr<project::PackageData> data;
+    try {
+      data = project::load_package_description(found.file);
+    } catch (const Error& e) {
+      out.problems.push_back({e.kind(), file, "description", e.what()});
+      continue;
+    }
+    for (const auto& e : entries) {
+      if (!e.manifest || e.manifest->package != found.package ||
+          e.manifest->package_version != found.version)
+        continue;
+      for (const auto& a : e.manifest->artifacts)
+        if (std::string why = disagreement(*data->get(), a); !why.empty()) {
+          out.problems.push_back({ErrorKind::Integrity, file, "description",
+                                  file + ": " + why + " (" + e.dir + "/manifest.json)"});
+          break;
+        }
+    }
+  }
+}
+
 // Every archive directory's bytes are checked; the package version against the release named,
 // or, with none, against the description of its package beside the store (a store shared by
 // several packages holds other releases, which their own loaders judge).
@@ -77,6 +130,7 @@ void verify_store_dir(const fs::path& p, bool single, const ReleaseJudging& judg
                     {d->first, d->second}, out);
     }
   }
+  if (!single) verify_store_descriptions(store, entries, out);
 }
 
 // The description an index pins (present and of the pinned digest: verify_index_file), read as

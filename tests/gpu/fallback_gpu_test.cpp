@@ -57,6 +57,22 @@ TEST(GpuJit, EmptyStoreOfflineCompilesWithNvrtcAndASecondProcessReusesTheCache) 
   EXPECT_EQ(fs::last_write_time(cubin), mtime) << "the cached cubin was rewritten";
 }
 
+// A cache directory that cannot be written (here a path under a file: ENOTDIR) costs the disk
+// entry, not the kernel: NVRTC's result is loaded from memory and computes right on the GPU
+// (docs/loader.md, "When the cache cannot be written").
+TEST(GpuJit, ACacheThatCannotBeWrittenStillServesTheJitResultFromMemory) {
+  KILN_REQUIRE_GPU();
+  kiln::test::TempDir tmp;
+  fs::create_directories(tmp / "empty");
+  kiln::test::write_file(tmp / "a-file", "");
+  const std::string cache = (tmp / "a-file" / "cache").string();
+  kiln::Loader l(*kiln_kernels_package(), jit_config((tmp / "empty").string(), cache));
+  const kiln::project::Specialisation* spec = kiln::test::reference_package().registry().find(kJitUri);
+  EXPECT_TRUE(check_spec(l, *spec, nullptr, 0));
+  EXPECT_EQ(l.get(kJitUri).origin, "jit:memory");
+  EXPECT_EQ(kiln::test::read_file(tmp / "a-file"), "");
+}
+
 // Runs only as the child of the test above (skips otherwise).
 TEST(GpuJit, ChildProcessLoadsFromJitCache) {
   const char* cache = std::getenv("KILN_TEST_JIT_CHILD_CACHE");

@@ -6,7 +6,9 @@
 //    offline asks no server.
 //  - TufMirrorAttack.*: each attack refused by both with its own kind, message and "attack"
 //    field, and nothing written to the store (its entries compared, not just its success).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -28,6 +30,7 @@
 #include "loader_factory.hpp"
 #include "misbehaving_server.hpp"
 #include "plan/resolver.hpp"
+#include "plan/store_scanner.hpp"
 #include "project/package_description.hpp"
 #include "stand_in_driver.hpp"
 #include "store/store.hpp"
@@ -225,6 +228,42 @@ TEST_F(TufMirror, LoaderGetsTheKernelFromATufMirrorWithNoDigestPin) {
   std::string sha = targets[archive]["hashes"]["sha256"];
   EXPECT_EQ(s.count("/targets/" + sha + "." + archive), 1);
   EXPECT_EQ(s.count("/targets/" + archive), 0);
+}
+
+// Bit rot in the TUF metadata the node keeps (docs/loader.md, "Bit rot"): one flipped byte in any
+// stored file is a copy that no longer verifies; the next refresh fetches the mirror's and the
+// kernel is served, never the damaged copy trusted.
+TEST_F(TufMirror, AFlippedByteInAnyStoredMetadataFileIsRefusedAndTheMirrorServesAgain) {
+  MisbehavingServer s(repo(), "ok");
+  ASSERT_EQ(loader(s.url(), std::make_shared<Cc90Driver>())->get(kUri).origin,
+            (cache() / dist_.stem("sm_90a") / "axpy_dtype_f32.fatbin").string());
+  const fs::path md = cache() / "tuf" / io::sha256_hex(test::read_file(root));
+  std::vector<fs::path> stored;
+  for (const auto& e : fs::directory_iterator(md))
+    if (e.is_regular_file() && e.path().extension() == ".json") stored.push_back(e.path());
+  ASSERT_GE(stored.size(), 3u);
+  for (const fs::path& f : stored) {
+    const std::string original = test::read_file(f);
+    std::string bytes = original;
+    bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 0x01);
+    test::write_file(f, bytes);
+    fs::remove_all(cache() / dist_.stem("sm_90a"));  // the mirror tier must run again
+    plan::forget_store_memory();
+    transport::forget_bad_mirrors();  // as a fresh process
+    auto drv = std::make_shared<Cc90Driver>();
+    std::string origin;
+    try {
+      origin = loader(s.url(), drv)->get(kUri).origin;
+    } catch (const Error& e) {
+      ADD_FAILURE() << f.filename() << " damaged: " << e.what();
+    }
+    EXPECT_EQ(origin, (cache() / dist_.stem("sm_90a") / "axpy_dtype_f32.fatbin").string())
+        << f.filename();
+    EXPECT_EQ(drv->images,
+              std::vector<std::string>{dist_.artifacts["sm_90a"]["axpy_dtype_f32.fatbin"]})
+        << f.filename();
+    if (fs::exists(f) && test::read_file(f) == bytes) test::write_file(f, original);
+  }
 }
 
 TEST_F(TufMirror, CliFetchesFromTheRepositoryCiReleaseWritesWithTheTufRootAlone) {
@@ -637,6 +676,58 @@ TEST_F(TufBundle, ExpiredMetadataIsRefusedUnlessAnExpiryReferenceIsGivenAndThatI
   EXPECT_EQ(store_entries(node_store()), std::set<std::string>{dist_.stem("sm_90a")});
   auto bad = install(b, "--expiry-reference yesterday");
   EXPECT_EQ(bad.exit_code, exit_code(ErrorKind::Usage)) << bad.out;
+}
+
+// A wrong clock (docs/tuf.md, "A wrong clock"). A year ahead: every role has expired by it, and
+// the refusal names the metadata's expiry, the node's clock and that the clock may be wrong.
+TEST_F(TufBundle, AClockAYearAheadIsRefusedNamingBothTimesAndTheClock) {
+  ASSERT_EQ(test::run("command -v faketime").exit_code, 0)
+      << "faketime is missing (a Debian package: scripts/bootstrap.sh installs it)";
+  fs::path b = tmp / "bundle";
+  {
+    MisbehavingServer s(repo(), "ok");
+    ASSERT_EQ(bundle(s.url(), b).exit_code, 0);
+  }
+  const std::string year_ahead = tuf::format_utc_time(std::time(nullptr) + 365 * 86400).substr(0, 10);
+  auto r = install(b, "--json", "faketime -f +365d ");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Integrity)) << r.out;
+  EXPECT_EQ(error_of_run(r)["fields"]["attack"], "freeze") << r.out;
+  // The first role past its expiry (the root, signed for 365 days, or the timestamp, for 1).
+  EXPECT_CONTAINS(r.out, "field \"expires\" is ");
+  EXPECT_CONTAINS(r.out, "this node's clock reads " + year_ahead);
+  EXPECT_CONTAINS(r.out, "this node's clock is wrong");
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
+}
+
+// A clock gone back a year after the node accepted metadata (its metadata files carry the time
+// the clock read then): expiry is judged at that time, so metadata that had expired by then is
+// refused, naming both times and the clock; the clock alone would have taken it.
+TEST_F(TufBundle, AClockGoneBackAYearStillRefusesWhatHadExpiredNamingBothTimes) {
+  fs::path b = tmp / "bundle";
+  {
+    MisbehavingServer s(repo(), "ok");
+    ASSERT_EQ(bundle(s.url(), b).exit_code, 0);
+  }
+  auto first = install(b);
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  // The node last accepted metadata a year from now, by its clock then; the clock now reads a
+  // year earlier than that, and the bundle's timestamp (1 day) expired in between.
+  const std::time_t accepted = std::time(nullptr) + 365 * 86400;
+  for (const auto& e : fs::recursive_directory_iterator(node_cache() / "tuf"))
+    if (e.is_regular_file()) {
+      timespec t[2] = {{accepted, 0}, {accepted, 0}};
+      ASSERT_EQ(::utimensat(AT_FDCWD, e.path().c_str(), t, 0), 0) << e.path();
+    }
+  fs::remove_all(node_store());
+  auto r = install(b, "--json");
+  EXPECT_EQ(r.exit_code, exit_code(ErrorKind::Integrity)) << r.out;
+  EXPECT_EQ(error_of_run(r)["fields"]["attack"], "freeze") << r.out;
+  EXPECT_CONTAINS(r.out, "now is past it");  // the role named with its "expires"
+  EXPECT_CONTAINS(r.out, "This node's clock reads " +
+                             tuf::format_utc_time(std::time(nullptr)).substr(0, 10));
+  EXPECT_CONTAINS(r.out, "earlier than " + tuf::format_utc_time(accepted));
+  EXPECT_CONTAINS(r.out, "the clock is behind");
+  EXPECT_EQ(store_entries(node_store()), std::set<std::string>{});
 }
 
 TEST_F(TufBundle, ATamperedBundleInstallsNothingEvenFromItsIntactArchives) {

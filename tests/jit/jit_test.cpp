@@ -3,6 +3,8 @@
 #include "io/file_lock.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -425,6 +427,54 @@ TEST_F(Jit, EmbeddedKernelSourcesCompileThroughTheDefaultCompiler) {
         << uri;
     EXPECT_EQ(r.symbols.size(), s->entries.size()) << uri;
   }
+}
+
+// A cache that cannot be written costs the disk entry, not the kernel (docs/loader.md, "When the
+// cache cannot be written"): NVRTC's result comes back from memory with the reason.
+TEST_F(Jit, CacheUnderAFileCompilesInMemoryNamingThePathAndTheSystemsWords) {
+  write_file(cache_ / "a-file", "");
+  const fs::path cache = cache_ / "a-file" / "cache";
+  jit::NvrtcCompiler c(config());
+  jit::JitResult r =
+      c.compile(spec("tiny_dtype_f32"), family("tiny_dtype_f32"), 90, cache.string());
+  EXPECT_EQ(r.image.substr(0, 4), "\x7f" "ELF");
+  ASSERT_EQ(r.symbols.size(), 1u);
+  EXPECT_TRUE(r.cache_path.empty()) << r.cache_path;
+  EXPECT_FALSE(r.from_cache);
+  EXPECT_NE(r.not_kept.find((cache / "jit").string()), std::string::npos) << r.not_kept;
+  EXPECT_NE(r.not_kept.find("Not a directory"), std::string::npos) << r.not_kept;
+  EXPECT_EQ(c.compiles(), 1);
+  EXPECT_EQ(read_file(cache_ / "a-file"), "");
+}
+
+TEST_F(Jit, FullCacheLeavesNoEntryNorTemporaryAndTheResultComesFromMemory) {
+  jit::NvrtcCompiler c(config());
+  jit::JitResult kept = [&] {
+    TempDir other;  // the same compile where the disk takes it: the bytes to compare with
+    return c.compile(spec("tiny_dtype_f16"), family("tiny_dtype_f16"), 90, other.path().string());
+  }();
+  jit::JitResult r;
+  {
+    rlimit old{};
+    getrlimit(RLIMIT_FSIZE, &old);
+    auto old_handler = signal(SIGXFSZ, SIG_IGN);  // EFBIG, as a full disk gives ENOSPC
+    rlimit l = old;
+    l.rlim_cur = 512;
+    setrlimit(RLIMIT_FSIZE, &l);
+    r = compile(c, "tiny_dtype_f16");
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, old_handler);
+  }
+  EXPECT_EQ(r.image, kept.image);
+  EXPECT_EQ(r.symbols, kept.symbols);
+  EXPECT_NE(r.not_kept.find("File too large"), std::string::npos) << r.not_kept;
+  EXPECT_NE(r.not_kept.find((cache_ / "jit").string()), std::string::npos) << r.not_kept;
+  for (const auto& e : fs::directory_iterator(cache_ / "jit"))
+    EXPECT_EQ(e.path().extension(), ".lock") << "left behind: " << e.path();
+  // The fault gone, the next compile keeps its entry as ever.
+  jit::JitResult again = compile(c, "tiny_dtype_f16");
+  EXPECT_TRUE(again.not_kept.empty()) << again.not_kept;
+  EXPECT_EQ(read_file(again.cache_path), kept.image);
 }
 
 TEST(JitKey, EveryInputChangesTheKey) {

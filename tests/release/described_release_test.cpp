@@ -42,12 +42,14 @@ struct Release {
   std::string description;
 };
 
-// A dist of `package` `version` for sm_80 and sm_90a, described.
+// A dist of `package` `version` for sm_80 and sm_90a, described (`kiln verify` of a store holds
+// the description against the archives it describes).
 Release described_dist(const fs::path& dir, const std::string& package,
                        const std::string& version) {
   kiln::test::ReleaseSpec rel;
   rel.package = package;
   rel.version = version;
+  rel.loadable = true;  // the archives hold the kernels the description describes
   Release r{kiln::test::write_release_dist(dir, rel, {"sm_80", "sm_90a"}),
             description_of(package, version)};
   kiln::test::describe_release(r.dist, r.description);

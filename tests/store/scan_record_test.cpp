@@ -51,7 +51,7 @@ std::string sample_text() { return store::format_scan_record(sample_record()).va
 
 TEST(ScanRecordFormat, AWrittenRecordReadsBackAsWritten) {
   std::string text = sample_text();
-  EXPECT_EQ(text.rfind("kiln-scan-record 2\nwriter kiln " + std::string(kiln::version()) +
+  EXPECT_EQ(text.rfind("kiln-scan-record 3\nwriter kiln " + std::string(kiln::version()) +
                            " manifest-format " + std::to_string(format::kManifestFormat) +
                            "\npackage kiln-kernels\nstore /srv/kiln/store\n",
                        0),
@@ -60,8 +60,10 @@ TEST(ScanRecordFormat, AWrittenRecordReadsBackAsWritten) {
   std::optional<store::ScanRecord> back = store::parse_scan_record(text, kPackage, kStore);
   ASSERT_TRUE(back) << text;
   EXPECT_TRUE(*back == sample_record());
+  const std::string body = text.substr(0, text.rfind("end "));
   EXPECT_EQ(text.substr(text.find("\nname ")),
-            "\nname kiln-kernels-0.1.0-cuda13.0-compute_80\nname " + kName + "\nend\n");
+            "\nname kiln-kernels-0.1.0-cuda13.0-compute_80\nname " + kName + "\nend " +
+                io::sha256_hex(body) + "\n");
   // No names: still a record.
   store::ScanRecord empty = sample_record();
   empty.names.clear();
@@ -82,17 +84,22 @@ TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused)
   EXPECT_FALSE(store::parse_scan_record(text, "other-kernels", kStore));
   EXPECT_FALSE(store::parse_scan_record(text, kPackage, kStore + "/"));
   EXPECT_FALSE(store::parse_scan_record(text, kPackage, "/srv/kiln"));
+  // Each case is judged by the parser, not by the digest: the changed text is sealed again with
+  // its own digest (the last line), as a writer of that text would have.
+  const std::string body = text.substr(0, text.rfind("end "));
+  auto sealed = [](const std::string& b) { return b + "end " + io::sha256_hex(b) + "\n"; };
   auto replaced = [&](const std::string& from, const std::string& to) {
-    std::string t = text;
+    std::string t = body;
     auto at = t.find(from);
     EXPECT_NE(at, std::string::npos) << from;
-    return t.replace(at, from.size(), to);
+    return sealed(t.replace(at, from.size(), to));
   };
   struct Case {
     const char* what;
     std::string text;
   } cases[] = {
-      {"format 1 (with manifest layouts)", replaced("kiln-scan-record 2", "kiln-scan-record 1")},
+      {"format 2 (without a digest)", replaced("kiln-scan-record 3", "kiln-scan-record 2")},
+      {"format 1 (with manifest layouts)", replaced("kiln-scan-record 3", "kiln-scan-record 1")},
       {"another writer",
        replaced("writer kiln " + std::string(kiln::version()), "writer kiln 0.0.1")},
       {"a number with a leading zero", replaced(" 42 ", " 042 ")},
@@ -110,14 +117,28 @@ TEST(ScanRecordFormat, ARecordForAnotherStoreOrPackageOrOfAnotherShapeIsRefused)
        replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80", "name acme-0.1.0-cuda13.0-sm_80")},
       {"a hidden entry", replaced("name kiln-kernels-0.1.0-cuda13.0-compute_80", "name .tmp-1")},
       {"a manifest line of format 1",
-       replaced("end\n", "manifest " + kName + " 1 2 3 4 5 236 31894 0\nend\n")},
-      {"an unknown line", replaced("end\n", "extra 1\nend\n")},
+       sealed(body + "manifest " + kName + " 1 2 3 4 5 236 31894 0\n")},
+      {"an unknown line", sealed(body + "extra 1\n")},
       {"bytes after the end", text + "x"},
       {"a second end", text + "end\n"},
       {"CRLF lines", replaced("\npackage", "\r\npackage")},
-      {"no end", replaced("end\n", "")},
+      {"no end", body},
+      {"an end without its digest", body + "end\n"},
+      {"the digest of other bytes", body + "end " + io::sha256_hex(body + " ") + "\n"},
   };
   for (const auto& c : cases) EXPECT_FALSE(store::parse_scan_record(c.text, kPackage, kStore)) << c.what;
+}
+
+// Bit rot: one flipped bit anywhere, including one that would still parse (an archive name
+// turned into another, hiding the real one), is a record ignored.
+TEST(ScanRecordFormat, EveryFlippedByteIsRefused) {
+  const std::string text = sample_text();
+  for (std::size_t i = 0; i < text.size(); ++i)
+    for (unsigned char bit : {0x01, 0x20}) {
+      std::string t = text;
+      t[i] = static_cast<char>(t[i] ^ bit);
+      EXPECT_FALSE(store::parse_scan_record(t, kPackage, kStore)) << "byte " << i << " ^ " << int(bit);
+    }
 }
 
 TEST(ScanRecordFormat, WhatOneLineCannotHoldIsNotWritten) {

@@ -343,7 +343,11 @@ TEST(TufFreeze, ARolePastItsExpiresIsRefusedNamingFileVersionAndDate) {
     EXPECT_EQ(e.attack(), Attack::Expired);
     EXPECT_STREQ(e.what(),
                  "tuf: expired metadata (freeze): snapshot.json v3: field \"expires\" is "
-                 "2020-01-01T00:00:00Z, now is past it");
+                 "2020-01-01T00:00:00Z, now is past it: this node's clock reads "
+                 "2020-01-01T00:00:00Z, 0 minutes later. Either the metadata has expired (the "
+                 "repository was not re-signed in time, or it is being replayed) or this node's "
+                 "clock is wrong: if `date -u` is not the real time, set the clock right and try "
+                 "again");
     ASSERT_NE(e.field("attack"), nullptr);
     EXPECT_EQ(*e.field("attack"), "freeze");
   }

@@ -107,8 +107,12 @@ int pack(const std::map<std::string, std::string>& o) {
   // As run_build: each target's content assembled when publish_release asks for it.
   // The description too, which kiln build publishes beside the index.
   const project::PackageData described(project);
-  const builder::PackageIdentity id{project.name, project.version, "", kiln::cuda_version(),
-                           project::package_description_json(*described.get())};
+  builder::PackageIdentity id{project.name, project.version, "", kiln::cuda_version(),
+                              project::package_description_json(*described.get()), {}};
+  id.provenance.kiln_version = kiln::version();
+  id.provenance.hosts = {builder::host_name()};
+  id.provenance = builder::build_provenance(id, kiln::cuda_full_version(), 1700000000,
+                                            "SOURCE_DATE_EPOCH", targets);
   double content_s = 0;
   auto content = [&](std::size_t t) {
     auto c0 = Clock::now();

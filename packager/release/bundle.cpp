@@ -312,9 +312,10 @@ BundleResult write_bundle(const BundleRequest& req) {
   // left: its staging and check directories, and write_archive's temporary of OUT.tar.zst.
   io::FileLock parent_lock = io::FileLock::acquire_directory(parent, std::chrono::seconds(60));
   const std::string scratch_prefix = "." + req.out.filename().string() + ".tmp-";
+  const std::string archive_temp_prefix = req.out.filename().string() + ".tmp.";
   for (const auto& e : fs::directory_iterator(parent, ec)) {
     std::string name = e.path().filename().string();
-    if (name.rfind(scratch_prefix, 0) == 0 || name.rfind(req.out.filename().string() + ".tmp.", 0) == 0) {
+    if (name.rfind(scratch_prefix, 0) == 0 || name.rfind(archive_temp_prefix, 0) == 0) {
       std::error_code gone;
       fs::remove_all(e.path(), gone);
     }

@@ -5,7 +5,7 @@
 # the unit tests under address+undefined sanitizers, the fuzz targets (every kept input
 # replayed, then a short exploration), and ends with the TUF conformance suite. GPU tests skip with a message when no
 # GPU is present. Each stage prints its time; the last line sums them.
-#   KILN_CRASH_SAMPLE  crash points per command (default 8; 0: every point)
+#   KILN_CRASH_SAMPLE  crash points per command (default 8 kills and one per I/O fault kind; 0: every point, each way)
 #   KILN_FUZZ_SECONDS  exploration per fuzz target after the replay (default 12)
 set -euo pipefail
 cd "$(dirname "$0")/.."

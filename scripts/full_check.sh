@@ -2,8 +2,9 @@
 # The full checks, run before an issue is resolved (docs/testing.md): what CI samples to stay
 # within its budget, run whole (docs/testing.md; its own time is not yet measured).
 #   scripts/full_check.sh [--no-ci]      --no-ci: only step 2
-#   1. ci/test.sh with every crash point of every command (KILN_CRASH_SAMPLE=0) and a longer
-#      exploration per fuzz target (KILN_FUZZ_SECONDS, default 300 here instead of CI's 12);
+#   1. ci/test.sh with every crash point of every command, killed and under each I/O fault
+#      (KILN_CRASH_SAMPLE=0), and a longer exploration per fuzz target (KILN_FUZZ_SECONDS,
+#      default 300 here instead of CI's 12);
 #   2. the release for the default targets (ci/release.sh) and its GPU proof
 #      (scripts/gpu_release_check.sh prepare, then run), when this machine has a GPU. Without one
 #      it says so and prints the commands that run the proof on a GPU machine; the step counts
@@ -22,7 +23,7 @@ done
 
 t0=$(date +%s)
 if [ "$run_ci" = 1 ]; then
-  echo "full_check: ci/test.sh with every crash point and ${KILN_FUZZ_SECONDS:-300} s per fuzz target"
+  echo "full_check: ci/test.sh with every crash point (kills and I/O faults) and ${KILN_FUZZ_SECONDS:-300} s per fuzz target"
   KILN_CRASH_SAMPLE=0 KILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-300}" ci/test.sh
 fi
 

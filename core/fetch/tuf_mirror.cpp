@@ -90,7 +90,12 @@ void materialize_anchor(TrustAnchor& anchor, const std::string& metadata_parent)
     if (ec)
       throw Error(ErrorKind::Io, "cannot create " + metadata_parent + ": " + ec.message(),
                   {{"path", metadata_parent}});
-    io::write_file_atomically(file, anchor.compiled_root);
+    // Its writers hold a lock on the directory, so the temporaries a dead writer left are
+    // removed here rather than kept forever.
+    io::FileLock lock =
+        io::FileLock::acquire_directory(metadata_parent, std::chrono::seconds(60));
+    io::remove_orphaned_temps(metadata_parent, file.filename().string());
+    if (!fs::is_regular_file(file, ec)) io::write_file_atomically(file, anchor.compiled_root);
   }
   anchor.value = file.string();
 }

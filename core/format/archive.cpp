@@ -96,10 +96,14 @@ void write_archive(const fs::path& out, const std::vector<ArchiveMember>& member
   TempOutput tmp(out);
   runtime::lazy_libs::WriteHandle a(la.write_new(), {&la});
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_write_new failed");
+  // libarchive's words ("Write error"), then the system's when a call of its failed.
+  auto why = [&] {
+    int err = la.error_number(a.get());
+    return la.error_text(a.get()) + (err > 0 ? std::string(": ") + std::strerror(err) : "");
+  };
   auto check = [&](int r, const char* what) {
     if (r != ARCHIVE_OK)
-      throw Error(ErrorKind::Io,
-                  "cannot write " + out.string() + ": " + what + ": " + la.error_text(a.get()));
+      throw Error(ErrorKind::Io, "cannot write " + out.string() + ": " + what + ": " + why());
   };
   // pax_restricted writes plain ustar headers unless a name needs an extension, and never
   // atime/ctime: the bytes depend only on the members and mtime_epoch.
@@ -127,8 +131,8 @@ void write_archive(const fs::path& out, const std::vector<ArchiveMember>& member
     while (off < m.data.size()) {
       la_ssize_t n = la.write_data(a.get(), m.data.data() + off, m.data.size() - off);
       if (n <= 0)
-        throw Error(ErrorKind::Io, "cannot write " + out.string() + ": data of " + m.name + ": " +
-                                       la.error_text(a.get()));
+        throw Error(ErrorKind::Io,
+                    "cannot write " + out.string() + ": data of " + m.name + ": " + why());
       off += static_cast<size_t>(n);
     }
     check(la.write_finish_entry(a.get()), ("end of " + m.name).c_str());

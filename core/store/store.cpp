@@ -490,7 +490,9 @@ io::FileLock lock_store_for_install(const fs::path& dest_store) {
   std::error_code ec;
   fs::create_directories(dest_store / ".kiln-locks", ec);
   if (ec)
-    throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + ": " + ec.message());
+    throw Error(ErrorKind::Io, "cannot create store " + dest_store.string() + " (its " +
+                                   (dest_store / ".kiln-locks").string() + "): " + ec.message(),
+                {{"path", (dest_store / ".kiln-locks").string()}});
   io::FileLock lock = io::FileLock::acquire(store_install_lock_path(dest_store), kInstallLockTimeout);
   remove_orphaned_temp_dirs(dest_store);
   return lock;

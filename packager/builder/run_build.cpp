@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "builder/command_runner.hpp"
 #include "builder/shard.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
@@ -41,6 +43,8 @@ bool write_if_changed(const fs::path& p, const std::string& data) {
   if (ec)
     throw Error(ErrorKind::Io,
                 "cannot create directory " + p.parent_path().string() + ": " + ec.message());
+  // Its writers hold the build files' lock (run_build): what a killed one left goes first.
+  io::remove_orphaned_temps(p.parent_path(), p.filename().string());
   io::write_file_atomically(p, data);
   return true;
 }
@@ -143,6 +147,14 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     launcher = fs::absolute(*found).string();
   }
 
+  // One writer of --out's build files (stubs, build.ninja) at a time: a flock on --out.
+  std::optional<io::FileLock> build_files_lock;
+  {
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    if (ec) throw Error(ErrorKind::Io, "cannot create " + out_dir.string() + ": " + ec.message());
+    build_files_lock = io::FileLock::acquire_directory(out_dir, std::chrono::minutes(10));
+  }
   for (const auto& [rel, text] : plan.stubs) write_if_changed(out_dir / rel, text);
   for (const auto& tp : plan.targets) {
     std::error_code ec;
@@ -159,6 +171,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
                                   result.cache);
   const BuildPlan to_compile = cached ? cached->consult() : plan;
   write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher));
+  build_files_lock.reset();
 
   std::optional<std::uint64_t> mem;
   {

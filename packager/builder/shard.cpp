@@ -10,6 +10,7 @@
 #include "format/manifest.hpp"
 #include "format/release_json.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "io/limits.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
@@ -250,12 +251,18 @@ std::string write_shard(const std::string& dir_in, const ShardManifest& identity
   fs::path dir = fs::absolute(dir_in).lexically_normal();
   std::error_code ec;
   fs::remove(dir / kShardFileName, ec);  // a half-written shard never looks whole
+  fs::create_directories(dir, ec);
+  if (ec) throw Error(ErrorKind::Io, "cannot create " + dir.string() + ": " + ec.message());
+  // One writer per shard directory; it removes the temporaries a dead (killed) writer left.
+  io::FileLock lock = io::FileLock::acquire_directory(dir, std::chrono::seconds(60));
+  io::remove_orphaned_temps(dir);
   ShardManifest sm = identity;
   for (const auto& c : contents) {
     fs::create_directories(dir / c.manifest.target, ec);
     if (ec)
       throw Error(ErrorKind::Io,
                   "cannot create " + (dir / c.manifest.target).string() + ": " + ec.message());
+    io::remove_orphaned_temps(dir / c.manifest.target);
     for (size_t i = 0; i < c.manifest.artifacts.size(); ++i)
       io::write_file_atomically(
           dir / shard_member_path(c.manifest.target, c.manifest.artifacts[i].file), c.bytes[i]);

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "commands/commands.hpp"
+#include "io/io_error.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 
@@ -28,6 +29,12 @@ int main(int argc, char** argv) {
   kiln::commands::add_tuf_repo_command(app, rc);
   kiln::commands::add_package_command(app, rc);
   kiln::commands::add_bundle_command(app, rc);
+  auto report = [&app](const kiln::Error& e) {
+    std::fflush(stdout);
+    std::cerr << "kiln: error (" << kiln::to_string(e.kind()) << "): " << e.what() << "\n";
+    if (kiln::commands::json_requested(app)) std::cout << kiln::commands::error_json(e) << std::endl;
+    return kiln::exit_code(e.kind());
+  };
   try {
     app.parse(argc, argv);
     if (show_version) {
@@ -49,10 +56,11 @@ int main(int argc, char** argv) {
     app.exit(e);
     return kiln::exit_code(kiln::ErrorKind::Usage);
   } catch (const kiln::Error& e) {
-    std::fflush(stdout);
-    std::cerr << "kiln: error (" << kiln::to_string(e.kind()) << "): " << e.what() << "\n";
-    if (kiln::commands::json_requested(app)) std::cout << kiln::commands::error_json(e) << std::endl;
-    return kiln::exit_code(e.kind());
+    return report(e);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A file-system call of a command that throws rather than answers (a full disk, a read-only
+    // mount, EIO): an io error like any other, not an internal one.
+    return report(kiln::io::io_error_of(e));
   } catch (const std::exception& e) {
     std::cerr << "kiln: internal error: " << e.what() << "\n";
     return 1;

@@ -303,12 +303,27 @@ BundleResult write_bundle(const BundleRequest& req) {
   if (req.targets.empty() && req.devices.empty())
     throw Error(ErrorKind::Usage, "kiln bundle needs --targets LIST or --device D (see --help)");
   std::error_code ec;
+  fs::path parent = req.out.parent_path().empty() ? fs::path(".") : req.out.parent_path();
+  fs::create_directories(parent, ec);
+  if (ec)
+    throw Error(ErrorKind::Io, "cannot create " + parent.string() + ": " + ec.message(),
+                {{"path", parent.string()}});
+  // One bundle writer per directory; it removes what a dead (killed) writer of the same OUT
+  // left: its staging and check directories, and write_archive's temporary of OUT.tar.zst.
+  io::FileLock parent_lock = io::FileLock::acquire_directory(parent, std::chrono::seconds(60));
+  const std::string scratch_prefix = "." + req.out.filename().string() + ".tmp-";
+  const std::string archive_temp_prefix = req.out.filename().string() + ".tmp.";
+  for (const auto& e : fs::directory_iterator(parent, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind(scratch_prefix, 0) == 0 || name.rfind(archive_temp_prefix, 0) == 0) {
+      std::error_code gone;
+      fs::remove_all(e.path(), gone);
+    }
+  }
   if (fs::exists(req.out, ec))
     throw Error(ErrorKind::Usage, req.out.string() + " exists: a bundle is written to a new path",
                 {{"path", req.out.string()}});
-  fs::path parent = req.out.parent_path().empty() ? fs::path(".") : req.out.parent_path();
-  fs::create_directories(parent, ec);
-  io::ScratchDir staging(parent, "." + req.out.filename().string() + ".tmp-");
+  io::ScratchDir staging(parent, scratch_prefix);
 
   fetch::FetchOptions o = req.fetch;
   o.index_sha256.clear();
@@ -352,7 +367,8 @@ BundleResult write_bundle(const BundleRequest& req) {
   }
 
   // The bundle as a node will see it, before it is published.
-  io::ScratchDir scratch(fs::temp_directory_path(), "kiln-bundle-check-");
+  // (Beside the staging directory, not in TMPDIR: what a kill leaves there the next run removes.)
+  io::ScratchDir scratch(parent, scratch_prefix);
   fetch::prepare_metadata_dir(scratch.path(), anchor_root);
   std::time_t now = o.tuf_clock ? o.tuf_clock() : std::time(nullptr);
   BundleResult out;

@@ -494,8 +494,14 @@ std::vector<std::string> add_targets(const fs::path& dir, const KeyDirs& keys,
                          ? dest.parent_path() / (hashes["sha256"] + "." + dest.filename().string())
                          : dest;
     fs::path tmp = first.string() + ".tmp";
-    fs::copy_file(file, tmp, fs::copy_options::overwrite_existing);
-    fs::rename(tmp, first);
+    try {
+      fs::copy_file(file, tmp, fs::copy_options::overwrite_existing);
+      fs::rename(tmp, first);
+    } catch (const fs::filesystem_error&) {
+      std::error_code gone;
+      fs::remove(tmp, gone);  // a full disk keeps no half copy in the served targets/
+      throw;
+    }
     if (root.consistent_snapshot)
       link_or_copy(first, dest.parent_path() / (hashes["sha512"] + "." + dest.filename().string()));
     map[name] = {{"length", length}, {"hashes", hashes}};

@@ -2,6 +2,7 @@
 // each against the index and its manifest, and write one wheel per target (wheel.hpp:
 // build_wheels).
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "format/target.hpp"
 #include "io/artifact_check.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "io/limits.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
@@ -191,6 +193,11 @@ BuildResult build_wheels(const BuildOptions& options,
   if (ec || !fs::is_directory(options.out))
     throw Error(ErrorKind::Io, "cannot create output directory " + options.out.string() +
                                    (ec ? ": " + ec.message() : ""));
+  // One wheel writer per directory; it removes the wheels' temporaries a dead writer left.
+  io::FileLock lock = io::FileLock::acquire_directory(options.out, std::chrono::seconds(60));
+  io::remove_orphaned_temps_if(options.out, [](std::string_view file) {
+    return file.size() > 4 && file.substr(file.size() - 4) == ".whl";
+  });
   BuildResult result;
   try {
     result.wheels.push_back(build_package_wheel(index_path, idx, options));

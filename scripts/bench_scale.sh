@@ -46,6 +46,7 @@ bench=$build/bench/kiln_scale_bench
 nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 kiln_include=$(realpath "$(dirname "$0")/../include")
 for f in "$kiln" "$bench"; do
+  [ "${ONLY:-}" = build ] && [ "$f" = "$bench" ] && continue
   [ -e "$f" ] || { echo "bench_scale: $f is missing" >&2; exit 2; }
 done
 mkdir -p "$work"
@@ -200,7 +201,7 @@ build_rate() {
     read -r w u s <"$work/time.txt"
     rates+=("$(awk -v a="$arts" -v w="$w" 'BEGIN {printf "%.2f", a / w}')")
     cpus+=("$(awk -v u="$u" -v s="$s" 'BEGIN {printf "%.1f", u + s}')")
-    echo "  ($mode, $n x $targets: ${w} s wall, $((${#cpus[@]})): CPU ${cpus[-1]} s, load average $load at the start)"
+    echo "  ($mode, $n x $targets, run ${#cpus[@]}: ${w} s wall, CPU ${cpus[-1]} s, load average $load at the start)"
   done
   record "$n" "kiln build, $mode" "spec/s" "$(printf '%s\n' "${rates[@]}" | stats)"
   record "$n" "kiln build CPU, $mode" "s" "$(printf '%s\n' "${cpus[@]}" | stats)"

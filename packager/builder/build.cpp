@@ -78,9 +78,10 @@ std::size_t BuildPlan::artifact_count() const {
 }
 
 std::size_t BuildPlan::pass_count() const {
-  std::size_t n = 0;
-  for (const auto& t : targets) n += t.passes.size();
-  return n;
+  std::set<std::string> ptx;  // a pass serves every target of its virtual arch
+  for (const auto& t : targets)
+    for (const auto& p : t.passes) ptx.insert(p.ptx);
+  return ptx.size();
 }
 
 std::string stub_source(const project::Family& fam, const project::Specialisation& spec) {
@@ -244,8 +245,9 @@ BuildPlan plan_build(const project::Registry& reg, const std::vector<format::Tar
         pass.group = static_cast<int>(g);
         std::string name = fam.name + "." + std::to_string(g);
         pass.stub = "stubs/" + name + ".kiln-group.cu";
-        pass.ptx = "obj/" + t.str() + "/passes/" + name + ".ptx";
-        pass.depfile = "obj/" + t.str() + "/passes/" + name + ".d";
+        // Named by the virtual arch: sm_80 and compute_80 share the pass of compute_80.
+        pass.ptx = "obj/passes/" + virtual_arch(t) + "/" + name + ".ptx";
+        pass.depfile = "obj/passes/" + virtual_arch(t) + "/" + name + ".d";
         pass.args = {"-std=c++17", "-O3", "-ptx", "-Werror", "all-warnings", kernels_inc};
         pass.args.insert(pass.args.end(), fam.flags.begin(), fam.flags.end());
         pass.args.insert(pass.args.end(), {"-arch=" + virtual_arch(t), "-MD", "-MF",
@@ -350,8 +352,10 @@ std::string ninja_file(const BuildPlan& plan, const std::string& nvcc,
          " $args\n";
     s += "  description = NVCC $uri $target\n\n";
   }
+  std::set<std::string> written;  // a pass shared by two targets is one edge
   for (const auto& tp : plan.targets) {
     for (const auto& p : tp.passes) {
+      if (!written.insert(p.ptx).second) continue;
       s += "build " + p.ptx + ": nvcc_pass " + p.stub + " | " + ninja_escape_path(nvcc) + "\n";
       std::string args;
       for (const auto& x : p.args) args += (args.empty() ? "" : " ") + shell_quote(x);
@@ -359,7 +363,7 @@ std::string ninja_file(const BuildPlan& plan, const std::string& nvcc,
       s += "  depfile = " + p.depfile + "\n";
       s += "  family = " + p.family + "\n";
       s += "  group = " + std::to_string(p.group) + "\n";
-      s += "  target = " + p.target.str() + "\n\n";
+      s += "  target = " + virtual_arch(p.target) + "\n\n";
     }
     for (const auto& a : tp.artifacts) {
       if (!a.pass.empty()) {
@@ -506,9 +510,10 @@ int shard_of(std::size_t position, int count) {
 std::vector<int> plan_work_shards(const BuildPlan& plan, int count) {
   std::vector<int> out;
   std::size_t unit = 0;
+  // A pass's unit is numbered where its first artifact stands in plan order (a pass shared by
+  // two targets is one unit).
+  std::map<std::string, std::size_t> pass_unit;
   for (const auto& tp : plan.targets) {
-    // A pass's unit is numbered where its first artifact stands in plan order.
-    std::map<std::string, std::size_t> pass_unit;
     for (const auto& a : tp.artifacts) {
       std::size_t u;
       if (a.pass.empty()) {

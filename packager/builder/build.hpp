@@ -54,8 +54,8 @@ struct PlannedPass {
   format::Target target;
   int group = 0;                  // the group's number within its family (0-based)
   std::string stub;               // stubs/<family>.<group>.kiln-group.cu
-  std::string ptx;                // obj/<target>/passes/<family>.<group>.ptx
-  std::string depfile;            // obj/<target>/passes/<family>.<group>.d
+  std::string ptx;                // obj/passes/<virtual arch>/<family>.<group>.ptx: one pass
+  std::string depfile;            // serves every target of its virtual arch (sm_80, compute_80)
   std::vector<std::string> args;  // nvcc argv after the compiler path
   std::vector<std::string> uris;  // every URI of the group, in URI order (planned or not)
 };
@@ -65,6 +65,7 @@ struct TargetPlan {
   std::vector<PlannedArtifact> artifacts;  // sorted by URI
   std::vector<format::SkippedFamily> skipped;      // sorted by family
   std::vector<PlannedPass> passes;         // the passes the artifacts need, by family and group
+                                           // (a pass of two targets is listed in both)
 };
 
 struct BuildPlan {
@@ -72,7 +73,7 @@ struct BuildPlan {
   std::vector<TargetPlan> targets;           // in Target order (SASS first, then arch)
   std::map<std::string, std::string> stubs;  // stub path -> contents
   std::size_t artifact_count() const;
-  std::size_t pass_count() const;
+  std::size_t pass_count() const;  // distinct passes
 };
 
 // The bound of one front-end pass: at most this many entries (a specialisation's entries all

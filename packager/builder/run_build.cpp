@@ -158,7 +158,9 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   for (const auto& [rel, text] : plan.stubs) write_if_changed(out_dir / rel, text);
   for (const auto& tp : plan.targets) {
     std::error_code ec;
-    fs::create_directories(out_dir / "obj" / tp.target.str() / "passes", ec);
+    fs::create_directories(out_dir / "obj" / tp.target.str(), ec);
+    for (const auto& p : tp.passes)
+      if (!ec) fs::create_directories((out_dir / p.ptx).parent_path(), ec);
     if (ec)
       throw Error(ErrorKind::Io, "cannot create " + (out_dir / "obj" / tp.target.str()).string() +
                                      ": " + ec.message());
@@ -210,21 +212,28 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
         for (const auto& p : tp.passes)
           if (p.ptx == f.output) failed_passes.insert(p.ptx);
     if (failed_passes.empty()) break;
-    for (const auto& tp : to_compile.targets)
-      for (const auto& p : tp.passes) {
-        if (!failed_passes.count(p.ptx)) continue;
-        std::size_t n = 0;
+    for (const auto& ptx : failed_passes) {
+      std::size_t n = 0;
+      const PlannedPass* pass = nullptr;
+      std::string targets;
+      for (const auto& tp : to_compile.targets) {
+        for (const auto& p : tp.passes)
+          if (p.ptx == ptx) {
+            pass = &p;
+            targets += (targets.empty() ? "" : ", ") + tp.target.str();
+          }
         for (const auto& a : tp.artifacts)
-          if (a.pass == p.ptx) {
+          if (a.pass == ptx) {
             ++n;
             fallback_outputs.insert(a.fatbin);
           }
-        if (progress_out)
-          std::fprintf(progress_out,
-                       "front-end pass %s.%d for %s failed; compiling its %zu specialisations "
-                       "one nvcc each\n",
-                       p.family.c_str(), p.group, p.target.str().c_str(), n);
       }
+      if (progress_out && pass)
+        std::fprintf(progress_out,
+                     "front-end pass %s.%d for %s failed; compiling its %zu specialisations "
+                     "one nvcc each\n",
+                     pass->family.c_str(), pass->group, targets.c_str(), n);
+    }
     to_compile = ungroup(to_compile, reg, failed_passes);
     plan = ungroup(plan, reg, failed_passes);
     for (const auto& [rel, text] : to_compile.stubs) write_if_changed(out_dir / rel, text);

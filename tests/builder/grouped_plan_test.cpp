@@ -45,13 +45,13 @@ TEST(GroupedPlan, OnePassPerFamilyAndTargetServesEverySpecialisation) {
   EXPECT_EQ(p.pass_count(), 3u);      // norm on both, hopper on sm_90a
   const builder::PlannedPass& norm = p.targets[0].passes.at(0);
   EXPECT_EQ(norm.family, "norm");
-  EXPECT_EQ(norm.ptx, "obj/sm_80/passes/norm.0.ptx");
+  EXPECT_EQ(norm.ptx, "obj/passes/compute_80/norm.0.ptx");
   EXPECT_EQ(norm.uris.size(), 4u);
   // The front end compiles to PTX of the target's virtual arch, with the family's flags.
   std::string args;
   for (const auto& a : norm.args) args += a + " ";
   EXPECT_NE(args.find("-ptx -Werror all-warnings -I/work/src/kernels -DNORM=1 -arch=compute_80 "
-                      "-MD -MF obj/sm_80/passes/norm.0.d -o obj/sm_80/passes/norm.0.ptx "
+                      "-MD -MF obj/passes/compute_80/norm.0.d -o obj/passes/compute_80/norm.0.ptx "
                       "stubs/norm.0.kiln-group.cu"),
             std::string::npos)
       << args;
@@ -71,6 +71,25 @@ TEST(GroupedPlan, OnePassPerFamilyAndTargetServesEverySpecialisation) {
   builder::BuildPlan ps = builder::plan_build(registry(), {T("sm_80")}, {}, "/work/src");
   EXPECT_EQ(ps.pass_count(), 0u);
   EXPECT_EQ(ps.targets[0].artifacts[0].stub, "stubs/norm_dtype_f16_block_128.kiln-stub.cu");
+}
+
+TEST(GroupedPlan, ASassAndAPtxTargetOfOneVirtualArchShareOnePass) {
+  builder::BuildPlan p = grouped(registry(), {T("sm_80"), T("compute_80"), T("sm_90a")});
+  EXPECT_EQ(p.pass_count(), 3u);  // norm for compute_80 (both targets), norm and hopper for 90a
+  ASSERT_EQ(p.targets.size(), 3u);
+  EXPECT_EQ(p.targets[0].passes[0].ptx, p.targets[2].passes[0].ptx);  // sm_80 and compute_80
+  std::string n = builder::ninja_file(p, "/opt/cuda/bin/nvcc", "", "/opt/kiln/bin/kiln");
+  std::size_t edges = 0;
+  for (std::size_t i = n.find("build obj/passes/compute_80/norm.0.ptx:"); i != std::string::npos;
+       i = n.find("build obj/passes/compute_80/norm.0.ptx:", i + 1))
+    ++edges;
+  EXPECT_EQ(edges, 1u);
+  // One unit of work for shards: both targets' norm artifacts go to one shard.
+  std::vector<int> owner = builder::plan_work_shards(p, 3);
+  std::vector<std::string> work = builder::plan_work(p);
+  for (std::size_t i = 0; i < work.size(); ++i)
+    if (work[i].rfind("sm_80/norm", 0) == 0 || work[i].rfind("compute_80/norm", 0) == 0)
+      EXPECT_EQ(owner[i], owner[0]) << work[i];
 }
 
 TEST(GroupedPlan, OnlyAndGroupsLeaveEachPassTheWholeGroupSoBytesNeverDependOnThem) {
@@ -103,13 +122,13 @@ TEST(GroupedPlan, APassHoldsAtMostTheBoundOfEntries) {
 TEST(GroupedPlan, NinjaFileRunsEachPassOnceAndEachBackEndAfterItsPass) {
   builder::BuildPlan p = grouped(registry(), {T("sm_90a")});
   std::string n = builder::ninja_file(p, "/opt/cuda/bin/nvcc", "", "/opt/kiln/bin/kiln");
-  EXPECT_NE(n.find("build obj/sm_90a/passes/norm.0.ptx: nvcc_pass stubs/norm.0.kiln-group.cu | "
+  EXPECT_NE(n.find("build obj/passes/compute_90a/norm.0.ptx: nvcc_pass stubs/norm.0.kiln-group.cu | "
                    "/opt/cuda/bin/nvcc\n"),
             std::string::npos)
       << n;
-  EXPECT_NE(n.find("  depfile = obj/sm_90a/passes/norm.0.d\n"), std::string::npos);
+  EXPECT_NE(n.find("  depfile = obj/passes/compute_90a/norm.0.d\n"), std::string::npos);
   EXPECT_NE(n.find("build obj/sm_90a/norm_dtype_f32_block_128.fatbin: kiln_entry "
-                   "obj/sm_90a/passes/norm.0.ptx | /opt/cuda/bin/nvcc /opt/kiln/bin/kiln\n"),
+                   "obj/passes/compute_90a/norm.0.ptx | /opt/cuda/bin/nvcc /opt/kiln/bin/kiln\n"),
             std::string::npos)
       << n;
   EXPECT_NE(n.find("command = /opt/kiln/bin/kiln build-entry --nvcc /opt/cuda/bin/nvcc $args"),
@@ -123,7 +142,7 @@ TEST(GroupedPlan, NinjaFileRunsEachPassOnceAndEachBackEndAfterItsPass) {
 TEST(GroupedPlan, AFailedPassFallsBackToOneNvccPerSpecialisationOfThatPassOnly) {
   project::Registry r = registry();
   builder::BuildPlan p = grouped(r, {T("sm_90a")});
-  builder::BuildPlan u = builder::ungroup(p, r, {"obj/sm_90a/passes/norm.0.ptx"});
+  builder::BuildPlan u = builder::ungroup(p, r, {"obj/passes/compute_90a/norm.0.ptx"});
   ASSERT_EQ(u.targets[0].passes.size(), 1u);  // hopper's pass stays
   EXPECT_EQ(u.targets[0].passes[0].family, "hopper");
   for (const auto& a : u.targets[0].artifacts) {
@@ -174,7 +193,7 @@ TEST(GroupedPlan, ManifestFlagsNameThePassAndTheBackEndWithoutPaths) {
   std::string s;
   for (const auto& x : f) s += x + " ";
   EXPECT_NE(s.find("-I$KILN_SOURCE/kernels"), std::string::npos) << s;
-  EXPECT_NE(s.find(" && build-entry --target sm_80 --pass obj/sm_80/passes/norm.0.ptx"),
+  EXPECT_NE(s.find(" && build-entry --target sm_80 --pass obj/passes/compute_80/norm.0.ptx"),
             std::string::npos)
       << s;
   EXPECT_EQ(s.find("-MF"), std::string::npos) << s;

@@ -88,8 +88,9 @@ TEST(GroupedPlan, ASassAndAPtxTargetOfOneVirtualArchShareOnePass) {
   std::vector<int> owner = builder::plan_work_shards(p, 3);
   std::vector<std::string> work = builder::plan_work(p);
   for (std::size_t i = 0; i < work.size(); ++i)
-    if (work[i].rfind("sm_80/norm", 0) == 0 || work[i].rfind("compute_80/norm", 0) == 0)
+    if (work[i].rfind("sm_80/norm", 0) == 0 || work[i].rfind("compute_80/norm", 0) == 0) {
       EXPECT_EQ(owner[i], owner[0]) << work[i];
+    }
 }
 
 TEST(GroupedPlan, OnlyAndGroupsLeaveEachPassTheWholeGroupSoBytesNeverDependOnThem) {

@@ -168,10 +168,11 @@ TEST_F(KilnBuild, EachFatbinHoldsOnlyItsOwnUrisEntriesInBothModes) {
                                             : format::elf_function_symbols(payload);
         EXPECT_EQ(std::count(syms.begin(), syms.end(), m.artifacts[i].entries[0].symbol), 1)
             << t << " " << m.artifacts[i].uri << " " << mode;
-        for (const auto& other : m.artifacts)
-          if (other.uri != m.artifacts[i].uri)
-            EXPECT_EQ(std::count(syms.begin(), syms.end(), other.entries[0].symbol), 0)
-                << t << " " << m.artifacts[i].uri << " holds " << other.uri << " " << mode;
+        for (const auto& other : m.artifacts) {
+          if (other.uri == m.artifacts[i].uri) continue;
+          EXPECT_EQ(std::count(syms.begin(), syms.end(), other.entries[0].symbol), 0)
+              << t << " " << m.artifacts[i].uri << " holds " << other.uri << " " << mode;
+        }
       }
     }
   }

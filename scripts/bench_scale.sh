@@ -46,6 +46,7 @@ bench=$build/bench/kiln_scale_bench
 nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
 kiln_include=$(realpath "$(dirname "$0")/../include")
 for f in "$kiln" "$bench"; do
+  [ "${ONLY:-}" = build ] && [ "$f" = "$bench" ] && continue
   [ -e "$f" ] || { echo "bench_scale: $f is missing" >&2; exit 2; }
 done
 mkdir -p "$work"
@@ -54,6 +55,7 @@ mkdir -p "$work"
 [ -s "$work/scale.fatbin" ] || [ -e "$nvcc" ] || { echo "bench_scale: $nvcc is missing" >&2; exit 2; }
 results=$work/results.jsonl
 [ "${ONLY:-}" = gets ] || : >"$results"
+# ONLY=build: the compile rate alone (below), no kiln_scale_bench needed
 export SOURCE_DATE_EPOCH=1700000000
 
 # stats: reads numbers, one per line; prints "median min max".
@@ -154,6 +156,64 @@ cli() {
   timed "$n" "kiln compat --device sm_90 INDEX" "$cr" \
     "$kiln" compat --device sm_90 --source "$p" "$index"
 }
+
+# The compile rate (issue 37): `kiln build` of a project of N specialisations of one templated
+# kernel (build_project below; nvcc really runs) for BUILD_TARGETS (default sm_90a), grouped
+# (the default) and one nvcc per specialisation, BUILD_RUNS (default 1) times each, fresh --out
+# every time. Recorded in specialisations per second of wall time and CPU seconds (user+sys of
+# the whole process tree), with the load average at the start. BUILD_SIZES (default "1000";
+# "" skips it); ONLY=build measures only this.
+build_project() {
+  local dir=$1 n=$2
+  mkdir -p "$dir/registry" "$dir/kernels"
+  echo 1.0.0 >"$dir/VERSION"
+  printf '{\n  "format": 1,\n  "name": "scale-build-bench"\n}\n' >"$dir/registry/package.json"
+  cat >"$dir/kernels/scale.cu" <<'CU'
+template <int I>
+__global__ void scale_kernel(float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * a + static_cast<float>(I);
+}
+CU
+  python3 - "$n" >"$dir/registry/kernels.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+print(json.dumps({"format": 1, "types": {}, "families": [{
+    "name": "scale", "sources": ["scale.cu"], "entries": ["scale_kernel<{i}>"],
+    "params": [{"name": "i", "kind": "int", "values": list(range(n))}],
+    "targets": ["sm_80+"], "flags": []}]}, indent=2))
+PY
+}
+build_rate() {
+  local n=$1 mode=$2 extra=() i load cpu rate rates=() cpus=()
+  [ "$mode" = "one nvcc per spec" ] && extra=(--one-nvcc-per-specialisation)
+  local targets=${BUILD_TARGETS:-sm_90a}
+  local arts=$((n * $(echo "$targets" | tr ',' '\n' | wc -l)))
+  for ((i = 0; i < ${BUILD_RUNS:-1}; i++)); do
+    rm -rf "$work/build$n"
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    /usr/bin/time -f '%e %U %S' -o "$work/time.txt" "$kiln" build --source "$work/bp$n" \
+      --out "$work/build$n" --targets "$targets" "${extra[@]}" >"$work/cmd.log" 2>&1 || {
+      echo "bench_scale: kiln build failed" >&2
+      tail -20 "$work/cmd.log" >&2
+      exit 1
+    }
+    read -r w u s <"$work/time.txt"
+    rates+=("$(awk -v a="$arts" -v w="$w" 'BEGIN {printf "%.2f", a / w}')")
+    cpus+=("$(awk -v u="$u" -v s="$s" 'BEGIN {printf "%.1f", u + s}')")
+    echo "  ($mode, $n x $targets, run ${#cpus[@]}: ${w} s wall, CPU ${cpus[-1]} s, load average $load at the start)"
+  done
+  record "$n" "kiln build, $mode" "spec/s" "$(printf '%s\n' "${rates[@]}" | stats)"
+  record "$n" "kiln build CPU, $mode" "s" "$(printf '%s\n' "${cpus[@]}" | stats)"
+}
+if [ "${ONLY:-}" != gets ]; then
+  for n in ${BUILD_SIZES-1000}; do
+    build_project "$work/bp$n" "$n"
+    build_rate "$n" grouped
+    build_rate "$n" "one nvcc per spec"
+  done
+fi
+[ "${ONLY:-}" = build ] && exit 0
 
 for n in $sizes; do
   p=$work/p$n store=$work/store$n lib=$work/libscale$n.so

@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,20 +23,49 @@ namespace kiln::builder {
 
 // One artifact: one specialisation built for one target. Paths are relative to the out
 // directory, where ninja runs, so nothing in them depends on where the out directory is.
+//
+// Two ways to compile one (docs/decisions.md, "One front-end pass per family and target"):
+// - per specialisation: one nvcc from its own stub to its fatbin (`pass` empty, `args` the nvcc
+//   argv);
+// - grouped (the default): a front-end pass (PlannedPass) compiles the stub of a bounded group
+//   of its family's specialisations to one PTX module; then this artifact's back end (`args`,
+//   run by `kiln build-entry`, entry_step.hpp) picks its entries out of that module and makes
+//   its own fatbin: `ptxas -e <its entries>` for a SASS target, the entries' PTX cut out of the
+//   module for a PTX target. The fatbin holds this URI's code only, as a per-spec one does.
 struct PlannedArtifact {
   std::string uri;
   std::string family;
   format::Target target;
-  std::string stub;               // stubs/<uri>.kiln-stub.cu
+  std::string stub;               // stubs/<uri>.kiln-stub.cu, or the pass's group stub
   std::string fatbin;             // obj/<target>/<uri>.fatbin
-  std::string depfile;            // obj/<target>/<uri>.d
-  std::vector<std::string> args;  // nvcc argv after the compiler path, as ninja runs it
+  std::string depfile;            // obj/<target>/<uri>.d (per specialisation only)
+  std::vector<std::string> args;  // nvcc argv after the compiler path, as ninja runs it; for a
+                                  // grouped artifact, `kiln build-entry`'s argv after its name
+  std::string pass;               // grouped: the pass's PTX (PlannedPass::ptx); "": per spec
+  std::vector<std::string> pass_args;  // grouped: the pass's nvcc argv (PlannedPass::args)
+};
+
+// One front-end pass: the group stub of up to kMaxPassEntries entries of one family (its
+// specialisations in URI order, cut into groups the same way whatever --only, --shard or the
+// cache leave to compile, so a URI's bytes never depend on them) compiled to PTX for one
+// target's virtual arch.
+struct PlannedPass {
+  std::string family;
+  format::Target target;
+  int group = 0;                  // the group's number within its family (0-based)
+  std::string stub;               // stubs/<family>.<group>.kiln-group.cu
+  std::string ptx;                // obj/passes/<virtual arch>/<family>.<group>.ptx: one pass
+  std::string depfile;            // serves every target of its virtual arch (sm_80, compute_80)
+  std::vector<std::string> args;  // nvcc argv after the compiler path
+  std::vector<std::string> uris;  // every URI of the group, in URI order (planned or not)
 };
 
 struct TargetPlan {
   format::Target target;
   std::vector<PlannedArtifact> artifacts;  // sorted by URI
   std::vector<format::SkippedFamily> skipped;      // sorted by family
+  std::vector<PlannedPass> passes;         // the passes the artifacts need, by family and group
+                                           // (a pass of two targets is listed in both)
 };
 
 struct BuildPlan {
@@ -43,26 +73,50 @@ struct BuildPlan {
   std::vector<TargetPlan> targets;           // in Target order (SASS first, then arch)
   std::map<std::string, std::string> stubs;  // stub path -> contents
   std::size_t artifact_count() const;
+  std::size_t pass_count() const;  // distinct passes
+};
+
+// The bound of one front-end pass: at most this many entries (a specialisation's entries all
+// go into its one group). A failing pass costs one group, never the family or the release, and
+// one huge family is many passes that ninja runs in parallel.
+constexpr std::size_t kMaxPassEntries = 64;
+
+enum class CompileMode {
+  Grouped,            // one front-end pass per group, a back end per URI (the default)
+  PerSpecialisation,  // one nvcc per URI and target (--one-nvcc-per-specialisation)
 };
 
 // Which specialisations to build for which targets. `only` holds fnmatch globs matched
 // against family names and URIs (empty: everything). A family whose target rules do not
 // admit a target is skipped for it, with the reason. Throws Error{NotFound} for a glob that
 // matches nothing, Error{Unsupported} for a glob whose families build on none of `targets`.
+// `mode` says how each artifact compiles (PlannedArtifact).
 BuildPlan plan_build(const project::Registry& reg, const std::vector<format::Target>& targets,
-                     const std::vector<std::string>& only, const std::string& source_dir);
+                     const std::vector<std::string>& only, const std::string& source_dir,
+                     CompileMode mode = CompileMode::PerSpecialisation);
+
+// The plan with the artifacts of the passes whose PTX is in `failed_passes` compiled one nvcc
+// per specialisation instead (their own stubs added, those passes dropped): what a failed pass
+// falls back to, so that the error names the URI and the source line.
+BuildPlan ungroup(const BuildPlan& plan, const project::Registry& reg,
+                  const std::set<std::string>& failed_passes);
 
 // The generated translation unit: includes the family's sources and takes each entry's
 // address, which makes nvcc instantiate exactly those kernels.
 std::string stub_source(const project::Family& fam, const project::Specialisation& spec);
+// A front-end pass's translation unit: the family's sources once, then every entry of every
+// specialisation of the group, in order.
+std::string group_stub_source(const project::Family& fam,
+                              const std::vector<const project::Specialisation*>& specs);
 
 // build.ninja for a plan. Deterministic: the same plan, nvcc and source dir give the same
 // bytes (nothing run-dependent such as times, job counts or the out directory).
 std::string ninja_file(const BuildPlan& plan, const std::string& nvcc,
-                       const std::string& launcher = "");
+                       const std::string& launcher = "", const std::string& kiln = "kiln");
 
 // The flags recorded in the manifest: the argv as run, with the source directory written as
-// "$KILN_SOURCE" and the dependency-file flags (-MD -MF, no effect on the bytes) left out.
+// "$KILN_SOURCE" and the dependency-file flags (-MD -MF, no effect on the bytes) left out. A
+// grouped artifact's are its pass's nvcc argv, "&&", then its back end's (entry_step.hpp).
 std::vector<std::string> manifest_flags(const PlannedArtifact& a, const std::string& source_dir);
 
 // ci/targets.txt: comma- or newline-separated targets, '#' starts a comment. Throws
@@ -104,10 +158,14 @@ struct ShardSpec {
 };
 ShardSpec parse_shard_spec(std::string_view text);
 
-// The partition: the plan's artifacts in plan order (targets in Target order, URIs sorted)
-// are dealt round-robin, position p (0-based) to shard p % N + 1. Every piece of work lands in
-// exactly one shard, and shards differ in size by at most one compile.
+// The partition: the plan's units of work in plan order (targets in Target order, URIs
+// sorted; a unit is one artifact compiled per specialisation, or every planned artifact of one
+// front-end pass, so that no pass runs in two shards) are dealt round-robin, unit u (0-based)
+// to shard u % N + 1. Every piece of work lands in exactly one shard, and shards differ by at
+// most one unit.
 int shard_of(std::size_t position, int count);
+// For each piece of work in plan_work order, the shard (1..count) that holds it.
+std::vector<int> plan_work_shards(const BuildPlan& plan, int count);
 // The plan with only the artifacts of `shard` (targets and their skipped lists kept whole).
 BuildPlan shard_plan(const BuildPlan& plan, const ShardSpec& shard);
 // "<target>/<uri>": one piece of work, as shard manifests name it.
@@ -151,10 +209,15 @@ struct CompileKey {
   std::vector<std::pair<std::string, std::string>> fields;
 };
 constexpr const char* kCompileKeyVersion = "1";  // bump when the fields below change
+// The version of a grouped artifact's back end (entry_step.hpp): bump when what it makes of a
+// pass's module changes (the entries it picks, the PTX it cuts, the nvcc flags it adds).
+constexpr const char* kEntryStepVersion = "1";
 
 // The key of artifact `a` (of specialisation `spec`, compiled from stub text `stub`): the key's
 // version, the specialisation's source hash (its family's sources, the kernels/ headers they
-// include, its declaration), URI, parameters and entries, the stub, the target, the flags as
+// include, its declaration), URI, parameters and entries, the stub (for a grouped artifact, its
+// group's stub, which names every member of the group: a member added or removed changes the
+// module and so the bytes), the target, kiln's back-end version (grouped), the flags as
 // the manifest records them (source directory written $KILN_SOURCE, paths relative to the out
 // directory), and the compiler identity. No absolute path, unless a flag makes nvcc embed paths
 // in the output (embeds_paths): then the source and out directories are in it too.
@@ -183,6 +246,11 @@ struct BuildOptions {
   // hashed or recorded (manifest flags, shard toolchain): it must not change the bytes, and
   // every result is checked before packing. Empty: nvcc runs directly.
   std::string launcher;
+  // Grouped (the default) or one nvcc per specialisation (the reference and the fallback).
+  CompileMode mode = CompileMode::Grouped;
+  // The kiln executable build.ninja runs for a grouped artifact's back end; "": this process's
+  // own (/proc/self/exe).
+  std::string kiln_executable;
   // Build only this shard's part; `dist_dir` then receives a shard (shard.hpp), not archives.
   std::optional<ShardSpec> shard;
   // The result cache (--cache, KILN_BUILD_CACHE): a directory or an http(s):// URL; empty: none.
@@ -219,7 +287,10 @@ struct PublishedArchive {
 
 struct BuildResult {
   std::size_t total = 0;     // artifacts in the plan (in this shard's part, for a shard)
-  std::size_t compiled = 0;  // edges ninja ran this time
+  std::size_t compiled = 0;  // artifacts compiled this time (ninja's per-URI edges that ran)
+  std::size_t passes = 0;    // front-end passes run this time
+  std::size_t fallbacks = 0; // artifacts compiled one by one after their pass failed
+  std::string mode;          // "grouped" or "per-specialisation"
   int jobs = 0;
   double seconds = 0;
   std::string index_path;  // for a shard: its shard.json

@@ -94,6 +94,7 @@ BuildOptions build_options(const BuildFlags& flags, const std::string& source_di
   opts.dist_dir =
       flags.dist.empty() ? (std::filesystem::path(flags.out) / dist_default).string() : flags.dist;
   opts.launcher = flags.launcher.empty() ? env.compiler_launcher : flags.launcher;
+  opts.mode = flags.per_specialisation ? CompileMode::PerSpecialisation : CompileMode::Grouped;
   if (!flags.no_cache) opts.cache = flags.cache.empty() ? env.build_cache : flags.cache;
   opts.cache_ca_bundle = env.loader.ca_bundle;
   opts.nvcc_ccbin = env.nvcc_ccbin;

@@ -55,6 +55,7 @@ struct BuildFlags {
   std::string launcher;
   std::string cache;
   bool no_cache = false;
+  bool per_specialisation = false;  // --one-nvcc-per-specialisation
 };
 // The build's options: the flags, completed from `env` where they are empty (launcher:
 // KILN_COMPILER_LAUNCHER; cache: KILN_BUILD_CACHE unless no_cache; the nvcc variables and the

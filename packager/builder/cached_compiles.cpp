@@ -225,7 +225,16 @@ BuildPlan CachedCompiles::consult() {
     arts.erase(std::remove_if(arts.begin(), arts.end(),
                               [&](const PlannedArtifact& a) { return !misses.count(a.fatbin); }),
                arts.end());
-    for (const auto& a : arts) compile.stubs[a.stub] = plan_.stubs.at(a.stub);
+    std::set<std::string> passes;
+    for (const auto& a : arts) {
+      compile.stubs[a.stub] = plan_.stubs.at(a.stub);
+      if (!a.pass.empty()) passes.insert(a.pass);
+    }
+    // A pass runs only for the misses it feeds; it still compiles its whole group, so their
+    // bytes are those of a build without the cache.
+    tp.passes.erase(std::remove_if(tp.passes.begin(), tp.passes.end(),
+                                   [&](const PlannedPass& p) { return !passes.count(p.ptx); }),
+                    tp.passes.end());
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   char line[512];

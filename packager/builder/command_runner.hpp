@@ -25,6 +25,7 @@ struct CompileOutcome {
   int exit_code = 0;                     // 0: every artifact is up to date
   std::vector<CompileFailure> failures;  // the compiles that failed, in the order reported
   std::string log;                       // the runner's whole output (for an unexplained failure)
+  std::size_t passes_run = 0;            // front-end passes that ran ("PASS" lines)
 };
 
 class CommandRunner {

@@ -29,6 +29,9 @@ CompileKey compile_key(const PlannedArtifact& a, const project::Specialisation& 
   for (const auto& e : spec.entries) add("entry", e);
   add("stub", stub);
   add("target", a.target.str());
+  // A grouped artifact's bytes also depend on kiln's back end (the entries it picks, the PTX it
+  // cuts): its version is in the key. The group stub above names every member of the group.
+  if (!a.pass.empty()) add("backend", std::string("kiln build-entry ") + kEntryStepVersion);
   std::vector<std::string> flags = manifest_flags(a, source_dir);
   for (const auto& f : flags) add("flag", f);
   if (embeds_paths(flags)) {

@@ -55,15 +55,31 @@ class NinjaRunner : public CommandRunner {
                       "ninja-build, or pip install ninja) or add it to PATH");
   }
 
-  CompileOutcome run(const BuildPlan&, const std::string& out_dir, int jobs,
+  CompileOutcome run(const BuildPlan& plan, const std::string& out_dir, int jobs,
                      const std::function<void(const NinjaStatusLine&)>& on_finished) override {
     if (!ninja_) check_available();
+    // ninja counts front-end passes as edges; progress counts specialisations: with passes in
+    // the plan, the numbers are the finished artifacts of the artifacts handed to ninja.
+    const bool grouped = plan.pass_count() > 0;
+    int finished = 0;
+    std::size_t passes = 0;
+    const int total = static_cast<int>(plan.artifact_count());
     ProcessResult nr = run_process({*ninja_, "-C", out_dir, "-j", std::to_string(jobs)},
                                    {{"NINJA_STATUS", "[%f/%t] "}}, [&](const std::string& line) {
-                                     if (auto s = parse_ninja_status(line)) on_finished(*s);
+                                     auto s = parse_ninja_status(line);
+                                     if (!s) {
+                                       if (line.find("] PASS ") != std::string::npos) ++passes;
+                                       return;
+                                     }
+                                     if (grouped) {
+                                       s->finished = ++finished;
+                                       s->total = total;
+                                     }
+                                     on_finished(*s);
                                    });
     CompileOutcome out;
     out.exit_code = nr.exit_code;
+    out.passes_run = passes;
     if (nr.exit_code != 0) out.failures = parse_ninja_failures(nr.output);
     out.log = std::move(nr.output);
     return out;

@@ -128,7 +128,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   const ToolkitInfo& tk = toolkit.info();
   check_toolkit_version(tk, kiln::cuda_version());
   check_targets(tk, opts.targets);
-  BuildPlan full_plan = plan_build(reg, opts.targets, opts.only, source_dir);
+  BuildPlan full_plan = plan_build(reg, opts.targets, opts.only, source_dir, opts.mode);
   BuildPlan plan = opts.shard ? shard_plan(full_plan, *opts.shard) : full_plan;
   runner.check_available();
   const std::string path_env = runtime::read_environment().path;
@@ -155,22 +155,38 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     if (ec) throw Error(ErrorKind::Io, "cannot create " + out_dir.string() + ": " + ec.message());
     build_files_lock = io::FileLock::acquire_directory(out_dir, std::chrono::minutes(10));
   }
+
+  // The kiln that build.ninja runs for grouped back ends: this one, by default.
+  std::string kiln = opts.kiln_executable;
+  if (kiln.empty() && plan.pass_count() > 0) {
+    std::error_code ec;
+    kiln = fs::read_symlink("/proc/self/exe", ec).string();
+    if (ec || kiln.empty())
+      throw Error(ErrorKind::Unsupported,
+                  "cannot find this kiln executable (/proc/self/exe: " + ec.message() +
+                      "), which build.ninja runs for each specialisation's back end; "
+                      "--one-nvcc-per-specialisation builds without it");
+  }
+
   for (const auto& [rel, text] : plan.stubs) write_if_changed(out_dir / rel, text);
   for (const auto& tp : plan.targets) {
     std::error_code ec;
     fs::create_directories(out_dir / "obj" / tp.target.str(), ec);
+    for (const auto& p : tp.passes)
+      if (!ec) fs::create_directories((out_dir / p.ptx).parent_path(), ec);
     if (ec)
       throw Error(ErrorKind::Io, "cannot create " + (out_dir / "obj" / tp.target.str()).string() +
                                      ": " + ec.message());
   }
   BuildResult result;
+  result.mode = opts.mode == CompileMode::Grouped ? "grouped" : "per-specialisation";
   // With a result cache, hits and results already in --out never become ninja edges.
   std::unique_ptr<CachedCompiles> cached;
   if (!opts.cache.empty())
     cached = CachedCompiles::open(opts, reg, plan, out_dir.string(), tk, path_env, progress_out,
                                   result.cache);
-  const BuildPlan to_compile = cached ? cached->consult() : plan;
-  write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher));
+  BuildPlan to_compile = cached ? cached->consult() : plan;
+  write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher, kiln));
   build_files_lock.reset();
 
   std::optional<std::uint64_t> mem;
@@ -186,17 +202,68 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
 
   Progress progress(progress_out, opts.progress);
   CompileOutcome nr;
-  if (!cached || to_compile.artifact_count() > 0)
-    nr = runner.run(to_compile, out_dir.string(), result.jobs, [&](const NinjaStatusLine& s) {
-      ++result.compiled;
-      progress.edge(s,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    });
+  auto compile = [&](const BuildPlan& p) {
+    CompileOutcome o =
+        runner.run(p, out_dir.string(), result.jobs, [&](const NinjaStatusLine& s) {
+          ++result.compiled;
+          progress.edge(
+              s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        });
+    result.passes += o.passes_run;
+    return o;
+  };
+  if (!cached || to_compile.artifact_count() > 0) nr = compile(to_compile);
   progress.finish();
+
+  // A failed front-end pass: its specialisations are compiled one nvcc each, so that a broken
+  // one is named with its source line and the others still build (ninja ran nothing behind the
+  // pass). Their results are not stored in the result cache: their keys are the group's.
+  std::set<std::string> fallback_outputs;
+  for (;;) {
+    std::set<std::string> failed_passes;
+    for (const auto& f : nr.failures)
+      for (const auto& tp : to_compile.targets)
+        for (const auto& p : tp.passes)
+          if (p.ptx == f.output) failed_passes.insert(p.ptx);
+    if (failed_passes.empty()) break;
+    for (const auto& ptx : failed_passes) {
+      std::size_t n = 0;
+      const PlannedPass* pass = nullptr;
+      std::string targets;
+      for (const auto& tp : to_compile.targets) {
+        for (const auto& p : tp.passes)
+          if (p.ptx == ptx) {
+            pass = &p;
+            targets += (targets.empty() ? "" : ", ") + tp.target.str();
+          }
+        for (const auto& a : tp.artifacts)
+          if (a.pass == ptx) {
+            ++n;
+            fallback_outputs.insert(a.fatbin);
+          }
+      }
+      if (progress_out && pass)
+        std::fprintf(progress_out,
+                     "front-end pass %s.%d for %s failed; compiling its %zu specialisations "
+                     "one nvcc each\n",
+                     pass->family.c_str(), pass->group, targets.c_str(), n);
+    }
+    to_compile = ungroup(to_compile, reg, failed_passes);
+    plan = ungroup(plan, reg, failed_passes);
+    {
+      // The build files again, under the same lock as the first writing.
+      io::FileLock relock = io::FileLock::acquire_directory(out_dir, std::chrono::minutes(10));
+      for (const auto& [rel, text] : to_compile.stubs) write_if_changed(out_dir / rel, text);
+      write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher, kiln));
+    }
+    nr = compile(to_compile);
+    progress.finish();
+  }
+  result.fallbacks = fallback_outputs.size();
   if (cached) {
     // Also after a failed build: what did compile is stored, so the next build redoes only
     // the failures.
-    std::set<std::string> failed;
+    std::set<std::string> failed = fallback_outputs;
     for (const auto& f : nr.failures) failed.insert(f.output);
     cached->keep_compiled(to_compile, failed);
     result.cache = cached->stats();
@@ -263,6 +330,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     sm.provenance = id.provenance;
     sm.shard = *opts.shard;
     sm.work = plan_work(full_plan);
+    sm.work_shards = plan_work_shards(full_plan, opts.shard->count);
     result.index_path = write_shard(dist_dir.string(), sm, contents, id.description_json);
   } else {
     result.archives = publish_release(id, plan.targets.size(), content, opts.build_time,
@@ -281,6 +349,10 @@ std::string build_result_json(const BuildResult& r) {
   nlohmann::ordered_json j;
   j["compiled"] = r.compiled;
   j["total"] = r.total;
+  // How it compiled: front-end passes run, and the specialisations (artifacts) they served.
+  j["mode"] = r.mode;
+  j["passes"] = r.passes;
+  j["specialisations"] = {{"total", r.total}, {"compiled", r.compiled}, {"fallbacks", r.fallbacks}};
   j["jobs"] = r.jobs;
   j["seconds"] = std::round(r.seconds * 1000) / 1000;
   j["index"] = r.index_path;

@@ -94,6 +94,7 @@ std::string shard_to_json(const ShardManifest& m) {
   j["provenance"] = Json::parse(format::provenance_to_json(m.provenance));
   j["shard"] = spec_text(m.shard);
   j["work"] = m.work;
+  j["work_shards"] = m.work_shards;
   Json targets = Json::array();
   for (const auto& t : m.targets) targets.push_back(Json::parse(format::manifest_to_json(t)));
   j["targets"] = std::move(targets);
@@ -137,6 +138,15 @@ ShardManifest parse_shard_manifest(std::string_view text, const std::string& ori
     fail(origin, "shard", e.what());
   }
   m.work = strings(j, "work", origin);
+  const Json& ws = member(j, "work_shards", origin);
+  if (!ws.is_array() || ws.size() != m.work.size())
+    fail(origin, "work_shards", "expected an array of one shard number per piece of work");
+  for (const auto& x : ws) {
+    if (!x.is_number_integer() || x.get<long long>() < 1 || x.get<long long>() > m.shard.count)
+      fail(origin, "work_shards", "expected shard numbers 1.." + std::to_string(m.shard.count) +
+                                      ", found " + x.dump());
+    m.work_shards.push_back(x.get<int>());
+  }
   const Json& ts = member(j, "targets", origin);
   if (!ts.is_array()) fail(origin, "targets", "expected an array of manifests");
   for (size_t i = 0; i < ts.size(); ++i)
@@ -179,6 +189,10 @@ MergePlan plan_merge(const std::vector<ShardInput>& shards) {
     differ(b, "work", std::to_string(x.work.size()) + " pieces",
            std::to_string(y.work.size()) + " pieces");
     differ(b, "work", join(x.work), join(y.work));
+    std::vector<std::string> xs, ys;
+    for (int i : x.work_shards) xs.push_back(std::to_string(i));
+    for (int i : y.work_shards) ys.push_back(std::to_string(i));
+    differ(b, "work_shards", join(xs), join(ys));
     std::vector<std::string> xt, yt;
     for (const auto& t : x.targets) xt.push_back(t.target);
     for (const auto& t : y.targets) yt.push_back(t.target);
@@ -234,7 +248,7 @@ MergePlan plan_merge(const std::vector<ShardInput>& shards) {
   }
   for (size_t p = 0; p < first.work.size(); ++p) {
     if (holder.count(first.work[p])) continue;
-    int want = shard_of(p, first.shard.count);
+    int want = p < first.work_shards.size() ? first.work_shards[p] : shard_of(p, first.shard.count);
     std::string who = by_index.count(want)
                           ? "shard " + by_index.at(want)->origin + " does not hold it"
                           : "shard " + std::to_string(want) + "/" +

@@ -18,7 +18,8 @@
 namespace kiln::builder {
 
 // 2: a "provenance" object (format::Provenance), which the merged index carries.
-constexpr int kShardFormat = 2;
+// 3: work_shards (which shard holds each piece: a front-end pass's pieces share one).
+constexpr int kShardFormat = 3;
 constexpr const char* kShardFileName = "shard.json";
 
 struct ShardManifest {
@@ -34,6 +35,8 @@ struct ShardManifest {
   format::Provenance provenance;  // this shard's build: its host, its tree's state
   ShardSpec shard;
   std::vector<std::string> work;  // every "<target>/<uri>" of the whole build, in plan order
+  std::vector<int> work_shards;   // the shard (1..N) that holds each piece of `work`, in order
+                                  // (plan_work_shards: a front-end pass's pieces share one)
   // One per target of the build: this shard's artifacts (entry, flags, size, sha256), and the
   // target's skipped families. Fields other than artifacts repeat the shard's identity.
   std::vector<format::Manifest> targets;

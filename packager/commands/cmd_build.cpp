@@ -8,6 +8,7 @@
 
 #include "builder/build.hpp"
 #include "builder/build_options.hpp"
+#include "builder/entry_step.hpp"
 #include "builder/shard.hpp"
 #include "builder/toolkit.hpp"
 #include "commands/commands.hpp"
@@ -137,7 +138,7 @@ void add_build_command(CLI::App& app, int& rc) {
                   "else the tree this kiln was built from)");
   cmd->add_flag("--json", o->json, "print a JSON summary on stdout (progress stays on stderr)");
   cmd->add_option("--shard", o->shard,
-                  "build only part I of N of the work (round-robin over targets x URIs) into a "
+                  "build only part I of N of the work (round-robin over targets x front-end passes) into a "
                   "shard directory (--dist, default <out>/shard-I-of-N) for `kiln merge`");
   cmd->add_option("--launcher", o->flags.launcher,
                   "run nvcc through this compiler launcher, e.g. sccache (default: "
@@ -150,9 +151,38 @@ void add_build_command(CLI::App& app, int& rc) {
   cmd->add_flag("--no-cache", o->flags.no_cache, "use no result cache, even if KILN_BUILD_CACHE is set")
       ->excludes(cache_opt);
 
+  cmd->add_flag("--one-nvcc-per-specialisation", o->flags.per_specialisation,
+                "compile each specialisation and target with its own nvcc, as a failed "
+                "front-end pass does (default: one front-end pass per group of a family's "
+                "specialisations and target, then a back end per specialisation)");
+
   cmd->callback([o, jobs_opt, &rc] {
     if (jobs_opt->count() > 0) o->flags.jobs = o->jobs;
     build(*o);
+    rc = 0;
+  });
+
+  // What build.ninja runs for each grouped specialisation (builder/entry_step.hpp); not for
+  // people, so not in the help.
+  auto* entry = app.add_subcommand("build-entry", "");
+  entry->group("");
+  auto step = std::make_shared<builder::EntryStep>();
+  auto target = std::make_shared<std::string>();
+  entry->add_option("--nvcc", step->nvcc)->required();
+  entry->add_option("--target", *target)->required();
+  entry->add_option("--pass", step->pass_ptx)->required();
+  entry->add_option("--out", step->out)->required();
+  entry->add_option("--entry", step->entries)->required();
+  // Everything after "--" is nvcc's (flags that begin with '-').
+  entry->prefix_command(true);
+  entry->callback([entry, step, target, &rc] {
+    step->nvcc_flags = entry->remaining();
+    if (!step->nvcc_flags.empty() && step->nvcc_flags.front() == "--")
+      step->nvcc_flags.erase(step->nvcc_flags.begin());
+    auto t = format::parse_target(*target);
+    if (!t) throw Error(ErrorKind::Usage, "build-entry: not a target: " + *target);
+    step->target = *t;
+    builder::run_entry_step(*step);
     rc = 0;
   });
 }

@@ -94,6 +94,8 @@ class FakeRunner : public builder::CommandRunner {
   std::vector<std::string> order;  // "<target>/<uri>" in the order they "finished"
   bool reverse = false;            // finish in reverse plan order
   int checks = 0;
+  std::set<std::string> fail_pass;  // "<target>/<family>" whose front-end pass fails
+  std::vector<std::size_t> passes_asked;  // the plan's passes, per run
 
   void check_available() override {
     ++checks;
@@ -102,11 +104,22 @@ class FakeRunner : public builder::CommandRunner {
   builder::CompileOutcome run(const builder::BuildPlan& plan, const std::string& out_dir, int jobs,
                      const std::function<void(const builder::NinjaStatusLine&)>& on_finished) override {
     jobs_asked.push_back(jobs);
+    passes_asked.push_back(plan.pass_count());
+    builder::CompileOutcome out;
+    // A failed pass: ninja runs nothing behind it.
+    std::set<std::string> failed_passes;
+    for (const auto& tp : plan.targets)
+      for (const auto& p : tp.passes)
+        if (fail_pass.count(tp.target.str() + "/" + p.family)) {
+          failed_passes.insert(p.ptx);
+          out.exit_code = 1;
+          out.failures.push_back({p.ptx, p.family + ".cu(1): error: in the group\n"});
+        }
     std::vector<const builder::PlannedArtifact*> edges;
     for (const auto& tp : plan.targets)
-      for (const auto& a : tp.artifacts) edges.push_back(&a);
+      for (const auto& a : tp.artifacts)
+        if (!failed_passes.count(a.pass)) edges.push_back(&a);
     if (reverse) std::reverse(edges.begin(), edges.end());
-    builder::CompileOutcome out;
     int finished = 0;
     for (const builder::PlannedArtifact* a : edges) {
       std::string key = builder::work_key(a->target.str(), a->uri);
@@ -333,8 +346,58 @@ TEST(BuildRun, UnavailableRunnerFailsBeforeWritingOrCompilingAnything) {
   EXPECT_FALSE(fs::exists(rig.out / "dist"));
 }
 
+TEST(BuildRun, AFailedPassIsCompiledOneNvccPerSpecialisationAndSaysSo) {
+  BuildRig rig;
+  rig.runner.fail_pass.insert("compute_90/scale");
+  builder::BuildResult r;
+  std::string log = rig.build(&r);
+  EXPECT_NE(log.find("front-end pass scale.0 for compute_90 failed; compiling its 2 "
+                     "specialisations one nvcc each"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(rig.runner.passes_asked, (std::vector<std::size_t>{2, 1}));  // then compute_80's only
+  EXPECT_EQ(r.fallbacks, 2u);
+  ASSERT_EQ(r.archives.size(), 2u);
+  // The fallback's manifest records what really compiled it: its own nvcc and stub.
+  format::Manifest m =
+      format::parse_manifest(format::read_archive(r.archives[1].path)[0].data, "m");
+  std::string flags;
+  for (const auto& f : m.artifacts[0].flags) flags += f + " ";
+  EXPECT_NE(flags.find("stubs/scale_dtype_f16.kiln-stub.cu"), std::string::npos) << flags;
+  EXPECT_EQ(flags.find("build-entry"), std::string::npos) << flags;
+  format::Manifest m80 =
+      format::parse_manifest(format::read_archive(r.archives[0].path)[0].data, "m");
+  flags.clear();
+  for (const auto& f : m80.artifacts[0].flags) flags += f + " ";
+  EXPECT_NE(flags.find("&& build-entry"), std::string::npos) << flags;
+}
+
+TEST(BuildRun, ASpecialisationThatFailsAloneAfterItsPassIsNamedWithItsMessage) {
+  BuildRig rig;
+  rig.runner.fail_pass.insert("compute_80/scale");
+  rig.runner.fail["compute_80/scale_dtype_f32"] = "scale.cu(3): error: identifier \"x\" is undefined\n";
+  Error e = rig.build_error();
+  EXPECT_EQ(e.kind(), ErrorKind::Compile);
+  EXPECT_NE(std::string(e.what()).find("nvcc failed for family scale, URI scale_dtype_f32, target "
+                                       "compute_80:\nscale.cu(3): error: identifier"),
+            std::string::npos)
+      << e.what();
+}
+
+TEST(BuildRun, GroupedShardBuildTakesWholePasses) {
+  BuildRig rig;
+  rig.opts.shard = builder::ShardSpec{2, 2};
+  builder::BuildResult r;
+  rig.build(&r);
+  // One pass per target: compute_80's is unit 0 (shard 1), compute_90's unit 1 (shard 2).
+  EXPECT_EQ(rig.runner.order,
+            (std::vector<std::string>{"compute_90/scale_dtype_f16", "compute_90/scale_dtype_f32"}));
+  EXPECT_EQ(rig.runner.passes_asked, std::vector<std::size_t>{1});
+}
+
 TEST(BuildRun, ShardBuildHandsOnlyItsPartToTheRunner) {
   BuildRig rig;
+  rig.opts.mode = builder::CompileMode::PerSpecialisation;
   rig.opts.shard = builder::ShardSpec{2, 2};
   builder::BuildResult r;
   rig.build(&r);

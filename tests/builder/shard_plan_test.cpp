@@ -120,6 +120,7 @@ std::vector<builder::ShardInput> shards(int n) {
     m.provenance.targets = {"sm_80", "sm_90a"};
     m.shard = {i, n};
     m.work = builder::plan_work(p);
+    m.work_shards = builder::plan_work_shards(p, n);
     for (const auto& tp : builder::shard_plan(p, {i, n}).targets) {
       format::Manifest t;
       t.package = "kiln-kernels";
@@ -249,9 +250,9 @@ TEST(ShardManifestFormat, RefusesUnknownKindAndFormat) {
             ErrorKind::Format);
   EXPECT_NE(msg.find("x.json: field 'kind'"), std::string::npos) << msg;
   std::string text = builder::shard_to_json(shards(1)[0].manifest);
-  auto at = text.find("\"format_version\": 2");
+  auto at = text.find("\"format_version\": 3");
   ASSERT_NE(at, std::string::npos);
-  text.replace(at, 19, "\"format_version\": 1");
+  text.replace(at, 19, "\"format_version\": 2");  // a shard of the kiln before work_shards
   EXPECT_EQ(kind_of([&] { builder::parse_shard_manifest(text, "y.json"); }, &msg), ErrorKind::Stale);
 }
 

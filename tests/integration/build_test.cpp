@@ -141,6 +141,54 @@ TEST_F(KilnBuild, ComputeTargetPublishesPtxWithEntrySymbols) {
   EXPECT_EQ(m.artifacts[0].entries[0].symbol, "_ZN4kiln12scale_kernelIfEEvPT_fi");
 }
 
+// Grouped (the default): one front-end pass per family and target, yet each fatbin holds its
+// own URI's code only, on a SASS and on a PTX target; --one-nvcc-per-specialisation builds the
+// same URIs and entries its own way.
+TEST_F(KilnBuild, EachFatbinHoldsOnlyItsOwnUrisEntriesInBothModes) {
+  for (const char* mode : {"", "--one-nvcc-per-specialisation"}) {
+    fs::path out = work_ / (std::string("m") + (*mode ? "1" : "0"));
+    auto r = test::run(test::kiln_cli() + " build --json --source " + src_.path().string() +
+                       " --out " + out.string() + " --targets sm_80,compute_80 " + mode);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    auto j = nlohmann::json::parse(r.out.substr(r.out.find("{\n")));
+    EXPECT_EQ(j["mode"], *mode ? "per-specialisation" : "grouped");
+    EXPECT_EQ(j["passes"], *mode ? 0 : 1);  // scale for compute_80: sm_80 and compute_80
+    EXPECT_EQ(j["specialisations"]["compiled"], 4);
+    for (const char* t : {"sm_80", "compute_80"}) {
+      auto members = format::read_archive(out / "dist" / archive(t));
+      format::Manifest m = format::parse_manifest(members[0].data, "m");
+      ASSERT_EQ(m.artifacts.size(), 2u);
+      for (std::size_t i = 0; i < m.artifacts.size(); ++i) {
+        const std::string& bytes = members[i + 1].data;
+        auto images = format::parse_fatbin(bytes, members[i + 1].name);
+        ASSERT_EQ(images.size(), 1u);
+        std::string payload = format::fatbin_image_payload(bytes, images[0]);
+        std::vector<std::string> syms = images[0].kind == format::FatbinImage::Kind::Ptx
+                                            ? format::ptx_entry_names(payload)
+                                            : format::elf_function_symbols(payload);
+        EXPECT_EQ(std::count(syms.begin(), syms.end(), m.artifacts[i].entries[0].symbol), 1)
+            << t << " " << m.artifacts[i].uri << " " << mode;
+        for (const auto& other : m.artifacts) {
+          if (other.uri == m.artifacts[i].uri) continue;
+          EXPECT_EQ(std::count(syms.begin(), syms.end(), other.entries[0].symbol), 0)
+              << t << " " << m.artifacts[i].uri << " holds " << other.uri << " " << mode;
+        }
+      }
+    }
+  }
+}
+
+// A URI's bytes do not depend on what else is built: its pass compiles its whole group.
+TEST_F(KilnBuild, OneUriAloneGivesTheBytesOfTheWholeBuild) {
+  ASSERT_EQ(build(work_ / "all").exit_code, 0);
+  auto r = build(work_ / "one", "--only scale_dtype_f16");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* t : {"sm_80", "sm_90a"}) {
+    std::string f = std::string("obj/") + t + "/scale_dtype_f16.fatbin";
+    EXPECT_EQ(read_file(work_ / "one" / f), read_file(work_ / "all" / f)) << f;
+  }
+}
+
 TEST_F(KilnBuild, SecondBuildCompilesNothingAndSaysSo) {
   ASSERT_EQ(build(work_ / "b").exit_code, 0);
   auto ninja_time = fs::last_write_time(work_ / "b/build.ninja");

@@ -83,8 +83,10 @@ class Sharded : public ::testing::Test {
   }
 
   // Two shards of a two-compile slice, for the refusals.
+  // One nvcc per specialisation: grouped, scale's two specialisations are one front-end pass,
+  // so one unit of work, and shard 2 would hold nothing.
   void two_small_shards() {
-    build_shards(work_ / "s", 2, "--targets sm_80 --only 'scale*'");
+    build_shards(work_ / "s", 2, "--targets sm_80 --only 'scale*' --one-nvcc-per-specialisation");
     s1_ = work_ / "s/1/shard";
     s2_ = work_ / "s/2/shard";
   }
@@ -128,7 +130,8 @@ TEST_F(Sharded, MergeRefusesShardsOfAnotherBuildTimeVersionRegistryOrToolchain) 
   two_small_shards();
   // A real disagreement: shard 2 packed again under another SOURCE_DATE_EPOCH.
   auto again = build(work_ / "s/2",
-                     "--jobs 1 --targets sm_80 --only 'scale*' --shard 2/2 --dist " + s2_.string(),
+                     "--jobs 1 --targets sm_80 --only 'scale*' --one-nvcc-per-specialisation "
+                     "--shard 2/2 --dist " + s2_.string(),
                      "SOURCE_DATE_EPOCH=1700000000");
   ASSERT_EQ(again.exit_code, 0) << again.out;
   auto r = merge({s1_, s2_}, work_ / "d");
@@ -137,7 +140,8 @@ TEST_F(Sharded, MergeRefusesShardsOfAnotherBuildTimeVersionRegistryOrToolchain) 
   EXPECT_NE(r.out.find("shard " + s2_.string() + " (2/2)"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(work_ / "d"));
   ASSERT_EQ(build(work_ / "s/2",
-                  "--jobs 1 --targets sm_80 --only 'scale*' --shard 2/2 --dist " + s2_.string())
+                  "--jobs 1 --targets sm_80 --only 'scale*' --one-nvcc-per-specialisation "
+                  "--shard 2/2 --dist " + s2_.string())
                 .exit_code,
             0);
   ASSERT_EQ(merge({s1_, s2_}, work_ / "ok").exit_code, 0);
@@ -321,7 +325,9 @@ TEST_F(Sharded, CorruptCompileResultFromTheLauncherFailsTheBuildNamingTheArtifac
              "for a in \"$@\"; do [ \"$prev\" = -o ] && out=\"$a\"; prev=\"$a\"; done\n"
              "case \"$out\" in *scale_dtype_f16*) printf 'not a fatbin' > \"$out\";; esac\n");
   fs::permissions(wrapper, fs::perms::owner_all);
-  auto r = build(work_ / "b", "--targets sm_80 --only 'scale*' --launcher " + wrapper.string());
+  // One nvcc per specialisation: grouped, the launcher runs the front-end pass only.
+  auto r = build(work_ / "b", "--targets sm_80 --only 'scale*' --one-nvcc-per-specialisation "
+                              "--launcher " + wrapper.string());
   EXPECT_EQ(r.exit_code, 10) << r.out;
   EXPECT_NE(r.out.find("compile result of scale_dtype_f16 for sm_80 is not what was asked for"),
             std::string::npos)

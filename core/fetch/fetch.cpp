@@ -132,6 +132,7 @@ struct Context {
   // repository stores targets under hash-prefixed names (consistent snapshots).
   std::map<std::string, tuf::TargetFile> tuf_archives;
   bool tuf_consistent = false;
+  std::atomic<std::uint64_t> bytes_downloaded{0};  // verified downloads (FetchResult)
 
   Context(const FetchOptions& o, const FetchDeps& d) : opts(o), deps(d) {}
   bool tuf() const { return anchor.kind == TrustAnchor::Kind::TufRoot; }
@@ -614,9 +615,11 @@ bool download_from(Context& cx, const std::string& mirror, const format::IndexEn
   DownloadExpect expect =
       info ? tuf_download_expect(*info) : DownloadExpect{e.sha256, e.size, e.size};
   cx.log("downloading " + url + " (" + std::to_string(e.size) + " bytes)");
+  RetryLoop loop = retry_loop(cx, mirror, url, "downloading ");
+  if (cx.opts.progress)
+    loop.on_bytes = [&](std::uint64_t n) { cx.opts.progress(e.file, n, e.size); };
   DownloadResult d = download_verified(
-      retry_loop(cx, mirror, url, "downloading "),
-      [&] { return cx.request(url, e.size, cx.now()); }, cx.dest / e.file, expect);
+      loop, [&] { return cx.request(url, e.size, cx.now()); }, cx.dest / e.file, expect);
   // Under TUF a refusal is worded as the client's own (tuf::Error) and names its attack.
   auto refuse = [&](tuf::Attack attack, const std::string& tuf_what, const std::string& what) {
     if (info)
@@ -627,6 +630,7 @@ bool download_from(Context& cx, const std::string& mirror, const format::IndexEn
   };
   switch (d.status) {
     case DownloadStatus::Verified:
+      cx.bytes_downloaded.fetch_add(d.bytes, std::memory_order_relaxed);
       return true;
     case DownloadStatus::TransferFailed:
       return false;
@@ -935,6 +939,7 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   if (want_description && ti.index.description) result.description = fetch_description(cx, ti);
   result.failures = cx.failures;
   result.index_json = cx.index_json;
+  result.bytes_downloaded = cx.bytes_downloaded.load();
   return result;
 }
 

@@ -70,6 +70,7 @@ DownloadResult download_verified(const RetryLoop& loop,
     hash->update(data, len);
     if (others) others->update(std::string_view(data, len));
     out.bytes += len;
+    if (loop.on_bytes) loop.on_bytes(out.bytes);
     return true;
   };
   out.transfer = get_with_retries(loop, request, reset, sink);

@@ -79,7 +79,7 @@ struct HitCache {
   };
   static constexpr std::size_t kSlots = 64;
   Slot slots[kSlots];
-  const unsigned stats_shard = LoaderCounters::next_shard();  // this thread's warm-get counter
+  LoaderCounters::ThreadShard stats_shard;  // this thread's warm-get counter (loader_stats.hpp)
 
   static std::size_t index(std::uint64_t loader, void* ctx, const std::string& uri) {
     std::size_t h = std::hash<std::string_view>{}(uri);

@@ -17,7 +17,22 @@ namespace {
 constexpr int kStatsFormat = 1;
 constexpr int kKinds = static_cast<int>(ErrorKind::Limit) + 1;
 
-std::atomic<unsigned> g_next_shard{0};
+// The warm-get shards not held by a live thread. Never destroyed: threads end (and give theirs
+// back) during static destruction too.
+struct FreeShards {
+  std::mutex mu;
+  std::vector<unsigned> free = reserved();
+  unsigned next = 0;
+  static std::vector<unsigned> reserved() {
+    std::vector<unsigned> v;
+    v.reserve(LoaderCounters::kShards);
+    return v;
+  }  // shards never handed out yet: next .. kShards - 1
+};
+FreeShards& free_shards() {
+  static FreeShards* f = new FreeShards;
+  return *f;
+}
 
 void add_into(LoaderStats& to, const LoaderStats& x) {
   to.memory_hits += x.memory_hits;
@@ -81,8 +96,22 @@ std::string ms(std::uint64_t ns) {
 
 }  // namespace
 
-unsigned LoaderCounters::next_shard() noexcept {
-  return g_next_shard.fetch_add(1, std::memory_order_relaxed) % kShards;
+LoaderCounters::ThreadShard::ThreadShard() noexcept : index_(kShards) {
+  FreeShards& f = free_shards();
+  std::lock_guard<std::mutex> lock(f.mu);
+  if (!f.free.empty()) {
+    index_ = f.free.back();
+    f.free.pop_back();
+  } else if (f.next < kShards) {
+    index_ = f.next++;
+  }
+}
+
+LoaderCounters::ThreadShard::~ThreadShard() {
+  if (index_ >= kShards) return;
+  FreeShards& f = free_shards();
+  std::lock_guard<std::mutex> lock(f.mu);
+  f.free.push_back(index_);  // reserved for kShards entries: never allocates
 }
 
 void LoaderCounters::rejected(ErrorKind kind) noexcept {

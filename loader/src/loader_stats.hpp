@@ -2,10 +2,12 @@
 // The counters behind Loader::stats() (kiln::LoaderStats, kiln/loader.hpp), incremented where
 // each tier decides, and the process's one summary line at exit (KILN_LOG=info).
 //
-// Cheap enough to leave on: every counter is a relaxed atomic, nothing takes a lock. The warm
-// get's counter is split into cache-line shards, each thread adding to its own (the shard it
-// was given when its hit cache was made), so threads hitting the same Loader do not pass one
-// cache line between them; a snapshot adds the shards up.
+// Cheap enough to leave on: every counter is a relaxed atomic, nothing takes a lock on a get.
+// The warm get's counter is split into cache-line shards, one per thread (ThreadShard, held by
+// the thread's hit cache): a thread alone on its shard adds with a plain load and store, no
+// read-modify-write, and threads hitting the same Loader never pass a cache line between them.
+// Threads beyond kShards alive at once share one more shard, with fetch_add. A snapshot adds
+// the shards up.
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -23,11 +25,26 @@ class LoaderCounters {
   enum class Tier { Store, Mirror, Jit };
   static constexpr std::size_t kShards = 32;
 
-  // A shard for a new thread (round robin); the thread keeps it for every Loader.
-  static unsigned next_shard() noexcept;
+  // A thread's warm-get shard, for every Loader: its own while it lives (given back when the
+  // thread ends), or the shared one when kShards threads hold one already.
+  class ThreadShard {
+   public:
+    ThreadShard() noexcept;
+    ~ThreadShard();
+    ThreadShard(const ThreadShard&) = delete;
+    ThreadShard& operator=(const ThreadShard&) = delete;
+    unsigned index() const noexcept { return index_; }
 
-  void memory_hit(unsigned shard) noexcept {
-    memory_[shard % kShards].n.fetch_add(1, std::memory_order_relaxed);
+   private:
+    unsigned index_;  // < kShards: this thread's alone; kShards: the shared one
+  };
+
+  void memory_hit(const ThreadShard& t) noexcept {
+    Counter& c = memory_[t.index()].n;
+    if (t.index() < kShards)
+      c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);  // only writer
+    else
+      c.fetch_add(1, std::memory_order_relaxed);
   }
   void hit(Tier t) noexcept { add(tier(t).hits, 1); }
   void miss() noexcept { add(misses_, 1); }
@@ -72,7 +89,7 @@ class LoaderCounters {
   }
   PerTier& tier(Tier t) noexcept { return tiers_[static_cast<int>(t)]; }
 
-  std::array<Shard, kShards> memory_;
+  std::array<Shard, kShards + 1> memory_;  // [kShards]: the shared shard
   alignas(64) std::array<PerTier, 3> tiers_;
   Counter misses_{0}, bytes_read_{0}, bytes_verified_{0}, bytes_fetched_{0}, jit_compiles_{0};
   std::array<Counter, static_cast<int>(ErrorKind::Limit) + 1> rejected_{};

@@ -2,6 +2,7 @@
 // refused candidates and after a miss, over the CC 9.0 stand-in driver and stores on disk.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -192,16 +193,22 @@ TEST(LoaderStats, AJitGetCountsOneCompileAndTheMirrorThatFailedFirst) {
 }
 
 TEST(LoaderStats, WarmGetsFromManyThreadsAreEachCountedOnce) {
+  // Each thread waits at the start until all have begun: all hold a shard at once.
   Rig rig;
   write_entry(rig.tmp / "s1", "sm_90", "image:sm_90");
   rig.cfg.artifact_path = {(rig.tmp / "s1").string()};
   auto l = rig.loader();
   l->get(kUri);
-  constexpr int kThreads = 8, kGets = 5000;
+  // More threads at once than there are shards: some add to the shared one.
+  constexpr int kThreads = static_cast<int>(kiln::LoaderCounters::kShards) + 8, kGets = 2000;
+  std::atomic<int> started{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&] {
-      for (int i = 0; i < kGets; ++i) l->get(kUri);
+      l->get(kUri);  // this thread's hit cache, and its shard, are made
+      ++started;
+      while (started.load() < kThreads) std::this_thread::yield();
+      for (int i = 1; i < kGets; ++i) l->get(kUri);
     });
   for (auto& t : threads) t.join();
   kiln::LoaderStats s = l->stats();

@@ -7,11 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "c_api_internal.hpp"
 #include "io/sha256.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
-#include "kiln/kiln.h"
 #include "kiln/loader.hpp"
 #include "kiln/version.hpp"
 #include "loader_factory.hpp"
@@ -255,31 +253,6 @@ TEST(LoaderStats, JsonFormIsStableWithEveryReasonPresent) {
   auto zero = nlohmann::json::parse(kiln::LoaderStats{}.json());
   EXPECT_EQ(zero.at("rejected").size(), 12u);
   EXPECT_EQ(zero.at("hits").at("store"), 0);
-}
-
-// --- the C ABI
-
-TEST(LoaderStatsC, JsonComesIntoTheCallersBufferAfterAskingItsLength) {
-  Rig rig;
-  write_entry(rig.tmp / "s1", "sm_90", "image:sm_90");
-  rig.cfg.artifact_path = {(rig.tmp / "s1").string()};
-  kiln_loader c{rig.loader()};
-  c.loader->get(kUri);
-  std::size_t length = 0;
-  ASSERT_EQ(kiln_loader_stats_json(&c, nullptr, 0, &length), KILN_OK) << kiln_last_error();
-  ASSERT_GT(length, 0u);
-  std::string buf(length + 1, 'x');
-  ASSERT_EQ(kiln_loader_stats_json(&c, buf.data(), buf.size(), nullptr), KILN_OK);
-  EXPECT_EQ(buf.back(), '\0');
-  auto j = nlohmann::json::parse(buf.c_str());
-  EXPECT_EQ(j.at("hits").at("store"), 1);
-  // One byte short: refused, naming both sizes, the buffer untouched.
-  std::string small(length, 'x');
-  EXPECT_EQ(kiln_loader_stats_json(&c, small.data(), small.size(), nullptr), KILN_ERROR_USAGE);
-  EXPECT_EQ(std::string(kiln_last_error_field("expected")), std::to_string(length + 1));
-  EXPECT_EQ(std::string(kiln_last_error_field("actual")), std::to_string(length));
-  EXPECT_EQ(small, std::string(length, 'x'));
-  EXPECT_EQ(kiln_loader_stats_json(nullptr, nullptr, 0, &length), KILN_ERROR_USAGE);
 }
 
 // --- the line at exit, in a fresh process: this test binary, running only the child test below

@@ -497,9 +497,9 @@ TEST_F(Fetch, ProgressReportsEachArchivesBytesAndTheResultTheirSum) {
 // terminal control sequence.
 TEST_F(Fetch, CliProgressInALogIsPlainLines) {
   MisbehavingServer s(rel.dir, "ok");
-  auto r = test::run(test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
+  auto r = test::run("(" + test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
                      " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256 + " 2>" +
-                     (tmp / "err.txt").string());
+                     (tmp / "err.txt").string() + ")");
   ASSERT_EQ(r.exit_code, 0) << r.out << read_file(tmp / "err.txt");
   const std::string log = read_file(tmp / "err.txt");
   EXPECT_CONTAINS(log, "kiln fetch: downloading " + s.url() + rel.url_path("sm_90a"));

@@ -73,6 +73,16 @@ def test_a_closed_loader_has_no_statistics(stand_in, tiny_package, tmp_path):
         loader.stats()
 
 
+def test_a_loader_not_yet_started_reports_zeros_without_starting(tiny_package, tmp_path):
+    # kiln.load's loaders start at their first use (_arrange); asking for statistics is none.
+    loader = kiln.Loader(description=tiny_package.description, config=isolated_config(tmp_path),
+                         _arrange=lambda config: config)
+    s = loader.stats()
+    assert loader._native_loader is None
+    assert sum(s["hits"].values()) == 0 and s["misses"] == 0
+    assert set(s["rejected"]) == REASONS
+
+
 CHILD = """
 import ctypes, kiln
 ctypes.CDLL({stand_in!r}, mode=ctypes.RTLD_GLOBAL)

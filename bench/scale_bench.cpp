@@ -9,6 +9,7 @@
 //       FILE: nvcc is not run 20,000 x 7 times. Prints one JSON object of seconds per step.
 //   kiln_scale_bench get (--library FILE --symbol NAME | --description FILE) --store DIR
 //                        --cache DIR --first URI [--next N] [--shift K] [--evict DIR]
+//                        [--warm B [--warm-threads T]]
 //       a fresh process's first get (Loader created, get(URI): what an application calls), then
 //       N further gets of other URIs spread over the package (each a URI the process has not
 //       loaded; --shift K moves the spread by K places, so that processes given different K ask
@@ -25,12 +26,15 @@
 //       LD_LIBRARY_PATH to need no GPU. Prints one JSON object: first_us and next_us (each
 //       further get), first_inblock and next_inblock (blocks this process read from a disk
 //       during the first get and during all further gets, getrusage's ru_inblock: 0 when
-//       everything came from the page cache).
+//       everything came from the page cache). --warm B: then warm gets of URI (in-process
+//       hits) in B batches of 10,000 calls, on this thread and on T threads at once (default
+//       16): "warm_ns" and "warm_threads_ns", the median ns per call of the batches.
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +43,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "builder/build.hpp"
@@ -64,7 +69,8 @@ double seconds_since(Clock::time_point t0) {
       stderr,
       "usage: kiln_scale_bench pack --project DIR --fatbin FILE --targets T,... --dist DIR\n"
       "       kiln_scale_bench get (--library FILE --symbol NAME | --description FILE) "
-      "--store DIR|installed [--cache DIR] --first URI [--next N] [--shift K] [--evict DIR]\n");
+      "--store DIR|installed [--cache DIR] --first URI [--next N] [--shift K] [--evict DIR] "
+      "[--warm B [--warm-threads T]]\n");
   std::exit(2);
 }
 
@@ -172,6 +178,37 @@ const kiln_package& package_of(const std::map<std::string, std::string>& o,
   return *data->get();
 }
 
+// --warm B: warm gets of `uri` (in-process hits), in B batches of 10,000 calls on this thread,
+// then B batches on each of `threads` threads at once; the median ns per call of each, as JSON
+// keys to append: "warm_ns" and "warm_threads_ns" (all threads' batches pooled).
+std::string warm_gets(kiln::Loader& loader, const std::string& uri, std::size_t batches,
+                      std::size_t threads) {
+  constexpr int kCalls = 10000;
+  auto run = [&](std::vector<double>& out) {
+    for (std::size_t b = 0; b < batches; ++b) {
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kCalls; ++i) loader.get(uri);
+      out.push_back(seconds_since(t0) * 1e9 / kCalls);
+    }
+  };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  std::vector<double> one;
+  run(one);
+  std::vector<std::vector<double>> per(threads);
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t) pool.emplace_back([&, t] { run(per[t]); });
+  for (auto& t : pool) t.join();
+  std::vector<double> all;
+  for (const auto& v : per) all.insert(all.end(), v.begin(), v.end());
+  char buf[96];
+  std::snprintf(buf, sizeof buf, ", \"warm_ns\": %.2f, \"warm_threads_ns\": %.2f", median(one),
+                median(all));
+  return buf;
+}
+
 int get(const std::map<std::string, std::string>& o) {
   std::unique_ptr<kiln::project::PackageData> data;
   const kiln_package& package = package_of(o, data);
@@ -217,8 +254,12 @@ int get(const std::map<std::string, std::string>& o) {
   const long inblock2 = inblock();
   std::printf(
       "{\"kernels\": %zu, \"first_us\": %.2f, \"next_us\": [%s], \"first_inblock\": %ld, "
-      "\"next_inblock\": %ld}\n",
-      n, first_us, next_us.c_str(), inblock1 - inblock0, inblock2 - inblock1);
+      "\"next_inblock\": %ld%s}\n",
+      n, first_us, next_us.c_str(), inblock1 - inblock0, inblock2 - inblock1,
+      o.count("warm") ? warm_gets(loader, first, std::stoul(o.at("warm")),
+                                  o.count("warm-threads") ? std::stoul(o.at("warm-threads")) : 16)
+                            .c_str()
+                      : "");
   return 0;
 }
 

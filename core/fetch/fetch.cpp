@@ -133,6 +133,7 @@ struct Context {
   // repository stores targets under hash-prefixed names (consistent snapshots).
   std::map<std::string, tuf::TargetFile> tuf_archives;
   bool tuf_consistent = false;
+  std::atomic<std::uint64_t> bytes_downloaded{0};  // verified downloads (FetchResult)
 
   Context(const FetchOptions& o, const FetchDeps& d) : opts(o), deps(d) {}
   bool tuf() const { return anchor.kind == TrustAnchor::Kind::TufRoot; }
@@ -621,12 +622,12 @@ bool download_from(Context& cx, const std::string& mirror, const format::IndexEn
   DownloadExpect expect =
       info ? tuf_download_expect(*info) : DownloadExpect{e.sha256, e.size, e.size};
   cx.log("downloading " + url + " (" + std::to_string(e.size) + " bytes)");
+  RetryLoop loop = retry_loop(cx, mirror, url, "downloading ");
+  if (cx.opts.progress)
+    loop.on_bytes = [&](std::uint64_t n) { cx.opts.progress(e.file, n, e.size); };
   auto request = [&] { return cx.request(url, e.size, cx.now()); };
-  DownloadResult d =
-      memory ? download_verified_to_memory(retry_loop(cx, mirror, url, "downloading "), request,
-                                           e.file, expect, *memory)
-             : download_verified(retry_loop(cx, mirror, url, "downloading "), request,
-                                 cx.dest / e.file, expect);
+  DownloadResult d = memory ? download_verified_to_memory(loop, request, e.file, expect, *memory)
+                            : download_verified(loop, request, cx.dest / e.file, expect);
   // Under TUF a refusal is worded as the client's own (tuf::Error) and names its attack.
   auto refuse = [&](tuf::Attack attack, const std::string& tuf_what, const std::string& what) {
     if (info)
@@ -637,6 +638,7 @@ bool download_from(Context& cx, const std::string& mirror, const format::IndexEn
   };
   switch (d.status) {
     case DownloadStatus::Verified:
+      cx.bytes_downloaded.fetch_add(d.bytes, std::memory_order_relaxed);
       return true;
     case DownloadStatus::TransferFailed:
       return false;
@@ -955,6 +957,7 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   if (want_description && ti.index.description) result.description = fetch_description(cx, ti);
   result.failures = cx.failures;
   result.index_json = cx.index_json;
+  result.bytes_downloaded = cx.bytes_downloaded.load();
   return result;
 }
 

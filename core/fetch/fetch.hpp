@@ -8,6 +8,7 @@
 // index (and, under TUF, the targets metadata). Downloads stream into a temp file in the
 // destination directory while being hashed and are renamed into place only after the digest
 // matches.
+#include <cstdint>
 #include <ctime>
 #include <functional>
 #include <optional>
@@ -88,6 +89,10 @@ struct FetchOptions {
   std::optional<FetchedIndex> index;
   // Progress and every fallback with its reason ("retrying in 1000 ms: HTTP 500"). Empty: quiet.
   std::function<void(const std::string&)> log;
+  // The bytes of each download as they arrive: the file, its bytes so far (of this attempt) and
+  // its size. Called from the downloading threads (max_parallel at once). Empty: not reported.
+  std::function<void(const std::string& file, std::uint64_t received, std::uint64_t size)>
+      progress;
 };
 
 struct MirrorFailure {
@@ -111,6 +116,9 @@ struct FetchResult {
   std::vector<MirrorFailure> failures;  // every failed attempt, also when another mirror served
   std::string index_json;               // the trusted index as served, when it was fetched
   std::string description;  // with_description: the description file written into the store
+  // Bytes downloaded and verified by this call (archives and the description; not the index),
+  // whatever mirror served them: 0 when everything was present already.
+  std::uint64_t bytes_downloaded = 0;
 };
 
 // Downloads, verifies and unpacks the archive of each target into dest_store (a store: one

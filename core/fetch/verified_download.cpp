@@ -81,6 +81,7 @@ DownloadResult download_with(const RetryLoop& loop,
     hash->update(data, len);
     if (others) others->update(std::string_view(data, len));
     out.bytes += len;
+    if (loop.on_bytes) loop.on_bytes(out.bytes);
     return true;
   };
   out.transfer = get_with_retries(loop, request, reset, sink);

@@ -46,6 +46,9 @@ struct RetryLoop {
   // What is left of this file's time on this mirror (download_deadline_ms, a file only a bound
   // limits): a retry whose backoff would use it all is not made. Empty: no budget.
   std::function<long()> file_budget_ms;
+  // download_verified: after each piece of the body is written and hashed, the bytes of this
+  // attempt so far (a retry starts again from 0). Empty: nothing.
+  std::function<void(std::uint64_t received)> on_bytes;
 };
 
 // GETs with retries. `request` builds each attempt's request (so its deadline is recomputed),

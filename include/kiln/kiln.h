@@ -67,6 +67,17 @@ KILN_API kiln_status kiln_loader_create(const kiln_package* package, const kiln_
                                         kiln_loader** out);
 KILN_API void kiln_loader_destroy(kiln_loader* loader);
 
+/* What the loader did since it was made, as JSON text (docs/loader.md, "Statistics"): gets
+ * served by each tier (in-process, store, mirror, JIT), misses, bytes read, verified and
+ * fetched, time per tier, JIT compiles, rejected candidates by reason. Counters only grow: the
+ * work of a stretch is the difference of two calls. Writes the text and its terminating NUL
+ * into buffer[0..size) and its length (without the NUL) into *length (length may be NULL).
+ * buffer NULL with size 0: only *length is set (ask, allocate length + 1, ask again). A buffer
+ * too small is KILN_ERROR_USAGE (fields "expected", "actual": the bytes needed and given) and
+ * is left untouched. */
+KILN_API kiln_status kiln_loader_stats_json(kiln_loader* loader, char* buffer, size_t size,
+                                            size_t* length);
+
 /* Loads (once per CUDA context) the kernel `uri` for the current context's device. */
 KILN_API kiln_status kiln_get(kiln_loader* loader, const char* uri, kiln_kernel** out);
 /* Same, for launching on `stream` (a CUstream): a miss while the stream is being captured

@@ -4,6 +4,7 @@
 // Resolution order and rules: docs/loader.md and docs/rules.md.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,32 @@ struct KernelHandle {
   // Per entry, its parameters in order (cuKernelGetParamInfo), or nullopt where the driver
   // cannot say (older than CUDA 12.4): launches are checked against them.
   std::vector<std::optional<std::vector<KernelArgument>>> arguments;
+};
+
+// What a Loader did since it was made (Loader::stats()): counters that only grow, so the work of
+// a stretch of a program is `after.since(before)`. Each counter is read on its own: a snapshot
+// taken while other threads call get() may count a get in one field and not yet in another.
+struct LoaderStats {
+  // Gets served, by where the kernel came from: the in-process table (a warm get), a local
+  // store, a mirror (downloaded into the cache, then loaded from there), JIT (NVRTC, or its
+  // result found in <cache>/jit).
+  std::uint64_t memory_hits = 0, store_hits = 0, mirror_hits = 0, jit_hits = 0;
+  std::uint64_t misses = 0;  // gets no tier served (the get threw)
+  // Artifact bytes read from disk (every candidate read, served or not); bytes whose size and
+  // SHA-256 matched before the driver saw them (store, mirror and JIT images); bytes the mirror
+  // tier downloaded and verified (archives; the index is not counted).
+  std::uint64_t bytes_read = 0, bytes_verified = 0, bytes_fetched = 0;
+  // Wall time spent in each tier, served or not (nanoseconds, steady clock).
+  std::uint64_t store_ns = 0, mirror_ns = 0, jit_ns = 0;
+  std::uint64_t jit_compiles = 0;  // NVRTC runs (a result found in the JIT cache is none)
+  // Candidates passed over, by reason: the kind of the refusal ("stale", "integrity",
+  // "unsupported", "not-found", ...: to_string(ErrorKind)); every kind is present, 0 or more.
+  std::map<std::string, std::uint64_t> rejected;
+
+  // This minus `earlier` (a snapshot of the same Loader taken before), field by field.
+  KILN_API LoaderStats since(const LoaderStats& earlier) const;
+  // The stable JSON form (docs/loader.md, "Statistics"): {"stats_format": 1, "hits": {...}, ...}.
+  KILN_API std::string json() const;
 };
 
 // Serves one kernel package (kiln/package.h: a project's generated description, e.g.
@@ -67,6 +94,9 @@ class Loader {
   KILN_API Resolution resolve(const std::string& uri, std::optional<int> cc = std::nullopt) const;
 
   KILN_API const LoaderConfig& config() const;
+  // What this Loader did since it was made (LoaderStats); cheap: no lock, no allocation beyond
+  // the result. Counting is always on.
+  KILN_API LoaderStats stats() const;
   // The package this Loader serves.
   KILN_API const kiln_package& package() const;
 

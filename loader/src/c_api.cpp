@@ -174,6 +174,28 @@ kiln_status kiln_loader_create(const kiln_package* package, const kiln_config* c
 
 void kiln_loader_destroy(kiln_loader* loader) { delete loader; }
 
+kiln_status kiln_loader_stats_json(kiln_loader* loader, char* buffer, size_t size,
+                                   size_t* length) {
+  return kiln::c_api::guarded_op("kiln_loader_stats_json", loader, [&](kiln::Loader& l) {
+    const std::string json = l.stats().json();
+    if (length) *length = json.size();
+    if (!buffer && size == 0) return;  // the length alone was asked
+    if (!buffer)
+      throw kiln::Error(kiln::ErrorKind::Usage,
+                        "kiln_loader_stats_json: buffer is NULL with size " + std::to_string(size))
+          .with("argument", "buffer");
+    if (size <= json.size())
+      throw kiln::Error(kiln::ErrorKind::Usage,
+                        "kiln_loader_stats_json: the statistics take " +
+                            std::to_string(json.size() + 1) + " bytes with the terminating NUL; " +
+                            "the buffer has " + std::to_string(size))
+          .with("argument", "size")
+          .with("expected", std::to_string(json.size() + 1))
+          .with("actual", std::to_string(size));
+    std::memcpy(buffer, json.c_str(), json.size() + 1);
+  });
+}
+
 kiln_status kiln_get(kiln_loader* loader, const char* uri, kiln_kernel** out) {
   if (!loader || !uri || !out)
     return fail(KILN_ERROR_USAGE, std::string("kiln_get: ") +

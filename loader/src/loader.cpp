@@ -22,6 +22,7 @@
 #include "kiln/version.hpp"
 #include "loader_access.hpp"
 #include "loader_factory.hpp"
+#include "loader_stats.hpp"
 #include "plan/install_location.hpp"
 #include "plan/memory_store.hpp"
 #include "plan/near_matches.hpp"
@@ -80,6 +81,7 @@ struct HitCache {
   };
   static constexpr std::size_t kSlots = 64;
   Slot slots[kSlots];
+  LoaderCounters::ThreadShard stats_shard;  // this thread's warm-get counter (loader_stats.hpp)
 
   static std::size_t index(std::uint64_t loader, void* ctx, const std::string& uri) {
     std::size_t h = std::hash<std::string_view>{}(uri);
@@ -190,6 +192,8 @@ struct Loader::Impl {
       fetch;
   std::function<std::vector<std::string>(const fetch::FetchOptions&)> index_targets;
   std::function<fetch::FetchedArchive(const fetch::FetchOptions&, const std::string&)> fetch_memory;
+  // What get() did (Loader::stats(), loader_stats.hpp); registered last by make_impl().
+  std::shared_ptr<LoaderCounters> stats;
   // The store installed beside the package's library: given (deps, cfg), or found by dladdr
   // when the store tier first reaches it (installed_dir()), so a hit in an artifact path never
   // looks for it.
@@ -326,10 +330,14 @@ const KernelHandle& Loader::Impl::get(const std::string& uri, void* stream, bool
     find_spec(*pkg, uri);  // an unknown URI is the more useful answer than "no driver"
     throw;
   }
-  HitCache::Slot& slot_tls = hit_cache().slots[HitCache::index(loader_id, ctx, uri)];
-  if (slot_tls.loader == loader_id && slot_tls.ctx == ctx && slot_tls.uri == uri)
+  HitCache& hits = hit_cache();
+  HitCache::Slot& slot_tls = hits.slots[HitCache::index(loader_id, ctx, uri)];
+  if (slot_tls.loader == loader_id && slot_tls.ctx == ctx && slot_tls.uri == uri) {
+    stats->memory_hit(hits.stats_shard);
     return *slot_tls.handle;
+  }
   if (Entry* e = lookup(ctx, uri); e && e->ready.load(std::memory_order_acquire)) {
+    stats->memory_hit(hits.stats_shard);
     remember(slot_tls, ctx, uri, e->handle);
     return e->handle;
   }
@@ -354,6 +362,8 @@ const KernelHandle& Loader::Impl::get(const std::string& uri, void* stream, bool
       cc = driver->current_device_cc();
     }
     load(e, uri, spec, cc);
+  } else {
+    stats->memory_hit(hits.stats_shard);  // another thread loaded it while this one waited
   }
   remember(slot_tls, ctx, uri, e.handle);
   return e.handle;
@@ -367,16 +377,31 @@ void Loader::Impl::load(Entry& e, const std::string& uri, const project::Special
   h.uri = uri;
   // The store tier is always first and never skipped: tried before the rest of the plan is
   // built, so a cold get served by a store builds none of the other tiers' refusals.
-  bool ok = try_stores_fast(s, spec, h);
+  using StatsTier = LoaderCounters::Tier;
+  bool ok = false;
+  {
+    LoaderCounters::TierTimer timed(*stats, StatsTier::Store);
+    ok = try_stores_fast(s, spec, h);
+  }
+  if (ok) stats->hit(StatsTier::Store);
   for (const plan::Tier& t : ok ? std::vector<plan::Tier>{} : plan::resolution_plan(tier_inputs(), cc)) {
     if (t.name == "store") continue;  // tried above
     if (t.skip) {
       s.reject(t.skip->candidate, t.skip->kind);
       continue;
     }
-    ok = t.name == "mirror" ? try_mirrors(s, spec, h) : try_jit(s, spec, h);
-    if (ok) break;
+    const StatsTier tier = t.name == "mirror" ? StatsTier::Mirror : StatsTier::Jit;
+    {
+      LoaderCounters::TierTimer timed(*stats, tier);
+      ok = tier == StatsTier::Mirror ? try_mirrors(s, spec, h) : try_jit(s, spec, h);
+    }
+    if (ok) {
+      stats->hit(tier);
+      break;
+    }
   }
+  for (const plan::Rejection& r : s.rejected) stats->rejected(r.kind);
+  if (!ok) stats->miss();
   if (!ok)
     throw plan::resolution_failure(uri, cc, s.searched, s.rejected,
                              plan::fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(),
@@ -397,6 +422,10 @@ bool Loader::Impl::try_stores_fast(Search& s, const project::Specialisation& spe
   tried.uri = s.uri;
   tried.cc = s.cc;
   std::vector<std::string> tried_paths;
+  // A store that serves ends the search without the full scan below: what the fast plans and
+  // the candidates tried refused is counted here (Loader::stats()); otherwise load() counts
+  // the full scan's refusals.
+  std::vector<ErrorKind> fast_refusals;
   auto serves = [&](const std::string& dir, const std::string& source) {
     std::vector<plan::StoreScan> one;
     {
@@ -406,8 +435,13 @@ bool Loader::Impl::try_stores_fast(Search& s, const project::Specialisation& spe
     // Without words: the fast plan's reasons and rejections are never shown (a failure is
     // explained by the full scan below).
     plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
+    for (const auto& r : plan.rejected) fast_refusals.push_back(r.kind);
     for (const auto& c : plan.usable) {
-      if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) return true;
+      if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) {
+        for (ErrorKind k : fast_refusals) stats->rejected(k);
+        for (const auto& r : tried.rejected) stats->rejected(r.kind);
+        return true;
+      }
       tried_paths.push_back(c.candidate.path);
     }
     return false;
@@ -501,6 +535,8 @@ bool Loader::Impl::try_store_candidate(Search& s, const plan::StoreCandidate& sc
   } else {
     a = read_checked_artifact(*fs, c, sc.size, sc.sha256);
   }
+  stats->read(a.bytes.size());
+  if (a.outcome == CheckedArtifact::Outcome::Verified) stats->verified(a.bytes.size());
   if (a.outcome != CheckedArtifact::Outcome::Verified) {
     if (a.outcome == CheckedArtifact::Outcome::Mismatch)
       log(runtime::LogLevel::Warn,
@@ -543,7 +579,7 @@ bool Loader::Impl::try_mirrors(Search& s, const project::Specialisation& spec, K
     log(runtime::LogLevel::Info, "mirror tier: fetching " + target + " for " + s.uri + " on CC " +
                             plan::cc_string(s.cc) + " (" + choice.reasons[i] + ")");
     try {
-      fetch(opts, {target}, cfg.cache_dir);
+      stats->fetched(fetch(opts, {target}, cfg.cache_dir).bytes_downloaded);
     } catch (const Error& e) {
       // The cache cannot be written: the same verified archive, kept in memory.
       if (e.kind() == ErrorKind::Io) {
@@ -613,11 +649,16 @@ bool Loader::Impl::try_jit(Search& s, const project::Specialisation& spec, Kerne
     s.reject({"jit", target, cfg.cache_dir, e.what()}, e.kind());
     return false;
   }
+  if (res.from_cache)
+    stats->read(res.image.size());
+  else
+    stats->jit_compile();
   Candidate c{"jit", target, res.not_kept.empty() ? res.cache_path : cfg.cache_dir + "/jit", ""};
   if (std::string bad = verify_jit_result(*fs, res); !bad.empty()) {
     s.reject({c.tier, c.target, c.path, bad}, ErrorKind::Integrity);
     return false;
   }
+  stats->verified(res.image.size());
   if (res.symbols.size() != spec.entries.size()) {
     s.reject({c.tier, c.target, c.path,
               "NVRTC returned " + std::to_string(res.symbols.size()) + " symbols for " +
@@ -857,6 +898,7 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
   else if (!impl_->cfg.installed_store.empty())
     impl_->installed = impl_->cfg.installed_store;
   impl_->installed_anchor = &package;
+  impl_->stats = register_loader_counters();
   return impl_;
 }
 
@@ -892,6 +934,7 @@ const kiln_package& Loader::package() const { return *impl_->pkg->c(); }
 Loader::Loader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Loader::~Loader() {
+  retire_loader_counters(impl_->stats);
   for (auto& [ctx, uris] : impl_->by_ctx)
     for (auto& [uri, e] : uris)
       if (e->ready.load()) impl_->driver->unload_library(e->handle.library);
@@ -944,6 +987,8 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
 }
 
 const LoaderConfig& Loader::config() const { return impl_->cfg; }
+
+LoaderStats Loader::stats() const { return impl_->stats->snapshot(); }
 
 std::uint64_t Loader::id() const { return impl_->loader_id; }
 

@@ -18,6 +18,7 @@
 #include "format/target.hpp"
 #include "project/package.hpp"
 #include "project/registry.hpp"
+#include "util/progress.hpp"
 
 namespace kiln::builder {
 
@@ -230,7 +231,8 @@ bool embeds_paths(const std::vector<std::string>& flags);
 
 // ---- the build itself (I/O) ----
 
-enum class ProgressStyle { Live, Lines };
+// How progress is shown: the one progress writer's styles (util/progress.hpp).
+using ProgressStyle = util::ProgressStyle;
 
 struct BuildOptions {
   std::vector<format::Target> targets;

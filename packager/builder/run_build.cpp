@@ -24,6 +24,7 @@
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "runtime/environment.hpp"
+#include "util/progress.hpp"
 
 namespace kiln::builder {
 namespace fs = std::filesystem;
@@ -48,34 +49,6 @@ bool write_if_changed(const fs::path& p, const std::string& data) {
   io::write_file_atomically(p, data);
   return true;
 }
-
-// Reports ninja's per-edge lines: rewritten in place on a terminal, plain lines otherwise.
-class Progress {
- public:
-  Progress(std::FILE* out, ProgressStyle style) : out_(out), style_(style) {}
-  void edge(const NinjaStatusLine& s, double elapsed) {
-    if (!out_) return;
-    char buf[512];
-    std::snprintf(buf, sizeof buf, "[%d/%d] NVCC %s %s", s.finished, s.total, s.uri.c_str(),
-                  s.target.c_str());
-    if (style_ == ProgressStyle::Live) {
-      std::fprintf(out_, "\r\033[K%s  %.1fs", buf, elapsed);
-      live_ = true;
-    } else {
-      std::fprintf(out_, "%s\n", buf);
-    }
-    std::fflush(out_);
-  }
-  void finish() {
-    if (out_ && live_) std::fprintf(out_, "\n");
-    live_ = false;
-  }
-
- private:
-  std::FILE* out_;
-  ProgressStyle style_;
-  bool live_ = false;
-};
 
 }  // namespace
 
@@ -200,14 +173,20 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   result.jobs =
       choose_jobs(std::thread::hardware_concurrency(), mem, kPerJobMemoryBytes, opts.jobs);
 
-  Progress progress(progress_out, opts.progress);
+  // Ninja's per-edge lines: rewritten in place on a terminal, plain lines otherwise.
+  util::ProgressLine progress(progress_out, opts.progress);
   CompileOutcome nr;
   auto compile = [&](const BuildPlan& p) {
     CompileOutcome o =
         runner.run(p, out_dir.string(), result.jobs, [&](const NinjaStatusLine& s) {
           ++result.compiled;
-          progress.edge(
-              s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          char text[512], elapsed[32];
+          std::snprintf(text, sizeof text, "[%d/%d] NVCC %s %s", s.finished, s.total,
+                        s.uri.c_str(), s.target.c_str());
+          std::snprintf(
+              elapsed, sizeof elapsed, "  %.1fs",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+          progress.step(text, elapsed);
         });
     result.passes += o.passes_run;
     return o;
@@ -242,11 +221,10 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
             fallback_outputs.insert(a.fatbin);
           }
       }
-      if (progress_out && pass)
-        std::fprintf(progress_out,
-                     "front-end pass %s.%d for %s failed; compiling its %zu specialisations "
-                     "one nvcc each\n",
-                     pass->family.c_str(), pass->group, targets.c_str(), n);
+      if (pass)
+        progress.line("front-end pass " + pass->family + "." + std::to_string(pass->group) +
+                      " for " + targets + " failed; compiling its " + std::to_string(n) +
+                      " specialisations one nvcc each");
     }
     to_compile = ungroup(to_compile, reg, failed_passes);
     plan = ungroup(plan, reg, failed_passes);

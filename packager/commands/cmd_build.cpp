@@ -1,7 +1,5 @@
 // `kiln build`: compiles a project's registry for its targets and publishes the archives and
 // index (builder/build_options.hpp chooses what to build, builder/build.hpp: run_build builds it).
-#include <unistd.h>
-
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,6 +13,7 @@
 #include "kiln/error.hpp"
 #include "plan/target_choice.hpp"
 #include "runtime/environment.hpp"
+#include "util/progress.hpp"
 
 namespace kiln::commands {
 namespace {
@@ -90,8 +89,7 @@ void build(const BuildArgs& o) {
   builder::BuildOptions opts =
       builder::build_options(flags, source_dir, chosen.targets, env, build_time.seconds);
   opts.build_time_origin = build_time.origin;
-  opts.progress =
-      ::isatty(STDERR_FILENO) ? builder::ProgressStyle::Live : builder::ProgressStyle::Lines;
+  opts.progress = util::progress_style_for(stderr);
   builder::NvccToolkit toolkit(builder::ToolkitSearch::from_env());
   builder::BuildResult r = builder::run_build(opts, toolkit, stderr);
   std::fflush(stderr);

@@ -43,7 +43,6 @@ release::BundleRequest bundle_request(const BundleArgs& o) {
     req.releases.push_back({chosen.name, chosen.version, {}});
   }
   req.fetch = with_environment(std::move(flags));
-  req.fetch.log = [](const std::string& line) { std::cerr << "kiln bundle: " << line << "\n"; };
   req.targets = split_list(o.targets);
   for (const auto& d : o.devices) req.devices.push_back(device_cc(d));
   req.out = o.out;
@@ -123,7 +122,12 @@ void add_bundle_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
   cmd->callback([o, &rc] {
-    release::BundleResult r = release::write_bundle(bundle_request(*o));
+    release::BundleRequest req = bundle_request(*o);
+    // Progress goes to stderr so that --json output on stdout stays parseable.
+    util::ProgressLine progress(stderr, util::progress_style_for(stderr), "kiln bundle: ");
+    report_progress(req.fetch, progress);
+    release::BundleResult r = release::write_bundle(req);
+    progress.finish();
     if (o->json)
       std::cout << bundle_json(o->out, r);
     else

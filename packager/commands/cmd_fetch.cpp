@@ -33,6 +33,13 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+void report_progress(fetch::FetchOptions& opts, util::ProgressLine& progress) {
+  opts.log = [&progress](const std::string& line) { progress.line(line); };
+  opts.progress = [&progress](const std::string& file, std::uint64_t received, std::uint64_t size) {
+    progress.bytes(file, received, size);
+  };
+}
+
 fetch::FetchOptions with_environment(fetch::FetchOptions opts) {
   // The loader's one table and the mirror tier's own mapping: the same variables, values and
   // errors as libkiln.
@@ -183,17 +190,21 @@ int run_fetch(const FetchOpts& o) {
   opts = with_environment(std::move(opts));
   opts.with_description = true;
   // Progress goes to stderr so that --json output on stdout stays parseable.
-  opts.log = [](const std::string& line) { std::cerr << "kiln fetch: " << line << "\n"; };
+  util::ProgressLine progress(stderr, util::progress_style_for(stderr), "kiln fetch: ");
+  report_progress(opts, progress);
   if (!o.device.empty()) {
     const int cc = device_cc(o.device);
     plan::DeviceFetch d = plan::fetch_for_device(opts, cc, o.dest);  // plan/device_fetch.hpp
+    progress.finish();
     print_fetch(o, opts, d.result, cc, d.target);
     return 0;
   }
   if (o.targets.empty())
     throw Error(ErrorKind::Usage,
                 "kiln fetch needs --targets LIST or --device sm_XX|auto (see --help)");
-  print_fetch(o, opts, fetch::fetch_targets(opts, split_list(o.targets), o.dest), 0, "");
+  fetch::FetchResult r = fetch::fetch_targets(opts, split_list(o.targets), o.dest);
+  progress.finish();
+  print_fetch(o, opts, r, 0, "");
   return 0;
 }
 

@@ -389,9 +389,17 @@ void add_sync(CLI::App& mirror, int& rc) {
     for (mirror::SyncOptions& opts : syncs_asked(*o, env)) {
       opts.to = o->to;
       if (opts.ca_bundle.empty()) opts.ca_bundle = env.ca_bundle;
-      // Progress goes to stderr so that --json output on stdout stays parseable.
-      opts.log = [](const std::string& line) { std::cerr << "kiln mirror sync: " << line << "\n"; };
-      all.push_back(report_synced(opts, mirror::sync_release(opts), o->json));
+      // Progress goes to stderr so that --json output on stdout stays parseable: a status line
+      // on a terminal, plain lines in a log (util/progress.hpp).
+      util::ProgressLine progress(stderr, util::progress_style_for(stderr), "kiln mirror sync: ");
+      opts.log = [&progress](const std::string& line) { progress.line(line); };
+      opts.progress = [&progress](const std::string& file, std::uint64_t received,
+                                  std::optional<std::uint64_t> size) {
+        progress.bytes(file, received, size);
+      };
+      mirror::SyncResult synced = mirror::sync_release(opts);
+      progress.finish();
+      all.push_back(report_synced(opts, synced, o->json));
     }
     if (o->json) {
       // One release: its fields at the top level, as before; every one under "releases".

@@ -13,6 +13,7 @@
 #include "kiln/error.hpp"
 #include "kiln/config.hpp"
 #include "project/package.hpp"
+#include "util/progress.hpp"
 
 namespace kiln::commands {
 
@@ -47,6 +48,11 @@ int device_cc(const std::string& device);
 // through mirror_fetch_options): mirrors, index pin, TUF root, CA bundle where no flag gave one;
 // the root installed beside kiln, the TUF metadata directory under the cache, offline.
 fetch::FetchOptions with_environment(fetch::FetchOptions flags);
+
+// `kiln fetch` and `kiln bundle` report through `progress` (util/progress.hpp: a status line on
+// a terminal, plain lines in a log): the fetch's lines, and each download's bytes. `progress`
+// must outlive the fetch.
+void report_progress(fetch::FetchOptions& opts, util::ProgressLine& progress);
 
 // Every command's --version option checks its value with this (version_option.cpp):
 // MAJOR.MINOR.PATCH[-prerelease] or a usage error (exit 2).

@@ -266,6 +266,11 @@ struct SyncOptions {
   // Wheels and tarballs have no size in any listing: a transfer above this is cut off.
   std::uint64_t max_file_bytes = std::uint64_t{16} << 30;
   std::function<void(const std::string&)> log;  // progress, one line per file
+  // The bytes of each download as they arrive: the file, its bytes so far (of this attempt) and
+  // its size when a listing gives it (archives; not wheels and tarballs). Empty: not reported.
+  std::function<void(const std::string& file, std::uint64_t received,
+                     std::optional<std::uint64_t> size)>
+      progress;
 };
 
 struct SyncResult {

@@ -128,9 +128,11 @@ class Syncer {
   std::uint64_t download(const std::string& name, const std::string& url, const fs::path& dst,
                          const std::string& sha256, std::optional<std::uint64_t> exact_size) {
     std::uint64_t cap = exact_size ? *exact_size : opts_.max_file_bytes;
-    auto d = fetch::download_verified(
-        retry_loop(name, url), [&] { return request(url); }, dst,
-        DownloadExpect{sha256, exact_size, cap});
+    RetryLoop loop = retry_loop(name, url);
+    if (opts_.progress)
+      loop.on_bytes = [&](std::uint64_t n) { opts_.progress(name, n, exact_size); };
+    auto d = fetch::download_verified(loop, [&] { return request(url); }, dst,
+                                      DownloadExpect{sha256, exact_size, cap});
     switch (d.status) {
       case DownloadStatus::Verified:
         break;

@@ -9,6 +9,7 @@ modules at once; using a closed loader is a kiln.UsageValueError.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -99,6 +100,18 @@ class Loader:
     def closed(self) -> bool:
         """True once close() ran."""
         return self._closed
+
+    def stats(self) -> dict[str, Any]:
+        """What this loader did since it was made (docs/python.md, "Statistics"): the JSON form
+        of the C++ Loader::stats() as a dict. Keys: stats_format (1), hits (memory, store,
+        mirror, jit), misses, bytes (read, verified, fetched), time_ns (store, mirror, jit),
+        jit_compiles, rejected (by reason: "stale", "integrity", ...; every reason present).
+        Counters only grow: subtract two snapshots for the work in between. A loader not yet
+        used (kiln.load's, before its first get) reports zeros."""
+        native = self._native_loader
+        if native is None and self._arrange is not None and not self._closed:
+            return json.loads(_kiln._zero_stats_json())  # type: ignore[no-any-return]
+        return json.loads(self._native().stats_json())  # type: ignore[no-any-return]
 
     def get(self, uri: str, stream: object | None = None) -> Kernel:
         """The kiln.Kernel `uri`, loaded for the current CUDA context (once per context).

@@ -335,6 +335,10 @@ void bind_loader(nb::module_& m) {
       .def_prop_ro("id", [](const PythonLoader& l) { return l.live()->id(); })
       .def_prop_ro("closed", [](const PythonLoader& l) { return !l.loader; })
       .def(
+          "stats_json", [](const PythonLoader& l) { return l.live()->stats().json(); },
+          "What the loader did since it was made: LoaderStats' JSON form (kiln.Loader.stats "
+          "parses it).")
+      .def(
           "close", [](PythonLoader& l) { l.loader.reset(); },
           "Frees the loader and the modules it loaded (at once, or when a call in flight in "
           "another thread returns); using it afterwards is a kiln.UsageValueError. Idempotent.")
@@ -394,6 +398,10 @@ nb::tuple dlpack_view(nb::handle value, nb::handle stream) {
 
 void bind_scalars(nb::module_& m) {
   m.def("_dlpack_view", &dlpack_view, "value"_a, "stream"_a = nb::none());
+  m.def(
+      "_zero_stats_json", [] { return LoaderStats{}.json(); },
+      "The statistics of a loader that did nothing yet (kiln.Loader.stats before the native "
+      "loader is made).");
   m.def(
       "_device_pointer",
       [](nb::handle v, nb::handle stream) {

@@ -108,7 +108,7 @@ class VerifiedDownload : public ::testing::Test {
   ScriptedTransport transport;
   std::vector<long> sleeps;
   fetch::RetryLoop loop{nullptr, transport::RetryPolicy{3, 500, 30000}, [this](long ms) { sleeps.push_back(ms); },
-                 nullptr, nullptr, nullptr};
+                 nullptr, nullptr, nullptr, nullptr};
   const std::string body = "the pinned archive bytes";
 };
 
@@ -128,6 +128,17 @@ TEST_F(VerifiedDownload, ARetryStartsAFreshTempFileSoACutShortFirstAttemptLeaves
   ASSERT_EQ(r.status, fetch::DownloadStatus::Verified);
   EXPECT_EQ(slurp(dest), body);  // not the first 7 bytes twice
   EXPECT_EQ(names_in(dir.path()), std::vector<std::string>{"a.tar.zst"});
+}
+
+TEST_F(VerifiedDownload, BytesAreReportedAsTheyArriveAndARetryCountsFromZeroAgain) {
+  std::vector<std::uint64_t> seen;
+  loop.on_bytes = [&](std::uint64_t n) { seen.push_back(n); };
+  const std::string whole = "0123456";  // pieces of 3 bytes: 3, 6, 7
+  transport.replies = {{transport::TransferStatus::Connection, 0, "0123", std::nullopt},
+                       ok(whole)};
+  fetch::DownloadResult r = download(expect_of(whole));
+  ASSERT_EQ(r.status, fetch::DownloadStatus::Verified);
+  EXPECT_EQ(seen, (std::vector<std::uint64_t>{3, 4, 3, 6, 7}));
 }
 
 TEST_F(VerifiedDownload, WrongDigestIsReportedWithWhatCameAndLeavesNoFile) {
@@ -233,7 +244,7 @@ TEST(RetryLoopGet, EachAttemptRebuildsItsRequestAndResetsTheSink) {
   transport.replies = {http(500, "partial"), ok("whole")};
   std::vector<long> sleeps;
   fetch::RetryLoop loop{&transport, transport::RetryPolicy{3, 10, 100}, [&](long ms) { sleeps.push_back(ms); },
-                 nullptr, nullptr, nullptr};
+                 nullptr, nullptr, nullptr, nullptr};
   int built = 0;
   std::string got;
   transport::TransferResult r = fetch::get_with_retries(

@@ -13,6 +13,8 @@
 #include <gtest/gtest.h>
 #include <algorithm>
 #include <chrono>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -464,6 +466,46 @@ TEST_F(Fetch, ServerErrorThenSuccessIsRetried) {
   ASSERT_EQ(r.failures.size(), 1u);
   EXPECT_CONTAINS(r.failures[0].what, "HTTP 500 (retrying");
   expect_only_verified(dest, {rel.stem("sm_90a")});
+}
+
+// What the downloads report as they go (FetchOptions::progress) and in the end (the bytes this
+// call downloaded: the loader's statistics count them as fetched).
+TEST_F(Fetch, ProgressReportsEachArchivesBytesAndTheResultTheirSum) {
+  MisbehavingServer s(rel.dir, "ok");
+  fetch::FetchOptions o = options({s.url()});
+  std::mutex mu;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> last;  // file -> (bytes, size)
+  o.progress = [&](const std::string& file, std::uint64_t received, std::uint64_t size) {
+    std::lock_guard<std::mutex> lock(mu);
+    last[file] = {received, size};
+  };
+  fetch::FetchResult r = fetch::fetch_targets(o, {"sm_90a", "sm_80"}, dest.string());
+  std::uint64_t sum = 0;
+  for (const char* t : {"sm_90a", "sm_80"}) {
+    const std::string file = rel.url_path(t).substr(1);
+    const std::uint64_t size = fs::file_size(rel.dir / file);
+    ASSERT_EQ(last.count(file), 1u) << file;
+    EXPECT_EQ(last[file], std::make_pair(size, size)) << file;
+    sum += size;
+  }
+  EXPECT_EQ(r.bytes_downloaded, sum);
+  // Everything present: nothing downloaded.
+  EXPECT_EQ(fetch::fetch_targets(o, {"sm_90a", "sm_80"}, dest.string()).bytes_downloaded, 0u);
+}
+
+// Progress written into a log (stderr not a terminal) is plain lines: no carriage return, no
+// terminal control sequence.
+TEST_F(Fetch, CliProgressInALogIsPlainLines) {
+  MisbehavingServer s(rel.dir, "ok");
+  auto r = test::run("(" + test::kiln_cli() + " fetch --targets sm_90a --dest " + dest.string() +
+                     " --mirror " + s.url() + " --index-sha256 " + rel.index_sha256 + " 2>" +
+                     (tmp / "err.txt").string() + ")");
+  ASSERT_EQ(r.exit_code, 0) << r.out << read_file(tmp / "err.txt");
+  const std::string log = read_file(tmp / "err.txt");
+  EXPECT_CONTAINS(log, "kiln fetch: downloading " + s.url() + rel.url_path("sm_90a"));
+  EXPECT_CONTAINS(log, "kiln fetch: installed ");
+  EXPECT_EQ(log.find('\r'), std::string::npos) << log;
+  EXPECT_EQ(log.find('\033'), std::string::npos) << log;
 }
 
 TEST_F(Fetch, TooManyRequestsWaitsForRetryAfter) {

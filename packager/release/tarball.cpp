@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -17,6 +18,7 @@
 
 #include "format/libarchive_handles.hpp"
 #include "io/atomic_file.hpp"
+#include "io/file_lock.hpp"
 #include "io/scratch_dir.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
@@ -237,6 +239,18 @@ TarballResult build_tarball(const TarballOptions& opts) {
 
   fs::create_directories(opts.out, ec);
   if (ec) throw Error(ErrorKind::Io, "cannot create " + opts.out.string() + ": " + ec.message());
+  // One tarball writer per directory; it removes what a killed writer left: its scratch
+  // directories and the AtomicFile temporary of the tarball.
+  const std::string file_name = tarball_file_name(version, index.cuda_version, host_platform());
+  io::FileLock out_lock = io::FileLock::acquire_directory(opts.out, std::chrono::seconds(60));
+  if (out_lock.held()) {
+    for (const auto& e : fs::directory_iterator(opts.out, ec))
+      if (e.path().filename().string().rfind(".kiln-tarball-", 0) == 0) {
+        std::error_code gone;
+        fs::remove_all(e.path(), gone);
+      }
+    io::remove_orphaned_temps(opts.out, file_name);
+  }
   io::ScratchDir scratch(opts.out, ".kiln-tarball-");
   std::int64_t newest = 0;
   TarballResult res;
@@ -258,31 +272,39 @@ TarballResult build_tarball(const TarballOptions& opts) {
 
   // 3. Pack: sorted paths under one top directory, fixed metadata.
   const std::string top = "kiln-" + version + "-cuda" + index.cuda_version + "-" + host_platform();
-  res.file = opts.out / tarball_file_name(version, index.cuda_version, host_platform());
+  res.file = opts.out / file_name;
   say("packing " + std::to_string(tree.size()) + " entries into " + res.file.string());
   io::AtomicFile out(res.file);
   format::ArchiveWriter a(archive_write_new());
   if (!a) throw Error(ErrorKind::Internal, "libarchive: archive_write_new failed");
+  // What the file said when a write failed (the path's temporary and the system's words):
+  // libarchive itself only knows "Write error".
+  struct Sink {
+    io::AtomicFile* file;
+    std::string failure;
+  } sink{&out, {}};
   auto check = [&](int r, const std::string& what) {
     if (r != ARCHIVE_OK)
-      throw Error(ErrorKind::Io,
-                  "cannot write " + res.file.string() + ": " + what + ": " + format::la_error(a.get()));
+      throw Error(ErrorKind::Io, "cannot write " + res.file.string() + ": " + what + ": " +
+                                     (sink.failure.empty() ? format::la_error(a.get()) : sink.failure));
   };
   check(archive_write_set_format_pax_restricted(a.get()), "set tar format");
   check(archive_write_add_filter_zstd(a.get()), "add zstd filter");
   check(archive_write_set_filter_option(a.get(), "zstd", "compression-level", "19"),
         "set zstd level");
   auto write_cb = [](struct archive*, void* client, const void* buf, size_t n) -> la_ssize_t {
+    auto* to = static_cast<Sink*>(client);
     try {
-      static_cast<io::AtomicFile*>(client)->write(std::string_view(static_cast<const char*>(buf), n));
+      to->file->write(std::string_view(static_cast<const char*>(buf), n));
       return static_cast<la_ssize_t>(n);
-    } catch (...) {
+    } catch (const std::exception& e) {
+      to->failure = e.what();
       return -1;
     }
   };
   // No padding of the last block: a zstd stream followed by zero bytes is refused by `zstd -d`.
   check(archive_write_set_bytes_in_last_block(a.get(), 1), "set last block size");
-  check(archive_write_open2(a.get(), &out, nullptr, write_cb, nullptr, nullptr), "open");
+  check(archive_write_open2(a.get(), &sink, nullptr, write_cb, nullptr, nullptr), "open");
 
   std::vector<std::string> members{top};
   for (const auto& [rel, e] : tree) members.push_back(top + "/" + rel);
@@ -329,9 +351,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
         if (in.gcount() != want)
           throw Error(ErrorKind::Io, e.source.string() + " changed size while being packed");
         la_ssize_t n = archive_write_data(a.get(), buf.data(), static_cast<size_t>(want));
-        if (n != want)
-          throw Error(ErrorKind::Io, "cannot write " + res.file.string() + ": data of " + name +
-                                         ": " + format::la_error(a.get()));
+        if (n != want) check(ARCHIVE_FATAL, "data of " + name);
         left -= static_cast<std::uintmax_t>(want);
       }
     }

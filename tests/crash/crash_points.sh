@@ -36,7 +36,7 @@ fi
 
 ALL_CASES=(install-index install-over install-archive install-bundle fetch-pinned fetch-tuf
   fetch-compiled-root bundle-out bundle-out-tar mirror-sync mirror-stage tuf-init tuf-add
-  tuf-refresh tuf-rotate tuf-rotate-targets build-publish build-shard merge wheel loader-mirror
+  tuf-refresh tuf-rotate tuf-rotate-targets build-publish build-shard merge wheel tarball loader-mirror
   loader-scan-record loader-jit)
 PKG=tiny-kernels
 VER=0.3.0
@@ -97,6 +97,11 @@ make_release() {
     "$KILN" tuf-repo --dir repo --offline-keys keys/offline --online-keys keys/online \
       add outA/dist >/dev/null
     cp repo/metadata/1.root.json root.json
+    # The kiln tarball's inputs: a one-specialisation release of kiln's own package (one nvcc
+    # compile) and kiln's install tree, stripped (the tarball compresses all of it each run).
+    SOURCE_DATE_EPOCH=1700000000 "$KILN" build --source "$HERE/../.." --targets sm_80 \
+      --only axpy_dtype_f32 --out kilnrel >/dev/null
+    cmake --install "${KILN%/*}" --prefix kiln-prefix --strip >/dev/null
   ) 2>"$WORK/release.log" || { cat "$WORK/release.log" >&2; exit 1; }
 }
 
@@ -466,6 +471,22 @@ case_wheel() {
       [[ -e "$f" ]] || continue
       "$PYTHON" -c 'import sys, zipfile; sys.exit(zipfile.ZipFile(sys.argv[1]).testzip() is not None)' \
         "$f" 2>&1 || fail "wheels/${f##*/} is not a whole wheel"
+    done
+  }
+}
+
+case_tarball() {  # kiln tarball: kiln's install tree and the release's stores in one .tar.zst
+  DEST=out
+  prepare() { mkdir -p "$W/out"; }
+  run() {
+    SOURCE_DATE_EPOCH=1700000000 "$KILN" tarball --dist "$WORK/release/kilnrel/dist" \
+      --prefix "$WORK/release/kiln-prefix" --out out
+  }
+  check() {
+    local f
+    for f in "$W"/out/*.tar.zst; do
+      [[ -e "$f" ]] || continue
+      zstd -tq "$f" 2>&1 || fail "out/${f##*/} is not a whole zstd stream"
     done
   }
 }

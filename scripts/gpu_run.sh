@@ -2,7 +2,9 @@
 # The GPU proof run (docs/gpu-runs.md, docs/performance.md), in two steps:
 #
 #   scripts/gpu_run.sh prepare BUILD_DIR   here (build machine): builds the sm_90+sm_90a store,
-#       the sm_90 archive alone, a PTX-only compute_80 store and the dist directory with BUILD_DIR/kiln, and copies the
+#       the sm_90 archive alone (also built one nvcc per specialisation, to compare the first
+#       gets of both build modes), a PTX-only compute_80 store and the dist directory with
+#       BUILD_DIR/kiln, and copies the
 #       binaries and the shared libraries they need (not glibc/libstdc++/libgcc, not libcuda)
 #       into .carry/ (git-ignored; carried to the device machine).
 #   scripts/gpu_run.sh run                 on the GPU machine, from the repository root: runs
@@ -25,6 +27,11 @@ prepare() {
   "$kiln" build --targets sm_90,sm_90a --out "$build/gpu-store-build" --dist "$CARRY/dist"
   "$kiln" install "$CARRY"/dist/*-index.json --dest "$CARRY/store-sm90"
   "$kiln" install "$CARRY"/dist/*-sm_90.tar.zst --dest "$CARRY/store-sm90-only"
+  # The same sm_90 archive built one nvcc per specialisation: the first get of a grouped build's
+  # artifact against the per-specialisation one (issue 37: loading unchanged).
+  "$kiln" build --targets sm_90 --one-nvcc-per-specialisation --out "$build/gpu-perspec-build" \
+    --dist "$build/gpu-perspec-dist"
+  "$kiln" install "$build"/gpu-perspec-dist/*-sm_90.tar.zst --dest "$CARRY/store-sm90-per-spec"
   "$kiln" build --targets compute_80 --out "$build/gpu-ptx-build" --dist "$build/gpu-ptx-dist"
   "$kiln" install "$build"/gpu-ptx-dist/*-index.json --dest "$CARRY/store-ptx"
   cp "$kiln" "$build/tests/kiln_gpu_tests" "$build/bench/kiln_load_bench" "$CARRY/bin/"
@@ -76,6 +83,15 @@ run() {
     --index "$(ls "$CARRY"/dist/*-index.json | head -1)" --out "$out/bench.md" 2>&1 | tee "$out/bench.log"
   local bench_rc=${PIPESTATUS[0]}
   kill "$server" 2>/dev/null
+  # Cold gets of the grouped build's artifacts against the per-specialisation build's, back to back.
+  local mode
+  for mode in grouped per-spec grouped per-spec; do
+    local store=$KILN_TEST_GPU_SM90_ONLY_STORE
+    [ "$mode" = per-spec ] && store="$root/$CARRY/store-sm90-per-spec"
+    [ -d "$store" ] || continue
+    echo "== cold gets, $mode build" | tee -a "$out/bench-build-modes.log"
+    "$CARRY/bin/kiln_load_bench" --store "$store" --cold-only 2>&1 | tee -a "$out/bench-build-modes.log"
+  done
   echo "gpu tests exit $tests_rc, benchmark exit $bench_rc" | tee -a "$out/device.txt"
   [ "$tests_rc" -ne 0 ] && return "$tests_rc"
   return "$bench_rc"

@@ -101,7 +101,10 @@ make_release() {
     # compile) and kiln's install tree, stripped (the tarball compresses all of it each run).
     SOURCE_DATE_EPOCH=1700000000 "$KILN" build --source "$HERE/../.." --targets sm_80 \
       --only axpy_dtype_f32 --out kilnrel >/dev/null
-    cmake --install "${KILN%/*}" --prefix kiln-prefix --strip >/dev/null
+    # (CRASH_KILN_PREFIX: an install tree made beforehand, where the build tree is not at hand:
+    # scripts/crash_sweep.sh on another machine.)
+    if [[ -n "${CRASH_KILN_PREFIX:-}" ]]; then cp -a "$CRASH_KILN_PREFIX" kiln-prefix
+    else cmake --install "${KILN%/*}" --prefix kiln-prefix --strip >/dev/null; fi
   ) 2>"$WORK/release.log" || { cat "$WORK/release.log" >&2; exit 1; }
 }
 
@@ -555,7 +558,10 @@ case_loader-jit() {  # no store, no mirror: NVRTC compiles and the JIT disk cach
 run_command() {  # run_command WORLD AT LOG [FAULT]: the case's command in WORLD under the injector
   local w=$1 at=$2 log=$3 fault=${4:-}
   head -c 16 /dev/zero >"$w/.points"
-  (cd "$w" && W=$w HOME=$w/home TMPDIR=$w/tmp KILN_CACHE_DIR=$w/cache \
+  # CUDA_CACHE_DISABLE: on a machine with a driver, NVRTC and the driver keep their own compute
+  # cache in $HOME/.nv: NVIDIA's files, not kiln's, which would count as points and as changes
+  # outside the destination (seen in the whole sweep on a GPU machine).
+  (cd "$w" && W=$w HOME=$w/home TMPDIR=$w/tmp KILN_CACHE_DIR=$w/cache CUDA_CACHE_DISABLE=1 \
     CRASH_POINT_COUNTER=$w/.points CRASH_POINT_AT=$at CRASH_POINT_FAIL=$fault \
     CRASH_POINT_LOG=$w/.point-log LD_PRELOAD=$INJECTOR run) >"$log" 2>&1
 }

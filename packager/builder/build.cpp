@@ -250,8 +250,12 @@ BuildPlan plan_build(const project::Registry& reg, const std::vector<format::Tar
         pass.depfile = "obj/passes/" + virtual_arch(t) + "/" + name + ".d";
         pass.args = {"-std=c++17", "-O3", "-ptx", "-Werror", "all-warnings", kernels_inc};
         pass.args.insert(pass.args.end(), fam.flags.begin(), fam.flags.end());
-        pass.args.insert(pass.args.end(), {"-arch=" + virtual_arch(t), "-MD", "-MF",
-                                           pass.depfile, "-o", pass.ptx, pass.stub});
+        // The depfile comes from the device-side preprocessing the pass runs anyway (nvcc's own
+        // -MD runs the preprocessor a second time, host-side: about 0.1 s CPU of a 0.6 s pass).
+        pass.args.insert(pass.args.end(),
+                         {"-arch=" + virtual_arch(t), "-Xcompiler",
+                          "-MD,-MF," + pass.depfile + ",-MT," + pass.ptx, "-o", pass.ptx,
+                          pass.stub});
         for (const auto* s : groups[g]) pass.uris.push_back(s->uri);
         plan.stubs[pass.stub] = group_stub_source(fam, groups[g]);
         for (const auto* s : groups[g]) {
@@ -395,7 +399,9 @@ std::vector<std::string> manifest_flags(const PlannedArtifact& a, const std::str
   auto add = [&](const std::vector<std::string>& argv) {
     for (size_t i = 0; i < argv.size(); ++i) {
       if (argv[i] == "-MD") continue;
-      if (argv[i] == "-MF") {
+      bool depfile_pair = argv[i] == "-Xcompiler" && i + 1 < argv.size() &&
+                          argv[i + 1].rfind("-MD,", 0) == 0;  // a pass's (plan_build)
+      if (argv[i] == "-MF" || depfile_pair) {
         ++i;
         continue;
       }

@@ -116,7 +116,8 @@ std::string ninja_file(const BuildPlan& plan, const std::string& nvcc,
                        const std::string& launcher = "", const std::string& kiln = "kiln");
 
 // The flags recorded in the manifest: the argv as run, with the source directory written as
-// "$KILN_SOURCE" and the dependency-file flags (-MD -MF, no effect on the bytes) left out. A
+// "$KILN_SOURCE" and the dependency-file flags (-MD -MF, or a pass's -Xcompiler -MD,-MF,...; no
+// effect on the bytes) left out. A
 // grouped artifact's are its pass's nvcc argv, "&&", then its back end's (entry_step.hpp).
 std::vector<std::string> manifest_flags(const PlannedArtifact& a, const std::string& source_dir);
 

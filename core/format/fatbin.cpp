@@ -184,7 +184,11 @@ int elf_sm_arch(std::string_view elf) {
                              "\x7f"
                              "ELF")
     bad_elf("no ELF magic");
-  return static_cast<int>((load<std::uint32_t>(elf, 0x30) >> 8) & 0xff);
+  // Two layouts of e_flags, told apart by EI_OSABI: CUDA 13's cubins (0x41) keep the SM in
+  // bits 8-15; CUDA 12's and older (0x33) in bits 0-7 (and the virtual arch in bits 16-23).
+  const std::uint32_t flags = load<std::uint32_t>(elf, 0x30);
+  if (static_cast<unsigned char>(elf[7]) == 0x41) return static_cast<int>((flags >> 8) & 0xff);
+  return static_cast<int>(flags & 0xff);
 }
 
 std::vector<std::string> elf_function_symbols(std::string_view elf) {

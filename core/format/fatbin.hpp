@@ -55,7 +55,8 @@ std::string fatbin_image_payload(std::string_view bytes, const FatbinImage& imag
 // Global and weak FUNC symbols of a cubin's .symtab, in table order (bounds-checked ELF64
 // little-endian parse; Error{Format} when it is not one).
 std::vector<std::string> elf_function_symbols(std::string_view elf);
-// The SM number a cubin was built for: (e_flags >> 8) & 0xff (e.g. 90 for sm_90 and sm_90a).
+// The SM number a cubin was built for (e.g. 90 for sm_90 and sm_90a): (e_flags >> 8) & 0xff in a
+// CUDA 13 cubin (EI_OSABI 0x41), e_flags & 0xff in a CUDA 12 one (EI_OSABI 0x33).
 int elf_sm_arch(std::string_view elf);
 
 // Names declared with `.entry` in PTX text, in order (comments are skipped).

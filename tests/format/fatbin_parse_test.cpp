@@ -244,9 +244,6 @@ TEST(Demangle, BaseNameDropsReturnTypeAndArguments) {
   EXPECT_EQ(format::demangle("_ZN4kiln3hopEv"), "kiln::hop()");
 }
 
-}  // namespace
-}  // namespace kiln
-
 // The cubin's SM from its ELF header, in both layouts of e_flags (bytes as ptxas 12.9 and 13.0
 // write them for sm_90a): a CUDA 12 cubin read as a CUDA 13 one says sm_13, and its compile
 // result would be refused.
@@ -266,3 +263,6 @@ TEST(Elf, SmArchOfCuda12AndCuda13Cubins) {
   EXPECT_EQ(format::elf_sm_arch(header(0x41, 8, 0x06005a04)), 90);  // CUDA 13.0, sm_90a
   EXPECT_EQ(format::elf_sm_arch(header(0x33, 7, 0x00500550)), 80);  // CUDA 12.x, sm_80
 }
+
+}  // namespace
+}  // namespace kiln

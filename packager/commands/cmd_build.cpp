@@ -125,8 +125,9 @@ void build(const BuildArgs& o) {
 void add_build_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "build",
-      "compile every registered kernel for the given targets with nvcc (through ninja) and "
-      "publish one archive per target plus the release index.\n"
+      "compile every registered kernel for the given targets with nvcc (through ninja), or "
+      "with NVRTC (--toolkits nvrtc:DIR), and publish one archive per target plus the release "
+      "index.\n"
       "Incremental: a second run compiles only what changed. Reproducible: the build time is "
       "SOURCE_DATE_EPOCH, else the source tree's last git commit time, else 1980-01-01, so the "
       "same tree gives byte-identical archives in any --out.\n"

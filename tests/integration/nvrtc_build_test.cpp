@@ -12,6 +12,7 @@
 #include "format/archive.hpp"
 #include "format/fatbin.hpp"
 #include "format/manifest.hpp"
+#include "kiln/version.hpp"
 #include "test_util.hpp"
 #include "tiny_project.hpp"
 
@@ -164,6 +165,23 @@ TEST_F(NvrtcBuild, AToolkitDirectoryWithoutNvrtcIsNamedBeforeAnyCompile) {
                      empty.path().string());
   EXPECT_EQ(r.exit_code, 5) << r.out;
   EXPECT_NE(r.out.find("has no lib64/libnvrtc.so.12"), std::string::npos) << r.out;
+}
+
+// The nvcc kiln was built with, named as a release: CUDA 13 has no sm_70, which is left out with
+// a line while sm_80 builds.
+TEST(ToolkitsBuild, ANamedNvccReleaseLeavesOutATargetItDoesNotBuild) {
+  TempDir src, work;
+  write_project(src.path());
+  const std::string release = kiln::cuda_version();
+  auto r = test::run("SOURCE_DATE_EPOCH=1700000000 " + test::kiln_cli() + " build --source " +
+                     src.path().string() + " --out " + (work / "b").string() +
+                     " --targets sm_70,sm_80 --toolkits " + release);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("toolkit: CUDA " + release + ", nvcc "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CUDA " + release + " (nvcc " + release), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("does not build sm_70; left out"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(work / "b/dist" / format::archive_file_name(kPackage, kVersion, release, "sm_80")));
+  EXPECT_FALSE(fs::exists(work / "b/dist" / format::archive_file_name(kPackage, kVersion, release, "sm_70")));
 }
 
 }  // namespace

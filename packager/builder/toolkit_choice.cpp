@@ -145,7 +145,7 @@ BuildToolkits project_build_toolkits(const std::string& flag, const std::string&
     }
     return {anchored(parse_toolkit_list(text, file.string())), "ci/toolkits.txt"};
   }
-  return {{}, "the toolkit kiln was built with"};
+  return {{}, "the nvcc of CUDA_HOME, /usr/local/cuda or PATH"};
 }
 
 ChosenToolkit choose_toolkit(const BuildToolkits& toolkits, const std::vector<format::Target>& targets,

@@ -32,9 +32,9 @@ struct ToolkitTargets {
 ToolkitTargets toolkit_targets(const ToolkitInfo& tk, const std::vector<format::Target>& targets);
 
 // The toolkits a build names, and where the list came from: --toolkits; the project's
-// registry/package.json "toolkits"; its ci/toolkits.txt. Empty `names` (origin "the toolkit kiln
-// was built with"): none is named, and the build uses the one ToolkitSearch finds, as before
-// toolkits were named. Throws Error{Usage} for a malformed list, naming where it came from.
+// registry/package.json "toolkits"; its ci/toolkits.txt. Empty `names` (origin "the nvcc of
+// CUDA_HOME, /usr/local/cuda or PATH"): none is named, and the build uses the one ToolkitSearch
+// finds, as before toolkits were named. Throws Error{Usage} for a malformed list, naming where it came from.
 struct BuildToolkits {
   std::vector<std::string> names;
   std::string origin;

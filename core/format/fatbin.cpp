@@ -184,7 +184,48 @@ int elf_sm_arch(std::string_view elf) {
                              "\x7f"
                              "ELF")
     bad_elf("no ELF magic");
-  return static_cast<int>((load<std::uint32_t>(elf, 0x30) >> 8) & 0xff);
+  // Two layouts of e_flags, told apart by EI_OSABI: CUDA 13's cubins (0x41) keep the SM in
+  // bits 8-15; CUDA 12's and older (0x33) in bits 0-7 (and the virtual arch in bits 16-23).
+  const std::uint32_t flags = load<std::uint32_t>(elf, 0x30);
+  if (static_cast<unsigned char>(elf[7]) == 0x41) return static_cast<int>((flags >> 8) & 0xff);
+  return static_cast<int>(flags & 0xff);
+}
+
+std::optional<std::string> elf_section(std::string_view elf, std::string_view name) {
+  if (elf.size() < 64 || elf.substr(0, 4) !=
+                             "\x7f"
+                             "ELF")
+    bad_elf("no ELF magic");
+  if (elf[4] != 2) bad_elf("not a 64-bit ELF");
+  if (elf[5] != 1) bad_elf("not little-endian");
+  auto shoff = load<std::uint64_t>(elf, 0x28);
+  auto shentsize = load<std::uint16_t>(elf, 0x3a);
+  auto shnum = load<std::uint16_t>(elf, 0x3c);
+  auto shstrndx = load<std::uint16_t>(elf, 0x3e);
+  if (shnum == 0) return std::nullopt;
+  if (shentsize < 64) bad_elf("section header size " + std::to_string(shentsize));
+  if (shoff > elf.size() || std::uint64_t{shnum} * shentsize > elf.size() - shoff)
+    bad_elf("section headers lie outside the file");
+  if (shstrndx >= shnum) bad_elf("section name table " + std::to_string(shstrndx) + " is missing");
+  auto header = [&](std::uint32_t i) { return shoff + std::uint64_t{i} * shentsize; };
+  auto names_off = load<std::uint64_t>(elf, header(shstrndx) + 0x18);
+  auto names_size = load<std::uint64_t>(elf, header(shstrndx) + 0x20);
+  if (!fits(elf, names_off, names_size)) bad_elf("section name table lies outside the file");
+  std::string_view names = elf.substr(names_off, names_size);
+  for (std::uint32_t i = 0; i < shnum; ++i) {
+    auto name_off = load<std::uint32_t>(elf, header(i));
+    if (name_off >= names.size()) bad_elf("section name offset outside the name table");
+    std::size_t endp = names.find('\0', name_off);
+    if (endp == std::string_view::npos) bad_elf("unterminated section name");
+    if (names.substr(name_off, endp - name_off) != name) continue;
+    auto type = load<std::uint32_t>(elf, header(i) + 4);
+    auto offset = load<std::uint64_t>(elf, header(i) + 0x18);
+    auto size = load<std::uint64_t>(elf, header(i) + 0x20);
+    if (type == 8 /* SHT_NOBITS */) return std::string();
+    if (!fits(elf, offset, size)) bad_elf("section " + std::string(name) + " lies outside the file");
+    return std::string(elf.substr(offset, size));
+  }
+  return std::nullopt;
 }
 
 std::vector<std::string> elf_function_symbols(std::string_view elf) {

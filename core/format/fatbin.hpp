@@ -14,6 +14,7 @@
 // All little-endian. Every offset and size is bounds-checked: malformed input gives
 // Error{Format}, never a crash.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,7 +56,12 @@ std::string fatbin_image_payload(std::string_view bytes, const FatbinImage& imag
 // Global and weak FUNC symbols of a cubin's .symtab, in table order (bounds-checked ELF64
 // little-endian parse; Error{Format} when it is not one).
 std::vector<std::string> elf_function_symbols(std::string_view elf);
-// The SM number a cubin was built for: (e_flags >> 8) & 0xff (e.g. 90 for sm_90 and sm_90a).
+// The bytes of the ELF section named `name` (e.g. ".nv.compat"), nullopt when there is none
+// (bounds-checked like elf_function_symbols; Error{Format} when it is not an ELF64 or a header
+// lies outside it).
+std::optional<std::string> elf_section(std::string_view elf, std::string_view name);
+// The SM number a cubin was built for (e.g. 90 for sm_90 and sm_90a): (e_flags >> 8) & 0xff in a
+// CUDA 13 cubin (EI_OSABI 0x41), e_flags & 0xff in a CUDA 12 one (EI_OSABI 0x33).
 int elf_sm_arch(std::string_view elf);
 
 // Names declared with `.entry` in PTX text, in order (comments are skipped).

@@ -122,8 +122,8 @@ PackageFile parse_package_file(std::string_view text, const std::string& origin)
   if (!root.is_object()) fail(origin, "", "expected a JSON object at the top level");
   for (auto it = root.begin(); it != root.end(); ++it)
     if (it.key() != "format" && it.key() != "name" && it.key() != "targets" &&
-        it.key() != "comment")
-      fail(origin, it.key(), "unknown field (allowed: format, name, targets, comment)");
+        it.key() != "toolkits" && it.key() != "comment")
+      fail(origin, it.key(), "unknown field (allowed: format, name, targets, toolkits, comment)");
   if (!root.contains("format") || !root["format"].is_number_integer())
     fail(origin, "format", "missing or not an integer");
   int format = root["format"].get<int>();
@@ -138,6 +138,18 @@ PackageFile parse_package_file(std::string_view text, const std::string& origin)
   if (!format::is_package_name(pf.name))
     fail(origin, "name", std::string(format::kPackageNameRule) + ", found '" + pf.name + "'");
   if (root.contains("targets")) pf.targets = parse_package_targets(root["targets"], origin);
+  // "toolkits": the toolkits a release is built with, as `kiln build --toolkits` names them
+  // (packager/builder/toolkit_choice.hpp checks each name).
+  if (root.contains("toolkits")) {
+    const auto& list = root["toolkits"];
+    if (!list.is_array() || list.empty())
+      fail(origin, "toolkits", "expected a non-empty array of toolkits, e.g. [\"13.0\", \"12.9\"]");
+    for (const auto& item : list) {
+      if (!item.is_string() || item.get<std::string>().empty())
+        fail(origin, "toolkits", "expected non-empty strings, found " + item.dump());
+      pf.toolkits.push_back(item.get<std::string>());
+    }
+  }
   return pf;
 }
 

@@ -35,6 +35,7 @@ constexpr int kPackageFileFormat = 1;
 struct PackageFile {
   std::string name;
   std::vector<format::Target> targets;  // in the file's order; empty when the file names none
+  std::vector<std::string> toolkits;    // "toolkits", as kiln build --toolkits names them; empty: none
 };
 PackageFile parse_package_file(std::string_view json_text, const std::string& origin);
 // <project_root>/registry/package.json read and parsed; Error{NotFound} naming the file looked

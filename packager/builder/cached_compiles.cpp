@@ -91,8 +91,14 @@ std::unique_ptr<CachedCompiles> CachedCompiles::open(const BuildOptions& opts, c
     if (log) std::fprintf(log, "result cache skipped: %s; compiling instead\n", e.what());
     return nullptr;
   }
-  CompilerIdentity compiler{toolkit.full_version, host_compiler_identity(opts.nvcc_ccbin, path_env),
-                            nvcc_environment(opts)};
+  // nvcc: its full version (as before NVRTC, so existing keys stay valid), the host compiler it
+  // preprocesses with and its variables. NVRTC: the toolkit's name and full versions; it runs no
+  // host compiler and reads no NVCC_* variable.
+  CompilerIdentity compiler =
+      toolkit.kind == ToolkitInfo::Kind::Nvrtc
+          ? CompilerIdentity{toolkit.identity(), "none (NVRTC)", ""}
+          : CompilerIdentity{toolkit.full_version, host_compiler_identity(opts.nvcc_ccbin, path_env),
+                             nvcc_environment(opts)};
   return std::make_unique<CachedCompiles>(std::move(cache), reg, plan, out_dir, compiler, log);
 }
 

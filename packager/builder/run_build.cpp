@@ -17,6 +17,8 @@
 
 #include "builder/cached_compiles.hpp"
 #include "builder/command_runner.hpp"
+#include "builder/nvrtc_backend.hpp"
+#include "builder/nvrtc_toolkit.hpp"
 #include "builder/shard.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
@@ -98,11 +100,14 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   const project::Registry& reg = project.registry;
 
   // Every capability is checked before the first compile.
+  // The toolkit's own CUDA version is what the manifests and archive names carry.
   const ToolkitInfo& tk = toolkit.info();
-  check_toolkit_version(tk, kiln::cuda_version());
+  const bool nvrtc = tk.kind == ToolkitInfo::Kind::Nvrtc;
   check_targets(tk, opts.targets);
   BuildPlan full_plan = plan_build(reg, opts.targets, opts.only, source_dir, opts.mode);
   BuildPlan plan = opts.shard ? shard_plan(full_plan, *opts.shard) : full_plan;
+  // With NVRTC the same plan, its compiles spelled for NVRTC and ptxas (nvrtc_backend.hpp).
+  if (nvrtc) plan = nvrtc_plan(plan, reg);
   runner.check_available();
   const std::string path_env = runtime::read_environment().path;
   std::string launcher;
@@ -131,7 +136,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
 
   // The kiln that build.ninja runs for grouped back ends: this one, by default.
   std::string kiln = opts.kiln_executable;
-  if (kiln.empty() && plan.pass_count() > 0) {
+  if (kiln.empty() && plan.pass_count() > 0 && !nvrtc) {
     std::error_code ec;
     kiln = fs::read_symlink("/proc/self/exe", ec).string();
     if (ec || kiln.empty())
@@ -154,12 +159,18 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   BuildResult result;
   result.mode = opts.mode == CompileMode::Grouped ? "grouped" : "per-specialisation";
   // With a result cache, hits and results already in --out never become ninja edges.
+  // NVRTC has no ninja to skip what is up to date: without --cache its results are kept in a
+  // result cache inside --out (<out>/nvrtc-results), so a rebuild compiles only what changed.
+  BuildOptions cache_opts = opts;
+  if (nvrtc && cache_opts.cache.empty()) cache_opts.cache = (out_dir / "nvrtc-results").string();
   std::unique_ptr<CachedCompiles> cached;
-  if (!opts.cache.empty())
-    cached = CachedCompiles::open(opts, reg, plan, out_dir.string(), tk, path_env, progress_out,
-                                  result.cache);
+  if (!cache_opts.cache.empty())
+    cached = CachedCompiles::open(cache_opts, reg, plan, out_dir.string(), tk, path_env,
+                                  progress_out, result.cache);
   BuildPlan to_compile = cached ? cached->consult() : plan;
-  write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher, kiln));
+  // NVRTC compiles in this process: no build.ninja.
+  if (!nvrtc)
+    write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher, kiln));
   build_files_lock.reset();
 
   std::optional<std::uint64_t> mem;
@@ -181,8 +192,8 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
         runner.run(p, out_dir.string(), result.jobs, [&](const NinjaStatusLine& s) {
           ++result.compiled;
           char text[512], elapsed[32];
-          std::snprintf(text, sizeof text, "[%d/%d] NVCC %s %s", s.finished, s.total,
-                        s.uri.c_str(), s.target.c_str());
+          std::snprintf(text, sizeof text, "[%d/%d] %s %s %s", s.finished, s.total,
+                        nvrtc ? "NVRTC" : "NVCC", s.uri.c_str(), s.target.c_str());
           std::snprintf(
               elapsed, sizeof elapsed, "  %.1fs",
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -228,11 +239,16 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     }
     to_compile = ungroup(to_compile, reg, failed_passes);
     plan = ungroup(plan, reg, failed_passes);
+    if (nvrtc) {
+      to_compile = nvrtc_plan(to_compile, reg);
+      plan = nvrtc_plan(plan, reg);
+    }
     {
       // The build files again, under the same lock as the first writing.
       io::FileLock relock = io::FileLock::acquire_directory(out_dir, std::chrono::minutes(10));
       for (const auto& [rel, text] : to_compile.stubs) write_if_changed(out_dir / rel, text);
-      write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher, kiln));
+      if (!nvrtc)
+        write_if_changed(out_dir / "build.ninja", ninja_file(to_compile, tk.nvcc, launcher, kiln));
     }
     nr = compile(to_compile);
     progress.finish();
@@ -258,7 +274,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
         for (const auto& x : tp.artifacts)
           if (x.fatbin == f.output) a = &x;
       if (a)
-        msg += "\nnvcc failed for family " + a->family + ", URI " + a->uri + ", target " +
+        msg += "\n" + tk.compiler_name() + " failed for family " + a->family + ", URI " + a->uri + ", target " +
                a->target.str() + ":\n" + f.message;
       else
         msg += "\n" + f.output + " failed:\n" + f.message;
@@ -270,8 +286,10 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   // from the launcher, a truncated file) fails the build naming the artifact, and is removed
   // so that the next build compiles it again.
   PackageIdentity id = package_identity(project);
+  id.cuda_version = tk.version;
   id.provenance = build_provenance(id, tk.full_version, opts.build_time, opts.build_time_origin,
                                    opts.targets);
+  if (nvrtc) id.provenance.toolkits = {{"nvrtc", tk.full_version}, {"ptxas", tk.ptxas_version}};
   // One target's results at a time: read, checked and packed, so that a build holds one
   // archive's artifacts in memory, not the release's. A bad result still fails the build before
   // anything is published (publish_release renames nothing until every archive is written).
@@ -319,6 +337,10 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
 }
 
 BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, std::FILE* progress_out) {
+  if (auto* nvrtc = dynamic_cast<NvrtcToolkit*>(&toolkit)) {
+    auto runner = make_nvrtc_runner(*nvrtc);
+    return run_build(opts, toolkit, *runner, progress_out);
+  }
   auto ninja = make_ninja_runner(runtime::read_environment().path);
   return run_build(opts, toolkit, *ninja, progress_out);
 }

@@ -23,6 +23,13 @@ extern char** environ;
 namespace kiln::builder {
 namespace fs = std::filesystem;
 
+std::string ToolkitInfo::identity() const {
+  if (kind == Kind::Nvrtc) return "nvrtc " + full_version + " (ptxas " + ptxas_version + ")";
+  return "nvcc " + full_version;
+}
+
+std::string ToolkitInfo::compiler_name() const { return kind == Kind::Nvrtc ? "NVRTC" : "nvcc"; }
+
 ToolkitSearch ToolkitSearch::from_env() {
   ToolkitSearch s;
   const runtime::Environment env = runtime::read_environment();  // the one table of variables (environment.hpp)
@@ -134,22 +141,18 @@ std::vector<std::string> supported_codes(const std::vector<std::string>& listed,
   return v;
 }
 
-void check_toolkit_version(const ToolkitInfo& tk, std::string_view expected) {
-  if (tk.version != expected)
-    throw Error(ErrorKind::Unsupported,
-                "nvcc at " + tk.nvcc + " is CUDA " + tk.version + " (" + tk.full_version +
-                    "), but this kiln was built with CUDA " + std::string(expected) +
-                    ": the manifests would name the wrong toolkit. Point CUDA_HOME at a CUDA " +
-                    std::string(expected) + " toolkit, or rebuild kiln with CUDA " + tk.version);
-}
-
 void check_targets(const ToolkitInfo& tk, const std::vector<format::Target>& targets) {
   for (const auto& t : targets) {
     if (std::find(tk.codes.begin(), tk.codes.end(), t.str()) != tk.codes.end()) continue;
     std::string list = util::join(tk.codes, ", ");
     throw Error(ErrorKind::Unsupported,
-                "target " + t.str() + " is not supported by nvcc " + tk.full_version + " at " +
-                    tk.nvcc + " (from --list-gpu-code and --help); it builds: " + list);
+                "target " + t.str() + " is not supported by " +
+                    (tk.kind == ToolkitInfo::Kind::Nvrtc
+                         ? tk.identity() + " at " + tk.root +
+                               " (from nvrtcGetSupportedArchs and ptxas --help)"
+                         : "nvcc " + tk.full_version + " at " + tk.nvcc +
+                               " (from --list-gpu-code and --help)") +
+                    "; it builds: " + list);
   }
 }
 

@@ -15,14 +15,29 @@
 namespace kiln::builder {
 
 struct ToolkitInfo {
+  // How it compiles: nvcc (a CUDA install), or NVRTC loaded from a toolkit directory with that
+  // directory's ptxas, kiln writing the fatbins (nvrtc_toolkit.hpp).
+  enum class Kind { Nvcc, Nvrtc };
+  Kind kind = Kind::Nvcc;
   std::string root;          // toolkit prefix, e.g. /usr/local/cuda
-  std::string nvcc;          // absolute path of the nvcc that will compile
+  std::string nvcc;          // absolute path of the nvcc that will compile ("" for NVRTC)
   std::string version;       // major.minor, e.g. "13.0"
   std::string full_version;  // e.g. "13.0.88"
   std::string found_via;     // "CUDA_HOME", "/usr/local/cuda" or "PATH": for messages
   // Every target nvcc accepts for `-gencode code=...` (sm_*, compute_*, with a/f variants),
   // sorted; lto_* is left out.
   std::vector<std::string> codes;
+  // NVRTC only: the library (dlopen'ed), the ptxas beside it, the include directories every
+  // compile is given (the toolkit's headers).
+  std::string nvrtc_library;
+  std::string ptxas;
+  std::vector<std::string> include_dirs;
+  std::string ptxas_version;  // NVRTC: ptxas's full version, e.g. "12.9.86"
+  // The compiler's name and full version, as the result cache's key and messages name it:
+  // "nvcc 13.0.88", "nvrtc 12.9.86 (ptxas 12.9.86)".
+  std::string identity() const;
+  // "nvcc" or "NVRTC": what failed, in a compile error.
+  std::string compiler_name() const;
 };
 
 class Toolkit {
@@ -66,9 +81,6 @@ std::vector<std::string> parse_allowed_values(std::string_view help, std::string
 std::vector<std::string> supported_codes(const std::vector<std::string>& listed,
                                          const std::vector<std::string>& allowed_gpu_code);
 
-// Throws Error{Unsupported} when nvcc's major.minor differs from the CUDA libkiln was built
-// with (`expected`), naming both and the nvcc path.
-void check_toolkit_version(const ToolkitInfo& tk, std::string_view expected);
 // Throws Error{Unsupported} for the first target the toolkit cannot build, naming it and
 // every target the toolkit supports.
 void check_targets(const ToolkitInfo& tk, const std::vector<format::Target>& targets);

@@ -2,6 +2,7 @@
 // index (builder/build_options.hpp chooses what to build, builder/build.hpp: run_build builds it).
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "builder/build.hpp"
@@ -9,6 +10,7 @@
 #include "builder/entry_step.hpp"
 #include "builder/shard.hpp"
 #include "builder/toolkit.hpp"
+#include "builder/toolkit_choice.hpp"
 #include "commands/commands.hpp"
 #include "kiln/error.hpp"
 #include "plan/target_choice.hpp"
@@ -21,11 +23,16 @@ namespace {
 using builder::BuildTargets;
 
 // build_result_json's summary with the targets and where they came from.
-std::string build_json(const builder::BuildResult& r, const BuildTargets& chosen) {
+std::string build_json(const builder::BuildResult& r, const BuildTargets& chosen,
+                       const builder::ToolkitInfo& tk, const builder::BuildToolkits& toolkits,
+                       const std::vector<std::string>& left_out) {
   auto j = nlohmann::ordered_json::parse(builder::build_result_json(r));
   j["targets"] = nlohmann::ordered_json::array();
   for (const auto& t : chosen.targets) j["targets"].push_back(t.str());
   j["targets_from"] = chosen.origin;
+  j["toolkit"] = {{"cuda_version", tk.version}, {"compiler", tk.identity()}, {"root", tk.root}};
+  j["toolkits_from"] = toolkits.origin;
+  j["left_out"] = left_out;
   return j.dump(2) + "\n";
 }
 
@@ -69,6 +76,7 @@ void print_build(const builder::BuildResult& r, const std::optional<builder::Sha
 struct BuildArgs {
   builder::BuildFlags flags;
   std::string targets;
+  std::string toolkits;
   int jobs = 0;
   std::string source;
   bool json = false;
@@ -90,11 +98,24 @@ void build(const BuildArgs& o) {
       builder::build_options(flags, source_dir, chosen.targets, env, build_time.seconds);
   opts.build_time_origin = build_time.origin;
   opts.progress = util::progress_style_for(stderr);
-  builder::NvccToolkit toolkit(builder::ToolkitSearch::from_env());
-  builder::BuildResult r = builder::run_build(opts, toolkit, stderr);
+  // The toolkit --toolkits (or the project) names, with the targets it does not build left out;
+  // else the nvcc kiln finds, as before toolkits were named (builder/toolkit_choice.hpp).
+  const builder::BuildToolkits toolkits = builder::project_build_toolkits(o.toolkits, source_dir);
+  builder::ChosenToolkit chosen_tk =
+      builder::choose_toolkit(toolkits, opts.targets, builder::ToolkitSearch::from_env());
+  builder::Toolkit* toolkit = chosen_tk.toolkit.get();
+  if (!toolkits.names.empty()) {
+    const builder::ToolkitInfo& tk = toolkit->info();
+    std::fprintf(stderr, "toolkit: CUDA %s, %s at %s (from %s)\n", tk.version.c_str(),
+                 tk.identity().c_str(), tk.root.c_str(), toolkits.origin.c_str());
+    for (const auto& line : chosen_tk.left_out) std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  opts.targets = chosen_tk.targets;
+  const std::vector<std::string>& left_out = chosen_tk.left_out;
+  builder::BuildResult r = builder::run_build(opts, *toolkit, stderr);
   std::fflush(stderr);
   if (o.json)
-    std::cout << build_json(r, chosen);
+    std::cout << build_json(r, chosen, toolkit->info(), toolkits, left_out);
   else
     print_build(r, opts.shard);
 }
@@ -104,8 +125,9 @@ void build(const BuildArgs& o) {
 void add_build_command(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand(
       "build",
-      "compile every registered kernel for the given targets with nvcc (through ninja) and "
-      "publish one archive per target plus the release index.\n"
+      "compile every registered kernel for the given targets with nvcc (through ninja), or "
+      "with NVRTC (--toolkits nvrtc:DIR), and publish one archive per target plus the release "
+      "index.\n"
       "Incremental: a second run compiles only what changed. Reproducible: the build time is "
       "SOURCE_DATE_EPOCH, else the source tree's last git commit time, else 1980-01-01, so the "
       "same tree gives byte-identical archives in any --out.\n"
@@ -122,6 +144,12 @@ void add_build_command(CLI::App& app, int& rc) {
                   "comma-separated SM targets as nvcc spells them, e.g. sm_80,sm_90a,compute_90 "
                   "(default: the \"targets\" of registry/package.json, else ci/targets.txt "
                   "of the project, else the release list compiled into kiln)");
+  cmd->add_option("--toolkits", o->toolkits,
+                  "the toolkits to build with, comma-separated: a CUDA release (13.0: nvcc under "
+                  "/usr/local/cuda-13.0, $CUDA_HOME, /usr/local/cuda or PATH), nvrtc:DIR (an NVRTC "
+                  "toolkit directory, scripts/nvrtc_toolkit.sh) or a CUDA install's path; a target "
+                  "a toolkit does not build is left out with a line (default: registry/package.json "
+                  "\"toolkits\", else the project's ci/toolkits.txt, else the nvcc kiln finds)");
   cmd->add_option("--only", o->flags.only,
                   "build only families or URIs matching this glob (fnmatch; repeatable)");
   auto* jobs_opt = cmd->add_option(

@@ -244,5 +244,25 @@ TEST(Demangle, BaseNameDropsReturnTypeAndArguments) {
   EXPECT_EQ(format::demangle("_ZN4kiln3hopEv"), "kiln::hop()");
 }
 
+// The cubin's SM from its ELF header, in both layouts of e_flags (bytes as ptxas 12.9 and 13.0
+// write them for sm_90a): a CUDA 12 cubin read as a CUDA 13 one says sm_13, and its compile
+// result would be refused.
+TEST(Elf, SmArchOfCuda12AndCuda13Cubins) {
+  auto header = [](unsigned char osabi, unsigned char abi_version, std::uint32_t e_flags) {
+    std::string e(64, '\0');
+    e.replace(0, 4, "\x7f" "ELF");
+    e[4] = 2;
+    e[5] = 1;
+    e[6] = 1;
+    e[7] = static_cast<char>(osabi);
+    e[8] = static_cast<char>(abi_version);
+    for (int i = 0; i < 4; ++i) e[0x30 + i] = static_cast<char>((e_flags >> (8 * i)) & 0xff);
+    return e;
+  };
+  EXPECT_EQ(format::elf_sm_arch(header(0x33, 7, 0x005a0d5a)), 90);  // CUDA 12.9, sm_90a
+  EXPECT_EQ(format::elf_sm_arch(header(0x41, 8, 0x06005a04)), 90);  // CUDA 13.0, sm_90a
+  EXPECT_EQ(format::elf_sm_arch(header(0x33, 7, 0x00500550)), 80);  // CUDA 12.x, sm_80
+}
+
 }  // namespace
 }  // namespace kiln

@@ -177,7 +177,7 @@ TEST(PackageFile, BadTargetsAreFormatErrorsNamingTheFileAndTheField) {
   std::string msg = kiln::test::error_of(ErrorKind::Format, [&] {
     kiln::project::parse_package_file(R"({"format": 1, "name": "acme", "target": ["sm_80"]})", origin);
   });
-  EXPECT_NE(msg.find("field 'target': unknown field (allowed: format, name, targets, comment)"),
+  EXPECT_NE(msg.find("field 'target': unknown field (allowed: format, name, targets, toolkits, comment)"),
             std::string::npos)
       << msg;
 }

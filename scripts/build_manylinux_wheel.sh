@@ -80,7 +80,7 @@ raw="$(mktemp -d)"
 trap 'rm -rf "$raw"' EXIT
 env "${env_args[@]}" PATH="$venv/bin:$PATH" CMAKE_ARGS="${CMAKE_ARGS:-} ${cmake_args[*]}" \
   "$venv/bin/python" -m pip wheel --no-build-isolation --no-deps --quiet \
-  --wheel-dir "$raw" -C "build-dir=$build_dir" "$repo/python" >&2
+  --wheel-dir "$raw" --config-settings "build-dir=$build_dir" "$repo/python" >&2
 shopt -s nullglob
 built=("$raw"/kiln-*.whl)
 [ ${#built[@]} -eq 1 ] || { echo "$0: expected one kiln wheel in $raw, found ${#built[@]}" >&2; exit 1; }
@@ -100,10 +100,12 @@ fi
 
 version="$(basename "${built[0]}" | cut -d- -f2)"
 rm -f "$out/kiln-$version-$want_tag-"*"_$arch.whl"
-PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair --plat "$plat" --only-plat \
+# --plat auto: the most compatible manylinux policy the wheel meets, for the wheel's own
+# architecture (auditwheel offers named policies only for the build machine's); it must be $plat.
+PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair --plat auto --only-plat \
   --wheel-dir "$out" "${built[0]}" >&2
 repaired=("$out/kiln-$version-$want_tag-$plat.whl")
-[ -f "${repaired[0]}" ] || { echo "$0: auditwheel repair made no ${repaired[0]}" >&2; exit 1; }
+[ -f "${repaired[0]}" ] || { echo "$0: auditwheel repair made no ${repaired[0]}:" $out/kiln-"$version-$want_tag"-* >&2; exit 1; }
 # `auditwheel show` must find the wheel consistent with manylinux at this floor or an older one.
 show="$("$venv/bin/auditwheel" show "${repaired[0]}" | tr -s ' \n' ' ')"
 shown="$(grep -o 'consistent with the following platform tag: "manylinux_2_[0-9]*_'"$arch"'"' <<<"$show" |
@@ -114,8 +116,9 @@ if [ -z "$shown" ] || [ "$shown" -gt "${glibc#2.}" ]; then
   exit 1
 fi
 # What a user would notice missing: the typed package.
+members="$("$venv/bin/python" -m zipfile -l "${repaired[0]}")"
 for member in kiln/py.typed kiln/_kiln/__init__.pyi; do
-  "$venv/bin/python" -m zipfile -l "${repaired[0]}" | grep -q "^$member " ||
+  grep -q "^$member " <<<"$members" ||
     { echo "$0: ${repaired[0]} has no $member" >&2; exit 1; }
 done
 echo "${repaired[0]}"

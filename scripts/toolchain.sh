@@ -196,6 +196,11 @@ done
 recipe="$(printf '%s\n' "zig $zig_version" "$openssl_sha256 ${ossl_options[*]}" "$zstd_sha256" \
   "$lib_cflags" "${deb_files[@]}" | sha256sum | cut -c1-64)"
 
+# FILE.part replaces FILE only when they differ: an unchanged compiler or toolchain file keeps its
+# time, so neither ccache (which knows a compiler by its time) nor CMake sees a new one.
+replace_if_changed() {
+  if cmp -s "$1.part" "$1"; then rm -f "$1.part"; else mv "$1.part" "$1"; fi
+}
 # Compiler wrappers (CMake, OpenSSL's Configure and make each take one program per tool) and the
 # toolchain file: written on every run, they cost nothing.
 write_wrappers() {
@@ -205,12 +210,13 @@ for tool in cc c++ ar ranlib; do
     cc|c++) cmd="$tool -target $triple.$glibc" ;;
     *) cmd="$tool" ;;
   esac
-  cat >"$prefix/bin/$tool" <<EOF
+  cat >"$prefix/bin/$tool.part" <<EOF
 #!/bin/sh
 # zig $zig_version for $triple, glibc $glibc (scripts/toolchain.sh)
 ZIG_GLOBAL_CACHE_DIR="$root/zig-cache" ZIG_LOCAL_CACHE_DIR="$root/zig-cache" exec "$zig" $cmd "\$@"
 EOF
-  chmod +x "$prefix/bin/$tool"
+  chmod +x "$prefix/bin/$tool.part"
+  replace_if_changed "$prefix/bin/$tool"
 done
 }
 cc="$prefix/bin/cc"
@@ -242,7 +248,7 @@ set(CURL_LIBRARY "$sysroot_lib/libcurl.so" CACHE FILEPATH "")
 set(ENV{PKG_CONFIG_LIBDIR} "$prefix/lib/pkgconfig")
 set(ENV{PKG_CONFIG_PATH} "")
 EOF
-mv "$toolchain.part" "$toolchain"
+replace_if_changed "$toolchain"
 }
 
 if [ -f "$prefix/.recipe" ] && [ "$(cat "$prefix/.recipe")" = "$recipe" ]; then

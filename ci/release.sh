@@ -6,7 +6,10 @@
 #   release/stage/    the kiln install tree packed into the tarball (bin, lib, include, lib/cmake)
 #   release/dist/     index, one archive per target, the tarball, one wheel per target, the
 #                     package's own wheel (kiln_kernels-<version>-py3-none-any.whl) and the kiln
-#                     runtime wheel (kiln-<version>-cp312-abi3-manylinux_*.whl; docs/wheels.md)
+#                     runtime wheels, manylinux_2_28 for x86_64 and aarch64: kiln-<version>-
+#                     {cp310-cp310,cp311-cp311,cp312-abi3}-manylinux_2_28_{x86_64,aarch64}.whl
+#                     (scripts/build_manylinux_wheel.sh, the zig toolchain of scripts/toolchain.sh;
+#                     docs/wheels.md "manylinux_2_28 and aarch64")
 #   release/mirror/   what to upload to a static file server, with kiln-kernels-<version>-SHA256SUMS
 #   release/tuf/      the mirror as a signed TUF repository (metadata/, targets/; docs/tuf.md),
 #                     signed with THROWAWAY test keys from release/tuf-THROWAWAY-TEST-KEYS/:
@@ -16,8 +19,12 @@
 #   shard reads and fills the same one, so a re-run of an unchanged release compiles nothing),
 #   --kiln-build DIR  install kiln from DIR, a build of this checkout made already (the tests'
 #                     operator check passes its own), instead of configuring build-release.
-#   --no-runtime-wheel  leave the kiln runtime wheel out (scripts/build_runtime_wheel.sh builds
-#                     libkiln again under scikit-build-core, minutes; the operator check skips it)
+#   --no-runtime-wheel  leave the kiln runtime wheels out (each architecture compiles libkiln's
+#                     core again under scikit-build-core, minutes; the operator check skips them)
+#   --wheel-pythons LIST  the runtime wheels' Pythons (default 3.10,3.11,abi3): a release stops
+#                     when an interpreter is missing (scripts/find_python.sh says where it looked
+#                     and how to get one), unless the list leaves that version out on purpose
+#   --wheel-arches LIST   their architectures (default x86_64,aarch64)
 # Sharded (docs/release.md; every variant gives the same bytes as the plain run):
 #   --shards N         build the kernels as N shards, N `kiln build --shard I/N` processes at
 #                      once (--jobs each, default 1), then `kiln merge` them; the rest as usual
@@ -34,6 +41,8 @@ one_shard=""
 merge_from=""
 kiln_build=""
 runtime_wheel=1
+wheel_pythons=3.10,3.11,abi3
+wheel_arches=x86_64,aarch64
 while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets="$2"; shift 2 ;;
@@ -45,7 +54,9 @@ while [ $# -gt 0 ]; do
     --merge-shards) merge_from="$(cd "$2" && pwd)"; shift 2 ;;
     --kiln-build) kiln_build="$(cd "$2" && pwd)"; shift 2 ;;
     --no-runtime-wheel) runtime_wheel=0; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    --wheel-pythons) wheel_pythons="$2"; shift 2 ;;
+    --wheel-arches) wheel_arches="$2"; shift 2 ;;
+    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -113,18 +124,44 @@ step "wheels: the package's own and one per target"
 "$kiln" wheel --dist "$out/dist" --out "$out/dist"
 # The runtime wheel is the Python face of this kiln (python/, docs/python.md); its version is
 # VERSION, so the mirror stages it with this release and compat checks it against libkiln.
-if [ "$runtime_wheel" = 1 ] && [ -x scripts/build_runtime_wheel.sh ]; then
-  step "runtime wheel (kiln $version for Python)"
-  runtime_whl="$(scripts/build_runtime_wheel.sh "$out/dist" | tail -n 1)"
-  [ -f "$runtime_whl" ] || { echo "scripts/build_runtime_wheel.sh printed no wheel" >&2; exit 1; }
-elif [ "$runtime_wheel" = 1 ]; then
-  echo "ci/release.sh: scripts/build_runtime_wheel.sh is not in this checkout: the release has" \
-    "no kiln runtime wheel" >&2
+# One wheel per (architecture, Python): the x86_64 ones first (an aarch64 build takes its stubs
+# from the x86_64 build of the same Python). Each line of release/runtime-wheels.txt: the wheel,
+# its size in bytes and the seconds its build took.
+if [ "$runtime_wheel" = 1 ]; then
+  : >"$out/runtime-wheels.txt"
+  for arch in ${wheel_arches//,/ }; do
+    for py in ${wheel_pythons//,/ }; do
+      step "runtime wheel: kiln $version for Python $py on $arch (manylinux_2_28)"
+      t0=$(date +%s)
+      runtime_whl="$(scripts/build_manylinux_wheel.sh "$out/dist" "$arch" "$py" | tail -n 1)" || {
+        echo "ci/release.sh: the $arch wheel for Python $py failed (above); --wheel-pythons or" \
+          "--wheel-arches leave one out on purpose" >&2
+        exit 1
+      }
+      [ -f "$runtime_whl" ] || { echo "scripts/build_manylinux_wheel.sh printed no wheel" >&2; exit 1; }
+      printf '%s %s %s\n' "$(basename "$runtime_whl")" "$(stat -c %s "$runtime_whl")" \
+        "$(($(date +%s) - t0))" >>"$out/runtime-wheels.txt"
+    done
+  done
 fi
 step "staged mirror"
 "$kiln" mirror stage "$out/dist" --to "$out/mirror"
 step "mirror verify"
 "$kiln" mirror verify "$out/mirror"
+# What a user of this machine notices: each Python here installs its wheel from the mirror with
+# pip (which picks it among all of them) and `python -m kiln doctor` answers.
+if [ "$runtime_wheel" = 1 ] && [[ ",$wheel_arches," == *",$(uname -m),"* ]]; then
+  step "runtime wheels from the mirror: pip install and kiln doctor with this machine's Pythons"
+  pythons=()
+  [ -x /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
+  for py in ${wheel_pythons//,/ }; do
+    case "$py" in
+      abi3) pythons+=("$(scripts/find_python312.sh)") ;;
+      *) pythons+=("$(scripts/find_python.sh "$py")") ;;
+    esac
+  done
+  scripts/check_runtime_wheels.sh "$out/mirror" "${pythons[@]}"
+fi
 step "compat: the release against the libkiln it ships"
 "$kiln" compat --device none "$out/mirror/kiln-kernels-$version-index.json" \
   "$out"/mirror/kiln-"$version"-cuda*.tar.zst "$out"/mirror/*.whl
@@ -135,6 +172,10 @@ ci/tuf_repo.sh "$kiln" "$out/mirror" "$out/tuf" "$out/tuf-THROWAWAY-TEST-KEYS"
 printf '\nrelease %s: %s\nindex sha256: %s (--index-sha256, KILN_INDEX_SHA256)\nkiln-kernels-%s-SHA256SUMS sha256: %s (--sums-sha256 for kiln mirror sync/verify)\n' \
   "$version" "$out/mirror" "$(sha256sum "$out/mirror/kiln-kernels-$version-index.json" | cut -c1-64)" \
   "$version" "$(sha256sum "$out/mirror/kiln-kernels-$version-SHA256SUMS" | cut -c1-64)"
+if [ "$runtime_wheel" = 1 ]; then
+  printf 'runtime wheels (name, bytes, build seconds; %s):\n' "$out/runtime-wheels.txt"
+  sed 's/^/  /' "$out/runtime-wheels.txt"
+fi
 printf 'TUF repository: %s (THROWAWAY test keys)\nTUF root %s sha256: %s (kiln fetch --tuf-root, KILN_TUF_ROOT)\n' \
   "$out/tuf" "$out/tuf/metadata/1.root.json" \
   "$(sha256sum "$out/tuf/metadata/1.root.json" | cut -c1-64)"

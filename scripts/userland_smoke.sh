@@ -99,7 +99,7 @@ for name in "${userlands[@]}"; do
     have="$(printf '%s\n' "$have" | sed -n '1s/.* \([0-9]*\.[0-9]*\)$/\1/p')"
     tmp="$(mktemp -d)"
     tar --zstd -xf "$tb" -C "$tmp"
-    need="$(find "$tmp" -type f \( -name '*.so*' -o -path '*/bin/*' \) -exec objdump -T {} + 2>/dev/null |
+    need="$(find "$tmp" -type f \( -name '*.so*' -o -path '*/bin/*' \) -exec readelf -W --dyn-syms {} + 2>/dev/null |
       grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -n 1)"
     rm -rf "$tmp"
     if [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | tail -n 1)" != "$have" ]; then

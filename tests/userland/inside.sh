@@ -8,7 +8,7 @@
 #                (none: the userland has no compiler; no stand-in driver either)
 #   SMOKE_CLI    1: also run the tarball's kiln doctor, verify, install and compat
 set -uo pipefail
-cd /kiln-smoke
+cd /kiln-smoke || { echo "userland smoke: no /kiln-smoke here" >&2; exit 1; }
 name="${SMOKE_NAME:-userland}"
 mirror=/kiln-smoke/mirror
 export KILN_CACHE_DIR=/tmp/kiln-cache
@@ -84,7 +84,8 @@ pkg-config)
   step "a C client built with pkg-config against the tarball"
   flags="$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags --libs kiln)" ||
     fail "pkg-config found no kiln in $prefix/lib/pkgconfig"
-  run cc -O1 -o /tmp/userland_client client.c $flags
+  read -ra flags <<<"$flags"
+  run cc -O1 -o /tmp/userland_client client.c "${flags[@]}"
   client=/tmp/userland_client
   ;;
 none) ;;

@@ -3,7 +3,8 @@
 # what only scripts/full_check.sh runs, and how long each part takes): installs dependencies,
 # builds (warnings are errors), runs every CTest test (a seeded sample of the crash points), then
 # the unit tests under address+undefined sanitizers, the fuzz targets (every kept input
-# replayed, then a short exploration), and ends with the TUF conformance suite. GPU tests skip with a message when no
+# replayed, then a short exploration), the TUF conformance suite, and ends with the release's
+# smoke in an arm64 userland under qemu-user when a release directory is there. GPU tests skip with a message when no
 # GPU is present. Each stage prints its time; the last line sums them.
 #   KILN_CRASH_SAMPLE  crash points per command (default 8 kills and one per I/O fault kind; 0: every point, each way)
 #   KILN_FUZZ_SECONDS  exploration per fuzz target after the replay (default 12)
@@ -73,6 +74,20 @@ KILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-12}" scripts/fuzz.sh
 # TUF conformance suite against `kiln tuf-client` (docs/tuf.md); exit 77 = suite not vendored here.
 stage tuf
 scripts/tuf_conformance.sh build/kiln || { rc=$?; [ "$rc" -eq 77 ] && [ "${KILN_REQUIRE_TUF_CONFORMANCE:-0}" != 1 ]; }
+
+# The release where it would run (docs/userlands.md): an arm64 Debian userland under qemu-user,
+# made fresh (debootstrap, nothing cached across runs), installs the release's aarch64 runtime
+# wheel and data wheels and resolves for sm_90. Skipped, saying why, without a release directory
+# (KILN_USERLAND_RELEASE, default release/) holding aarch64 artifacts, or without root.
+stage userland
+userland_release="${KILN_USERLAND_RELEASE:-release}"
+if [ ! -d "$userland_release" ]; then
+  echo "ci/test.sh: userland smoke skipped: no release directory at $userland_release (ci/release.sh makes one; KILN_USERLAND_RELEASE names another)" >&2
+elif [ "$(id -u)" != 0 ]; then
+  echo "ci/test.sh: userland smoke skipped: debootstrap and chroot need root" >&2
+else
+  KILN_USERLAND_CACHE=off scripts/userland_smoke.sh --quick "$userland_release"
+fi
 
 stage
 printf 'ci/test.sh: %s\n' "${times[@]}"

@@ -9,6 +9,9 @@
 #      (scripts/gpu_release_check.sh prepare, then run), when this machine has a GPU. Without one
 #      it says so and prints the commands that run the proof on a GPU machine; the step counts
 #      as not done (exit 3) unless KILN_FULL_CHECK_NO_GPU=ok says that is known.
+#   3. the release in the foreign userlands, every one required (scripts/userland_smoke.sh
+#      --require-all: arm64 bookworm under qemu-user, x86_64 bullseye; docs/userlands.md), on
+#      release/ (step 2's; made by ci/release.sh when there is none); needs root.
 # Exit: 0 when everything ran and passed, the failing step's status otherwise, 3 when the GPU
 # proof could not run here.
 set -euo pipefail
@@ -44,4 +47,7 @@ EOF
     exit 3
   fi
 fi
+echo "full_check: the release in the foreign userlands (arm64 bookworm under qemu-user, x86_64 bullseye)"
+[ -d release/mirror ] || ci/release.sh
+scripts/userland_smoke.sh --require-all release
 echo "full_check: passed in $(($(date +%s) - t0)) s"

@@ -12,7 +12,7 @@
 #   amd64-bullseye (x86_64, glibc 2.31, Python 3.9):
 #     the same C client built with find_package(kiln) against the x86_64 tarball; the tarball's
 #     kiln doctor, verify, install and compat; and pip's refusal of the runtime wheel for
-#     Python 3.9, which kiln does not support (docs/wheels.md)
+#     Python 3.9, which kiln does not support (docs/userlands.md)
 #
 #   scripts/userland_smoke.sh [--quick] [--require-all] [--only NAME] RELEASE
 # RELEASE is ci/release.sh's output directory (release/) or its mirror directory.

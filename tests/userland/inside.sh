@@ -60,9 +60,9 @@ if $py -c 'import sys; sys.exit(sys.version_info < (3, 10))'; then
   step "kiln.load(\"kiln-kernels\").resolve(uri, cc=90) for every URI"
   run "$py" python_check.py
 else
-  # Python 3.9 is not supported (docs/wheels.md): there is no runtime wheel for it, and pip says so.
+  # Python 3.9 is not supported (docs/userlands.md): there is no runtime wheel for it, and pip says so.
   expect 1 "No matching distribution found for kiln" "${pip_install[@]}" kiln
-  echo "Python $pyver: the runtime wheel is not offered to it, as docs/wheels.md says"
+  echo "Python $pyver: the runtime wheel is not offered to it, as docs/userlands.md says"
 fi
 
 if [ "$SMOKE_CLIENT" != none ] || [ "${SMOKE_CLI:-0}" = 1 ]; then

@@ -69,14 +69,18 @@ for name in "${userlands[@]}"; do
   esac
   [ "$quick" = 1 ] && { set_=small; client=none; cli=0; }
 
-  # What this architecture needs from the release: its runtime wheel(s) and its tarball.
+  # What this architecture needs from the release: its runtime wheel(s), and its tarball where
+  # the C client or the CLI run.
   missing=()
-  compgen -G "$mirror/kiln-*-linux-$machine.tar.zst" >/dev/null ||
-    missing+=("the $machine kiln tarball (kiln-<version>-cuda<x.y>-linux-$machine.tar.zst)")
   compgen -G "$mirror/kiln-*_$machine.whl" >/dev/null ||
-    missing+=("a $machine runtime wheel (kiln-<version>-<python tag>-*_$machine.whl)")
+    missing+=("$machine runtime wheel (kiln-<version>-<python tag>-*_$machine.whl)")
+  if [ "$client" != none ] || [ "$cli" = 1 ]; then
+    compgen -G "$mirror/kiln-*-linux-$machine.tar.zst" >/dev/null ||
+      missing+=("$machine kiln tarball (kiln-<version>-cuda<x.y>-linux-$machine.tar.zst)")
+  fi
   if ((${#missing[@]})); then
-    msg="$name: $mirror has no $(IFS=';'; echo "${missing[*]}" | sed 's/;/ and no /g')"
+    msg="$name: $mirror has no ${missing[0]}"
+    ((${#missing[@]} == 1)) || msg="$msg and no ${missing[1]}"
     if [ "$require_all" = 1 ]; then
       echo "$me: FAILED $msg" >&2
       results+=("$name: FAILED (artifacts missing)")

@@ -67,7 +67,8 @@ fi
 
 if [ "$SMOKE_CLIENT" != none ] || [ "${SMOKE_CLI:-0}" = 1 ]; then
   step "the kiln tarball for $(uname -m)"
-  tarball="$(ls "$mirror"/kiln-*-linux-"$(uname -m)".tar.zst)"
+  tarball="$(ls "$mirror"/kiln-*-linux-"$(uname -m)".tar.zst 2>/dev/null | head -n 1)"
+  [ -n "$tarball" ] || fail "the mirror directory has no kiln tarball for $(uname -m) (kiln-*-linux-$(uname -m).tar.zst)"
   run tar --zstd -xf "$tarball" -C /tmp
   prefix="$(ls -d /tmp/kiln-*-linux-"$(uname -m)")"
   echo "unpacked: $prefix"

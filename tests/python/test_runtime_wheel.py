@@ -29,7 +29,9 @@ def test_wheel_is_one_abi3_manylinux_wheel_of_this_version():
     with zipfile.ZipFile(WHEEL) as z:
         meta = z.read(f"kiln-{kiln.__version__}.dist-info/METADATA").decode()
         names = z.namelist()
-    assert "Requires-Python: >=3.12" in meta
+    # The distribution's floor: 3.10 and 3.11 have wheels of their own (docs/wheels.md, "The
+    # runtime wheels"); the abi3 tag is what keeps this one to 3.12 and later.
+    assert "Requires-Python: >=3.10" in meta
     assert "kiln/_kiln.abi3.so" in names
     # Only the runtime: no packager, no package wheel's files.
     assert not [n for n in names if n.startswith("kiln/") and n.endswith((".json", ".cu"))]

@@ -58,6 +58,8 @@ if [ -f "$build_dir/CMakeCache.txt" ] && [ "$(cat "$build_dir/.kiln-python" 2>/d
 fi
 mkdir -p "$build_dir"
 echo "$interpreter" >"$build_dir/.kiln-python"
+# zig's copies of what it compiles stay with this build (scripts/toolchain.sh).
+export ZIG_LOCAL_CACHE_DIR="$build_dir/zig-cache"
 
 cmake_args=("-DCMAKE_TOOLCHAIN_FILE=$toolchain")
 env_args=("_PYTHON_HOST_PLATFORM=linux-$arch")

@@ -201,6 +201,10 @@ recipe="$(printf '%s\n' "zig $zig_version" "$openssl_sha256 ${ossl_options[*]}" 
 replace_if_changed() {
   if cmp -s "$1.part" "$1"; then rm -f "$1.part"; else mv "$1.part" "$1"; fi
 }
+# zig keeps a copy of every object it compiles in its local cache: a build names its own
+# (ZIG_LOCAL_CACHE_DIR; scripts/build_manylinux_wheel.sh puts it in its build directory), so the
+# shared zig-cache/ holds what zig builds once per target (libc++, glibc's stubs) and does not
+# grow with every build.
 # Compiler wrappers (CMake, OpenSSL's Configure and make each take one program per tool) and the
 # toolchain file: written on every run, they cost nothing.
 write_wrappers() {
@@ -213,7 +217,7 @@ for tool in cc c++ ar ranlib; do
   cat >"$prefix/bin/$tool.part" <<EOF
 #!/bin/sh
 # zig $zig_version for $triple, glibc $glibc (scripts/toolchain.sh)
-ZIG_GLOBAL_CACHE_DIR="$root/zig-cache" ZIG_LOCAL_CACHE_DIR="$root/zig-cache" exec "$zig" $cmd "\$@"
+ZIG_GLOBAL_CACHE_DIR="$root/zig-cache" ZIG_LOCAL_CACHE_DIR="\${ZIG_LOCAL_CACHE_DIR:-$root/zig-cache}" exec "$zig" $cmd "\$@"
 EOF
   chmod +x "$prefix/bin/$tool.part"
   replace_if_changed "$prefix/bin/$tool"

@@ -162,8 +162,10 @@ zig_dir="$root/zig-$zig_version"
 zig="$zig_dir/ziglang/zig"
 if [ ! -x "$zig" ]; then
   say "ziglang $zig_version from PyPI"
-  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
-    --dest "$root/downloads" "ziglang==$zig_version" >&2
+  # pip from a venv of its own: Debian's python3 has no pip module without python3-pip.
+  [ -x "$root/pip-venv/bin/python" ] || python3 -m venv "$root/pip-venv"
+  "$root/pip-venv/bin/python" -m pip download --quiet --disable-pip-version-check --no-deps \
+    --only-binary=:all: --dest "$root/downloads" "ziglang==$zig_version" >&2
   shopt -s nullglob
   whl=("$root"/downloads/ziglang-"$zig_version"-*"$host".whl)
   shopt -u nullglob

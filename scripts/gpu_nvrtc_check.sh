@@ -7,11 +7,13 @@
 #       (default sm_90a,compute_80: the H100/H200's SASS and the PTX fallback) with the kiln
 #       executable KILN, and installs the archives into the store .carry/nvrtc/store
 #       (git-ignored; about 0.5 MB, within what the GPU call carries).
-#   scripts/gpu_nvrtc_check.sh run BUILD_DIR            on the GPU machine, from the repository
-#       root, with BUILD_DIR a configured build of this tree (its tests/kiln_gpu_tests is built
-#       if missing): ReleaseFromEnvironment (tests/gpu/release_env_gpu_test.cpp) with the store
+#   scripts/gpu_nvrtc_check.sh run                      on the GPU machine, from the repository
+#       root, with what scripts/gpu_run.sh prepare carried (.carry/ops: kiln_gpu_tests and its
+#       libraries): ReleaseFromEnvironment (tests/gpu/release_env_gpu_test.cpp) with the store
 #       as the only source (offline, JIT disabled), and each specialisation must have been loaded
 #       from it. Logs to $OUT (or /tmp/kiln-gpu-out). Exit 0 only when every check passed.
+# Here: scripts/gpu_run.sh prepare build && scripts/gpu_nvrtc_check.sh prepare build/kiln; then
+# carry .carry to the GPU machine and run scripts/gpu_nvrtc_check.sh run there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 carry=.carry/nvrtc
@@ -29,17 +31,20 @@ case "${1:-}" in
     du -sh "$carry"
     ;;
   run)
-    build="$2"
     out="${OUT:-/tmp/kiln-gpu-out}"
+    ops=.carry/ops
     mkdir -p "$out"
     [ -d "$carry/store" ] || { echo "no $carry/store: run 'prepare' first and carry $carry" >&2; exit 2; }
-    [ -x "$build/tests/kiln_gpu_tests" ] || ninja -C "$build" kiln_gpu_tests
+    [ -x "$ops/bin/kiln_gpu_tests" ] || { echo "no $ops/bin/kiln_gpu_tests: run scripts/gpu_run.sh prepare BUILD_DIR first and carry $ops" >&2; exit 2; }
+    [ -d "$ops/lib" ] || tar -xzf "$ops/lib.tgz" -C "$ops"
+    export LD_LIBRARY_PATH="$PWD/$ops/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    tests="$ops/bin/kiln_gpu_tests"
     store="$(cd "$carry/store" && pwd)"
     work="$(mktemp -d)"
     set +e
     KILN_TEST_RELEASE_ENV=1 KILN_TEST_RELEASE_ORIGINS="$work/origins" KILN_ARTIFACT_PATH="$store" \
       KILN_OFFLINE=1 KILN_DISABLE_JIT=1 KILN_CACHE_DIR="$work/cache" \
-      "$build/tests/kiln_gpu_tests" --gtest_filter='ReleaseFromEnvironment.*' >"$out/nvrtc-store.log" 2>&1
+      "$tests" --gtest_filter='ReleaseFromEnvironment.*' >"$out/nvrtc-store.log" 2>&1
     st=$?
     set -e
     tail -n 5 "$out/nvrtc-store.log"
@@ -50,7 +55,7 @@ case "${1:-}" in
     echo "every one of $(wc -l <"$work/origins") specialisations loaded from the CUDA 12.9 (NVRTC) store and correct"
     ;;
   *)
-    sed -n '2,16p' "$0"
+    sed -n '2,18p' "$0"
     exit 2
     ;;
 esac

@@ -784,7 +784,7 @@ ArchiveOutcome fetch_archive(Context& cx, const format::IndexEntry& e) {
 // (download_from: verified, renamed into the store). Returns the file written.
 std::string fetch_description(Context& cx, const TrustedIndex& ti) {
   const format::IndexFile& d = *ti.index.description;
-  format::IndexEntry pinned{d.file, "", d.size, d.sha256};
+  format::IndexEntry pinned{d.file, "", "", d.size, d.sha256};
   io::FileLock lock = lock_store_file(cx, d.file);
   for (const auto& mirror : cx.mirrors) {
     if (transport::is_mirror_bad(mirror)) continue;

@@ -118,7 +118,10 @@ Considered consider_archive(const store::StoreArchive& ar, const std::string& st
     return out;
   }
   if (auto why = toolkit_refusal(m.cuda_version, *target, driver)) {
-    out.rejection = Rejection{{"store", m.target, path, *why}, ErrorKind::Unsupported};
+    out.rejection = Rejection{{"store", m.target, path, *why},
+                              ErrorKind::Unsupported,
+                              {{"driver", format::driver_cuda_version(driver).str()},
+                               {"toolkit", m.cuda_version}}};
     return out;
   }
   auto stale_list = stale_fields(m, *art, id);
@@ -217,6 +220,15 @@ Error resolution_failure(const std::string& uri, int cc, const std::vector<std::
     decisive = r.kind;
   }
   ErrorKind kind = (decisive && !mixed) ? *decisive : ErrorKind::NotFound;
+  // Nothing stale or corrupt decided it, and the driver refused a toolkit's code that the device
+  // would run: unsupported (a driver too old for the release), with the driver's fields.
+  if (kind == ErrorKind::NotFound)
+    for (const auto& r : rejected)
+      if (r.kind == ErrorKind::Unsupported && !r.fields.empty() && r.fields.front().name == "driver") {
+        decisive = kind = ErrorKind::Unsupported;
+        mixed = false;
+        break;
+      }
   std::string target = device_target(cc);
   std::string msg = "no usable kernel for " + uri + " on " + target + " (compute capability " +
                     cc_string(cc) + ").\nsearched, in order:";

@@ -112,7 +112,8 @@ std::string fetch_advice(int cc, const std::string& package, const std::string& 
                          const project::Family* family = nullptr);
 
 // Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
-// every candidate that would have run failed for that reason, else NotFound), message naming
+// every candidate that would have run failed for that reason; else Unsupported when the driver
+// refused a toolkit's code, with fields driver and toolkit; else NotFound), message naming
 // the URI, device target, every directory searched, every rejection and fetch_advice(). Fields:
 // uri and target, then those of the first rejection of the deciding kind (a TUF mirror's
 // attack=..., an archive's file=...) under names not already taken.

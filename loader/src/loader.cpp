@@ -448,7 +448,7 @@ bool Loader::Impl::try_stores_fast(Search& s, const project::Specialisation& spe
     std::vector<plan::StoreScan> one;
     {
       runtime::cold::PhaseTimer t(runtime::cold::Phase::StoreScan);
-      one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
+      one.push_back(fs->scan_for(dir, source, s.uri, s.cc, s.driver));
     }
     // Without words: the fast plan's reasons and rejections are never shown (a failure is
     // explained by the full scan below).

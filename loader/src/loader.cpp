@@ -863,6 +863,7 @@ std::vector<std::string> Loader::Impl::known_release_targets() const {
 fetch::FetchOptions Loader::Impl::mirror_options() const {
   // Looked up when a mirror is first used, not when a Loader is made: a store hit never needs it.
   fetch::FetchOptions opts = plan::mirror_fetch_options(cfg, installed_tuf_root_once());
+  opts.driver = driver_number();
   opts.package = pkg->name();
   opts.version = pkg->version();
   opts.log = [](const std::string& m) { log(runtime::LogLevel::Info, m); };

@@ -122,7 +122,9 @@ format::Index release_index(const ReleaseSpec& rel, std::vector<format::IndexEnt
   std::sort(entries.begin(), entries.end(),
             [](const format::IndexEntry& a, const format::IndexEntry& b) { return a.target < b.target; });
   std::vector<std::string> targets;
-  for (const auto& e : entries) targets.push_back(e.target);
+  for (const auto& e : entries)  // each once: a release of two toolkits lists a target twice
+    if (std::find(targets.begin(), targets.end(), e.target) == targets.end())
+      targets.push_back(e.target);
   idx.provenance = sample_provenance(std::move(targets));
   idx.archives = std::move(entries);
   return idx;

@@ -19,6 +19,7 @@ std::string Resolution::to_json() const {
   Json root;
   root["uri"] = uri;
   root["device"] = device;
+  root["driver"] = driver.empty() ? Json(nullptr) : Json(driver);
   root["chosen"] = chosen ? cand(*chosen, true) : Json(nullptr);
   root["rejected"] = Json::array();
   for (const auto& r : rejected) root["rejected"].push_back(cand(r, true));

@@ -47,6 +47,7 @@
 #include "format/archive.hpp"
 #include "format/manifest.hpp"
 #include "format/target.hpp"
+#include "format/toolkit.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
 #include "io/sha256.hpp"
@@ -777,6 +778,37 @@ ArchiveOutcome fetch_archive(Context& cx, const format::IndexEntry& e) {
 
 }  // namespace
 
+// The archive of `target` to fetch: of the index's archives for it, the newest toolkit's whose
+// code a driver of `driver` runs (0: not known, the newest). end() when the index has none for
+// the target; Error{Unsupported} naming both versions when the driver runs none of them.
+static std::vector<format::IndexEntry>::const_iterator archive_for(const format::Index& idx,
+                                                            const std::string& target, int driver,
+                                                            const std::string& package,
+                                                            const std::string& version) {
+  auto best = idx.archives.end();
+  std::vector<std::string> refused;
+  for (auto it = idx.archives.begin(); it != idx.archives.end(); ++it) {
+    if (it->target != target) continue;
+    auto t = format::parse_target(it->target);
+    if (driver > 0 && t)
+      if (auto why = format::driver_refuses(std::string_view(it->cuda_version),
+                                            t->kind == format::Target::Kind::Ptx, driver)) {
+        refused.push_back(it->file + ": " + *why);
+        continue;
+      }
+    const auto v = format::parse_cuda_version(it->cuda_version);
+    const auto b = best == idx.archives.end() ? std::nullopt
+                                              : format::parse_cuda_version(best->cuda_version);
+    if (best == idx.archives.end() || (v && b && *b < *v)) best = it;
+  }
+  if (best == idx.archives.end() && !refused.empty())
+    throw Error(ErrorKind::Unsupported,
+                "release " + package + " " + version + " has no archive for " + target +
+                    " that this driver runs: " + util::join(refused, "; "),
+                {{"driver", format::driver_cuda_version(driver).str()}, {"target", target}});
+  return best;
+}
+
 // The checks and state every fetch starts from, in one place for fetch_index_targets and
 // fetch_targets: the deadline options (each > 0) and the whole-command deadline, the mirror list
 // (`what` names what was to be fetched, for the error), and the pinned index digest.
@@ -784,7 +816,7 @@ ArchiveOutcome fetch_archive(Context& cx, const format::IndexEntry& e) {
 // (download_from: verified, renamed into the store). Returns the file written.
 std::string fetch_description(Context& cx, const TrustedIndex& ti) {
   const format::IndexFile& d = *ti.index.description;
-  format::IndexEntry pinned{d.file, "", d.size, d.sha256};
+  format::IndexEntry pinned{d.file, "", "", d.size, d.sha256};
   io::FileLock lock = lock_store_file(cx, d.file);
   for (const auto& mirror : cx.mirrors) {
     if (transport::is_mirror_bad(mirror)) continue;
@@ -919,8 +951,7 @@ FetchResult fetch_targets_with(const FetchOptions& opts, const std::vector<std::
   cx.index_url = ti.url;
   std::vector<format::IndexEntry> todo;
   for (const auto& t : missing) {
-    auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
-                           [&](const format::IndexEntry& e) { return e.target == t; });
+    auto it = archive_for(ti.index, t, opts.driver, package, version);
     if (it == ti.index.archives.end()) {
       std::string have =
           util::join(ti.index.archives, ", ", [](const format::IndexEntry& e) { return e.target; });
@@ -981,8 +1012,7 @@ FetchedArchive fetch_archive_into_memory_with(const FetchOptions& opts, const st
   TrustedIndex ti = fetch_trusted_index(cx, package, version, {canon});
   cx.index = ti.index;
   cx.index_url = ti.url;
-  auto it = std::find_if(ti.index.archives.begin(), ti.index.archives.end(),
-                         [&](const format::IndexEntry& e) { return e.target == canon; });
+  auto it = archive_for(ti.index, canon, opts.driver, package, version);
   if (it == ti.index.archives.end())
     throw Error(ErrorKind::NotFound, "release " + package + " " + version +
                                          " has no archive for " + canon + " (index from " +

@@ -55,6 +55,11 @@ struct FetchOptions {
   std::function<std::time_t()> tuf_clock;
   std::string ca_bundle;  // PEM file for HTTPS; empty: the system store (callers pass
                           // LoaderConfig::ca_bundle, KILN_CA_BUNDLE)
+  // The node driver's CUDA version (cuDriverGetVersion's number, 12080 for CUDA 12.8): of a
+  // target's archives the newest toolkit's whose code that driver runs is fetched
+  // (format/toolkit.hpp, docs/compatibility.md); none runs: Error{Unsupported} naming both
+  // versions. 0: not known, the newest toolkit's.
+  int driver = 0;
   int max_parallel = 4;   // archives downloading at once
   long connect_timeout_ms = 5000;
   long low_speed_bytes = 1024;    // a transfer slower than this (bytes/s) ...

@@ -10,6 +10,7 @@
 #include "format/manifest_rules.hpp"
 #include "format/release_json.hpp"
 #include "format/target.hpp"
+#include "format/toolkit.hpp"
 #include "format/untrusted_json.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
@@ -37,8 +38,12 @@ constexpr std::array<std::string_view, 2> kToolkitFields = {"name", "version"};
 constexpr std::array<std::string_view, 3> kBuildTimeOrigins = {
     "SOURCE_DATE_EPOCH", "git commit time", "fixed (no git commit)"};
 constexpr std::array<std::string_view, 3> kIndexFileFields = {"file", "size", "sha256"};
-constexpr std::array<std::string_view, 4> kIndexArchiveFields = {"file", "target", "size",
-                                                                 "sha256"};
+constexpr std::array<std::string_view, 4> kIndexArchiveFieldsBefore5 = {"file", "target", "size",
+                                                                        "sha256"};
+constexpr std::array<std::string_view, 5> kIndexArchiveFields = {"file", "target", "cuda_version",
+                                                                 "size", "sha256"};
+// The first index format whose archives carry their own cuda_version.
+constexpr int kIndexFormatToolkitPerArchive = 5;
 
 using util::fail;
 
@@ -118,15 +123,26 @@ void check_header(const Json& root, std::string_view marker, int supported, cons
                                       ". Rebuild the package with this kiln.");
 }
 
+void check_cuda(const std::string& cuda, const std::string& origin, const std::string& field) {
+  if (!is_cuda_version(cuda))
+    fail(origin, field, "expected MAJOR.MINOR (e.g. 13.0), found '" + cuda + "'");
+}
+
 void check_common(const std::string& package, const std::string& package_version,
-                  const std::string& cuda, const std::string& origin) {
+                  const std::string& origin) {
   if (!is_package_name(package))
     fail(origin, "package", std::string(kPackageNameRule) + ", found '" + package + "'");
   if (!is_package_version(package_version))
     fail(origin, "package_version",
          "expected MAJOR.MINOR.PATCH[-prerelease], found '" + package_version + "'");
-  if (!is_cuda_version(cuda))
-    fail(origin, "cuda_version", "expected MAJOR.MINOR (e.g. 13.0), found '" + cuda + "'");
+}
+
+// Newest toolkit first; a spelling that is not MAJOR.MINOR (never in a parsed index) last.
+bool newer_toolkit(const std::string& a, const std::string& b) {
+  auto x = parse_cuda_version(a), y = parse_cuda_version(b);
+  if (x && y && !(*x == *y)) return *y < *x;
+  if (x.has_value() != y.has_value()) return x.has_value();
+  return a < b;
 }
 
 Target get_target(const Json& obj, const std::string& origin, const std::string& where) {
@@ -413,7 +429,8 @@ Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
   m.package_version = get_string(root, "package_version", origin, "");
   m.git_commit = get_string(root, "git_commit", origin, "", /*allow_empty=*/true);
   m.cuda_version = get_string(root, "cuda_version", origin, "");
-  check_common(m.package, m.package_version, m.cuda_version, origin);
+  check_common(m.package, m.package_version, origin);
+  check_cuda(m.cuda_version, origin, "cuda_version");
   m.target = get_target(root, origin, "").str();
   const Json& bt = member(root, "build_time", origin, "");
   if (!bt.is_number_integer() || bt.get<std::int64_t>() < 0)
@@ -452,19 +469,24 @@ Manifest parse_manifest(std::string_view json_text, const std::string& origin) {
 std::string index_to_json(const Index& idx) {
   std::vector<const IndexEntry*> arcs;
   for (const auto& a : idx.archives) arcs.push_back(&a);
-  // Sorted by target as Target orders them (SASS first, then arch), file name as tie-break.
+  // Sorted by target as Target orders them (SASS first, then arch), then newest toolkit first,
+  // file name as tie-break.
   std::stable_sort(arcs.begin(), arcs.end(), [](const IndexEntry* x, const IndexEntry* y) {
     auto tx = parse_target(x->target), ty = parse_target(y->target);
     if (tx && ty && !(*tx == *ty)) return *tx < *ty;
     if (x->target != y->target) return x->target < y->target;
+    if (x->cuda_version != y->cuda_version) return newer_toolkit(x->cuda_version, y->cuda_version);
     return x->file < y->file;
   });
-  Json root = release_json_header("format", kIndexMarker, idx);
+  const bool per_archive = idx.format_version >= kIndexFormatToolkitPerArchive;
+  Json root = release_identity_header("format", kIndexMarker, idx);
+  if (!per_archive) root["cuda_version"] = idx.archives.empty() ? "" : idx.archives.front().cuda_version;
   Json ja = Json::array();
   for (const auto* a : arcs) {
     Json o = Json::object();
     o["file"] = a->file;
     o["target"] = a->target;
+    if (per_archive) o["cuda_version"] = a->cuda_version;
     o["size"] = a->size;
     o["sha256"] = a->sha256;
     ja.push_back(std::move(o));
@@ -479,6 +501,14 @@ std::string index_to_json(const Index& idx) {
   }
   if (idx.provenance) root["provenance"] = provenance_json(*idx.provenance);
   return root.dump(2) + "\n";
+}
+
+std::vector<std::string> index_toolkits(const Index& idx) {
+  std::vector<std::string> out;
+  for (const auto& a : idx.archives)
+    if (std::find(out.begin(), out.end(), a.cuda_version) == out.end()) out.push_back(a.cuda_version);
+  std::sort(out.begin(), out.end(), newer_toolkit);
+  return out;
 }
 
 std::string provenance_to_json(const Provenance& p) { return provenance_json(p).dump(2) + "\n"; }
@@ -498,29 +528,52 @@ Index parse_index(std::string_view json_text, const std::string& origin) {
   idx.package = get_string(root, "package", origin, "");
   idx.package_version = get_string(root, "package_version", origin, "");
   idx.git_commit = get_string(root, "git_commit", origin, "", /*allow_empty=*/true);
-  idx.cuda_version = get_string(root, "cuda_version", origin, "");
-  check_common(idx.package, idx.package_version, idx.cuda_version, origin);
+  check_common(idx.package, idx.package_version, origin);
+  // Before format 5 one toolkit built the whole release and the index said which at the top;
+  // from 5 each archive says its own, and the top-level field is refused.
+  const bool per_archive = idx.format_version >= kIndexFormatToolkitPerArchive;
+  std::string release_cuda;
+  if (per_archive) {
+    if (root.contains("cuda_version"))
+      fail(origin, "cuda_version",
+           "not a field of index format " + std::to_string(idx.format_version) +
+               " (up to 4; from 5 on each archive has its own)");
+  } else {
+    release_cuda = get_string(root, "cuda_version", origin, "");
+    check_cuda(release_cuda, origin, "cuda_version");
+  }
   const Json& arcs = member(root, "archives", origin, "");
   if (!arcs.is_array()) fail(origin, "archives", "expected an array");
-  std::set<std::string> targets;
+  std::set<std::pair<std::string, std::string>> seen;
   for (size_t i = 0; i < arcs.size(); ++i) {
     std::string where = "archives[" + std::to_string(i) + "].";
     if (!arcs[i].is_object())
       fail(origin, "archives[" + std::to_string(i) + "]", "expected an object");
-    check_keys(arcs[i], kIndexArchiveFields, origin, where);
+    if (per_archive)
+      check_keys(arcs[i], kIndexArchiveFields, origin, where);
+    else
+      check_keys(arcs[i], kIndexArchiveFieldsBefore5, origin, where);
     IndexEntry e;
     e.file = get_string(arcs[i], "file", origin, where);
     e.target = get_target(arcs[i], origin, where).str();
+    if (per_archive) {
+      e.cuda_version = get_string(arcs[i], "cuda_version", origin, where);
+      check_cuda(e.cuda_version, origin, where + "cuda_version");
+    } else {
+      e.cuda_version = release_cuda;
+    }
     e.size = get_u64(arcs[i], "size", origin, where);
     e.sha256 = get_sha256(arcs[i], "sha256", origin, where);
-    // The name is derived from the fields, so an entry cannot point at another target's
-    // archive or at a path outside the index's directory.
+    // The name is derived from the fields, so an entry cannot point at another target's or
+    // another toolkit's archive or at a path outside the index's directory.
     std::string expected =
-        archive_file_name(idx.package, idx.package_version, idx.cuda_version, e.target);
+        archive_file_name(idx.package, idx.package_version, e.cuda_version, e.target);
     if (e.file != expected)
       fail(origin, where + "file", "expected '" + expected + "', found '" + e.file + "'");
-    if (!targets.insert(e.target).second)
-      fail(origin, where + "target", "duplicate target '" + e.target + "'");
+    if (!seen.insert({e.cuda_version, e.target}).second)
+      fail(origin, where + "target",
+           per_archive ? "duplicate target '" + e.target + "' of CUDA " + e.cuda_version
+                       : "duplicate target '" + e.target + "'");
     idx.archives.push_back(std::move(e));
   }
   if (root.contains("description")) {

@@ -19,8 +19,11 @@ namespace kiln::format {
 // Index 3 = an optional "description" entry pinning the package's description file
 // (<name>-<version>.package.json) beside the index; index 2 is still read (no description).
 // Index 4 = a required "provenance" object (how the release was built); 2 and 3 still read.
+// Index 5 = each archive carries its own "cuda_version" (one index lists archives of several
+// toolkits; (cuda_version, target) unique) and the top-level one is gone; reading 2 to 4, every
+// archive takes the file's top-level cuda_version.
 constexpr int kManifestFormat = 2;
-constexpr int kIndexFormat = 4;
+constexpr int kIndexFormat = 5;
 constexpr int kOldestIndexFormat = 2;
 
 struct ArtifactEntry {
@@ -61,6 +64,7 @@ struct Manifest {
 struct IndexEntry {
   std::string file;  // archive file name, beside the index
   std::string target;
+  std::string cuda_version;  // the toolkit that built it, "13.0" (format 5; before, the index's)
   std::uint64_t size = 0;
   std::string sha256;
 };
@@ -77,8 +81,9 @@ struct Index {
   std::string package;
   std::string package_version;
   std::string git_commit;
-  std::string cuda_version;
-  std::vector<IndexEntry> archives;  // sorted by target
+  // Sorted by target (SASS first, then arch), then newest toolkit first; (cuda_version, target)
+  // unique.
+  std::vector<IndexEntry> archives;
   // The package's description (<name>-<version>.package.json, project/package_description.hpp),
   // from index format 3 on; absent in format 2 and for releases published without one.
   std::optional<IndexFile> description;
@@ -86,8 +91,13 @@ struct Index {
   std::optional<Provenance> provenance;
 };
 
+// The toolkits of the index's archives, each once, newest first ("13.0", "12.9").
+std::vector<std::string> index_toolkits(const Index& idx);
+
 // Serialisation is canonical (fixed key order, 2-space indent, trailing newline) so that the
 // same values always give the same bytes.
+// An index is written in its format_version; before 5 the top-level cuda_version is the first
+// archive's (what old indexes looked like, so tests can prove they are still read).
 std::string manifest_to_json(const Manifest& m);
 std::string index_to_json(const Index& idx);
 // Parsers validate every field; throw Error{Format} naming origin and field. A format version

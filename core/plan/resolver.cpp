@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "format/toolkit.hpp"
 #include "format/untrusted_json.hpp"
 #include "io/artifact_check.hpp"
 #include "jit/jit.hpp"
@@ -82,11 +83,12 @@ std::string not_contained(const format::Manifest& m, const std::string& uri) {
 struct Considered {
   std::optional<StoreCandidate> candidate;
   std::size_t rank = 0;
+  format::CudaVersion toolkit;  // ties of rank: the newest toolkit first
   std::optional<Rejection> rejection;
 };
 Considered consider_archive(const store::StoreArchive& ar, const std::string& store_dir,
                             const std::string& uri, int cc, const BuildIdentity& id,
-                            const TargetChoice& choice, bool allow_stale) {
+                            const TargetChoice& choice, bool allow_stale, int driver) {
   Considered out;
   if (!ar.manifest) {
     out.rejection = Rejection{{"store", "", ar.dir + "/manifest.json", ar.error}, ar.error_kind};
@@ -115,6 +117,13 @@ Considered consider_archive(const store::StoreArchive& ar, const std::string& st
         Rejection{{"store", m.target, path, why_not_runnable(*target, cc)}, ErrorKind::Unsupported};
     return out;
   }
+  if (auto why = toolkit_refusal(m.cuda_version, *target, driver)) {
+    out.rejection = Rejection{{"store", m.target, path, *why},
+                              ErrorKind::Unsupported,
+                              {{"driver", format::driver_cuda_version(driver).str()},
+                               {"toolkit", m.cuda_version}}};
+    return out;
+  }
   auto stale_list = stale_fields(m, *art, id);
   std::string stale = stale_list.empty() ? "" : stale_list.front().message;
   if (!stale.empty() && !allow_stale) {
@@ -126,7 +135,8 @@ Considered consider_archive(const store::StoreArchive& ar, const std::string& st
     return out;
   }
   StoreCandidate c;
-  c.candidate = {"store", m.target, path, pos->reason};
+  c.candidate = {"store", m.target, path,
+                 pos->reason.empty() ? pos->reason : pos->reason + toolkit_taken(m.cuda_version, driver)};
   c.store_dir = store_dir;
   c.size = art->size;
   c.sha256 = art->sha256;
@@ -134,13 +144,15 @@ Considered consider_archive(const store::StoreArchive& ar, const std::string& st
   c.stale = stale;
   out.candidate = std::move(c);
   out.rank = static_cast<std::size_t>(pos - choice.candidates.begin());
+  out.toolkit = format::parse_cuda_version(m.cuda_version).value_or(format::CudaVersion{});
   return out;
 }
 
 }  // namespace
 
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
-                      const std::vector<StoreScan>& stores, bool allow_stale, bool explain) {
+                      const std::vector<StoreScan>& stores, bool allow_stale, bool explain,
+                      int driver) {
   StorePlan plan;
   for (const auto& store : stores) {
     if (auto r = store_rejection(store, id)) {
@@ -156,12 +168,15 @@ StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
     TargetChoice choice = choose_targets(cc, offered, explain);
     std::vector<Considered> ranked;
     for (const auto& ar : store.archives) {
-      Considered c = consider_archive(ar, store.dir, uri, cc, id, choice, allow_stale);
+      Considered c = consider_archive(ar, store.dir, uri, cc, id, choice, allow_stale, driver);
       if (c.rejection) plan.rejected.push_back(std::move(*c.rejection));
       if (c.candidate) ranked.push_back(std::move(c));
     }
     std::stable_sort(ranked.begin(), ranked.end(),
-                     [](const Considered& a, const Considered& b) { return a.rank < b.rank; });
+                     [](const Considered& a, const Considered& b) {
+                       if (a.rank != b.rank) return a.rank < b.rank;
+                       return b.toolkit < a.toolkit;
+                     });
     for (auto& r : ranked) plan.usable.push_back(std::move(*r.candidate));
   }
   return plan;
@@ -205,6 +220,15 @@ Error resolution_failure(const std::string& uri, int cc, const std::vector<std::
     decisive = r.kind;
   }
   ErrorKind kind = (decisive && !mixed) ? *decisive : ErrorKind::NotFound;
+  // Nothing stale or corrupt decided it, and the driver refused a toolkit's code that the device
+  // would run: unsupported (a driver too old for the release), with the driver's fields.
+  if (kind == ErrorKind::NotFound)
+    for (const auto& r : rejected)
+      if (r.kind == ErrorKind::Unsupported && !r.fields.empty() && r.fields.front().name == "driver") {
+        decisive = kind = ErrorKind::Unsupported;
+        mixed = false;
+        break;
+      }
   std::string target = device_target(cc);
   std::string msg = "no usable kernel for " + uri + " on " + target + " (compute capability " +
                     cc_string(cc) + ").\nsearched, in order:";

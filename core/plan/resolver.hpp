@@ -90,8 +90,12 @@ struct StorePlan {
 // the ones that do not run on cc rejected (the field that differed and both values named).
 // `explain` false: the same candidates and rejections in the same order, the candidates'
 // reasons left empty (get()'s fast path, which shows none of them).
+// `driver` (cuDriverGetVersion's number, 12080 for CUDA 12.8; 0: not known, not weighed): an
+// archive whose toolkit's code that driver does not run is rejected (Unsupported, with
+// toolkit_refusal's words); within a store the best target wins, then the newest toolkit.
 StorePlan plan_stores(const std::string& uri, int cc, const BuildIdentity& id,
-                      const std::vector<StoreScan>& stores, bool allow_stale, bool explain = true);
+                      const std::vector<StoreScan>& stores, bool allow_stale, bool explain = true,
+                      int driver = 0);
 
 // "" when `bytes` matches the manifest's size and digest; else "integrity: " and the first
 // mismatch in artifact_check.hpp's words ("sha256 is X, manifest says Y").
@@ -108,7 +112,8 @@ std::string fetch_advice(int cc, const std::string& package, const std::string& 
                          const project::Family* family = nullptr);
 
 // Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
-// every candidate that would have run failed for that reason, else NotFound), message naming
+// every candidate that would have run failed for that reason; else Unsupported when the driver
+// refused a toolkit's code, with fields driver and toolkit; else NotFound), message naming
 // the URI, device target, every directory searched, every rejection and fetch_advice(). Fields:
 // uri and target, then those of the first rejection of the deciding kind (a TUF mirror's
 // attack=..., an archive's file=...) under names not already taken.

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "format/manifest_entry.hpp"
+#include "format/toolkit.hpp"
 #include "io/identity_cache.hpp"
 #include "io/limits.hpp"
 #include "plan/resolver.hpp"
@@ -120,19 +121,33 @@ std::shared_ptr<const format::ManifestEntries> read_manifest_entries_cached(std:
 // is refused) and puts the best target first by the one target-choice rule, so that reading can
 // stop at the first archive whose manifest lists the URI: in a store holding a whole release, a
 // cold get reads the sm_90a manifest and not compute_80's too. Unparseable names go last.
+// The toolkit a directory's name carries ("...-cuda12.9-sm_90"), when it carries one.
+std::optional<format::CudaVersion> archive_dir_toolkit(const std::string& name) {
+  const auto at = name.rfind("-cuda");
+  if (at == std::string::npos) return std::nullopt;
+  const auto end = name.find('-', at + 5);
+  if (end == std::string::npos) return std::nullopt;
+  return format::parse_cuda_version(std::string_view(name).substr(at + 5, end - at - 5));
+}
+
 std::vector<const std::string*> reading_order(const std::vector<std::string>& names,
-                                              const std::string* uri, int cc) {
+                                              const std::string* uri, int cc, int driver) {
   struct Named {
     const std::string* name;
     std::optional<format::Target> target;
     std::size_t rank = 0;
+    format::CudaVersion toolkit;
   };
   std::vector<Named> kept;
   kept.reserve(names.size());
   for (const auto& name : names) {
     std::optional<format::Target> t = store::archive_dir_target(name);
     if (uri && t && !format::runs_on(*t, cc)) continue;
-    kept.push_back({&name, t});
+    std::optional<format::CudaVersion> tk = archive_dir_toolkit(name);
+    if (uri && t && tk && driver > 0 &&
+        format::driver_refuses(*tk, t->kind == format::Target::Kind::Ptx, driver))
+      continue;
+    kept.push_back({&name, t, 0, tk.value_or(format::CudaVersion{})});
   }
   if (uri && kept.size() > 1) {
     std::vector<format::Target> offered;
@@ -147,8 +162,10 @@ std::vector<const std::string*> reading_order(const std::vector<std::string>& na
           break;
         }
     }
-    std::stable_sort(kept.begin(), kept.end(),
-                     [](const Named& x, const Named& y) { return x.rank < y.rank; });
+    std::stable_sort(kept.begin(), kept.end(), [](const Named& x, const Named& y) {
+      if (x.rank != y.rank) return x.rank < y.rank;
+      return y.toolkit < x.toolkit;
+    });
   }
   std::vector<const std::string*> order;
   order.reserve(kept.size());
@@ -208,8 +225,8 @@ StoreScan StoreScanner::scan(const std::string& dir, const std::string& source) 
 }
 
 StoreScan StoreScanner::scan_for(const std::string& dir, const std::string& source,
-                                 const std::string& uri, int cc) const {
-  return scan_impl(dir, source, &uri, cc);
+                                 const std::string& uri, int cc, int driver) const {
+  return scan_impl(dir, source, &uri, cc, driver);
 }
 
 std::string StoreScanner::read_file(const std::string& path) const {
@@ -217,7 +234,7 @@ std::string StoreScanner::read_file(const std::string& path) const {
 }
 
 StoreScan StoreScanner::scan_impl(const std::string& dir, const std::string& source,
-                                  const std::string* uri, int cc) const {
+                                  const std::string* uri, int cc, int driver) const {
   StoreScan s;
   s.dir = dir;
   s.source = source;
@@ -226,7 +243,7 @@ StoreScan StoreScanner::scan_impl(const std::string& dir, const std::string& sou
   std::shared_ptr<const std::vector<std::string>> names = archive_names(one, s.problem);
   if (!names) return s;
   s.readable = true;
-  for (const std::string* name : reading_order(*names, uri, cc)) {
+  for (const std::string* name : reading_order(*names, uri, cc, driver)) {
     s.archives.push_back(read_archive(one, *name));
     // The fast path stops at an archive that lists the URI for this release and format; if it
     // does not serve after all, get() rescans the store in full.

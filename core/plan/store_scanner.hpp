@@ -50,9 +50,11 @@ class StoreScanner {
   // manifest to `uri`'s artifact, and stops after the first archive, in target-preference
   // order, whose manifest lists `uri` for this release. Its best usable candidate is scan()'s;
   // rejections and the other candidates need not be (when nothing it returned serves, get()
-  // rescans with scan() and tries the rest). Never throws.
+  // rescans with scan() and tries the rest). Never throws. `driver` (cuDriverGetVersion's
+  // number; 0: not known): archives whose toolkit (in their name) that driver does not run are
+  // not read, and of one target the newest toolkit is read first.
   StoreScan scan_for(const std::string& dir, const std::string& source, const std::string& uri,
-                     int cc) const;
+                     int cc, int driver = 0) const;
   // A store file, whole: regular files only (no FIFO, no /dev/zero behind a symlink), bounded
   // by the largest artifact a store may hold. Throws Error{NotFound, Io, Limit} naming the path.
   std::string read_file(const std::string& path) const;
@@ -62,7 +64,7 @@ class StoreScanner {
   struct ManifestSource;
   // uri == nullptr: every archive, whole manifests (scan()).
   StoreScan scan_impl(const std::string& dir, const std::string& source, const std::string* uri,
-                      int cc) const;
+                      int cc, int driver = 0) const;
   std::shared_ptr<const std::vector<std::string>> archive_names(OneScan& one,
                                                                 std::string& problem) const;
   std::shared_ptr<const std::vector<std::string>> names_from_record(OneScan& one,

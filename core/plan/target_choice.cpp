@@ -1,5 +1,6 @@
 #include "plan/target_choice.hpp"
 
+#include "format/toolkit.hpp"
 #include "kiln/kernels.h"
 #include "kiln/version.hpp"
 
@@ -26,6 +27,19 @@ std::string why_not_runnable(const format::Target& t, int cc) {
   if (t.major() != cc / 10)
     return "SASS " + t.str() + " runs only on CC " + std::to_string(t.major()) + ".x" + dev;
   return "SASS " + t.str() + " needs CC >= " + arch + dev;
+}
+
+std::optional<std::string> toolkit_refusal(const std::string& toolkit, const format::Target& target,
+                                           int driver) {
+  if (driver <= 0) return std::nullopt;
+  return format::driver_refuses(std::string_view(toolkit),
+                                target.kind == format::Target::Kind::Ptx, driver);
+}
+
+std::string toolkit_taken(const std::string& toolkit, int driver) {
+  if (driver <= 0) return "";
+  return "; built by CUDA " + toolkit + ", which this driver (" + format::driver_words(driver) +
+         ") runs";
 }
 
 namespace {

@@ -60,6 +60,15 @@ NamedChoice choose_named_targets(int cc, const std::vector<std::string>& offered
 // nullopt when one does.
 std::optional<std::string> family_cannot_run(const project::Family& family, int cc);
 
+// The driver's half of the rule (format/toolkit.hpp driver_refuses) for an archive of `target`
+// built by `toolkit`: why a driver of `driver` (cuDriverGetVersion's number) cannot run it;
+// nullopt when it can, or when the driver is not known (driver 0).
+std::optional<std::string> toolkit_refusal(const std::string& toolkit, const format::Target& target,
+                                           int driver);
+// What a candidate's reason gains when the driver was weighed: "; built by CUDA 12.9, which this
+// driver (CUDA 12.8) runs"; "" when the driver is not known.
+std::string toolkit_taken(const std::string& toolkit, int driver);
+
 std::string device_target(int cc);  // "sm_90"
 std::string cc_string(int cc);      // "9.0"
 

@@ -26,7 +26,7 @@ std::vector<ManifestIndexMismatch> manifest_index_mismatches(const format::Manif
   compare(ErrorKind::Integrity, "target", manifest.target, entry.target);
   compare(ErrorKind::Stale, "package", manifest.package, index.package);
   compare(ErrorKind::Stale, "package_version", manifest.package_version, index.package_version);
-  compare(ErrorKind::Stale, "cuda_version", manifest.cuda_version, index.cuda_version);
+  compare(ErrorKind::Stale, "cuda_version", manifest.cuda_version, entry.cuda_version);
   return out;
 }
 

@@ -25,7 +25,10 @@ struct Resolution {
   std::optional<Candidate> chosen;
   std::vector<Candidate> rejected;
   std::vector<std::string> searched;     // every directory/mirror searched, in order
-  KILN_API std::string to_json() const;  // {uri, device, chosen, rejected: [...]}
+  // What the node's driver runs, "CUDA 12.8" (each candidate's toolkit was weighed against it);
+  // "" when the driver could not say.
+  std::string driver;
+  KILN_API std::string to_json() const;  // {uri, device, driver, chosen, rejected: [...]}
 };
 
 }  // namespace kiln

@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "checked_artifact.hpp"
+#include "format/toolkit.hpp"
 #include "format/untrusted_json.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
@@ -200,6 +201,20 @@ struct Loader::Impl {
   mutable std::optional<std::string> installed;
   const kiln_package* installed_anchor = nullptr;
   mutable std::once_flag installed_once;
+  // The driver's CUDA version, read once per process (Loader): every candidate's toolkit is
+  // weighed against it (docs/compatibility.md). 0 when the driver cannot say.
+  mutable std::once_flag driver_once;
+  mutable int driver_number_ = 0;
+  int driver_number() const {
+    std::call_once(driver_once, [this] {
+      try {
+        driver_number_ = driver->driver_version();
+      } catch (const Error&) {
+        driver_number_ = 0;
+      }
+    });
+    return driver_number_;
+  }
 
   const std::string& installed_dir() const {
     std::call_once(installed_once, [this] {
@@ -234,6 +249,7 @@ struct Loader::Impl {
   struct Search {
     std::string uri;
     int cc = 0;
+    int driver = 0;  // cuDriverGetVersion's number; 0: not known, toolkits are not weighed
     std::vector<std::string> searched;
     std::vector<plan::Rejection> rejected;
     void reject(Candidate c, ErrorKind kind) { reject(plan::Rejection{std::move(c), kind, {}}); }
@@ -373,6 +389,7 @@ void Loader::Impl::load(Entry& e, const std::string& uri, const project::Special
   Search s;
   s.uri = uri;
   s.cc = cc;
+  s.driver = driver_number();
   KernelHandle h;
   h.uri = uri;
   // The store tier is always first and never skipped: tried before the rest of the plan is
@@ -421,6 +438,7 @@ bool Loader::Impl::try_stores_fast(Search& s, const project::Specialisation& spe
   Search tried;  // rejections of candidates tried, in order
   tried.uri = s.uri;
   tried.cc = s.cc;
+  tried.driver = s.driver;
   std::vector<std::string> tried_paths;
   // A store that serves ends the search without the full scan below: what the fast plans and
   // the candidates tried refused is counted here (Loader::stats()); otherwise load() counts
@@ -430,11 +448,12 @@ bool Loader::Impl::try_stores_fast(Search& s, const project::Specialisation& spe
     std::vector<plan::StoreScan> one;
     {
       runtime::cold::PhaseTimer t(runtime::cold::Phase::StoreScan);
-      one.push_back(fs->scan_for(dir, source, s.uri, s.cc));
+      one.push_back(fs->scan_for(dir, source, s.uri, s.cc, s.driver));
     }
     // Without words: the fast plan's reasons and rejections are never shown (a failure is
     // explained by the full scan below).
-    plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false);
+    plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, id, one, cfg.allow_stale, /*explain=*/false,
+                                                s.driver);
     for (const auto& r : plan.rejected) fast_refusals.push_back(r.kind);
     for (const auto& c : plan.usable) {
       if (try_store_candidate(tried, c, "store", spec.entries.size(), out)) {
@@ -458,7 +477,7 @@ bool Loader::Impl::try_stores_fast(Search& s, const project::Specialisation& spe
     if (source != kArtifactPathSource && serves(dir, source)) return true;
   // Nothing served: the full scan, for the explanation.
   auto scans = scan_stores(s);
-  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale);
+  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, id, scans, cfg.allow_stale, true, s.driver);
   for (auto& r : plan.rejected) {
     r.candidate.tier = "store";
     s.rejected.push_back(std::move(r));
@@ -476,7 +495,7 @@ bool Loader::Impl::try_stores_fast(Search& s, const project::Specialisation& spe
 bool Loader::Impl::try_stores(Search& s, const std::vector<plan::StoreScan>& scans,
                               const std::string& tier, const project::Specialisation& spec,
                               KernelHandle& out) {
-  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale);
+  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale, true, s.driver);
   for (auto& r : plan.rejected) {
     r.candidate.tier = tier;
     s.rejected.push_back(r);
@@ -490,7 +509,7 @@ bool Loader::Impl::try_stores(Search& s, const std::vector<plan::StoreScan>& sca
 bool Loader::Impl::try_stores_in_memory(Search& s, const plan::MemoryStore& mem,
                                         const project::Specialisation& spec, KernelHandle& out) {
   plan::StorePlan plan =
-      plan::plan_stores(s.uri, s.cc, identity(spec), {mem.scan}, cfg.allow_stale);
+      plan::plan_stores(s.uri, s.cc, identity(spec), {mem.scan}, cfg.allow_stale, true, s.driver);
   for (auto& r : plan.rejected) {
     r.candidate.tier = "mirror";
     s.rejected.push_back(r);
@@ -741,7 +760,7 @@ std::optional<Candidate> Loader::Impl::explain(Search& s, const project::Special
 // would really load; the usable candidates after the first are "not needed".
 std::optional<Candidate> Loader::Impl::explain_stores(Search& s, const project::Specialisation& spec) const {
   auto scans = scan_stores(s);
-  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale);
+  plan::StorePlan plan = plan::plan_stores(s.uri, s.cc, identity(spec), scans, cfg.allow_stale, true, s.driver);
   for (auto& x : plan.rejected) s.rejected.push_back(std::move(x));
   std::optional<Candidate> chosen;
   for (const auto& c : plan.usable) {
@@ -844,6 +863,7 @@ std::vector<std::string> Loader::Impl::known_release_targets() const {
 fetch::FetchOptions Loader::Impl::mirror_options() const {
   // Looked up when a mirror is first used, not when a Loader is made: a store hit never needs it.
   fetch::FetchOptions opts = plan::mirror_fetch_options(cfg, installed_tuf_root_once());
+  opts.driver = driver_number();
   opts.package = pkg->name();
   opts.version = pkg->version();
   opts.log = [](const std::string& m) { log(runtime::LogLevel::Info, m); };
@@ -979,6 +999,8 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
   Impl::Search s;
   s.uri = uri;
   s.cc = *cc;
+  s.driver = im.driver_number();
+  if (s.driver > 0) r.driver = format::driver_words(s.driver);
   // The same plan get() walks; nothing is loaded, downloaded or compiled here.
   r.chosen = im.explain(s, spec);
   for (auto& x : s.rejected) r.rejected.push_back(std::move(x.candidate));

@@ -141,7 +141,6 @@ std::vector<PublishedArchive> publish_release(
   index.package = id.name;
   index.package_version = id.version;
   index.git_commit = id.git_commit;
-  index.cuda_version = id.cuda_version;
   index.provenance = id.provenance;
   try {
     for (std::size_t a = 0; a < archives; ++a) {
@@ -173,7 +172,7 @@ std::vector<PublishedArchive> publish_release(
       }
       pa.artifacts = m.artifacts.size();
       pa.skipped = m.skipped;
-      index.archives.push_back({name, m.target, pa.size, pa.sha256});
+      index.archives.push_back({name, m.target, id.cuda_version, pa.size, pa.sha256});
       out.push_back(std::move(pa));
     }
     for (const auto& [tmp, fin] : pending) {

@@ -1,6 +1,7 @@
 // `kiln inspect PATH`: what a fatbin, cubin, archive, index, manifest or store holds, read with
 // kiln's own parsers (no cuobjdump). Also registers `kiln verify` and `kiln install`, whose code
 // lives in cmd_verify.cpp and cmd_install.cpp, so main.cpp needs one line for all three.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "kiln/error.hpp"
 #include "project/package_description.hpp"
 #include "project/project_paths.hpp"
+#include "util/join.hpp"
 #include "store/store.hpp"
 
 namespace kiln::commands {
@@ -176,11 +178,21 @@ void print_fatbin_text(const Json& j) {
 }
 
 void print_index_text(const Json& index) {
+  // Before index format 5 one toolkit at the top; from 5 each archive names its own.
+  std::string cuda = index.contains("cuda_version") ? index["cuda_version"].get<std::string>() : "";
+  if (cuda.empty()) {
+    std::vector<std::string> toolkits;
+    for (const auto& a : index["archives"]) {
+      std::string t = a["cuda_version"].get<std::string>();
+      if (std::find(toolkits.begin(), toolkits.end(), t) == toolkits.end()) toolkits.push_back(t);
+    }
+    cuda = toolkits.empty() ? "none" : util::join(toolkits, ", ");
+  }
   std::printf("release %s %s (commit %s), CUDA %s, %zu archives:\n",
               index["package"].get<std::string>().c_str(),
               index["package_version"].get<std::string>().c_str(),
-              index["git_commit"].get<std::string>().c_str(),
-              index["cuda_version"].get<std::string>().c_str(), index["archives"].size());
+              index["git_commit"].get<std::string>().c_str(), cuda.c_str(),
+              index["archives"].size());
   for (const auto& a : index["archives"])
     std::printf("  %-8s %-52s %10llu  sha256 %.16s\n", a["target"].get<std::string>().c_str(),
                 a["file"].get<std::string>().c_str(), a["size"].get<unsigned long long>(),

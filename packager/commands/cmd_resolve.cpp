@@ -54,7 +54,7 @@ void add_resolve_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_flag("--explain", o->explain, "also list every directory searched and each rejection");
   cmd->add_flag("--json", o->json,
-                "print {uri, device, chosen: {tier, target, path, reason} | null, rejected: "
+                "print {uri, device, driver, chosen: {tier, target, path, reason} | null, rejected: "
                 "[{tier, target, path, reason}]}");
   cmd->callback([o, &rc] {
     std::optional<int> cc;
@@ -82,6 +82,11 @@ void add_resolve_command(CLI::App& app, int& rc) {
       std::cout << r.uri << " on " << r.device << ": no source; " << r.rejected.back().tier << ": "
                 << r.rejected.back().reason << " (run with --explain for every rejection)\n";
     if (!o->explain) return;
+    std::cout << "driver: "
+              << (r.driver.empty() ? std::string("not known (no driver here): the toolkits that built "
+                                                 "each candidate were not weighed")
+                                   : r.driver + ": each candidate's toolkit weighed against it")
+              << "\n";
     if (r.chosen && !r.chosen->reason.empty()) std::cout << "why: " << r.chosen->reason << "\n";
     std::cout << "searched, in order:\n";
     for (const auto& s : r.searched) std::cout << "  " << s << "\n";

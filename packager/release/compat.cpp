@@ -162,7 +162,7 @@ void check_index(const LoaderFacts& loader, const fs::path& p, CompatPackage& pk
       cm.target = a.target;
       cm.package = idx.package;
       cm.package_version = idx.package_version;
-      cm.cuda_version = idx.cuda_version;
+      cm.cuda_version = a.cuda_version;
       pkg.manifests.push_back(cm);
       continue;
     }

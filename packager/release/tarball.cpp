@@ -230,18 +230,18 @@ TarballResult build_tarball(const TarballOptions& opts) {
   for (const auto& [rel, e] : tree)
     if (rel.rfind("lib/libkiln.so", 0) == 0 && e.type == TreeEntry::Type::File) lib = e.source;
   LoaderFacts facts = open_loader_facts(lib);
-  if (facts.version != index.package_version || facts.cuda_version != index.cuda_version)
-    throw Error(ErrorKind::Stale, facts.library + " is kiln " + facts.version + " for CUDA " +
-                                      facts.cuda_version + ", but " + index_path.string() +
-                                      " is kiln " + index.package_version + " for CUDA " +
-                                      index.cuda_version +
+  // The archives' toolkits need not be libkiln's: the loader weighs each against the node's
+  // driver (docs/compatibility.md). The tarball is named by libkiln's.
+  if (facts.version != index.package_version)
+    throw Error(ErrorKind::Stale, facts.library + " is kiln " + facts.version + ", but " +
+                                      index_path.string() + " is kiln " + index.package_version +
                                       ": a tarball ships a libkiln that accepts its stores");
 
   fs::create_directories(opts.out, ec);
   if (ec) throw Error(ErrorKind::Io, "cannot create " + opts.out.string() + ": " + ec.message());
   // One tarball writer per directory; it removes what a killed writer left: its scratch
   // directories and the AtomicFile temporary of the tarball.
-  const std::string file_name = tarball_file_name(version, index.cuda_version, host_platform());
+  const std::string file_name = tarball_file_name(version, facts.cuda_version, host_platform());
   io::FileLock out_lock = io::FileLock::acquire_directory(opts.out, std::chrono::seconds(60));
   if (out_lock.held()) {
     for (const auto& e : fs::directory_iterator(opts.out, ec))
@@ -271,7 +271,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   const std::int64_t mtime = opts.mtime.value_or(newest);
 
   // 3. Pack: sorted paths under one top directory, fixed metadata.
-  const std::string top = "kiln-" + version + "-cuda" + index.cuda_version + "-" + host_platform();
+  const std::string top = "kiln-" + version + "-cuda" + facts.cuda_version + "-" + host_platform();
   res.file = opts.out / file_name;
   say("packing " + std::to_string(tree.size()) + " entries into " + res.file.string());
   io::AtomicFile out(res.file);

@@ -170,7 +170,7 @@ BuiltWheel build_package_wheel(const fs::path& index_path, const format::Index& 
   // --targets.
   std::vector<std::string> targets;
   for (const auto& a : idx.archives)
-    targets.push_back(distribution_name(idx.package, idx.cuda_version, a.target));
+    targets.push_back(distribution_name(idx.package, a.cuda_version, a.target));
   auto files = package_wheel_contents(idx.package, idx.package_version, {d.file, std::move(text)},
                                       kiln::version(), targets, options.require_every_target);
   const fs::path whl = options.out / package_wheel_file_name(idx.package, idx.package_version);

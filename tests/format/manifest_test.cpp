@@ -47,9 +47,8 @@ format::Index sample_index() {
   idx.package = "kiln-kernels";
   idx.package_version = "0.1.0";
   idx.git_commit = "3f9c2a1";
-  idx.cuda_version = "13.0";
-  idx.archives = {{"kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "sm_90a", 52760, kHashA},
-                  {"kiln-kernels-0.1.0-cuda13.0-sm_80.tar.zst", "sm_80", 48213, kHashB}};
+  idx.archives = {{"kiln-kernels-0.1.0-cuda13.0-sm_90a.tar.zst", "sm_90a", "13.0", 52760, kHashA},
+                  {"kiln-kernels-0.1.0-cuda13.0-sm_80.tar.zst", "sm_80", "13.0", 48213, kHashB}};
   format::Provenance p;
   p.source_commit = "3f9c2a1d5e7b8c9a0f1e2d3c4b5a69788796a5b4";
   p.source_dirty = false;
@@ -135,9 +134,9 @@ TEST(Manifest, FormatOneWithoutAPackageNameIsRefusedAsTooOld) {
   EXPECT_NE(msg.find("manifest format version 1 is too old; this kiln reads 2"), std::string::npos)
       << msg;
   std::string idx = format::index_to_json(sample_index());
-  replace_once(idx, "\"format_version\": 4", "\"format_version\": 1");
+  replace_once(idx, "\"format_version\": 5", "\"format_version\": 1");
   msg = error_of(ErrorKind::Stale, [&] { format::parse_index(idx, "i.json"); });
-  EXPECT_NE(msg.find("index format version 1 is too old; this kiln reads 2 to 4"),
+  EXPECT_NE(msg.find("index format version 1 is too old; this kiln reads 2 to 5"),
             std::string::npos)
       << msg;
 }
@@ -207,7 +206,7 @@ TEST(Manifest, NotJsonIsFormatErrorNamingOrigin) {
 
 TEST(Index, RoundTripSortsArchivesByTargetAndKeepsBytes) {
   std::string text = format::index_to_json(sample_index());
-  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 4,\n", 0), 0u);
+  EXPECT_EQ(text.rfind("{\n  \"format\": \"kiln-index\",\n  \"format_version\": 5,\n", 0), 0u);
   EXPECT_LT(text.find("sm_80.tar.zst"), text.find("sm_90a.tar.zst"));
   format::Index back = format::parse_index(text, "i.json");
   EXPECT_EQ(format::index_to_json(back), text);
@@ -305,8 +304,9 @@ TEST(Index, ProvenanceIsCheckedFieldByField) {
   missing += "\n}\n";
   std::string msg = error_of(ErrorKind::Format, [&] { format::parse_index(missing, "i.json"); });
   EXPECT_NE(msg.find("field 'provenance': missing"), std::string::npos) << msg;
-  std::string old = good;
-  replace_once(old, "\"format_version\": 4", "\"format_version\": 3");
+  format::Index three = sample_index();
+  three.format_version = 3;
+  std::string old = format::index_to_json(three);
   msg = error_of(ErrorKind::Format, [&] { format::parse_index(old, "i.json"); });
   EXPECT_NE(msg.find("field 'provenance': not a field of index format 3 (from 4 on)"),
             std::string::npos)
@@ -360,9 +360,9 @@ TEST(Index, ArchiveFileMustBeTheNameDerivedFromVersionCudaAndTarget) {
 
 TEST(Index, NewerIndexFormatIsStale) {
   std::string text = format::index_to_json(sample_index());
-  replace_once(text, "\"format_version\": 4", "\"format_version\": 7");
+  replace_once(text, "\"format_version\": 5", "\"format_version\": 7");
   std::string msg = error_of(ErrorKind::Stale, [&] { format::parse_index(text, "i.json"); });
-  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 2 to 4"),
+  EXPECT_NE(msg.find("index format version 7 is too new; this kiln reads 2 to 5"),
             std::string::npos)
       << msg;
 }

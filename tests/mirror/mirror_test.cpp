@@ -690,9 +690,8 @@ class SyncPlanTest : public ::testing::Test {
   SyncPlanTest() {
     idx.package = "kiln-kernels";
     idx.package_version = "0.1.0";
-    idx.cuda_version = "13.0";
     idx.archives.push_back(
-        {format::archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), "sm_90a", 10, sha('a')});
+        {format::archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), "sm_90a", "13.0", 10, sha('a')});
     entries = {{"kiln-0.1.0-cuda13.0-linux-x86_64.tar.zst", sha('b')},
                {format::archive_file_name("kiln-kernels", "0.1.0", "13.0", "sm_90a"), sha('a')},
                {"kiln-kernels-0.1.0-index.json", sha('c')},

@@ -279,11 +279,10 @@ TEST(CompatCli, IndexChecksTheArchivesBesideItAndStoreChecksEveryArchiveDirector
   idx.package = "kiln-kernels";
   idx.package_version = kiln::version();
   idx.git_commit = "3f9c2a1";
-  idx.cuda_version = kiln::cuda_version();
   for (const auto& [p, t] : {std::pair{a80, "sm_80"}, std::pair{a90, "sm_90"}}) {
     std::size_t size = 0;
     std::string sha = io::sha256_file(p, &size);
-    idx.archives.push_back({p.filename().string(), t, size, sha});
+    idx.archives.push_back({p.filename().string(), t, kiln::cuda_version(), size, sha});
   }
   idx.provenance = test::sample_provenance({"sm_80", "sm_90"});
   fs::path index = dir / format::index_file_name("kiln-kernels", kiln::version());

@@ -66,8 +66,7 @@ TEST(ManifestIndexCheck, FieldsAndKindsComeFromOneRule) {
   format::Index idx;
   idx.package = "kiln-kernels";
   idx.package_version = "0.1.0";
-  idx.cuda_version = "13.0";
-  format::IndexEntry e{"x.tar.zst", "sm_90a", 1, std::string(64, 'a')};
+  format::IndexEntry e{"x.tar.zst", "sm_90a", "13.0", 1, std::string(64, 'a')};
   auto got = store::manifest_index_mismatches(m, e, idx);
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].field, "target");

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/error.hpp"
 #include "runtime/driver.hpp"
 
 namespace kiln::test {
@@ -29,13 +30,24 @@ class Cc90Driver : public runtime::Driver {
   };
   std::vector<Launch> launches;
 
+  // What it reports (cuDriverGetVersion's number; the device's compute capability), and the
+  // images it refuses as a real driver refuses code of a toolkit newer than itself
+  // (CUDA_ERROR_UNSUPPORTED_PTX_VERSION); a test says which bytes are such code.
+  int version = 13000;
+  int cc = 90;
+  std::vector<std::string> refused_images;
+
   void init() override {}
-  int driver_version() override { return 13000; }
-  std::vector<runtime::DeviceInfo> devices() override { return {{0, "CC 9.0 stand-in", 90}}; }
+  int driver_version() override { return version; }
+  std::vector<runtime::DeviceInfo> devices() override { return {{0, "stand-in", cc}}; }
   void* current_context() override { return this; }
-  int current_device_cc() override { return 90; }
+  int current_device_cc() override { return cc; }
   bool stream_is_capturing(void*) override { return false; }
   void* load_library(const std::string& image) override {
+    for (const auto& r : refused_images)
+      if (r == image)
+        throw Error(ErrorKind::Driver,
+                    "cuLibraryLoadData failed: CUDA_ERROR_UNSUPPORTED_PTX_VERSION");
     images.push_back(image);
     return reinterpret_cast<void*>(images.size());
   }

@@ -119,11 +119,12 @@ format::Index release_index(const ReleaseSpec& rel, std::vector<format::IndexEnt
   idx.package = rel.package;
   idx.package_version = rel.version;
   idx.git_commit = rel.git_commit;
-  idx.cuda_version = rel.cuda_version;
   std::sort(entries.begin(), entries.end(),
             [](const format::IndexEntry& a, const format::IndexEntry& b) { return a.target < b.target; });
   std::vector<std::string> targets;
-  for (const auto& e : entries) targets.push_back(e.target);
+  for (const auto& e : entries)  // each once: a release of two toolkits lists a target twice
+    if (std::find(targets.begin(), targets.end(), e.target) == targets.end())
+      targets.push_back(e.target);
   idx.provenance = sample_provenance(std::move(targets));
   idx.archives = std::move(entries);
   return idx;
@@ -132,7 +133,7 @@ format::Index release_index(const ReleaseSpec& rel, std::vector<format::IndexEnt
 format::IndexEntry release_index_entry(const ReleaseSpec& rel, const std::string& target,
                                const std::string& archive_bytes) {
   return {format::archive_file_name(rel.package, rel.version, rel.cuda_version, target), target,
-          archive_bytes.size(), io::sha256_hex(archive_bytes)};
+          rel.cuda_version, archive_bytes.size(), io::sha256_hex(archive_bytes)};
 }
 
 SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
@@ -148,7 +149,7 @@ SyntheticDist write_release_dist(const fs::path& dir, const ReleaseSpec& rel,
     fs::path p = write_release_archive(dir, rel, t);
     std::size_t size = 0;
     std::string sha = io::sha256_file(p, &size);
-    entries.push_back({p.filename().string(), t, size, sha});
+    entries.push_back({p.filename().string(), t, rel.cuda_version, size, sha});
     d.archive[t] = p.filename().string();
     for (const auto& art : release_artifacts(rel, t))
       d.artifacts[t][art.uri + ".fatbin"] = art.bytes;

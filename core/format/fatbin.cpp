@@ -50,6 +50,34 @@ std::string hex(std::uint64_t v) {
   throw Error(ErrorKind::Format, "not a valid cubin (ELF64): " + what);
 }
 
+
+void check_elf_magic(std::string_view elf) {
+  if (elf.size() < 64 || elf.substr(0, 4) !=
+                             "\x7f"
+                             "ELF")
+    bad_elf("no ELF magic");
+}
+
+// The section header table of a 64-bit little-endian ELF, its bounds checked against the file.
+struct SectionTable {
+  std::uint64_t offset = 0;
+  std::uint16_t entry_size = 0, count = 0;
+  std::uint64_t header(std::uint32_t i) const { return offset + std::uint64_t{i} * entry_size; }
+};
+
+SectionTable section_table(std::string_view elf) {
+  check_elf_magic(elf);
+  if (elf[4] != 2) bad_elf("not a 64-bit ELF");
+  if (elf[5] != 1) bad_elf("not little-endian");
+  SectionTable t{load<std::uint64_t>(elf, 0x28), load<std::uint16_t>(elf, 0x3a),
+                 load<std::uint16_t>(elf, 0x3c)};
+  if (t.count == 0) return t;
+  if (t.entry_size < 64) bad_elf("section header size " + std::to_string(t.entry_size));
+  if (t.offset > elf.size() || std::uint64_t{t.count} * t.entry_size > elf.size() - t.offset)
+    bad_elf("section headers lie outside the file");
+  return t;
+}
+
 }  // namespace
 
 std::string FatbinImage::target() const {
@@ -180,10 +208,7 @@ std::string fatbin_image_payload(std::string_view b, const FatbinImage& img) {
 }
 
 int elf_sm_arch(std::string_view elf) {
-  if (elf.size() < 64 || elf.substr(0, 4) !=
-                             "\x7f"
-                             "ELF")
-    bad_elf("no ELF magic");
+  check_elf_magic(elf);
   // Two layouts of e_flags, told apart by EI_OSABI: CUDA 13's cubins (0x41) keep the SM in
   // bits 8-15; CUDA 12's and older (0x33) in bits 0-7 (and the virtual arch in bits 16-23).
   const std::uint32_t flags = load<std::uint32_t>(elf, 0x30);
@@ -192,22 +217,12 @@ int elf_sm_arch(std::string_view elf) {
 }
 
 std::optional<std::string> elf_section(std::string_view elf, std::string_view name) {
-  if (elf.size() < 64 || elf.substr(0, 4) !=
-                             "\x7f"
-                             "ELF")
-    bad_elf("no ELF magic");
-  if (elf[4] != 2) bad_elf("not a 64-bit ELF");
-  if (elf[5] != 1) bad_elf("not little-endian");
-  auto shoff = load<std::uint64_t>(elf, 0x28);
-  auto shentsize = load<std::uint16_t>(elf, 0x3a);
-  auto shnum = load<std::uint16_t>(elf, 0x3c);
-  auto shstrndx = load<std::uint16_t>(elf, 0x3e);
+  const SectionTable table = section_table(elf);
+  const std::uint16_t shnum = table.count;
   if (shnum == 0) return std::nullopt;
-  if (shentsize < 64) bad_elf("section header size " + std::to_string(shentsize));
-  if (shoff > elf.size() || std::uint64_t{shnum} * shentsize > elf.size() - shoff)
-    bad_elf("section headers lie outside the file");
+  auto shstrndx = load<std::uint16_t>(elf, 0x3e);
   if (shstrndx >= shnum) bad_elf("section name table " + std::to_string(shstrndx) + " is missing");
-  auto header = [&](std::uint32_t i) { return shoff + std::uint64_t{i} * shentsize; };
+  auto header = [&](std::uint32_t i) { return table.header(i); };
   auto names_off = load<std::uint64_t>(elf, header(shstrndx) + 0x18);
   auto names_size = load<std::uint64_t>(elf, header(shstrndx) + 0x20);
   if (!fits(elf, names_off, names_size)) bad_elf("section name table lies outside the file");
@@ -229,26 +244,16 @@ std::optional<std::string> elf_section(std::string_view elf, std::string_view na
 }
 
 std::vector<std::string> elf_function_symbols(std::string_view elf) {
-  if (elf.size() < 64 || elf.substr(0, 4) !=
-                             "\x7f"
-                             "ELF")
-    bad_elf("no ELF magic");
-  if (elf[4] != 2) bad_elf("not a 64-bit ELF");
-  if (elf[5] != 1) bad_elf("not little-endian");
-  auto shoff = load<std::uint64_t>(elf, 0x28);
-  auto shentsize = load<std::uint16_t>(elf, 0x3a);
-  auto shnum = load<std::uint16_t>(elf, 0x3c);
+  const SectionTable table = section_table(elf);
+  const std::uint16_t shnum = table.count;
   if (shnum == 0) return {};
-  if (shentsize < 64) bad_elf("section header size " + std::to_string(shentsize));
-  if (shoff > elf.size() || std::uint64_t{shnum} * shentsize > elf.size() - shoff)
-    bad_elf("section headers lie outside the file");
   struct Section {
     std::uint32_t type;
     std::uint64_t offset, size, entsize;
     std::uint32_t link;
   };
   auto section = [&](std::uint32_t i) {
-    std::uint64_t h = shoff + std::uint64_t{i} * shentsize;
+    std::uint64_t h = table.header(i);
     Section s{load<std::uint32_t>(elf, h + 4), load<std::uint64_t>(elf, h + 0x18),
               load<std::uint64_t>(elf, h + 0x20), load<std::uint64_t>(elf, h + 0x38),
               load<std::uint32_t>(elf, h + 0x28)};

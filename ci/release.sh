@@ -25,6 +25,11 @@
 #                     when an interpreter is missing (scripts/find_python.sh says where it looked
 #                     and how to get one), unless the list leaves that version out on purpose
 #   --wheel-arches LIST   their architectures (default x86_64,aarch64)
+#   --one-nvcc-per-specialisation  passed to `kiln build`: the kernels the old way, one nvcc per
+#                     specialisation and target (the fallback, and the baseline release builds
+#                     are measured against; the archives' bytes differ only in ptxas's notes)
+# Each step's wall and CPU seconds (user+sys of the commands it ran) are printed when it ends
+# and again, as a table, at the end; release/steps.txt keeps them.
 # Sharded (docs/release.md; every variant gives the same bytes as the plain run):
 #   --shards N         build the kernels as N shards, N `kiln build --shard I/N` processes at
 #                      once (--jobs each, default 1), then `kiln merge` them; the rest as usual
@@ -56,12 +61,39 @@ while [ $# -gt 0 ]; do
     --no-runtime-wheel) runtime_wheel=0; shift ;;
     --wheel-pythons) wheel_pythons="$2"; shift 2 ;;
     --wheel-arches) wheel_arches="$2"; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    --one-nvcc-per-specialisation) build_args+=("$1"); shift ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 
-step() { printf '\n=== %s\n' "$*"; }
+# step NAME: ends the step running (its wall and CPU seconds to stderr and to $step_log) and
+# starts NAME. CPU is the children's user+sys from bash's `times`, so it counts every command
+# the step waited for.
+step_name="" step_wall=0 step_cpu=0 step_lines=()
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
+children_cpu() {  # sets cpu_now: the children's user+sys seconds so far, e.g. 12.34 (`times`
+  times >"$times_file"  # runs in this shell: in a pipe or $(...) it would count a subshell's)
+  cpu_now=$(sed -n 2p "$times_file" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); n += a[1] * 60 + a[2] } printf "%.2f", n }')
+}
+end_step() {
+  [ -n "$step_name" ] || return 0
+  local line
+  children_cpu
+  line=$(printf '%6d s wall %9.1f s CPU  %s' "$((SECONDS - step_wall))" \
+    "$(awk -v a="$cpu_now" -v b="$step_cpu" 'BEGIN { print a - b }')" "$step_name")
+  step_lines+=("$line")
+  printf '%s\n' "--- $line" >&2
+  step_name=""
+}
+step() {
+  end_step
+  children_cpu
+  step_name="$*" step_wall=$SECONDS step_cpu=$cpu_now
+  printf '\n=== %s\n' "$*"
+}
+step "bootstrap: the Debian packages and tools the release needs"
 scripts/bootstrap.sh
 version="$(cat VERSION)"
 out="${KILN_RELEASE_DIR:-release}"
@@ -179,3 +211,10 @@ fi
 printf 'TUF repository: %s (THROWAWAY test keys)\nTUF root %s sha256: %s (kiln fetch --tuf-root, KILN_TUF_ROOT)\n' \
   "$out/tuf" "$out/tuf/metadata/1.root.json" \
   "$(sha256sum "$out/tuf/metadata/1.root.json" | cut -c1-64)"
+end_step
+children_cpu
+{
+  printf 'steps (wall, CPU = user+sys of the commands each ran):\n'
+  printf '  %s\n' "${step_lines[@]}"
+  printf '  %6d s wall %9.1f s CPU  total\n' "$SECONDS" "$cpu_now"
+} | tee "$out/steps.txt"

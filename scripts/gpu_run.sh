@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The GPU proof run (docs/gpu-runs.md, docs/performance.md), in two steps:
 #
-#   scripts/gpu_run.sh prepare BUILD_DIR   here (build machine): builds the sm_90+sm_90a store,
-#       the sm_90 archive alone (also built one nvcc per specialisation, to compare the first
-#       gets of both build modes), a PTX-only compute_80 store and the dist directory with
-#       BUILD_DIR/kiln, and copies the
+#   scripts/gpu_run.sh prepare BUILD_DIR [RELEASE_DIST]   here (build machine): builds the
+#       sm_90+sm_90a store, the sm_90 archive alone, the sm_90a archive one nvcc per
+#       specialisation (its first gets against the grouped one: RELEASE_DIST's, the dist
+#       directory of ./ci/release.sh, else built here), a PTX-only compute_80 store and the
+#       dist directory with BUILD_DIR/kiln, and copies the
 #       binaries and the shared libraries they need (not glibc/libstdc++/libgcc, not libcuda)
 #       into .carry/ (git-ignored; carried to the device machine).
 #   scripts/gpu_run.sh run                 on the GPU machine, from the repository root: runs
@@ -18,7 +19,8 @@ CARRY=.carry/ops  # inside the git-ignored .carry/, which others may use too
 source "$(dirname "${BASH_SOURCE[0]}")/lazy_libs.sh"
 
 prepare() {
-  local build=${1:?usage: gpu_run.sh prepare BUILD_DIR}
+  local build=${1:?usage: gpu_run.sh prepare BUILD_DIR [RELEASE_DIST]}
+  local release_dist=${2:-}
   set -e
   rm -rf "$CARRY"
   mkdir -p "$CARRY/bin" "$CARRY/lib"
@@ -27,11 +29,18 @@ prepare() {
   "$kiln" build --targets sm_90,sm_90a --out "$build/gpu-store-build" --dist "$CARRY/dist"
   "$kiln" install "$CARRY"/dist/*-index.json --dest "$CARRY/store-sm90"
   "$kiln" install "$CARRY"/dist/*-sm_90.tar.zst --dest "$CARRY/store-sm90-only"
-  # The same sm_90 archive built one nvcc per specialisation: the first get of a grouped build's
-  # artifact against the per-specialisation one (issue 37: loading unchanged).
-  "$kiln" build --targets sm_90 --one-nvcc-per-specialisation --out "$build/gpu-perspec-build" \
+  # First gets by build mode (issue 37: loading unchanged): the sm_90a archive (what the H200
+  # loads) as the release ships it (RELEASE_DIST, from ./ci/release.sh; else built here, grouped)
+  # against the same tree built one nvcc per specialisation.
+  if [ -n "$release_dist" ]; then
+    "$kiln" install "$release_dist"/*-cuda13.0-sm_90a.tar.zst --dest "$CARRY/store-modes-grouped"
+  else
+    "$kiln" build --targets sm_90a --out "$build/gpu-grouped-build" --dist "$build/gpu-grouped-dist"
+    "$kiln" install "$build"/gpu-grouped-dist/*-sm_90a.tar.zst --dest "$CARRY/store-modes-grouped"
+  fi
+  "$kiln" build --targets sm_90a --one-nvcc-per-specialisation --out "$build/gpu-perspec-build" \
     --dist "$build/gpu-perspec-dist"
-  "$kiln" install "$build"/gpu-perspec-dist/*-sm_90.tar.zst --dest "$CARRY/store-sm90-per-spec"
+  "$kiln" install "$build"/gpu-perspec-dist/*-sm_90a.tar.zst --dest "$CARRY/store-modes-per-spec"
   "$kiln" build --targets compute_80 --out "$build/gpu-ptx-build" --dist "$build/gpu-ptx-dist"
   "$kiln" install "$build"/gpu-ptx-dist/*-index.json --dest "$CARRY/store-ptx"
   cp "$kiln" "$build/tests/kiln_gpu_tests" "$build/bench/kiln_load_bench" "$CARRY/bin/"
@@ -83,15 +92,19 @@ run() {
     --index "$(ls "$CARRY"/dist/*-index.json | head -1)" --out "$out/bench.md" 2>&1 | tee "$out/bench.log"
   local bench_rc=${PIPESTATUS[0]}
   kill "$server" 2>/dev/null
-  # Cold gets of the grouped build's artifacts against the per-specialisation build's, back to back.
-  local mode
-  for mode in grouped per-spec grouped per-spec; do
-    local store=$KILN_TEST_GPU_SM90_ONLY_STORE
-    [ "$mode" = per-spec ] && store="$root/$CARRY/store-sm90-per-spec"
-    [ -d "$store" ] || continue
-    echo "== cold gets, $mode build" | tee -a "$out/bench-build-modes.log"
-    "$CARRY/bin/kiln_load_bench" --store "$store" --cold-only 2>&1 | tee -a "$out/bench-build-modes.log"
+  # Cold gets of the two build modes' sm_90a artifacts: 12 rounds (6 each) in a random order,
+  # each round 200 cold gets alternating with the floor (the same file loaded by bare code), so
+  # neither mode always runs first or on a warmer machine; bench_build_modes.py summarises.
+  local mode i=0
+  mkdir -p "$out/build-modes"
+  for mode in $(printf 'grouped\nper-spec\n%.0s' 1 2 3 4 5 6 | shuf); do
+    i=$((i + 1))
+    "$CARRY/bin/kiln_load_bench" --store "$root/$CARRY/store-modes-$mode" --cold-only \
+      --iterations 200 --json "$out/build-modes/$i-$mode.json" >>"$out/bench-build-modes.log" 2>&1 ||
+      echo "round $i ($mode) failed" | tee -a "$out/bench-build-modes.log"
   done
+  python3 "$(dirname "${BASH_SOURCE[0]}")/bench_build_modes.py" "$out/build-modes" 2>&1 |
+    tee -a "$out/bench-build-modes.log"
   echo "gpu tests exit $tests_rc, benchmark exit $bench_rc" | tee -a "$out/device.txt"
   [ "$tests_rc" -ne 0 ] && return "$tests_rc"
   return "$bench_rc"

@@ -185,7 +185,15 @@ step "mirror verify"
 if [ "$runtime_wheel" = 1 ] && [[ ",$wheel_arches," == *",$(uname -m),"* ]]; then
   step "runtime wheels from the mirror: pip install and kiln doctor with this machine's Pythons"
   pythons=()
-  [ -x /usr/bin/python3 ] && pythons+=(/usr/bin/python3)
+  # The system's python3 too, when the release has a wheel for it (3.X in the list, or abi3
+  # and 3.12 or later); a list that leaves its version out on purpose skips it.
+  if [ -x /usr/bin/python3 ]; then
+    sys_py=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    if [[ ",$wheel_pythons," == *",$sys_py,"* ]] ||
+      { [[ ",$wheel_pythons," == *",abi3,"* ]] && [ "${sys_py#3.}" -ge 12 ]; }; then
+      pythons+=(/usr/bin/python3)
+    fi
+  fi
   for py in ${wheel_pythons//,/ }; do
     case "$py" in
       abi3) pythons+=("$(scripts/find_python312.sh)") ;;

@@ -41,11 +41,13 @@ std::vector<std::string> publish(const fs::path& dist, const std::string& cuda,
   id.description_json = "{\"package\": \"kiln-kernels\"}\n";
   id.provenance = test::sample_provenance(kTargets);
   id.provenance.build_time = build_time;
-  id.provenance.toolkits = cuda == "12.9"
-                               ? std::vector<format::BuildTool>{{"nvrtc", "12.9.86"}, {"ptxas", "12.9.86"}}
-                               : std::vector<format::BuildTool>{{"nvcc", cuda + ".88"}};
-  std::sort(id.provenance.toolkits.begin(), id.provenance.toolkits.end(),
-            [](const auto& x, const auto& y) { return x.name < y.name; });
+  id.provenance.toolkits.clear();
+  if (cuda == "12.9") {
+    id.provenance.toolkits.push_back(format::BuildTool{"nvrtc", "12.9.86"});
+    id.provenance.toolkits.push_back(format::BuildTool{"ptxas", "12.9.86"});
+  } else {
+    id.provenance.toolkits.push_back(format::BuildTool{"nvcc", cuda + ".88"});
+  }
   auto content = [&](std::size_t i) {
     builder::ArchiveContent c;
     c.manifest = test::release_manifest(rel, targets.at(i));

@@ -75,9 +75,9 @@ TEST_F(MultiToolkitBuild, BothToolkitsInOneRunPublishOneIndexOfBoth) {
   EXPECT_EQ(listed(work_ / "a/dist"), (std::vector<std::string>{"sm_70 12.9", "sm_90a " + cuda_,
                                                                 "sm_90a 12.9"}));
   // The summary reports each toolkit.
-  auto j = test::run("SOURCE_DATE_EPOCH=1700000000 " + test::kiln_cli() + " build --source " +
+  auto j = test::run("(SOURCE_DATE_EPOCH=1700000000 " + test::kiln_cli() + " build --source " +
                      src_.path().string() + " --out " + (work_ / "a").string() + " --targets " +
-                     targets_ + " --toolkits " + cuda_ + "," + nvrtc_ + " --json 2>/dev/null");
+                     targets_ + " --toolkits " + cuda_ + "," + nvrtc_ + " --json 2>/dev/null)");
   ASSERT_EQ(j.exit_code, 0) << j.out;
   auto s = nlohmann::json::parse(j.out);
   ASSERT_EQ(s["toolkits"].size(), 2u) << j.out;

@@ -76,12 +76,9 @@ KeptToolkits kept_toolkits(const fs::path& dist, const PackageIdentity& id,
       continue;
     }
     for (const format::IndexEntry* a : entries) {
-      const std::string expected =
-          format::archive_file_name(id.name, id.version, a->cuda_version, a->target);
+      // parse_index has checked the name: <package>-<version>-cuda<toolkit>-<target>.tar.zst.
       std::string why;
-      if (a->file != expected) {
-        why = "its index entry names " + a->file + ", not " + expected;
-      } else {
+      {
         const fs::path file = dist / a->file;
         if (!fs::is_regular_file(file, ec)) {
           why = "the file is missing";

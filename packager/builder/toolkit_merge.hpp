@@ -26,10 +26,11 @@ struct KeptToolkits {
 // The previous index of `id`'s release in `dist` (none: nothing kept). An archive of another
 // toolkit than `cuda_version` is kept when the old index is of the same build (git commit, the
 // package's description, and provenance: source commit and state, kiln version, build time)
-// and the archive file is there under its own name (package, version, toolkit, target) with
-// the size and sha256 the old index gives. Anything else is left out of the new index with a
-// line in `dropped`: an unreadable index, another build (a stale toolkit: built from other
-// sources or at another build time), a missing, changed or misnamed (foreign) archive. The
+// and the archive file is there under its own name (package, version, toolkit, target: the
+// index's reader refuses any other) with the size and sha256 the old index gives. Anything
+// else is left out of the new index with a line in `dropped`: an unreadable index (one naming
+// a foreign file included), another build (a stale toolkit: built from other sources or at
+// another build time), a missing or changed (foreign) archive. The
 // archives of `cuda_version` itself are this publish's. Reads and hashes; changes nothing.
 KeptToolkits kept_toolkits(const std::filesystem::path& dist, const PackageIdentity& id,
                            const std::string& cuda_version);

@@ -3,7 +3,8 @@
 // tiny project: one --dist and one index listing every toolkit's archives (target, then newest
 // toolkit first), a target one toolkit does not build left out with a line while the other
 // builds it, the same index and archives from one run with both, from one toolkit at a time in
-// either order, and from each toolkit's shards merged into the same --dist.
+// either order, and from each toolkit's shards merged into the same --dist; and verify, inspect,
+// wheel and the mirror carrying both toolkits side by side.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -131,6 +132,36 @@ TEST_F(MultiToolkitBuild, AToolkitOfAnotherBuildIsLeftOutWithALine) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(listed(work_ / "b/dist"), (std::vector<std::string>{"sm_90a " + cuda_}));
+}
+
+TEST_F(MultiToolkitBuild, VerifyInspectWheelsAndMirrorCarryBothToolkits) {
+  ASSERT_EQ(build(work_ / "b", cuda_ + "," + nvrtc_).exit_code, 0);
+  const fs::path dist = work_ / "b/dist";
+  const std::string index = (dist / format::index_file_name(kPackage, kVersion)).string();
+  const std::string source = " --source " + src_.path().string();
+  auto v = test::run(test::kiln_cli() + " verify" + source + " " + index);
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_NE(v.out.find("0 problems"), std::string::npos) << v.out;
+  auto i = test::run(test::kiln_cli() + " inspect " + index);
+  EXPECT_EQ(i.exit_code, 0) << i.out;
+  EXPECT_NE(i.out.find("CUDA 12.9, " + cuda_ + ", 3 archives"), std::string::npos) << i.out;
+  auto w = test::run(test::kiln_cli() + " wheel --dist " + dist.string() + " --out " +
+                     (work_ / "wheels").string());
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  const std::string cu = "cu" + cuda_.substr(0, cuda_.find('.'));
+  for (const std::string& name : std::vector<std::string>{
+           "tiny_kernels_cu12_sm70", "tiny_kernels_cu12_sm90a", "tiny_kernels_" + cu + "_sm90a"})
+    EXPECT_TRUE(fs::exists(work_ / "wheels" / (name + "-" + kVersion + "-py3-none-any.whl"))) << name;
+  EXPECT_FALSE(fs::exists(work_ / "wheels" / ("tiny_kernels_" + cu + "_sm70-" + kVersion + "-py3-none-any.whl")));
+  auto st = test::run(test::kiln_cli() + " mirror stage" + source + " " + dist.string() + " " +
+                      (work_ / "wheels").string() + " --to " + (work_ / "mirror").string());
+  ASSERT_EQ(st.exit_code, 0) << st.out;
+  for (const auto& a : {format::archive_file_name(kPackage, kVersion, "12.9", "sm_70"),
+                        format::archive_file_name(kPackage, kVersion, "12.9", "sm_90a"),
+                        format::archive_file_name(kPackage, kVersion, cuda_, "sm_90a")})
+    EXPECT_TRUE(fs::exists(work_ / "mirror" / a)) << a;
+  auto mv = test::run(test::kiln_cli() + " mirror verify " + (work_ / "mirror").string());
+  EXPECT_EQ(mv.exit_code, 0) << mv.out;
 }
 
 }  // namespace

@@ -25,6 +25,11 @@
 #                     when an interpreter is missing (scripts/find_python.sh says where it looked
 #                     and how to get one), unless the list leaves that version out on purpose
 #   --wheel-arches LIST   their architectures (default x86_64,aarch64)
+#   --toolkits LIST   the CUDA toolkits that build the kernels, as `kiln build --toolkits` names
+#                     them (default: ci/release-toolkits.txt, CUDA 13.0's nvcc and the NVRTC 12.9
+#                     toolkit); "nvrtc:12.9" is the directory scripts/nvrtc_toolkit.sh lays out
+#                     from pinned PyPI wheels (build/nvrtc-12.9), made here when missing. One
+#                     index lists every toolkit's archives (docs/release.md, "Toolkits").
 #   --one-nvcc-per-specialisation  passed to `kiln build`: the kernels the old way, one nvcc per
 #                     specialisation and target (the fallback, and the baseline release builds
 #                     are measured against; the archives' bytes differ only in ptxas's notes)
@@ -35,11 +40,13 @@
 #                      once (--jobs each, default 1), then `kiln merge` them; the rest as usual
 #   --shard I/N        CI shard job: build kiln and only shard I/N into release/shards/I, stop
 #   --merge-shards DIR CI merge job: merge the shard directories under DIR instead of building
+#                      (a shard job's directory holds one shard per toolkit, toolkit-K/)
 # Reproducible: SOURCE_DATE_EPOCH defaults to the commit time, so a rerun gives the same bytes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 targets="$(grep -v '^#' ci/targets.txt | tr -d ' \n')"
+toolkits="$(sed 's/#.*//' ci/release-toolkits.txt | tr -s ' \n' ',' | sed 's/^,//; s/,$//')"
 build_args=()
 shards=""
 one_shard=""
@@ -52,6 +59,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets="$2"; shift 2 ;;
     --targets=*) targets="${1#--targets=}"; shift ;;
+    --toolkits) toolkits="$2"; shift 2 ;;
     --jobs) build_args+=(--jobs "$2"); shift 2 ;;
     --cache) export KILN_BUILD_CACHE="$2"; shift 2 ;;
     --shards) shards="$2"; shift 2 ;;
@@ -62,7 +70,7 @@ while [ $# -gt 0 ]; do
     --wheel-pythons) wheel_pythons="$2"; shift 2 ;;
     --wheel-arches) wheel_arches="$2"; shift 2 ;;
     --one-nvcc-per-specialisation) build_args+=("$1"); shift ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -115,12 +123,36 @@ mkdir -p "$out"
 cmake --install "$kiln_build" --prefix "$out/stage" --strip >/dev/null
 kiln="$out/stage/bin/kiln"
 
-# The kernels: one build, or shards merged. Shard directories are what a CI shard job uploads.
+# The toolkits as kiln build names them: nvrtc:12.9 becomes the directory scripts/nvrtc_toolkit.sh
+# lays out (idempotent: a directory already complete for its pins is used as it is).
+named=()
+for tk in ${toolkits//,/ }; do
+  case "$tk" in
+    nvrtc:12.9)
+      step "the CUDA 12.9 NVRTC toolkit (scripts/nvrtc_toolkit.sh: pinned PyPI wheels)"
+      named+=("nvrtc:$(scripts/nvrtc_toolkit.sh | tail -n 1)") ;;
+    *) named+=("$tk") ;;
+  esac
+done
+toolkits="$(IFS=,; echo "${named[*]}")"
+
+# The kernels: one build, or shards merged. Shard directories are what a CI shard job uploads;
+# a shard builds one toolkit, so a shard job's directory holds one shard per toolkit.
 shard_jobs=("${build_args[@]}")
 [ ${#shard_jobs[@]} -gt 0 ] || shard_jobs=(--jobs 1)
+build_args+=(--toolkits "$toolkits")
 shard_cmd() {  # I N: what a shard job runs (tests/integration/shard_test.cpp runs the same)
-  "$kiln" build --targets "$targets" --shard "$1/$2" --out "$work/shard-$1" \
-    --dist "$out/shards/$1" "${shard_jobs[@]}"
+  local k=0
+  for tk in "${named[@]}"; do
+    k=$((k + 1))
+    "$kiln" build --targets "$targets" --toolkits "$tk" --shard "$1/$2" --out "$work/shard-$1" \
+      --dist "$out/shards/$1/toolkit-$k" "${shard_jobs[@]}"
+  done
+}
+merge_shards() {  # DIR: each toolkit's shards merged into the one dist, whose index lists them all
+  for d in "$1"/*/toolkit-*/; do basename "$d"; done | sort -u | while read -r k; do
+    "$kiln" merge "$1"/*/"$k"/ --dist "$out/dist"
+  done
 }
 if [ -n "$one_shard" ]; then
   step "shard $one_shard of the archives for $targets"
@@ -129,7 +161,7 @@ if [ -n "$one_shard" ]; then
   exit 0
 elif [ -n "$merge_from" ]; then
   step "merge the shards in $merge_from"
-  "$kiln" merge "$merge_from"/*/ --dist "$out/dist"
+  merge_shards "$merge_from"
 elif [ -n "$shards" ]; then
   step "archives for $targets as $shards shards at once"
   pids=()
@@ -143,9 +175,9 @@ elif [ -n "$shards" ]; then
   done
   [ "$failed" = 0 ]
   step "merge $shards shards"
-  "$kiln" merge "$out"/shards/*/ --dist "$out/dist"
+  merge_shards "$out/shards"
 else
-  step "archives + index for $targets"
+  step "archives + index for $targets with toolkits $toolkits"
   "$kiln" build --targets "$targets" --out "$work/kernels" --dist "$out/dist" "${build_args[@]}"
 fi
 step "verify"

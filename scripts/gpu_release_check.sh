@@ -41,6 +41,15 @@
 #   many-processes  64 processes x 8 threads on one empty cache through a pinned mirror, then
 #              through TUF: one download per archive, every loaded image the store's
 #              (tests/node/many_processes.sh)
+#   toolkits   the release holds the archives of two CUDA toolkits (ci/release-toolkits.txt:
+#              12.9 from NVRTC, 13.0 from nvcc). For each toolkit alone: a store of only its
+#              archives (from the tarball's), every specialisation through the loader, offline and
+#              without JIT, against its CPU reference, each loaded from that toolkit's archive;
+#              and the release's wheels without the other toolkit's target wheels in a fresh
+#              venv (tests/gpu/python_ops_check.py), loading from that toolkit's wheel. With both
+#              present (the tarball's store, the python case's venv) on this driver (>= 580,
+#              CUDA 13), every specialisation is taken from the 13.0 archive, and `kiln resolve
+#              --explain` chooses cuda13.0.
 set -uo pipefail
 CARRY=.carry/release
 
@@ -163,6 +172,7 @@ run() {
     "$out/packages.log" || { rc=1; echo "FAILED: packages: acme's kernel not from its store" | tee -a "$log"; }
   tier_cases "$tree" "$out" || rc=1
   python_case "$out" || rc=1
+  toolkit_cases "$tree" "$out" || rc=1
   # many-processes: 64 processes x 8 threads on one empty cache, pinned mirror then TUF.
   echo "--- many-processes: tests/node/many_processes.sh (64 x 8, real driver)" | tee -a "$log"
   LD_LIBRARY_PATH="$root/$CARRY/syslib" bash tests/node/many_processes.sh "$tree/bin/kiln" \
@@ -373,6 +383,73 @@ python_case() {
   (cd /tmp && LD_LIBRARY_PATH="$root/$CARRY/syslib" "$venv/bin/python" \
     "$root/bench/python_launch_bench.py") 2>&1 | tee "$out/python-bench.log" | tee -a "$out/release-check.log"
   [ "$st" = 0 ] || { echo "FAILED: python (exit $st)" | tee -a "$out/release-check.log"; return 1; }
+}
+
+# toolkits: each toolkit's archives alone (tarball store, wheels), then the driver's choice
+# with both present (the header above).
+toolkit_cases() {
+  local tree=$1 out=$2 root=$PWD rc=0 work log=$out/release-toolkits.log
+  work=$(mktemp -d /tmp/kiln-toolkits-XXXXXX)
+  : >"$log"
+  local store_all=$tree/share/kiln/artifacts tests=$root/$CARRY/bin/kiln_gpu_tests
+  local bare=$work/bare version toolkits driver
+  cp -a "$tree" "$bare"
+  rm -rf "$bare/share/kiln/artifacts"
+  version=$(cd "$store_all" && ls -d kiln-kernels-*-cuda*-* | head -n 1 | sed 's/^kiln-kernels-\(.*\)-cuda.*/\1/')
+  toolkits=$(cd "$store_all" && ls -d kiln-kernels-"$version"-cuda*-* | sed 's/.*-cuda\([0-9.]*\)-.*/\1/' | sort -u)
+  driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)
+  echo "--- toolkits: $(echo $toolkits) in the tarball's store; driver $driver" | tee -a "$log"
+  tk_check() {  # tk_check DESCRIPTION COMMAND...
+    if "${@:2}"; then echo "ok: $1" | tee -a "$log"; else echo "FAILED: $1" | tee -a "$log"; rc=1; fi
+  }
+  tk_check "the release holds two toolkits or more" test "$(echo "$toolkits" | wc -l)" -ge 2
+  tk_check "the driver is 580 or newer (runs CUDA 13.0)" test "${driver%%.*}" -ge 580
+  # tk_run NAME STORE ORIGIN: every specialisation through the loader from STORE alone (offline,
+  # no JIT), each loaded from a path starting with ORIGIN.
+  tk_run() {
+    local name=$1 store=$2 origin=$3
+    echo "--- toolkits case $name: KILN_ARTIFACT_PATH=$store" | tee -a "$log"
+    env -i PATH=/usr/bin:/bin HOME="$work/home-$name" LD_LIBRARY_PATH="$bare/lib:$root/$CARRY/syslib" \
+      KILN_TEST_RELEASE_ENV=1 KILN_TEST_RELEASE_ORIGINS="$work/origins-$name" \
+      KILN_ARTIFACT_PATH="$store" KILN_OFFLINE=1 KILN_DISABLE_JIT=1 KILN_CACHE_DIR="$work/cache-$name" \
+      "$tests" --gtest_filter='ReleaseFromEnvironment.*' >"$out/toolkits-$name.log" 2>&1
+    tk_check "$name: every specialisation correct (exit $?)" test $? = 0
+    tk_check "$name: origins recorded" test -s "$work/origins-$name"
+    local wrong
+    wrong=$(awk -v p="$origin" 'index($2, p) != 1' "$work/origins-$name" | head -n 3)
+    tk_check "$name: every specialisation loaded from $origin*${wrong:+ (not: $wrong)}" test -z "$wrong"
+  }
+  local tk major wheels venv
+  for tk in $toolkits; do
+    # The tarball's store with only this toolkit's archives (and the package's description).
+    mkdir -p "$work/store-$tk"
+    cp -r "$store_all"/kiln-kernels-"$version"-cuda"$tk"-* "$work/store-$tk/"
+    cp "$store_all"/*.package.json "$work/store-$tk/" 2>/dev/null
+    tk_run "cuda$tk-only" "$work/store-$tk" "$work/store-$tk/kiln-kernels-$version-cuda$tk-"
+    # The wheels without the other toolkits' target wheels, in a fresh venv.
+    major=${tk%%.*}
+    wheels=$(mktemp -d /tmp/kiln-wheels-cu"$major"-XXXXXX)
+    venv=$(mktemp -d /tmp/kiln-venv-cu"$major"-XXXXXX)/venv
+    cp "$root/$CARRY"/pkg/kiln-*.whl "$root/$CARRY"/pkg/kiln_kernels-*.whl \
+      "$root/$CARRY"/pkg/kiln_kernels_cu"$major"_*.whl "$wheels/"
+    echo "--- toolkits: python with the cu$major wheels alone ($wheels)" | tee -a "$log"
+    (cd /tmp && LD_LIBRARY_PATH="$root/$CARRY/syslib" python3 "$root/tests/gpu/python_ops_check.py" \
+      --wheels "$wheels" --keep "$venv") >"$out/toolkits-python-cu$major.log" 2>&1
+    tk_check "python cu$major alone: every op correct (exit $?)" test $? = 0
+    tk_check "python cu$major alone: loaded from the cuda$tk archive" \
+      grep -q "kiln-kernels-$version-cuda$tk-" "$out/toolkits-python-cu$major.log"
+  done
+  # Both present, on this driver: the newest toolkit it runs, 13.0.
+  tk_run both "$store_all" "$store_all/kiln-kernels-$version-cuda13.0-"
+  "${env_clean[@]}" "$tree/bin/kiln" resolve axpy_dtype_f32 --device auto --explain \
+    >"$out/toolkits-resolve.log" 2>&1
+  tk_check "resolve --explain on this driver chooses cuda13.0" \
+    grep -q "kiln-kernels-$version-cuda13.0-sm_90a" "$out/toolkits-resolve.log"
+  tk_check "python with every wheel loaded from the cuda13.0 archive" \
+    grep -q "kiln-kernels-$version-cuda13.0-" "$out/python.log"
+  echo "toolkit cases exit: $rc" | tee -a "$log"
+  cat "$log" >>"$out/release-check.log"
+  return $rc
 }
 
 case "${1:-}" in

@@ -237,6 +237,10 @@ using ProgressStyle = util::ProgressStyle;
 
 struct BuildOptions {
   std::vector<format::Target> targets;
+  // The targets the build was asked for, before a toolkit left out those it does not build: the
+  // index's provenance lists these, so every toolkit of one build records the same list. Empty:
+  // `targets`.
+  std::vector<format::Target> asked_targets;
   std::vector<std::string> only;
   std::optional<int> jobs;
   std::string out_dir;
@@ -299,6 +303,9 @@ struct BuildResult {
   std::string index_path;  // for a shard: its shard.json
   std::vector<PublishedArchive> archives;
   std::optional<CacheStats> cache;  // when a result cache was given
+  // Archives of other toolkits that the index in dist listed and this publish left out, a line
+  // each (publish_release).
+  std::vector<std::string> dropped;
 };
 
 // What identifies a release's archives: the project's package name and version (its
@@ -353,10 +360,14 @@ ArchiveContent archive_content(
 // merge` both publish through this, so their bytes agree.
 // `content(i)` gives archive i's content (i < archives), asked once each and in order, so that
 // one archive's artifact bytes are in memory at a time, not the release's.
+// The archives are those of one toolkit (`id.cuda_version`); the index keeps listing the other
+// toolkits' archives of the same build that the index in dist lists (toolkit_merge.hpp:
+// kept_toolkits), and `dropped` (when given) receives a line for each one left out.
 std::vector<PublishedArchive> publish_release(
     const PackageIdentity& id, std::size_t archives,
     const std::function<ArchiveContent(std::size_t)>& content, std::int64_t build_time,
-    const std::string& dist_dir, std::string* index_path);
+    const std::string& dist_dir, std::string* index_path,
+    std::vector<std::string>* dropped = nullptr);
 
 // Checks one compile result before it is packed: exactly one image, of the artifact's target
 // (arch and SASS/PTX), holding every registry entry. Returns the manifest entries. Throws

@@ -13,6 +13,7 @@
 
 #include "builder/build.hpp"
 #include "builder/toolkit.hpp"
+#include "builder/toolkit_merge.hpp"
 #include "format/archive.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
@@ -121,7 +122,7 @@ format::Provenance build_provenance(const PackageIdentity& id, const std::string
 std::vector<PublishedArchive> publish_release(
     const PackageIdentity& id, std::size_t archives,
     const std::function<ArchiveContent(std::size_t)>& content, std::int64_t build_time,
-    const std::string& dist_dir_in, std::string* index_path) {
+    const std::string& dist_dir_in, std::string* index_path, std::vector<std::string>* dropped) {
   fs::path dist_dir = fs::absolute(dist_dir_in).lexically_normal();
   // Archives are assembled under temporary names and renamed only after all of them are
   // written, so a failure leaves the previous dist as it was.
@@ -142,6 +143,14 @@ std::vector<PublishedArchive> publish_release(
   index.package_version = id.version;
   index.git_commit = id.git_commit;
   index.provenance = id.provenance;
+  // The other toolkits' archives of this release that the index in dist lists stay listed
+  // (toolkit_merge.hpp); this publish's toolkit replaces its own.
+  KeptToolkits kept = kept_toolkits(dist_dir, id, id.cuda_version);
+  if (dropped) *dropped = kept.dropped;
+  if (!kept.archives.empty()) {
+    index.archives = kept.archives;
+    index.provenance = merged_provenance(id.provenance, kept);
+  }
   try {
     for (std::size_t a = 0; a < archives; ++a) {
       ArchiveContent c = content(a);

@@ -288,7 +288,7 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
   PackageIdentity id = package_identity(project);
   id.cuda_version = tk.version;
   id.provenance = build_provenance(id, tk.full_version, opts.build_time, opts.build_time_origin,
-                                   opts.targets);
+                                   opts.asked_targets.empty() ? opts.targets : opts.asked_targets);
   if (nvrtc) id.provenance.toolkits = {{"nvrtc", tk.full_version}, {"ptxas", tk.ptxas_version}};
   // One target's results at a time: read, checked and packed, so that a build holds one
   // archive's artifacts in memory, not the release's. A bad result still fails the build before
@@ -330,7 +330,8 @@ BuildResult run_build(const BuildOptions& opts, Toolkit& toolkit, CommandRunner&
     result.index_path = write_shard(dist_dir.string(), sm, contents, id.description_json);
   } else {
     result.archives = publish_release(id, plan.targets.size(), content, opts.build_time,
-                                      dist_dir.string(), &result.index_path);
+                                      dist_dir.string(), &result.index_path, &result.dropped);
+    for (const auto& line : result.dropped) std::fprintf(progress_out, "%s\n", line.c_str());
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

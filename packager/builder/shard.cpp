@@ -355,7 +355,7 @@ MergeResult run_merge(const std::vector<std::string>& shard_dirs, const std::str
   };
   MergeResult r;
   r.archives = publish_release(plan.id, plan.manifests.size(), content, plan.build_time, dist_dir,
-                               &r.index_path);
+                               &r.index_path, &r.dropped);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

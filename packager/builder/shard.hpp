@@ -72,6 +72,7 @@ MergePlan plan_merge(const std::vector<ShardInput>& shards);
 struct MergeResult {
   std::string index_path;
   std::vector<PublishedArchive> archives;
+  std::vector<std::string> dropped;  // other toolkits' archives left out (publish_release)
   double seconds = 0;
 };
 

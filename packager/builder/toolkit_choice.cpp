@@ -148,39 +148,63 @@ BuildToolkits project_build_toolkits(const std::string& flag, const std::string&
   return {{}, "the nvcc of CUDA_HOME, /usr/local/cuda or PATH"};
 }
 
-ChosenToolkit choose_toolkit(const BuildToolkits& toolkits, const std::vector<format::Target>& targets,
-                             const ToolkitSearch& search) {
-  ChosenToolkit c;
-  c.targets = targets;
+namespace {
+
+std::string none_built(const ToolkitInfo& tk, const std::vector<format::Target>& targets) {
+  std::string asked, codes;
+  for (const auto& t : targets) asked += (asked.empty() ? "" : ",") + t.str();
+  for (const auto& x : tk.codes) codes += (codes.empty() ? "" : ", ") + x;
+  return "CUDA " + tk.version + " (" + tk.identity() + ") builds none of the targets " + asked +
+         "; it builds: " + codes;
+}
+
+}  // namespace
+
+std::string toolkit_build_dir(const ToolkitInfo& tk) {
+  return "toolkit-" + tk.version + "-" + (tk.kind == ToolkitInfo::Kind::Nvrtc ? "nvrtc" : "nvcc");
+}
+
+std::vector<ChosenToolkit> choose_toolkits(const BuildToolkits& toolkits,
+                                           const std::vector<format::Target>& targets,
+                                           const ToolkitSearch& search) {
+  std::vector<ChosenToolkit> out;
   if (toolkits.names.empty()) {
+    ChosenToolkit c;
+    c.targets = targets;
     c.toolkit = std::make_unique<NvccToolkit>(search);
-    return c;
+    out.push_back(std::move(c));
+    return out;
   }
-  if (toolkits.names.size() > 1) {
-    std::string names;
-    for (const auto& n : toolkits.names) names += (names.empty() ? "" : ", ") + n;
-    throw Error(ErrorKind::Unsupported,
-                "toolkits " + names + " (from " + toolkits.origin +
-                    "): a release of several toolkits needs index format 5, which this kiln "
-                    "does not write yet; build each toolkit into its own --dist");
+  std::vector<std::string> none;  // a line for each toolkit that builds none of the targets
+  for (const auto& name : toolkits.names) {
+    ChosenToolkit c;
+    c.name = name;
+    c.toolkit = find_toolkit(name, search);
+    const ToolkitInfo& tk = c.toolkit->info();
+    for (const auto& other : out)
+      if (other.toolkit->info().version == tk.version)
+        throw Error(ErrorKind::Usage,
+                    "toolkits " + other.name + " and " + name + " (from " + toolkits.origin +
+                        ") are both CUDA " + tk.version +
+                        ": a release holds one archive per toolkit version and target");
+    ToolkitTargets split = toolkit_targets(tk, targets);
+    if (split.build.empty()) {
+      none.push_back(none_built(tk, targets));
+      continue;
+    }
+    c.targets = std::move(split.build);
+    c.left_out = std::move(split.left_out);
+    c.build_dir = toolkit_build_dir(tk);
+    out.push_back(std::move(c));
   }
-  c.toolkit = find_toolkit(toolkits.names.front(), search);
-  const ToolkitInfo& tk = c.toolkit->info();
-  ToolkitTargets split = toolkit_targets(tk, targets);
-  if (split.build.empty()) {
-    std::string asked;
-    for (const auto& t : targets) asked += (asked.empty() ? "" : ",") + t.str();
-    throw Error(ErrorKind::Unsupported, "CUDA " + tk.version + " (" + tk.identity() +
-                                            ") builds none of the targets " + asked +
-                                            "; it builds: " + [&] {
-                                              std::string l;
-                                              for (const auto& x : tk.codes) l += (l.empty() ? "" : ", ") + x;
-                                              return l;
-                                            }());
+  if (out.empty()) {
+    std::string msg;
+    for (const auto& l : none) msg += (msg.empty() ? "" : "; ") + l;
+    throw Error(ErrorKind::Unsupported, msg);
   }
-  c.targets = std::move(split.build);
-  c.left_out = std::move(split.left_out);
-  return c;
+  // A toolkit that builds none of the targets, beside one that does, is left out with its line.
+  for (const auto& l : none) out.front().left_out.push_back(l + "; left out");
+  return out;
 }
 
 }  // namespace kiln::builder

@@ -41,17 +41,28 @@ struct BuildToolkits {
 };
 BuildToolkits project_build_toolkits(const std::string& flag, const std::string& source_dir);
 
-// The toolkit a build compiles with and the targets it builds: the named toolkit (the first
-// of `toolkits`; several are refused until the index can list them) with the targets it does
-// not build left out (a line each), or, when none is named, the one `search` finds, given every
-// target (run_build refuses one it does not build, as before toolkits were named). Throws
-// Error{Unsupported} when a named toolkit builds none of the targets.
+// The toolkits a build compiles with, each with the targets it builds, in the order named:
+// every named toolkit, the targets it does not build left out (a line each), or, when none is
+// named, the one `search` finds, given every target (run_build refuses one it does not build,
+// as before toolkits were named). A named toolkit that builds none of the targets is left out
+// with a line (in the first chosen toolkit's `left_out`) when another builds some; when none
+// does, throws Error{Unsupported} naming what each builds. Two named toolkits of one CUDA
+// version are refused (Error{Usage}): an index lists one archive per (toolkit, target).
 struct ChosenToolkit {
+  std::string name;  // as named ("13.0", "nvrtc:DIR"); "" when none was named
   std::unique_ptr<Toolkit> toolkit;
   std::vector<format::Target> targets;
   std::vector<std::string> left_out;
+  // The subdirectory of --out for this toolkit's build files (stubs, build.ninja, results), so
+  // that toolkits never share a compile result: toolkit_build_dir; "" (--out itself) when none
+  // was named.
+  std::string build_dir;
 };
-ChosenToolkit choose_toolkit(const BuildToolkits& toolkits, const std::vector<format::Target>& targets,
-                             const ToolkitSearch& search);
+std::vector<ChosenToolkit> choose_toolkits(const BuildToolkits& toolkits,
+                                           const std::vector<format::Target>& targets,
+                                           const ToolkitSearch& search);
+
+// "toolkit-13.0-nvcc", "toolkit-12.9-nvrtc": where a named toolkit's build files go under --out.
+std::string toolkit_build_dir(const ToolkitInfo& tk);
 
 }  // namespace kiln::builder

@@ -1,6 +1,7 @@
 // `kiln build`: compiles a project's registry for its targets and publishes the archives and
 // index (builder/build_options.hpp chooses what to build, builder/build.hpp: run_build builds it).
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -22,17 +23,57 @@ namespace {
 
 using builder::BuildTargets;
 
-// build_result_json's summary with the targets and where they came from.
-std::string build_json(const builder::BuildResult& r, const BuildTargets& chosen,
-                       const builder::ToolkitInfo& tk, const builder::BuildToolkits& toolkits,
-                       const std::vector<std::string>& left_out) {
-  auto j = nlohmann::ordered_json::parse(builder::build_result_json(r));
+// One toolkit's build, as the summary reports it.
+struct ToolkitBuild {
+  const builder::ChosenToolkit* chosen;
+  builder::BuildResult result;
+};
+
+// build_result_json's summary with the targets and where they came from. The top level is the
+// whole build (counts summed, every archive with its toolkit, the left-out lines of all); "toolkits"
+// holds each toolkit's own summary, in the order built; "toolkit" is the first's.
+std::string build_json(const std::vector<ToolkitBuild>& builds, const BuildTargets& chosen,
+                       const builder::BuildToolkits& toolkits) {
+  nlohmann::ordered_json j;
+  nlohmann::ordered_json per = nlohmann::ordered_json::array();
+  nlohmann::ordered_json archives = nlohmann::ordered_json::array();
+  nlohmann::ordered_json left_out = nlohmann::ordered_json::array();
+  nlohmann::ordered_json dropped = nlohmann::ordered_json::array();
+  std::size_t compiled = 0, total = 0;
+  for (const auto& b : builds) {
+    const builder::ToolkitInfo& tk = b.chosen->toolkit->info();
+    auto one = nlohmann::ordered_json::parse(builder::build_result_json(b.result));
+    if (j.empty()) j = one;
+    nlohmann::ordered_json t = {{"cuda_version", tk.version}, {"compiler", tk.identity()},
+                                {"root", tk.root}};
+    for (auto it = one.begin(); it != one.end(); ++it) t[it.key()] = it.value();
+    t["left_out"] = b.chosen->left_out;
+    t["dropped"] = b.result.dropped;
+    for (auto a : one["archives"]) {
+      a["cuda_version"] = tk.version;
+      archives.push_back(std::move(a));
+    }
+    for (const auto& l : b.chosen->left_out) left_out.push_back(l);
+    for (const auto& l : b.result.dropped) dropped.push_back(l);
+    compiled += b.result.compiled;
+    total += b.result.total;
+    per.push_back(std::move(t));
+  }
+  j["compiled"] = compiled;
+  j["total"] = total;
+  j["specialisations"]["total"] = total;
+  j["specialisations"]["compiled"] = compiled;
+  j["index"] = builds.back().result.index_path;
+  j["archives"] = std::move(archives);
   j["targets"] = nlohmann::ordered_json::array();
   for (const auto& t : chosen.targets) j["targets"].push_back(t.str());
   j["targets_from"] = chosen.origin;
-  j["toolkit"] = {{"cuda_version", tk.version}, {"compiler", tk.identity()}, {"root", tk.root}};
+  const builder::ToolkitInfo& first = builds.front().chosen->toolkit->info();
+  j["toolkit"] = {{"cuda_version", first.version}, {"compiler", first.identity()}, {"root", first.root}};
+  j["toolkits"] = std::move(per);
   j["toolkits_from"] = toolkits.origin;
-  j["left_out"] = left_out;
+  j["left_out"] = std::move(left_out);
+  j["dropped"] = std::move(dropped);
   return j.dump(2) + "\n";
 }
 
@@ -83,7 +124,9 @@ struct BuildArgs {
   std::string shard;
 };
 
-// The targets said on stderr, the build, its report on stdout.
+// The targets said on stderr, the build with each toolkit in turn (each publishing its
+// archives into the one --dist, whose index keeps the others': publish_release), its report on
+// stdout.
 void build(const BuildArgs& o) {
   const std::string source_dir = project_dir(o.source, o.json);
   const BuildTargets chosen =
@@ -98,26 +141,51 @@ void build(const BuildArgs& o) {
       builder::build_options(flags, source_dir, chosen.targets, env, build_time.seconds);
   opts.build_time_origin = build_time.origin;
   opts.progress = util::progress_style_for(stderr);
-  // The toolkit --toolkits (or the project) names, with the targets it does not build left out;
-  // else the nvcc kiln finds, as before toolkits were named (builder/toolkit_choice.hpp).
+  // The toolkits --toolkits (or the project) names, each with the targets it does not build
+  // left out; else the nvcc kiln finds, as before toolkits were named (builder/toolkit_choice.hpp).
   const builder::BuildToolkits toolkits = builder::project_build_toolkits(o.toolkits, source_dir);
-  builder::ChosenToolkit chosen_tk =
-      builder::choose_toolkit(toolkits, opts.targets, builder::ToolkitSearch::from_env());
-  builder::Toolkit* toolkit = chosen_tk.toolkit.get();
+  if (opts.shard && toolkits.names.size() > 1)
+    throw Error(ErrorKind::Usage,
+                "--shard builds one toolkit's part: name one toolkit with --toolkits for each "
+                "shard build (toolkits " + [&] {
+                  std::string l;
+                  for (const auto& n : toolkits.names) l += (l.empty() ? "" : ", ") + n;
+                  return l;
+                }() + " from " +
+                    toolkits.origin +
+                    "), and `kiln merge` each toolkit's shards into the same --dist, whose index "
+                    "then lists them all");
+  const std::vector<builder::ChosenToolkit> chosen_tks =
+      builder::choose_toolkits(toolkits, opts.targets, builder::ToolkitSearch::from_env());
+  const bool several = chosen_tks.size() > 1;
   if (!toolkits.names.empty()) {
-    const builder::ToolkitInfo& tk = toolkit->info();
-    std::fprintf(stderr, "toolkit: CUDA %s, %s at %s (from %s)\n", tk.version.c_str(),
-                 tk.identity().c_str(), tk.root.c_str(), toolkits.origin.c_str());
-    for (const auto& line : chosen_tk.left_out) std::fprintf(stderr, "%s\n", line.c_str());
+    for (const auto& c : chosen_tks) {
+      const builder::ToolkitInfo& tk = c.toolkit->info();
+      std::fprintf(stderr, "toolkit: CUDA %s, %s at %s (from %s)\n", tk.version.c_str(),
+                   tk.identity().c_str(), tk.root.c_str(), toolkits.origin.c_str());
+    }
+    for (const auto& c : chosen_tks)
+      for (const auto& line : c.left_out) std::fprintf(stderr, "%s\n", line.c_str());
   }
-  opts.targets = chosen_tk.targets;
-  const std::vector<std::string>& left_out = chosen_tk.left_out;
-  builder::BuildResult r = builder::run_build(opts, *toolkit, stderr);
-  std::fflush(stderr);
-  if (o.json)
-    std::cout << build_json(r, chosen, toolkit->info(), toolkits, left_out);
-  else
-    print_build(r, opts.shard);
+  std::vector<ToolkitBuild> builds;
+  for (const auto& c : chosen_tks) {
+    const builder::ToolkitInfo& tk = c.toolkit->info();
+    builder::BuildOptions one = opts;
+    one.asked_targets = opts.targets;
+    one.targets = c.targets;
+    if (!c.build_dir.empty())
+      one.out_dir = (std::filesystem::path(opts.out_dir) / c.build_dir).string();
+    if (several)
+      std::fprintf(stderr, "CUDA %s (%s): %s\n", tk.version.c_str(), tk.identity().c_str(),
+                   builder::joined(c.targets).c_str());
+    builds.push_back({&c, builder::run_build(one, *c.toolkit, stderr)});
+    std::fflush(stderr);
+    if (!o.json) {
+      if (several) std::printf("CUDA %s (%s):\n", tk.version.c_str(), tk.identity().c_str());
+      print_build(builds.back().result, opts.shard);
+    }
+  }
+  if (o.json) std::cout << build_json(builds, chosen, toolkits);
 }
 
 }  // namespace
@@ -127,7 +195,7 @@ void add_build_command(CLI::App& app, int& rc) {
       "build",
       "compile every registered kernel for the given targets with nvcc (through ninja), or "
       "with NVRTC (--toolkits nvrtc:DIR), and publish one archive per target plus the release "
-      "index.\n"
+      "index; with several --toolkits, each toolkit's archives into one index.\n"
       "Incremental: a second run compiles only what changed. Reproducible: the build time is "
       "SOURCE_DATE_EPOCH, else the source tree's last git commit time, else 1980-01-01, so the "
       "same tree gives byte-identical archives in any --out.\n"
@@ -147,9 +215,13 @@ void add_build_command(CLI::App& app, int& rc) {
   cmd->add_option("--toolkits", o->toolkits,
                   "the toolkits to build with, comma-separated: a CUDA release (13.0: nvcc under "
                   "/usr/local/cuda-13.0, $CUDA_HOME, /usr/local/cuda or PATH), nvrtc:DIR (an NVRTC "
-                  "toolkit directory, scripts/nvrtc_toolkit.sh) or a CUDA install's path; a target "
-                  "a toolkit does not build is left out with a line (default: registry/package.json "
-                  "\"toolkits\", else the project's ci/toolkits.txt, else the nvcc kiln finds)");
+                  "toolkit directory, scripts/nvrtc_toolkit.sh) or a CUDA install's path. Each "
+                  "toolkit builds every target it can, in turn, into the one --dist, whose index "
+                  "lists the archives of all (a toolkit built alone into it keeps the others' "
+                  "archives of the same build); a target a toolkit does not build is left out "
+                  "with a line; at most one toolkit per CUDA version, and one with --shard "
+                  "(default: registry/package.json \"toolkits\", else the project's "
+                  "ci/toolkits.txt, else the nvcc kiln finds)");
   cmd->add_option("--only", o->flags.only,
                   "build only families or URIs matching this glob (fnmatch; repeatable)");
   auto* jobs_opt = cmd->add_option(

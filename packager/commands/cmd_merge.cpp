@@ -27,6 +27,7 @@ void add_merge_command(CLI::App& app, int& rc) {
   cmd->add_option("--dist", o->dist, "where archives and the index are published")->required();
   cmd->callback([o, &rc] {
     builder::MergeResult r = builder::run_merge(o->shards, o->dist);
+    for (const auto& line : r.dropped) std::fprintf(stderr, "%s\n", line.c_str());
     std::printf("merged %zu shards in %.2f s\n", o->shards.size(), r.seconds);
     for (const auto& a : r.archives)
       std::printf("%s  %zu artifacts, %llu bytes, sha256 %s\n", a.path.c_str(), a.artifacts,

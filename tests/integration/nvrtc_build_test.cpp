@@ -103,7 +103,8 @@ TEST_F(NvrtcBuild, EachSassFatbinIsWhatFatbinaryMakesOfItsCubin) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   int compared = 0;
   for (const char* target : {"sm_80", "sm_90a", "sm_100f", "sm_120a"}) {
-    for (const auto& f : fs::directory_iterator(work_ / "b/obj" / target)) {
+    // A named toolkit builds under <out>/toolkit-<version>-<kind> (docs/packager.md, "Toolkits").
+    for (const auto& f : fs::directory_iterator(work_ / "b/toolkit-12.9-nvrtc/obj" / target)) {
       if (f.path().extension() != ".fatbin") continue;
       SCOPED_TRACE(f.path().string());
       const std::string bytes = read_file(f.path());

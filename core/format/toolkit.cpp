@@ -1,5 +1,7 @@
 #include "format/toolkit.hpp"
 
+#include "kiln/error.hpp"
+
 namespace kiln::format {
 
 namespace {
@@ -28,6 +30,15 @@ std::optional<CudaVersion> parse_cuda_version(std::string_view text) {
   auto minor = small_number(text.substr(dot + 1));
   if (!major || !minor) return std::nullopt;
   return CudaVersion{*major, *minor};
+}
+
+int parse_driver_option(std::string_view text, std::string_view flag) {
+  auto v = parse_cuda_version(text);
+  if (!v || v->major == 0 || v->minor > 99)
+    throw Error(ErrorKind::Usage, std::string(flag) + " '" + std::string(text) +
+                                      "' is not a driver's CUDA version: expected MAJOR.MINOR, "
+                                      "as nvidia-smi prints it (e.g. 12.8)");
+  return v->driver_number();
 }
 
 CudaVersion driver_cuda_version(int driver_number) {

@@ -26,6 +26,10 @@ struct CudaVersion {
 
 // "13.0" (MAJOR.MINOR, both decimal, at most 3 digits each); nullopt for anything else.
 std::optional<CudaVersion> parse_cuda_version(std::string_view text);
+// A `--driver X.Y` value (answering for a driver that is not here): "12.8" -> 12080, the number
+// cuDriverGetVersion gives. Throws Error{Usage} naming `flag` and the value otherwise. The one
+// parser of every command's --driver (resolve, compat, fetch, bundle).
+int parse_driver_option(std::string_view text, std::string_view flag);
 // The CUDA version of a cuDriverGetVersion number: 12080 -> 12.8.
 CudaVersion driver_cuda_version(int driver_number);
 

@@ -2,10 +2,14 @@
 // The loader's last resort: compile a specialisation from its kernel sources with NVRTC for the
 // exact device arch, and keep the cubin in an on-disk cache shared by processes.
 //
-// NVRTC is dlopen'ed (libnvrtc.so.13, then libnvrtc.so), never linked: libkiln must load on
-// machines without it. probe() is a real capability check (docs/rules.md, Capabilities are checked
-// whole): the library loads, every symbol resolves, nvrtcVersion answers, the arch list is read,
-// and a tiny program using cuda_fp16.h/cuda_bf16.h compiles to a cubin (the only step that needs
+// NVRTC is dlopen'ed (libnvrtc.so.13, then libnvrtc.so.12, then libnvrtc.so), never linked:
+// libkiln must load on machines without it. When the driver's CUDA version is known
+// (NvrtcConfig::driver), the first of them whose code that driver runs is taken, so the newest
+// NVRTC the driver runs (a 12.x driver gets libnvrtc.so.12 even where libnvrtc.so.13 is
+// installed); when none is, JIT is unavailable, naming both versions (docs/compatibility.md).
+// probe() is a real capability check (docs/rules.md, Capabilities are checked whole): the
+// library loads, every symbol resolves, nvrtcVersion answers, the arch list is read, and a tiny
+// program using cuda_fp16.h/cuda_bf16.h compiles to a cubin (the only step that needs
 // libnvrtc-builtins and the toolkit headers).
 //
 // Disk cache, under <cache_dir>/jit/ (format version kJitCacheFormat):
@@ -24,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "format/toolkit.hpp"
 #include "project/registry.hpp"
 
 namespace kiln::jit {
@@ -37,8 +42,19 @@ struct JitCapability {
   std::string library_path;
   std::vector<int> supported_archs;  // nvrtcGetSupportedArchs, e.g. {75, 80, ..., 121}
   std::string include_dir;           // where cuda_fp16.h was found
+  // The driver weighed (cuDriverGetVersion's number; 0: not known, not weighed), and the newest
+  // NVRTC found whose code it does not run (set only when no NVRTC it runs was found: `missing`
+  // then names each library and both versions).
+  int driver = 0;
+  std::optional<format::CudaVersion> refused_by_driver;
   bool supports(int cc) const;
 };
+
+// Why a driver of `driver` (cuDriverGetVersion's number) cannot run what NVRTC `nvrtc` compiles
+// (a cubin: the SASS rule of format/toolkit.hpp driver_refuses): "NVRTC 13.0 compiles code that
+// needs a driver >= 580 (CUDA 13.0); this driver runs CUDA 12.8"; nullopt when it can, or when
+// the driver is not known (0).
+std::optional<std::string> nvrtc_driver_refusal(const format::CudaVersion& nvrtc, int driver);
 
 struct JitResult {
   std::string image;                 // cubin bytes
@@ -65,9 +81,13 @@ constexpr int kJitCacheFormat = 1;
 enum class JitLogLevel { Warn, Info };
 
 struct NvrtcConfig {
-  // "" = "libnvrtc.so.13" then "libnvrtc.so". When set (the Loader passes
+  // "" = "libnvrtc.so.13", "libnvrtc.so.12", then "libnvrtc.so". When set (the Loader passes
   // LoaderConfig::nvrtc_library, KILN_NVRTC_LIBRARY) only that one is tried.
   std::string library;
+  // The driver's CUDA version (cuDriverGetVersion's number, 12080 for CUDA 12.8): a library
+  // whose code that driver does not run is passed over (nvrtc_driver_refusal). 0: not known;
+  // the first library that loads is taken.
+  int driver = 0;
   // Where compile() reads kernels/ files (the loader's package: PackageSourceTree); null =
   // none, and compile() fails with Error{Unsupported}.
   std::shared_ptr<const project::SourceTree> sources;

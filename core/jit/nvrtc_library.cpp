@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "format/toolkit.hpp"
 #include "jit/jit_internal.hpp"
 #include "util/join.hpp"
 
@@ -28,12 +29,15 @@ std::map<std::string, ProbeEntry>& probe_cache() {
 
 std::vector<std::string> library_candidates(const std::string& configured) {
   if (!configured.empty()) return {configured};
-  return {"libnvrtc.so.13", "libnvrtc.so"};
+  return {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
 }
 
-// Loads the first candidate that dlopens; names every attempt on failure.
-std::shared_ptr<NvrtcApi> open_nvrtc(const std::vector<std::string>& candidates,
-                                     std::string& missing) {
+// Loads the first candidate that dlopens, resolves every symbol and, when the driver is known,
+// makes code the driver runs (nvrtc_driver_refusal); names every attempt on failure. The newest
+// NVRTC the driver refused is kept in `refused` (the JIT candidate's refusal names it).
+std::shared_ptr<NvrtcApi> open_nvrtc(const std::vector<std::string>& candidates, int driver,
+                                     std::string& missing,
+                                     std::optional<format::CudaVersion>& refused) {
   std::string tried;
   for (const auto& name : candidates) {
     dlerror();
@@ -73,6 +77,17 @@ std::shared_ptr<NvrtcApi> open_nvrtc(const std::vector<std::string>& candidates,
                " lacks symbols: " + util::join(unresolved, ", ");
       continue;  // left loaded: dlclose of NVRTC is not known to be safe
     }
+    int major = 0, minor = 0;
+    if (driver > 0 && api->version(&major, &minor) == NVRTC_SUCCESS) {
+      const format::CudaVersion v{major, minor};
+      if (auto why = nvrtc_driver_refusal(v, driver)) {
+        // libnvrtc.so is often libnvrtc.so.13 again: each library is named once.
+        if (tried.find(api->path + ": ") == std::string::npos)
+          tried += (tried.empty() ? "" : "; ") + api->path + ": " + *why;
+        if (!refused || *refused < v) refused = v;
+        continue;  // left loaded, as above
+      }
+    }
     return api;
   }
   missing = tried;
@@ -86,8 +101,15 @@ const char* kProbeSource =
 
 JitCapability run_probe(const NvrtcConfig& config, std::shared_ptr<NvrtcApi>& api_out) {
   JitCapability cap;
-  auto api = open_nvrtc(library_candidates(config.library), cap.missing);
-  if (!api) return cap;
+  cap.driver = config.driver;
+  auto api = open_nvrtc(library_candidates(config.library), config.driver, cap.missing,
+                        cap.refused_by_driver);
+  if (!api) {
+    if (cap.refused_by_driver)
+      cap.missing = "no NVRTC that this driver (" + format::driver_words(config.driver) +
+                    ") runs: " + cap.missing;
+    return cap;
+  }
   cap.library_path = api->path;
   if (nvrtcResult r = api->version(&cap.nvrtc_major, &cap.nvrtc_minor); r != NVRTC_SUCCESS) {
     cap.missing = "nvrtcVersion failed in " + api->path + ": " + api->err(r);
@@ -158,7 +180,8 @@ std::string program_log(const NvrtcApi& api, nvrtcProgram prog) {
 std::pair<JitCapability, std::shared_ptr<NvrtcApi>> probe_cached(const NvrtcConfig& config) {
   std::string key;
   for (const auto& c : library_candidates(config.library)) key += c + "\n";
-  key += "include:" + config.include_dir + "\ncuda_home:" + config.cuda_home;
+  key += "include:" + config.include_dir + "\ncuda_home:" + config.cuda_home +
+         "\ndriver:" + std::to_string(config.driver);
   std::lock_guard<std::mutex> lock(g_probe_mutex);
   auto it = probe_cache().find(key);
   if (it == probe_cache().end()) {
@@ -170,6 +193,16 @@ std::pair<JitCapability, std::shared_ptr<NvrtcApi>> probe_cached(const NvrtcConf
 }
 
 }  // namespace detail
+
+std::optional<std::string> nvrtc_driver_refusal(const format::CudaVersion& nvrtc, int driver) {
+  if (driver <= 0) return std::nullopt;
+  // NVRTC's result is a cubin: SASS of the NVRTC's toolkit, the SASS rule of format/toolkit.hpp.
+  if (!format::driver_refuses(nvrtc, /*ptx=*/false, driver)) return std::nullopt;
+  return "NVRTC " + nvrtc.str() + " compiles code that needs " +
+         format::driver_needed(nvrtc, /*ptx=*/false) + "; this driver runs " +
+         format::driver_words(driver);
+}
+
 bool JitCapability::supports(int cc) const {
   return std::find(supported_archs.begin(), supported_archs.end(), cc) != supported_archs.end();
 }

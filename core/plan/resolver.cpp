@@ -280,6 +280,13 @@ std::optional<Rejection> jit_refusal(const jit::JitCapability& cap, int cc, cons
   // The family's rule first: it holds whatever NVRTC is installed.
   if (family && !jit::jit_target(*family, cc))
     return Rejection{{"jit", target, "", jit::jit_refusal_reason(*family, cc)}, ErrorKind::Unsupported};
+  if (!cap.available && cap.refused_by_driver && cap.driver > 0)
+    // NVRTC is there, but only ones whose code the driver does not run: unsupported with the
+    // driver's fields, as an archive of a toolkit the driver refuses.
+    return Rejection{{"jit", target, "", "NVRTC unavailable: " + cap.missing},
+                     ErrorKind::Unsupported,
+                     {{"driver", format::driver_cuda_version(cap.driver).str()},
+                      {"toolkit", cap.refused_by_driver->str()}}};
   if (!cap.available)
     return Rejection{{"jit", target, "", "NVRTC unavailable: " + cap.missing},
                      ErrorKind::Unsupported};

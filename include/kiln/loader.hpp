@@ -92,6 +92,11 @@ class Loader {
   KILN_API void prefetch(const std::vector<std::string>& uris);
   // The decision without loading. cc = compute capability as 90 for 9.0; nullopt = current device.
   KILN_API Resolution resolve(const std::string& uri, std::optional<int> cc = std::nullopt) const;
+  // The same for a driver that is not here (`kiln resolve --driver 12.8`): `driver` is
+  // cuDriverGetVersion's number (12080 for CUDA 12.8) weighed against every candidate's toolkit
+  // and the JIT tier's NVRTC instead of this machine's driver; nullopt = this machine's, as above.
+  KILN_API Resolution resolve(const std::string& uri, std::optional<int> cc,
+                              std::optional<int> driver) const;
 
   KILN_API const LoaderConfig& config() const;
   // What this Loader did since it was made (LoaderStats); cheap: no lock, no allocation beyond

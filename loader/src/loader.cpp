@@ -225,10 +225,24 @@ struct Loader::Impl {
 
   jit::JitCompiler& jit_compiler() {
     std::call_once(jit_once, [this] {
-      if (!jit) jit = jit::make_nvrtc_compiler(std::move(jit_config));
+      if (jit) return;
+      // The NVRTC the driver runs (jit.hpp): its cubin is the driver's to load.
+      jit_config.driver = driver_number();
+      jit = jit::make_nvrtc_compiler(jit_config);
     });
     return *jit;
   }
+  // What the JIT tier offers a driver of `driver` (resolve --driver: not this machine's): the
+  // probe of the NVRTC that driver runs. A compiler given to the Loader (LoaderDeps::jit) answers
+  // for every driver.
+  jit::JitCapability jit_probe(int for_driver) {
+    jit::JitCompiler& own = jit_compiler();
+    if (jit_given || for_driver == driver_number()) return own.probe();
+    jit::NvrtcConfig c = jit_config;
+    c.driver = for_driver;
+    return jit::NvrtcCompiler(std::move(c)).probe();
+  }
+  bool jit_given = false;
 
   // --- the in-process table: one entry per (context, URI), never erased
   struct Entry {
@@ -656,7 +670,7 @@ bool Loader::Impl::try_jit(Search& s, const project::Specialisation& spec, Kerne
     return false;
   }
   if (auto refusal = plan::jit_refusal(jit_compiler().probe(), s.cc, fam)) {
-    s.reject(refusal->candidate, refusal->kind);
+    s.reject(std::move(*refusal));  // with the driver's fields when it refused every NVRTC
     return false;
   }
   log(runtime::LogLevel::Warn, "fast path missed for " + s.uri + " on " + target +
@@ -812,12 +826,21 @@ std::optional<Candidate> Loader::Impl::explain_jit(Search& s, const project::Spe
              ErrorKind::Format);
     return std::nullopt;
   }
-  if (auto refusal = plan::jit_refusal(jit_compiler().probe(), s.cc, fam)) {
-    s.reject(refusal->candidate, refusal->kind);
+  const jit::JitCapability cap = jit_probe(s.driver);
+  if (auto refusal = plan::jit_refusal(cap, s.cc, fam)) {
+    s.reject(std::move(*refusal));
     return std::nullopt;
   }
   const std::string target = jit::jit_target(*fam, s.cc)->str();
-  return Candidate{"jit", target, cfg.cache_dir + "/jit", "NVRTC compiles it for " + target};
+  // Which NVRTC, and that the driver runs its code (jit.hpp: the newest NVRTC it runs).
+  std::string nvrtc = "NVRTC";
+  if (cap.nvrtc_major > 0)
+    nvrtc += " " + std::to_string(cap.nvrtc_major) + "." + std::to_string(cap.nvrtc_minor);
+  return Candidate{"jit", target, cfg.cache_dir + "/jit",
+                   nvrtc + " compiles it for " + target +
+                       (s.driver > 0 && cap.nvrtc_major > 0
+                            ? ", which this driver (" + format::driver_words(s.driver) + ") runs"
+                            : std::string())};
 }
 
 // --- what both walks read
@@ -901,6 +924,7 @@ std::unique_ptr<Loader::Impl> make_impl(const kiln_package& package, LoaderConfi
                                              impl_->cfg.cache_dir, deps.fs, std::move(ranks));
   if (deps.jit) {
     impl_->jit = deps.jit;
+    impl_->jit_given = true;
   } else {
     jit::NvrtcConfig& nc = impl_->jit_config;
     nc.library = impl_->cfg.nvrtc_library;
@@ -982,6 +1006,11 @@ void Loader::prefetch(const std::vector<std::string>& uris) {
 }
 
 Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const {
+  return resolve(uri, cc, std::nullopt);
+}
+
+Resolution Loader::resolve(const std::string& uri, std::optional<int> cc,
+                           std::optional<int> driver) const {
   Impl& im = *impl_;
   const project::Specialisation& spec = find_spec(*im.pkg, uri);
   Resolution r;
@@ -999,7 +1028,7 @@ Resolution Loader::resolve(const std::string& uri, std::optional<int> cc) const 
   Impl::Search s;
   s.uri = uri;
   s.cc = *cc;
-  s.driver = im.driver_number();
+  s.driver = driver ? *driver : im.driver_number();
   if (s.driver > 0) r.driver = format::driver_words(s.driver);
   // The same plan get() walks; nothing is loaded, downloaded or compiled here.
   r.chosen = im.explain(s, spec);

@@ -1,9 +1,11 @@
-// `kiln resolve URI [--device sm_90|auto] [--explain] [--json]`: the loader's decision for one
-// URI, without loading anything. --device answers for a GPU that is not present.
+// `kiln resolve URI [--device sm_90|auto] [--driver X.Y] [--explain] [--json]`: the loader's
+// decision for one URI, without loading anything. --device answers for a GPU that is not
+// present, --driver for a driver that is not (its CUDA version weighed against each toolkit).
 #include <iostream>
 
 #include "commands/commands.hpp"
 #include "format/target.hpp"
+#include "format/toolkit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/loader.hpp"
 #include "plan/resolver.hpp"
@@ -41,6 +43,7 @@ void add_resolve_command(CLI::App& app, int& rc) {
   struct Opts {
     std::string uri;
     std::string device = "auto";
+    std::string driver;
     bool explain = false;
     bool json = false;
     PackageOptions pkg;
@@ -52,6 +55,10 @@ void add_resolve_command(CLI::App& app, int& rc) {
                   "sm_<arch> or a compute capability (9.0) to answer for a GPU that is not "
                   "here; auto = the current CUDA device (needs the driver)")
       ->capture_default_str();
+  cmd->add_option("--driver", o->driver,
+                  "a driver's CUDA version (12.8) to answer for a driver that is not here: each "
+                  "candidate's toolkit and the JIT tier's NVRTC are weighed against it; default: "
+                  "this machine's driver, when there is one");
   cmd->add_flag("--explain", o->explain, "also list every directory searched and each rejection");
   cmd->add_flag("--json", o->json,
                 "print {uri, device, driver, chosen: {tier, target, path, reason} | null, rejected: "
@@ -59,6 +66,8 @@ void add_resolve_command(CLI::App& app, int& rc) {
   cmd->callback([o, &rc] {
     std::optional<int> cc;
     if (o->device != "auto") cc = parse_device_cc(o->device, "auto");
+    std::optional<int> driver;
+    if (!o->driver.empty()) driver = format::parse_driver_option(o->driver, "--driver");
     LoaderConfig cfg = LoaderConfig::from_env();
     DescribedPackage described = describe_package(o->pkg, description_stores(cfg), o->json);
     const project::PackageData& data = *described.data;
@@ -66,7 +75,7 @@ void add_resolve_command(CLI::App& app, int& rc) {
     // package's library installed there would find it.
     cfg.installed_store = plan::installed_store_dir(reinterpret_cast<const void*>(&add_resolve_command));
     Loader loader(*data.get(), cfg);
-    Resolution r = loader.resolve(o->uri, cc);
+    Resolution r = loader.resolve(o->uri, cc, driver);
     rc = r.chosen ? 0 : exit_code(ErrorKind::NotFound);
     if (o->json) {
       std::cout << r.to_json();
@@ -83,9 +92,10 @@ void add_resolve_command(CLI::App& app, int& rc) {
                 << r.rejected.back().reason << " (run with --explain for every rejection)\n";
     if (!o->explain) return;
     std::cout << "driver: "
-              << (r.driver.empty() ? std::string("not known (no driver here): the toolkits that built "
-                                                 "each candidate were not weighed")
-                                   : r.driver + ": each candidate's toolkit weighed against it")
+              << (r.driver.empty() ? std::string("not known (no driver here, no --driver): the "
+                                                 "toolkits that built each candidate were not weighed")
+                                   : r.driver + (driver ? " (--driver)" : "") +
+                                         ": each candidate's toolkit weighed against it")
               << "\n";
     if (r.chosen && !r.chosen->reason.empty()) std::cout << "why: " << r.chosen->reason << "\n";
     std::cout << "searched, in order:\n";

@@ -5,7 +5,8 @@
  * where the code is written. It accepts every image and launches nothing: a result computed
  * through it means nothing, and kiln_cold_start does not check one in --no-gpu mode.
  *
- * The device is one GPU of compute capability $KILN_STAND_IN_CC (default 90). Built only with
+ * The device is one GPU of compute capability $KILN_STAND_IN_CC (default 90), the driver's CUDA
+ * version $KILN_STAND_IN_DRIVER (default 13000, CUDA 13.0). Built only with
  * -DKILN_BUILD_BENCH=ON, into <build>/bench/stand-in/libcuda.so.1; kiln_cold_start puts that
  * folder first on its children's LD_LIBRARY_PATH. */
 #include <cuda.h>
@@ -29,8 +30,12 @@ EXPORT CUresult cuInit(unsigned flags) {
   g_init = 1;
   return CUDA_SUCCESS;
 }
+/* The driver's CUDA version: $KILN_STAND_IN_DRIVER as cuDriverGetVersion spells it (12080 for
+ * CUDA 12.8; default 13000), so the commands' choice of toolkits is tested for a 12.x driver. */
 EXPORT CUresult cuDriverGetVersion(int* v) {
-  *v = 13000;
+  const char* e = getenv("KILN_STAND_IN_DRIVER");
+  int n = e ? atoi(e) : 13000;
+  *v = n > 0 ? n : 13000;
   return CUDA_SUCCESS;
 }
 EXPORT CUresult cuGetErrorName(CUresult r, const char** s) {

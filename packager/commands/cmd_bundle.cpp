@@ -7,6 +7,7 @@
 
 #include "builder/build.hpp"
 #include "commands/commands.hpp"
+#include "format/toolkit.hpp"
 #include "kiln/error.hpp"
 #include "release/bundle.hpp"
 #include "runtime/environment.hpp"
@@ -21,6 +22,7 @@ struct BundleArgs {
   std::vector<std::string> devices;
   std::vector<std::string> mirrors;
   std::vector<std::string> releases;
+  std::string driver;  // --driver; "" = this node's driver, when there is one
   fetch::FetchOptions fetch;
   PackageOptions pkg;
   bool json = false;
@@ -51,9 +53,13 @@ release::BundleRequest bundle_request(const BundleArgs& o) {
   return req;
 }
 
-std::string bundle_json(const std::string& out, const release::BundleResult& r) {
+std::string bundle_json(const std::string& out, const release::BundleResult& r,
+                        const DriverChoice& driver) {
   nlohmann::ordered_json j;
   j["out"] = out;
+  j["driver"] = driver.number > 0 ? nlohmann::ordered_json(format::driver_cuda_version(driver.number).str())
+                                  : nlohmann::ordered_json(nullptr);
+  j["driver_from"] = driver.number > 0 ? nlohmann::ordered_json(driver.from) : nlohmann::ordered_json(nullptr);
   if (r.releases.size() == 1) {  // one release: its fields at the top, as before
     j["package"] = r.releases.front().package;
     j["version"] = r.releases.front().version;
@@ -109,6 +115,9 @@ void add_bundle_command(CLI::App& app, int& rc) {
                   "a device to carry the best archive for: sm_XX, a compute capability (9.0), or "
                   "auto; repeat for several")
       ->take_all();
+  add_driver_option(cmd, o->driver,
+                    "of each target, the archive of the newest toolkit it runs is carried, and "
+                    "--device passes over a target it runs none of");
   cmd->add_option("--mirror", o->mirrors, "TUF mirror URL (repeat: tried in order)");
   cmd->add_option("--tuf-root", o->fetch.tuf_root, "the TUF root.json the bundle is verified with");
   cmd->add_option("--release", o->releases,
@@ -122,16 +131,21 @@ void add_bundle_command(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "print the result as JSON on stdout");
   cmd->callback([o, &rc] {
+    const DriverChoice driver = choose_driver(o->driver);  // a bad --driver fails first
     release::BundleRequest req = bundle_request(*o);
+    // Of each target, the newest toolkit this driver runs (fetch.hpp FetchOptions::driver).
+    req.fetch.driver = driver.number;
     // Progress goes to stderr so that --json output on stdout stays parseable.
     util::ProgressLine progress(stderr, util::progress_style_for(stderr), "kiln bundle: ");
     report_progress(req.fetch, progress);
     release::BundleResult r = release::write_bundle(req);
     progress.finish();
-    if (o->json)
-      std::cout << bundle_json(o->out, r);
-    else
+    if (o->json) {
+      std::cout << bundle_json(o->out, r, driver);
+    } else {
       print_bundle(o->out, r);
+      std::cout << "driver: " << driver.words() << "\n";
+    }
     rc = 0;
   });
 }

@@ -1,5 +1,6 @@
-// `kiln compat [--loader LIB|this] [--device sm_XX|auto|none]... PACKAGE... [--json]`: does a
-// package work with this libkiln (or another build of it) on this GPU? A yes, or a precise no.
+// `kiln compat [--loader LIB|this] [--device sm_XX|auto|none]... [--driver X.Y] PACKAGE...
+// [--json]`: does a package work with this libkiln (or another build of it) on this GPU and this
+// driver? A yes, or a precise no.
 #include <iostream>
 #include <memory>
 
@@ -20,6 +21,7 @@ struct CompatArgs {
   std::string loader = "this";
   PackageOptions pkg;
   std::string devices = "auto";
+  std::string driver;  // "" = this node's driver, when there is one
   bool json = false;
 };
 
@@ -67,12 +69,13 @@ void add_compat_command(CLI::App& app, int& rc) {
       "answer whether packages (archives, an index, a store, wheels, kiln tarballs) will be "
       "accepted by this libkiln or another build of it (--loader LIB): manifest format "
       "version, package version, each kernel's source hash, and whether a target runs on the "
-      "device(s). Each input that names its package (an index, archive, manifest or wheel) is "
+      "device(s) and whether the driver (this node's, or --driver X.Y) runs the toolkit that "
+      "built one of them. Each input that names its package (an index, archive, manifest or wheel) is "
       "judged as that package unless --source/--package/--version name one: by the current "
       "directory's project when it is that package, else its installed description, else the "
       "one beside the input, else without one (source hashes unchecked, and said). Exit 0 only "
       "when every package is compatible; otherwise the exit code of the worst problem (4 stale: "
-      "version/format/hash; 5 unsupported: no target for the device; 3 integrity; 10 format; 6 "
+      "version/format/hash; 5 unsupported: no target for the device, or nothing the driver runs; 3 integrity; 10 format; 6 "
       "not found). Every problem names the field and both values.");
   auto o = std::make_shared<CompatArgs>();
   cmd->add_option("PACKAGE", o->packages, "archive, index, store directory, wheel or tarball")
@@ -84,12 +87,16 @@ void add_compat_command(CLI::App& app, int& rc) {
   cmd->add_option("--device", o->devices,
                   "comma-separated devices to check targets against: sm_90, 9.0, auto (every GPU "
                   "present; default) or none");
+  add_driver_option(cmd, o->driver,
+                    "a release with nothing it runs (on the devices checked) is unsupported");
   cmd->add_flag("--json", o->json,
-                "print {loader, devices, compatible, exit_code, packages: [{path, kind, judged_as, "
+                "print {loader, devices, driver, driver_from, compatible, exit_code, packages: [{path, kind, judged_as, "
                 "compatible, manifests, problems: [{kind, field, where, package, loader, "
                 "message}], notes}]}");
   cmd->callback([o, &rc] {
-    const release::CompatReport rep = compat(*o);
+    const DriverChoice driver = choose_driver(o->driver);  // a bad --driver fails first
+    release::CompatReport rep = compat(*o);
+    release::check_driver(rep, driver.number, driver.from);
     std::cout << (o->json ? rep.to_json() : rep.to_table());
     rc = rep.exit_code();
   });

@@ -13,6 +13,7 @@
 #include "kiln/config.hpp"
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
+#include "format/toolkit.hpp"
 #include "plan/device_fetch.hpp"
 #include "plan/resolver.hpp"
 #include "runtime/driver.hpp"
@@ -103,6 +104,7 @@ constexpr const char* kFetchHelp =
 struct FetchOpts {
   std::string targets;
   std::string device;
+  std::string driver;  // --driver; "" = this node's driver, when there is one
   std::string dest;
   std::vector<std::string> mirrors;
   fetch::FetchOptions fetch;
@@ -147,13 +149,16 @@ void add_tuning_options(CLI::App* cmd, FetchOpts& o) {
 
 // `chosen`: the target --device picked (cc its device), "" for --targets.
 void print_fetch(const FetchOpts& o, const fetch::FetchOptions& opts, const fetch::FetchResult& r, int cc,
-                 const std::string& chosen) {
+                 const std::string& chosen, const DriverChoice& driver) {
   if (o.json) {
     nlohmann::ordered_json j;
     if (!chosen.empty()) {
       j["device"] = plan::device_target(cc);
       j["target"] = chosen;
     }
+    j["driver"] = driver.number > 0 ? nlohmann::ordered_json(format::driver_cuda_version(driver.number).str())
+                                    : nlohmann::ordered_json(nullptr);
+    j["driver_from"] = driver.number > 0 ? nlohmann::ordered_json(driver.from) : nlohmann::ordered_json(nullptr);
     j["package"] = opts.package;
     j["version"] = opts.version;
     j["installed"] = r.installed;
@@ -172,6 +177,7 @@ void print_fetch(const FetchOpts& o, const fetch::FetchOptions& opts, const fetc
   if (!chosen.empty())
     std::cout << "CC " << plan::cc_string(cc) << ": " << chosen << " of release " << opts.package << " "
               << opts.version << "\n";
+  std::cout << "driver: " << driver.words() << "\n";
   for (const auto& d : r.installed) std::cout << "installed " << d << "\n";
   for (const auto& d : r.already_present) std::cout << "present, verified " << d << "\n";
   if (!r.description.empty()) std::cout << "described " << r.description << "\n";
@@ -181,6 +187,9 @@ void print_fetch(const FetchOpts& o, const fetch::FetchOptions& opts, const fetc
 
 int run_fetch(const FetchOpts& o) {
   fetch::FetchOptions opts = o.fetch;
+  // Of each target's archives, the newest toolkit this driver runs (fetch.hpp FetchOptions::driver).
+  const DriverChoice driver = choose_driver(o.driver);
+  opts.driver = driver.number;
   ChosenPackage chosen_pkg = choose_package(o.pkg, o.json);
   opts.package = chosen_pkg.name;
   opts.version = chosen_pkg.version;
@@ -196,7 +205,7 @@ int run_fetch(const FetchOpts& o) {
     const int cc = device_cc(o.device);
     plan::DeviceFetch d = plan::fetch_for_device(opts, cc, o.dest);  // plan/device_fetch.hpp
     progress.finish();
-    print_fetch(o, opts, d.result, cc, d.target);
+    print_fetch(o, opts, d.result, cc, d.target, driver);
     return 0;
   }
   if (o.targets.empty())
@@ -204,7 +213,7 @@ int run_fetch(const FetchOpts& o) {
                 "kiln fetch needs --targets LIST or --device sm_XX|auto (see --help)");
   fetch::FetchResult r = fetch::fetch_targets(opts, split_list(o.targets), o.dest);
   progress.finish();
-  print_fetch(o, opts, r, 0, "");
+  print_fetch(o, opts, r, 0, "", driver);
   return 0;
 }
 
@@ -222,6 +231,9 @@ void add_fetch_command(CLI::App& app, int& rc) {
       "pick the archive for a device instead: sm_XX, a compute capability (9.0), or auto (the "
       "current CUDA device; an error without one)");
   targets_opt->excludes(device_opt);
+  add_driver_option(cmd, o->driver,
+                    "of each target, the archive of the newest toolkit it runs is fetched, and "
+                    "--device passes over a target it runs none of");
   device_opt->excludes(targets_opt);
   cmd->add_option("--dest", o->dest, "the store to unpack into (created if missing)")->required();
   cmd->add_option("--mirror", o->mirrors,

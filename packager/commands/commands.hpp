@@ -40,6 +40,18 @@ std::vector<std::string> split_list(const std::string& s);
 // command's own keywords, e.g. "auto").
 int parse_device_cc(const std::string& text, const std::string& other_words);
 
+// The driver a command weighs toolkits against (docs/compatibility.md): `--driver X.Y` when
+// given (format::parse_driver_option), else this node's driver when there is one, else none.
+struct DriverChoice {
+  int number = 0;    // cuDriverGetVersion's number (12080 for CUDA 12.8); 0: none, not weighed
+  std::string from;  // "--driver", "this node's driver"; "" when none
+  // For a report: "CUDA 12.8 (--driver)", or that toolkits were not weighed and how to ask.
+  std::string words() const;
+};
+DriverChoice choose_driver(const std::string& flag_value);
+// Adds `--driver X.Y` to `cmd`, into `value`; `what` says what the command weighs with it.
+void add_driver_option(CLI::App* cmd, std::string& value, const std::string& what);
+
 // A --device value of `kiln fetch` and `kiln bundle`: parse_device_cc's forms, or "auto" (the
 // first GPU the CUDA driver reports; Error{Unsupported} without one).
 int device_cc(const std::string& device);

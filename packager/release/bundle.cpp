@@ -10,12 +10,16 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <tuple>
 
 #include "fetch/tuf_mirror.hpp"
 #include "format/archive.hpp"
 #include "format/archive_stream.hpp"
+#include "format/manifest.hpp"
+#include "format/target.hpp"
+#include "format/toolkit.hpp"
 #include "io/atomic_file.hpp"
 #include "io/file_lock.hpp"
 #include "io/limits.hpp"
@@ -274,15 +278,45 @@ void fetch_release_into(const BundleRequest& req, fetch::FetchOptions o, const B
   const std::vector<std::string>& offered = o.index->targets;
   std::set<std::string> chosen;
   for (const auto& t : req.targets) chosen.insert(t);
+  // With a driver (o.driver), a target counts only when the driver runs one of its archives'
+  // toolkits (the fetch then takes the newest of those); else the next best target.
+  std::vector<format::IndexEntry> entries;
+  if (o.driver > 0) entries = format::parse_index(o.index->json, o.index->url).archives;
+  auto driver_refuses_target = [&](const std::string& target) -> std::optional<std::string> {
+    if (o.driver <= 0) return std::nullopt;
+    auto t = format::parse_target(target);
+    std::string why;
+    for (const auto& e : entries) {
+      if (e.target != target || !t) continue;
+      auto r = plan::toolkit_refusal(e.cuda_version, *t, o.driver);
+      if (!r) return std::nullopt;
+      why += (why.empty() ? "" : "; ") + e.file + ": " + *r;
+    }
+    return why.empty() ? std::optional<std::string>() : why;
+  };
   for (int cc : req.devices) {
     plan::NamedChoice c = plan::choose_named_targets(cc, offered);
     if (c.candidates.empty())
       throw Error(ErrorKind::Unsupported, "no archive of release " + release.package + " " +
                                               release.version + " can run on CC " + plan::cc_string(cc));
-    chosen.insert(c.candidates.front().first);
+    std::string pick, refused;
+    for (const auto& cand : c.candidates) {
+      auto why = driver_refuses_target(cand.first);
+      if (!why) {
+        pick = cand.first;
+        break;
+      }
+      refused += (refused.empty() ? "" : "; ") + *why;
+    }
+    if (pick.empty())
+      throw Error(ErrorKind::Unsupported,
+                  "no archive of release " + release.package + " " + release.version +
+                      " that runs on CC " + plan::cc_string(cc) + " was built by a toolkit this driver (" +
+                      format::driver_words(o.driver) + ") runs: " + refused,
+                  {{"driver", format::driver_cuda_version(o.driver).str()}});
+    chosen.insert(pick);
     if (o.log)
-      o.log(release.package + " " + release.version + " for CC " + plan::cc_string(cc) + ": " +
-            c.candidates.front().first);
+      o.log(release.package + " " + release.version + " for CC " + plan::cc_string(cc) + ": " + pick);
   }
   fetch::FetchResult r = fetch::fetch_archive_files(o, {chosen.begin(), chosen.end()}, staging.string());
   std::string index_name = tuf::quote_name(format::index_file_name(release.package, release.version));

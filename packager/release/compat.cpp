@@ -9,10 +9,12 @@
 
 #include "format/manifest.hpp"
 #include "format/target.hpp"
+#include "format/toolkit.hpp"
 #include "io/atomic_file.hpp"
 #include "io/limits.hpp"
 #include "io/sha256.hpp"
 #include "plan/resolver.hpp"
+#include "plan/target_choice.hpp"
 #include "project/package_description.hpp"
 #include "release/tarball.hpp"
 #include "store/index_entry_check.hpp"
@@ -75,7 +77,9 @@ void check_manifest(const LoaderFacts& loader, const format::Manifest& m, const 
                         " (never requested by its loader)");
   if (m.cuda_version != loader.cuda_version)
     pkg.notes.push_back(origin + ": built with CUDA " + m.cuda_version + ", libkiln with CUDA " +
-                        loader.cuda_version + " (not checked by the loader; the driver decides)");
+                        loader.cuda_version +
+                        " (the loader weighs the archive's toolkit against the node's driver, not "
+                        "libkiln's)");
   pkg.manifests.push_back(std::move(cm));
 }
 
@@ -436,6 +440,54 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
   return rep;
 }
 
+void check_driver(CompatReport& rep, int driver, const std::string& from) {
+  rep.driver = driver;
+  rep.driver_from = driver > 0 ? from : "";
+  if (driver <= 0) return;
+  const std::string drv = format::driver_cuda_version(driver).str();
+  for (auto& pkg : rep.packages) {
+    if (pkg.manifests.empty()) continue;
+    // Each manifest: runs on this driver, or why not (plan/target_choice.hpp toolkit_refusal).
+    std::vector<std::optional<std::string>> refusal;
+    std::set<std::string> toolkits;
+    for (const auto& m : pkg.manifests) {
+      auto t = format::parse_target(m.target);
+      refusal.push_back(t ? plan::toolkit_refusal(m.cuda_version, *t, driver) : std::nullopt);
+      if (refusal.back()) pkg.notes.push_back(m.origin + ": " + *refusal.back());
+      toolkits.insert(m.cuda_version);
+    }
+    std::string tks;
+    for (const auto& t : toolkits) tks += (tks.empty() ? "" : ",") + t;
+    auto problem = [&](const std::string& msg) {
+      std::string why;
+      for (const auto& r : refusal)
+        if (r && why.find(*r) == std::string::npos) why += (why.empty() ? "" : "; ") + *r;
+      pkg.problems.push_back({ErrorKind::Unsupported, "cuda_version", pkg.path, tks,
+                              "CUDA " + drv, msg + ": " + why});
+    };
+    if (rep.devices.empty()) {
+      if (std::all_of(refusal.begin(), refusal.end(), [](const auto& r) { return r.has_value(); }))
+        problem("cuda_version: package has CUDA " + tks + "; the driver (" + from + ") runs CUDA " +
+                drv + ", which runs none of them");
+      continue;
+    }
+    for (int cc : rep.devices) {
+      std::vector<std::string> offered;
+      for (const auto& m : pkg.manifests) offered.push_back(m.target);
+      plan::NamedChoice choice = plan::choose_named_targets(cc, offered);
+      if (choice.candidates.empty()) continue;  // check_device's problem
+      bool runs = false;
+      for (std::size_t i = 0; i < pkg.manifests.size(); ++i)
+        for (const auto& c : choice.candidates)
+          if (c.first == pkg.manifests[i].target && !refusal[i]) runs = true;
+      if (!runs)
+        problem("cuda_version: of the archives that run on " + plan::device_target(cc) +
+                ", none was built by a toolkit that the driver (" + from + ", CUDA " + drv +
+                ") runs");
+    }
+  }
+}
+
 bool CompatReport::compatible() const {
   return std::all_of(packages.begin(), packages.end(),
                      [](const CompatPackage& p) { return p.compatible(); });
@@ -457,6 +509,8 @@ std::string CompatReport::to_json() const {
                  {"index_format", loader.index_format}};
   j["devices"] = Json::array();
   for (int cc : devices) j["devices"].push_back(plan::device_target(cc));
+  j["driver"] = driver > 0 ? Json(format::driver_cuda_version(driver).str()) : Json();
+  j["driver_from"] = driver > 0 ? Json(driver_from) : Json();
   j["compatible"] = compatible();
   j["exit_code"] = exit_code();
   j["packages"] = Json::array();
@@ -503,6 +557,12 @@ std::string CompatReport::to_table() const {
   if (devices.empty()) s << "none given or present (targets not checked; pass --device sm_XX)";
   for (std::size_t i = 0; i < devices.size(); ++i)
     s << (i ? ", " : "") << plan::device_target(devices[i]) << " (CC " << plan::cc_string(devices[i]) << ")";
+  s << "\ndriver  ";
+  if (driver > 0)
+    s << "CUDA " << format::driver_cuda_version(driver).str() << " (" << driver_from
+      << "): each archive's toolkit weighed against it";
+  else
+    s << "none here nor given (toolkits not weighed; pass --driver X.Y)";
   s << "\n\n";
   // Columns as wide as their widest cell: a release with seven targets stays readable.
   auto targets_of = [](const CompatPackage& p) {

@@ -48,6 +48,10 @@ struct CompatPackage {
 struct CompatReport {
   LoaderFacts loader;
   std::vector<int> devices;  // compute capabilities checked (90 = 9.0); empty: not checked
+  // The driver weighed (check_driver): cuDriverGetVersion's number, 0 when none was (no driver
+  // here and no --driver); `driver_from` says whose it is ("--driver", "this node's driver").
+  int driver = 0;
+  std::string driver_from;
   std::vector<CompatPackage> packages;
   bool compatible() const;
   // Exit code: 0 when compatible, else the most severe problem kind's (docs/exit-codes.md).
@@ -72,6 +76,13 @@ std::optional<InputRelease> release_named_by(const std::filesystem::path& input)
 CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& device_ccs,
                           const std::vector<std::filesystem::path>& packages,
                           bool wheels_as_a_set = true);
+
+// The driver's half of the loader's rule (docs/compatibility.md) over every package of `rep`:
+// an archive whose toolkit's code the driver does not run gets a note naming both versions; a
+// package with nothing the driver runs (on any of rep.devices that one of its targets serves,
+// or at all when no device was checked) is unsupported (field cuda_version: the package's
+// toolkits and the driver's version). `driver` 0: nothing weighed, the report says so.
+void check_driver(CompatReport& rep, int driver, const std::string& from);
 
 // Target wheels given together are a set offered to pip: a wheel whose target does not run on a
 // device is "not for" it (a note) when another wheel of its package and version in `rep` does.

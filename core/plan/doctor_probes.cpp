@@ -1,8 +1,12 @@
 #include "plan/doctor_probes.hpp"
 
+#include <map>
+#include <tuple>
+
 #include "fetch/fetch.hpp"
 #include "plan/install_location.hpp"
 #include "plan/resolver.hpp"
+#include "plan/target_choice.hpp"
 
 namespace kiln::plan {
 
@@ -25,16 +29,47 @@ std::vector<MirrorFacts> probe_mirror_facts(const LoaderConfig& cfg, const std::
   return out;
 }
 
+std::vector<ToolkitFacts> store_toolkits(const StoreScan& scan, int driver) {
+  std::map<std::tuple<std::string, std::string, std::string>, ToolkitFacts> by_toolkit;
+  for (const auto& a : scan.archives) {
+    if (!a.manifest) continue;
+    const format::Manifest& m = *a.manifest;
+    ToolkitFacts& t = by_toolkit[{m.package, m.package_version, m.cuda_version}];
+    t.package = m.package;
+    t.version = m.package_version;
+    t.toolkit = m.cuda_version;
+    ++t.archives;
+    auto target = format::parse_target(m.target);
+    std::optional<std::string> why =
+        target ? toolkit_refusal(m.cuda_version, *target, driver) : std::nullopt;
+    if (!why)
+      ++t.runnable;
+    else if (t.refusal.empty())
+      t.refusal = *why;
+  }
+  std::vector<ToolkitFacts> out;
+  for (auto& [key, t] : by_toolkit) {
+    if (t.runnable) t.refusal.clear();
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 std::vector<StoreProbe> probe_stores(const LoaderConfig& cfg, const StoreScanner& disk,
-                                     const std::string& installed_dir) {
+                                     const std::string& installed_dir, int driver) {
   std::vector<StoreProbe> out;
   auto add = [&](const std::string& dir, const std::string& source, bool required) {
     StoreScan s = disk.scan(dir, source);
-    StoreProbe p{{dir, source, required, s.readable, s.problem, {}}, s.archives.size(), 0};
+    StoreProbe p{{dir, source, required, s.readable, s.problem, {}}, s.archives.size(), 0, {}};
     for (const auto& a : s.archives) {
       p.unusable += a.manifest ? 0 : 1;
-      if (a.manifest) p.facts.targets.push_back(a.manifest->target);
+      if (!a.manifest) continue;
+      // Only an archive the driver runs serves a device (the verdict's targets).
+      auto target = format::parse_target(a.manifest->target);
+      if (!target || !toolkit_refusal(a.manifest->cuda_version, *target, driver))
+        p.facts.targets.push_back(a.manifest->target);
     }
+    p.toolkits = store_toolkits(s, driver);
     out.push_back(std::move(p));
   };
   for (const auto& d : cfg.artifact_path) add(d, "artifact path", true);

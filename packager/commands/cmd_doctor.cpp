@@ -7,6 +7,7 @@
 
 #include "builder/tool_probe.hpp"
 #include "commands/commands.hpp"
+#include "format/toolkit.hpp"
 #include "io/write_probe.hpp"
 #include "jit/jit.hpp"
 #include "kiln/config.hpp"
@@ -42,22 +43,26 @@ struct DoctorOpts {
   PackageOptions pkg;
 };
 
-// The driver and its devices, into `j` and `facts`.
-void examine_driver(Json& j, plan::LoadFacts& facts) {
+// The driver and its devices, into `j` and `facts`; the driver's number (cuDriverGetVersion,
+// 12080 for CUDA 12.8), 0 when there is no driver.
+int examine_driver(Json& j, plan::LoadFacts& facts) {
   auto driver = runtime::make_cuda_driver();
   Json jd;
   std::vector<runtime::DeviceInfo> devs;
+  int v = 0;
   try {
     driver->init();
-    int v = driver->driver_version();
+    v = driver->driver_version();
     devs = driver->devices();
     jd = {{"available", true},
           {"library", runtime::kCudaDriverLibrary},
-          {"version", std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10)}};
+          {"version", std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10)},
+          {"cuda_version", format::driver_cuda_version(v).str()}};
     facts.driver_loads = true;
   } catch (const Error& e) {
     jd = {{"available", false}, {"library", runtime::kCudaDriverLibrary}, {"detail", e.what()}};
     facts.driver_problem = e.what();
+    v = 0;
   }
   for (const auto& d : devs) facts.device_ccs.push_back(d.cc);
   j["driver"] = jd;
@@ -67,13 +72,16 @@ void examine_driver(Json& j, plan::LoadFacts& facts) {
                             {"name", d.name},
                             {"compute_capability", plan::cc_string(d.cc)},
                             {"target", plan::device_target(d.cc)}});
+  return v;
 }
 
 // NVRTC (the real probe compiles a test program), the CUDA tools, the lazily loaded libraries.
-void examine_compilers(const LoaderConfig& cfg, Json& j, plan::LoadFacts& facts) {
+// `driver`: cuDriverGetVersion's number (0: no driver); the NVRTC taken is one it runs.
+void examine_compilers(const LoaderConfig& cfg, int driver, Json& j, plan::LoadFacts& facts) {
   jit::NvrtcConfig nc;
   nc.library = cfg.nvrtc_library;
   nc.cuda_home = cfg.cuda_home;
+  nc.driver = driver;
   auto jit = jit::make_nvrtc_compiler(std::move(nc));
   jit::JitCapability cap = jit->probe();
   j["nvrtc"] = {{"available", cap.available},
@@ -109,8 +117,10 @@ void examine_compilers(const LoaderConfig& cfg, Json& j, plan::LoadFacts& facts)
   }
 }
 
-// The cache directory (really written), the stores and the mirrors of the package judged.
-void examine_storage(const LoaderConfig& cfg, const DoctorOpts& o, Json& j, plan::LoadFacts& facts) {
+// The cache directory (really written), the stores and the mirrors of the package judged; each
+// store's toolkits weighed against `driver` (cuDriverGetVersion's number; 0: no driver).
+void examine_storage(const LoaderConfig& cfg, const DoctorOpts& o, int driver, Json& j,
+                     plan::LoadFacts& facts) {
   std::string cache_problem = io::write_probe(cfg.cache_dir);  // io/write_probe.hpp
   j["cache_dir"] = {
       {"path", cfg.cache_dir}, {"writable", cache_problem.empty()}, {"detail", cache_problem}};
@@ -131,12 +141,22 @@ void examine_storage(const LoaderConfig& cfg, const DoctorOpts& o, Json& j, plan
           ? plan::installed_store_dir(reinterpret_cast<const void*>(&add_doctor_command))
           : std::string();
   j["stores"] = Json::array();
-  for (auto& s : plan::probe_stores(cfg, disk, installed)) {  // plan/doctor_probes.hpp
+  for (auto& s : plan::probe_stores(cfg, disk, installed, driver)) {  // plan/doctor_probes.hpp
+    Json toolkits = Json::array();
+    for (const auto& t : s.toolkits)
+      toolkits.push_back({{"package", t.package},
+                          {"version", t.version},
+                          {"cuda_version", t.toolkit},
+                          {"archives", t.archives},
+                          {"driver_runs", driver > 0 ? Json(t.runnable > 0) : Json()},
+                          {"runnable_archives", driver > 0 ? Json(t.runnable) : Json()},
+                          {"detail", t.refusal}});
     j["stores"].push_back({{"dir", s.facts.dir},
                            {"source", s.facts.source},
                            {"readable", s.facts.readable},
                            {"archives", s.archives},
                            {"unusable_archives", s.unusable},
+                           {"toolkits", std::move(toolkits)},
                            {"detail", s.facts.problem}});
     facts.stores.push_back(std::move(s.facts));
   }
@@ -158,8 +178,8 @@ void print_doctor(const LoaderConfig& cfg, const Json& j, const plan::LoadVerdic
   std::cout << "kiln " << version() << " (CUDA " << cuda_full_version() << ")\n";
   const Json& jd = j["driver"];
   if (jd["available"].get<bool>())
-    std::cout << "driver: " << runtime::kCudaDriverLibrary << " loaded, version " << str(jd["version"])
-              << "\n";
+    std::cout << "driver: " << runtime::kCudaDriverLibrary << " loaded, runs CUDA "
+              << str(jd["cuda_version"]) << " (each archive's toolkit is weighed against it)\n";
   else
     std::cout << "driver: not available: " << str(jd["detail"]) << "\n";
   if (j["devices"].empty()) std::cout << "gpu: none\n";
@@ -204,6 +224,20 @@ void print_doctor(const LoaderConfig& cfg, const Json& j, const plan::LoadVerdic
     else
       std::cout << str(s["detail"]);
     std::cout << "\n";
+    // Which toolkits of each package release there this driver runs.
+    for (const auto& t : s["toolkits"]) {
+      std::cout << "  " << str(t["package"]) << " " << str(t["version"]) << ", CUDA "
+                << str(t["cuda_version"]) << ": " << t["archives"].get<size_t>() << " archive(s), ";
+      if (t["driver_runs"].is_null())
+        std::cout << "not weighed (no driver)";
+      else if (t["runnable_archives"].get<size_t>() == t["archives"].get<size_t>())
+        std::cout << "this driver runs them";
+      else if (t["driver_runs"].get<bool>())
+        std::cout << "this driver runs " << t["runnable_archives"].get<int>() << " of them";
+      else
+        std::cout << "this driver runs none: " << str(t["detail"]);
+      std::cout << "\n";
+    }
   }
   if (cfg.mirrors.empty()) std::cout << "mirrors: none configured\n";
   for (const auto& m : j["mirrors"])
@@ -230,9 +264,9 @@ void add_doctor_command(CLI::App& app, int& rc) {
     plan::LoadFacts facts;  // what the verdict is decided from (plan/load_readiness.hpp)
     Json j;
     j["kiln"] = {{"version", version()}, {"commit", git_commit()}, {"cuda", cuda_full_version()}};
-    examine_driver(j, facts);
-    examine_compilers(cfg, j, facts);
-    examine_storage(cfg, *o, j, facts);
+    const int driver = examine_driver(j, facts);
+    examine_compilers(cfg, driver, j, facts);
+    examine_storage(cfg, *o, driver, j, facts);
     const plan::LoadVerdict verdict = plan::judge_loading(facts);
     j["missing"] = verdict.missing;
     j["ok"] = verdict.ok;

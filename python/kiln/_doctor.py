@@ -31,7 +31,29 @@ def _cache_check(path: str) -> str:
         return f"{type(e).__name__}: {e}"
 
 
-def _installed_packages() -> dict:
+def _driver_number(driver: dict) -> int:
+    """cuDriverGetVersion's number of the doctor's driver facts (12080 for "12.8"); 0: none."""
+    if not driver.get("available"):
+        return 0
+    major, _, minor = str(driver.get("version", "")).partition(".")
+    return int(major) * 1000 + int(minor) * 10 if major.isdigit() and minor.isdigit() else 0
+
+
+def _toolkits(stores: list[str], package: str, driver: int) -> list[dict]:
+    """Of the package's archives in its stores, each toolkit and whether this driver runs it
+    (the loader's rule, through the C++ doctor's own facts)."""
+    out = []
+    for store in stores:
+        for _pkg, version, cuda, archives, runnable, detail in \
+                _kiln._store_toolkits(store, package, driver):
+            out.append({"store": store, "version": version, "cuda_version": cuda,
+                        "archives": archives,
+                        "driver_runs": (runnable > 0) if driver else None,
+                        "runnable_archives": runnable if driver else None, "detail": detail})
+    return out
+
+
+def _installed_packages(driver: int = 0) -> dict:
     try:
         from kiln import _installed
     except ImportError as e:
@@ -39,8 +61,10 @@ def _installed_packages() -> dict:
                 "packages": []}
     out = []
     for p in _installed.installed_packages():
+        stores = [str(s) for s in p.stores]
         out.append({"name": p.name, "version": p.version, "description": str(p.description),
-                    "stores": [str(s) for s in p.stores], "stale": list(p.stale)})
+                    "stores": stores, "stale": list(p.stale),
+                    "toolkits": _toolkits(stores, p.name, driver)})
     return {"available": True, "detail": "", "packages": out}
 
 
@@ -59,7 +83,9 @@ def facts(config: kiln.Config | None = None) -> dict[str, Any]:
     j["cache_dir"] = {"path": cfg.cache_dir, "writable": not problem, "detail": problem}
     j["offline"] = cfg.offline
     j["mirrors"] = list(cfg.mirrors)
-    j["installed"] = _installed_packages()
+    driver = _driver_number(j["driver"])
+    j["driver"]["cuda_version"] = j["driver"]["version"] if driver else None
+    j["installed"] = _installed_packages(driver)
     packages = [(p["name"], p["version"], p["stores"]) for p in j["installed"]["packages"]]
     verdict = _kiln._load_verdict(native_cfg, native, problem, packages)
     j["mirror_probes"] = verdict["mirrors"]
@@ -76,7 +102,7 @@ def _print(j: dict) -> None:
           f"package description format {r['package_description_format']}")
     d = j["driver"]
     if d["available"]:
-        print(f"driver: {d['library']} loaded from {d['path'] or '?'}, version {d['version']}")
+        print(f"driver: {d['library']} loaded from {d['path'] or '?'}, runs CUDA {d['version']}")
     else:
         print(f"driver: not available: {d['detail']}")
     if not j["devices"]:
@@ -113,6 +139,16 @@ def _print(j: dict) -> None:
         print(f"package {p['name']} {p['version']}: {len(p['stores'])} target store(s)")
         for s in p["stale"]:
             print(f"  stale: {s}")
+        for t in p.get("toolkits", []):  # which of its toolkits this driver runs
+            if t["driver_runs"] is None:
+                verdict = "not weighed (no driver)"
+            elif t["runnable_archives"] == t["archives"]:
+                verdict = "this driver runs them"
+            elif t["driver_runs"]:
+                verdict = f"this driver runs {t['runnable_archives']} of them"
+            else:
+                verdict = f"this driver runs none: {t['detail']}"
+            print(f"  CUDA {t['cuda_version']}: {t['archives']} archive(s), {verdict}")
     if j["ok"]:
         print("ok: loading can work here")
     for m in j["missing"]:

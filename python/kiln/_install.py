@@ -223,6 +223,25 @@ def _device_target(package: str, available: list[str]) -> tuple[str, str]:
     return str(target), reason
 
 
+def _driver(args) -> tuple[int, str]:
+    """(cuDriverGetVersion's number, whose): --driver X.Y (the CLI's own parser), else this
+    node's driver, else (0, ""): toolkits are not weighed, and the plan says so."""
+    if args.driver is not None:
+        from kiln import _kiln
+
+        try:
+            return _kiln._parse_driver_option(args.driver, "--driver"), "--driver"
+        except Exception as e:  # kiln.UsageError: the flag and the value named
+            raise InstallError("usage", EXIT_USAGE, getattr(e, "message", str(e))) from e
+    try:
+        from kiln import _kiln
+
+        n = _kiln._driver_version()
+    except ImportError:
+        return 0, ""
+    return (n, "this node's driver") if n else (0, "")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kiln install",
@@ -240,6 +259,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="a simple repository (PEP 503/691), e.g. https://pypi.org/simple")
     p.add_argument("--target", help="install this target's wheel (e.g. sm_90a) instead of asking "
                                     "the local devices")
+    p.add_argument("--driver", metavar="X.Y",
+                   help="a driver's CUDA version (12.8) to answer for a driver that is not here: "
+                        "only target wheels of a CUDA it runs are chosen, the newest first; "
+                        "default: this node's driver, when there is one")
     p.add_argument("--no-index", action="store_true",
                    help="with --find-links: pass --no-index to pip (the directory must then hold "
                         "the package wheel and the kiln runtime too)")
@@ -279,9 +302,29 @@ def _plan(args) -> dict:
         raise InstallError("not-found", EXIT_NOT_FOUND,
                            f"{args.package} {args.version} has no target wheel in {where}, "
                            f"which offers versions {', '.join(versions)}")
-    # Several CUDA majors of one target: the newest (the wheels' names say which).
-    newest_cuda = max(o.cuda_major for o in offers)
-    offers = [o for o in offers if o.cuda_major == newest_cuda]
+    # The driver weighed (--driver, else this node's): of each target, only the CUDA majors
+    # whose code it runs (the loader's rule); then the newest (the wheels' names say which).
+    driver, driver_from = _driver(args)
+    if driver:
+        from kiln import _kiln
+
+        refused = {}
+        for o in offers:
+            why = _kiln._driver_refuses_major(o.cuda_major, o.target, driver)
+            if why:
+                refused[o.file] = why
+        runnable = [o for o in offers if o.file not in refused]
+        if not runnable:
+            d = f"{driver // 1000}.{driver % 1000 // 10}"
+            raise InstallError(
+                "unsupported", EXIT_UNSUPPORTED,
+                f"no target wheel of {args.package} {version} runs on this driver (CUDA {d}, "
+                f"{driver_from}): " + "; ".join(f"{f}: {w}" for f, w in sorted(refused.items())))
+        offers = runnable
+    newest = {}
+    for o in offers:
+        newest[o.target] = max(newest.get(o.target, 0), o.cuda_major)
+    offers = [o for o in offers if o.cuda_major == newest[o.target]]
     available = sorted({o.target for o in offers})
     if args.target:
         target, reason = _target_name(args.target), "--target"
@@ -304,6 +347,9 @@ def _plan(args) -> dict:
         source.append("--no-index")
     return {
         "package": args.package, "version": version, "target": target, "reason": reason,
+        "cuda_major": offer.cuda_major,
+        "driver": f"{driver // 1000}.{driver % 1000 // 10}" if driver else None,
+        "driver_from": driver_from if driver else None,
         "available": available, "wheel": offer.file, "where": offer.where,
         "requirement": requirement, "extra": extra, "requirements": requirements,
         "command": [sys.executable, "-m", "pip", "install", *source, *requirements],
@@ -325,6 +371,9 @@ def main(argv: list[str]) -> int:
     plan["dry_run"] = args.dry_run
     print(f"{args.package} {plan['version']}: {plan['target']} ({plan['reason'] or 'chosen'}) "
           f"of {', '.join(plan['available'])}: {plan['wheel']}", file=sys.stderr)
+    print(f"driver: CUDA {plan['driver']} ({plan['driver_from']}): only wheels of a CUDA it runs"
+          if plan["driver"] else "driver: none here nor --driver: the wheels' CUDA was not "
+          "weighed (the newest is chosen)", file=sys.stderr)
     if args.dry_run:
         if args.json:
             print(json.dumps(plan, indent=2))

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "format/target.hpp"
+#include "format/toolkit.hpp"
 #include "jit/jit.hpp"
 #include "kiln/error.hpp"
 #include "kiln/kiln.h"
@@ -23,6 +24,7 @@
 #include "plan/doctor_probes.hpp"
 #include "plan/load_readiness.hpp"
 #include "plan/resolver.hpp"
+#include "plan/store_scanner.hpp"
 #include "plan/target_choice.hpp"
 #include "python_errors.hpp"
 #include "project/package_description.hpp"
@@ -122,6 +124,14 @@ nb::dict nvrtc_facts(const LoaderConfig& cfg) {
   jit::NvrtcConfig nc;
   nc.library = cfg.nvrtc_library;
   nc.cuda_home = cfg.cuda_home;
+  // The NVRTC the loader would take is the one this driver runs (jit/jit.hpp).
+  try {
+    auto driver = runtime::make_cuda_driver();
+    driver->init();
+    nc.driver = driver->driver_version();
+  } catch (const Error&) {
+    nc.driver = 0;  // no driver: not weighed, as the loader
+  }
   jit::JitCapability cap = jit::make_nvrtc_compiler(std::move(nc))->probe();
   nb::dict d;
   d["available"] = cap.available;
@@ -290,6 +300,50 @@ void bind_machine_facts(nb::module_& m) {
       nb::arg("store"), nb::arg("package"),
       "The targets of `package`'s archive directories in `store`, as the loader's store scan "
       "lists them (the store rule, bounded); [] when the store cannot be listed.");
+  m.def(
+      "_store_toolkits",
+      [](const std::string& store, const std::string& package, int driver) {
+        // plan/doctor_probes.hpp: the doctor's own facts, by package, version and toolkit.
+        std::vector<std::tuple<std::string, std::string, std::string, std::size_t, int, std::string>> out;
+        plan::StoreScanner disk(package);
+        for (const auto& t : plan::store_toolkits(disk.scan(store, "installed"), driver))
+          out.emplace_back(t.package, t.version, t.toolkit, t.archives, t.runnable, t.refusal);
+        return out;
+      },
+      nb::arg("store"), nb::arg("package"), nb::arg("driver"),
+      "Of `package`'s archives in `store`, by (package, version, toolkit): how many, how many "
+      "the driver (cuDriverGetVersion's number; 0: not weighed) runs, and why none when none.");
+  m.def(
+      "_driver_version",
+      []() {
+        try {
+          auto driver = runtime::make_cuda_driver();
+          driver->init();
+          return driver->driver_version();
+        } catch (const Error&) {
+          return 0;  // no driver: toolkits are not weighed
+        }
+      },
+      "This node's driver as cuDriverGetVersion's number (12080 for CUDA 12.8); 0 without one.");
+  m.def(
+      "_parse_driver_option",
+      [](const std::string& text, const std::string& flag) {
+        return format::parse_driver_option(text, flag);
+      },
+      nb::arg("text"), nb::arg("flag"),
+      "A --driver X.Y value as cuDriverGetVersion's number (12.8 -> 12080); kiln.UsageError "
+      "naming the flag otherwise (format/toolkit.hpp, the CLI's own parser).");
+  m.def(
+      "_driver_refuses_major",
+      [](int cuda_major, const std::string& target, int driver) -> std::optional<std::string> {
+        // A target wheel names only its toolkit's major (`_cu12_`): its SASS needs M.0.
+        auto t = format::parse_target(target);
+        if (!t) return "'" + target + "' is not a target";
+        return plan::toolkit_refusal(std::to_string(cuda_major) + ".0", *t, driver);
+      },
+      nb::arg("cuda_major"), nb::arg("target"), nb::arg("driver"),
+      "Why a driver of `driver` cannot run a target wheel of CUDA `cuda_major` (the loader's "
+      "rule, plan/target_choice.hpp toolkit_refusal); None when it can.");
   m.def("_doctor_facts", &doctor_facts, nb::arg("config"));
   m.def("_load_verdict", &load_verdict, nb::arg("config"), nb::arg("native"),
         nb::arg("cache_problem"), nb::arg("packages"),

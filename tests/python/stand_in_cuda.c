@@ -48,7 +48,9 @@ CUresult cuGetExportTable(const void** table, const void* id) {
   *table = NULL;
   return 500; /* CUDA_ERROR_NOT_FOUND */
 }
-CUresult cuDriverGetVersion(int* v) { *v = 13000; return 0; }
+/* $KILN_STAND_IN_DRIVER: the driver's CUDA version as cuDriverGetVersion spells it (default
+ * 13000, CUDA 13.0). */
+CUresult cuDriverGetVersion(int* v) { *v = env_int("KILN_STAND_IN_DRIVER", 13000); return 0; }
 CUresult cuGetErrorName(CUresult e, const char** s) {
   *s = e == 1 ? "CUDA_ERROR_INVALID_VALUE" : e == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS"
                                                       : "CUDA_ERROR_UNKNOWN";

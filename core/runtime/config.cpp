@@ -102,8 +102,11 @@ const std::vector<EnvVariable>& variables_table() {
      }},
     {"KILN_LOG_FILE", "log destination instead of stderr; `%p` = pid", "stderr",
      [](Environment& e, const std::string& v) { e.loader.log_file = v; }},
-    {"KILN_NVRTC_LIBRARY", "the NVRTC library the JIT loads (only that one is tried)",
-     "`libnvrtc.so.13`, else `libnvrtc.so`",
+    {"KILN_NVRTC_LIBRARY",
+     "the NVRTC library the JIT loads (only that one is tried, and only when the driver runs its "
+     "code)",
+     "the first of `libnvrtc.so.13`, `libnvrtc.so.12`, `libnvrtc.so` whose code the driver runs "
+     "(docs/compatibility.md)",
      [](Environment& e, const std::string& v) { e.loader.nvrtc_library = v; }},
     {"KILN_CUDA_HOME", "toolkit whose `include/` has `cuda_fp16.h` for the JIT",
      "`CUDA_HOME`, else `CUDA_PATH`",

@@ -28,9 +28,11 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kDoctorHelp =
-    "check every capability kiln needs on this machine: CUDA driver and devices, NVRTC, "
+    "check every capability kiln needs on this machine: CUDA driver (the CUDA version it runs) "
+    "and devices, NVRTC (the one this driver runs), "
     "nvcc/ptxas/nvlink/fatbinary, the cache directory (really writes a file), the "
-    "configured stores and mirrors, whether libcurl and libarchive load (libkiln loads them "
+    "configured stores (and of each package release there, which toolkits this driver runs) "
+    "and mirrors, whether libcurl and libarchive load (libkiln loads them "
     "only for mirrors and archives). Exit 0 when loading can work here: the driver loads "
     "and reports a device, the cache directory is writable, every KILN_ARTIFACT_PATH store "
     "is readable, and each device is served by a store holding an archive that runs on it, "

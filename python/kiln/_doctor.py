@@ -42,7 +42,7 @@ def _driver_number(driver: dict) -> int:
 def _toolkits(stores: list[str], package: str, driver: int) -> list[dict]:
     """Of the package's archives in its stores, each toolkit and whether this driver runs it
     (the loader's rule, through the C++ doctor's own facts)."""
-    out = []
+    out: list[dict] = []
     for store in stores:
         for _pkg, version, cuda, archives, runnable, detail in \
                 _kiln._store_toolkits(store, package, driver):

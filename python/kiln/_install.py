@@ -308,7 +308,7 @@ def _plan(args) -> dict:
     if driver:
         from kiln import _kiln
 
-        refused = {}
+        refused: dict[str, str] = {}
         for o in offers:
             why = _kiln._driver_refuses_major(o.cuda_major, o.target, driver)
             if why:
@@ -321,7 +321,7 @@ def _plan(args) -> dict:
                 f"no target wheel of {args.package} {version} runs on this driver (CUDA {d}, "
                 f"{driver_from}): " + "; ".join(f"{f}: {w}" for f, w in sorted(refused.items())))
         offers = runnable
-    newest = {}
+    newest: dict[str, int] = {}
     for o in offers:
         newest[o.target] = max(newest.get(o.target, 0), o.cuda_major)
     offers = [o for o in offers if o.cuda_major == newest[o.target]]

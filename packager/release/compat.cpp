@@ -445,6 +445,24 @@ void check_driver(CompatReport& rep, int driver, const std::string& from) {
   rep.driver_from = driver > 0 ? from : "";
   if (driver <= 0) return;
   const std::string drv = format::driver_cuda_version(driver).str();
+  auto driver_runs = [&](const CompatManifest& m) {
+    auto t = format::parse_target(m.target);
+    return t && !plan::toolkit_refusal(m.cuda_version, *t, driver);
+  };
+  // Target wheels given together are a set offered to pip (check_target_wheels_together): a
+  // wheel of a toolkit the driver refuses is "not for" it when another wheel of the set, of the
+  // same package, version and target, is of a toolkit it runs.
+  auto another_wheel_serves = [&](const CompatPackage& w) {
+    for (const auto& other : rep.packages) {
+      if (&other == &w || other.kind != "wheel" || other.judged_as != w.judged_as) continue;
+      for (const auto& om : other.manifests)
+        for (const auto& wm : w.manifests)
+          if (om.target == wm.target && om.package == wm.package &&
+              om.package_version == wm.package_version && driver_runs(om))
+            return true;
+    }
+    return false;
+  };
   for (auto& pkg : rep.packages) {
     if (pkg.manifests.empty()) continue;
     // Each manifest: runs on this driver, or why not (plan/target_choice.hpp toolkit_refusal).
@@ -458,12 +476,17 @@ void check_driver(CompatReport& rep, int driver, const std::string& from) {
     }
     std::string tks;
     for (const auto& t : toolkits) tks += (tks.empty() ? "" : ",") + t;
+    const bool served_by_another = pkg.kind == "wheel" && another_wheel_serves(pkg);
     auto problem = [&](const std::string& msg) {
       std::string why;
       for (const auto& r : refusal)
         if (r && why.find(*r) == std::string::npos) why += (why.empty() ? "" : "; ") + *r;
-      pkg.problems.push_back({ErrorKind::Unsupported, "cuda_version", pkg.path, tks,
-                              "CUDA " + drv, msg + ": " + why});
+      if (served_by_another)
+        pkg.notes.push_back("not for this driver (CUDA " + drv + ", another wheel given serves it): " +
+                            why);
+      else
+        pkg.problems.push_back({ErrorKind::Unsupported, "cuda_version", pkg.path, tks,
+                                "CUDA " + drv, msg + ": " + why});
     };
     if (rep.devices.empty()) {
       if (std::all_of(refusal.begin(), refusal.end(), [](const auto& r) { return r.has_value(); }))

@@ -81,7 +81,9 @@ CompatReport check_compat(const LoaderFacts& loader, const std::vector<int>& dev
 // an archive whose toolkit's code the driver does not run gets a note naming both versions; a
 // package with nothing the driver runs (on any of rep.devices that one of its targets serves,
 // or at all when no device was checked) is unsupported (field cuda_version: the package's
-// toolkits and the driver's version). `driver` 0: nothing weighed, the report says so.
+// toolkits and the driver's version); a target wheel given with another wheel of the same
+// target that the driver runs gets a note instead ("not for this driver"), as for devices.
+// `driver` 0: nothing weighed, the report says so.
 void check_driver(CompatReport& rep, int driver, const std::string& from);
 
 // Target wheels given together are a set offered to pip: a wheel whose target does not run on a

@@ -11,8 +11,12 @@
 #include "format/toolkit.hpp"
 #include "io/sha256.hpp"
 #include "kiln/error.hpp"
+#include "kiln/version.hpp"
+#include "project/package.hpp"
+#include "project/package_description.hpp"
 #include "synthetic_release.hpp"
 #include "test_util.hpp"
+#include "wheel/wheel.hpp"
 
 namespace kiln {
 namespace {
@@ -181,6 +185,41 @@ TEST(DriverOption, CompatRefusesAReleaseWithNothingTheDriverRuns) {
   EXPECT_EQ(nodev.exit_code, exit_code(ErrorKind::Unsupported)) << nodev.out;
   CliRun ok13 = kiln_json("", "compat --device sm_90 --driver 13.0 " + only13.dir.string());
   EXPECT_EQ(ok13.exit_code, 0) << ok13.out;
+}
+
+// Target wheels given together are a set: a cu13 wheel beside a cu12 wheel of the same target is
+// "not for" a 12.x driver (a note), as a wheel of another target is not for a device; alone it
+// is unsupported.
+TEST(DriverOption, CompatOfTargetWheelsTogetherAnswersForTheSet) {
+  test::TempDir dir;
+  static const project::Project project = project::load_project(test::source_dir());
+  static const project::PackageData data(project);
+  const std::string v = kiln::version();
+  for (const char* cuda : {"12.9", "13.0"}) {
+    test::ReleaseSpec rel;
+    rel.loadable = true;
+    rel.cuda_version = cuda;
+    rel.with_artifacts({{kUri, std::string("image of ") + cuda}});
+    const fs::path d = dir / cuda;
+    auto dist = test::write_release_dist(d, rel, {"sm_90a"});
+    test::describe_release(dist, project::package_description_json(*data.get()));
+    wheel::BuildOptions o;
+    o.dist = d;
+    o.out = dir.path();
+    ASSERT_TRUE(wheel::build_wheels(o).failed.empty()) << cuda;
+  }
+  const std::string w12 = (dir / wheel::wheel_file_name("kiln-kernels", v, "12.9", "sm_90a")).string();
+  const std::string w13 = (dir / wheel::wheel_file_name("kiln-kernels", v, "13.0", "sm_90a")).string();
+  CliRun both = kiln_json("", "compat --device sm_90 --driver 12.8 " + w12 + " " + w13);
+  EXPECT_EQ(both.exit_code, 0) << both.out;
+  ASSERT_EQ(both.j["packages"].size(), 2u) << both.out;
+  EXPECT_TRUE(both.j["packages"][1]["problems"].empty()) << both.out;
+  EXPECT_CONTAINS(both.j["packages"][1]["notes"].dump(),
+                  "not for this driver (CUDA 12.8, another wheel given serves it)");
+  CliRun alone = kiln_json("", "compat --device sm_90 --driver 12.8 " + w13);
+  EXPECT_EQ(alone.exit_code, exit_code(ErrorKind::Unsupported)) << alone.out;
+  CliRun old = kiln_json("", "compat --device sm_90 --driver 11.8 " + w12 + " " + w13);
+  EXPECT_EQ(old.exit_code, exit_code(ErrorKind::Unsupported)) << old.out;
 }
 
 // compat without --driver: the node's driver when there is one, else nothing weighed, and said.

@@ -58,10 +58,14 @@ class CudaDriver : public Driver {
     if (!init_error_.empty()) throw Error(ErrorKind::Unsupported, init_error_);
   }
 
+  // Asked of the driver once per driver object (make_cuda_driver gives the process one): the
+  // version cannot change while the library is loaded.
   int driver_version() override {
+    int v = version_cache_.load(std::memory_order_acquire);
+    if (v != 0) return v;
     init();
-    int v = 0;
     check(api_.cuDriverGetVersion(&v), "cuDriverGetVersion");
+    version_cache_.store(v, std::memory_order_release);
     return v;
   }
 
@@ -267,6 +271,7 @@ class CudaDriver : public Driver {
   CUdevice primary_device_ = 0;
   CUcontext primary_ = nullptr;
   std::array<std::atomic<int>, 64> cc_cache_{};  // by CUdevice; 0 = not asked yet
+  std::atomic<int> version_cache_{0};            // cuDriverGetVersion; 0 = not asked yet
 };
 
 }  // namespace

@@ -201,8 +201,9 @@ struct Loader::Impl {
   mutable std::optional<std::string> installed;
   const kiln_package* installed_anchor = nullptr;
   mutable std::once_flag installed_once;
-  // The driver's CUDA version, read once per process (Loader): every candidate's toolkit is
-  // weighed against it (docs/compatibility.md). 0 when the driver cannot say.
+  // The driver's CUDA version (the driver object asks libcuda once per process): every
+  // candidate's toolkit is weighed against it (docs/compatibility.md). 0 when the driver cannot
+  // say.
   mutable std::once_flag driver_once;
   mutable int driver_number_ = 0;
   int driver_number() const {

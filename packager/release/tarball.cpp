@@ -24,6 +24,7 @@
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "release/loader_facts.hpp"
+#include "release/tree_platform.hpp"
 #include "store/store.hpp"
 #include "util/join.hpp"
 
@@ -229,7 +230,26 @@ TarballResult build_tarball(const TarballOptions& opts) {
   fs::path lib;
   for (const auto& [rel, e] : tree)
     if (rel.rfind("lib/libkiln.so", 0) == 0 && e.type == TreeEntry::Type::File) lib = e.source;
-  LoaderFacts facts = open_loader_facts(lib);
+  // The tarball is named for the host its binaries run on, read from their ELF headers: a tree
+  // cross-built for aarch64 on an x86_64 machine is packed there as linux-aarch64.
+  const std::string platform = elf_platform(lib);
+  for (const auto& [rel, e] : tree)
+    if (e.type == TreeEntry::Type::File &&
+        (rel == "bin/kiln" || rel.rfind("lib/libkiln-kernels.so", 0) == 0))
+      if (std::string p = elf_platform(e.source); p != platform)
+        throw Error(ErrorKind::Format, e.source.string() + " is built for " + p + ", but " +
+                                           lib.string() + " for " + platform +
+                                           ": one install tree is built for one host");
+  LoaderFacts facts;
+  if (platform == host_platform()) {
+    facts = open_loader_facts(lib);
+  } else {
+    // It cannot be loaded on this host: its version and CUDA version are read from the tree.
+    facts = unloaded_loader_facts(opts.prefix, lib);
+    say(lib.string() + " is built for " + platform + ", not this " + host_platform() +
+        " host: kiln " + facts.version + " (its file name), CUDA " + facts.cuda_version +
+        " (lib/cmake/kiln/kilnConfig.cmake), read without loading it");
+  }
   // The archives' toolkits need not be libkiln's: the loader weighs each against the node's
   // driver (docs/compatibility.md). The tarball is named by libkiln's.
   if (facts.version != index.package_version)
@@ -241,7 +261,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   if (ec) throw Error(ErrorKind::Io, "cannot create " + opts.out.string() + ": " + ec.message());
   // One tarball writer per directory; it removes what a killed writer left: its scratch
   // directories and the AtomicFile temporary of the tarball.
-  const std::string file_name = tarball_file_name(version, facts.cuda_version, host_platform());
+  const std::string file_name = tarball_file_name(version, facts.cuda_version, platform);
   io::FileLock out_lock = io::FileLock::acquire_directory(opts.out, std::chrono::seconds(60));
   if (out_lock.held()) {
     for (const auto& e : fs::directory_iterator(opts.out, ec))
@@ -271,7 +291,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   const std::int64_t mtime = opts.mtime.value_or(newest);
 
   // 3. Pack: sorted paths under one top directory, fixed metadata.
-  const std::string top = "kiln-" + version + "-cuda" + facts.cuda_version + "-" + host_platform();
+  const std::string top = "kiln-" + version + "-cuda" + facts.cuda_version + "-" + platform;
   res.file = opts.out / file_name;
   say("packing " + std::to_string(tree.size()) + " entries into " + res.file.string());
   io::AtomicFile out(res.file);

@@ -118,6 +118,8 @@ void add_install_tree(Tree& tree, const fs::path& prefix) {
   if (!fs::is_regular_file(config, ec)) missing.push_back(config.string());
   fs::path pc = prefix / "lib" / "pkgconfig" / "kiln.pc";
   if (!fs::is_regular_file(pc, ec)) missing.push_back(pc.string());
+  fs::path readme = prefix / "share" / "doc" / "kiln" / "README.md";
+  if (!fs::is_regular_file(readme, ec)) missing.push_back(readme.string());
   if (!missing.empty()) {
     std::string msg = prefix.string() + " is not a complete kiln install tree; missing:";
     for (const auto& m : missing) msg += "\n  " + m;
@@ -131,6 +133,7 @@ void add_install_tree(Tree& tree, const fs::path& prefix) {
   add_dir_recursive(tree, "include/kiln", prefix / "include" / "kiln");
   add_dir_recursive(tree, "lib/cmake/kiln", prefix / "lib" / "cmake" / "kiln");
   add_file(tree, "lib/pkgconfig/kiln.pc", pc);
+  add_file(tree, "share/doc/kiln/README.md", readme);
 }
 
 std::string problems_text(const std::vector<store::VerifyProblem>& problems) {

@@ -51,6 +51,7 @@ fs::path fake_tree(const fs::path& prefix, unsigned machine, unsigned kiln_machi
         "include(\"${CMAKE_CURRENT_LIST_DIR}/kilnTargets.cmake\")\nset(kiln_CUDA_VERSION \"" +
             cuda + "\")\n");
   write(prefix / "lib" / "pkgconfig" / "kiln.pc", "Name: kiln\n");
+  write(prefix / "share" / "doc" / "kiln" / "README.md", "# kiln\n");
   return prefix;
 }
 

@@ -4,7 +4,8 @@
 #   mirror -> mirror verify -> compat -> TUF
 # Everything lands under release/ (or $KILN_RELEASE_DIR):
 #   release/stage/    the kiln install tree packed into the tarball (bin, lib, include, lib/cmake)
-#   release/dist/     index, one archive per target, the tarball, one wheel per target, the
+#   release/dist/     index, one archive per target, the kiln tarballs (linux-x86_64 and
+#                     linux-aarch64, glibc 2.28: --tarball-arches), one wheel per target, the
 #                     package's own wheel (kiln_kernels-<version>-py3-none-any.whl) and the kiln
 #                     runtime wheels, manylinux_2_28 for x86_64 and aarch64: kiln-<version>-
 #                     {cp310-cp310,cp311-cp311,cp312-abi3}-manylinux_2_28_{x86_64,aarch64}.whl
@@ -25,6 +26,10 @@
 #                     when an interpreter is missing (scripts/find_python.sh says where it looked
 #                     and how to get one), unless the list leaves that version out on purpose
 #   --wheel-arches LIST   their architectures (default x86_64,aarch64)
+#   --tarball-arches LIST the kiln tarballs' hosts (default x86_64,aarch64: each tree built with
+#                     the zig toolchain for glibc 2.28, scripts/build_host_tarball_tree.sh, and
+#                     checked by scripts/check_glibc_floor.sh); `host`: the tarball of the kiln
+#                     build itself, for this machine's glibc (the tests' operator check)
 #   --toolkits LIST   the CUDA toolkits that build the kernels, as `kiln build --toolkits` names
 #                     them (default: ci/release-toolkits.txt, CUDA 13.0's nvcc and the NVRTC 12.9
 #                     toolkit); "nvrtc:12.9" is the directory scripts/nvrtc_toolkit.sh lays out
@@ -55,6 +60,7 @@ kiln_build=""
 runtime_wheel=1
 wheel_pythons=3.10,3.11,abi3
 wheel_arches=x86_64,aarch64
+tarball_arches=x86_64,aarch64
 while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets="$2"; shift 2 ;;
@@ -70,7 +76,8 @@ while [ $# -gt 0 ]; do
     --wheel-pythons) wheel_pythons="$2"; shift 2 ;;
     --wheel-arches) wheel_arches="$2"; shift 2 ;;
     --one-nvcc-per-specialisation) build_args+=("$1"); shift ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    --tarball-arches) tarball_arches="$2"; shift 2 ;;
+    -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -182,8 +189,32 @@ else
 fi
 step "verify"
 "$kiln" verify "$out/dist/kiln-kernels-$version-index.json"
-step "tarball"
-"$kiln" tarball --dist "$out/dist" --out "$out/dist"
+# The kiln tarballs: one per host, kiln-<version>-cuda<M.m>-linux-<arch>.tar.zst (docs/release.md,
+# "Tarballs for x86_64 and aarch64"). Each tree is built for the glibc 2.28 floor with the zig
+# toolchain, this kiln describing the reference package in it, packed by this kiln (which names
+# the tarball for the tree's binaries) and checked again as packed. Each line of
+# release/tarballs.txt: the tarball, its size in bytes and the seconds its build took.
+: >"$out/tarballs.txt"
+[[ ",$tarball_arches," == *,host,* && ",$tarball_arches," == *,$(uname -m),* ]] &&
+  { echo "ci/release.sh: --tarball-arches names host and $(uname -m): both are linux-$(uname -m)" >&2; exit 2; }
+for arch in ${tarball_arches//,/ }; do
+  t0=$(date +%s)
+  case "$arch" in
+    host)
+      step "tarball: the kiln build itself, for this machine's glibc"
+      tb="$("$kiln" tarball --dist "$out/dist" --out "$out/dist" --json |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["file"])')" ;;
+    x86_64|aarch64)
+      step "tarball for linux-$arch (glibc 2.28, scripts/build_host_tarball_tree.sh)"
+      tree="$(scripts/build_host_tarball_tree.sh "$out/stage-$arch" "$arch" "$kiln" | tail -n 1)"
+      tb="$("$kiln" tarball --dist "$out/dist" --out "$out/dist" --prefix "$tree" --json |
+        python3 -c 'import json, sys; print(json.load(sys.stdin)["file"])')"
+      case "$tb" in *-linux-"$arch".tar.zst) ;; *) echo "ci/release.sh: $tb is not named for linux-$arch" >&2; exit 1 ;; esac
+      scripts/check_glibc_floor.sh "$tb" "$arch" 2.28 | tail -n 1 ;;
+    *) echo "ci/release.sh: --tarball-arches: unknown '$arch' (x86_64, aarch64 or host)" >&2; exit 2 ;;
+  esac
+  printf '%s %s %s\n' "$(basename "$tb")" "$(stat -c %s "$tb")" "$(($(date +%s) - t0))" >>"$out/tarballs.txt"
+done
 step "wheels: the package's own and one per target"
 "$kiln" wheel --dist "$out/dist" --out "$out/dist"
 # The runtime wheel is the Python face of this kiln (python/, docs/python.md); its version is
@@ -244,6 +275,8 @@ ci/tuf_repo.sh "$kiln" "$out/mirror" "$out/tuf" "$out/tuf-THROWAWAY-TEST-KEYS"
 printf '\nrelease %s: %s\nindex sha256: %s (--index-sha256, KILN_INDEX_SHA256)\nkiln-kernels-%s-SHA256SUMS sha256: %s (--sums-sha256 for kiln mirror sync/verify)\n' \
   "$version" "$out/mirror" "$(sha256sum "$out/mirror/kiln-kernels-$version-index.json" | cut -c1-64)" \
   "$version" "$(sha256sum "$out/mirror/kiln-kernels-$version-SHA256SUMS" | cut -c1-64)"
+printf 'kiln tarballs (name, bytes, build seconds; %s):\n' "$out/tarballs.txt"
+sed 's/^/  /' "$out/tarballs.txt"
 if [ "$runtime_wheel" = 1 ]; then
   printf 'runtime wheels (name, bytes, build seconds; %s):\n' "$out/runtime-wheels.txt"
   sed 's/^/  /' "$out/runtime-wheels.txt"

@@ -8,10 +8,12 @@
 #     stand-in driver: it must say loading can work), kiln.load("kiln-kernels").resolve(uri,
 #     cc=90) for every URI (tests/userland/python_check.py), and a C client (tests/userland/
 #     client.c) built with pkg-config against the aarch64 tarball, run through the stand-in
-#     driver (bench/stand_in_libcuda.c built there) with the JIT and the network off
+#     driver (bench/stand_in_libcuda.c built there) with the JIT and the network off; the
+#     aarch64 tarball's kiln --version, doctor, verify, install, compat, and `kiln build`, which
+#     with no aarch64 CUDA toolkit there must stop naming where it looked
 #   amd64-bullseye (x86_64, glibc 2.31, Python 3.9):
 #     the same C client built with find_package(kiln) against the x86_64 tarball; the tarball's
-#     kiln doctor, verify, install and compat; and pip's refusal of the runtime wheel for
+#     kiln doctor, verify, install, compat and build (as above); and pip's refusal of the runtime wheel for
 #     Python 3.9, which kiln does not support (docs/userlands.md)
 #
 #   scripts/userland_smoke.sh [--quick] [--require-all] [--only NAME] RELEASE
@@ -39,7 +41,7 @@ while [ $# -gt 0 ]; do
   --quick) quick=1; shift ;;
   --require-all) require_all=1; shift ;;
   --only) only="$2"; shift 2 ;;
-  -h | --help) sed -n '2,29p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
   -*) echo "$me: unknown option '$1' (see --help)" >&2; exit 2 ;;
   *) release="$1"; shift ;;
   esac
@@ -64,7 +66,7 @@ skipped=0
 for name in "${userlands[@]}"; do
   t0=$(date +%s)
   case "$name" in
-  arm64-bookworm) machine=aarch64; set_=full; client=pkg-config; cli=0 ;;
+  arm64-bookworm) machine=aarch64; set_=full; client=pkg-config; cli=1 ;;
   amd64-bullseye) machine=x86_64; set_=full; client=cmake; cli=1 ;;
   *) echo "$me: error: unknown userland '$name' (arm64-bookworm or amd64-bullseye)" >&2; exit 2 ;;
   esac
@@ -131,6 +133,8 @@ for name in "${userlands[@]}"; do
     -exec cp {} "$root/kiln-smoke/mirror/" \;
   cp tests/userland/inside.sh tests/userland/python_check.py tests/userland/client.c \
     tests/userland/CMakeLists.txt bench/stand_in_libcuda.c "$root/kiln-smoke/"
+  # A kernel project for the tarball's `kiln build`, which must say no CUDA toolkit is there.
+  cp -r examples/acme-kernels "$root/kiln-smoke/project"
   if [ "$set_" = full ]; then  # the stand-in driver is built where there is a compiler
     [ -f "$cuda_h" ] || { echo "$me: error: no cuda.h at $cuda_h (the stand-in driver needs it; set CUDA_HOME)" >&2; exit 2; }
     cp "$cuda_h" "$root/kiln-smoke/cuda/"

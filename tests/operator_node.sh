@@ -41,7 +41,7 @@ fail() { echo "FAILED: $* (kept for a look: $work)" | tee -a "$log"; exit 1; }
 # ---- the build machine: the release, and acme's install tree and release ------------------
 say "ci/release.sh --targets $targets (kiln from $build)"
 (cd "$src" && KILN_RELEASE_DIR="$work/release" ci/release.sh --kiln-build "$build" \
-  --targets "$targets" --jobs 2 --no-runtime-wheel) >>"$log" 2>&1 || fail "ci/release.sh (see $log)"
+  --targets "$targets" --jobs 2 --no-runtime-wheel --tarball-arches host) >>"$log" 2>&1 || fail "ci/release.sh (see $log)"
 version=$(cat "$src/VERSION")
 release="$work/release"
 mirror="$release/mirror"

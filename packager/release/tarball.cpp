@@ -24,6 +24,7 @@
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "release/loader_facts.hpp"
+#include "release/tree_platform.hpp"
 #include "store/store.hpp"
 #include "util/join.hpp"
 
@@ -117,6 +118,8 @@ void add_install_tree(Tree& tree, const fs::path& prefix) {
   if (!fs::is_regular_file(config, ec)) missing.push_back(config.string());
   fs::path pc = prefix / "lib" / "pkgconfig" / "kiln.pc";
   if (!fs::is_regular_file(pc, ec)) missing.push_back(pc.string());
+  fs::path readme = prefix / "share" / "doc" / "kiln" / "README.md";
+  if (!fs::is_regular_file(readme, ec)) missing.push_back(readme.string());
   if (!missing.empty()) {
     std::string msg = prefix.string() + " is not a complete kiln install tree; missing:";
     for (const auto& m : missing) msg += "\n  " + m;
@@ -130,6 +133,7 @@ void add_install_tree(Tree& tree, const fs::path& prefix) {
   add_dir_recursive(tree, "include/kiln", prefix / "include" / "kiln");
   add_dir_recursive(tree, "lib/cmake/kiln", prefix / "lib" / "cmake" / "kiln");
   add_file(tree, "lib/pkgconfig/kiln.pc", pc);
+  add_file(tree, "share/doc/kiln/README.md", readme);
 }
 
 std::string problems_text(const std::vector<store::VerifyProblem>& problems) {
@@ -229,7 +233,26 @@ TarballResult build_tarball(const TarballOptions& opts) {
   fs::path lib;
   for (const auto& [rel, e] : tree)
     if (rel.rfind("lib/libkiln.so", 0) == 0 && e.type == TreeEntry::Type::File) lib = e.source;
-  LoaderFacts facts = open_loader_facts(lib);
+  // The tarball is named for the host its binaries run on, read from their ELF headers: a tree
+  // cross-built for aarch64 on an x86_64 machine is packed there as linux-aarch64.
+  const std::string platform = elf_platform(lib);
+  for (const auto& [rel, e] : tree)
+    if (e.type == TreeEntry::Type::File &&
+        (rel == "bin/kiln" || rel.rfind("lib/libkiln-kernels.so", 0) == 0))
+      if (std::string p = elf_platform(e.source); p != platform)
+        throw Error(ErrorKind::Format, e.source.string() + " is built for " + p + ", but " +
+                                           lib.string() + " for " + platform +
+                                           ": one install tree is built for one host");
+  LoaderFacts facts;
+  if (platform == host_platform()) {
+    facts = open_loader_facts(lib);
+  } else {
+    // It cannot be loaded on this host: its version and CUDA version are read from the tree.
+    facts = unloaded_loader_facts(opts.prefix, lib);
+    say(lib.string() + " is built for " + platform + ", not this " + host_platform() +
+        " host: kiln " + facts.version + " (its file name), CUDA " + facts.cuda_version +
+        " (lib/cmake/kiln/kilnConfig.cmake), read without loading it");
+  }
   // The archives' toolkits need not be libkiln's: the loader weighs each against the node's
   // driver (docs/compatibility.md). The tarball is named by libkiln's.
   if (facts.version != index.package_version)
@@ -241,7 +264,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   if (ec) throw Error(ErrorKind::Io, "cannot create " + opts.out.string() + ": " + ec.message());
   // One tarball writer per directory; it removes what a killed writer left: its scratch
   // directories and the AtomicFile temporary of the tarball.
-  const std::string file_name = tarball_file_name(version, facts.cuda_version, host_platform());
+  const std::string file_name = tarball_file_name(version, facts.cuda_version, platform);
   io::FileLock out_lock = io::FileLock::acquire_directory(opts.out, std::chrono::seconds(60));
   if (out_lock.held()) {
     for (const auto& e : fs::directory_iterator(opts.out, ec))
@@ -271,7 +294,7 @@ TarballResult build_tarball(const TarballOptions& opts) {
   const std::int64_t mtime = opts.mtime.value_or(newest);
 
   // 3. Pack: sorted paths under one top directory, fixed metadata.
-  const std::string top = "kiln-" + version + "-cuda" + facts.cuda_version + "-" + host_platform();
+  const std::string top = "kiln-" + version + "-cuda" + facts.cuda_version + "-" + platform;
   res.file = opts.out / file_name;
   say("packing " + std::to_string(tree.size()) + " entries into " + res.file.string());
   io::AtomicFile out(res.file);
@@ -304,7 +327,9 @@ TarballResult build_tarball(const TarballOptions& opts) {
   };
   // No padding of the last block: a zstd stream followed by zero bytes is refused by `zstd -d`.
   check(archive_write_set_bytes_in_last_block(a.get(), 1), "set last block size");
-  check(archive_write_open2(a.get(), &sink, nullptr, write_cb, nullptr, nullptr), "open");
+  // archive_write_open, not open2 (libarchive 3.6): the tarball's kiln runs with the libarchive of
+  // a glibc 2.28 host (RHEL 8: 3.3, Debian 11: 3.4).
+  check(archive_write_open(a.get(), &sink, nullptr, write_cb, nullptr), "open");
 
   std::vector<std::string> members{top};
   for (const auto& [rel, e] : tree) members.push_back(top + "/" + rel);

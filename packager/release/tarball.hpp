@@ -46,10 +46,14 @@ struct TarballResult {
 
 // Verifies the index and each chosen archive, checks that the prefix holds a complete kiln
 // install tree whose libkiln has the release's version and CUDA version, and writes
-// <out>/<tarball_file_name(...)> atomically. Errors name what was looked for and where.
+// <out>/<tarball_file_name(...)> atomically, named for the platform of the tree's binaries
+// (elf_platform: one for all of them). A libkiln of this host is loaded and asked its versions;
+// one of another host (an aarch64 tree cross-built here) is read without loading it
+// (unloaded_loader_facts). Errors name what was looked for and where.
 TarballResult build_tarball(const TarballOptions& opts);
 
-// "linux-x86_64", "linux-aarch64": the platform this kiln was built for.
+// "linux-x86_64", "linux-aarch64": the platform this kiln was built for (a tarball is named for
+// the platform of the tree it packs, which may be another).
 std::string host_platform();
 // Whether a file name is a kiln tarball's: "kiln-" then a version (a digit): no package can be
 // named "kiln" (is_package_name refuses it), so no archive name reads this way.

@@ -6,7 +6,8 @@
 #   SMOKE_NAME   the userland's name, for the messages
 #   SMOKE_CLIENT cmake | pkg-config | none: how the C client is built against the tarball
 #                (none: no C client). The stand-in driver is built wherever there is a compiler.
-#   SMOKE_CLI    1: also run the tarball's kiln doctor, verify, install and compat
+#   SMOKE_CLI    1: also run the tarball's kiln --version, doctor, verify, install, compat, and
+#                kiln build with no CUDA toolkit (its message)
 set -uo pipefail
 cd /kiln-smoke || { echo "userland smoke: no /kiln-smoke here" >&2; exit 1; }
 name="${SMOKE_NAME:-userland}"
@@ -109,6 +110,14 @@ if [ "${SMOKE_CLI:-0}" = 1 ]; then
   ls /tmp/store
   run "$kiln" verify /tmp/store
   run "$kiln" compat --device sm_90 "$index" /tmp/store "$tarball"
+  step "the tarball's kiln build with no CUDA toolkit here: it says what it looked for, and where"
+  # The userland has no CUDA toolkit (an aarch64 host needs one for aarch64: the tarball's
+  # README says so); the build must stop before compiling anything, naming the places it looked.
+  run cp -r /kiln-smoke/project /tmp/project
+  expect 5 "no CUDA toolkit found: looked for nvcc in" env -u CUDA_HOME PATH=/usr/bin:/bin \
+    "$kiln" build --source /tmp/project --targets sm_90a --out /tmp/project-build
+  run test -f "$prefix/share/doc/kiln/README.md"
+  grep -F "aarch64" "$prefix/share/doc/kiln/README.md" | head -n 3
 fi
 
 printf '\nuserland smoke [%s]: passed in %d s\n' "$name" $(($(date +%s) - t_start))

@@ -3,9 +3,9 @@
 # what only scripts/full_check.sh runs, and how long each part takes): installs dependencies,
 # builds (warnings are errors), runs every CTest test (a seeded sample of the crash points), then
 # the unit tests under address+undefined sanitizers, the fuzz targets (every kept input
-# replayed, then a short exploration), the TUF conformance suite, and ends with the release's
-# smoke in an arm64 userland under qemu-user when a release directory is there. GPU tests skip with a message when no
-# GPU is present. Each stage prints its time; the last line sums them.
+# replayed, then a short exploration), the TUF conformance suite, and ends with a smoke of the
+# aarch64 runtime wheel in an arm64 userland under qemu-user (the release directory's, else a
+# small release made here). GPU tests skip with a message when no GPU is present. Each stage prints its time; the last line sums them.
 #   KILN_CRASH_SAMPLE  crash points per command (default 8 kills and one per I/O fault kind; 0: every point, each way)
 #   KILN_FUZZ_SECONDS  exploration per fuzz target after the replay (default 12)
 set -euo pipefail
@@ -76,16 +76,27 @@ stage tuf
 scripts/tuf_conformance.sh build/kiln || { rc=$?; [ "$rc" -eq 77 ] && [ "${KILN_REQUIRE_TUF_CONFORMANCE:-0}" != 1 ]; }
 
 # The release where it would run (docs/userlands.md): an arm64 Debian userland under qemu-user,
-# made fresh (debootstrap, nothing cached across runs), installs the release's aarch64 runtime
-# wheel and data wheels and resolves for sm_90. Skipped, saying why, without a release directory
-# (KILN_USERLAND_RELEASE, default release/) holding aarch64 artifacts, or without root.
+# made fresh (debootstrap, nothing cached across runs), installs an aarch64 runtime wheel and the
+# data wheels with pip and resolves for sm_90. The release directory's (KILN_USERLAND_RELEASE,
+# default release/) when there is one; else a small one made here the way ci/release.sh makes
+# it: `kiln build --targets sm_90a`, `kiln wheel`, and the cp311 aarch64 runtime wheel (Debian 12
+# arm64's Python 3.11) from the zig toolchain (scripts/build_manylinux_wheel.sh). Skipped, saying
+# why, without root (debootstrap and chroot need it) or with KILN_USERLAND_SMOKE=off.
 stage userland
 userland_release="${KILN_USERLAND_RELEASE:-release}"
-if [ ! -d "$userland_release" ]; then
-  echo "ci/test.sh: userland smoke skipped: no release directory at $userland_release (ci/release.sh makes one; KILN_USERLAND_RELEASE names another)" >&2
+if [ "${KILN_USERLAND_SMOKE:-on}" = off ]; then
+  echo "ci/test.sh: userland smoke skipped: KILN_USERLAND_SMOKE=off" >&2
 elif [ "$(id -u)" != 0 ]; then
   echo "ci/test.sh: userland smoke skipped: debootstrap and chroot need root" >&2
 else
+  if [ ! -d "$userland_release" ]; then
+    userland_release=build/userland-mirror
+    echo "ci/test.sh: no release directory at ${KILN_USERLAND_RELEASE:-release}: a small one in $userland_release (sm_90a, the aarch64 wheel for Python 3.11)" >&2
+    rm -rf "$userland_release" build/userland-kernels
+    build/kiln build --targets sm_90a --out build/userland-kernels --dist "$userland_release"
+    build/kiln wheel --dist "$userland_release" --out "$userland_release"
+    scripts/build_manylinux_wheel.sh "$userland_release" aarch64 3.11
+  fi
   KILN_USERLAND_CACHE=off scripts/userland_smoke.sh --quick "$userland_release"
 fi
 

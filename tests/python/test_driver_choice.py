@@ -5,10 +5,17 @@ the driver runs. The node's driver is the stand-in (stand_in_cuda.c) reporting
 KILN_STAND_IN_DRIVER."""
 
 import json
+import subprocess
+import sys
 
 import pytest
 
+from conftest import STAND_IN
 from kiln import _install
+
+# `python -m kiln install ARGS` in a fresh interpreter whose libcuda is the stand-in (argv[1]).
+CHILD = ("import ctypes, sys; ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL); "
+         "from kiln import _install; sys.exit(_install.main(sys.argv[2:]))")
 
 
 def wheels(tmp_path, majors=(12, 13), targets=("sm90", "sm80")):
@@ -64,18 +71,19 @@ def test_install_driver_that_is_not_a_version_is_a_usage_error_naming_the_flag(t
     assert "--driver '580' is not a driver's CUDA version" in j["error"]["message"]
 
 
-def test_install_weighs_the_nodes_driver_without_the_flag(stand_in, tmp_path, capsys,
-                                                         monkeypatch):
+def test_install_weighs_the_nodes_driver_without_the_flag(stand_in, tmp_path, monkeypatch):
+    # A process reads its driver's version once (docs/compatibility.md), so each driver is a
+    # fresh interpreter, as on a node.
     d = wheels(tmp_path)
-    monkeypatch.setenv("KILN_STAND_IN_DRIVER", "12080")
-    rc, j, err = plan(capsys, "--find-links", d, "--target", "sm_90")
-    assert rc == 0, err
-    assert j["cuda_major"] == 12
-    assert j["driver"] == "12.8" and j["driver_from"] == "this node's driver"
-    monkeypatch.setenv("KILN_STAND_IN_DRIVER", "13000")
-    rc, j, err = plan(capsys, "--find-links", d, "--target", "sm_90")
-    assert rc == 0, err
-    assert j["cuda_major"] == 13
+    for version, driver, major in [("12080", "12.8", 12), ("13000", "13.0", 13)]:
+        monkeypatch.setenv("KILN_STAND_IN_DRIVER", version)
+        r = subprocess.run([sys.executable, "-c", CHILD, str(STAND_IN), "pyt-kernels",
+                            "--dry-run", "--json", "--find-links", str(d), "--target", "sm_90"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        j = json.loads(r.stdout)
+        assert j["cuda_major"] == major
+        assert j["driver"] == driver and j["driver_from"] == "this node's driver"
 
 
 def test_doctor_says_which_toolkits_of_a_store_the_driver_runs(tiny_package):

@@ -4,8 +4,8 @@
 #   mirror -> mirror verify -> compat -> TUF
 # Everything lands under release/ (or $KILN_RELEASE_DIR):
 #   release/stage/    the kiln install tree packed into the tarball (bin, lib, include, lib/cmake)
-#   release/dist/     index, one archive per target, the kiln tarballs (linux-x86_64 and
-#                     linux-aarch64, glibc 2.28: --tarball-arches), one wheel per target, the
+#   release/dist/     index, one archive per target, the kiln tarballs (linux-x86_64 from
+#                     this build; linux-aarch64, glibc 2.28: --tarball-arches), one wheel per target, the
 #                     package's own wheel (kiln_kernels-<version>-py3-none-any.whl) and the kiln
 #                     runtime wheels, manylinux_2_28 for x86_64 and aarch64: kiln-<version>-
 #                     {cp310-cp310,cp311-cp311,cp312-abi3}-manylinux_2_28_{x86_64,aarch64}.whl
@@ -26,10 +26,12 @@
 #                     when an interpreter is missing (scripts/find_python.sh says where it looked
 #                     and how to get one), unless the list leaves that version out on purpose
 #   --wheel-arches LIST   their architectures (default x86_64,aarch64)
-#   --tarball-arches LIST the kiln tarballs' hosts (default x86_64,aarch64: each tree built with
-#                     the zig toolchain for glibc 2.28, scripts/build_host_tarball_tree.sh, and
-#                     checked by scripts/check_glibc_floor.sh); `host`: the tarball of the kiln
-#                     build itself, for this machine's glibc (the tests' operator check)
+#   --tarball-arches LIST the kiln tarballs' hosts (default host,aarch64). `host`: the kiln
+#                     build itself (the system compiler: its C++ API is libstdc++'s, for g++
+#                     consumers; this machine's glibc). x86_64, aarch64: a tree built with the
+#                     zig toolchain for glibc 2.28 (scripts/build_host_tarball_tree.sh, checked
+#                     by scripts/check_glibc_floor.sh): its CLI and C API run on any host of that
+#                     floor, its C++ API is libc++'s (docs/release.md, "Tarballs for other hosts")
 #   --toolkits LIST   the CUDA toolkits that build the kernels, as `kiln build --toolkits` names
 #                     them (default: ci/release-toolkits.txt, CUDA 13.0's nvcc and the NVRTC 12.9
 #                     toolkit); "nvrtc:12.9" is the directory scripts/nvrtc_toolkit.sh lays out
@@ -60,7 +62,7 @@ kiln_build=""
 runtime_wheel=1
 wheel_pythons=3.10,3.11,abi3
 wheel_arches=x86_64,aarch64
-tarball_arches=x86_64,aarch64
+tarball_arches=host,aarch64
 while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets="$2"; shift 2 ;;
@@ -77,7 +79,7 @@ while [ $# -gt 0 ]; do
     --wheel-arches) wheel_arches="$2"; shift 2 ;;
     --one-nvcc-per-specialisation) build_args+=("$1"); shift ;;
     --tarball-arches) tarball_arches="$2"; shift 2 ;;
-    -h|--help) sed -n '2,49p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,51p' "$0"; exit 0 ;;
     *) echo "ci/release.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done

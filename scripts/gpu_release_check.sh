@@ -63,7 +63,7 @@ prepare() {
   rm -rf "$CARRY"
   mkdir -p "$CARRY/pkg" "$CARRY/bin" "$CARRY/syslib" "$CARRY/acme"
   git check-ignore -q "$CARRY" || { echo "$CARRY is not git-ignored" >&2; exit 1; }
-  # The GPU machines are x86_64 hosts: the release's linux-x86_64 tarball (glibc 2.28, zig).
+  # The GPU machines are x86_64 hosts: the release's linux-x86_64 tarball.
   cp "$mirror"/kiln-*-linux-x86_64.tar.zst "$mirror"/*.whl "$CARRY/pkg/"
   # The whole staged mirror, served from loopback on the GPU machine for the mirror cases.
   cp -r "$mirror" "$CARRY/mirror"

@@ -209,7 +209,9 @@ tier_cases() {
   version=${version%-index.json}
   pin=$(sha256sum "$mirror/$index" | cut -d' ' -f1)
   local chosen_file
-  chosen_file=$(cd "$mirror" && ls kiln-kernels-"$version"-cuda*-sm_90a.tar.zst | head -n 1)
+  # The sm_90a archive of the newest toolkit: what the loader fetches on the GPU machine's driver
+  # (580 or newer: it runs every toolkit of the release; the toolkits case checks the driver).
+  chosen_file=$(cd "$mirror" && ls kiln-kernels-"$version"-cuda*-sm_90a.tar.zst | sort -V | tail -n 1)
   # An empty node: the unpacked tarball without the store beside libkiln.
   local bare=$work/bare
   cp -a "$tree" "$bare"

@@ -545,13 +545,13 @@ TrustedIndex fetch_index_tuf(Context& cx, const std::string& package, const std:
         throw Error(ErrorKind::Stale, url + " is the target " + name +
                                           " but holds the index of release " +
                                           t.index.package_version + ", not " + version);
-      for (const auto& target : targets) {
-        auto e = std::find_if(t.index.archives.begin(), t.index.archives.end(),
-                              [&](const format::IndexEntry& x) { return x.target == target; });
-        if (e == t.index.archives.end()) continue;  // NotFound, reported by the caller
-        cx.tuf_archives[e->file] =
-            trusted_pinned_target(updater, format::IndexFile{e->file, e->size, e->sha256}, metadata_url);
-      }
+      // Every archive of each asked target: one per toolkit (index format 5), of which the
+      // driver's rule picks later. A target with none is NotFound, reported by the caller.
+      for (const auto& target : targets)
+        for (const format::IndexEntry& e : t.index.archives)
+          if (e.target == target)
+            cx.tuf_archives[e.file] = trusted_pinned_target(
+                updater, format::IndexFile{e.file, e.size, e.sha256}, metadata_url);
       if (cx.opts.with_description && t.index.description)
         cx.tuf_archives[t.index.description->file] =
             trusted_pinned_target(updater, *t.index.description, metadata_url);

@@ -73,7 +73,7 @@ class TufMirror : public ::testing::Test {
     test::ReleaseSpec spec;
     spec.loadable = true;  // the registry's source hashes: the loader takes the artifacts
     adjust(spec);
-    dist_ = test::write_release_dist(tmp / "dist", spec, {"sm_80", "sm_90a"});
+    write_dist(spec);
     auto staged = test::run(test::kiln_cli() + " mirror stage " + (tmp / "dist").string() +
                             " --to " + (tmp / "mirror").string());
     ASSERT_EQ(staged.exit_code, 0) << staged.out;
@@ -85,6 +85,10 @@ class TufMirror : public ::testing::Test {
   }
 
   virtual void adjust(test::ReleaseSpec&) {}  // what a derived fixture changes in the release
+  // The release the mirror serves, in tmp/dist (a derived fixture may write another).
+  virtual void write_dist(const test::ReleaseSpec& spec) {
+    dist_ = test::write_release_dist(tmp / "dist", spec, {"sm_80", "sm_90a"});
+  }
 
   fs::path repo() const { return tmp / "tuf"; }
   fs::path keys() const { return tmp / "keys"; }
@@ -820,6 +824,68 @@ TEST_F(TufBundle, ABundleNeedsATufRootAndANewPath) {
 // --- the cost of TUF on the fetch path (scripts/tuf_bench.sh, docs/performance.md) ----------
 
 // Artifacts of KILN_BENCH_KB (1024) incompressible KiB each: an archive of about twice that.
+// --- a release of two toolkits: the bundle carries what the driver runs ----------------------
+
+// sm_90a built by CUDA 12.9 and by CUDA 13.0, sm_80 by CUDA 12.9 only (docs/compatibility.md).
+class TufBundleTwoToolkits : public TufBundle {
+ protected:
+  void write_dist(const test::ReleaseSpec& spec) override {
+    test::ReleaseSpec rel = spec;
+    std::vector<format::IndexEntry> entries;
+    for (const auto& [target, cuda] : std::vector<std::pair<std::string, std::string>>{
+             {"sm_80", "12.9"}, {"sm_90a", "12.9"}, {"sm_90a", "13.0"}}) {
+      rel.cuda_version = cuda;
+      fs::path p = test::write_release_archive(tmp / "dist", rel, target);
+      std::size_t size = 0;
+      std::string sha = io::sha256_file(p, &size);
+      entries.push_back({p.filename().string(), target, cuda, size, sha});
+    }
+    test::write_file(tmp / "dist" / format::index_file_name(rel.package, rel.version),
+                     format::index_to_json(test::release_index(rel, entries)));
+    dist_.package = rel.package;
+    dist_.version = rel.version;
+  }
+  std::string archive(const std::string& cuda, const std::string& target) const {
+    return format::archive_file_name(dist_.package, dist_.version, cuda, target);
+  }
+  std::set<std::string> archives_in(const fs::path& b) const {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(b)) {
+      std::string n = e.path().filename().string();
+      if (n.size() > 8 && n.compare(n.size() - 8, 8, ".tar.zst") == 0) out.insert(n);
+    }
+    return out;
+  }
+};
+
+TEST_F(TufBundleTwoToolkits, TheBundleCarriesOfEachTargetTheNewestToolkitTheDriverRuns) {
+  MisbehavingServer s(repo(), "ok");
+  // A CUDA 12.8 driver on CC 9.0: sm_90a of CUDA 12.9 (13.0 needs 580).
+  auto old = bundle(s.url(), tmp / "b-12.8", "--device 9.0 --driver 12.8 --json");
+  ASSERT_EQ(old.exit_code, 0) << old.out;
+  EXPECT_EQ(archives_in(tmp / "b-12.8"), std::set<std::string>{archive("12.9", "sm_90a")});
+  // A CUDA 13.0 driver: the newest toolkit of the same target.
+  auto now = bundle(s.url(), tmp / "b-13.0", "--device 9.0 --driver 13.0");
+  ASSERT_EQ(now.exit_code, 0) << now.out;
+  EXPECT_EQ(archives_in(tmp / "b-13.0"), std::set<std::string>{archive("13.0", "sm_90a")});
+  // --targets: every asked target, each of the newest toolkit this driver runs.
+  auto both = bundle(s.url(), tmp / "b-targets", "--targets sm_80,sm_90a --driver 12.8");
+  ASSERT_EQ(both.exit_code, 0) << both.out;
+  EXPECT_EQ(archives_in(tmp / "b-targets"),
+            (std::set<std::string>{archive("12.9", "sm_80"), archive("12.9", "sm_90a")}));
+  // The bundle installs offline as any other.
+  auto r = install(tmp / "b-12.8");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(store_entries(node_store()),
+            std::set<std::string>{
+                format::archive_stem(dist_.package, dist_.version, "12.9", "sm_90a")});
+  // A driver older than every toolkit: unsupported, both versions named, nothing written.
+  auto none = bundle(s.url(), tmp / "b-11.8", "--device 9.0 --driver 11.8");
+  EXPECT_EQ(none.exit_code, exit_code(ErrorKind::Unsupported)) << none.out;
+  EXPECT_CONTAINS(none.out, "this driver runs CUDA 11.8");
+  EXPECT_FALSE(fs::exists(tmp / "b-11.8"));
+}
+
 class TufBench : public TufMirror {
  protected:
   void adjust(test::ReleaseSpec& spec) override {

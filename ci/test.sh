@@ -63,7 +63,11 @@ stage asan
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=address,undefined \
   -DCMAKE_UNITY_BUILD=ON >/dev/null
 ninja -C build-asan -j"$jobs" kiln_unit_tests kiln_cli
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+# Under the sanitizers, libnvrtc.so.12 does not find libnvrtc-builtins.so.12.9 beside it (its
+# dlopen goes through the sanitizer's interceptor, which does not search the caller's RUNPATH),
+# so the NVRTC 12.9 directory is on the library path for this stage.
+LD_LIBRARY_PATH="$KILN_TEST_NVRTC_TOOLKIT/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit
 
 # libFuzzer targets (docs/fuzzing.md): each replays every kept input (regressions included),

@@ -53,12 +53,7 @@ struct Rig {
   }
 };
 
-std::shared_ptr<test::Cc90Driver> driver(int version, int cc) {
-  auto d = std::make_shared<test::Cc90Driver>();
-  d->version = version;
-  d->cc = cc;
-  return d;
-}
+using test::stand_in_driver;
 
 TEST(DriverToolkit, EachDeviceAndDriverGetsTheNewestToolkitTheDriverRuns) {
   Rig rig({"sm_80", "sm_90", "sm_120"});
@@ -70,7 +65,7 @@ TEST(DriverToolkit, EachDeviceAndDriverGetsTheNewestToolkitTheDriverRuns) {
                         Case{120, 13000, image("13.0", "sm_120")}, Case{80, 12080, image("12.9", "sm_80")},
                         Case{90, 12080, image("12.9", "sm_90")}, Case{120, 12080, image("12.9", "sm_120")},
                         Case{90, 12020, image("12.9", "sm_90")}}) {
-    auto drv = driver(c.version, c.cc);
+    auto drv = stand_in_driver(c.version, c.cc);
     rig.loader(drv)->get(kUri);
     ASSERT_EQ(drv->images.size(), 1u);
     EXPECT_EQ(drv->images.front(), c.expected) << "CC " << c.cc << ", driver " << c.version;
@@ -82,7 +77,7 @@ TEST(DriverToolkit, EachDeviceAndDriverGetsTheNewestToolkitTheDriverRuns) {
 // other toolkit's refused with both versions.
 TEST(DriverToolkit, ResolveNamesTheDriverAndWhyEachToolkitWasTakenOrRefused) {
   Rig rig({"sm_90"});
-  Resolution r = rig.loader(driver(12080, 90))->resolve(kUri, 90);
+  Resolution r = rig.loader(stand_in_driver(12080, 90))->resolve(kUri, 90);
   EXPECT_EQ(r.driver, "CUDA 12.8");
   ASSERT_TRUE(r.chosen);
   EXPECT_NE(r.chosen->path.find("cuda12.9-sm_90"), std::string::npos) << r.chosen->path;
@@ -101,7 +96,7 @@ TEST(DriverToolkit, ResolveNamesTheDriverAndWhyEachToolkitWasTakenOrRefused) {
 // A load the driver refuses is a rejected candidate with its reason; the next one serves.
 TEST(DriverToolkit, ALoadTheDriverRefusesFallsToTheNextCandidate) {
   Rig rig({"sm_90"});
-  auto drv = driver(13000, 90);
+  auto drv = stand_in_driver(13000, 90);
   drv->refused_images = {image("13.0", "sm_90")};
   rig.loader(drv)->get(kUri);
   ASSERT_EQ(drv->images.size(), 1u);
@@ -111,7 +106,7 @@ TEST(DriverToolkit, ALoadTheDriverRefusesFallsToTheNextCandidate) {
 // A driver older than every toolkit: an unsupported error naming both versions, nothing loaded.
 TEST(DriverToolkit, ADriverOlderThanEveryToolkitIsUnsupportedNamingTheVersions) {
   Rig rig({"sm_90"});
-  auto drv = driver(11080, 90);
+  auto drv = stand_in_driver(11080, 90);
   std::string msg = test::error_of(ErrorKind::Unsupported, [&] { rig.loader(drv)->get(kUri); });
   EXPECT_NE(msg.find("needs a driver >= 525 (CUDA 12.0); this driver runs CUDA 11.8"),
             std::string::npos)

@@ -132,19 +132,14 @@ struct JitRig {
   }
 };
 
-std::shared_ptr<test::Cc90Driver> driver(int version, int cc) {
-  auto d = std::make_shared<test::Cc90Driver>();
-  d->version = version;
-  d->cc = cc;
-  return d;
-}
+using test::stand_in_driver;
 
 TEST(NvrtcDriver, TheLoadersJitTierRefusesNvrtc13OnA12DriverNamingBothVersions) {
   jit::JitCapability real = nvrtc13();
   if (!real.available || real.nvrtc_major != 13) GTEST_SKIP() << "no NVRTC 13 here: " << real.missing;
   for (int cc : {80, 90, 120}) {
     JitRig rig;
-    auto drv = driver(12080, cc);
+    auto drv = stand_in_driver(12080, cc);
     const std::string msg = test::error_of(ErrorKind::Unsupported,
                                            [&] { rig.loader(drv, real.library_path)->get(kUri); });
     EXPECT_NE(msg.find("[jit "), std::string::npos) << msg;
@@ -156,7 +151,7 @@ TEST(NvrtcDriver, TheLoadersJitTierRefusesNvrtc13OnA12DriverNamingBothVersions) 
     plan::forget_store_memory();
   }
   JitRig rig;
-  Resolution r = rig.loader(driver(13000, 90), real.library_path)->resolve(kUri, 90);
+  Resolution r = rig.loader(stand_in_driver(13000, 90), real.library_path)->resolve(kUri, 90);
   ASSERT_TRUE(r.chosen) << r.to_json();
   EXPECT_EQ(r.chosen->tier, "jit");
 }
@@ -167,7 +162,7 @@ TEST(NvrtcDriver, TheLoadersJitTierTakesNvrtc12OnA12Driver) {
     GTEST_SKIP() << "no NVRTC 12: set KILN_TEST_NVRTC_TOOLKIT=$(scripts/nvrtc_toolkit.sh)";
   for (int version : {12020, 12080, 13000}) {
     JitRig rig;
-    Resolution r = rig.loader(driver(version, 90), lib)->resolve(kUri, 90);
+    Resolution r = rig.loader(stand_in_driver(version, 90), lib)->resolve(kUri, 90);
     ASSERT_TRUE(r.chosen) << version << ": " << r.to_json();
     EXPECT_EQ(r.chosen->tier, "jit") << r.to_json();
   }

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -93,5 +94,14 @@ class Cc90Driver : public runtime::Driver {
   }
   std::vector<std::string> symbols_;
 };
+
+// A stand-in driver reporting CUDA `version` (cuDriverGetVersion's number, 12080 for 12.8) on a
+// device of compute capability `cc`.
+inline std::shared_ptr<Cc90Driver> stand_in_driver(int version, int cc) {
+  auto d = std::make_shared<Cc90Driver>();
+  d->version = version;
+  d->cc = cc;
+  return d;
+}
 
 }  // namespace kiln::test

@@ -27,8 +27,8 @@ using namespace test::tiny;
 class MultiToolkitBuild : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("KILN_TEST_NVRTC_TOOLKIT");
-    if (!dir || !*dir || !fs::exists(fs::path(dir) / "version.json"))
+    const std::string dir = test::nvrtc_test_toolkit();
+    if (dir.empty())
       GTEST_SKIP() << "no NVRTC toolkit: set KILN_TEST_NVRTC_TOOLKIT=$(scripts/nvrtc_toolkit.sh) "
                       "(ci/test.sh does)";
     nvrtc_ = std::string("nvrtc:") + dir;

@@ -32,8 +32,8 @@ jit::JitCapability nvrtc13() {
 
 // PyPI's NVRTC 12.9 laid out by scripts/nvrtc_toolkit.sh; "" when KILN_TEST_NVRTC_TOOLKIT is unset.
 std::string nvrtc12_library() {
-  const char* dir = std::getenv("KILN_TEST_NVRTC_TOOLKIT");
-  if (!dir || !*dir) return "";
+  const std::string dir = test::nvrtc_test_toolkit();
+  if (dir.empty()) return "";
   fs::path lib = fs::path(dir) / "lib64" / "libnvrtc.so.12";
   return fs::exists(lib) ? lib.string() : "";
 }

@@ -94,6 +94,15 @@ inline RunResult run(const std::string& cmd) {
 
 inline std::string kiln_cli() { return KILN_CLI_PATH; }
 
+// The NVRTC toolkit directory the tests build with (KILN_TEST_NVRTC_TOOLKIT, laid out by
+// scripts/nvrtc_toolkit.sh; ci/test.sh sets it), or "" when unset or not such a directory.
+inline std::string nvrtc_test_toolkit() {
+  const char* dir = std::getenv("KILN_TEST_NVRTC_TOOLKIT");
+  if (!dir || !*dir || !std::filesystem::exists(std::filesystem::path(dir) / "version.json"))
+    return "";
+  return dir;
+}
+
 // Prefix for a CLI run whose process really compiles with NVRTC (`kiln doctor`'s JIT probe on
 // an empty cache). Under AddressSanitizer, LeakSanitizer's exit-time tracer crashes with
 // SIGSEGV on the threads NVRTC leaves behind and turns a clean exit into exit code 1

@@ -4,8 +4,8 @@
 #   mirror -> mirror verify -> compat -> TUF
 # Everything lands under release/ (or $KILN_RELEASE_DIR):
 #   release/stage/    the kiln install tree packed into the tarball (bin, lib, include, lib/cmake)
-#   release/dist/     index, one archive per target, the kiln tarballs (linux-x86_64 from
-#                     this build; linux-aarch64, glibc 2.28: --tarball-arches), one wheel per target, the
+#   release/dist/     index, one archive per target, the kiln tarballs (linux-x86_64 and
+#                     linux-aarch64, glibc 2.31: --tarball-arches), one wheel per target, the
 #                     package's own wheel (kiln_kernels-<version>-py3-none-any.whl) and the kiln
 #                     runtime wheels, manylinux_2_28 for x86_64 and aarch64: kiln-<version>-
 #                     {cp310-cp310,cp311-cp311,cp312-abi3}-manylinux_2_28_{x86_64,aarch64}.whl
@@ -26,12 +26,13 @@
 #                     when an interpreter is missing (scripts/find_python.sh says where it looked
 #                     and how to get one), unless the list leaves that version out on purpose
 #   --wheel-arches LIST   their architectures (default x86_64,aarch64)
-#   --tarball-arches LIST the kiln tarballs' hosts (default host,aarch64). `host`: the kiln
-#                     build itself (the system compiler: its C++ API is libstdc++'s, for g++
-#                     consumers; this machine's glibc). x86_64, aarch64: a tree built with the
-#                     zig toolchain for glibc 2.28 (scripts/build_host_tarball_tree.sh, checked
-#                     by scripts/check_glibc_floor.sh): its CLI and C API run on any host of that
-#                     floor, its C++ API is libc++'s (docs/release.md, "Tarballs for other hosts")
+#   --tarball-arches LIST the kiln tarballs' hosts (default x86_64,aarch64): a tree built by
+#                     clang over Debian bullseye's sysroot (scripts/build_host_tarball_tree.sh,
+#                     `scripts/toolchain.sh gnu`), so glibc 2.31 and GCC 10's libstdc++, checked
+#                     by scripts/check_glibc_floor.sh: its CLI, C API and C++ API (g++'s ABI)
+#                     run on any host of that floor (docs/release.md, "Tarballs for x86_64 and
+#                     aarch64"). `host`: the kiln build itself instead (this machine's glibc;
+#                     quicker, for checks that run on this machine)
 #   --toolkits LIST   the CUDA toolkits that build the kernels, as `kiln build --toolkits` names
 #                     them (default: ci/release-toolkits.txt, CUDA 13.0's nvcc and the NVRTC 12.9
 #                     toolkit); "nvrtc:12.9" is the directory scripts/nvrtc_toolkit.sh lays out
@@ -62,7 +63,7 @@ kiln_build=""
 runtime_wheel=1
 wheel_pythons=3.10,3.11,abi3
 wheel_arches=x86_64,aarch64
-tarball_arches=host,aarch64
+tarball_arches=x86_64,aarch64
 while [ $# -gt 0 ]; do
   case "$1" in
     --targets) targets="$2"; shift 2 ;;
@@ -192,7 +193,7 @@ fi
 step "verify"
 "$kiln" verify "$out/dist/kiln-kernels-$version-index.json"
 # The kiln tarballs: one per host, kiln-<version>-cuda<M.m>-linux-<arch>.tar.zst (docs/release.md,
-# "Tarballs for x86_64 and aarch64"). Each tree is built for the glibc 2.28 floor with the zig
+# "Tarballs for x86_64 and aarch64"). Each tree is built for the glibc 2.31 floor with the gnu
 # toolchain, this kiln describing the reference package in it, packed by this kiln (which names
 # the tarball for the tree's binaries) and checked again as packed. Each line of
 # release/tarballs.txt: the tarball, its size in bytes and the seconds its build took.
@@ -207,12 +208,12 @@ for arch in ${tarball_arches//,/ }; do
       tb="$("$kiln" tarball --dist "$out/dist" --out "$out/dist" --json |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["file"])')" ;;
     x86_64|aarch64)
-      step "tarball for linux-$arch (glibc 2.28, scripts/build_host_tarball_tree.sh)"
+      step "tarball for linux-$arch (glibc 2.31, scripts/build_host_tarball_tree.sh)"
       tree="$(scripts/build_host_tarball_tree.sh "$out/stage-$arch" "$arch" "$kiln" | tail -n 1)"
       tb="$("$kiln" tarball --dist "$out/dist" --out "$out/dist" --prefix "$tree" --json |
         python3 -c 'import json, sys; print(json.load(sys.stdin)["file"])')"
       case "$tb" in *-linux-"$arch".tar.zst) ;; *) echo "ci/release.sh: $tb is not named for linux-$arch" >&2; exit 1 ;; esac
-      scripts/check_glibc_floor.sh "$tb" "$arch" 2.28 | tail -n 1 ;;
+      scripts/check_glibc_floor.sh "$tb" "$arch" 2.31 3.4.28 | tail -n 1 ;;
     *) echo "ci/release.sh: --tarball-arches: unknown '$arch' (x86_64, aarch64 or host)" >&2; exit 2 ;;
   esac
   printf '%s %s %s\n' "$(basename "$tb")" "$(stat -c %s "$tb")" "$(($(date +%s) - t0))" >>"$out/tarballs.txt"

@@ -12,8 +12,9 @@ packages=(
   nginx-light openssl curl ca-certificates python3 python3-venv zstd
   # the optional sccache-dist test: its build server sandboxes compiles with bubblewrap
   bubblewrap
-  # fuzzing (scripts/fuzz.sh): clang 14 and its libFuzzer/sanitizer runtimes
-  clang libclang-rt-14-dev
+  # fuzzing (scripts/fuzz.sh): clang 14 and its libFuzzer/sanitizer runtimes; the release's
+  # tarballs (scripts/toolchain.sh gnu): that clang with lld and LLVM's ar, ranlib and strip
+  clang libclang-rt-14-dev lld-14 llvm-14
   # the TUF conformance suite runs expiry tests under faketime (scripts/tuf_conformance.sh)
   faketime
 )

@@ -11,8 +11,8 @@
 #      as not done (exit 3) unless KILN_FULL_CHECK_NO_GPU=ok says that is known.
 #   3. the release in the foreign userlands, every one required (scripts/userland_smoke.sh
 #      --require-all: arm64 bookworm under qemu-user, x86_64 bullseye; docs/userlands.md), on
-#      release-userlands/ (ci/release.sh --tarball-arches x86_64,aarch64: both tarballs built
-#      for glibc 2.28, made when there is none); needs root.
+#      the release of step 2 (release/), else release-userlands/ (ci/release.sh, made when there
+#      is none); needs root.
 # Exit: 0 when everything ran and passed, the failing step's status otherwise, 3 when the GPU
 # proof could not run here.
 set -euo pipefail
@@ -49,9 +49,11 @@ EOF
   fi
 fi
 echo "full_check: the release in the foreign userlands (arm64 bookworm under qemu-user, x86_64 bullseye)"
-# Both zig-built tarballs (glibc 2.28): bullseye runs the x86_64 one, which the default release
-# replaces by this machine's build (its C++ API is libstdc++'s; docs/release.md).
-[ -d release-userlands/mirror ] ||
-  KILN_RELEASE_DIR=release-userlands ci/release.sh --tarball-arches x86_64,aarch64
-scripts/userland_smoke.sh --require-all release-userlands
+# The default release's tarballs (glibc 2.31, GCC 10's libstdc++) are the ones both userlands run.
+userland_release=release
+if [ ! -d release/mirror ]; then
+  userland_release=release-userlands
+  [ -d release-userlands/mirror ] || KILN_RELEASE_DIR=release-userlands ci/release.sh
+fi
+scripts/userland_smoke.sh --require-all "$userland_release"
 echo "full_check: passed in $(($(date +%s) - t0)) s"

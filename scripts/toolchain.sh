@@ -14,6 +14,14 @@
 #   but the CUDA headers (/usr/local/cuda/include or $CUDA_HOME/include: the same on every host)
 #   scripts/toolchain.sh ARCH [GLIBC]    ARCH: x86_64 | aarch64; GLIBC: 2.28 (default)
 # Prints the toolchain file's path.
+#   scripts/toolchain.sh gnu ARCH
+# The toolchain of the kiln tarballs, whose C++ API must link with g++ (docs/decisions.md, "The
+# kiln tarballs: clang over Debian bullseye's sysroot"): Debian's clang and lld (clang-14, lld-14,
+# llvm-14: scripts/bootstrap.sh) with a sysroot of Debian bullseye's debs for ARCH (glibc 2.31,
+# GCC 10's libstdc++, linked dynamically as every g++ program links it), the same static OpenSSL
+# and zstd built by that compiler, and bullseye's libcurl and libarchive. Binaries need glibc
+# 2.31 and GLIBCXX_3.4.28 (GCC 10) or older. Prefix <ARCH>-linux-gnu.2.31-gnu/. Prints the
+# toolchain file's path.
 #   scripts/toolchain.sh python ARCH PYTHON
 # Prints an include directory of PYTHON's headers (PYTHON: an interpreter of the build machine)
 # for ARCH: the interpreter's own for x86_64; for aarch64 the same headers with the pyconfig.h
@@ -28,7 +36,12 @@
 # KILN_TOOLCHAIN_JOBS: parallel jobs for the dependency builds (default 2).
 set -euo pipefail
 mode=prefix
-if [ "${1:-}" = python ]; then
+kind=zig
+if [ "${1:-}" = gnu ]; then
+  [ $# -eq 2 ] || { echo "usage: $0 gnu x86_64|aarch64" >&2; exit 2; }
+  kind=gnu
+  set -- "$2" 2.31
+elif [ "${1:-}" = python ]; then
   [ $# -eq 3 ] || { echo "usage: $0 python x86_64|aarch64 PYTHON" >&2; exit 2; }
   mode=python python_exe="$3"
   shift
@@ -80,6 +93,37 @@ debs_all=(
   "$deb/n/nlohmann-json3/nlohmann-json3-dev_3.11.2-2_all.deb ec57940def6b6186c30be0e0ee81d1e58f86d11a54a145b28686a1e3e4aae801"
   "$deb/c/cli11/libcli11-dev_2.1.2+ds-1_all.deb f1f6ee9ec053e0e0bcec47345e241b6a8ee006321248b4329e9ce88d2b4b64a8"
 )
+# The gnu kind's sysroot: Debian bullseye (glibc 2.31, GCC 10.2), per architecture, from its last
+# point release (11.11; the security archive serves the later updates for amd64 only).
+bdeb=http://deb.debian.org/debian/pool/main
+gnu_debs_amd64=(
+  "$bdeb/g/glibc/libc6_2.31-13+deb11u11_amd64.deb 05f7264da867b37f4c5ce49266b558ea1e81e05a9464f623152fca70f3550282"
+  "$bdeb/g/glibc/libc6-dev_2.31-13+deb11u11_amd64.deb e7f7b45d9c5cfcf37609f0b6efd3c645272c812144703af89dfd32218fcb0fd3"
+  "$bdeb/l/linux/linux-libc-dev_5.10.223-1_amd64.deb e3be603bd12377bb90fcfb0f2048ca3a81c886e49d6f09945b82159d1c54f7b2"
+  "$bdeb/g/gcc-10/libgcc-10-dev_10.2.1-6_amd64.deb 3b711374092b84e732c4e73cf33e02cff02e34a5f105eb6467de8d9038e4cd9d"
+  "$bdeb/g/gcc-10/libgcc-s1_10.2.1-6_amd64.deb e478f2709d8474165bb664de42e16950c391f30eaa55bc9b3573281d83a29daf"
+  "$bdeb/g/gcc-10/libstdc++-10-dev_10.2.1-6_amd64.deb 20b1f56863dcc5f187d6cb53b2aa6149bd013be4ec67e10c2c31a22fda619a01"
+  "$bdeb/g/gcc-10/libstdc++6_10.2.1-6_amd64.deb 5c155c58935870bf3b4bfe769116841c0d286a74f59eccfd5645693ac23f06b1"
+  "$bdeb/c/curl/libcurl4_7.74.0-1.3+deb11u13_amd64.deb a8e9795ec5045e54866af3640c1f2abcf07ad2a56ecd0efa25fe57342ab34ebf"
+  "$bdeb/c/curl/libcurl4-openssl-dev_7.74.0-1.3+deb11u13_amd64.deb 86abdc60d860a1856b2e6491f6b9f3726370de334dcc66946a3d211c242f5447"
+  "$bdeb/liba/libarchive/libarchive13_3.4.3-2+deb11u1_amd64.deb 42530f8ae7e5787bd6d269cda49b651c6920db0b18844d71fc960b12cc271259"
+  "$bdeb/liba/libarchive/libarchive-dev_3.4.3-2+deb11u1_amd64.deb 01c4dcfdac3848d54bac1ab4e6ab1e0327947b10bb8300abbd7b83c2cad8f2b6"
+)
+gnu_debs_arm64=(
+  "$bdeb/g/glibc/libc6_2.31-13+deb11u11_arm64.deb baaa9aa184e2f21738c5819055e6740cc5b22f198e3f416e33f82b40ff6933d8"
+  "$bdeb/g/glibc/libc6-dev_2.31-13+deb11u11_arm64.deb 28d478134722dcd4b0bd2045a199301d18713bf95947b9fce66634e7aeacab2e"
+  "$bdeb/l/linux/linux-libc-dev_5.10.223-1_arm64.deb 8b6374a64412d33eac61d74f77b8f932da4b8a707ea8a614791e2a35b8917618"
+  "$bdeb/g/gcc-10/libgcc-10-dev_10.2.1-6_arm64.deb 80fc73d339ada2e194175afe83cd89014565242153b6e3c2128849d8817da367"
+  "$bdeb/g/gcc-10/libgcc-s1_10.2.1-6_arm64.deb e2fcdb378d3c1ad1bcb64d4fb6b37aab44011152beca12a4944f435a2582df1f"
+  "$bdeb/g/gcc-10/libstdc++-10-dev_10.2.1-6_arm64.deb cee7ca63613b50a8a51cc670db385c7e6d1181b72c94148fc8b7992e4570782d"
+  "$bdeb/g/gcc-10/libstdc++6_10.2.1-6_arm64.deb 7869aa540cc46e9f3d4267d5bde2af0e5b429a820c1d6f1a4cfccfe788c31890"
+  "$bdeb/c/curl/libcurl4_7.74.0-1.3+deb11u13_arm64.deb 2698696bdd6a3ebecb81e3cb4ad3518580dc138d7f4cf7d3d96a750f7abf1a7f"
+  "$bdeb/c/curl/libcurl4-openssl-dev_7.74.0-1.3+deb11u13_arm64.deb 5ee4867df77480fbe16220e0a6867d4f9e705491ccaa8ff9b11c22bae2161469"
+  "$bdeb/liba/libarchive/libarchive13_3.4.3-2+deb11u1_arm64.deb 20ac2c3a178375fd35d17d1621f387461fe530d593970d505985fa4b229df760"
+  "$bdeb/liba/libarchive/libarchive-dev_3.4.3-2+deb11u1_arm64.deb 087d515211017dc5e2a8865572d676387d8fd188607760c3102cdc05190605ad"
+)
+# Debian's LLVM 14, which the gnu kind compiles and links with.
+gnu_clang=clang-14 gnu_clangxx=clang++-14 gnu_lld=ld.lld-14 gnu_ar=llvm-ar-14 gnu_ranlib=llvm-ranlib-14
 
 # fetch URL SHA256: the file in downloads/, downloaded once and checked against its pin always.
 fetch() {
@@ -154,7 +198,9 @@ if [ "$mode" = python ]; then
   exit 0
 fi
 
-# --- zig from PyPI: the wheel of the build machine's architecture, unzipped.
+# --- zig from PyPI: the wheel of the build machine's architecture, unzipped (the zig kind).
+compiler_id=""
+if [ "$kind" = zig ]; then
 host="$(uname -m)"
 zig_pin_var="zig_sha256_$host"
 [ -n "${!zig_pin_var:-}" ] || { say "error: no pinned ziglang wheel for a $host build machine"; exit 1; }
@@ -178,16 +224,27 @@ if [ ! -x "$zig" ]; then
   mv "$zig_dir.part" "$zig_dir"
 fi
 [ "$("$zig" version)" = "$zig_version" ] || { say "error: $zig is not zig $zig_version"; exit 1; }
+compiler_id="zig $zig_version"
+else
+  # The gnu kind: Debian's LLVM, by the names its packages give it.
+  for t in "$gnu_clang" "$gnu_clangxx" "$gnu_lld" "$gnu_ar" "$gnu_ranlib"; do
+    command -v "$t" >/dev/null ||
+      { say "error: no $t on PATH (Debian packages clang-14, lld-14 and llvm-14; scripts/bootstrap.sh installs them)"; exit 1; }
+  done
+  compiler_id="$("$gnu_clang" --version | head -n 1)"
+fi
 
-# --- The prefix of (arch, glibc).
+# --- The prefix of (arch, glibc[, kind]).
 triple="$arch-linux-gnu"
 prefix="$root/$triple.$glibc"
+[ "$kind" = gnu ] && prefix="$root/$triple.$glibc-gnu"
 toolchain="$prefix/toolchain.cmake"
 # What the prefix's libraries are built from; a change of any of it rebuilds the prefix.
 ossl_options=(no-shared no-module no-engine no-legacy no-tests no-comp no-ui-console no-afalgeng
   no-dso)
 lib_cflags="-O2 -fPIC"
 debs_var="debs_$deb_arch[@]"
+[ "$kind" = gnu ] && debs_var="gnu_debs_$deb_arch[@]"
 # Downloads are checked on every run, so a changed pin or a corrupted cache never goes unnoticed.
 ossl_tgz="$(fetch "$openssl_url" "$openssl_sha256")"
 zstd_txz="$(fetch "$zstd_url" "$zstd_sha256")"
@@ -195,7 +252,7 @@ deb_files=()
 for entry in "${!debs_var}" "${debs_all[@]}"; do
   deb_files+=("$(fetch ${entry})")
 done
-recipe="$(printf '%s\n' "zig $zig_version" "$openssl_sha256 ${ossl_options[*]}" "$zstd_sha256" \
+recipe="$(printf '%s\n' "$kind: $compiler_id" "$openssl_sha256 ${ossl_options[*]}" "$zstd_sha256" \
   "$lib_cflags" "${deb_files[@]}" | sha256sum | cut -c1-64)"
 
 # FILE.part replaces FILE only when they differ: an unchanged compiler or toolchain file keeps its
@@ -211,6 +268,7 @@ replace_if_changed() {
 # toolchain file: written on every run, they cost nothing.
 write_wrappers() {
 mkdir -p "$prefix/bin"
+[ "$kind" = gnu ] && { write_gnu_wrappers; return; }
 for tool in cc c++ ar ranlib; do
   case "$tool" in
     cc|c++) cmd="$tool -target $triple.$glibc" ;;
@@ -225,11 +283,35 @@ EOF
   replace_if_changed "$prefix/bin/$tool"
 done
 }
+# The gnu kind's: clang for the triple over the sysroot, linking with lld (GNU ld reads only
+# this machine's architecture), LLVM's ar and ranlib (they read both).
+write_gnu_wrappers() {
+local tool cmd
+for tool in cc c++ ar ranlib; do
+  case "$tool" in
+    cc) cmd="$(command -v "$gnu_clang") --target=$triple --sysroot=$prefix/sysroot \$link" ;;
+    c++) cmd="$(command -v "$gnu_clangxx") --target=$triple --sysroot=$prefix/sysroot \$link" ;;
+    ar) cmd="$(command -v "$gnu_ar")" ;;
+    ranlib) cmd="$(command -v "$gnu_ranlib")" ;;
+  esac
+  # The linker is named only where the command links (clang warns of an unused argument, an
+  # error under -Werror, where it only compiles).
+  cat >"$prefix/bin/$tool.part" <<EOF
+#!/bin/sh
+# $compiler_id for $triple over Debian bullseye's sysroot: glibc $glibc, GCC 10's libstdc++ (scripts/toolchain.sh gnu)
+link="--ld-path=$(command -v "$gnu_lld")"
+for a in "\$@"; do case "\$a" in -c|-S|-E) link=""; break ;; esac; done
+exec $cmd "\$@"
+EOF
+  chmod +x "$prefix/bin/$tool.part"
+  replace_if_changed "$prefix/bin/$tool"
+done
+}
 cc="$prefix/bin/cc"
 sysroot_lib="$prefix/sysroot/usr/lib/$triple"
 write_toolchain_file() {
 cat >"$toolchain.part" <<EOF
-# kiln for $triple, glibc $glibc: zig $zig_version and static dependencies (scripts/toolchain.sh).
+# kiln for $triple, glibc $glibc: $compiler_id ($kind kind) and static dependencies (scripts/toolchain.sh).
 # Nothing of the build machine is searched but the CUDA toolkit's headers and, for packages, the
 # CMake packages a build names itself (nanobind's, from its Python).
 set(CMAKE_SYSTEM_NAME Linux)
@@ -239,7 +321,7 @@ set(CMAKE_C_COMPILER "$prefix/bin/cc")
 set(CMAKE_CXX_COMPILER "$prefix/bin/c++")
 set(CMAKE_AR "$prefix/bin/ar" CACHE FILEPATH "")
 set(CMAKE_RANLIB "$prefix/bin/ranlib" CACHE FILEPATH "")
-set(KILN_GLIBC_FLOOR $glibc)
+$([ "$kind" = zig ] && echo "set(KILN_GLIBC_FLOOR $glibc)")
 set(CMAKE_FIND_ROOT_PATH "$prefix" "$prefix/sysroot")
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
@@ -267,6 +349,20 @@ say "building the $triple glibc $glibc prefix in $prefix (once; -j$jobs)"
 rm -rf "$prefix"
 mkdir -p "$prefix/lib/pkgconfig" "$prefix/include" "$prefix/sysroot" "$prefix/src"
 write_wrappers
+
+# The debs: unpacked into sysroot/ (headers, the lazily loaded libraries' files, CMake configs;
+# for the gnu kind also glibc, GCC's runtime and libstdc++, which its compiler builds against).
+for f in "${deb_files[@]}"; do
+  dpkg-deb -x "$f" "$prefix/sysroot"
+done
+# A deb's absolute symbolic links (libm.so -> /lib/<triple>/libm.so.6) would name the build
+# machine's files: each is made relative, inside the sysroot.
+while IFS= read -r -d '' link; do
+  target="$(readlink "$link")"
+  case "$target" in
+    /*) ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$prefix/sysroot$target")" "$link" ;;
+  esac
+done < <(find "$prefix/sysroot" -type l -print0)
 
 # zstd: the library only (lib/Makefile), static, position-independent.
 say "zstd $zstd_version"
@@ -301,10 +397,6 @@ osrc="$prefix/src/openssl-$openssl_version"
 cp "$osrc/libcrypto.a" "$prefix/lib/"
 cp -r "$osrc/include/openssl" "$prefix/include/"
 
-# The debs: unpacked into sysroot/ (headers, the lazily loaded libraries' files, CMake configs).
-for f in "${deb_files[@]}"; do
-  dpkg-deb -x "$f" "$prefix/sysroot"
-done
 # libarchive's .pc names /usr: written here for the sysroot.
 sed -e "s|^prefix=.*|prefix=$prefix/sysroot/usr|" "$sysroot_lib/pkgconfig/libarchive.pc" \
   >"$prefix/lib/pkgconfig/libarchive.pc"

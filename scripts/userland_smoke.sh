@@ -8,11 +8,13 @@
 #     stand-in driver: it must say loading can work), kiln.load("kiln-kernels").resolve(uri,
 #     cc=90) for every URI (tests/userland/python_check.py), and a C client (tests/userland/
 #     client.c) built with pkg-config against the aarch64 tarball, run through the stand-in
-#     driver (bench/stand_in_libcuda.c built there) with the JIT and the network off; the
+#     driver (bench/stand_in_libcuda.c built there) with the JIT and the network off, and a C++
+#     client (tests/userland/client.cpp, that userland's g++) that gets a kernel from a loopback
+#     HTTP server over the mirror directory through the userland's libcurl; the
 #     aarch64 tarball's kiln --version, doctor, verify, install, compat, and `kiln build`, which
 #     with no aarch64 CUDA toolkit there must stop naming where it looked
 #   amd64-bullseye (x86_64, glibc 2.31, Python 3.9):
-#     the same C client built with find_package(kiln) against the x86_64 tarball; the tarball's
+#     the same C and C++ clients built with find_package(kiln) against the x86_64 tarball; the tarball's
 #     kiln doctor, verify, install, compat and build (as above); and pip's refusal of the runtime wheel for
 #     Python 3.9, which kiln does not support (docs/userlands.md)
 #
@@ -132,7 +134,8 @@ for name in "${userlands[@]}"; do
   find "$mirror" -maxdepth 1 -type f \( -name '*.whl' -o -name '*.json' -o -name '*.tar.zst' \) \
     -exec cp {} "$root/kiln-smoke/mirror/" \;
   cp tests/userland/inside.sh tests/userland/python_check.py tests/userland/client.c \
-    tests/userland/CMakeLists.txt bench/stand_in_libcuda.c "$root/kiln-smoke/"
+    tests/userland/client.cpp tests/userland/CMakeLists.txt bench/stand_in_libcuda.c \
+    "$root/kiln-smoke/"
   # A kernel project for the tarball's `kiln build`, which must say no CUDA toolkit is there.
   cp -r examples/acme-kernels "$root/kiln-smoke/project"
   if [ "$set_" = full ]; then  # the stand-in driver is built where there is a compiler

@@ -4,8 +4,10 @@
 # /kiln-smoke there and runs this script through scripts/foreign_userland.sh run). Every step
 # prints what it runs; the first failure stops it with the step's name and exit status.
 #   SMOKE_NAME   the userland's name, for the messages
-#   SMOKE_CLIENT cmake | pkg-config | none: how the C client is built against the tarball
-#                (none: no C client). The stand-in driver is built wherever there is a compiler.
+#   SMOKE_CLIENT cmake | pkg-config | none: how the C and C++ clients are built against the
+#                tarball (none: no client). The stand-in driver is built wherever there is a
+#                compiler. The C++ client gets one kernel from a loopback HTTP server over the
+#                mirror directory, through the userland's libcurl.
 #   SMOKE_CLI    1: also run the tarball's kiln --version, doctor, verify, install, compat, and
 #                kiln build with no CUDA toolkit (its message)
 set -uo pipefail
@@ -78,10 +80,11 @@ fi
 
 case "$SMOKE_CLIENT" in
 cmake)
-  step "a C client built with find_package(kiln) against the tarball"
+  step "a C client and a C++ client built with find_package(kiln) against the tarball"
   run cmake -S /kiln-smoke -B /tmp/client -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_BUILD_TYPE=Release
   run cmake --build /tmp/client
   client=/tmp/client/userland_client
+  cpp_client=/tmp/client/userland_cpp_client
   ;;
 pkg-config)
   step "a C client built with pkg-config against the tarball"
@@ -89,7 +92,9 @@ pkg-config)
     fail "pkg-config found no kiln in $prefix/lib/pkgconfig"
   read -ra flags <<<"$flags"
   run cc -O1 -o /tmp/userland_client client.c "${flags[@]}"
+  run c++ -std=c++17 -O1 -o /tmp/userland_cpp_client client.cpp "${flags[@]}"
   client=/tmp/userland_client
+  cpp_client=/tmp/userland_cpp_client
   ;;
 none) ;;
 *) fail "SMOKE_CLIENT must be cmake, pkg-config or none, not '$SMOKE_CLIENT'" ;;
@@ -97,6 +102,19 @@ esac
 if [ "$SMOKE_CLIENT" != none ]; then
   step "the C client through the stand-in driver (offline, no JIT: the tarball's store serves)"
   expect 0 "userland client: ok" "${driver_env[@]}" "$client"
+
+  step "the C++ client (g++'s ABI): one kernel from the mirror over HTTP, through this userland's libcurl"
+  index="$(ls "$mirror"/kiln-kernels-*-index.json)"
+  port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+  python3 -m http.server --bind 127.0.0.1 --directory "$mirror" "$port" >/tmp/http.log 2>&1 &
+  server=$!
+  for _ in $(seq 50); do
+    python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/')" 2>/dev/null && break
+    sleep 0.2
+  done
+  expect 0 "userland C++ client: ok" "${driver_env[@]}" "$cpp_client" "http://127.0.0.1:$port" \
+    "$(sha256sum "$index" | cut -c1-64)" /tmp/kiln-cpp-cache
+  kill "$server"
 fi
 
 if [ "${SMOKE_CLI:-0}" = 1 ]; then

@@ -12,6 +12,7 @@
 #include "kiln/error.hpp"
 #include "kiln/version.hpp"
 #include "runtime/lazy_libs.hpp"
+#include "transport/curl_protocols.hpp"
 
 namespace kiln::transport {
 
@@ -148,28 +149,6 @@ struct UrlFree {
   void operator()(CURLU* u) const { api->url_cleanup(u); }
 };
 using UrlHandle = std::unique_ptr<CURLU, UrlFree>;
-
-// The protocols a transfer of a URL with `scheme` may use, first and after a redirect: https may
-// only ever lead to https; plain http may upgrade (on_header adds: same host only); file://
-// never redirects. libcurl 7.85 and later take them as text (the bit-mask options are deprecated
-// there); older ones, which the distributions of kiln's glibc floor load (Debian 11's 7.74,
-// Ubuntu 22.04's 7.81), know only the bit masks and answer CURLE_UNKNOWN_OPTION to the text. The
-// options by number, so that headers of either age compile this.
-CURLcode allow_protocols(const CurlApi& api, CURL* c, const std::string& scheme) {
-  constexpr auto kText = static_cast<CURLoption>(CURLOPTTYPE_STRINGPOINT + 318);
-  constexpr auto kRedirectText = static_cast<CURLoption>(CURLOPTTYPE_STRINGPOINT + 319);
-  constexpr auto kMask = static_cast<CURLoption>(CURLOPTTYPE_LONG + 181);
-  constexpr auto kRedirectMask = static_cast<CURLoption>(CURLOPTTYPE_LONG + 182);
-  constexpr long kHttp = 1L << 0, kHttps = 1L << 1, kFile = 1L << 10;
-  const bool https = scheme == "https", http = scheme == "http";
-  const char* text = https ? "https" : http ? "http,https" : "file";
-  CURLcode rc = api.easy_setopt(c, kText, text);
-  if (rc == CURLE_OK) return api.easy_setopt(c, kRedirectText, text);
-  if (rc != CURLE_UNKNOWN_OPTION) return rc;
-  long mask = https ? kHttps : http ? kHttp | kHttps : kFile;
-  rc = api.easy_setopt(c, kMask, mask);
-  return rc == CURLE_OK ? api.easy_setopt(c, kRedirectMask, mask) : rc;
-}
 
 std::string url_part(const CurlApi& api, CURLU* u, CURLUPart part) {
   char* out = nullptr;
@@ -406,7 +385,7 @@ class CurlTransport final : public Transport {
     set(api_.easy_setopt(c, CURLOPT_URL, req.url.c_str()));
     set(api_.easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf));
     set(api_.easy_setopt(c, CURLOPT_NOSIGNAL, 1L));
-    set(allow_protocols(api_, c, scheme));
+    set(allow_protocols(api_, c, scheme));  // curl_protocols.hpp: the rule, any libcurl
     set(api_.easy_setopt(c, CURLOPT_FOLLOWLOCATION, scheme == "file" || upload ? 0L : 1L));
     set(api_.easy_setopt(c, CURLOPT_MAXREDIRS, 5L));
     set(api_.easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L));

@@ -43,9 +43,15 @@ std::string open_and_resolve(const std::string& file, Api& api, const LibraryFac
   api.field = reinterpret_cast<decltype(api.field)>(::dlsym(handle, #symbol)); \
   if (!api.field) missing.push_back(#symbol);
 
+#define KILN_LAZY_RESOLVE_OPTIONAL(field, symbol) \
+  api.field = reinterpret_cast<decltype(api.field)>(::dlsym(handle, #symbol));
+
 void resolve_curl(void* handle, CurlApi& api, std::vector<std::string>& missing) {
   KILN_LAZY_CURL_SYMBOLS(KILN_LAZY_RESOLVE)
+  KILN_LAZY_CURL_URL_SYMBOLS(KILN_LAZY_RESOLVE_OPTIONAL)
 }
+
+#undef KILN_LAZY_RESOLVE_OPTIONAL
 
 void resolve_archive(void* handle, ArchiveApi& api, std::vector<std::string>& missing) {
   KILN_LAZY_ARCHIVE_SYMBOLS(KILN_LAZY_RESOLVE)

@@ -4,7 +4,8 @@
 // libraries they bring: LDAP, Kerberos, SSH, libxml2, ICU). Every call that code in libkiln
 // makes into them goes through one of the tables below, filled once per process by dlopen of
 // the SONAME CMake found at configure time (never guessed) and dlsym of the whole symbol set
-// at once, so a partial or too old library fails up front, naming every symbol it lacks.
+// at once, so a partial or too old library fails up front, naming every symbol it lacks (but
+// libcurl's URL API, which only redirects need: KILN_LAZY_CURL_URL_SYMBOLS).
 // Internal: public headers never include curl or libarchive. Code that only the CLI runs
 // (packager/: tarball and wheel writers) links libarchive directly (libarchive_handles.hpp).
 #include <archive.h>
@@ -29,10 +30,15 @@ enum class Library { Curl, Archive };
   X(easy_perform, curl_easy_perform)   \
   X(easy_strerror, curl_easy_strerror) \
   X(free, curl_free)                   \
-  X(getdate, curl_getdate)             \
-  X(url, curl_url)                     \
-  X(url_cleanup, curl_url_cleanup)     \
-  X(url_get, curl_url_get)             \
+  X(getdate, curl_getdate)
+
+// field name, libcurl symbol: libcurl's URL API (7.62 and later), with which redirects are
+// checked. A libcurl without it (RHEL 8's 7.61) still loads: these stay null
+// (CurlApi::has_url_api), and every redirect is refused, saying why (http_transport.cpp).
+#define KILN_LAZY_CURL_URL_SYMBOLS(X) \
+  X(url, curl_url)                    \
+  X(url_cleanup, curl_url_cleanup)    \
+  X(url_get, curl_url_get)            \
   X(url_set, curl_url_set)
 
 // field name, libarchive symbol: every libarchive function libkiln calls.
@@ -82,6 +88,8 @@ enum class Library { Curl, Archive };
 
 struct CurlApi {
   KILN_LAZY_CURL_SYMBOLS(KILN_LAZY_FIELD)
+  KILN_LAZY_CURL_URL_SYMBOLS(KILN_LAZY_FIELD)
+  bool has_url_api() const { return url && url_cleanup && url_get && url_set; }
 };
 
 struct ArchiveApi {

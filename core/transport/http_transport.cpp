@@ -161,6 +161,7 @@ std::string url_part(const CurlApi& api, CURLU* u, CURLUPart part) {
 }
 
 // `location` (absolute or relative) resolved against `base`; empty when either does not parse.
+// Needs libcurl's URL API (api.has_url_api()).
 std::string resolve_location(const CurlApi& api, const std::string& base,
                              const std::string& location) {
   UrlHandle u(api.url(), {&api});
@@ -229,9 +230,14 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
       char* current = nullptr;
       st->api->easy_getinfo(st->curl, CURLINFO_EFFECTIVE_URL, &current);
       std::string from = current ? current : "";
-      std::string to = resolve_location(*st->api, from, value);
-      std::string why = to.empty() ? "redirect from " + from + " to '" + value + "', not a URL"
-                                   : redirect_refusal(from, to);
+      std::string why;
+      if (!st->api->has_url_api()) {
+        why = redirect_refusal(*st->api, from, value);
+      } else {
+        std::string to = resolve_location(*st->api, from, value);
+        why = to.empty() ? "redirect from " + from + " to '" + value + "', not a URL"
+                         : redirect_refusal(*st->api, from, to);
+      }
       if (!why.empty()) {
         st->redirect_refused = why;
         return 0;  // aborts the transfer before curl follows
@@ -314,7 +320,17 @@ TransferStatus classify(CURLcode rc) {
 }  // namespace
 
 std::string redirect_refusal(const std::string& from_url, const std::string& to_url) {
-  const CurlApi& api = runtime::lazy_libs::curl("checking a redirect from " + from_url);
+  return redirect_refusal(runtime::lazy_libs::curl("checking a redirect from " + from_url),
+                          from_url, to_url);
+}
+
+std::string redirect_refusal(const runtime::lazy_libs::CurlApi& api, const std::string& from_url,
+                             const std::string& to_url) {
+  if (!api.has_url_api())
+    return "redirect from " + from_url + " to '" + to_url +
+           "' not followed: the loaded libcurl is older than 7.62 and has no URL API (curl_url) "
+           "to check where it leads; give the mirror's final URL, or install libcurl 7.62 or "
+           "newer";
   UrlHandle f(api.url(), {&api}), t(api.url(), {&api});
   if (!f || !t || api.url_set(f.get(), CURLUPART_URL, from_url.c_str(), 0) != CURLUE_OK)
     return "redirect from '" + from_url + "', not a URL";

@@ -12,6 +12,10 @@
 
 #include "kiln/error.hpp"
 
+namespace kiln::runtime::lazy_libs {
+struct CurlApi;  // runtime/lazy_libs.hpp (which brings curl.h)
+}
+
 namespace kiln::transport {
 
 enum class TransferStatus {
@@ -79,6 +83,10 @@ std::unique_ptr<Transport> make_curl_transport(
 // The redirect rule above as a pure function over the URL that answered 3xx and the absolute
 // URL it points to: empty when allowed, else why not.
 std::string redirect_refusal(const std::string& from_url, const std::string& to_url);
+// The same through `api`, a libcurl table: one without the URL API (libcurl older than 7.62,
+// RHEL 8's 7.61) refuses every redirect, saying so; every other download works the same.
+std::string redirect_refusal(const runtime::lazy_libs::CurlApi& api, const std::string& from_url,
+                             const std::string& to_url);
 
 // What to do after a failed attempt: the one place that decides retries.
 struct RetryPolicy {

@@ -3,9 +3,9 @@
 # what only scripts/full_check.sh runs, and how long each part takes): installs dependencies,
 # builds (warnings are errors), runs every CTest test (a seeded sample of the crash points), then
 # the unit tests under address+undefined sanitizers, the fuzz targets (every kept input
-# replayed, then a short exploration), the TUF conformance suite, and ends with a smoke of the
-# aarch64 runtime wheel in an arm64 userland under qemu-user (the release directory's, else a
-# small release made here). GPU tests skip with a message when no GPU is present. Each stage prints its time; the last line sums them.
+# replayed, then a short exploration), the TUF conformance suite, and ends with the release in
+# foreign userlands: a smoke of the aarch64 runtime wheel in an arm64 userland under qemu-user,
+# and the x86_64 tarball in Debian 11 (the release directory's, else a small release made here). GPU tests skip with a message when no GPU is present. Each stage prints its time; the last line sums them.
 #   KILN_CRASH_SAMPLE  crash points per command (default 8 kills and one per I/O fault kind; 0: every point, each way)
 #   KILN_FUZZ_SECONDS  exploration per fuzz target after the replay (default 12)
 set -euo pipefail
@@ -79,13 +79,18 @@ KILN_FUZZ_SECONDS="${KILN_FUZZ_SECONDS:-12}" scripts/fuzz.sh
 stage tuf
 scripts/tuf_conformance.sh build/kiln || { rc=$?; [ "$rc" -eq 77 ] && [ "${KILN_REQUIRE_TUF_CONFORMANCE:-0}" != 1 ]; }
 
-# The release where it would run (docs/userlands.md): an arm64 Debian userland under qemu-user,
-# made fresh (debootstrap, nothing cached across runs), installs an aarch64 runtime wheel and the
-# data wheels with pip and resolves for sm_90. The release directory's (KILN_USERLAND_RELEASE,
-# default release/) when there is one; else a small one made here the way ci/release.sh makes
-# it: `kiln build --targets sm_90a`, `kiln wheel`, and the cp311 aarch64 runtime wheel (Debian 12
-# arm64's Python 3.11) from the zig toolchain (scripts/build_manylinux_wheel.sh). Skipped, saying
-# why, without root (debootstrap and chroot need it) or with KILN_USERLAND_SMOKE=off.
+# The release where it would run (docs/userlands.md), in userlands made fresh (debootstrap,
+# nothing cached across runs): an arm64 Debian userland under qemu-user installs an aarch64
+# runtime wheel and the data wheels with pip and resolves for sm_90 (the short smoke: emulation
+# is slow); Debian 11 (x86_64, glibc 2.31, native) runs everything of the x86_64 tarball: the C
+# and C++ clients built there with find_package(kiln), the C++ one downloading over HTTP through
+# bullseye's libcurl 7.74, the tarball's kiln doctor/verify/install/compat/build, and pip's
+# refusal for Python 3.9. The release directory's (KILN_USERLAND_RELEASE, default release/) when
+# there is one; else a small one made here the way ci/release.sh makes it: `kiln build --targets
+# sm_90a`, `kiln wheel`, the cp311 runtime wheels from the zig toolchain
+# (scripts/build_manylinux_wheel.sh), and the x86_64 tarball from the tarballs' toolchain
+# (scripts/build_host_tarball_tree.sh). Skipped, saying why, without root (debootstrap and chroot
+# need it) or with KILN_USERLAND_SMOKE=off.
 stage userland
 userland_release="${KILN_USERLAND_RELEASE:-release}"
 if [ "${KILN_USERLAND_SMOKE:-on}" = off ]; then
@@ -95,13 +100,16 @@ elif [ "$(id -u)" != 0 ]; then
 else
   if [ ! -d "$userland_release" ]; then
     userland_release=build/userland-mirror
-    echo "ci/test.sh: no release directory at ${KILN_USERLAND_RELEASE:-release}: a small one in $userland_release (sm_90a, the aarch64 wheel for Python 3.11)" >&2
+    echo "ci/test.sh: no release directory at ${KILN_USERLAND_RELEASE:-release}: a small one in $userland_release (sm_90a, the wheels for Python 3.11, the x86_64 tarball)" >&2
     rm -rf "$userland_release" build/userland-kernels
     build/kiln build --targets sm_90a --out build/userland-kernels --dist "$userland_release"
     build/kiln wheel --dist "$userland_release" --out "$userland_release"
     scripts/build_manylinux_wheel.sh "$userland_release" aarch64 3.11
+    tree="$(scripts/build_host_tarball_tree.sh build/userland-tree x86_64 build/kiln | tail -n 1)"
+    build/kiln tarball --dist "$userland_release" --out "$userland_release" --prefix "$tree"
   fi
   KILN_USERLAND_CACHE=off scripts/userland_smoke.sh --quick "$userland_release"
+  KILN_USERLAND_CACHE=off scripts/userland_smoke.sh --require-all --only amd64-bullseye "$userland_release"
 fi
 
 stage

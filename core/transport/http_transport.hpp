@@ -12,8 +12,9 @@
 
 #include "kiln/error.hpp"
 
+// runtime/lazy_libs.hpp's libcurl table, declared only: that header brings curl.h.
 namespace kiln::runtime::lazy_libs {
-struct CurlApi;  // runtime/lazy_libs.hpp (which brings curl.h)
+struct CurlApi;
 }
 
 namespace kiln::transport {

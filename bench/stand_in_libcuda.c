@@ -126,6 +126,14 @@ EXPORT CUresult cuStreamSynchronize(CUstream s) {
   (void)s;
   return CUDA_SUCCESS;
 }
+/* NVRTC 13 opens libcuda.so.1 itself when it compiles, and calls cuGetExportTable without
+ * checking that it resolved: without one here, `kiln doctor`'s NVRTC test compile crashed. No
+ * table is offered; NVRTC compiles without it. */
+EXPORT CUresult cuGetExportTable(const void** table, const CUuuid* id) {
+  (void)id;
+  if (table) *table = NULL;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
 EXPORT CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* st) {
   (void)s;
   *st = CU_STREAM_CAPTURE_STATUS_NONE;

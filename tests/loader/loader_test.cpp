@@ -82,8 +82,8 @@ class CountingFs : public kiln::store::DiskStoreFs {
     ++reads;
     return kiln::store::DiskStoreFs::read(path, max_bytes);
   }
-  std::unique_ptr<kiln::format::ManifestFile> open_manifest(const std::string& path,
-                                                    const kiln::io::FileIdentity& id) const override {
+  std::unique_ptr<kiln::format::ManifestFile> open_manifest(
+      const std::string& path, const kiln::io::FileIdentity& id) const override {
     ++reads;
     return kiln::store::DiskStoreFs::open_manifest(path, id);
   }
@@ -107,8 +107,9 @@ class FakeJit : public kiln::jit::JitCompiler {
     c.supported_archs = {75, 80, 86, 89, 90, 100, 120};
     return c;
   }
-  kiln::jit::JitResult compile(const kiln::project::Specialisation& spec, const kiln::project::Family&, int cc,
-                          const std::string& cache_dir) override {
+  kiln::jit::JitResult compile(const kiln::project::Specialisation& spec,
+                               const kiln::project::Family&, int cc,
+                               const std::string& cache_dir) override {
     ++compiles;
     kiln::jit::JitResult r;
     r.image = "cubin:" + spec.uri + ":" + std::to_string(cc);
@@ -318,7 +319,8 @@ TEST(CheckedArtifact, OtherBytesAreAMismatchRejectedForIntegrityNamingBothDigest
   EXPECT_EQ(a.refusal.candidate.path, path);
   EXPECT_EQ(a.refusal.candidate.reason,
             kiln::plan::verify_artifact("image:sm_99", 11, pinned));  // the pure check's words
-  EXPECT_NE(a.refusal.candidate.reason.find(kiln::io::sha256_hex("image:sm_99")), std::string::npos);
+  EXPECT_NE(a.refusal.candidate.reason.find(kiln::io::sha256_hex("image:sm_99")),
+            std::string::npos);
 }
 
 TEST(CheckedArtifact, MissingFileIsUnreadableWithTheReadsErrorKindAndMessage) {
@@ -414,10 +416,10 @@ TEST(Loader, ManifestWithNewerFormatVersionIsRejectedNamingBothValues) {
   auto l = rig.loader();
   std::string msg;
   EXPECT_EQ(get_error(*l, kUri, &msg), ErrorKind::Stale);
-  EXPECT_NE(
-      msg.find("format_version differs: manifest has " + std::to_string(kiln::format::kManifestFormat + 1) +
-               ", this libkiln reads " + std::to_string(kiln::format::kManifestFormat)),
-      std::string::npos)
+  EXPECT_NE(msg.find("format_version differs: manifest has " +
+                     std::to_string(kiln::format::kManifestFormat + 1) + ", this libkiln reads " +
+                     std::to_string(kiln::format::kManifestFormat)),
+            std::string::npos)
       << msg;
 }
 
@@ -852,6 +854,29 @@ TEST(DoctorCli, ADeviceAndAStoreArchiveThatRunsOnItIsOk) {
   EXPECT_EQ(j["missing"][0].get<std::string>().rfind("a source of kernels for sm_80 (CC 8.0)", 0),
             0u)
       << cc80.out;
+}
+
+// With the JIT on, doctor test-compiles with this machine's NVRTC while the benchmarks' and
+// the userland smoke's stand-in driver (bench/stand_in_libcuda.c) is the libcuda.so.1 of the
+// process: NVRTC 13 opens libcuda itself and calls cuGetExportTable, which that stand-in once
+// lacked (the doctor died of SIGSEGV, exit 139, printing nothing).
+TEST(DoctorCli, TheNvrtcTestCompileRunsBesideTheStandInDriver) {
+  const fs::path driver_dir = fs::path(KILN_TEST_BINARY_DIR) / "bench" / "stand-in";
+  if (!fs::exists(driver_dir / "libcuda.so.1"))
+    GTEST_SKIP() << "no stand-in libcuda at " << driver_dir << " (-DKILN_BUILD_BENCH=ON builds it)";
+  TempDir tmp;
+  kiln::test::ReleaseSpec rel;
+  rel.version = kiln::version();
+  kiln::test::write_store_entry(tmp / "store", rel, "sm_90");
+  const std::string driver = driver_dir.string();
+  auto r =
+      kiln::test::run(kiln::test::nvrtc_child_env() + "LD_LIBRARY_PATH='" + driver +
+                      "' KILN_CACHE_DIR='" + (tmp / "cache").string() + "' KILN_ARTIFACT_PATH='" +
+                      (tmp / "store").string() + "' " + kiln::test::kiln_cli() +
+                      " doctor --package kiln-kernels --version " + kiln::version() + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("test compile ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ok: loading can work here\n"), std::string::npos) << r.out;
 }
 
 // --- the mirror tier over the pinned index, through the one target-choice rule

@@ -106,10 +106,13 @@ std::string verify_artifact(const std::string& bytes, std::uint64_t size,
 // targets release `version` offers (release_targets(); empty when unknown): `kiln fetch --device`
 // with the archive the target-choice rule picks, or "no archive of release V can run on CC X.Y".
 // `family` (the URI's): when none of its declared targets runs on cc, no archive nor JIT can
-// serve it, and the advice says so (family_cannot_run).
+// serve it, and the advice says so (family_cannot_run). `driver` (cuDriverGetVersion's number;
+// 0 when unknown): the command passes it as `--driver X.Y`, since the fetch runs on another
+// machine, and where it cannot run this libkiln's toolkit the advice names no archive of that
+// toolkit but the target and the driver's CUDA (the release may hold another toolkit's).
 std::string fetch_advice(int cc, const std::string& package, const std::string& version,
                          const std::vector<std::string>& offered, const std::string& cache_dir,
-                         const project::Family* family = nullptr);
+                         const project::Family* family = nullptr, int driver = 0);
 
 // Pure: the error for a failed get(): kind from what was rejected (Stale or Integrity when
 // every candidate that would have run failed for that reason; else Unsupported when the driver

@@ -437,7 +437,7 @@ void Loader::Impl::load(Entry& e, const std::string& uri, const project::Special
   if (!ok)
     throw plan::resolution_failure(uri, cc, s.searched, s.rejected,
                              plan::fetch_advice(cc, pkg->name(), pkg->version(), known_release_targets(),
-                                          cfg.cache_dir, family_of(spec)));
+                                          cfg.cache_dir, family_of(spec), driver_number()));
   e.handle = std::move(h);
   e.ready.store(true, std::memory_order_release);
 }

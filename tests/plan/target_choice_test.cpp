@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "format/toolkit.hpp"
 #include "jit/jit.hpp"
 #include "kiln/version.hpp"
 #include "plan/resolver.hpp"
@@ -210,6 +211,36 @@ TEST(TargetChoice, MirrorChoiceFetchesTheBestFirstAndExplainsTheRest) {
   EXPECT_EQ(none.rejected.back().candidate.reason,
             "no archive of kiln-kernels 0.1.0 can run on CC 7.5 (the index lists: sm_80, sm_86, "
             "sm_89, sm_90a, sm_100, sm_120, compute_80)");
+}
+
+// The node's driver: the command carries it (the fetch runs on another machine), and where the
+// driver cannot run this libkiln's toolkit the advice names no archive of that toolkit.
+TEST(TargetChoice, FetchAdviceCarriesTheDriverAndNamesNoArchiveItCannotRun) {
+  const std::string own = std::string("kiln-kernels-0.1.0-cuda") + kiln::cuda_version() +
+                          "-sm_90a.tar.zst";
+  const auto own_version = kiln::format::parse_cuda_version(kiln::cuda_version());
+  ASSERT_TRUE(own_version);
+  const int runs_own = own_version->driver_number();
+  std::string a =
+      kiln::plan::fetch_advice(90, "kiln-kernels", "0.1.0", kDefault, "/c", nullptr, runs_own);
+  EXPECT_NE(a.find("--device sm_90 --dest /c --driver " + own_version->str()), std::string::npos)
+      << a;
+  EXPECT_NE(a.find(own), std::string::npos) << a;
+
+  // A driver one major older than this libkiln's toolkit: no SASS of that toolkit runs there.
+  const int older = (own_version->major - 1) * 1000 + 80;
+  std::string b =
+      kiln::plan::fetch_advice(90, "kiln-kernels", "0.1.0", kDefault, "/c", nullptr, older);
+  EXPECT_NE(b.find("--driver " + kiln::format::driver_cuda_version(older).str()),
+            std::string::npos)
+      << b;
+  EXPECT_EQ(b.find(own), std::string::npos) << b;
+  EXPECT_NE(b.find("it fetches the sm_90a archive of a toolkit this driver runs"),
+            std::string::npos)
+      << b;
+  EXPECT_NE(b.find("this driver runs CUDA " + kiln::format::driver_cuda_version(older).str()),
+            std::string::npos)
+      << b;
 }
 
 TEST(TargetChoice, FetchAdviceNamesATargetTheReleaseHas) {

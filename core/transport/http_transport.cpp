@@ -188,7 +188,6 @@ struct CallState {
   curl_off_t last_bytes = -1;
   std::chrono::steady_clock::time_point last_progress = std::chrono::steady_clock::now();
   bool stalled = false;
-  long header_status = 0;        // status of the response whose headers are arriving
   std::string redirect_refused;  // why a redirect was not followed; empty: none refused
 };
 
@@ -216,11 +215,14 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
   if (line.rfind("HTTP/", 0) == 0) {
     // A new response (after a redirect or 100-continue): forget the previous one's headers.
     st->retry_after.reset();
-    std::size_t sp = line.find(' ');
-    st->header_status = sp == std::string::npos ? 0 : std::atol(line.c_str() + sp + 1);
     return size * n;
   }
-  if (st->header_status >= 300 && st->header_status < 400) {
+  // Whether this response redirects is libcurl's reading of its status line, which it has
+  // stored by now and follows by: a reading of our own could differ (libcurl takes
+  // "HTTP/2<TAB>302" as a 302), and a Location it follows would go unchecked.
+  long status = 0;
+  st->api->easy_getinfo(st->curl, CURLINFO_RESPONSE_CODE, &status);
+  if (status >= 300 && status < 400) {
     if (auto location = header_value(line, "location")) {
       // curl would follow this next; decide first (the same-host rule is not a curl option).
       std::string value = *location;

@@ -856,6 +856,22 @@ TEST_F(Fetch, RedirectFromHttpToAnotherHostIsRefused) {
   expect_only_verified(dest, {});
 }
 
+// libcurl reads "HTTP/2<TAB>302" as a 302 and follows its Location: the rule must hold for
+// whatever status line libcurl takes as a redirect, not only for the usual spelling.
+TEST_F(Fetch, RedirectToAnotherHostIsRefusedWhateverTheStatusLineLooksLike) {
+  MisbehavingServer other(rel.dir, "ok");
+  std::string elsewhere = "http://localhost:" + other.url().substr(other.url().rfind(':') + 1);
+  MisbehavingServer s(rel.dir, "redirect-tab",
+                      {"--match", "kiln-kernels", "--redirect-to", elsewhere});
+  auto [kind, msg] =
+      error_of([&] { fetch::fetch_targets(options({s.url()}), {"sm_90a"}, dest.string()); });
+  EXPECT_EQ(kind, ErrorKind::Network);
+  EXPECT_CONTAINS(msg, "redirect refused");
+  EXPECT_CONTAINS(msg, "to another host localhost");
+  EXPECT_EQ(other.total(), 0);
+  expect_only_verified(dest, {});
+}
+
 TEST_F(Fetch, RedirectWithinTheSameHttpHostIsFollowed) {
   MisbehavingServer other(rel.dir, "ok");  // 127.0.0.1, another port
   MisbehavingServer s(rel.dir, "redirect",

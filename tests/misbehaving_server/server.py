@@ -16,6 +16,7 @@ Modes:
   429           429 with "Retry-After: --retry-after" for the first --fail-count requests
   stall         full Content-Length, half the body, then silence for --stall-seconds
   redirect      302 to --redirect-to + path (e.g. https -> http)
+  redirect-tab  the same 302 with the status line "HTTP/2<TAB>302", which libcurl reads as a 302
   slow          the file in 20 pieces over about a second (so concurrent clients overlap)
   drip          full Content-Length, then the file at --drip-rate bytes/s in ten pieces a
                 second: above a low-speed limit, so only a total deadline ends it
@@ -85,6 +86,10 @@ def make_handler(args):
                 self.send_plain(429, {"Retry-After": str(args.retry_after)}, b"slow down\n")
             elif mode == "redirect":
                 self.send_plain(302, {"Location": args.redirect_to.rstrip("/") + path})
+            elif mode == "redirect-tab":
+                location = args.redirect_to.rstrip("/") + path
+                self.wfile.write(b"HTTP/2\t302\r\nLocation: " + location.encode() +
+                                 b"\r\nContent-Length: 0\r\n\r\n")
             elif mode == "flip":
                 b = bytearray(data)
                 if b:

@@ -108,6 +108,7 @@ if [ "$SMOKE_CLIENT" != none ]; then
   port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   python3 -m http.server --bind 127.0.0.1 --directory "$mirror" "$port" >/tmp/http.log 2>&1 &
   server=$!
+  trap 'kill "$server" 2>/dev/null' EXIT  # a failing step exits: the server must not outlive it
   for _ in $(seq 50); do
     python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/')" 2>/dev/null && break
     sleep 0.2
@@ -115,6 +116,7 @@ if [ "$SMOKE_CLIENT" != none ]; then
   expect 0 "userland C++ client: ok" "${driver_env[@]}" "$cpp_client" "http://127.0.0.1:$port" \
     "$(sha256sum "$index" | cut -c1-64)" /tmp/kiln-cpp-cache
   kill "$server"
+  trap - EXIT
 fi
 
 if [ "${SMOKE_CLI:-0}" = 1 ]; then

@@ -104,6 +104,9 @@ else
     rm -rf "$userland_release" build/userland-kernels
     build/kiln build --targets sm_90a --out build/userland-kernels --dist "$userland_release"
     build/kiln wheel --dist "$userland_release" --out "$userland_release"
+    # x86_64 first: Debian 11's steps (--require-all) need it, and the aarch64 build makes it
+    # only where its stubs are not cached yet (build/manylinux/stubs: a fresh clone).
+    scripts/build_manylinux_wheel.sh "$userland_release" x86_64 3.11
     scripts/build_manylinux_wheel.sh "$userland_release" aarch64 3.11
     tree="$(scripts/build_host_tarball_tree.sh build/userland-tree x86_64 build/kiln | tail -n 1)"
     build/kiln tarball --dist "$userland_release" --out "$userland_release" --prefix "$tree"

@@ -32,7 +32,9 @@
 # ~/.cache/kiln-toolchain): downloads/ (checked against their pins on every run), zig-0.17.0/,
 # zig-cache/, <ARCH>-linux-gnu.<GLIBC>/ (the prefix: bin/ the compiler wrappers, lib/ include/
 # the static libraries, sysroot/ the debs, toolchain.cmake). A prefix is built once: a second run
-# whose recipe (this file) is unchanged only checks the downloads and prints the path.
+# whose recipe (the compiler, the pinned sources and debs, the build options: `recipe` below) is
+# unchanged only checks the downloads and prints the path; a change to how a prefix is laid out
+# needs `rm -rf` of it.
 # KILN_TOOLCHAIN_JOBS: parallel jobs for the dependency builds (default 2).
 set -euo pipefail
 mode=prefix
@@ -360,7 +362,7 @@ done
 while IFS= read -r -d '' link; do
   target="$(readlink "$link")"
   case "$target" in
-    /*) ln -sfn "$(realpath -m --relative-to="$(dirname "$link")" "$prefix/sysroot$target")" "$link" ;;
+    /*) ln -sfn "$(realpath -m -s --relative-to="$(dirname "$link")" "$prefix/sysroot$target")" "$link" ;;
   esac
 done < <(find "$prefix/sysroot" -type l -print0)
 

@@ -198,22 +198,20 @@ std::string fetch_advice(int cc, const std::string& package, const std::string& 
   std::string cmd = "kiln fetch --package " + package + " --version " + version + " --device " +
                     device_target(cc) + " --dest " + cache_dir;
   if (driver > 0) cmd += " --driver " + format::driver_cuda_version(driver).str();
-  std::string copy = " (then copy that directory here, or add it to KILN_ARTIFACT_PATH)";
-  if (offered.empty()) return "to get it on a machine with network access: " + cmd + copy;
+  const std::string get = "to get it on a machine with network access: " + cmd +
+                          " (then copy that directory here, or add it to KILN_ARTIFACT_PATH)";
+  if (offered.empty()) return get;
   NamedChoice choice = choose_named_targets(cc, offered, family);
   std::string all = util::join(offered, ", ");
   if (choice.candidates.empty())
     return "no archive of " + package + " " + version + " can run on CC " + cc_string(cc) +
            " (it offers " + all + "); only JIT (NVRTC) can serve this device";
   const auto& best = choice.candidates.front();
-  const bool ptx = best.first.rfind("compute_", 0) == 0;
-  if (driver > 0)
-    if (auto own = format::parse_cuda_version(cuda_version()))
-      if (auto why = format::driver_refuses(*own, ptx, driver))
-        return "to get it on a machine with network access: " + cmd + copy + "; it fetches the " +
-               best.first + " archive of a toolkit this driver runs (" + best.second +
-               "), not this libkiln's own CUDA " + cuda_version() + " one: " + *why;
-  return "to get it on a machine with network access: " + cmd + copy + "; it fetches " +
+  if (auto target = format::parse_target(best.first))
+    if (auto why = toolkit_refusal(cuda_version(), *target, driver))
+      return get + "; it fetches the " + best.first + " archive of a toolkit this driver runs (" +
+             best.second + "), not this libkiln's own CUDA " + cuda_version() + " one: " + *why;
+  return get + "; it fetches " +
          format::archive_file_name(package, version, cuda_version(), best.first) + " (" + best.first +
          ": " + best.second + ")";
 }

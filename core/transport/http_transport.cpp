@@ -232,14 +232,11 @@ size_t on_header(char* buf, size_t size, size_t n, void* userdata) {
       char* current = nullptr;
       st->api->easy_getinfo(st->curl, CURLINFO_EFFECTIVE_URL, &current);
       std::string from = current ? current : "";
-      std::string why;
-      if (!st->api->has_url_api()) {
-        why = redirect_refusal(*st->api, from, value);
-      } else {
-        std::string to = resolve_location(*st->api, from, value);
-        why = to.empty() ? "redirect from " + from + " to '" + value + "', not a URL"
-                         : redirect_refusal(*st->api, from, to);
-      }
+      // Without the URL API nothing resolves it, and redirect_refusal refuses it, saying why.
+      std::string to =
+          st->api->has_url_api() ? resolve_location(*st->api, from, value) : value;
+      std::string why = to.empty() ? "redirect from " + from + " to '" + value + "', not a URL"
+                                   : redirect_refusal(*st->api, from, to);
       if (!why.empty()) {
         st->redirect_refused = why;
         return 0;  // aborts the transfer before curl follows

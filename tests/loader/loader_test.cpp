@@ -861,9 +861,8 @@ TEST(DoctorCli, ADeviceAndAStoreArchiveThatRunsOnItIsOk) {
 // process: NVRTC 13 opens libcuda itself and calls cuGetExportTable, which that stand-in once
 // lacked (the doctor died of SIGSEGV, exit 139, printing nothing).
 TEST(DoctorCli, TheNvrtcTestCompileRunsBesideTheStandInDriver) {
-  const fs::path driver_dir = fs::path(KILN_TEST_BINARY_DIR) / "bench" / "stand-in";
-  if (!fs::exists(driver_dir / "libcuda.so.1"))
-    GTEST_SKIP() << "no stand-in libcuda at " << driver_dir << " (-DKILN_BUILD_BENCH=ON builds it)";
+  const fs::path driver_dir = kiln::test::stand_in_libcuda_dir();
+  if (driver_dir.empty()) GTEST_SKIP() << "no stand-in libcuda (-DKILN_BUILD_BENCH=ON builds it)";
   TempDir tmp;
   kiln::test::ReleaseSpec rel;
   rel.version = kiln::version();

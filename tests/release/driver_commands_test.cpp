@@ -47,16 +47,16 @@ struct Store {
     std::string e = "KILN_ARTIFACT_PATH='" + dir.string() + "' KILN_CACHE_DIR='" +
                     (tmp / "cache").string() + "' KILN_OFFLINE=1 KILN_DISABLE_JIT=1 KILN_MIRRORS= ";
     if (driver > 0)
-      e += "LD_LIBRARY_PATH='" + stand_in_dir().string() + "' KILN_STAND_IN_DRIVER=" +
-           std::to_string(driver) + " KILN_STAND_IN_CC=" + std::to_string(cc) + " ";
+      e += "LD_LIBRARY_PATH='" + test::stand_in_libcuda_dir().string() +
+           "' KILN_STAND_IN_DRIVER=" + std::to_string(driver) +
+           " KILN_STAND_IN_CC=" + std::to_string(cc) + " ";
     else
       e += "LD_LIBRARY_PATH=/nonexistent ";
     return e;
   }
-  static fs::path stand_in_dir() { return fs::path(KILN_TEST_BINARY_DIR) / "bench" / "stand-in"; }
 };
 
-bool have_stand_in() { return fs::exists(Store::stand_in_dir() / "libcuda.so.1"); }
+bool have_stand_in() { return !test::stand_in_libcuda_dir().empty(); }
 
 struct CliRun {
   int exit_code;

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>

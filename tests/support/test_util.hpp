@@ -116,6 +116,13 @@ inline std::string nvrtc_child_env() {
 #endif
 }
 inline std::string source_dir() { return KILN_TEST_SOURCE_DIR; }
+// The folder of the stand-in libcuda.so.1 the build makes from bench/stand_in_libcuda.c
+// (-DKILN_BUILD_BENCH=ON), to put first on a child's LD_LIBRARY_PATH; empty when there is none.
+inline std::filesystem::path stand_in_libcuda_dir() {
+  const std::filesystem::path dir =
+      std::filesystem::path(KILN_TEST_BINARY_DIR) / "bench" / "stand-in";
+  return std::filesystem::exists(dir / "libcuda.so.1") ? dir : std::filesystem::path();
+}
 
 // A sweep over many generated cases checks every kSweepStride-th one under the sanitizers
 // (ci/test.sh's asan stage, where each case costs 50 to 100 times more); the plain build of the

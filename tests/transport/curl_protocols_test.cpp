@@ -19,15 +19,18 @@ using runtime::lazy_libs::CurlApi;
 
 const CurlApi& real() { return runtime::lazy_libs::curl("the protocol allow-list tests"); }
 
-// A libcurl older than 7.85: the text options are unknown; every other option goes to the real
-// one (long options as long, the others as pointers: the only kinds set here).
+// This machine's libcurl, every option recorded; with `g_text_unknown` a libcurl older than
+// 7.85, to which the text options are unknown. Every other option goes to the real one (long
+// options as long, the others as pointers: the only kinds set here).
 std::vector<int>& options_seen() {
   static std::vector<int> seen;
   return seen;
 }
-CURLcode old_setopt(CURL* easy, CURLoption option, ...) {
+bool g_text_unknown = false;
+CURLcode recording_setopt(CURL* easy, CURLoption option, ...) {
   options_seen().push_back(option);
-  if (option == CURLOPTTYPE_STRINGPOINT + 318 || option == CURLOPTTYPE_STRINGPOINT + 319)
+  if (g_text_unknown &&
+      (option == CURLOPTTYPE_STRINGPOINT + 318 || option == CURLOPTTYPE_STRINGPOINT + 319))
     return CURLE_UNKNOWN_OPTION;
   va_list ap;
   va_start(ap, option);
@@ -42,9 +45,10 @@ CURLcode out_of_memory_setopt(CURL*, CURLoption option, ...) {
   options_seen().push_back(option);
   return CURLE_OUT_OF_MEMORY;
 }
-CurlApi old_libcurl() {
+CurlApi recording_libcurl(bool text_unknown) {
+  g_text_unknown = text_unknown;
   CurlApi api = real();
-  api.easy_setopt = old_setopt;
+  api.easy_setopt = recording_setopt;
   return api;
 }
 
@@ -63,13 +67,22 @@ CURLcode transfer(const CurlApi& api, const std::string& scheme, const std::stri
 }
 
 TEST(CurlProtocols, ThisLibcurlTakesTheTextOptionsAndRefusesAProtocolLeftOut) {
+  CurlApi api = recording_libcurl(/*text_unknown=*/false);
+  options_seen().clear();
+  {
+    Easy easy;
+    EXPECT_EQ(allow_protocols(api, easy.get(), "https"), CURLE_OK);
+  }
+  // Both text options, accepted: no bit mask is set.
+  EXPECT_EQ(options_seen(),
+            (std::vector<int>{CURLOPTTYPE_STRINGPOINT + 318, CURLOPTTYPE_STRINGPOINT + 319}));
   // https only: an http:// URL is refused by libcurl itself, before any connection.
-  EXPECT_EQ(transfer(real(), "https", "http://127.0.0.1:9/"), CURLE_UNSUPPORTED_PROTOCOL);
-  EXPECT_EQ(transfer(real(), "file", "http://127.0.0.1:9/"), CURLE_UNSUPPORTED_PROTOCOL);
+  EXPECT_EQ(transfer(api, "https", "http://127.0.0.1:9/"), CURLE_UNSUPPORTED_PROTOCOL);
+  EXPECT_EQ(transfer(api, "file", "http://127.0.0.1:9/"), CURLE_UNSUPPORTED_PROTOCOL);
 }
 
 TEST(CurlProtocols, ALibcurlWithoutTheTextOptionsGetsTheBitMasks) {
-  CurlApi old = old_libcurl();
+  CurlApi old = recording_libcurl(/*text_unknown=*/true);
   for (const char* scheme : {"https", "http", "file"}) {
     options_seen().clear();
     Easy easy;
